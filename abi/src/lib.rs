@@ -1,0 +1,373 @@
+//! The guest ABI of ipivmm: what the host hands a payload at entry and what the
+//! payload sends back through the control port.
+//!
+//! This crate is `no_std` and dependency-free so that the freestanding guest
+//! payload and the host share one definition. Every struct is `repr(C)` with
+//! only fixed-width integer fields, so its layout is the same on both sides;
+//! `docs/guest-abi.md` documents it in prose.
+//!
+//! # Entry convention
+//! Every vCPU enters the payload's ELF entry point in 64-bit long mode, with
+//! paging on (identity map of the low 4 GiB), interrupts disabled, and:
+//! - `rdi` = guest-physical address of the [`BootInfo`] block,
+//! - `rsi` = this vCPU's index (0-based),
+//! - `rsp` = top of this vCPU's stack (16-byte aligned),
+//! - CS = [`CODE64_SELECTOR`], DS/ES/SS/FS/GS = [`DATA_SELECTOR`],
+//!   TR = [`TSS_SELECTOR`] with IST1 pointing at a per-vCPU interrupt stack.
+//!
+//! # Control port
+//! The payload writes, with a 32-bit `out` to [`CONTROL_PORT`], the
+//! guest-physical address of a [`ControlMsg`]. The host decodes it while the
+//! writing vCPU is stopped in that exit, acts on it, writes [`ControlMsg::reply`]
+//! and resumes the vCPU.
+#![no_std]
+
+/// Version of this ABI; [`BootInfo::abi_version`] and [`ControlMsg::version`]
+/// carry it. Bump on any incompatible change.
+pub const ABI_VERSION: u16 = 1;
+
+/// `BootInfo::magic`: "IPIVMMBI" little-endian.
+pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IPIVMMBI");
+/// `ControlMsg::magic`: "IPIM" little-endian.
+pub const CONTROL_MAGIC: u32 = u32::from_le_bytes(*b"IPIM");
+
+/// Most vCPUs a VM can have: xAPIC physical IDs 0..=0xFE (0xFF is broadcast).
+pub const MAX_VCPUS: usize = 254;
+
+/// I/O port of the control device (32-bit `out`, value = GPA of a `ControlMsg`).
+pub const CONTROL_PORT: u16 = 0x0ce0;
+/// I/O port of the 16550 serial console (COM1).
+pub const SERIAL_PORT: u16 = 0x03f8;
+
+/// GDT selectors the host sets up for every vCPU.
+pub const CODE64_SELECTOR: u16 = 0x08;
+/// Data segment selector.
+pub const DATA_SELECTOR: u16 = 0x10;
+/// 64-bit TSS selector (16-byte descriptor).
+pub const TSS_SELECTOR: u16 = 0x18;
+/// IST index (1-based, as in the IDT gate) of the per-vCPU interrupt stack.
+pub const INTERRUPT_IST: u8 = 1;
+
+/// Guest-physical range a payload's loadable segments must fall in.
+/// Linker scripts place the image at [`PAYLOAD_START`].
+pub const PAYLOAD_START: u64 = 0x0010_0000;
+/// End (exclusive) of the payload range.
+pub const PAYLOAD_END: u64 = 0x0080_0000;
+
+/// xAPIC MMIO base (identity-mapped, uncached).
+pub const XAPIC_BASE: u64 = 0xfee0_0000;
+/// Default vector of the measured IPIs.
+pub const DEFAULT_IPI_VECTOR: u8 = 0x40;
+/// Spurious-interrupt vector the payload programs in the SVR.
+pub const SPURIOUS_VECTOR: u8 = 0xff;
+
+/// How the guest talks to its local APIC.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApicMode {
+    /// MMIO at 0xFEE00000 (ICR at +0x300/+0x310).
+    Xapic = 0,
+    /// MSRs 0x800.. (ICR = MSR 0x830); the payload sets IA32_APIC_BASE.EXTD.
+    X2apic = 1,
+}
+
+impl ApicMode {
+    /// Decode the `BootInfo::apic_mode` field.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            0 => Some(Self::Xapic),
+            1 => Some(Self::X2apic),
+            _ => None,
+        }
+    }
+}
+
+/// How the guest sends IPIs.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpiPath {
+    /// Writes to the ICR.
+    Icr = 0,
+    /// KVM_HC_SEND_IPI hypercall (needs KVM_FEATURE_PV_SEND_IPI).
+    Pv = 1,
+}
+
+impl IpiPath {
+    /// Decode the `BootInfo::ipi_path` field.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            0 => Some(Self::Icr),
+            1 => Some(Self::Pv),
+            _ => None,
+        }
+    }
+}
+
+/// How an IPI target waits between IPIs.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetWait {
+    /// Spins with interrupts enabled (no VM exit on the target).
+    Spin = 0,
+    /// `sti; hlt` (the wake-up path: halt exits, halt polling).
+    Halt = 1,
+}
+
+impl TargetWait {
+    /// Decode the `BootInfo::target_wait` field.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            0 => Some(Self::Spin),
+            1 => Some(Self::Halt),
+            _ => None,
+        }
+    }
+}
+
+/// Built-in workloads of the bundled payload.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// vCPU 0 sends to each other vCPU in turn and waits for the ack.
+    Pingpong = 1,
+    /// Like `Pingpong`, the target halts between IPIs.
+    PingpongHalt = 2,
+    /// vCPU 0 sends all-but-self shorthand, waits for every ack.
+    Broadcast = 3,
+    /// vCPU 0 sends to an explicit set of targets (`param[0]` = bitmap of
+    /// vCPU indices, 0 = all others), waits for every ack.
+    Multicast = 4,
+    /// Every vCPU sends IPIs to itself.
+    SelfIpi = 5,
+    /// vCPU 0 fires IPIs without waiting; receivers count.
+    Flood = 6,
+    /// Every vCPU sends to every other vCPU.
+    AllToAll = 7,
+}
+
+impl Workload {
+    /// Every built-in workload, in a stable order.
+    pub const ALL: [Workload; 7] = [
+        Workload::Pingpong,
+        Workload::PingpongHalt,
+        Workload::Broadcast,
+        Workload::Multicast,
+        Workload::SelfIpi,
+        Workload::Flood,
+        Workload::AllToAll,
+    ];
+
+    /// Decode the `BootInfo::workload` field.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| *w as u32 == raw)
+    }
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Pingpong => "pingpong",
+            Workload::PingpongHalt => "pingpong-halt",
+            Workload::Broadcast => "broadcast",
+            Workload::Multicast => "multicast",
+            Workload::SelfIpi => "self-ipi",
+            Workload::Flood => "flood",
+            Workload::AllToAll => "all-to-all",
+        }
+    }
+
+    /// Parse a command-line name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
+/// Handed to every vCPU in `rdi` at entry; one shared read-only block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BootInfo {
+    /// [`BOOT_INFO_MAGIC`].
+    pub magic: u64,
+    /// [`ABI_VERSION`].
+    pub abi_version: u16,
+    /// Reserved, zero.
+    pub reserved0: u16,
+    /// Number of vCPUs in the VM.
+    pub vcpu_count: u32,
+    /// TSC frequency in kHz (KVM_GET_TSC_KHZ), 0 if unknown.
+    pub tsc_khz: u64,
+    /// [`ApicMode`] as u32.
+    pub apic_mode: u32,
+    /// [`IpiPath`] as u32.
+    pub ipi_path: u32,
+    /// [`Workload`] as u32 (custom payloads may ignore it).
+    pub workload: u32,
+    /// [`TargetWait`] as u32.
+    pub target_wait: u32,
+    /// Measured iterations.
+    pub iterations: u64,
+    /// Warm-up iterations (not recorded).
+    pub warmup: u64,
+    /// Vector of the measured IPIs.
+    pub ipi_vector: u32,
+    /// Reserved flags, zero.
+    pub flags: u32,
+    /// GPA of the first vCPU's scratch area (free guest RAM for samples).
+    pub scratch_base: u64,
+    /// Bytes of scratch per vCPU; vCPU i owns
+    /// `scratch_base + i * scratch_stride .. + scratch_stride`.
+    pub scratch_stride: u64,
+    /// Workload-specific parameters (custom payloads: `--param`).
+    pub params: [u64; 8],
+    /// APIC ID of vCPU i (index = vCPU index).
+    pub apic_ids: [u32; MAX_VCPUS],
+    /// Pads the block to a multiple of 8 bytes.
+    pub reserved1: [u32; 2],
+}
+
+/// What a [`ControlMsg`] asks the host to do.
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsgKind {
+    /// First message of a vCPU: "the payload is running". `arg[0]` = guest
+    /// feature bits (informational).
+    Hello = 1,
+    /// Begin measured phase `phase`; `arg[0]`/`arg[1]` = GPA/length of its
+    /// UTF-8 name (at most [`MAX_NAME_LEN`] bytes). Counters are snapshot.
+    PhaseBegin = 2,
+    /// End phase `phase`; counters are snapshot again and the window closed.
+    PhaseEnd = 3,
+    /// Latency samples of phase `phase`: `arg[0]` = GPA of a `u64` array,
+    /// `arg[1]` = count (at most [`MAX_SAMPLES_PER_MSG`]), `arg[2]` = unit
+    /// (0 = TSC cycles). May be sent several times per phase.
+    Samples = 4,
+    /// A named value of phase `phase`: `arg[0]`/`arg[1]` = GPA/length of the
+    /// name, `arg[2]` = the value.
+    Record = 5,
+    /// This vCPU is finished: `arg[0]` = status (0 = success), `arg[1]`/`arg[2]`
+    /// = GPA/length of an optional message. The vCPU is not resumed.
+    Done = 6,
+    /// The payload failed: `arg[0]`/`arg[1]` = GPA/length of the message.
+    /// The vCPU is not resumed; the run fails.
+    Panic = 7,
+}
+
+impl MsgKind {
+    /// Decode the `ControlMsg::kind` field.
+    pub fn from_raw(raw: u16) -> Option<Self> {
+        Some(match raw {
+            1 => Self::Hello,
+            2 => Self::PhaseBegin,
+            3 => Self::PhaseEnd,
+            4 => Self::Samples,
+            5 => Self::Record,
+            6 => Self::Done,
+            7 => Self::Panic,
+            _ => return None,
+        })
+    }
+}
+
+/// Longest phase or record name, in bytes.
+pub const MAX_NAME_LEN: u64 = 64;
+/// Longest message text (Done/Panic), in bytes.
+pub const MAX_TEXT_LEN: u64 = 1024;
+/// Most samples one `Samples` message may carry.
+pub const MAX_SAMPLES_PER_MSG: u64 = 1 << 20;
+/// `Samples` unit: TSC cycles.
+pub const UNIT_TSC_CYCLES: u64 = 0;
+
+/// Counters the payload keeps itself, sent with every control message so the
+/// host can window them by phase (absolute values; the host takes deltas).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GuestCounters {
+    /// ICR writes this vCPU issued (an all-but-self broadcast is one write).
+    pub icr_writes: u64,
+    /// IPIs this vCPU asked to send (a broadcast to N targets counts N).
+    pub ipis_sent: u64,
+    /// IPIs of the measured vector this vCPU's handler took.
+    pub ipis_received: u64,
+    /// Entries into any interrupt handler.
+    pub handler_entries: u64,
+    /// EOIs written.
+    pub eois: u64,
+    /// PV IPI hypercalls issued.
+    pub hypercalls: u64,
+    /// Spurious interrupts taken.
+    pub spurious: u64,
+    /// Reserved, zero.
+    pub reserved: u64,
+}
+
+/// One request through the control port. Lives in guest memory; the port
+/// write carries its GPA. 128 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ControlMsg {
+    /// [`CONTROL_MAGIC`].
+    pub magic: u32,
+    /// [`ABI_VERSION`].
+    pub version: u16,
+    /// [`MsgKind`] as u16.
+    pub kind: u16,
+    /// Index of the sending vCPU (checked against the vCPU that exited).
+    pub vcpu: u32,
+    /// Phase id (for phase, sample and record messages).
+    pub phase: u32,
+    /// Arguments, by kind.
+    pub arg: [u64; 4],
+    /// The sender's counters at the time of the message.
+    pub counters: GuestCounters,
+    /// Written by the host: [`REPLY_OK`] or an error code.
+    pub reply: u64,
+    /// Reserved, zero.
+    pub reserved: u64,
+}
+
+/// `ControlMsg::reply`: accepted.
+pub const REPLY_OK: u64 = 0;
+/// `ControlMsg::reply`: rejected (bad magic, version, kind, pointer, ...).
+/// The host also reports why.
+pub const REPLY_REJECTED: u64 = 1;
+
+const _: () = assert!(core::mem::size_of::<ControlMsg>() == 128);
+const _: () = assert!(core::mem::size_of::<GuestCounters>() == 64);
+const _: () = assert!(core::mem::size_of::<BootInfo>() % 8 == 0);
+
+/// Size of [`ControlMsg`] in guest memory.
+pub const CONTROL_MSG_SIZE: usize = core::mem::size_of::<ControlMsg>();
+/// Size of [`BootInfo`] in guest memory.
+pub const BOOT_INFO_SIZE: usize = core::mem::size_of::<BootInfo>();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_names_round_trip() {
+        for w in Workload::ALL {
+            assert_eq!(Workload::from_name(w.name()), Some(w));
+            assert_eq!(Workload::from_raw(w as u32), Some(w));
+        }
+        assert_eq!(Workload::from_raw(0), None);
+        assert_eq!(Workload::from_name("nope"), None);
+    }
+
+    #[test]
+    fn control_msg_layout_is_stable() {
+        assert_eq!(core::mem::offset_of!(ControlMsg, arg), 16);
+        assert_eq!(core::mem::offset_of!(ControlMsg, counters), 48);
+        assert_eq!(core::mem::offset_of!(ControlMsg, reply), 112);
+    }
+
+    #[test]
+    fn msg_kind_decodes_only_known_values() {
+        for raw in 0..=8u16 {
+            let k = MsgKind::from_raw(raw);
+            assert_eq!(k.is_some(), (1..=7).contains(&raw));
+            if let Some(k) = k {
+                assert_eq!(k as u16, raw);
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Guest-facing devices of ipivmm.
+//!
+//! - [`bus`]: port-I/O and MMIO dispatch by address range.
+//! - [`serial`]: the 16550 console (vm-superio) whose output reaches the user.
+//! - [`control`]: the control port: decodes the payload's [`ipivmm_abi::ControlMsg`].
+//! - [`lapic`]: ipivmm's own local APIC model for `--irqchip user`.
+pub mod bus;
+pub mod control;
+pub mod lapic;
+pub mod serial;
