@@ -22,6 +22,9 @@
 //! and resumes the vCPU.
 #![no_std]
 
+mod ipi;
+pub use ipi::*;
+
 /// Version of this ABI; [`BootInfo::abi_version`] and [`ControlMsg::version`]
 /// carry it. Bump on any incompatible change.
 pub const ABI_VERSION: u16 = 1;
@@ -332,7 +335,7 @@ pub const REPLY_REJECTED: u64 = 1;
 
 const _: () = assert!(core::mem::size_of::<ControlMsg>() == 128);
 const _: () = assert!(core::mem::size_of::<GuestCounters>() == 64);
-const _: () = assert!(core::mem::size_of::<BootInfo>() % 8 == 0);
+const _: () = assert!(core::mem::size_of::<BootInfo>().is_multiple_of(8));
 
 /// Size of [`ControlMsg`] in guest memory.
 pub const CONTROL_MSG_SIZE: usize = core::mem::size_of::<ControlMsg>();

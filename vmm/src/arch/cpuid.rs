@@ -1,0 +1,181 @@
+//! Per-vCPU CPUID, shaped from KVM_GET_SUPPORTED_CPUID.
+//!
+//! The guest learns its APIC ID, whether x2APIC exists, and which KVM
+//! paravirtual features it may use only from CPUID, so these bits are the
+//! levers for the `--apic`, `--ipi pv` and `--realtime-hint` modes.
+use kvm_bindings::kvm_cpuid_entry2;
+
+/// CPUID.1:ECX bit 21, x2APIC.
+pub const X2APIC_BIT: u32 = 1 << 21;
+/// CPUID.1:ECX bit 31, running under a hypervisor.
+pub const HYPERVISOR_BIT: u32 = 1 << 31;
+/// CPUID.1:EDX bit 9, on-chip APIC.
+pub const APIC_BIT: u32 = 1 << 9;
+/// KVM paravirtual leaf base.
+pub const KVM_CPUID_SIGNATURE: u32 = 0x4000_0000;
+/// KVM feature leaf.
+pub const KVM_CPUID_FEATURES: u32 = 0x4000_0001;
+/// KVM_FEATURE_PV_SEND_IPI (EAX bit 11 of 0x40000001).
+pub const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
+/// KVM_HINTS_REALTIME (EDX bit 0 of 0x40000001): vCPUs are never preempted.
+pub const KVM_HINTS_REALTIME: u32 = 1 << 0;
+
+/// What one vCPU's CPUID must say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuidShape {
+    /// This vCPU's APIC ID.
+    pub apic_id: u32,
+    /// vCPUs in the VM.
+    pub vcpu_count: u32,
+    /// Advertise x2APIC.
+    pub x2apic: bool,
+    /// Advertise KVM_FEATURE_PV_SEND_IPI.
+    pub pv_send_ipi: bool,
+    /// Advertise KVM_HINTS_REALTIME.
+    pub realtime_hint: bool,
+}
+
+/// Errors shaping CPUID.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CpuidError {
+    /// The host's KVM does not expose the KVM paravirtual leaves.
+    #[error("KVM_GET_SUPPORTED_CPUID has no leaf {0:#x}: this KVM cannot advertise {1}")]
+    MissingLeaf(u32, &'static str),
+}
+
+/// Rewrite `entries` (from KVM_GET_SUPPORTED_CPUID) for one vCPU.
+pub fn shape(entries: &mut [kvm_cpuid_entry2], s: &CpuidShape) -> Result<(), CpuidError> {
+    let mut saw_kvm_features = false;
+    for e in entries.iter_mut() {
+        match e.function {
+            1 => {
+                let logical = s.vcpu_count.min(0xff);
+                e.ebx = (e.ebx & 0x0000_ffff) | (logical << 16) | ((s.apic_id & 0xff) << 24);
+                e.ecx |= HYPERVISOR_BIT;
+                if s.x2apic {
+                    e.ecx |= X2APIC_BIT;
+                } else {
+                    e.ecx &= !X2APIC_BIT;
+                }
+                e.edx |= APIC_BIT;
+            }
+            // Extended topology: EDX is the x2APIC ID on every subleaf.
+            0xb | 0x1f => e.edx = s.apic_id,
+            KVM_CPUID_FEATURES => {
+                saw_kvm_features = true;
+                set_bit(&mut e.eax, KVM_FEATURE_PV_SEND_IPI, s.pv_send_ipi);
+                set_bit(&mut e.edx, KVM_HINTS_REALTIME, s.realtime_hint);
+            }
+            _ => {}
+        }
+    }
+    if !saw_kvm_features && (s.pv_send_ipi || s.realtime_hint) {
+        let what = if s.pv_send_ipi {
+            "PV_SEND_IPI"
+        } else {
+            "KVM_HINTS_REALTIME"
+        };
+        return Err(CpuidError::MissingLeaf(KVM_CPUID_FEATURES, what));
+    }
+    Ok(())
+}
+
+/// Whether the supported CPUID offers KVM_FEATURE_PV_SEND_IPI.
+pub fn supports_pv_send_ipi(entries: &[kvm_cpuid_entry2]) -> bool {
+    entries
+        .iter()
+        .any(|e| e.function == KVM_CPUID_FEATURES && e.eax & KVM_FEATURE_PV_SEND_IPI != 0)
+}
+
+fn set_bit(reg: &mut u32, bit: u32, on: bool) {
+    if on {
+        *reg |= bit;
+    } else {
+        *reg &= !bit;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(function: u32, index: u32) -> kvm_cpuid_entry2 {
+        kvm_cpuid_entry2 {
+            function,
+            index,
+            eax: 0,
+            ebx: 0x0000_0800,
+            ecx: X2APIC_BIT,
+            edx: 0,
+            ..Default::default()
+        }
+    }
+
+    fn supported() -> Vec<kvm_cpuid_entry2> {
+        let mut kvm = entry(KVM_CPUID_FEATURES, 0);
+        kvm.eax = KVM_FEATURE_PV_SEND_IPI | 1;
+        vec![entry(0, 0), entry(1, 0), entry(0xb, 0), entry(0xb, 1), entry(0x1f, 0), kvm]
+    }
+
+    fn shape_of(apic_id: u32, x2apic: bool, pv: bool, rt: bool) -> Vec<kvm_cpuid_entry2> {
+        let mut e = supported();
+        let s = CpuidShape {
+            apic_id,
+            vcpu_count: 4,
+            x2apic,
+            pv_send_ipi: pv,
+            realtime_hint: rt,
+        };
+        shape(&mut e, &s).unwrap();
+        e
+    }
+
+    #[test]
+    fn apic_id_lands_in_leaf_1_b_and_1f() {
+        let e = shape_of(3, true, false, false);
+        assert_eq!(e[1].ebx >> 24, 3);
+        assert_eq!((e[1].ebx >> 16) & 0xff, 4);
+        assert_eq!(e[1].ebx & 0xffff, 0x0800, "CLFLUSH size preserved");
+        assert_eq!(e[2].edx, 3);
+        assert_eq!(e[3].edx, 3);
+        assert_eq!(e[4].edx, 3);
+    }
+
+    #[test]
+    fn x2apic_bit_follows_mode() {
+        assert_ne!(shape_of(0, true, false, false)[1].ecx & X2APIC_BIT, 0);
+        assert_eq!(shape_of(0, false, false, false)[1].ecx & X2APIC_BIT, 0);
+        assert_ne!(shape_of(0, false, false, false)[1].ecx & HYPERVISOR_BIT, 0);
+    }
+
+    #[test]
+    fn pv_ipi_and_realtime_hint_follow_the_request() {
+        let off = shape_of(0, true, false, false);
+        assert_eq!(off[5].eax & KVM_FEATURE_PV_SEND_IPI, 0);
+        assert_eq!(off[5].eax & 1, 1, "other KVM features untouched");
+        let on = shape_of(0, true, true, true);
+        assert_ne!(on[5].eax & KVM_FEATURE_PV_SEND_IPI, 0);
+        assert_eq!(on[5].edx & KVM_HINTS_REALTIME, 1);
+    }
+
+    #[test]
+    fn missing_kvm_leaf_is_an_error_only_when_needed() {
+        let mut e = vec![entry(1, 0)];
+        let mut s = CpuidShape {
+            apic_id: 0,
+            vcpu_count: 1,
+            x2apic: false,
+            pv_send_ipi: false,
+            realtime_hint: false,
+        };
+        assert!(shape(&mut e, &s).is_ok());
+        s.pv_send_ipi = true;
+        assert!(matches!(shape(&mut e, &s), Err(CpuidError::MissingLeaf(_, "PV_SEND_IPI"))));
+    }
+
+    #[test]
+    fn detects_pv_send_ipi_support() {
+        assert!(supports_pv_send_ipi(&supported()));
+        assert!(!supports_pv_send_ipi(&[entry(1, 0)]));
+    }
+}

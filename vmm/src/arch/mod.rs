@@ -1,0 +1,7 @@
+//! x86-64 machine setup as plain functions (no /dev/kvm needed to test them):
+//! descriptor tables, page tables, CPUID shaping, boot registers, LAPIC LVTs.
+pub mod cpuid;
+pub mod gdt;
+pub mod lapic_regs;
+pub mod paging;
+pub mod regs;

@@ -1,0 +1,124 @@
+//! Command-line interface: parses flags into a [`VmConfig`].
+use crate::config::{self, Irqchip, PayloadSource, VmConfig};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Measure what inter-processor interrupts cost a KVM guest, and where the cost goes.
+#[derive(Parser, Debug)]
+#[command(name = "ipivmm", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
+    Run(RunArgs),
+}
+
+/// Flags of `ipivmm run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Number of vCPUs (1..=254, and no more than KVM allows).
+    #[arg(long, default_value_t = 2)]
+    pub vcpus: usize,
+    /// Guest APIC mode: xapic (MMIO ICR at 0xFEE00300) or x2apic (WRMSR 0x830).
+    #[arg(long, default_value = "xapic", value_parser = config::parse_apic)]
+    pub apic: ipivmm_abi::ApicMode,
+    /// Interrupt controller: kernel (KVM_CREATE_IRQCHIP), split (LAPIC in KVM), user (ipivmm's model).
+    #[arg(long, default_value = "kernel")]
+    pub irqchip: Irqchip,
+    /// IPI path: icr (ICR writes) or pv (KVM_HC_SEND_IPI hypercall).
+    #[arg(long, default_value = "icr", value_parser = config::parse_ipi)]
+    pub ipi: ipivmm_abi::IpiPath,
+    /// Built-in workload: pingpong, pingpong-halt, broadcast, multicast, self-ipi, flood, all-to-all.
+    #[arg(long, default_value = "pingpong", value_parser = config::parse_workload)]
+    pub workload: ipivmm_abi::Workload,
+    /// How IPI targets wait between IPIs: spin (interrupts on, no exit) or halt (sti; hlt: the wake-up path).
+    #[arg(long, default_value = "spin", value_parser = config::parse_target)]
+    pub target: ipivmm_abi::TargetWait,
+    /// Measured iterations (IPIs sent by each sender).
+    #[arg(long, default_value_t = 1000)]
+    pub iterations: u64,
+    /// Warm-up iterations before the measured phase (not in the latency figures).
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Vector of the measured IPIs (0x20..=0xfe; decimal or 0x-hex).
+    #[arg(long, default_value = "0x40", value_parser = parse_u8)]
+    pub vector: u8,
+    /// Guest RAM in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memory: u64,
+    /// Watchdog: stop the run after this many seconds and report what each vCPU was doing.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
+    #[arg(long)]
+    pub payload: Option<PathBuf>,
+    /// Workload parameter for the payload (BootInfo.params), repeatable, at most 8.
+    #[arg(long = "param", value_parser = parse_u64)]
+    pub params: Vec<u64>,
+    /// Write the full results as JSON to FILE ('-' for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Where guest serial output goes: stdout, log (with --verbose), none.
+    #[arg(long, default_value = "stdout")]
+    pub serial: String,
+    /// Do not print the table.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Log what ipivmm does, with timings (start-up, first guest message).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("'{s}' is not a number: {e}"))
+}
+
+fn parse_u8(s: &str) -> Result<u8, String> {
+    let v = parse_u64(s)?;
+    u8::try_from(v).map_err(|_| format!("'{s}' does not fit in a byte"))
+}
+
+impl RunArgs {
+    /// The VM configuration these flags describe.
+    pub fn to_config(&self) -> Result<VmConfig, String> {
+        if self.params.len() > 8 {
+            return Err(format!("--param given {} times: at most 8", self.params.len()));
+        }
+        let mut params = [0u64; 8];
+        params[..self.params.len()].copy_from_slice(&self.params);
+        if self.timeout == 0 {
+            return Err("--timeout must be at least 1 second".into());
+        }
+        Ok(VmConfig {
+            vcpus: self.vcpus,
+            memory_bytes: self.memory.saturating_mul(1 << 20),
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            workload: self.workload,
+            target_wait: self.target,
+            iterations: self.iterations,
+            warmup: self.warmup,
+            ipi_vector: self.vector,
+            params,
+            timeout: Duration::from_secs(self.timeout),
+            payload: self
+                .payload
+                .clone()
+                .map_or(PayloadSource::Builtin, PayloadSource::File),
+            tracepoints: true,
+            mount_tracefs: false,
+        })
+    }
+}

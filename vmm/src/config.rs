@@ -1,0 +1,360 @@
+//! Typed configuration of one VM run, validated before any KVM call.
+use crate::layout;
+use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload, MAX_VCPUS};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Which interrupt controller models the local APICs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Irqchip {
+    /// KVM_CREATE_IRQCHIP: LAPIC, IOAPIC and PIC in the kernel.
+    Kernel,
+    /// KVM_CAP_SPLIT_IRQCHIP: LAPIC in the kernel, the rest in userspace.
+    Split,
+    /// No in-kernel irqchip: ipivmm's own LAPIC model (APICv inhibited: ABSENT).
+    User,
+}
+
+impl Irqchip {
+    /// Name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Irqchip::Kernel => "kernel",
+            Irqchip::Split => "split",
+            Irqchip::User => "user",
+        }
+    }
+}
+
+/// Where the guest payload comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PayloadSource {
+    /// The payload built into ipivmm.
+    Builtin,
+    /// A user's ELF file.
+    File(PathBuf),
+    /// An ELF image already in memory (library use).
+    Bytes(Vec<u8>),
+}
+
+/// Everything that defines one run.
+#[derive(Clone, Debug)]
+pub struct VmConfig {
+    /// Number of vCPUs.
+    pub vcpus: usize,
+    /// Guest RAM in bytes.
+    pub memory_bytes: u64,
+    /// Interrupt controller.
+    pub irqchip: Irqchip,
+    /// xAPIC or x2APIC in the guest.
+    pub apic: ApicMode,
+    /// ICR writes or PV hypercall.
+    pub ipi: IpiPath,
+    /// Workload of the built-in payload.
+    pub workload: Workload,
+    /// How IPI targets wait.
+    pub target_wait: TargetWait,
+    /// Measured iterations.
+    pub iterations: u64,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// IPI vector.
+    pub ipi_vector: u8,
+    /// Workload parameters passed through BootInfo.params.
+    pub params: [u64; 8],
+    /// Watchdog: the run is stopped after this long.
+    pub timeout: Duration,
+    /// The guest payload.
+    pub payload: PayloadSource,
+    /// Count kvm:* tracepoints per vCPU (needs root and tracefs).
+    pub tracepoints: bool,
+    /// Mount tracefs if it is not mounted.
+    pub mount_tracefs: bool,
+}
+
+impl Default for VmConfig {
+    fn default() -> Self {
+        Self {
+            vcpus: 2,
+            memory_bytes: layout::DEFAULT_MEM_BYTES,
+            irqchip: Irqchip::Kernel,
+            apic: ApicMode::Xapic,
+            ipi: IpiPath::Icr,
+            workload: Workload::Pingpong,
+            target_wait: TargetWait::Spin,
+            iterations: 1000,
+            warmup: 100,
+            ipi_vector: ipivmm_abi::DEFAULT_IPI_VECTOR,
+            params: [0; 8],
+            timeout: Duration::from_secs(60),
+            payload: PayloadSource::Builtin,
+            tracepoints: true,
+            mount_tracefs: false,
+        }
+    }
+}
+
+/// A configuration that cannot run, with the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Zero or too many vCPUs.
+    #[error("--vcpus {got}: must be between 1 and {max} (the limit of this KVM and of the xAPIC ID space)")]
+    VcpuCount {
+        /// Requested.
+        got: usize,
+        /// Allowed maximum.
+        max: usize,
+    },
+    /// A workload that needs more vCPUs than given.
+    #[error("workload {workload} needs at least {min} vCPUs: use --vcpus {min} or more")]
+    TooFewVcpus {
+        /// Workload name.
+        workload: &'static str,
+        /// Minimum vCPUs.
+        min: usize,
+    },
+    /// Memory outside the supported range.
+    #[error("--memory {got_mib} MiB: must be between {min_mib} and {max_mib} MiB")]
+    Memory {
+        /// Requested MiB.
+        got_mib: u64,
+        /// Minimum MiB.
+        min_mib: u64,
+        /// Maximum MiB.
+        max_mib: u64,
+    },
+    /// Not enough scratch memory for the samples.
+    #[error("--iterations {iterations} needs {need} bytes of sample space per vCPU but only {have} fit in guest RAM: raise --memory or lower --iterations")]
+    ScratchTooSmall {
+        /// Iterations asked.
+        iterations: u64,
+        /// Bytes needed.
+        need: u64,
+        /// Bytes available.
+        have: u64,
+    },
+    /// Zero iterations.
+    #[error("--iterations must be at least 1")]
+    NoIterations,
+    /// A timeout of zero.
+    #[error("--timeout must be at least 1 second")]
+    ZeroTimeout,
+    /// A vector that cannot carry a fixed IPI.
+    #[error("--vector {0:#x}: fixed IPIs need a vector in 0x20..=0xfe")]
+    Vector(u8),
+    /// PV IPIs need the LAPIC in the kernel.
+    #[error("--ipi pv needs the LAPIC in KVM: use --irqchip kernel or split")]
+    PvNeedsKernelLapic,
+}
+
+impl VmConfig {
+    /// Check the configuration against the host's vCPU limit.
+    pub fn validate(&self, max_vcpus: usize) -> Result<(), ConfigError> {
+        let max = max_vcpus.min(MAX_VCPUS);
+        if self.vcpus == 0 || self.vcpus > max {
+            return Err(ConfigError::VcpuCount {
+                got: self.vcpus,
+                max,
+            });
+        }
+        let min = min_vcpus(self.workload);
+        if self.payload == PayloadSource::Builtin && self.vcpus < min {
+            return Err(ConfigError::TooFewVcpus {
+                workload: self.workload.name(),
+                min,
+            });
+        }
+        if !(layout::MIN_MEM_BYTES..=layout::MAX_MEM_BYTES).contains(&self.memory_bytes) {
+            return Err(ConfigError::Memory {
+                got_mib: self.memory_bytes >> 20,
+                min_mib: layout::MIN_MEM_BYTES.div_ceil(1 << 20),
+                max_mib: layout::MAX_MEM_BYTES >> 20,
+            });
+        }
+        if self.iterations == 0 {
+            return Err(ConfigError::NoIterations);
+        }
+        let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
+        let need = self.iterations.saturating_mul(8);
+        if need > have {
+            return Err(ConfigError::ScratchTooSmall {
+                iterations: self.iterations,
+                need,
+                have,
+            });
+        }
+        if self.timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout);
+        }
+        if !(0x20..=0xfe).contains(&self.ipi_vector) {
+            return Err(ConfigError::Vector(self.ipi_vector));
+        }
+        if self.ipi == IpiPath::Pv && self.irqchip == Irqchip::User {
+            return Err(ConfigError::PvNeedsKernelLapic);
+        }
+        Ok(())
+    }
+}
+
+/// Fewest vCPUs a built-in workload can run on.
+pub fn min_vcpus(w: Workload) -> usize {
+    match w {
+        Workload::SelfIpi => 1,
+        _ => 2,
+    }
+}
+
+/// A command-line value that names none of the choices.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown {what} '{got}': expected one of {choices}")]
+pub struct ParseChoiceError {
+    what: &'static str,
+    got: String,
+    choices: String,
+}
+
+fn parse_choice<T: Copy>(
+    what: &'static str,
+    s: &str,
+    table: &[(&'static str, T)],
+) -> Result<T, ParseChoiceError> {
+    table
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| ParseChoiceError {
+            what,
+            got: s.to_string(),
+            choices: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+        })
+}
+
+impl FromStr for Irqchip {
+    type Err = ParseChoiceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_choice(
+            "irqchip",
+            s,
+            &[
+                ("kernel", Irqchip::Kernel),
+                ("split", Irqchip::Split),
+                ("user", Irqchip::User),
+            ],
+        )
+    }
+}
+
+/// Parse `xapic` / `x2apic`.
+pub fn parse_apic(s: &str) -> Result<ApicMode, ParseChoiceError> {
+    parse_choice(
+        "APIC mode",
+        s,
+        &[("xapic", ApicMode::Xapic), ("x2apic", ApicMode::X2apic)],
+    )
+}
+
+/// Parse `icr` / `pv`.
+pub fn parse_ipi(s: &str) -> Result<IpiPath, ParseChoiceError> {
+    parse_choice("IPI path", s, &[("icr", IpiPath::Icr), ("pv", IpiPath::Pv)])
+}
+
+/// Parse `spin` / `halt`.
+pub fn parse_target(s: &str) -> Result<TargetWait, ParseChoiceError> {
+    parse_choice(
+        "target wait",
+        s,
+        &[("spin", TargetWait::Spin), ("halt", TargetWait::Halt)],
+    )
+}
+
+/// Parse a workload name.
+pub fn parse_workload(s: &str) -> Result<Workload, ParseChoiceError> {
+    Workload::from_name(s).ok_or_else(|| ParseChoiceError {
+        what: "workload",
+        got: s.to_string(),
+        choices: Workload::ALL.map(|w| w.name()).join(", "),
+    })
+}
+
+/// Name of an APIC mode.
+pub fn apic_name(m: ApicMode) -> &'static str {
+    match m {
+        ApicMode::Xapic => "xapic",
+        ApicMode::X2apic => "x2apic",
+    }
+}
+
+/// Name of an IPI path.
+pub fn ipi_name(p: IpiPath) -> &'static str {
+    match p {
+        IpiPath::Icr => "icr",
+        IpiPath::Pv => "pv",
+    }
+}
+
+/// Name of a target wait mode.
+pub fn target_name(t: TargetWait) -> &'static str {
+    match t {
+        TargetWait::Spin => "spin",
+        TargetWait::Halt => "halt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        VmConfig::default().validate(1024).unwrap();
+    }
+
+    #[test]
+    fn vcpu_bounds_are_enforced() {
+        let mut c = VmConfig {
+            vcpus: 0,
+            ..Default::default()
+        };
+        assert!(matches!(c.validate(8), Err(ConfigError::VcpuCount { got: 0, max: 8 })));
+        c.vcpus = 9;
+        assert!(matches!(c.validate(8), Err(ConfigError::VcpuCount { got: 9, max: 8 })));
+        c.vcpus = 1;
+        assert!(matches!(c.validate(8), Err(ConfigError::TooFewVcpus { min: 2, .. })));
+        c.workload = Workload::SelfIpi;
+        assert!(c.validate(8).is_ok());
+    }
+
+    #[test]
+    fn memory_and_scratch_are_checked() {
+        let mut c = VmConfig {
+            memory_bytes: 1 << 20,
+            ..Default::default()
+        };
+        assert!(matches!(c.validate(8), Err(ConfigError::Memory { .. })));
+        c.memory_bytes = layout::DEFAULT_MEM_BYTES;
+        c.iterations = 100_000_000;
+        assert!(matches!(c.validate(8), Err(ConfigError::ScratchTooSmall { .. })));
+    }
+
+    #[test]
+    fn pv_with_user_irqchip_is_refused() {
+        let c = VmConfig {
+            ipi: IpiPath::Pv,
+            irqchip: Irqchip::User,
+            ..Default::default()
+        };
+        assert_eq!(c.validate(8), Err(ConfigError::PvNeedsKernelLapic));
+    }
+
+    #[test]
+    fn choices_parse_and_errors_list_them() {
+        assert_eq!("split".parse::<Irqchip>(), Ok(Irqchip::Split));
+        assert_eq!(parse_apic("x2apic"), Ok(ApicMode::X2apic));
+        assert_eq!(parse_target("halt"), Ok(TargetWait::Halt));
+        assert_eq!(parse_workload("all-to-all"), Ok(Workload::AllToAll));
+        let e = parse_apic("x3apic").unwrap_err().to_string();
+        assert!(e.contains("x3apic") && e.contains("xapic, x2apic"), "{e}");
+    }
+}

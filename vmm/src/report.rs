@@ -1,0 +1,156 @@
+//! The human-readable report of a run: one table per phase, one row per vCPU,
+//! then the latency distribution of every phase that recorded samples.
+use crate::results::{PhaseResult, VcpuEnd};
+use crate::run::{RunReport, RunStatus};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use std::fmt::Write;
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+/// The whole report as text.
+pub fn render(r: &RunReport) -> String {
+    let mut out = String::new();
+    let m = &r.mode;
+    let _ = writeln!(
+        out,
+        "ipivmm: {} irqchip, {}, ipi={}, workload {} (target {}), {} vCPUs, {} iterations + {} warm-up",
+        m.irqchip, m.apic, m.ipi, m.workload, m.target, m.vcpus, m.iterations, m.warmup
+    );
+    let status = match &r.status {
+        RunStatus::Completed => "completed".to_string(),
+        RunStatus::Failed { reason } => format!("FAILED: {reason}"),
+        RunStatus::TimedOut { after_s } => format!("TIMED OUT after {after_s} s"),
+    };
+    let first = r.timings.first_message_ns.map_or("none".into(), ms);
+    let _ = writeln!(
+        out,
+        "status: {status}; total {}, VM ready {}, first guest message {first}; TSC {} kHz",
+        ms(r.timings.total_ns),
+        ms(r.timings.setup_ns),
+        r.tsc_khz
+    );
+    for (id, name) in phase_ids(r) {
+        let _ = writeln!(out, "\nphase {id} '{name}'");
+        let _ = writeln!(out, "{}", phase_table(r, id));
+    }
+    let lat = latency_table(r);
+    if let Some(t) = lat {
+        let _ = writeln!(out, "\nlatency per IPI (round trip for ping-pong), cycles and ns");
+        let _ = writeln!(out, "{t}");
+    }
+    for v in &r.vcpus {
+        if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
+            let _ = writeln!(out, "vcpu{}: {reason}", v.index);
+            if let Some(regs) = registers {
+                let _ = writeln!(out, "  {regs}");
+            }
+        }
+        for s in v.sources.iter().filter(|s| !s.available) {
+            if v.index == 0 {
+                let detail = s.detail.as_deref().unwrap_or("unavailable");
+                let _ = writeln!(out, "counter source {}: unavailable ({detail})", s.source);
+            }
+        }
+    }
+    out
+}
+
+/// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
+pub fn phase_ids(r: &RunReport) -> Vec<(u32, String)> {
+    let mut ids: Vec<(u32, String)> = Vec::new();
+    for v in &r.vcpus {
+        for p in &v.phases {
+            if !ids.iter().any(|(id, _)| *id == p.id) {
+                ids.push((p.id, p.name.clone()));
+            }
+        }
+    }
+    ids
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+fn per(num: u64, den: u64) -> String {
+    if den == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", num as f64 / den as f64)
+    }
+}
+
+fn phase_table(r: &RunReport, id: u32) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "vCPU", "APIC", "ICR writes", "IPIs sent", "IPIs recv", "ICR-write exits", "accel. ICR",
+        "user exits", "KVM exits", "exits/IPI", "wall",
+    ]);
+    for v in &r.vcpus {
+        let Some(p) = v.phase(id) else { continue };
+        let kvm_exits = p.kvm_stats.get("exits").copied();
+        let ipis = p.guest.ipis_sent.max(p.guest.ipis_received);
+        t.add_row(vec![
+            format!("vcpu{}", v.index),
+            v.apic_id.to_string(),
+            p.guest.icr_writes.to_string(),
+            p.guest.ipis_sent.to_string(),
+            p.guest.ipis_received.to_string(),
+            opt(p.icr_write_exits.map(|i| i.exits)),
+            opt(p.icr_write_exits.map(|i| i.accelerated)),
+            p.exits.total().to_string(),
+            opt(kvm_exits),
+            kvm_exits.map_or("-".into(), |e| per(e, ipis)),
+            ms(p.wall_ns),
+        ]);
+    }
+    for c in 1..11 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn latency_table(r: &RunReport) -> Option<Table> {
+    let rows: Vec<(usize, &PhaseResult)> = r
+        .vcpus
+        .iter()
+        .flat_map(|v| v.phases.iter().map(move |p| (v.index, p)))
+        .filter(|(_, p)| p.latency.is_some())
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["vCPU", "phase", "count", "min", "p50", "p90", "p99", "max", "mean", "p50 ns", "p99 ns"]);
+    for (i, p) in rows {
+        let Some(l) = &p.latency else { continue };
+        let ns = |f: fn(&crate::latency::LatencyNs) -> f64| {
+            l.ns.as_ref().map_or("-".into(), |n| format!("{:.0}", f(n)))
+        };
+        t.add_row(vec![
+            format!("vcpu{i}"),
+            p.name.clone(),
+            l.count.to_string(),
+            l.min.to_string(),
+            l.p50.to_string(),
+            l.p90.to_string(),
+            l.p99.to_string(),
+            l.max.to_string(),
+            format!("{:.0}", l.mean),
+            ns(|n| n.p50),
+            ns(|n| n.p99),
+        ]);
+    }
+    for c in 2..11 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    Some(t)
+}

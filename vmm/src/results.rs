@@ -1,0 +1,231 @@
+//! Typed results of a run: per vCPU, per phase. Everything here survives a
+//! failing run: phases are pushed as soon as their end marker is handled.
+use crate::exits::ExitCounts;
+use crate::latency::LatencyStats;
+use ipivmm_abi::GuestCounters;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Guest-kept counters over one phase (end minus begin).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GuestDelta {
+    /// ICR writes the vCPU issued.
+    pub icr_writes: u64,
+    /// IPIs the vCPU sent (targets).
+    pub ipis_sent: u64,
+    /// IPIs the vCPU's handler took.
+    pub ipis_received: u64,
+    /// Interrupt handler entries.
+    pub handler_entries: u64,
+    /// EOIs written.
+    pub eois: u64,
+    /// PV IPI hypercalls.
+    pub hypercalls: u64,
+    /// Spurious interrupts.
+    pub spurious: u64,
+}
+
+impl GuestDelta {
+    /// `end - begin`, field by field (saturating: a guest can send anything).
+    pub fn between(begin: &GuestCounters, end: &GuestCounters) -> Self {
+        Self {
+            icr_writes: end.icr_writes.saturating_sub(begin.icr_writes),
+            ipis_sent: end.ipis_sent.saturating_sub(begin.ipis_sent),
+            ipis_received: end.ipis_received.saturating_sub(begin.ipis_received),
+            handler_entries: end.handler_entries.saturating_sub(begin.handler_entries),
+            eois: end.eois.saturating_sub(begin.eois),
+            hypercalls: end.hypercalls.saturating_sub(begin.hypercalls),
+            spurious: end.spurious.saturating_sub(begin.spurious),
+        }
+    }
+}
+
+/// One measured phase of one vCPU.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseResult {
+    /// Phase id from the payload.
+    pub id: u32,
+    /// Phase name from the payload.
+    pub name: String,
+    /// Wall time between the markers, ns.
+    pub wall_ns: u64,
+    /// Userspace exits in the window (includes this phase's end-marker exit).
+    pub exits: ExitCounts,
+    /// Guest-kept counters.
+    pub guest: GuestDelta,
+    /// KVM binary stats deltas (cumulative stats) by name.
+    pub kvm_stats: BTreeMap<String, u64>,
+    /// Tracepoint counter deltas by name.
+    pub tracepoints: BTreeMap<String, u64>,
+    /// ICR-write exits attributed to this vCPU, and where the figure came from.
+    pub icr_write_exits: Option<IcrExits>,
+    /// Latency of the phase's samples.
+    pub latency: Option<LatencyStats>,
+    /// Named values the payload recorded.
+    pub records: BTreeMap<String, u64>,
+    /// Raw samples (TSC cycles); not written to JSON.
+    #[serde(skip)]
+    pub samples: Vec<u64>,
+}
+
+/// ICR-write exits of a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IcrExits {
+    /// Writes to the ICR that left guest mode.
+    pub exits: u64,
+    /// Guest-issued ICR writes minus exits (hardware-accelerated writes).
+    pub accelerated: u64,
+    /// Which counter the figure comes from.
+    pub source: &'static str,
+}
+
+/// Why a vCPU stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum VcpuEnd {
+    /// The payload sent Done with this status.
+    Done {
+        /// Payload status (0 = success).
+        status: u64,
+        /// Payload message.
+        message: String,
+    },
+    /// The vCPU faulted or the payload reported an error.
+    Fault {
+        /// What happened.
+        reason: String,
+        /// Register dump.
+        registers: Option<Registers>,
+    },
+    /// Stopped by the host (watchdog, another vCPU's failure, Ctrl-C).
+    Stopped {
+        /// Register dump at the stop.
+        registers: Option<Registers>,
+    },
+}
+
+/// A register dump for fault reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Registers {
+    /// Instruction pointer.
+    pub rip: u64,
+    /// Stack pointer.
+    pub rsp: u64,
+    /// Flags.
+    pub rflags: u64,
+    /// General purpose registers.
+    pub rax: u64,
+    /// rbx.
+    pub rbx: u64,
+    /// rcx.
+    pub rcx: u64,
+    /// rdx.
+    pub rdx: u64,
+    /// rsi.
+    pub rsi: u64,
+    /// rdi.
+    pub rdi: u64,
+    /// rbp.
+    pub rbp: u64,
+    /// Control registers.
+    pub cr0: u64,
+    /// Faulting address of the last page fault.
+    pub cr2: u64,
+    /// Page table root.
+    pub cr3: u64,
+    /// cr4.
+    pub cr4: u64,
+    /// EFER.
+    pub efer: u64,
+}
+
+impl std::fmt::Display for Registers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rip={:#x} rsp={:#x} rflags={:#x} rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x} rbp={:#x} cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}",
+            self.rip, self.rsp, self.rflags, self.rax, self.rbx, self.rcx, self.rdx, self.rsi,
+            self.rdi, self.rbp, self.cr0, self.cr2, self.cr3, self.cr4, self.efer
+        )
+    }
+}
+
+/// Availability of one counter source on one vCPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceStatus {
+    /// Source name: "userspace_exits", "kvm_stats", "tracepoints", "guest".
+    pub source: String,
+    /// Whether it produced figures.
+    pub available: bool,
+    /// Why not (or caveats).
+    pub detail: Option<String>,
+}
+
+/// Everything one vCPU produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct VcpuResult {
+    /// vCPU index.
+    pub index: usize,
+    /// APIC ID.
+    pub apic_id: u32,
+    /// Finished phases in the order they ended.
+    pub phases: Vec<PhaseResult>,
+    /// All userspace exits of the run.
+    pub exits: ExitCounts,
+    /// Counter sources and their availability.
+    pub sources: Vec<SourceStatus>,
+    /// How the vCPU ended (None while running).
+    pub end: Option<VcpuEnd>,
+    /// Control-port messages the host rejected, with the reason.
+    pub rejected_messages: Vec<String>,
+    /// Guest accesses to ports/MMIO no device claims (ignored).
+    pub unclaimed_accesses: u64,
+}
+
+impl VcpuResult {
+    /// An empty result for vCPU `index`.
+    pub fn new(index: usize, apic_id: u32) -> Self {
+        Self {
+            index,
+            apic_id,
+            phases: Vec::new(),
+            exits: ExitCounts::default(),
+            sources: Vec::new(),
+            end: None,
+            rejected_messages: Vec::new(),
+            unclaimed_accesses: 0,
+        }
+    }
+
+    /// The finished phase with this id, if any.
+    pub fn phase(&self, id: u32) -> Option<&PhaseResult> {
+        self.phases.iter().find(|p| p.id == id)
+    }
+
+    /// The finished phase with this name, if any.
+    pub fn phase_named(&self, name: &str) -> Option<&PhaseResult> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_delta_saturates_on_garbage() {
+        let begin = GuestCounters {
+            icr_writes: 10,
+            ipis_received: 5,
+            ..Default::default()
+        };
+        let end = GuestCounters {
+            icr_writes: 15,
+            ipis_received: 1,
+            ..Default::default()
+        };
+        let d = GuestDelta::between(&begin, &end);
+        assert_eq!(d.icr_writes, 5);
+        assert_eq!(d.ipis_received, 0);
+    }
+}

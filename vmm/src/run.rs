@@ -1,0 +1,303 @@
+//! One run: build the VM, start the vCPU threads together, wait for them
+//! (or the watchdog), and collect what they produced.
+use crate::config::{apic_name, ipi_name, target_name, VmConfig};
+use crate::monitor::RunMonitor;
+use crate::results::{VcpuEnd, VcpuResult};
+use crate::vcpu::{self, kick, Shared, VcpuEnv};
+use crate::vm::{open_kvm, Vm, VmError};
+use event_manager::{EventManager, SubscriberOps};
+use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
+use ipivmm_devices::bus::{AddressSpace, Bus};
+use ipivmm_devices::control::ControlPort;
+use ipivmm_devices::serial::{SerialConsole, SerialSink};
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::signal::Killable;
+
+/// How often the main loop re-kicks vCPUs that should stop.
+const KICK_INTERVAL_MS: i32 = 50;
+/// How long stopped vCPUs get to leave KVM_RUN before they are abandoned.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Host-side options of a run that are not part of the VM.
+pub struct RunOptions {
+    /// Where guest serial output goes.
+    pub serial: SerialSink,
+    /// When the process (or the caller's clock) started, for start-up timing.
+    pub started: Instant,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            serial: SerialSink::Capture,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every vCPU sent Done with status 0.
+    Completed,
+    /// A vCPU faulted or the payload reported failure.
+    Failed {
+        /// One line per failing vCPU.
+        reason: String,
+    },
+    /// The watchdog stopped the run.
+    TimedOut {
+        /// The timeout in seconds.
+        after_s: u64,
+    },
+}
+
+/// Timings of a run, in ns.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    /// From `RunOptions::started` to the VM being ready.
+    pub setup_ns: u64,
+    /// From `RunOptions::started` to the payload's first control message.
+    pub first_message_ns: Option<u64>,
+    /// From `RunOptions::started` to the end of the run.
+    pub total_ns: u64,
+}
+
+/// The mode a run used, for reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModeSummary {
+    /// Irqchip.
+    pub irqchip: &'static str,
+    /// APIC mode.
+    pub apic: &'static str,
+    /// IPI path.
+    pub ipi: &'static str,
+    /// Workload.
+    pub workload: &'static str,
+    /// Target wait mode.
+    pub target: &'static str,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Iterations.
+    pub iterations: u64,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Guest RAM in MiB.
+    pub memory_mib: u64,
+}
+
+impl ModeSummary {
+    /// Summary of `c`.
+    pub fn of(c: &VmConfig) -> Self {
+        Self {
+            irqchip: c.irqchip.name(),
+            apic: apic_name(c.apic),
+            ipi: ipi_name(c.ipi),
+            workload: c.workload.name(),
+            target: target_name(c.target_wait),
+            vcpus: c.vcpus,
+            iterations: c.iterations,
+            warmup: c.warmup,
+            memory_mib: c.memory_bytes >> 20,
+        }
+    }
+}
+
+/// Everything a run produced, including partial results of a failed run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// The mode.
+    pub mode: ModeSummary,
+    /// How it ended.
+    pub status: RunStatus,
+    /// TSC frequency in kHz.
+    pub tsc_khz: u64,
+    /// Timings.
+    pub timings: Timings,
+    /// Per-vCPU results.
+    pub vcpus: Vec<VcpuResult>,
+    /// The last part of the guest's serial output.
+    pub serial_tail: String,
+}
+
+impl RunReport {
+    /// Whether every vCPU finished successfully.
+    pub fn succeeded(&self) -> bool {
+        self.status == RunStatus::Completed
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// VM setup failed.
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    /// A host resource (thread, eventfd, timer, signal) failed.
+    #[error("host resource: {0}")]
+    Host(String),
+}
+
+fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError {
+    move |e| RunError::Host(format!("{what}: {e}"))
+}
+
+/// Build and run one VM.
+pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
+    let kvm = open_kvm()?;
+    let vm = Vm::build(kvm, config)?;
+    kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
+
+    let (serial, serial_handle) = SerialConsole::new(opts.serial);
+    let mut bus = Bus::new();
+    bus.insert(AddressSpace::Pio, u64::from(SERIAL_PORT), 8, Arc::new(Mutex::new(serial)))
+        .map_err(host("serial on the bus"))?;
+    bus.insert(
+        AddressSpace::Pio,
+        u64::from(CONTROL_PORT),
+        4,
+        Arc::new(Mutex::new(ControlPort::new(vm.memory.clone()))),
+    )
+    .map_err(host("control port on the bus"))?;
+    let bus = Arc::new(bus);
+
+    let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
+    let shared = Arc::new(Shared {
+        stop: false.into(),
+        results: vm
+            .apic_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| Mutex::new(VcpuResult::new(i, *id)))
+            .collect(),
+        ended: ended.try_clone().map_err(host("eventfd"))?,
+        first_message: OnceLock::new(),
+        start: Barrier::new(config.vcpus + 1),
+    });
+
+    let mut monitor = EventManager::<RunMonitor>::new().map_err(host("event manager"))?;
+    let monitor_id = monitor.add_subscriber(
+        RunMonitor::new(ended, config.vcpus, config.timeout).map_err(host("watchdog timer"))?,
+    );
+
+    let tsc_khz = vm.tsc_khz;
+    let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(config.vcpus);
+    let Vm { vcpus, memory, fd, .. } = vm;
+    for (index, vcpu) in vcpus.into_iter().enumerate() {
+        let env = VcpuEnv {
+            index,
+            bus: bus.clone(),
+            shared: shared.clone(),
+            apic: config.apic,
+            tsc_khz,
+            trace: None,
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("vcpu{index}"))
+            .spawn(move || vcpu::vcpu_thread(vcpu, env));
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // Threads already waiting on the barrier can never be released; they
+                // hold only their own fds, which the process exit reclaims.
+                return Err(RunError::Host(format!("spawning vcpu{index}: {e}")));
+            }
+        }
+    }
+    let setup_ns = opts.started.elapsed().as_nanos() as u64;
+    shared.start.wait();
+
+    let mut timed_out = false;
+    let mut stop_since: Option<Instant> = None;
+    loop {
+        let _ = monitor.run_with_timeout(KICK_INTERVAL_MS);
+        let m = monitor
+            .subscriber_mut(monitor_id)
+            .map_err(|e| RunError::Host(format!("event manager: {e:?}")))?;
+        if m.running() == 0 {
+            break;
+        }
+        if m.timed_out() && !timed_out {
+            timed_out = true;
+            shared.stop.store(true, Ordering::SeqCst);
+        }
+        if shared.stop.load(Ordering::SeqCst) {
+            let since = *stop_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > STOP_GRACE {
+                log::error!("vCPU threads did not stop within {STOP_GRACE:?}; abandoning them");
+                break;
+            }
+            for t in threads.iter().filter(|t| !t.is_finished()) {
+                let _ = t.kill(kick::kick_signal());
+            }
+        }
+    }
+    for t in threads {
+        if t.is_finished() {
+            let _ = t.join();
+        }
+    }
+    drop(fd);
+    drop(memory);
+    serial_handle.flush();
+
+    let vcpus: Vec<VcpuResult> = (0..config.vcpus).map(|i| shared.result(i).clone()).collect();
+    let status = if timed_out {
+        RunStatus::TimedOut {
+            after_s: config.timeout.as_secs(),
+        }
+    } else {
+        status_of(&vcpus)
+    };
+    let first_message_ns = shared
+        .first_message
+        .get()
+        .map(|t| t.duration_since(opts.started).as_nanos() as u64);
+    Ok(RunReport {
+        mode: ModeSummary::of(config),
+        status,
+        tsc_khz,
+        timings: Timings {
+            setup_ns,
+            first_message_ns,
+            total_ns: opts.started.elapsed().as_nanos() as u64,
+        },
+        vcpus,
+        serial_tail: serial_handle.tail_text(),
+    })
+}
+
+/// Completed when every vCPU is Done(0); otherwise one line per culprit.
+pub fn status_of(vcpus: &[VcpuResult]) -> RunStatus {
+    let mut reasons = Vec::new();
+    for v in vcpus {
+        match &v.end {
+            Some(VcpuEnd::Done { status: 0, .. }) => {}
+            Some(VcpuEnd::Done { status, message }) => {
+                reasons.push(format!("vcpu{}: payload reported failure {status}: {message}", v.index))
+            }
+            Some(VcpuEnd::Fault { reason, registers }) => {
+                let regs = registers.as_ref().map(|r| format!(" [{r}]")).unwrap_or_default();
+                reasons.push(format!("vcpu{}: {reason}{regs}", v.index));
+            }
+            Some(VcpuEnd::Stopped { .. }) => {}
+            None => reasons.push(format!("vcpu{}: did not stop", v.index)),
+        }
+    }
+    if reasons.is_empty() && vcpus.iter().all(|v| matches!(v.end, Some(VcpuEnd::Done { .. }))) {
+        RunStatus::Completed
+    } else {
+        if reasons.is_empty() {
+            reasons.push("run stopped before every vCPU finished".into());
+        }
+        RunStatus::Failed {
+            reason: reasons.join("; "),
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! vCPU threads: named `vcpu{N}`, released together by a barrier, each
+//! running its own KVM_RUN loop and snapshotting its own counters.
+pub mod exit_handler;
+pub mod kick;
+pub mod trace;
+pub mod window;
+
+use crate::exits::{ExitCounts, ExitKind};
+use crate::latency::LatencyStats;
+use crate::results::{PhaseResult, Registers, VcpuEnd, VcpuResult};
+use exit_handler::{handle_exit, Fault, Step};
+use ipivmm_abi::{ApicMode, GuestCounters};
+use ipivmm_devices::bus::{Bus, DeviceEvent};
+use ipivmm_devices::control::{ControlBody, ControlRequest};
+use kvm_ioctls::VcpuFd;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+use vmm_sys_util::eventfd::EventFd;
+use window::{OpenPhase, Sources};
+
+/// State shared by the vCPU threads and the main thread.
+pub struct Shared {
+    /// Set to make every vCPU leave its loop at the next exit or kick.
+    pub stop: AtomicBool,
+    /// Per-vCPU results, updated as phases end (survive any failure).
+    pub results: Vec<Mutex<VcpuResult>>,
+    /// Written by each vCPU thread when it ends.
+    pub ended: EventFd,
+    /// When the first control message arrived.
+    pub first_message: OnceLock<Instant>,
+    /// Released when every vCPU is set up, so all start together.
+    pub start: Barrier,
+}
+
+impl Shared {
+    /// The result slot of vCPU `index`, even if a thread panicked holding it.
+    pub fn result(&self, index: usize) -> MutexGuard<'_, VcpuResult> {
+        self.results[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What a vCPU thread needs besides its fd.
+pub struct VcpuEnv {
+    /// vCPU index.
+    pub index: usize,
+    /// Device bus.
+    pub bus: Arc<Bus>,
+    /// Shared run state.
+    pub shared: Arc<Shared>,
+    /// Guest APIC mode (picks the ICR-write counter).
+    pub apic: ApicMode,
+    /// TSC frequency for ns figures.
+    pub tsc_khz: u64,
+    /// Tracepoints to count, if any.
+    pub trace: Option<trace::TraceConfig>,
+}
+
+/// The body of thread `vcpu{N}`.
+pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
+    let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
+    let _guard = kick::ImmediateExitGuard::new(ptr);
+    let mut sources = Sources::open(&vcpu, env.apic, env.trace.as_ref());
+    env.shared.result(env.index).sources = sources.status.clone();
+    env.shared.start.wait();
+    let end = RunLoop {
+        vcpu: &mut vcpu,
+        env: &env,
+        sources: &mut sources,
+        exits: ExitCounts::default(),
+        guest: GuestCounters::default(),
+        open: None,
+        pending_samples: BTreeMap::new(),
+    }
+    .run();
+    let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
+    env.shared.result(env.index).end = Some(end);
+    if failed {
+        env.shared.stop.store(true, Ordering::SeqCst);
+    }
+    // A failed write only delays the main loop until its watchdog fires.
+    let _ = env.shared.ended.write(1);
+}
+
+struct RunLoop<'a> {
+    vcpu: &'a mut VcpuFd,
+    env: &'a VcpuEnv,
+    sources: &'a mut Sources,
+    exits: ExitCounts,
+    guest: GuestCounters,
+    open: Option<OpenPhase>,
+    pending_samples: BTreeMap<u32, Vec<u64>>,
+}
+
+impl RunLoop<'_> {
+    fn run(mut self) -> VcpuEnd {
+        loop {
+            if self.env.shared.stop.load(Ordering::SeqCst) {
+                return VcpuEnd::Stopped {
+                    registers: registers(self.vcpu),
+                };
+            }
+            let step = match self.vcpu.run() {
+                Ok(exit) => {
+                    let kind = ExitKind::of(&exit);
+                    self.exits.bump(kind);
+                    handle_exit(exit, &self.env.bus, self.env.index)
+                }
+                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                    Step::Interrupted
+                }
+                Err(e) => {
+                    return self.fault(format!("KVM_RUN failed: {e}"));
+                }
+            };
+            match step {
+                Step::Resume => {}
+                Step::Interrupted => self.vcpu.set_kvm_immediate_exit(0),
+                Step::Unclaimed(what) => {
+                    log::debug!("vcpu{}: unclaimed {what}", self.env.index);
+                    self.env.shared.result(self.env.index).unclaimed_accesses += 1;
+                }
+                Step::Event(DeviceEvent::Control(Ok(req))) => {
+                    if let Some(end) = self.control(req) {
+                        return end;
+                    }
+                }
+                Step::Event(DeviceEvent::Control(Err(e))) => {
+                    let msg = format!("control port: {e}");
+                    self.env.shared.result(self.env.index).rejected_messages.push(msg.clone());
+                    return self.fault(msg);
+                }
+                Step::Fault(f) => {
+                    let reason = self.describe(f);
+                    return self.fault(reason);
+                }
+            }
+        }
+    }
+
+    fn fault(&mut self, reason: String) -> VcpuEnd {
+        VcpuEnd::Fault {
+            reason,
+            registers: registers(self.vcpu),
+        }
+    }
+
+    fn describe(&mut self, f: Fault) -> String {
+        match f {
+            Fault::TripleFault => "guest triple fault (KVM_EXIT_SHUTDOWN)".into(),
+            Fault::InternalError => {
+                let run = self.vcpu.get_kvm_run();
+                // SAFETY: KVM set exit_reason to KVM_EXIT_INTERNAL_ERROR for this
+                // exit, so `internal` is the active member of the exit union.
+                let internal = unsafe { run.__bindgen_anon_1.internal };
+                let n = (internal.ndata as usize).min(internal.data.len());
+                format!(
+                    "KVM internal error, suberror {} ({}), data {:x?}",
+                    internal.suberror,
+                    internal_suberror_name(internal.suberror),
+                    &internal.data[..n]
+                )
+            }
+            Fault::FailEntry { reason, cpu } => {
+                format!("KVM_EXIT_FAIL_ENTRY: hardware entry failure reason {reason:#x} on host CPU {cpu}")
+            }
+            Fault::SystemEvent(kind) => format!("guest system event {kind} (reset/shutdown/crash)"),
+            Fault::Device(e) => format!("device failure: {e}"),
+            Fault::Unexpected(kind) => format!("unexpected {kind} exit in this mode"),
+        }
+    }
+
+    /// Act on a control message; Some(end) when the vCPU stops.
+    fn control(&mut self, req: ControlRequest) -> Option<VcpuEnd> {
+        self.guest = req.counters;
+        let index = self.env.index;
+        match req.body {
+            ControlBody::Hello { .. } => {
+                self.env.shared.first_message.get_or_init(Instant::now);
+            }
+            ControlBody::PhaseBegin { phase, name } => {
+                if let Some(open) = &self.open {
+                    return Some(self.fault(format!(
+                        "payload began phase {phase} '{name}' while phase {} '{}' was still open",
+                        open.id, open.name
+                    )));
+                }
+                self.open = Some(self.sources.begin(phase, name, &self.exits, &self.guest));
+            }
+            ControlBody::PhaseEnd { phase } => match self.open.take() {
+                Some(open) if open.id == phase => {
+                    let mut result = self.sources.end(open, &self.exits, &self.guest);
+                    if let Some(samples) = self.pending_samples.remove(&phase) {
+                        add_samples(&mut result, samples, self.env.tsc_khz);
+                    }
+                    self.env.shared.result(index).phases.push(result);
+                }
+                other => {
+                    let open = other.map_or("none".to_string(), |o| format!("{} '{}'", o.id, o.name));
+                    return Some(self.fault(format!("payload ended phase {phase} but the open phase is {open}")));
+                }
+            },
+            ControlBody::Samples { phase, samples, .. } => {
+                let mut r = self.env.shared.result(index);
+                match r.phases.iter_mut().rev().find(|p| p.id == phase) {
+                    Some(p) => add_samples(p, samples, self.env.tsc_khz),
+                    None => self.pending_samples.entry(phase).or_default().extend(samples),
+                }
+            }
+            ControlBody::Record { phase, name, value } => {
+                let mut r = self.env.shared.result(index);
+                match r.phases.iter_mut().rev().find(|p| p.id == phase) {
+                    Some(p) => {
+                        p.records.insert(name, value);
+                    }
+                    None => {
+                        drop(r);
+                        return Some(self.fault(format!(
+                            "payload recorded '{name}' for phase {phase}, which has not ended"
+                        )));
+                    }
+                }
+            }
+            ControlBody::Done { status, message } => {
+                r_exits(&self.env.shared, index, self.exits);
+                return Some(VcpuEnd::Done { status, message });
+            }
+            ControlBody::Panic { message } => {
+                r_exits(&self.env.shared, index, self.exits);
+                return Some(self.fault(format!("payload panic: {message}")));
+            }
+        }
+        r_exits(&self.env.shared, index, self.exits);
+        None
+    }
+}
+
+fn r_exits(shared: &Shared, index: usize, exits: ExitCounts) {
+    shared.result(index).exits = exits;
+}
+
+fn add_samples(phase: &mut PhaseResult, samples: Vec<u64>, tsc_khz: u64) {
+    phase.samples.extend(samples);
+    phase.latency = LatencyStats::from_samples(&phase.samples, tsc_khz);
+}
+
+/// KVM_INTERNAL_ERROR_* names.
+pub fn internal_suberror_name(code: u32) -> &'static str {
+    match code {
+        1 => "instruction emulation failed",
+        2 => "simultaneous exceptions",
+        3 => "delivery event (vectoring) failed",
+        4 => "unexpected exit reason",
+        _ => "unknown",
+    }
+}
+
+fn registers(vcpu: &VcpuFd) -> Option<Registers> {
+    let r = vcpu.get_regs().ok()?;
+    let s = vcpu.get_sregs().ok()?;
+    Some(Registers {
+        rip: r.rip,
+        rsp: r.rsp,
+        rflags: r.rflags,
+        rax: r.rax,
+        rbx: r.rbx,
+        rcx: r.rcx,
+        rdx: r.rdx,
+        rsi: r.rsi,
+        rdi: r.rdi,
+        rbp: r.rbp,
+        cr0: s.cr0,
+        cr2: s.cr2,
+        cr3: s.cr3,
+        cr4: s.cr4,
+        efer: s.efer,
+    })
+}

@@ -1,0 +1,144 @@
+//! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
+//! own sources while it handles a phase marker, so a window holds only what
+//! happened on this vCPU between its begin and end markers.
+use crate::exits::ExitCounts;
+use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
+use ipivmm_abi::{ApicMode, GuestCounters};
+use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
+use kvm_ioctls::VcpuFd;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The counter sources of one vCPU (opened on its own thread).
+pub struct Sources {
+    kvm_stats: Option<StatsReader>,
+    trace: Option<super::trace::ThreadTrace>,
+    apic: ApicMode,
+    /// Availability of every source, for the report.
+    pub status: Vec<SourceStatus>,
+}
+
+/// All counters at one instant.
+pub struct Snapshot {
+    at: Instant,
+    exits: ExitCounts,
+    guest: GuestCounters,
+    kvm: Option<StatsSnapshot>,
+    trace: Option<BTreeMap<String, u64>>,
+}
+
+/// A phase whose begin marker has been handled.
+pub struct OpenPhase {
+    /// Phase id.
+    pub id: u32,
+    /// Phase name.
+    pub name: String,
+    begin: Snapshot,
+}
+
+impl Sources {
+    /// Open the sources for `vcpu` on the calling (vCPU) thread.
+    pub fn open(vcpu: &VcpuFd, apic: ApicMode, trace: Option<&super::trace::TraceConfig>) -> Self {
+        let mut status = vec![
+            SourceStatus {
+                source: "userspace_exits".into(),
+                available: true,
+                detail: None,
+            },
+            SourceStatus {
+                source: "guest".into(),
+                available: true,
+                detail: Some("counted by the payload, sent with each control message".into()),
+            },
+        ];
+        let kvm_stats = match stats_fd(vcpu).and_then(StatsReader::new) {
+            Ok(r) => {
+                status.push(SourceStatus {
+                    source: "kvm_stats".into(),
+                    available: true,
+                    detail: None,
+                });
+                Some(r)
+            }
+            Err(e) => {
+                status.push(SourceStatus {
+                    source: "kvm_stats".into(),
+                    available: false,
+                    detail: Some(e.to_string()),
+                });
+                None
+            }
+        };
+        let (trace, trace_status) = super::trace::ThreadTrace::open(trace);
+        status.push(trace_status);
+        Self {
+            kvm_stats,
+            trace,
+            apic,
+            status,
+        }
+    }
+
+    /// Snapshot every source now.
+    pub fn snapshot(&mut self, exits: &ExitCounts, guest: &GuestCounters) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            exits: *exits,
+            guest: *guest,
+            kvm: self.kvm_stats.as_mut().and_then(|r| r.snapshot().ok()),
+            trace: self.trace.as_mut().map(|t| t.read()),
+        }
+    }
+
+    /// Open a phase.
+    pub fn begin(&mut self, id: u32, name: String, exits: &ExitCounts, guest: &GuestCounters) -> OpenPhase {
+        OpenPhase {
+            id,
+            name,
+            begin: self.snapshot(exits, guest),
+        }
+    }
+
+    /// Close a phase into its result.
+    pub fn end(&mut self, open: OpenPhase, exits: &ExitCounts, guest: &GuestCounters) -> PhaseResult {
+        let end = self.snapshot(exits, guest);
+        let b = &open.begin;
+        let guest_delta = GuestDelta::between(&b.guest, &end.guest);
+        let kvm_stats = match (&end.kvm, &b.kvm) {
+            (Some(e), Some(s)) => e.delta(s),
+            _ => BTreeMap::new(),
+        };
+        let tracepoints = match (&end.trace, &b.trace) {
+            (Some(e), Some(s)) => e
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_sub(s.get(k).copied().unwrap_or(0))))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        let icr_write_exits = self.icr_exits(&tracepoints, &guest_delta);
+        PhaseResult {
+            id: open.id,
+            name: open.name,
+            wall_ns: end.at.duration_since(b.at).as_nanos() as u64,
+            exits: end.exits.since(&b.exits),
+            guest: guest_delta,
+            kvm_stats,
+            tracepoints,
+            icr_write_exits,
+            latency: None,
+            records: BTreeMap::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// ICR-write exits from the tracepoint that sees them in this APIC mode.
+    fn icr_exits(&self, trace: &BTreeMap<String, u64>, guest: &GuestDelta) -> Option<IcrExits> {
+        let key = super::trace::icr_counter_name(self.apic);
+        let exits = *trace.get(key)?;
+        Some(IcrExits {
+            exits,
+            accelerated: guest.icr_writes.saturating_sub(exits),
+            source: key,
+        })
+    }
+}

@@ -1,0 +1,272 @@
+//! Building a VM: the one place that talks to KVM for setup.
+//!
+//! KVM ordering rules that matter here (Documentation/virt/kvm/api.rst):
+//! - KVM_CREATE_IRQCHIP / KVM_CAP_SPLIT_IRQCHIP "must be called before any
+//!   vCPU is created" (the LAPIC is instantiated with the vCPU).
+//! - KVM_SET_CPUID2 must precede the first KVM_RUN.
+use crate::arch::{cpuid, gdt, lapic_regs, paging, regs};
+use crate::config::{Irqchip, PayloadSource, VmConfig};
+use crate::payload_image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
+use crate::{boot_info, layout};
+use kvm_bindings::{
+    kvm_enable_cap, kvm_mp_state, kvm_userspace_memory_region, KVM_CAP_SPLIT_IRQCHIP,
+    KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_RUNNABLE,
+};
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use linux_loader::loader::{elf::Elf, KernelLoader};
+use std::io::{Cursor, Read};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+
+/// Redirection entries of the split irqchip's userspace IOAPIC.
+const SPLIT_IRQCHIP_PINS: u64 = 24;
+/// Where KVM on Intel puts its real-mode TSS (three pages below 4 GiB).
+const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
+
+/// Why a VM could not be built. Each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// /dev/kvm missing.
+    #[error("cannot open /dev/kvm: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
+    NoKvm,
+    /// /dev/kvm not accessible.
+    #[error("cannot open /dev/kvm: permission denied; run as root or add your user to the 'kvm' group")]
+    KvmPermission,
+    /// Other open failure.
+    #[error("cannot open /dev/kvm: {0}")]
+    KvmOpen(std::io::Error),
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Payload file unreadable.
+    #[error("cannot read payload {path}: {err}; check the path given to --payload")]
+    PayloadRead {
+        /// The path.
+        path: String,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// Payload image rejected.
+    #[error("{0}")]
+    Image(#[from] ImageError),
+    /// A KVM ioctl failed.
+    #[error("KVM {op} failed: {err}")]
+    Kvm {
+        /// Which operation.
+        op: &'static str,
+        /// The errno.
+        err: kvm_ioctls::Error,
+    },
+    /// Guest memory setup failed.
+    #[error("guest memory: {0}")]
+    Memory(String),
+    /// CPUID shaping failed.
+    #[error(transparent)]
+    Cpuid(#[from] cpuid::CpuidError),
+    /// Loading the ELF failed.
+    #[error("loading the payload ELF failed: {0}")]
+    Load(String),
+}
+
+fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
+    move |err| VmError::Kvm { op, err }
+}
+
+/// Open /dev/kvm, turning errno into an error that says what to do.
+pub fn open_kvm() -> Result<Kvm, VmError> {
+    Kvm::new().map_err(|e| match e.errno() {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm,
+        libc::EACCES | libc::EPERM => VmError::KvmPermission,
+        _ => VmError::KvmOpen(std::io::Error::from_raw_os_error(e.errno())),
+    })
+}
+
+/// Most vCPUs this KVM accepts in one VM.
+pub fn max_vcpus(kvm: &Kvm) -> usize {
+    kvm.get_max_vcpus()
+}
+
+/// The payload's bytes from wherever the configuration says.
+pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+    match source {
+        PayloadSource::Builtin => Ok(crate::payload::BUILTIN_PAYLOAD.to_vec()),
+        PayloadSource::Bytes(b) => Ok(b.clone()),
+        PayloadSource::File(path) => {
+            let read_err = |err| VmError::PayloadRead {
+                path: path.display().to_string(),
+                err,
+            };
+            let f = std::fs::File::open(path).map_err(read_err)?;
+            let len = f.metadata().map_err(read_err)?.len();
+            if len > MAX_PAYLOAD_FILE {
+                return Err(ImageError::TooLarge(len).into());
+            }
+            let mut bytes = Vec::with_capacity(len as usize);
+            f.take(MAX_PAYLOAD_FILE + 1)
+                .read_to_end(&mut bytes)
+                .map_err(read_err)?;
+            Ok(bytes)
+        }
+    }
+}
+
+/// A VM ready to run: memory written, vCPUs in long mode at the entry point.
+pub struct Vm {
+    /// The KVM system fd (kept for capability queries).
+    pub kvm: Kvm,
+    /// The VM fd.
+    pub fd: VmFd,
+    /// Guest RAM.
+    pub memory: GuestMemoryMmap,
+    /// vCPU fds, index = vCPU index.
+    pub vcpus: Vec<VcpuFd>,
+    /// APIC ID of each vCPU.
+    pub apic_ids: Vec<u32>,
+    /// TSC frequency (KVM_GET_TSC_KHZ), 0 if unknown.
+    pub tsc_khz: u64,
+    /// The checked payload image.
+    pub image: ImageInfo,
+}
+
+impl Vm {
+    /// Build a VM for `config`: checks everything it can before creating it.
+    pub fn build(kvm: Kvm, config: &VmConfig) -> Result<Self, VmError> {
+        config.validate(max_vcpus(&kvm))?;
+        let image_bytes = payload_bytes(&config.payload)?;
+        let image = payload_image::check(&image_bytes)?;
+
+        let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
+        let memory = create_memory(&fd, config.memory_bytes)?;
+        // SAFETY-free ordering rule: the irqchip must exist before any vCPU.
+        create_irqchip(&fd, config.irqchip)?;
+
+        let supported = kvm
+            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+            .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
+        let apic_ids: Vec<u32> = (0..config.vcpus as u32).collect();
+        let mut vcpus = Vec::with_capacity(config.vcpus);
+        for (index, &apic_id) in apic_ids.iter().enumerate() {
+            let vcpu = fd
+                .create_vcpu(u64::from(apic_id))
+                .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+            let mut cpuid = supported.clone();
+            cpuid::shape(
+                cpuid.as_mut_slice(),
+                &cpuid::CpuidShape {
+                    apic_id,
+                    vcpu_count: config.vcpus as u32,
+                    x2apic: config.apic == ipivmm_abi::ApicMode::X2apic,
+                    pv_send_ipi: config.ipi == ipivmm_abi::IpiPath::Pv,
+                    realtime_hint: false,
+                },
+            )?;
+            vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+            setup_vcpu_registers(&vcpu, index, image.entry)?;
+            if config.irqchip != Irqchip::User {
+                // With an in-kernel LAPIC, APs start in wait-for-SIPI; every vCPU
+                // enters the payload directly, so all are made runnable.
+                vcpu.set_mp_state(kvm_mp_state {
+                    mp_state: KVM_MP_STATE_RUNNABLE,
+                })
+                .map_err(kvm_err("KVM_SET_MP_STATE"))?;
+                let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
+                lapic_regs::program_lints(&mut lapic);
+                vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))?;
+            }
+            vcpus.push(vcpu);
+        }
+        let tsc_khz = vcpus
+            .first()
+            .and_then(|v| v.get_tsc_khz().ok())
+            .map_or(0, u64::from);
+
+        write_system_tables(&memory, config.vcpus)?;
+        let info = boot_info::build(config, &apic_ids, tsc_khz);
+        memory
+            .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
+            .map_err(|e| VmError::Memory(e.to_string()))?;
+        Elf::load(
+            &memory,
+            None,
+            &mut Cursor::new(&image_bytes),
+            Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
+        )
+        .map_err(|e| VmError::Load(e.to_string()))?;
+
+        Ok(Self {
+            kvm,
+            fd,
+            memory,
+            vcpus,
+            apic_ids,
+            tsc_khz,
+            image,
+        })
+    }
+}
+
+fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
+    let memory = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), bytes as usize)])
+        .map_err(|e| VmError::Memory(e.to_string()))?;
+    for (slot, region) in memory.iter().enumerate() {
+        let host = memory
+            .get_host_address(region.start_addr())
+            .map_err(|e| VmError::Memory(e.to_string()))?;
+        let mr = kvm_userspace_memory_region {
+            slot: slot as u32,
+            flags: 0,
+            guest_phys_addr: region.start_addr().0,
+            memory_size: region.len(),
+            userspace_addr: host as u64,
+        };
+        // SAFETY: the region is a live mmap owned by `memory`, which the Vm
+        // keeps for as long as the VM fd exists; KVM only accesses it while
+        // the VM lives.
+        unsafe { fd.set_user_memory_region(mr) }.map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
+    }
+    Ok(memory)
+}
+
+fn create_irqchip(fd: &VmFd, irqchip: Irqchip) -> Result<(), VmError> {
+    fd.set_tss_address(KVM_TSS_ADDRESS)
+        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
+    match irqchip {
+        Irqchip::Kernel => fd.create_irq_chip().map_err(kvm_err("KVM_CREATE_IRQCHIP")),
+        Irqchip::Split => {
+            let mut cap = kvm_enable_cap {
+                cap: KVM_CAP_SPLIT_IRQCHIP,
+                ..Default::default()
+            };
+            cap.args[0] = SPLIT_IRQCHIP_PINS;
+            fd.enable_cap(&cap)
+                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP)"))
+        }
+        Irqchip::User => Ok(()),
+    }
+}
+
+fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), VmError> {
+    let sregs = vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    vcpu.set_sregs(&regs::boot_sregs(sregs, index))
+        .map_err(kvm_err("KVM_SET_SREGS"))?;
+    vcpu.set_regs(&regs::boot_regs(entry, index))
+        .map_err(kvm_err("KVM_SET_REGS"))?;
+    let fpu = kvm_bindings::kvm_fpu {
+        fcw: 0x37f,
+        ..Default::default()
+    };
+    vcpu.set_fpu(&fpu).map_err(kvm_err("KVM_SET_FPU"))
+}
+
+fn write_system_tables(memory: &GuestMemoryMmap, vcpus: usize) -> Result<(), VmError> {
+    let w = |bytes: &[u8], at: u64| {
+        memory
+            .write_slice(bytes, GuestAddress(at))
+            .map_err(|e| VmError::Memory(e.to_string()))
+    };
+    w(&paging::identity_map_tables(), layout::PML4)?;
+    for i in 0..vcpus {
+        w(&gdt::gdt_bytes(layout::tss_addr(i)), layout::gdt_addr(i))?;
+        w(&gdt::tss_bytes(layout::ist_top(i)), layout::tss_addr(i))?;
+    }
+    Ok(())
+}
