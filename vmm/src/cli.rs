@@ -71,6 +71,9 @@ pub struct RunArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// KVM device node.
+    #[arg(long, default_value = "/dev/kvm")]
+    pub kvm_device: PathBuf,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
@@ -119,6 +122,7 @@ impl RunArgs {
                 .map_or(PayloadSource::Builtin, PayloadSource::File),
             tracepoints: true,
             mount_tracefs: false,
+            kvm_device: self.kvm_device.clone(),
         })
     }
 }

@@ -72,6 +72,8 @@ pub struct VmConfig {
     pub tracepoints: bool,
     /// Mount tracefs if it is not mounted.
     pub mount_tracefs: bool,
+    /// The KVM device node.
+    pub kvm_device: PathBuf,
 }
 
 impl Default for VmConfig {
@@ -92,6 +94,7 @@ impl Default for VmConfig {
             payload: PayloadSource::Builtin,
             tracepoints: true,
             mount_tracefs: false,
+            kvm_device: PathBuf::from("/dev/kvm"),
         }
     }
 }

@@ -93,8 +93,8 @@ fn status_line(s: &ipivmm::run::RunStatus) -> String {
     match s {
         ipivmm::run::RunStatus::Completed => "completed".into(),
         ipivmm::run::RunStatus::Failed { reason } => reason.clone(),
-        ipivmm::run::RunStatus::TimedOut { after_s } => {
-            format!("timed out after {after_s} s (raise --timeout or lower --iterations)")
+        ipivmm::run::RunStatus::TimedOut { after_s, stuck } => {
+            format!("timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations)")
         }
     }
 }

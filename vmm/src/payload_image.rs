@@ -163,40 +163,42 @@ pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
     Ok(ImageInfo { entry, start, end })
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+/// A minimal x86-64 ELF executable with one loadable segment holding
+/// `code` at `addr`, entered at `addr`: for probes and tests that need a
+/// few instructions of guest code without a toolchain.
+pub fn minimal_elf(addr: u64, code: &[u8]) -> Vec<u8> {
+    let mut e = vec![0u8; 64 + 56];
+    e[0..4].copy_from_slice(b"\x7fELF");
+    e[4] = 2;
+    e[5] = 1;
+    e[6] = 1;
+    e[16..18].copy_from_slice(&ET_EXEC.to_le_bytes());
+    e[18..20].copy_from_slice(&EM_X86_64.to_le_bytes());
+    e[20..24].copy_from_slice(&1u32.to_le_bytes());
+    e[24..32].copy_from_slice(&addr.to_le_bytes());
+    e[32..40].copy_from_slice(&64u64.to_le_bytes());
+    e[52..54].copy_from_slice(&64u16.to_le_bytes());
+    e[54..56].copy_from_slice(&56u16.to_le_bytes());
+    e[56..58].copy_from_slice(&1u16.to_le_bytes());
+    let ph = 64;
+    e[ph..ph + 4].copy_from_slice(&PT_LOAD.to_le_bytes());
+    e[ph + 4..ph + 8].copy_from_slice(&5u32.to_le_bytes());
+    e[ph + 8..ph + 16].copy_from_slice(&120u64.to_le_bytes());
+    e[ph + 16..ph + 24].copy_from_slice(&addr.to_le_bytes());
+    e[ph + 24..ph + 32].copy_from_slice(&addr.to_le_bytes());
+    e[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes());
+    e[ph + 40..ph + 48].copy_from_slice(&(code.len() as u64).to_le_bytes());
+    e.extend_from_slice(code);
+    e
+}
 
-    /// A minimal x86-64 ET_EXEC with one PT_LOAD of `code` at `addr`.
-    pub fn tiny_elf(addr: u64, code: &[u8]) -> Vec<u8> {
-        let mut e = vec![0u8; 64 + 56];
-        e[0..4].copy_from_slice(b"\x7fELF");
-        e[4] = 2;
-        e[5] = 1;
-        e[6] = 1;
-        e[16..18].copy_from_slice(&ET_EXEC.to_le_bytes());
-        e[18..20].copy_from_slice(&EM_X86_64.to_le_bytes());
-        e[20..24].copy_from_slice(&1u32.to_le_bytes());
-        e[24..32].copy_from_slice(&addr.to_le_bytes());
-        e[32..40].copy_from_slice(&64u64.to_le_bytes());
-        e[52..54].copy_from_slice(&64u16.to_le_bytes());
-        e[54..56].copy_from_slice(&56u16.to_le_bytes());
-        e[56..58].copy_from_slice(&1u16.to_le_bytes());
-        let ph = 64;
-        e[ph..ph + 4].copy_from_slice(&PT_LOAD.to_le_bytes());
-        e[ph + 4..ph + 8].copy_from_slice(&5u32.to_le_bytes());
-        e[ph + 8..ph + 16].copy_from_slice(&120u64.to_le_bytes());
-        e[ph + 16..ph + 24].copy_from_slice(&addr.to_le_bytes());
-        e[ph + 24..ph + 32].copy_from_slice(&addr.to_le_bytes());
-        e[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes());
-        e[ph + 40..ph + 48].copy_from_slice(&(code.len() as u64).to_le_bytes());
-        e.extend_from_slice(code);
-        e
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn accepts_a_well_formed_image() {
-        let info = check(&tiny_elf(PAYLOAD_START, &[0xf4])).unwrap();
+        let info = check(&minimal_elf(PAYLOAD_START, &[0xf4])).unwrap();
         assert_eq!(info.entry, PAYLOAD_START);
         assert_eq!(info.end, PAYLOAD_START + 1);
     }
@@ -205,7 +207,7 @@ pub(crate) mod tests {
     fn rejects_bad_images_with_a_reason() {
         assert_eq!(check(&[]), Err(ImageError::Empty));
         assert_eq!(check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
-        let good = tiny_elf(PAYLOAD_START, &[0xf4]);
+        let good = minimal_elf(PAYLOAD_START, &[0xf4]);
         assert!(matches!(check(&good[..40]), Err(ImageError::Truncated(_))));
         let mut arm = good.clone();
         arm[18..20].copy_from_slice(&183u16.to_le_bytes());
@@ -222,22 +224,22 @@ pub(crate) mod tests {
     fn rejects_segments_outside_the_payload_range() {
         for addr in [0u64, 0x1000, PAYLOAD_END, 0xffff_ffff_ffff_fff0] {
             assert!(
-                matches!(check(&tiny_elf(addr, &[0xf4; 32])), Err(ImageError::SegmentOutOfRange { .. })),
+                matches!(check(&minimal_elf(addr, &[0xf4; 32])), Err(ImageError::SegmentOutOfRange { .. })),
                 "{addr:#x}"
             );
         }
         assert!(matches!(
-            check(&tiny_elf(PAYLOAD_END - 4, &[0xf4; 8])),
+            check(&minimal_elf(PAYLOAD_END - 4, &[0xf4; 8])),
             Err(ImageError::SegmentOutOfRange { .. })
         ));
     }
 
     #[test]
     fn rejects_segment_past_file_and_entry_outside() {
-        let mut e = tiny_elf(PAYLOAD_START, &[0xf4]);
+        let mut e = minimal_elf(PAYLOAD_START, &[0xf4]);
         e[64 + 32..64 + 40].copy_from_slice(&4096u64.to_le_bytes());
         assert_eq!(check(&e), Err(ImageError::SegmentPastFile(0)));
-        let mut e = tiny_elf(PAYLOAD_START, &[0xf4]);
+        let mut e = minimal_elf(PAYLOAD_START, &[0xf4]);
         e[24..32].copy_from_slice(&0x20_0000u64.to_le_bytes());
         assert_eq!(check(&e), Err(ImageError::EntryOutside(0x20_0000)));
     }

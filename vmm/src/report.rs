@@ -21,7 +21,7 @@ pub fn render(r: &RunReport) -> String {
     let status = match &r.status {
         RunStatus::Completed => "completed".to_string(),
         RunStatus::Failed { reason } => format!("FAILED: {reason}"),
-        RunStatus::TimedOut { after_s } => format!("TIMED OUT after {after_s} s"),
+        RunStatus::TimedOut { after_s, stuck } => format!("TIMED OUT after {after_s} s; stopped {stuck}"),
     };
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
     let _ = writeln!(

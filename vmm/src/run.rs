@@ -55,6 +55,8 @@ pub enum RunStatus {
     TimedOut {
         /// The timeout in seconds.
         after_s: u64,
+        /// Where each unfinished vCPU was when stopped.
+        stuck: String,
     },
 }
 
@@ -150,7 +152,7 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 
 /// Build and run one VM.
 pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
-    let kvm = open_kvm()?;
+    let kvm = open_kvm(&config.kvm_device)?;
     let vm = Vm::build(kvm, config)?;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
 
@@ -251,6 +253,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     let status = if timed_out {
         RunStatus::TimedOut {
             after_s: config.timeout.as_secs(),
+            stuck: stuck_vcpus(&vcpus),
         }
     } else {
         status_of(&vcpus)
@@ -271,6 +274,22 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         vcpus,
         serial_tail: serial_handle.tail_text(),
     })
+}
+
+/// "vcpuN at rip=..." for every vCPU the host had to stop.
+pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
+    let stuck: Vec<String> = vcpus
+        .iter()
+        .filter_map(|v| match &v.end {
+            Some(VcpuEnd::Stopped { registers }) => Some(match registers {
+                Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
+                None => format!("vcpu{} (registers unreadable)", v.index),
+            }),
+            None => Some(format!("vcpu{} did not stop", v.index)),
+            _ => None,
+        })
+        .collect();
+    stuck.join(", ")
 }
 
 /// Completed when every vCPU is Done(0); otherwise one line per culprit.

@@ -26,14 +26,14 @@ const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
     /// /dev/kvm missing.
-    #[error("cannot open /dev/kvm: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
-    NoKvm,
+    #[error("cannot open {0}: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
+    NoKvm(String),
     /// /dev/kvm not accessible.
-    #[error("cannot open /dev/kvm: permission denied; run as root or add your user to the 'kvm' group")]
-    KvmPermission,
+    #[error("cannot open {0}: permission denied; run as root or add your user to the 'kvm' group")]
+    KvmPermission(String),
     /// Other open failure.
-    #[error("cannot open /dev/kvm: {0}")]
-    KvmOpen(std::io::Error),
+    #[error("cannot open {0}: {1}")]
+    KvmOpen(String, std::io::Error),
     /// Bad configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -71,12 +71,15 @@ fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
     move |err| VmError::Kvm { op, err }
 }
 
-/// Open /dev/kvm, turning errno into an error that says what to do.
-pub fn open_kvm() -> Result<Kvm, VmError> {
-    Kvm::new().map_err(|e| match e.errno() {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm,
-        libc::EACCES | libc::EPERM => VmError::KvmPermission,
-        _ => VmError::KvmOpen(std::io::Error::from_raw_os_error(e.errno())),
+/// Open the KVM device, turning errno into an error that says what to do.
+pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
+    let name = path.display().to_string();
+    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| VmError::NoKvm(name.clone()))?;
+    Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name),
+        libc::EACCES | libc::EPERM => VmError::KvmPermission(name),
+        errno => VmError::KvmOpen(name, std::io::Error::from_raw_os_error(errno)),
     })
 }
 

@@ -66,7 +66,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     let mut sources = Sources::open(&vcpu, env.apic, env.trace.as_ref());
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.start.wait();
-    let end = RunLoop {
+    let mut run_loop = RunLoop {
         vcpu: &mut vcpu,
         env: &env,
         sources: &mut sources,
@@ -74,10 +74,15 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         guest: GuestCounters::default(),
         open: None,
         pending_samples: BTreeMap::new(),
-    }
-    .run();
+    };
+    let end = run_loop.run();
+    let exits = run_loop.exits;
     let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
-    env.shared.result(env.index).end = Some(end);
+    {
+        let mut result = env.shared.result(env.index);
+        result.end = Some(end);
+        result.exits = exits;
+    }
     if failed {
         env.shared.stop.store(true, Ordering::SeqCst);
     }
@@ -96,7 +101,7 @@ struct RunLoop<'a> {
 }
 
 impl RunLoop<'_> {
-    fn run(mut self) -> VcpuEnd {
+    fn run(&mut self) -> VcpuEnd {
         loop {
             if self.env.shared.stop.load(Ordering::SeqCst) {
                 return VcpuEnd::Stopped {
@@ -225,21 +230,14 @@ impl RunLoop<'_> {
                 }
             }
             ControlBody::Done { status, message } => {
-                r_exits(&self.env.shared, index, self.exits);
                 return Some(VcpuEnd::Done { status, message });
             }
             ControlBody::Panic { message } => {
-                r_exits(&self.env.shared, index, self.exits);
                 return Some(self.fault(format!("payload panic: {message}")));
             }
         }
-        r_exits(&self.env.shared, index, self.exits);
         None
     }
-}
-
-fn r_exits(shared: &Shared, index: usize, exits: ExitCounts) {
-    shared.result(index).exits = exits;
 }
 
 fn add_samples(phase: &mut PhaseResult, samples: Vec<u64>, tsc_khz: u64) {
