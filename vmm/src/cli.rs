@@ -71,6 +71,12 @@ pub struct RunArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Do not count kvm:* tracepoints (they need root and tracefs).
+    #[arg(long)]
+    pub no_tracepoints: bool,
+    /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
+    #[arg(long)]
+    pub mount_tracefs: bool,
     /// KVM device node.
     #[arg(long, default_value = "/dev/kvm")]
     pub kvm_device: PathBuf,
@@ -120,8 +126,8 @@ impl RunArgs {
                 .payload
                 .clone()
                 .map_or(PayloadSource::Builtin, PayloadSource::File),
-            tracepoints: true,
-            mount_tracefs: false,
+            tracepoints: !self.no_tracepoints,
+            mount_tracefs: self.mount_tracefs,
             kvm_device: self.kvm_device.clone(),
         })
     }

@@ -3,6 +3,7 @@
 use crate::config::{apic_name, ipi_name, target_name, VmConfig};
 use crate::monitor::RunMonitor;
 use crate::results::{VcpuEnd, VcpuResult};
+use crate::vcpu::trace::TraceConfig;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
 use crate::vm::{open_kvm, Vm, VmError};
 use event_manager::{EventManager, SubscriberOps};
@@ -189,6 +190,10 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     );
 
     let tsc_khz = vm.tsc_khz;
+    let trace = config.tracepoints.then(|| {
+        let isa = ipivmm_counters::host::probe().ok().and_then(|h| h.backend.isa());
+        TraceConfig::new(isa, config.vcpus, config.mount_tracefs)
+    });
     let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(config.vcpus);
     let Vm { vcpus, memory, fd, .. } = vm;
     for (index, vcpu) in vcpus.into_iter().enumerate() {
@@ -198,7 +203,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             shared: shared.clone(),
             apic: config.apic,
             tsc_khz,
-            trace: None,
+            trace: trace.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))

@@ -63,7 +63,7 @@ pub struct VcpuEnv {
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = kick::ImmediateExitGuard::new(ptr);
-    let mut sources = Sources::open(&vcpu, env.apic, env.trace.as_ref());
+    let mut sources = Sources::open(&vcpu, env.trace.as_ref());
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.start.wait();
     let mut run_loop = RunLoop {

@@ -1,38 +1,169 @@
-//! Tracepoint counters of one vCPU thread (placeholder until wired).
+//! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
+//! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::results::SourceStatus;
-use ipivmm_abi::ApicMode;
+use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
+use ipivmm_counters::specs::{kvm_specs, names, ExitReasonSelection};
+use ipivmm_counters::tracefs::Tracefs;
+use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
 
-/// Which tracepoints to count.
+/// Exit reasons that say where IPI cost goes; counted one by one when
+/// counting every reason would cost too many file descriptors.
+const IPI_EXIT_REASONS: &[(Isa, &[&str])] = &[
+    (
+        Isa::Vmx,
+        &[
+            "EXTERNAL_INTERRUPT", "INTERRUPT_WINDOW", "HLT", "VMCALL", "IO_INSTRUCTION",
+            "MSR_READ", "MSR_WRITE", "PAUSE_INSTRUCTION", "APIC_ACCESS", "EPT_VIOLATION",
+            "EPT_MISCONFIG", "PREEMPTION_TIMER", "APIC_WRITE",
+        ],
+    ),
+    (
+        Isa::Svm,
+        &[
+            "intr", "vintr", "hlt", "vmmcall", "io", "msr", "pause", "npf",
+            "avic_incomplete_ipi", "avic_unaccelerated_access",
+        ],
+    ),
+];
+
+/// Most `kvm_exit` per-reason counters per VM before falling back to the IPI-relevant set.
+const MAX_EXIT_COUNTERS_PER_VM: usize = 1024;
+
+/// What every vCPU thread of a run opens (built once per run).
 #[derive(Clone, Debug)]
-pub struct TraceConfig;
+pub struct TraceConfig {
+    tracefs: Option<Tracefs>,
+    specs: Vec<CounterSpec>,
+    why_no_tracefs: Option<String>,
+}
+
+impl TraceConfig {
+    /// The counters for a VM of `vcpus` vCPUs on a host of ISA `isa`.
+    pub fn new(isa: Option<Isa>, vcpus: usize, mount: bool) -> Self {
+        let found = if mount {
+            ipivmm_counters::tracefs::mount_tracefs()
+        } else {
+            Tracefs::find()
+        };
+        let (tracefs, why_no_tracefs) = match found {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let selection = match isa {
+            Some(isa) => {
+                let all = ipivmm_counters::exit_reasons::exit_reasons(isa).len();
+                if all * vcpus <= MAX_EXIT_COUNTERS_PER_VM {
+                    ExitReasonSelection::All
+                } else {
+                    ExitReasonSelection::Only(ipi_exit_codes(isa))
+                }
+            }
+            None => ExitReasonSelection::None,
+        };
+        Self {
+            tracefs,
+            specs: kvm_specs(isa, &selection),
+            why_no_tracefs,
+        }
+    }
+}
+
+fn ipi_exit_codes(isa: Isa) -> Vec<u32> {
+    IPI_EXIT_REASONS
+        .iter()
+        .filter(|(i, _)| *i == isa)
+        .flat_map(|(_, names)| names.iter().filter_map(|n| exit_reason_code(isa, n)))
+        .collect()
+}
 
 /// The tracepoint counters of the calling thread.
-pub struct ThreadTrace;
+pub struct ThreadTrace {
+    set: TracepointSet,
+}
 
 impl ThreadTrace {
-    /// Open the counters on the calling thread.
-    pub fn open(_cfg: Option<&TraceConfig>) -> (Option<Self>, SourceStatus) {
+    /// Open the counters on the calling thread; never fails as a whole.
+    pub fn open(cfg: Option<&TraceConfig>) -> (Option<Self>, SourceStatus) {
+        let unavailable = |detail: String| SourceStatus {
+            source: "tracepoints".into(),
+            available: false,
+            detail: Some(detail),
+        };
+        let Some(cfg) = cfg else {
+            return (None, unavailable("disabled (--no-tracepoints)".into()));
+        };
+        let Some(tracefs) = &cfg.tracefs else {
+            let why = cfg.why_no_tracefs.clone().unwrap_or_default();
+            return (None, unavailable(format!("{why} (mount tracefs or pass --mount-tracefs)")));
+        };
+        let set = TracepointSet::open(Some(tracefs), &cfg.specs);
+        let statuses = set.statuses();
+        let missing: Vec<String> = statuses
+            .iter()
+            .filter_map(|s| match &s.availability {
+                Availability::Available => None,
+                Availability::Unavailable(r) => Some(format!("{}: {r}", s.name)),
+            })
+            .collect();
+        if set.available() == 0 {
+            let first = missing.first().cloned().unwrap_or_else(|| "no counters".into());
+            return (None, unavailable(format!("no tracepoint could be opened ({first})")));
+        }
+        let detail = (!missing.is_empty()).then(|| {
+            format!(
+                "{} of {} counters open; missing: {}",
+                set.available(),
+                statuses.len(),
+                missing.join("; ")
+            )
+        });
         (
-            None,
+            Some(Self { set }),
             SourceStatus {
                 source: "tracepoints".into(),
-                available: false,
-                detail: Some("not enabled".into()),
+                available: true,
+                detail,
             },
         )
     }
 
     /// Read every counter.
     pub fn read(&mut self) -> BTreeMap<String, u64> {
-        BTreeMap::new()
+        self.set.read_all().values
     }
 }
 
-/// Name of the counter that sees ICR writes handled by KVM in `apic` mode.
-pub fn icr_counter_name(apic: ApicMode) -> &'static str {
-    match apic {
-        ApicMode::Xapic => "kvm_apic:icr_write",
-        ApicMode::X2apic => "kvm_msr:icr_write",
+/// The counter that sees ICR writes handled by KVM: `kvm_apic` with
+/// reg 0x300 is traced by the xAPIC MMIO path and by the x2APIC MSR paths
+/// (fast path included), so it serves both APIC modes.
+pub fn icr_counter_name() -> &'static str {
+    names::APIC_ICR_WRITE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipi_exit_reasons_all_have_codes() {
+        for (isa, names) in IPI_EXIT_REASONS {
+            assert_eq!(ipi_exit_codes(*isa).len(), names.len(), "{isa:?}");
+        }
+    }
+
+    #[test]
+    fn missing_tracefs_is_reported_with_the_fix() {
+        let cfg = TraceConfig {
+            tracefs: None,
+            specs: Vec::new(),
+            why_no_tracefs: Some("tracefs is not mounted".into()),
+        };
+        let (t, status) = ThreadTrace::open(Some(&cfg));
+        assert!(t.is_none());
+        assert!(!status.available);
+        assert!(status.detail.unwrap().contains("--mount-tracefs"));
+        let (_, off) = ThreadTrace::open(None);
+        assert!(off.detail.unwrap().contains("disabled"));
     }
 }

@@ -3,7 +3,7 @@
 //! happened on this vCPU between its begin and end markers.
 use crate::exits::ExitCounts;
 use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
-use ipivmm_abi::{ApicMode, GuestCounters};
+use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
@@ -13,7 +13,6 @@ use std::time::Instant;
 pub struct Sources {
     kvm_stats: Option<StatsReader>,
     trace: Option<super::trace::ThreadTrace>,
-    apic: ApicMode,
     /// Availability of every source, for the report.
     pub status: Vec<SourceStatus>,
 }
@@ -38,7 +37,7 @@ pub struct OpenPhase {
 
 impl Sources {
     /// Open the sources for `vcpu` on the calling (vCPU) thread.
-    pub fn open(vcpu: &VcpuFd, apic: ApicMode, trace: Option<&super::trace::TraceConfig>) -> Self {
+    pub fn open(vcpu: &VcpuFd, trace: Option<&super::trace::TraceConfig>) -> Self {
         let mut status = vec![
             SourceStatus {
                 source: "userspace_exits".into(),
@@ -74,7 +73,6 @@ impl Sources {
         Self {
             kvm_stats,
             trace,
-            apic,
             status,
         }
     }
@@ -133,7 +131,7 @@ impl Sources {
 
     /// ICR-write exits from the tracepoint that sees them in this APIC mode.
     fn icr_exits(&self, trace: &BTreeMap<String, u64>, guest: &GuestDelta) -> Option<IcrExits> {
-        let key = super::trace::icr_counter_name(self.apic);
+        let key = super::trace::icr_counter_name();
         let exits = *trace.get(key)?;
         Some(IcrExits {
             exits,
