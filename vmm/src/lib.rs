@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod boot_info;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod exits;
 pub mod json;
