@@ -1,0 +1,189 @@
+//! The phase sequence every workload runs on every vCPU, and the pieces the
+//! workloads share (acks, target waiting, stopping).
+//!
+//! Per vCPU: [Hello, sent by the SDK runtime] barrier;
+//! phase 0 "idle": begin, barrier, end (no IPIs); barrier;
+//! phase 1 "warmup" and phase 2 "measure", each: begin, barrier, body,
+//! barrier, end, [measure, senders: Samples(2) then Records(2)], barrier;
+//! then Done(0) (sent by the runtime when `main` returns).
+//! Every IPI of a phase, wake-ups included, is sent and taken between the
+//! two barriers around its body, so inside every vCPU's own window.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use ipivmm_abi::{BootInfo, TargetWait, MAX_VCPUS};
+use ipivmm_guest::ipi::{Sender, VcpuSet};
+use ipivmm_guest::percpu::{self, Samples};
+use ipivmm_guest::sync::{barrier, wait_until};
+use ipivmm_guest::{control, cpu};
+
+/// Phase ids and names (the host and tests rely on them).
+pub const IDLE: (u32, &str) = (0, "idle");
+/// Warm-up phase, no samples.
+pub const WARMUP: (u32, &str) = (1, "warmup");
+/// Measured phase, samples sent after its end.
+pub const MEASURE: (u32, &str) = (2, "measure");
+
+/// Longest wait for one IPI acknowledgement before failing loudly.
+pub const ACK_TIMEOUT_SECS: u64 = 60;
+
+/// Per-vCPU workload context.
+pub struct Ctx {
+    pub boot: &'static BootInfo,
+    pub me: usize,
+    pub n: usize,
+    pub sender: Sender,
+    pub wait: TargetWait,
+    pub samples: Samples,
+}
+
+impl Ctx {
+    pub fn new(boot: &'static BootInfo, me: usize) -> Self {
+        Self {
+            boot,
+            me,
+            n: boot.vcpu_count as usize,
+            sender: Sender::from_boot(),
+            wait: TargetWait::from_raw(boot.target_wait).unwrap_or(TargetWait::Spin),
+            samples: Samples::take(),
+        }
+    }
+}
+
+/// One workload's behaviour inside the common phase sequence.
+pub trait Workload {
+    /// Fewest vCPUs it can run with.
+    fn min_vcpus(&self) -> usize {
+        2
+    }
+    /// Per-vCPU set-up before the first barrier.
+    fn setup(&mut self, _ctx: &mut Ctx) {}
+    /// The body of phase `phase` (`iters` iterations); push samples into
+    /// `ctx.samples` when `measure`.
+    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool);
+    /// Named values of the measure phase, sent after the samples.
+    fn records(&mut self, _ctx: &mut Ctx) {}
+}
+
+/// Runs the phase sequence.
+pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
+    if ctx.n < w.min_vcpus() {
+        control::done(1, "this workload needs more vCPUs (pingpong, broadcast, multicast, flood and all-to-all need 2)");
+    }
+    w.setup(ctx);
+    barrier();
+
+    control::phase_begin(IDLE.0, IDLE.1);
+    barrier();
+    control::phase_end(IDLE.0);
+    barrier();
+
+    let (warmup, iterations) = (ctx.boot.warmup, ctx.boot.iterations);
+    for ((id, name), iters, measure) in [(WARMUP, warmup, false), (MEASURE, iterations, true)] {
+        ctx.samples.clear();
+        control::phase_begin(id, name);
+        barrier();
+        w.body(ctx, id, iters, measure);
+        barrier();
+        control::phase_end(id);
+        if measure {
+            if !ctx.samples.as_slice().is_empty() {
+                control::samples(id, ctx.samples.as_slice());
+            }
+            if ctx.samples.dropped() > 0 {
+                control::record(id, "samples_dropped", ctx.samples.dropped());
+            }
+            w.records(ctx);
+        }
+        barrier();
+    }
+}
+
+/// Set by a phase's sender to the phase id + 1 when its receivers may leave.
+static STOP: AtomicU64 = AtomicU64::new(0);
+
+fn stop_value(phase: u32) -> u64 {
+    phase as u64 + 1
+}
+
+/// Receiver side of a phase: takes IPIs (in the SDK handler) until the
+/// sender stops the phase, spinning or halting per `wait`.
+pub fn serve(phase: u32, wait: TargetWait) {
+    let stop = stop_value(phase);
+    match wait {
+        TargetWait::Spin => wait_until("the end of the phase", u64::MAX / 4, || {
+            STOP.load(Ordering::Acquire) >= stop
+        }),
+        TargetWait::Halt => loop {
+            // Check with interrupts off, then `sti; hlt` atomically: a wake-up
+            // IPI cannot slip in between the check and the halt.
+            cpu::disable_interrupts();
+            if STOP.load(Ordering::Acquire) >= stop {
+                cpu::enable_interrupts();
+                break;
+            }
+            cpu::enable_interrupts_and_halt();
+        },
+    }
+}
+
+/// Sender side: lets the receivers of `phase` leave [`serve`]. Halted
+/// receivers need an IPI to notice; the caller sends it with `wake` (after
+/// this, so the woken receiver sees the flag) and it is counted and acked
+/// like any other IPI of the phase.
+pub fn stop(phase: u32, wait: TargetWait, targets: &VcpuSet, wake: impl FnOnce()) {
+    STOP.store(stop_value(phase), Ordering::Release);
+    if wait == TargetWait::Halt {
+        let acks = Acks::snapshot(targets);
+        wake();
+        acks.wait_all(targets);
+    }
+}
+
+/// Receive counts of a set of vCPUs before an IPI, to wait for its ack.
+pub struct Acks([u64; MAX_VCPUS]);
+
+impl Acks {
+    /// Current counts of `set`.
+    pub fn snapshot(set: &VcpuSet) -> Self {
+        let mut a = [0; MAX_VCPUS];
+        for v in set.iter() {
+            a[v] = percpu::received(v);
+        }
+        Self(a)
+    }
+
+    /// Waits until every vCPU of `set` took one more IPI.
+    pub fn wait_all(&self, set: &VcpuSet) {
+        for v in set.iter() {
+            wait_ack(v, self.0[v]);
+        }
+    }
+}
+
+/// Waits until vCPU `v` has taken more than `before` IPIs.
+#[inline(always)]
+pub fn wait_ack(v: usize, before: u64) {
+    let pc = percpu::of(v);
+    wait_until("an IPI acknowledgement", ACK_TIMEOUT_SECS, || {
+        pc.counters.ipis_received.load(Ordering::Acquire) != before
+    });
+}
+
+/// The vCPUs other than 0, round robin: target of iteration `i`.
+pub fn round_robin(i: u64, n: usize) -> usize {
+    1 + (i % (n as u64 - 1)) as usize
+}
+
+/// Records cycles/IPI style summaries that need no floats.
+pub fn record_rate(phase: u32, ipis: u64, cycles: u64, tsc_khz: u64) {
+    control::record(phase, "ipis", ipis);
+    control::record(phase, "cycles", cycles);
+    if cycles > 0 && tsc_khz > 0 {
+        // ipis * (khz * 1000) / cycles in u64 (no u128 division helpers).
+        let per_sec = match (ipis * 1000).checked_mul(tsc_khz) {
+            Some(x) => x / cycles,
+            None => ipis / (cycles / tsc_khz).max(1) * 1000,
+        };
+        control::record(phase, "ipis_per_sec", per_sec);
+    }
+}

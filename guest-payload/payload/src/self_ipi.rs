@@ -1,0 +1,27 @@
+//! Self-IPI: every vCPU sends `iterations` IPIs to itself (ICR shorthand
+//! "self"; PV: its own bit) and waits for its own handler; one sample each.
+//! Needs no other vCPU; `target_wait` does not apply.
+
+use crate::phases::{wait_ack, Ctx, Workload};
+use ipivmm_guest::{percpu, tsc};
+
+pub struct SelfIpi;
+
+impl Workload for SelfIpi {
+    fn min_vcpus(&self) -> usize {
+        1
+    }
+
+    fn body(&mut self, ctx: &mut Ctx, _phase: u32, iters: u64, measure: bool) {
+        for _ in 0..iters {
+            let before = percpu::received(ctx.me);
+            let t0 = tsc::now();
+            ctx.sender.to_self();
+            wait_ack(ctx.me, before);
+            let t1 = tsc::now();
+            if measure {
+                ctx.samples.push(t1.wrapping_sub(t0));
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Local APIC access, in the spirit of kvm-unit-tests' `apic_ops`: one trait,
+//! an xAPIC (MMIO at 0xFEE00000) and an x2APIC (MSR 0x800+) implementation,
+//! chosen at run time from `BootInfo::apic_mode`. The trait is raw register
+//! access; `crate::ipi` builds the counted send operations on top of it.
+
+use crate::cpu;
+use core::sync::atomic::{AtomicU32, Ordering};
+use ipivmm_abi::{x2apic_logical_id, ApicMode, SPURIOUS_VECTOR, XAPIC_BASE};
+
+/// Register offsets (xAPIC MMIO offset; x2APIC MSR = 0x800 + offset / 16).
+mod reg {
+    pub const ID: u32 = 0x20;
+    pub const EOI: u32 = 0xb0;
+    pub const LDR: u32 = 0xd0;
+    pub const DFR: u32 = 0xe0;
+    pub const SVR: u32 = 0xf0;
+    pub const ICR_LOW: u32 = 0x300;
+    pub const ICR_HIGH: u32 = 0x310;
+}
+
+/// IA32_APIC_BASE bits.
+const APIC_BASE_EXTD: u64 = 1 << 10;
+const APIC_BASE_EN: u64 = 1 << 11;
+/// SVR "APIC software enable".
+const SVR_ENABLE: u32 = 1 << 8;
+
+/// What a payload needs of its local APIC.
+pub trait Apic {
+    /// Enables the APIC (mode switch where needed, SVR = enable |
+    /// [`SPURIOUS_VECTOR`]; TPR stays at its reset value 0).
+    fn enable(&self);
+    /// This APIC's ID.
+    fn id(&self) -> u32;
+    /// Signals end of interrupt.
+    fn eoi(&self);
+    /// Writes the ICR: `dest` = destination field (APIC ID, or logical
+    /// destination), `low` = the low word (vector, modes, shorthand). Sends
+    /// the IPI. Does not wait for delivery status: KVM never reports busy.
+    fn write_icr(&self, dest: u32, low: u32);
+    /// Makes this APIC addressable in logical mode as vCPU `vcpu` and returns
+    /// its logical ID, or None if it cannot be (xAPIC flat model: 8 vCPUs).
+    fn setup_logical(&self, vcpu: usize) -> Option<u32>;
+}
+
+/// xAPIC: MMIO registers, identity-mapped uncached by the host.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XApic;
+
+impl XApic {
+    fn read(&self, off: u32) -> u32 {
+        // SAFETY: the host identity-maps the xAPIC page; aligned 32-bit reads
+        // of defined registers.
+        unsafe { core::ptr::read_volatile((XAPIC_BASE + off as u64) as *const u32) }
+    }
+
+    fn write(&self, off: u32, v: u32) {
+        // SAFETY: as `read`; the write is the register access itself.
+        unsafe { core::ptr::write_volatile((XAPIC_BASE + off as u64) as *mut u32, v) }
+    }
+}
+
+impl Apic for XApic {
+    fn enable(&self) {
+        // SAFETY: IA32_APIC_BASE exists; only EN is set, base untouched.
+        unsafe {
+            let base = cpu::rdmsr(cpu::MSR_APIC_BASE);
+            if base & APIC_BASE_EN == 0 {
+                cpu::wrmsr(cpu::MSR_APIC_BASE, base | APIC_BASE_EN);
+            }
+        }
+        self.write(reg::SVR, SVR_ENABLE | SPURIOUS_VECTOR as u32);
+    }
+
+    fn id(&self) -> u32 {
+        self.read(reg::ID) >> 24
+    }
+
+    fn eoi(&self) {
+        self.write(reg::EOI, 0);
+    }
+
+    fn write_icr(&self, dest: u32, low: u32) {
+        // ICR high first: the low write sends.
+        self.write(reg::ICR_HIGH, dest << 24);
+        self.write(reg::ICR_LOW, low);
+    }
+
+    fn setup_logical(&self, vcpu: usize) -> Option<u32> {
+        // Flat model: one bit of the 8-bit logical ID per vCPU.
+        self.write(reg::DFR, 0xffff_ffff);
+        let id = if vcpu < 8 { 1u32 << vcpu } else { 0 };
+        self.write(reg::LDR, id << 24);
+        (id != 0).then_some(id)
+    }
+}
+
+/// x2APIC: MSRs, after setting IA32_APIC_BASE.EXTD.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct X2Apic;
+
+impl X2Apic {
+    fn msr(off: u32) -> u32 {
+        0x800 + off / 16
+    }
+}
+
+impl Apic for X2Apic {
+    fn enable(&self) {
+        // SAFETY: the runtime checked CPUID.1:ECX[21] (x2APIC) before
+        // choosing this mode. xAPIC -> x2APIC is a legal transition; from
+        // disabled, enable xAPIC first (KVM rejects disabled -> x2APIC).
+        unsafe {
+            let base = cpu::rdmsr(cpu::MSR_APIC_BASE);
+            if base & APIC_BASE_EN == 0 {
+                cpu::wrmsr(cpu::MSR_APIC_BASE, base | APIC_BASE_EN);
+            }
+            if base & APIC_BASE_EXTD == 0 {
+                cpu::wrmsr(cpu::MSR_APIC_BASE, base | APIC_BASE_EN | APIC_BASE_EXTD);
+            }
+            cpu::wrmsr(Self::msr(reg::SVR), (SVR_ENABLE | SPURIOUS_VECTOR as u32) as u64);
+        }
+    }
+
+    fn id(&self) -> u32 {
+        // SAFETY: x2APIC ID MSR, readable in x2APIC mode.
+        unsafe { cpu::rdmsr(Self::msr(reg::ID)) as u32 }
+    }
+
+    fn eoi(&self) {
+        // SAFETY: EOI MSR; writing 0 is the only valid value.
+        unsafe { cpu::wrmsr(Self::msr(reg::EOI), 0) }
+    }
+
+    fn write_icr(&self, dest: u32, low: u32) {
+        // SAFETY: the 64-bit ICR MSR (0x830); sends the IPI.
+        unsafe { cpu::wrmsr(Self::msr(reg::ICR_LOW), (dest as u64) << 32 | low as u64) }
+    }
+
+    fn setup_logical(&self, _vcpu: usize) -> Option<u32> {
+        // The x2APIC LDR is read-only, derived from the ID (cluster mode).
+        Some(x2apic_logical_id(self.id()))
+    }
+}
+
+/// The APIC of the mode the host chose, without dynamic dispatch.
+#[derive(Clone, Copy, Debug)]
+pub enum AnyApic {
+    /// xAPIC.
+    X(XApic),
+    /// x2APIC.
+    X2(X2Apic),
+}
+
+impl Apic for AnyApic {
+    fn enable(&self) {
+        match self {
+            AnyApic::X(a) => a.enable(),
+            AnyApic::X2(a) => a.enable(),
+        }
+    }
+    fn id(&self) -> u32 {
+        match self {
+            AnyApic::X(a) => a.id(),
+            AnyApic::X2(a) => a.id(),
+        }
+    }
+    #[inline(always)]
+    fn eoi(&self) {
+        match self {
+            AnyApic::X(a) => a.eoi(),
+            AnyApic::X2(a) => a.eoi(),
+        }
+    }
+    #[inline(always)]
+    fn write_icr(&self, dest: u32, low: u32) {
+        match self {
+            AnyApic::X(a) => a.write_icr(dest, low),
+            AnyApic::X2(a) => a.write_icr(dest, low),
+        }
+    }
+    fn setup_logical(&self, vcpu: usize) -> Option<u32> {
+        match self {
+            AnyApic::X(a) => a.setup_logical(vcpu),
+            AnyApic::X2(a) => a.setup_logical(vcpu),
+        }
+    }
+}
+
+static MODE: AtomicU32 = AtomicU32::new(ApicMode::Xapic as u32);
+
+pub(crate) fn set_mode(mode: ApicMode) {
+    MODE.store(mode as u32, Ordering::Relaxed);
+}
+
+/// The APIC mode in use (every vCPU uses the same one).
+pub fn mode() -> ApicMode {
+    ApicMode::from_raw(MODE.load(Ordering::Relaxed)).unwrap_or(ApicMode::Xapic)
+}
+
+/// This vCPU's APIC, in the VM's mode.
+#[inline(always)]
+pub fn current() -> AnyApic {
+    match mode() {
+        ApicMode::Xapic => AnyApic::X(XApic),
+        ApicMode::X2apic => AnyApic::X2(X2Apic),
+    }
+}
