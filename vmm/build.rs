@@ -32,11 +32,21 @@ const REMOVE: &[&str] = &[
 /// `CARGO_*` variables the nested cargo may keep (home, jobserver, network
 /// and terminal settings); every other `CARGO_*` goes (`CARGO_ENCODED_RUSTFLAGS`,
 /// `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET`, `CARGO_PROFILE_*`, `CARGO_CFG_*`...).
-const KEEP_PREFIXES: &[&str] = &["CARGO_HOME", "CARGO_MAKEFLAGS", "CARGO_NET_", "CARGO_HTTP_", "CARGO_TERM_"];
+const KEEP_PREFIXES: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_MAKEFLAGS",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_TERM_",
+];
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("vmm/ has a parent").to_path_buf();
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("vmm/ has a parent")
+        .to_path_buf();
     let guest = root.join("guest-payload");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let target_dir = out_dir.join("guest-target");
@@ -46,14 +56,22 @@ fn main() {
 
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&guest)
-        .args(["build", "--release", "--locked", "--offline", "-p", "ipivmm-payload"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--offline",
+            "-p",
+            "ipivmm-payload",
+        ])
         .arg("--manifest-path")
         .arg(guest.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
     for (key, _) in env::vars_os() {
         let Some(key) = key.to_str() else { continue };
-        let cargo_var = key.starts_with("CARGO_") && !KEEP_PREFIXES.iter().any(|p| key.starts_with(p));
+        let cargo_var =
+            key.starts_with("CARGO_") && !KEEP_PREFIXES.iter().any(|p| key.starts_with(p));
         if cargo_var || REMOVE.contains(&key) {
             cmd.env_remove(key);
         }
@@ -75,7 +93,11 @@ fn main() {
     let elf = target_dir.join("x86_64-unknown-linux-gnu/release/ipivmm-payload");
     let dest = out_dir.join("ipivmm-payload.elf");
     if let Err(e) = std::fs::copy(&elf, &dest) {
-        panic!("ipivmm build.rs: cannot copy {} to {}: {e}", elf.display(), dest.display());
+        panic!(
+            "ipivmm build.rs: cannot copy {} to {}: {e}",
+            elf.display(),
+            dest.display()
+        );
     }
 }
 

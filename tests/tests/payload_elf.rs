@@ -29,7 +29,14 @@ fn program_headers(elf: &[u8]) -> Vec<(u32, u64, u64, u64, u64, u64)> {
     (0..phnum)
         .map(|i| {
             let h = &elf[phoff + i * phentsize..][..phentsize];
-            (u32_at(h, 0), u64_at(h, 8), u64_at(h, 16), u64_at(h, 24), u64_at(h, 32), u64_at(h, 40))
+            (
+                u32_at(h, 0),
+                u64_at(h, 8),
+                u64_at(h, 16),
+                u64_at(h, 24),
+                u64_at(h, 32),
+                u64_at(h, 40),
+            )
         })
         .collect()
 }
@@ -44,12 +51,18 @@ fn builtin_payload_is_an_x86_64_executable() {
     assert_eq!(u16_at(elf, 0x10), ET_EXEC, "static executable (ET_EXEC)");
     assert_eq!(u16_at(elf, 0x12), EM_X86_64, "x86-64");
     let entry = u64_at(elf, 0x18);
-    assert!((PAYLOAD_START..PAYLOAD_END).contains(&entry), "entry {entry:#x} outside the payload range");
+    assert!(
+        (PAYLOAD_START..PAYLOAD_END).contains(&entry),
+        "entry {entry:#x} outside the payload range"
+    );
 }
 
 #[test]
 fn loadable_segments_are_inside_the_payload_range_and_file_backed() {
-    let loads: Vec<_> = program_headers(BUILTIN_PAYLOAD).into_iter().filter(|h| h.0 == PT_LOAD).collect();
+    let loads: Vec<_> = program_headers(BUILTIN_PAYLOAD)
+        .into_iter()
+        .filter(|h| h.0 == PT_LOAD)
+        .collect();
     assert!(!loads.is_empty(), "no PT_LOAD segment");
     for (_, offset, vaddr, paddr, filesz, memsz) in loads {
         for addr in [vaddr, paddr] {
@@ -60,7 +73,10 @@ fn loadable_segments_are_inside_the_payload_range_and_file_backed() {
         }
         // linux-loader does not zero a memsz > filesz tail: .bss must be in the file.
         assert_eq!(filesz, memsz, "segment at {vaddr:#x} has a NOBITS tail");
-        assert!(offset + filesz <= BUILTIN_PAYLOAD.len() as u64, "segment beyond the file");
+        assert!(
+            offset + filesz <= BUILTIN_PAYLOAD.len() as u64,
+            "segment beyond the file"
+        );
     }
 }
 
@@ -73,7 +89,11 @@ fn is_x87_or_mmx(mnemonic: &str) -> bool {
 fn builtin_payload_has_no_sse_avx_mmx_or_x87_instruction() {
     let path = std::env::temp_dir().join(format!("ipivmm-payload-{}.elf", std::process::id()));
     std::fs::write(&path, BUILTIN_PAYLOAD).expect("write a temporary copy of the payload");
-    let out = Command::new("objdump").arg("-d").arg("--no-show-raw-insn").arg(&path).output();
+    let out = Command::new("objdump")
+        .arg("-d")
+        .arg("--no-show-raw-insn")
+        .arg(&path)
+        .output();
     let _ = std::fs::remove_file(&path);
     let out = match out {
         Ok(o) => o,
@@ -82,20 +102,36 @@ fn builtin_payload_has_no_sse_avx_mmx_or_x87_instruction() {
         }
         Err(e) => panic!("cannot run objdump: {e}"),
     };
-    assert!(out.status.success(), "objdump failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "objdump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let mut bad = Vec::new();
     let mut instructions = 0;
     for line in text.lines() {
         // "  100010:\tpush   $0x0" -> the instruction is after the first tab.
-        let Some((_, insn)) = line.split_once(":\t") else { continue };
+        let Some((_, insn)) = line.split_once(":\t") else {
+            continue;
+        };
         instructions += 1;
         let mnemonic = insn.split_whitespace().next().unwrap_or("");
-        let simd_reg = ["%xmm", "%ymm", "%zmm", "%mm", "%st"].iter().any(|r| insn.contains(r));
+        let simd_reg = ["%xmm", "%ymm", "%zmm", "%mm", "%st"]
+            .iter()
+            .any(|r| insn.contains(r));
         if simd_reg || is_x87_or_mmx(mnemonic) {
             bad.push(line.to_string());
         }
     }
-    assert!(instructions > 100, "objdump printed only {instructions} instructions");
-    assert!(bad.is_empty(), "{} SSE/AVX/MMX/x87 instructions, e.g.:\n{}", bad.len(), bad[..bad.len().min(20)].join("\n"));
+    assert!(
+        instructions > 100,
+        "objdump printed only {instructions} instructions"
+    );
+    assert!(
+        bad.is_empty(),
+        "{} SSE/AVX/MMX/x87 instructions, e.g.:\n{}",
+        bad.len(),
+        bad[..bad.len().min(20)].join("\n")
+    );
 }

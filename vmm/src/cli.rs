@@ -129,6 +129,7 @@ impl RunArgs {
             tracepoints: !self.no_tracepoints,
             mount_tracefs: self.mount_tracefs,
             kvm_device: self.kvm_device.clone(),
+            tracefs: None,
         })
     }
 }

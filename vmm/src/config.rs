@@ -74,6 +74,8 @@ pub struct VmConfig {
     pub mount_tracefs: bool,
     /// The KVM device node.
     pub kvm_device: PathBuf,
+    /// Where tracefs is (None: found through /proc/mounts).
+    pub tracefs: Option<PathBuf>,
 }
 
 impl Default for VmConfig {
@@ -95,6 +97,7 @@ impl Default for VmConfig {
             tracepoints: true,
             mount_tracefs: false,
             kvm_device: PathBuf::from("/dev/kvm"),
+            tracefs: None,
         }
     }
 }

@@ -192,7 +192,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     let tsc_khz = vm.tsc_khz;
     let trace = config.tracepoints.then(|| {
         let isa = ipivmm_counters::host::probe().ok().and_then(|h| h.backend.isa());
-        TraceConfig::new(isa, config.vcpus, config.mount_tracefs)
+        TraceConfig::new(isa, config.vcpus, config.mount_tracefs, config.tracefs.as_deref())
     });
     let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(config.vcpus);
     let Vm { vcpus, memory, fd, .. } = vm;

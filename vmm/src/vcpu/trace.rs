@@ -39,16 +39,18 @@ pub struct TraceConfig {
 }
 
 impl TraceConfig {
-    /// The counters for a VM of `vcpus` vCPUs on a host of ISA `isa`.
-    pub fn new(isa: Option<Isa>, vcpus: usize, mount: bool) -> Self {
-        let found = if mount {
-            ipivmm_counters::tracefs::mount_tracefs()
-        } else {
-            Tracefs::find()
+    /// The counters for a VM of `vcpus` vCPUs on a host of ISA `isa`, with
+    /// tracefs at `root` (None: find it, mounting it first if `mount`).
+    pub fn new(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&std::path::Path>) -> Self {
+        let found = match root {
+            Some(root) if root.join("events").is_dir() => Ok(Tracefs::at(root)),
+            Some(root) => Err(format!("no tracefs at {}", root.display())),
+            None if mount => ipivmm_counters::tracefs::mount_tracefs().map_err(|e| e.to_string()),
+            None => Tracefs::find().map_err(|e| e.to_string()),
         };
         let (tracefs, why_no_tracefs) = match found {
             Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(e)),
         };
         let selection = match isa {
             Some(isa) => {

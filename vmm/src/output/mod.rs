@@ -1,0 +1,114 @@
+//! Results for people and programs: CSV rows, SVG charts, the side-by-side
+//! comparison of recorded runs, and the sweep progress bar. The JSON
+//! document itself is [`crate::json`]; [`model`] reads it back.
+pub mod compare;
+pub mod csv;
+pub mod model;
+pub mod progress;
+pub mod summary;
+pub mod svg;
+
+use std::io::IsTerminal;
+
+/// Errors of the output writers and readers.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// A results file (or text) that cannot be used.
+    #[error("{what}: {problem}")]
+    BadInput {
+        /// The file (or input) name.
+        what: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Writing an output failed.
+    #[error("writing {what}: {problem}")]
+    Write {
+        /// The output.
+        what: String,
+        /// Why.
+        problem: String,
+    },
+    /// An in-memory report did not convert to the results model (a bug).
+    #[error("results model: {0}")]
+    Model(String),
+}
+
+/// Whether to colour text on stdout (a TTY, and `NO_COLOR` unset).
+pub fn color_stdout() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+}
+
+/// Whether to colour text on stderr (a TTY, and `NO_COLOR` unset).
+pub fn color_stderr() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
+}
+
+/// Text colours used in terminal output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tint {
+    /// Worse (slower, more exits) or an error.
+    Red,
+    /// Better.
+    Green,
+    /// Missing or a caveat.
+    Yellow,
+}
+
+/// `text` wrapped in the ANSI colour `tint` when `color` is true.
+pub fn paint(text: &str, tint: Tint, color: bool) -> String {
+    if !color {
+        return text.to_string();
+    }
+    let code = match tint {
+        Tint::Red => 31,
+        Tint::Green => 32,
+        Tint::Yellow => 33,
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// A file-name-safe form of `s`: ASCII alphanumerics, '-', '_' and '.'; other
+/// characters become '-'.
+pub fn slug(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '-' })
+        .collect();
+    while out.contains("--") {
+        out = out.replace("--", "-");
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// A count in a short human form: 950, 12.3k, 4.57M, 1.20G.
+pub fn human(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_numbers() {
+        assert_eq!(slug("pingpong, 2 vCPUs / spin"), "pingpong-2-vCPUs-spin");
+        assert_eq!(human(950.0), "950");
+        assert_eq!(human(12_345.0), "12.3k");
+        assert_eq!(human(29_078_070.0), "29.08M");
+        assert_eq!(human(2.5), "2.50");
+        assert_eq!(paint("x", Tint::Red, false), "x");
+        assert_eq!(paint("x", Tint::Red, true), "\x1b[31mx\x1b[0m");
+    }
+}
