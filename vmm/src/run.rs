@@ -5,7 +5,7 @@ use crate::monitor::RunMonitor;
 use crate::results::{VcpuEnd, VcpuResult};
 use crate::vcpu::trace::TraceConfig;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
-use crate::vm::{open_kvm, Vm, VmError};
+use crate::vm::{load_payload, open_kvm, Vm, VmError};
 use event_manager::{EventManager, SubscriberOps};
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::bus::{AddressSpace, Bus};
@@ -153,8 +153,9 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 
 /// Build and run one VM.
 pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
+    let image = load_payload(&config.payload)?;
     let kvm = open_kvm(&config.kvm_device)?;
-    let vm = Vm::build(kvm, config)?;
+    let vm = Vm::build(kvm, config, &image)?;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
 
     let (serial, serial_handle) = SerialConsole::new(opts.serial);

@@ -112,6 +112,13 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     }
 }
 
+/// Read and check the payload the configuration names (no KVM needed).
+pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+    let bytes = payload_bytes(source)?;
+    payload_image::check(&bytes)?;
+    Ok(bytes)
+}
+
 /// A VM ready to run: memory written, vCPUs in long mode at the entry point.
 pub struct Vm {
     /// The KVM system fd (kept for capability queries).
@@ -131,11 +138,11 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// Build a VM for `config`: checks everything it can before creating it.
-    pub fn build(kvm: Kvm, config: &VmConfig) -> Result<Self, VmError> {
+    /// Build a VM for `config` running the checked payload `image_bytes`
+    /// (see [`load_payload`]).
+    pub fn build(kvm: Kvm, config: &VmConfig, image_bytes: &[u8]) -> Result<Self, VmError> {
         config.validate(max_vcpus(&kvm))?;
-        let image_bytes = payload_bytes(&config.payload)?;
-        let image = payload_image::check(&image_bytes)?;
+        let image = payload_image::check(image_bytes)?;
 
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
@@ -190,7 +197,7 @@ impl Vm {
         Elf::load(
             &memory,
             None,
-            &mut Cursor::new(&image_bytes),
+            &mut Cursor::new(image_bytes),
             Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
         )
         .map_err(|e| VmError::Load(e.to_string()))?;

@@ -1,0 +1,131 @@
+//! CSV for spreadsheets: one row per (mode, workload, vCPU, phase, counter).
+//!
+//! Every counter of the JSON document becomes a row with its source:
+//! `host` (wall_ns), `userspace_exits`, `guest`, `kvm_stats`, `tracepoints`,
+//! `records` (values the payload recorded), the ICR-write-exit figures under
+//! the source they came from, and `latency` (count, min, p50, p90, p99, max,
+//! mean in cycles and, when the TSC rate is known, `*_ns`).
+use super::model::{Document, Phase, Run};
+use super::OutputError;
+use crate::run::RunReport;
+use std::io::Write;
+
+/// The header row.
+pub const HEADER: [&str; 18] = [
+    "origin", "run", "workload", "mode", "irqchip", "apic", "ipi", "target", "vcpus", "status",
+    "vcpu", "apic_id", "phase_id", "phase", "source", "counter", "value", "unit",
+];
+
+fn unit_of(counter: &str) -> &'static str {
+    if counter.ends_with("_ns") {
+        "ns"
+    } else {
+        "count"
+    }
+}
+
+fn status_name(r: &Run) -> &'static str {
+    match r.status {
+        super::model::Status::Completed => "completed",
+        super::model::Status::Failed { .. } => "failed",
+        super::model::Status::TimedOut { .. } => "timed_out",
+    }
+}
+
+/// Rows of one phase as (source, counter, value, unit).
+pub fn phase_counters(p: &Phase) -> Vec<(String, String, String, &'static str)> {
+    let mut rows = vec![("host".to_string(), "wall_ns".to_string(), p.wall_ns.to_string(), "ns")];
+    let maps = [
+        ("userspace_exits", &p.exits),
+        ("guest", &p.guest),
+        ("kvm_stats", &p.kvm_stats),
+        ("tracepoints", &p.tracepoints),
+        ("records", &p.records),
+    ];
+    for (source, map) in maps {
+        for (k, v) in map {
+            rows.push((source.to_string(), k.clone(), v.to_string(), unit_of(k)));
+        }
+    }
+    if let Some(i) = &p.icr_write_exits {
+        rows.push((i.source.clone(), "icr_write_exits".into(), i.exits.to_string(), "count"));
+        rows.push((i.source.clone(), "icr_writes_accelerated".into(), i.accelerated.to_string(), "count"));
+    }
+    if let Some(l) = &p.latency {
+        let lat = |c: &str, v: String, u: &'static str| ("latency".to_string(), c.to_string(), v, u);
+        rows.push(lat("count", l.count.to_string(), "count"));
+        for (c, v) in [("min", l.min), ("p50", l.p50), ("p90", l.p90), ("p99", l.p99), ("max", l.max)] {
+            rows.push(lat(c, v.to_string(), "cycles"));
+        }
+        rows.push(lat("mean", l.mean.to_string(), "cycles"));
+        if let Some(n) = &l.ns {
+            for (c, v) in [
+                ("min_ns", n.min),
+                ("p50_ns", n.p50),
+                ("p90_ns", n.p90),
+                ("p99_ns", n.p99),
+                ("max_ns", n.max),
+                ("mean_ns", n.mean),
+            ] {
+                rows.push(lat(c, v.to_string(), "ns"));
+            }
+        }
+    }
+    rows
+}
+
+fn write_run<W: Write>(
+    w: &mut csv::Writer<W>,
+    origin: &str,
+    index: usize,
+    r: &Run,
+) -> Result<(), csv::Error> {
+    let m = &r.mode;
+    let (run, vcpus) = (index.to_string(), m.vcpus.to_string());
+    let label = m.label();
+    for v in &r.vcpus {
+        let (vcpu, apic_id) = (v.index.to_string(), v.apic_id.to_string());
+        for p in &v.phases {
+            let phase_id = p.id.to_string();
+            for (source, counter, value, unit) in phase_counters(p) {
+                w.write_record([
+                    origin, &run, &m.workload, &label, &m.irqchip, &m.apic, &m.ipi, &m.target,
+                    &vcpus, status_name(r), &vcpu, &apic_id, &phase_id, &p.name, &source, &counter,
+                    &value, unit,
+                ])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_all<'a, W: Write>(
+    runs: impl IntoIterator<Item = (&'a str, usize, &'a Run)>,
+    out: W,
+) -> Result<(), OutputError> {
+    let err = |e: csv::Error| OutputError::Write {
+        what: "CSV".into(),
+        problem: e.to_string(),
+    };
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(HEADER).map_err(err)?;
+    for (origin, index, r) in runs {
+        write_run(&mut w, origin, index, r).map_err(err)?;
+    }
+    w.flush().map_err(|e| err(e.into()))
+}
+
+/// Writes the CSV of in-memory reports (`origin` column empty, `run` = index).
+pub fn write_runs<W: Write>(runs: &[&RunReport], out: W) -> Result<(), OutputError> {
+    let models = runs.iter().map(|r| Run::of_report(r)).collect::<Result<Vec<_>, _>>()?;
+    write_all(models.iter().enumerate().map(|(i, r)| ("", i, r)), out)
+}
+
+/// Writes the CSV of recorded documents, each named by its origin (file name).
+pub fn write_docs<W: Write>(docs: &[(String, Document)], out: W) -> Result<(), OutputError> {
+    write_all(
+        docs.iter()
+            .flat_map(|(o, d)| d.runs.iter().enumerate().map(move |(i, r)| (o.as_str(), i, r))),
+        out,
+    )
+}

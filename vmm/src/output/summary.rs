@@ -1,0 +1,251 @@
+//! Headline figures of a run for charts and comparisons: the measured
+//! phase, cycles per IPI (p50/p99), IPIs, and VM exits per IPI by reason.
+//!
+//! Rules (docs/results-schema.md repeats them):
+//! - the measured phase is the one named `measure`, else the phase with the
+//!   most latency samples, else the one with the most IPIs sent;
+//! - IPIs = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
+//!   vCPU counted sends);
+//! - latency: the vCPU's own figures when one vCPU recorded samples; with
+//!   several, p50 is the sample-weighted mean of their p50s and p99 the
+//!   largest p99 (`pooled_vcpus` says how many);
+//! - exits are summed over all vCPUs (the target's exits are part of an
+//!   IPI's cost), from the best source every vCPU has: `kvm_exit:*`
+//!   tracepoints, else KVM binary stats, else userspace exits.
+use super::model::{Phase, Run};
+use crate::latency::{cycles_to_ns, Histogram};
+use std::collections::BTreeMap;
+
+/// Runs that belong in one chart: same workload, target wait and vCPU count.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKey {
+    /// Workload.
+    pub workload: String,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Target wait mode.
+    pub target: String,
+}
+
+impl GroupKey {
+    /// File-name stem, e.g. `pingpong-2vcpu-spin`.
+    pub fn slug(&self) -> String {
+        super::slug(&format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target))
+    }
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, {} vCPUs, target {}", self.workload, self.vcpus, self.target)
+    }
+}
+
+/// Headline latency of a run, TSC cycles (and ns when the TSC rate is known).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    /// Samples.
+    pub count: u64,
+    /// Median, cycles.
+    pub p50: f64,
+    /// 99th percentile, cycles.
+    pub p99: f64,
+    /// Median, ns.
+    pub p50_ns: Option<f64>,
+    /// 99th percentile, ns.
+    pub p99_ns: Option<f64>,
+    /// vCPUs whose samples were pooled.
+    pub pooled_vcpus: usize,
+}
+
+/// VM exits of the measured phase, all vCPUs, by reason.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExitBreakdown {
+    /// `tracepoints`, `kvm_stats` or `userspace_exits`.
+    pub source: &'static str,
+    /// All exits.
+    pub total: u64,
+    /// Non-zero reasons, largest first; `other` holds the rest of `total`.
+    pub by_reason: Vec<(String, u64)>,
+}
+
+/// Headline figures of one run.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// Chart group.
+    pub group: GroupKey,
+    /// Mode label, "irqchip/apic/ipi".
+    pub mode: String,
+    /// Whether the run completed.
+    pub completed: bool,
+    /// Name of the measured phase.
+    pub phase: Option<String>,
+    /// Latency of the measured phase.
+    pub latency: Option<Headline>,
+    /// Latency histogram merged over vCPUs.
+    pub histogram: Histogram,
+    /// IPIs in the measured phase.
+    pub ipis: u64,
+    /// ICR-write exits in the measured phase (all vCPUs), when known.
+    pub icr_write_exits: Option<u64>,
+    /// Exits by reason.
+    pub exits: Option<ExitBreakdown>,
+    /// TSC frequency, kHz.
+    pub tsc_khz: u64,
+}
+
+impl RunSummary {
+    /// Exits per IPI, when both are known.
+    pub fn exits_per_ipi(&self) -> Option<f64> {
+        let e = self.exits.as_ref()?;
+        (self.ipis > 0).then(|| e.total as f64 / self.ipis as f64)
+    }
+
+    /// ICR-write exits per IPI, when both are known.
+    pub fn icr_exits_per_ipi(&self) -> Option<f64> {
+        let e = self.icr_write_exits?;
+        (self.ipis > 0).then(|| e as f64 / self.ipis as f64)
+    }
+}
+
+/// KVM binary stats that count exits of one kind (the rest of `exits` is `other`).
+const KVM_STAT_REASONS: &[&str] = &[
+    "io_exits",
+    "mmio_exits",
+    "halt_exits",
+    "irq_exits",
+    "irq_window_exits",
+    "nmi_window_exits",
+    "request_irq_exits",
+    "signal_exits",
+];
+
+fn phases<'a>(run: &'a Run, id: u32) -> impl Iterator<Item = &'a Phase> + 'a {
+    run.vcpus.iter().flat_map(move |v| v.phases.iter().filter(move |p| p.id == id))
+}
+
+/// The measured phase of `run` (see the module rules).
+pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
+    let mut ids: Vec<(u32, String)> = Vec::new();
+    for p in run.vcpus.iter().flat_map(|v| &v.phases) {
+        if !ids.iter().any(|(id, _)| *id == p.id) {
+            ids.push((p.id, p.name.clone()));
+        }
+    }
+    if let Some(m) = ids.iter().find(|(_, n)| n == "measure") {
+        return Some(m.clone());
+    }
+    let samples = |id: u32| -> u64 { phases(run, id).filter_map(|p| p.latency.as_ref()).map(|l| l.count).sum() };
+    let sent = |id: u32| -> u64 { phases(run, id).map(|p| guest(p, "ipis_sent")).sum() };
+    ids.into_iter()
+        .max_by_key(|(id, _)| (samples(*id), sent(*id), *id))
+}
+
+fn guest(p: &Phase, name: &str) -> u64 {
+    p.guest.get(name).copied().unwrap_or(0)
+}
+
+fn headline(run: &Run, id: u32) -> Option<Headline> {
+    let lats: Vec<_> = phases(run, id).filter_map(|p| p.latency.as_ref()).filter(|l| l.count > 0).collect();
+    let count: u64 = lats.iter().map(|l| l.count).sum();
+    if count == 0 {
+        return None;
+    }
+    let p50 = lats.iter().map(|l| l.p50 as f64 * l.count as f64).sum::<f64>() / count as f64;
+    let p99 = lats.iter().map(|l| l.p99).max().unwrap_or(0) as f64;
+    let ns = |c: f64| (run.tsc_khz > 0).then(|| cycles_to_ns(c, run.tsc_khz));
+    Some(Headline {
+        count,
+        p50,
+        p99,
+        p50_ns: ns(p50),
+        p99_ns: ns(p99),
+        pooled_vcpus: lats.len(),
+    })
+}
+
+fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
+    let all_have = |f: &dyn Fn(&Phase) -> bool| !ps.is_empty() && ps.iter().all(|p| f(p));
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    let (source, total) = if all_have(&|p| p.tracepoints.keys().any(|k| k.starts_with("kvm_exit:")))
+    {
+        for p in ps {
+            for (k, v) in p.tracepoints.iter().filter(|(k, _)| k.starts_with("kvm_exit:")) {
+                *reasons.entry(k["kvm_exit:".len()..].to_string()).or_default() += v;
+            }
+        }
+        let listed: u64 = reasons.values().sum();
+        let total: u64 = ps.iter().filter_map(|p| p.tracepoints.get("kvm_exit")).sum();
+        ("tracepoints", total.max(listed))
+    } else if all_have(&|p| p.kvm_stats.contains_key("exits")) {
+        for p in ps {
+            for name in KVM_STAT_REASONS {
+                if let Some(v) = p.kvm_stats.get(*name) {
+                    *reasons.entry((*name).to_string()).or_default() += v;
+                }
+            }
+        }
+        ("kvm_stats", ps.iter().filter_map(|p| p.kvm_stats.get("exits")).sum())
+    } else if !ps.is_empty() {
+        for p in ps {
+            for (k, v) in &p.exits {
+                *reasons.entry(k.clone()).or_default() += v;
+            }
+        }
+        let total = reasons.values().sum();
+        ("userspace_exits", total)
+    } else {
+        return None;
+    };
+    let listed: u64 = reasons.values().sum();
+    let mut by_reason: Vec<(String, u64)> = reasons.into_iter().filter(|(_, v)| *v > 0).collect();
+    by_reason.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    if total > listed {
+        by_reason.push(("other".into(), total - listed));
+    }
+    Some(ExitBreakdown {
+        source,
+        total,
+        by_reason,
+    })
+}
+
+/// Headline figures of `run`.
+pub fn summarize(run: &Run) -> RunSummary {
+    let m = &run.mode;
+    let group = GroupKey {
+        workload: m.workload.clone(),
+        vcpus: m.vcpus,
+        target: m.target.clone(),
+    };
+    let mut s = RunSummary {
+        group,
+        mode: m.label(),
+        completed: run.status == super::model::Status::Completed,
+        phase: None,
+        latency: None,
+        histogram: Histogram::default(),
+        ipis: 0,
+        icr_write_exits: None,
+        exits: None,
+        tsc_khz: run.tsc_khz,
+    };
+    let Some((id, name)) = measured_phase(run) else {
+        return s;
+    };
+    let ps: Vec<&Phase> = phases(run, id).collect();
+    s.phase = Some(name);
+    s.latency = headline(run, id);
+    for l in ps.iter().filter_map(|p| p.latency.as_ref()) {
+        s.histogram.merge(&l.histogram);
+    }
+    let sent: u64 = ps.iter().map(|p| guest(p, "ipis_sent")).sum();
+    s.ipis = if sent > 0 {
+        sent
+    } else {
+        ps.iter().map(|p| guest(p, "ipis_received")).sum()
+    };
+    let icr: Vec<u64> = ps.iter().filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits)).collect();
+    s.icr_write_exits = (!icr.is_empty()).then(|| icr.iter().sum());
+    s.exits = breakdown(&ps);
+    s
+}
