@@ -18,6 +18,35 @@ pub struct Cli {
 pub enum Command {
     /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
     Run(RunArgs),
+    /// Compare recorded results (--json files) side by side, with ratios to the first.
+    Compare(CompareArgs),
+}
+
+/// Flags of `ipivmm compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Results files (ipivmm.results/1 JSON); the first is the baseline. One file gives a summary.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Flag ratios at or beyond 1 ± this fraction.
+    #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
+    pub threshold: f64,
+    /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write SVG charts of every run of every file into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Do not print the comparison.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 10.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a fraction between 0 and 10 (e.g. 0.1 for 10%)")),
+    }
 }
 
 /// Flags of `ipivmm run`.
@@ -65,6 +94,12 @@ pub struct RunArgs {
     /// Write the full results as JSON to FILE ('-' for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write every counter as CSV to FILE, one row per vCPU, phase and counter ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write SVG charts (cycles per IPI, exits per IPI by reason, latency histogram) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Where guest serial output goes: stdout, log (with --verbose), none.
     #[arg(long, default_value = "stdout")]
     pub serial: String,

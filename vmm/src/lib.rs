@@ -14,6 +14,7 @@ pub mod json;
 pub mod latency;
 pub mod layout;
 pub mod monitor;
+pub mod output;
 pub mod payload;
 pub mod payload_image;
 pub mod report;

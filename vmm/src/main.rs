@@ -10,5 +10,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => commands::run::main(&args, started),
+        Command::Compare(args) => commands::compare::main(&args),
     }
 }

@@ -70,6 +70,9 @@ pub struct Timings {
     pub first_message_ns: Option<u64>,
     /// From `RunOptions::started` to the end of the run.
     pub total_ns: u64,
+    /// Peak resident memory of the process (VmHWM), KiB; includes the guest
+    /// pages the payload touched.
+    pub peak_rss_kib: Option<u64>,
 }
 
 /// The mode a run used, for reports.
@@ -192,8 +195,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
 
     let tsc_khz = vm.tsc_khz;
     let trace = config.tracepoints.then(|| {
-        let isa = ipivmm_counters::host::probe().ok().and_then(|h| h.backend.isa());
-        TraceConfig::new(isa, config.vcpus, config.mount_tracefs, config.tracefs.as_deref())
+        Arc::new(TraceConfig::new(config.vcpus, config.mount_tracefs, config.tracefs.clone()))
     });
     let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(config.vcpus);
     let Vm { vcpus, memory, fd, .. } = vm;
@@ -276,10 +278,18 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             setup_ns,
             first_message_ns,
             total_ns: opts.started.elapsed().as_nanos() as u64,
+            peak_rss_kib: peak_rss_kib(),
         },
         vcpus,
         serial_tail: serial_handle.tail_text(),
     })
+}
+
+/// VmHWM of this process from /proc/self/status, in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// "vcpuN at rip=..." for every vCPU the host had to stop.

@@ -1,4 +1,5 @@
 //! One module per subcommand; `main.rs` only dispatches.
+pub mod compare;
 pub mod run;
 
 use std::process::ExitCode;

@@ -28,7 +28,11 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let csv_to_stdout = crate::output::dest::is_stdout(args.csv.as_deref());
+    if csv_to_stdout && crate::output::dest::is_stdout(args.json.as_deref()) {
+        return fail("--json - and --csv - cannot both write to stdout; send one to a file");
+    }
+    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-") || csv_to_stdout;
     let serial = match args.serial.as_str() {
         "stdout" if json_to_stdout => SerialSink::Log,
         "stdout" => SerialSink::Stdout,
@@ -40,18 +44,28 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(j) => j,
         Err(e) => return fail(e),
     };
+    let mut csv_out = match args.csv.as_deref().map(|p| crate::output::dest::open(p, "--csv")).transpose() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if let Some(dir) = &args.plot {
+        if let Err(e) = crate::output::dest::prepare_dir(dir, "--plot") {
+            return fail(e);
+        }
+    }
     let report = match run(&config, RunOptions { serial, started }) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
     log::info!(
-        "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms",
+        "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",
         report.timings.setup_ns as f64 / 1e6,
         report
             .timings
             .first_message_ns
             .map_or("never".into(), |ns| format!("{:.2} ms", ns as f64 / 1e6)),
-        report.timings.total_ns as f64 / 1e6
+        report.timings.total_ns as f64 / 1e6,
+        report.timings.peak_rss_kib.unwrap_or(0)
     );
     if !args.quiet {
         let text = crate::report::render(&report);
@@ -67,6 +81,20 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
             .and_then(|_| writeln!(out).map_err(|e| e.to_string()))
         {
             return fail(format!("writing --json: {e}"));
+        }
+    }
+    if let Some(out) = csv_out.as_mut() {
+        let written = crate::output::csv::write_runs(&[&report], &mut *out)
+            .map_err(|e| e.to_string())
+            .and_then(|_| out.flush().map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            return fail(format!("writing --csv: {e}"));
+        }
+    }
+    if let Some(dir) = &args.plot {
+        match crate::output::svg::plot_runs(&[&report], dir) {
+            Ok(files) => files.iter().for_each(|f| log::info!("wrote {}", f.display())),
+            Err(e) => return fail(e),
         }
     }
     if report.succeeded() {

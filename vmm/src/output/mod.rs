@@ -3,6 +3,7 @@
 //! document itself is [`crate::json`]; [`model`] reads it back.
 pub mod compare;
 pub mod csv;
+pub mod dest;
 pub mod model;
 pub mod progress;
 pub mod summary;

@@ -166,6 +166,9 @@ pub struct Timings {
     pub first_message_ns: Option<u64>,
     /// Whole run.
     pub total_ns: u64,
+    /// Peak resident memory of the process, KiB.
+    #[serde(default)]
+    pub peak_rss_kib: Option<u64>,
 }
 
 /// One vCPU (mirror of [`crate::results::VcpuResult`]).

@@ -10,8 +10,10 @@ use super::summary::{summarize, GroupKey, RunSummary};
 use super::{human, OutputError};
 use crate::latency::Histogram;
 use crate::run::RunReport;
-use plotters::coord::ranged1d::{BindKeyPoints, IntoLogRange};
+use plotters::coord::combinators::IntoLogRange;
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +34,11 @@ const PALETTE: [RGBColor; 10] = [
 ];
 
 const FONT: &str = "sans-serif";
+
+/// Text anchored at its bottom centre (labels above bars).
+fn above() -> Pos {
+    Pos::new(HPos::Center, VPos::Bottom)
+}
 
 fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -83,8 +90,37 @@ fn width_for(n: usize, longest: usize) -> u32 {
     (140 + slot * n as u32 + 40).max(640)
 }
 
-fn category_axis(n: usize) -> WithKeyPoints<RangedCoordf64> {
-    (0f64..n as f64).with_key_points((0..n).map(|i| i as f64 + 0.5).collect())
+/// A category axis: `n` slots, slot `i` spans `[i, i + 1)`, its tick and
+/// label at `i + 0.5`.
+#[derive(Clone, Copy, Debug)]
+struct Categories(usize);
+
+impl Ranged for Categories {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let span = f64::from(limit.1 - limit.0);
+        limit.0 + (span * v / self.0.max(1) as f64).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, _hint: H) -> Vec<f64> {
+        (0..self.0).map(|i| i as f64 + 0.5).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        0.0..self.0 as f64
+    }
+}
+
+impl ValueFormatter<f64> for Categories {
+    fn format(_: &f64) -> String {
+        String::new()
+    }
+}
+
+fn category_axis(n: usize) -> Categories {
+    Categories(n)
 }
 
 fn label_at<'a>(labels: &'a [String]) -> impl Fn(&f64) -> String + 'a {
@@ -116,7 +152,7 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         let tsc = bars.iter().map(|b| b.summary.tsc_khz).find(|&k| k > 0);
         let caption = format!("{group}: cycles per IPI");
         let mut chart = ChartBuilder::on(&root)
-            .caption(&caption, (FONT, 20))
+            .caption(&caption, (FONT, 24))
             .margin(15)
             .x_label_area_size(55)
             .y_label_area_size(85)
@@ -133,8 +169,8 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             .y_label_formatter(&|v| human(*v))
             .x_desc("mode (irqchip/apic/ipi); bar = p50, whisker = p99")
             .y_desc(y_desc)
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 15))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 17))
             .draw()?;
         for (i, b) in bars.iter().enumerate() {
             let x = i as f64;
@@ -142,7 +178,7 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                 chart.draw_series(std::iter::once(Text::new(
                     "no samples",
                     (x + 0.3, ymax * 0.05),
-                    (FONT, 13).into_font().color(&BLACK.mix(0.6)),
+                    (FONT, 15).into_font().color(&BLACK.mix(0.6)),
                 )))?;
                 continue;
             };
@@ -166,11 +202,11 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             };
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x + 0.5, l.p50))
-                    + Text::new(text, (-50, -18), (FONT, 12).into_font().color(&BLACK)),
+                    + Text::new(text, (0, -6), (FONT, 16).into_font().color(&BLACK).pos(above())),
             ))?;
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x + 0.58, l.p99))
-                    + Text::new(format!("p99 {}", human(l.p99)), (4, -6), (FONT, 11).into_font()),
+                    + Text::new(format!("p99 {}", human(l.p99)), (4, -6), (FONT, 13).into_font()),
             ))?;
         }
         root.present()?;
@@ -214,7 +250,7 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
         let caption = format!("{group}: VM exits per IPI");
         let mut chart = ChartBuilder::on(&left)
-            .caption(&caption, (FONT, 20))
+            .caption(&caption, (FONT, 24))
             .margin(15)
             .x_label_area_size(55)
             .y_label_area_size(70)
@@ -227,8 +263,8 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             .y_label_formatter(&|v| human(*v))
             .x_desc(format!("mode (irqchip/apic/ipi); exits of all vCPUs, from {source}"))
             .y_desc("VM exits per IPI")
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 15))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 17))
             .draw()?;
         for (i, b) in bars.iter().enumerate() {
             let x = i as f64;
@@ -236,7 +272,7 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                 chart.draw_series(std::iter::once(Text::new(
                     "no IPIs or exits",
                     (x + 0.25, ymax * 0.05),
-                    (FONT, 13).into_font().color(&BLACK.mix(0.6)),
+                    (FONT, 15).into_font().color(&BLACK.mix(0.6)),
                 )))?;
                 continue;
             };
@@ -253,16 +289,16 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             }
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x + 0.5, base))
-                    + Text::new(format!("{:.2}", base), (-14, -18), (FONT, 13).into_font()),
+                    + Text::new(format!("{base:.2}"), (0, -6), (FONT, 16).into_font().color(&BLACK).pos(above())),
             ))?;
         }
         // Legend, outside the plot so it never hides a bar.
         let right = right.margin(60, 10, 5, 10);
-        right.draw(&Text::new("exit reason", (0, 0), (FONT, 15).into_font()))?;
+        right.draw(&Text::new("exit reason", (0, 0), (FONT, 17).into_font()))?;
         for (i, (r, _)) in reasons.iter().enumerate() {
             let y = 26 + 22 * i as i32;
             right.draw(&Rectangle::new([(0, y), (14, y + 14)], color(i).mix(0.85).filled()))?;
-            right.draw(&Text::new(r.as_str(), (20, y), (FONT, 13).into_font()))?;
+            right.draw(&Text::new(r.as_str(), (20, y), (FONT, 15).into_font()))?;
         }
         root.present()?;
     }
@@ -301,7 +337,7 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     {
         let root = SVGBackend::with_string(&mut buf, (width, 50 + panel_h * n as u32)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(&format!("{group}: latency histogram per mode"), (FONT, 20))?;
+        let root = root.titled(&format!("{group}: latency histogram per mode"), (FONT, 24))?;
         let panels = root.split_evenly((n, 1));
         for (i, (b, area)) in bars.iter().zip(panels.iter()).enumerate() {
             let h: &Histogram = &b.summary.histogram;
@@ -318,7 +354,7 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                 None => format!("{}: no samples", b.label),
             };
             let mut chart = ChartBuilder::on(area)
-                .caption(caption, (FONT, 14))
+                .caption(caption, (FONT, 16))
                 .margin(8)
                 .x_label_area_size(38)
                 .y_label_area_size(70)
@@ -329,8 +365,8 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                 .y_label_formatter(&|v| format!("{v:.0}%"))
                 .x_desc("latency, TSC cycles (log scale)")
                 .y_desc("% of samples")
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 15))
                 .draw()?;
             let c = color(i);
             chart.draw_series(h.buckets.iter().map(|x| {
@@ -352,7 +388,7 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                     chart.draw_series(std::iter::once(Text::new(
                         name,
                         (v * 1.02, top * 0.95),
-                        (FONT, 11).into_font(),
+                        (FONT, 13).into_font(),
                     )))?;
                 }
             }

@@ -56,14 +56,14 @@ pub struct VcpuEnv {
     /// TSC frequency for ns figures.
     pub tsc_khz: u64,
     /// Tracepoints to count, if any.
-    pub trace: Option<trace::TraceConfig>,
+    pub trace: Option<Arc<trace::TraceConfig>>,
 }
 
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = kick::ImmediateExitGuard::new(ptr);
-    let mut sources = Sources::open(&vcpu, env.trace.as_ref());
+    let mut sources = Sources::open(&vcpu, env.trace.clone());
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.start.wait();
     let mut run_loop = RunLoop {
@@ -192,6 +192,9 @@ impl RunLoop<'_> {
                         "payload began phase {phase} '{name}' while phase {} '{}' was still open",
                         open.id, open.name
                     )));
+                }
+                if self.sources.open_trace() {
+                    self.env.shared.result(index).sources = self.sources.status.clone();
                 }
                 self.open = Some(self.sources.begin(phase, name, &self.exits, &self.guest));
             }

@@ -6,6 +6,8 @@ use ipivmm_counters::specs::{kvm_specs, names, ExitReasonSelection};
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Exit reasons that say where IPI cost goes; counted one by one when
 /// counting every reason would cost too many file descriptors.
@@ -21,7 +23,7 @@ const IPI_EXIT_REASONS: &[(Isa, &[&str])] = &[
     (
         Isa::Svm,
         &[
-            "intr", "vintr", "hlt", "vmmcall", "io", "msr", "pause", "npf",
+            "interrupt", "vintr", "hlt", "hypercall", "io", "msr", "pause", "npf",
             "avic_incomplete_ipi", "avic_unaccelerated_access",
         ],
     ),
@@ -30,44 +32,70 @@ const IPI_EXIT_REASONS: &[(Isa, &[&str])] = &[
 /// Most `kvm_exit` per-reason counters per VM before falling back to the IPI-relevant set.
 const MAX_EXIT_COUNTERS_PER_VM: usize = 1024;
 
-/// What every vCPU thread of a run opens (built once per run).
-#[derive(Clone, Debug)]
+/// What every vCPU thread of a run opens. Cheap to create; the tracefs
+/// lookup, host probe and spec list are built once, by the first vCPU thread
+/// that needs them, off the start-up path.
+#[derive(Debug)]
 pub struct TraceConfig {
+    vcpus: usize,
+    mount: bool,
+    root: Option<PathBuf>,
+    resolved: OnceLock<Resolved>,
+}
+
+#[derive(Debug)]
+struct Resolved {
     tracefs: Option<Tracefs>,
     specs: Vec<CounterSpec>,
     why_no_tracefs: Option<String>,
 }
 
 impl TraceConfig {
-    /// The counters for a VM of `vcpus` vCPUs on a host of ISA `isa`, with
-    /// tracefs at `root` (None: find it, mounting it first if `mount`).
-    pub fn new(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&std::path::Path>) -> Self {
-        let found = match root {
-            Some(root) if root.join("events").is_dir() => Ok(Tracefs::at(root)),
-            Some(root) => Err(format!("no tracefs at {}", root.display())),
-            None if mount => ipivmm_counters::tracefs::mount_tracefs().map_err(|e| e.to_string()),
-            None => Tracefs::find().map_err(|e| e.to_string()),
-        };
-        let (tracefs, why_no_tracefs) = match found {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e)),
-        };
-        let selection = match isa {
-            Some(isa) => {
-                let all = ipivmm_counters::exit_reasons::exit_reasons(isa).len();
-                if all * vcpus <= MAX_EXIT_COUNTERS_PER_VM {
-                    ExitReasonSelection::All
-                } else {
-                    ExitReasonSelection::Only(ipi_exit_codes(isa))
-                }
-            }
-            None => ExitReasonSelection::None,
-        };
+    /// Counters for a VM of `vcpus` vCPUs, with tracefs at `root` (None: find
+    /// it through /proc/mounts, mounting it first if `mount`).
+    pub fn new(vcpus: usize, mount: bool, root: Option<PathBuf>) -> Self {
         Self {
-            tracefs,
-            specs: kvm_specs(isa, &selection),
-            why_no_tracefs,
+            vcpus,
+            mount,
+            root,
+            resolved: OnceLock::new(),
         }
+    }
+
+    fn resolved(&self) -> &Resolved {
+        self.resolved.get_or_init(|| {
+            let isa = ipivmm_counters::host::probe().ok().and_then(|h| h.backend.isa());
+            resolve(isa, self.vcpus, self.mount, self.root.as_deref())
+        })
+    }
+}
+
+fn resolve(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&Path>) -> Resolved {
+    let found = match root {
+        Some(root) if root.join("events").is_dir() => Ok(Tracefs::at(root)),
+        Some(root) => Err(format!("no tracefs at {}", root.display())),
+        None if mount => ipivmm_counters::tracefs::mount_tracefs().map_err(|e| e.to_string()),
+        None => Tracefs::find().map_err(|e| e.to_string()),
+    };
+    let (tracefs, why_no_tracefs) = match found {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(e)),
+    };
+    let selection = match isa {
+        Some(isa) => {
+            let all = ipivmm_counters::exit_reasons::exit_reasons(isa).len();
+            if all * vcpus <= MAX_EXIT_COUNTERS_PER_VM {
+                ExitReasonSelection::All
+            } else {
+                ExitReasonSelection::Only(ipi_exit_codes(isa))
+            }
+        }
+        None => ExitReasonSelection::None,
+    };
+    Resolved {
+        tracefs,
+        specs: kvm_specs(isa, &selection),
+        why_no_tracefs,
     }
 }
 
@@ -95,6 +123,7 @@ impl ThreadTrace {
         let Some(cfg) = cfg else {
             return (None, unavailable("disabled (--no-tracepoints)".into()));
         };
+        let cfg = cfg.resolved();
         let Some(tracefs) = &cfg.tracefs else {
             let why = cfg.why_no_tracefs.clone().unwrap_or_default();
             return (None, unavailable(format!("{why} (mount tracefs or pass --mount-tracefs)")));
@@ -156,15 +185,12 @@ mod tests {
 
     #[test]
     fn missing_tracefs_is_reported_with_the_fix() {
-        let cfg = TraceConfig {
-            tracefs: None,
-            specs: Vec::new(),
-            why_no_tracefs: Some("tracefs is not mounted".into()),
-        };
+        let cfg = TraceConfig::new(2, false, Some("/nonexistent/tracefs".into()));
         let (t, status) = ThreadTrace::open(Some(&cfg));
         assert!(t.is_none());
         assert!(!status.available);
-        assert!(status.detail.unwrap().contains("--mount-tracefs"));
+        let detail = status.detail.unwrap();
+        assert!(detail.contains("/nonexistent/tracefs") && detail.contains("--mount-tracefs"));
         let (_, off) = ThreadTrace::open(None);
         assert!(off.detail.unwrap().contains("disabled"));
     }

@@ -5,14 +5,26 @@ use crate::exits::ExitCounts;
 use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
+use super::trace::{ThreadTrace, TraceConfig};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// Tracepoint counters are opened at the vCPU's first phase marker, not at
+/// start-up: enabling ~100 tracepoints costs milliseconds of kernel text
+/// patching that would otherwise delay the payload's start.
+enum TraceState {
+    /// Not opened yet.
+    Pending(Option<Arc<TraceConfig>>),
+    /// Opened (or found unavailable).
+    Opened(Option<ThreadTrace>),
+}
 
 /// The counter sources of one vCPU (opened on its own thread).
 pub struct Sources {
     kvm_stats: Option<StatsReader>,
-    trace: Option<super::trace::ThreadTrace>,
+    trace: TraceState,
     /// Availability of every source, for the report.
     pub status: Vec<SourceStatus>,
 }
@@ -37,7 +49,7 @@ pub struct OpenPhase {
 
 impl Sources {
     /// Open the sources for `vcpu` on the calling (vCPU) thread.
-    pub fn open(vcpu: &VcpuFd, trace: Option<&super::trace::TraceConfig>) -> Self {
+    pub fn open(vcpu: &VcpuFd, trace: Option<Arc<TraceConfig>>) -> Self {
         let mut status = vec![
             SourceStatus {
                 source: "userspace_exits".into(),
@@ -68,13 +80,29 @@ impl Sources {
                 None
             }
         };
-        let (trace, trace_status) = super::trace::ThreadTrace::open(trace);
-        status.push(trace_status);
+        status.push(SourceStatus {
+            source: "tracepoints".into(),
+            available: false,
+            detail: Some("opened at the first phase marker; no phase began".into()),
+        });
         Self {
             kvm_stats,
-            trace,
+            trace: TraceState::Pending(trace),
             status,
         }
+    }
+
+    /// Open the tracepoint counters on first use; true if the status changed.
+    pub fn open_trace(&mut self) -> bool {
+        let TraceState::Pending(cfg) = &self.trace else {
+            return false;
+        };
+        let (trace, status) = ThreadTrace::open(cfg.as_deref());
+        self.trace = TraceState::Opened(trace);
+        if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
+            *slot = status;
+        }
+        true
     }
 
     /// Snapshot every source now.
@@ -84,7 +112,10 @@ impl Sources {
             exits: *exits,
             guest: *guest,
             kvm: self.kvm_stats.as_mut().and_then(|r| r.snapshot().ok()),
-            trace: self.trace.as_mut().map(|t| t.read()),
+            trace: match &mut self.trace {
+                TraceState::Opened(Some(t)) => Some(t.read()),
+                _ => None,
+            },
         }
     }
 

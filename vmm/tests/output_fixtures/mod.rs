@@ -1,0 +1,127 @@
+//! Run reports built in code (no /dev/kvm) for the output tests.
+#![allow(dead_code)]
+use clap::Parser;
+use ipivmm::cli::{Cli, Command};
+use ipivmm::exits::{ExitCounts, ExitKind};
+use ipivmm::latency::LatencyStats;
+use ipivmm::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus, VcpuEnd, VcpuResult};
+use ipivmm::run::{ModeSummary, RunReport, RunStatus, Timings};
+use std::collections::BTreeMap;
+
+/// TSC rate of the fixtures: 2 GHz.
+pub const TSC_KHZ: u64 = 2_000_000;
+/// Measured IPIs per run.
+pub const IPIS: u64 = 100;
+
+/// The mode summary `ipivmm run <flags>` would record.
+pub fn mode(flags: &[&str]) -> ModeSummary {
+    let mut argv = vec!["ipivmm", "run"];
+    argv.extend_from_slice(flags);
+    let cli = Cli::try_parse_from(argv).expect("fixture flags parse");
+    let Command::Run(args) = cli.command else { panic!("not a run command") };
+    ModeSummary::of(&args.to_config().expect("fixture config"))
+}
+
+/// Samples `base * (1 + k/100)`, k = 0..IPIS: p50 = 1.49 * base, p99 = 1.98 * base.
+pub fn samples(base: u64) -> Vec<u64> {
+    (0..IPIS).map(|k| base + k * base / 100).collect()
+}
+
+fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> PhaseResult {
+    let measured = id == 2;
+    let ipis = if measured { IPIS } else { 0 };
+    let mut exits = ExitCounts::default();
+    exits.bump(ExitKind::IoOut);
+    let samples = if measured && sender { samples(base) } else { Vec::new() };
+    // Each vCPU takes half of the phase's exits: io for the markers, the rest MMIO.
+    let kvm_exits = if measured { exits_per_ipi * ipis / 2 } else { 1 };
+    let kvm_stats = BTreeMap::from([
+        ("exits".to_string(), kvm_exits),
+        ("io_exits".to_string(), 1),
+        ("mmio_exits".to_string(), kvm_exits.saturating_sub(1) / 2),
+        ("halt_poll_success_ns".to_string(), 1234),
+    ]);
+    let tracepoints = BTreeMap::from([
+        ("kvm_exit".to_string(), 0),
+        ("kvm_apic:icr_write".to_string(), if sender { ipis } else { 0 }),
+    ]);
+    PhaseResult {
+        id,
+        name: name.to_string(),
+        wall_ns: 1_000_000,
+        exits,
+        guest: GuestDelta {
+            icr_writes: if sender { ipis } else { 0 },
+            ipis_sent: if sender { ipis } else { 0 },
+            ipis_received: if sender { 0 } else { ipis },
+            handler_entries: if sender { 0 } else { ipis },
+            eois: if sender { 0 } else { ipis },
+            ..Default::default()
+        },
+        kvm_stats,
+        tracepoints,
+        icr_write_exits: Some(IcrExits {
+            exits: if sender { ipis } else { 0 },
+            accelerated: 0,
+            source: "tracepoint kvm_apic:icr_write",
+        }),
+        latency: LatencyStats::from_samples(&samples, TSC_KHZ),
+        records: BTreeMap::from([("samples_dropped".to_string(), 0)]),
+        samples,
+    }
+}
+
+/// A completed 2-vCPU run: vCPU 0 sends IPIS IPIs with latency samples
+/// around `base` cycles; all vCPUs together take `exits_per_ipi` KVM exits
+/// per IPI in the measured phase.
+pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
+    let mode = mode(flags);
+    let vcpus = (0..mode.vcpus)
+        .map(|i| {
+            let mut v = VcpuResult::new(i, i as u32);
+            v.phases = vec![
+                phase(0, "idle", i == 0, base, exits_per_ipi),
+                phase(2, "measure", i == 0, base, exits_per_ipi),
+            ];
+            v.exits.bump(ExitKind::IoOut);
+            v.sources = vec![
+                SourceStatus {
+                    source: "kvm_stats".into(),
+                    available: true,
+                    detail: None,
+                },
+                SourceStatus {
+                    source: "tracepoints".into(),
+                    available: false,
+                    detail: Some("not root".into()),
+                },
+            ];
+            v.end = Some(VcpuEnd::Done {
+                status: 0,
+                message: "ok".into(),
+            });
+            v
+        })
+        .collect();
+    RunReport {
+        mode,
+        status: RunStatus::Completed,
+        tsc_khz: TSC_KHZ,
+        timings: Timings {
+            setup_ns: 1_000,
+            first_message_ns: Some(2_000),
+            total_ns: 3_000_000,
+            ..Default::default()
+        },
+        vcpus,
+        serial_tail: "hello <&> \"guest\"\n".into(),
+    }
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ipivmm-output-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,148 @@
+//! The results formats: the JSON schema round-trips through the model, the
+//! CSV parses, the SVG charts are well-formed XML naming every mode. No
+//! /dev/kvm needed: the reports are built in code.
+mod output_fixtures;
+
+use ipivmm::json::{document, SkippedMode};
+use ipivmm::output::model::Document;
+use ipivmm::output::{csv, svg};
+use output_fixtures::{report, temp_dir, IPIS};
+
+#[test]
+fn schema_round_trips_through_the_model() {
+    let a = report(&[], 10_000, 3);
+    let b = report(&["--apic", "x2apic", "--irqchip", "split"], 8_000, 2);
+    let skipped = [SkippedMode {
+        mode: "kernel/x2apic/pv/pingpong".into(),
+        reason: "hypercalls do not return under kvm_pvm".into(),
+    }];
+    let doc = document(vec![&a, &b], &skipped);
+    let written = serde_json::to_value(&doc).unwrap();
+    let text = serde_json::to_string_pretty(&doc).unwrap();
+    let model = Document::from_json(&text, "round-trip").unwrap();
+    let rewritten = serde_json::to_value(&model).unwrap();
+    assert_eq!(written, rewritten, "the model must mirror every field the writer emits");
+
+    // The histogram is in the JSON and holds every sample once.
+    let lat = &written["runs"][0]["vcpus"][0]["phases"][1]["latency"];
+    assert_eq!(lat["count"], IPIS);
+    let buckets = lat["histogram"]["buckets"].as_array().unwrap();
+    let total: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, IPIS);
+    assert_eq!(lat["histogram"]["sub_buckets"], 8);
+    // Raw samples stay out of the JSON.
+    assert!(written["runs"][0]["vcpus"][0]["phases"][1].get("samples").is_none());
+    assert_eq!(model.runs[1].mode.label(), "split/x2apic/icr");
+}
+
+#[test]
+fn csv_parses_with_one_row_per_counter() {
+    let a = report(&[], 10_000, 3);
+    let b = report(&["--apic", "x2apic"], 8_000, 2);
+    let mut out = Vec::new();
+    csv::write_runs(&[&a, &b], &mut out).unwrap();
+    let mut rd = ::csv::Reader::from_reader(out.as_slice());
+    assert_eq!(rd.headers().unwrap().iter().collect::<Vec<_>>(), csv::HEADER.to_vec());
+    let rows: Vec<::csv::StringRecord> = rd.records().collect::<Result<_, _>>().unwrap();
+    // Every value is a number, every row has every column.
+    for r in &rows {
+        assert_eq!(r.len(), csv::HEADER.len());
+        r[16].parse::<f64>().unwrap_or_else(|_| panic!("value {:?} in {r:?}", &r[16]));
+    }
+    let expected: usize = [&a, &b]
+        .iter()
+        .map(|r| {
+            let m = ipivmm::output::model::Run::of_report(r).unwrap();
+            m.vcpus.iter().flat_map(|v| &v.phases).map(|p| csv::phase_counters(p).len()).sum::<usize>()
+        })
+        .sum();
+    assert_eq!(rows.len(), expected);
+    let find = |run: &str, vcpu: &str, phase: &str, source: &str, counter: &str| {
+        rows.iter()
+            .find(|r| &r[1] == run && &r[10] == vcpu && &r[13] == phase && &r[14] == source && &r[15] == counter)
+            .unwrap_or_else(|| panic!("no row {run} {vcpu} {phase} {source} {counter}"))
+            .clone()
+    };
+    let p50 = find("0", "0", "measure", "latency", "p50");
+    assert_eq!(&p50[16], a.vcpus[0].phases[1].latency.as_ref().unwrap().p50.to_string());
+    assert_eq!((&p50[3], &p50[2], &p50[17]), ("kernel/xapic/icr", "pingpong", "cycles"));
+    let icr = find("1", "0", "measure", "tracepoint kvm_apic:icr_write", "icr_write_exits");
+    assert_eq!(&icr[16], IPIS.to_string());
+    assert_eq!(&icr[3], "kernel/x2apic/icr");
+    let recv = find("1", "1", "measure", "guest", "ipis_received");
+    assert_eq!(&recv[16], IPIS.to_string());
+    assert_eq!(&find("0", "1", "idle", "kvm_stats", "halt_poll_success_ns")[17], "ns");
+    assert_eq!(&find("0", "0", "measure", "latency", "p50_ns")[17], "ns");
+}
+
+fn texts(svg: &str) -> String {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("not well-formed XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.is_text())
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn charts_are_well_formed_and_name_every_mode() {
+    let runs = [
+        report(&[], 10_000, 3),
+        report(&["--apic", "x2apic"], 8_000, 2),
+        report(&["--irqchip", "user"], 30_000, 7),
+        report(&["--workload", "broadcast", "--vcpus", "3"], 20_000, 4),
+    ];
+    let dir = temp_dir("charts");
+    let refs: Vec<&_> = runs.iter().collect();
+    let files = svg::plot_runs(&refs, &dir).unwrap();
+    let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        names,
+        [
+            "pingpong-2vcpu-spin-cycles.svg",
+            "pingpong-2vcpu-spin-exits.svg",
+            "pingpong-2vcpu-spin-latency.svg",
+            "broadcast-3vcpu-spin-cycles.svg",
+            "broadcast-3vcpu-spin-exits.svg",
+            "broadcast-3vcpu-spin-latency.svg",
+        ]
+    );
+    for f in &files[..3] {
+        let t = texts(&std::fs::read_to_string(f).unwrap());
+        for mode in ["kernel/xapic/icr", "kernel/x2apic/icr", "user/xapic/icr"] {
+            assert!(t.contains(mode), "{} does not name {mode}:\n{t}", f.display());
+        }
+        assert!(!t.contains("split/"), "{}", f.display());
+    }
+    let cycles = texts(&std::fs::read_to_string(&files[0]).unwrap());
+    assert!(cycles.contains("TSC cycles per IPI") && cycles.contains("whisker = p99"), "{cycles}");
+    // p50 of the kernel/xapic run: 1.49 * 10000 cycles at 2 GHz = 7.45 µs.
+    assert!(cycles.contains("p50 14.9k (7.5 µs)"), "{cycles}");
+    let exits = texts(&std::fs::read_to_string(&files[1]).unwrap());
+    assert!(exits.contains("exit reason") && exits.contains("mmio_exits") && exits.contains("VM exits per IPI"));
+    assert!(exits.contains("3.00") && exits.contains("7.00"), "{exits}");
+    let latency = texts(&std::fs::read_to_string(&files[2]).unwrap());
+    assert!(latency.contains("% of samples") && latency.contains("log scale"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_single_run_and_an_empty_run_still_plot() {
+    let mut empty = report(&["--irqchip", "split"], 1, 1);
+    for v in &mut empty.vcpus {
+        v.phases.clear();
+    }
+    let one = report(&[], 5_000, 2);
+    for set in [vec![&one], vec![&empty], vec![&one, &one]] {
+        let dir = temp_dir("single");
+        let files = svg::plot_runs(&set, &dir).unwrap();
+        assert_eq!(files.len(), 3);
+        for f in &files {
+            texts(&std::fs::read_to_string(f).unwrap());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
