@@ -20,6 +20,7 @@ pub fn render(r: &RunReport) -> String {
     );
     let status = match &r.status {
         RunStatus::Completed => "completed".to_string(),
+        RunStatus::Cancelled => "CANCELLED (Ctrl-C)".to_string(),
         RunStatus::Failed { reason } => format!("FAILED: {reason}"),
         RunStatus::TimedOut { after_s, stuck } => format!("TIMED OUT after {after_s} s; stopped {stuck}"),
     };

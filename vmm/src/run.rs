@@ -12,7 +12,7 @@ use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
 use ipivmm_devices::serial::{SerialConsole, SerialSink};
 use serde::Serialize;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub serial: SerialSink,
     /// When the process (or the caller's clock) started, for start-up timing.
     pub started: Instant,
+    /// Set by the caller (e.g. a Ctrl-C handler) to stop the run early; the
+    /// report then has status `Cancelled` and every phase finished so far.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -37,6 +40,7 @@ impl Default for RunOptions {
         Self {
             serial: SerialSink::Capture,
             started: Instant::now(),
+            cancel: None,
         }
     }
 }
@@ -52,6 +56,8 @@ pub enum RunStatus {
         /// One line per failing vCPU.
         reason: String,
     },
+    /// The caller cancelled the run (Ctrl-C).
+    Cancelled,
     /// The watchdog stopped the run.
     TimedOut {
         /// The timeout in seconds.
@@ -224,6 +230,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     shared.start.wait();
 
     let mut timed_out = false;
+    let mut cancelled = false;
     let mut stop_since: Option<Instant> = None;
     loop {
         let _ = monitor.run_with_timeout(KICK_INTERVAL_MS);
@@ -235,6 +242,10 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         }
         if m.timed_out() && !timed_out {
             timed_out = true;
+            shared.stop.store(true, Ordering::SeqCst);
+        }
+        if !cancelled && opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+            cancelled = true;
             shared.stop.store(true, Ordering::SeqCst);
         }
         if shared.stop.load(Ordering::SeqCst) {
@@ -258,7 +269,9 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     serial_handle.flush();
 
     let vcpus: Vec<VcpuResult> = (0..config.vcpus).map(|i| shared.result(i).clone()).collect();
-    let status = if timed_out {
+    let status = if cancelled {
+        RunStatus::Cancelled
+    } else if timed_out {
         RunStatus::TimedOut {
             after_s: config.timeout.as_secs(),
             stuck: stuck_vcpus(&vcpus),

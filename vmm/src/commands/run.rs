@@ -53,7 +53,14 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
             return fail(e);
         }
     }
-    let report = match run(&config, RunOptions { serial, started }) {
+    let report = match run(
+        &config,
+        RunOptions {
+            serial,
+            started,
+            cancel: None,
+        },
+    ) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -108,6 +115,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
 fn status_line(s: &RunStatus) -> String {
     match s {
         RunStatus::Completed => "completed".into(),
+        RunStatus::Cancelled => "cancelled (Ctrl-C)".into(),
         RunStatus::Failed { reason } => reason.clone(),
         RunStatus::TimedOut { after_s, stuck } => {
             format!("timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations)")

@@ -64,7 +64,7 @@ pub struct ExitBreakdown {
     pub source: &'static str,
     /// All exits.
     pub total: u64,
-    /// Non-zero reasons, largest first; `other` holds the rest of `total`.
+    /// Non-zero reasons, largest first; `unattributed` holds the rest of `total` (exits no per-reason counter claimed).
     pub by_reason: Vec<(String, u64)>,
 }
 
@@ -200,7 +200,7 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let mut by_reason: Vec<(String, u64)> = reasons.into_iter().filter(|(_, v)| *v > 0).collect();
     by_reason.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     if total > listed {
-        by_reason.push(("other".into(), total - listed));
+        by_reason.push(("unattributed".into(), total - listed));
     }
     Some(ExitBreakdown {
         source,
