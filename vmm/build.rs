@@ -12,33 +12,11 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Environment variables that must not reach the nested build.
-const REMOVE: &[&str] = &[
-    "RUSTFLAGS",
-    "RUSTDOCFLAGS",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "RUSTC_LINKER",
-    // Set by cargo for this build script, meaningless (or harmful) below.
-    "TARGET",
-    "HOST",
-    "OUT_DIR",
-    "PROFILE",
-    "OPT_LEVEL",
-    "DEBUG",
-    "NUM_JOBS",
-];
-
-/// `CARGO_*` variables the nested cargo may keep (home, jobserver, network
-/// and terminal settings); every other `CARGO_*` goes (`CARGO_ENCODED_RUSTFLAGS`,
-/// `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET`, `CARGO_PROFILE_*`, `CARGO_CFG_*`...).
-const KEEP_PREFIXES: &[&str] = &[
-    "CARGO_HOME",
-    "CARGO_MAKEFLAGS",
-    "CARGO_NET_",
-    "CARGO_HTTP_",
-    "CARGO_TERM_",
-];
+/// The list of variables removed from the nested build, shared with the
+/// library's `ipivmm::payload_build` (std only, so it compiles here too).
+#[path = "src/payload_build.rs"]
+#[allow(dead_code)]
+mod payload_build;
 
 fn main() {
     let manifest_dir =
@@ -68,14 +46,7 @@ fn main() {
         .arg(guest.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
-    for (key, _) in env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        let cargo_var =
-            key.starts_with("CARGO_") && !KEEP_PREFIXES.iter().any(|p| key.starts_with(p));
-        if cargo_var || REMOVE.contains(&key) {
-            cmd.env_remove(key);
-        }
-    }
+    payload_build::scrub_env(&mut cmd);
 
     let output = match cmd.output() {
         Ok(o) => o,
@@ -120,4 +91,5 @@ fn rerun_if_changed(root: &Path) {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/payload_build.rs");
 }

@@ -143,7 +143,7 @@ pub struct ApicvVerdicts {
 }
 
 /// State of /dev/kvm.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DevKvm {
     /// The node exists.
     pub present: bool,

@@ -106,6 +106,21 @@ pub struct RunArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Turn off these VM exits (KVM_CAP_X86_DISABLE_EXITS), comma-separated: hlt, pause, mwait, cstate.
+    #[arg(long, value_name = "LIST", value_parser = crate::levers::parse_disable_exits, default_value = "")]
+    pub disable_exits: u32,
+    /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); default: the host's kvm.halt_poll_ns.
+    #[arg(long, value_name = "NS")]
+    pub halt_poll_ns: Option<u32>,
+    /// Advertise KVM_HINTS_REALTIME (dedicated, never-preempted vCPUs) in CPUID 0x40000001.
+    #[arg(long)]
+    pub realtime_hint: bool,
+    /// Pin vCPU i to the i-th host CPU of this list (e.g. 0,2 or 0-3).
+    #[arg(long, value_name = "CPUS", value_parser = parse_pin)]
+    pub pin: Option<CpuList>,
+    /// APICv/AVIC for this VM: host (module parameters decide) or inhibit (a vendor lever; a no-op where the host has none).
+    #[arg(long, default_value = "host", value_parser = parse_apicv)]
+    pub apicv: crate::levers::ApicvRequest,
     /// Do not count kvm:* tracepoints (they need root and tracefs).
     #[arg(long)]
     pub no_tracepoints: bool,
@@ -118,6 +133,22 @@ pub struct RunArgs {
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
+}
+
+/// A `--pin` CPU list (a newtype: clap treats a bare Vec as repeated values).
+#[derive(Clone, Debug)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_pin(s: &str) -> Result<CpuList, String> {
+    crate::levers::parse_cpu_list(s).map(CpuList)
+}
+
+fn parse_apicv(s: &str) -> Result<crate::levers::ApicvRequest, String> {
+    match s {
+        "host" => Ok(crate::levers::ApicvRequest::Host),
+        "inhibit" => Ok(crate::levers::ApicvRequest::Inhibit),
+        _ => Err(format!("'{s}': expected host or inhibit")),
+    }
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -165,6 +196,11 @@ impl RunArgs {
             mount_tracefs: self.mount_tracefs,
             kvm_device: self.kvm_device.clone(),
             tracefs: None,
+            disable_exits: self.disable_exits,
+            halt_poll_ns: self.halt_poll_ns,
+            realtime_hint: self.realtime_hint,
+            pin: self.pin.clone().map(|p| p.0).unwrap_or_default(),
+            apicv: self.apicv,
         })
     }
 }

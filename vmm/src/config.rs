@@ -29,6 +29,17 @@ impl Irqchip {
 }
 
 /// Where the guest payload comes from.
+///
+/// ```
+/// use ipivmm::config::PayloadSource;
+///
+/// let builtin = PayloadSource::Builtin; // the IPI workloads, embedded in ipivmm
+/// // Your ELF (e.g. from `ipivmm::payload_build::PayloadBuild::build`):
+/// let file = PayloadSource::File("examples/exit-roundtrip/target/x86_64-unknown-linux-gnu/release/exit-roundtrip".into());
+/// // An image already in memory:
+/// let bytes = PayloadSource::Bytes(ipivmm::payload_image::minimal_elf(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
+/// # let _ = (builtin, file, bytes);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PayloadSource {
     /// The payload built into ipivmm.
@@ -40,6 +51,29 @@ pub enum PayloadSource {
 }
 
 /// Everything that defines one run.
+///
+/// Start from [`VmConfig::default`] (2 vCPUs, 64 MiB, kernel irqchip, xAPIC,
+/// built-in ping-pong) and change what matters; [`VmConfig::validate`]
+/// checks it without KVM (`run::run` checks it again against the host):
+///
+/// ```
+/// use ipivmm::abi::ApicMode;
+/// use ipivmm::config::{ConfigError, Irqchip, VmConfig};
+/// use std::time::Duration;
+///
+/// let config = VmConfig {
+///     vcpus: 4,
+///     memory_bytes: 128 << 20,
+///     irqchip: Irqchip::Split,
+///     apic: ApicMode::X2apic,
+///     iterations: 10_000,
+///     timeout: Duration::from_secs(120),
+///     ..VmConfig::default()
+/// };
+/// assert_eq!(config.validate(8), Ok(()));
+/// let none = VmConfig { vcpus: 0, ..config };
+/// assert!(matches!(none.validate(8), Err(ConfigError::VcpuCount { got: 0, .. })));
+/// ```
 #[derive(Clone, Debug)]
 pub struct VmConfig {
     /// Number of vCPUs.
@@ -76,6 +110,16 @@ pub struct VmConfig {
     pub kvm_device: PathBuf,
     /// Where tracefs is (None: found through /proc/mounts).
     pub tracefs: Option<PathBuf>,
+    /// KVM_X86_DISABLE_EXITS_* bits to turn off (KVM_CAP_X86_DISABLE_EXITS).
+    pub disable_exits: u32,
+    /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); None = host default.
+    pub halt_poll_ns: Option<u32>,
+    /// Advertise KVM_HINTS_REALTIME ("dedicated" vCPUs) in CPUID.
+    pub realtime_hint: bool,
+    /// Host CPU of vCPU i (empty: no pinning).
+    pub pin: Vec<usize>,
+    /// Leave APICv/AVIC to the host or inhibit it for this VM.
+    pub apicv: crate::levers::ApicvRequest,
 }
 
 impl Default for VmConfig {
@@ -98,6 +142,11 @@ impl Default for VmConfig {
             mount_tracefs: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
+            disable_exits: 0,
+            halt_poll_ns: None,
+            realtime_hint: false,
+            pin: Vec::new(),
+            apicv: crate::levers::ApicvRequest::Host,
         }
     }
 }

@@ -61,6 +61,17 @@ pub fn cycles_to_ns(cycles: f64, tsc_khz: u64) -> f64 {
 
 impl LatencyStats {
     /// Statistics of `samples`, or None when there are none.
+    ///
+    /// ```
+    /// use ipivmm::latency::LatencyStats;
+    ///
+    /// // Four samples in TSC cycles, 2 GHz TSC.
+    /// let st = LatencyStats::from_samples(&[3000, 1000, 2000, 4000], 2_000_000).unwrap();
+    /// assert_eq!((st.count, st.min, st.p50, st.max), (4, 1000, 2000, 4000));
+    /// assert_eq!(st.mean, 2500.0);
+    /// assert_eq!(st.ns.unwrap().p50, 1000.0); // 2000 cycles at 2 GHz
+    /// assert!(LatencyStats::from_samples(&[], 2_000_000).is_none());
+    /// ```
     pub fn from_samples(samples: &[u64], tsc_khz: u64) -> Option<Self> {
         if samples.is_empty() {
             return None;
@@ -70,7 +81,11 @@ impl LatencyStats {
         let sum: u128 = s.iter().map(|&v| u128::from(v)).sum();
         let mean = sum as f64 / s.len() as f64;
         let (min, max) = (s[0], s[s.len() - 1]);
-        let (p50, p90, p99) = (percentile(&s, 50.0), percentile(&s, 90.0), percentile(&s, 99.0));
+        let (p50, p90, p99) = (
+            percentile(&s, 50.0),
+            percentile(&s, 90.0),
+            percentile(&s, 99.0),
+        );
         let ns = (tsc_khz > 0).then(|| LatencyNs {
             min: cycles_to_ns(min as f64, tsc_khz),
             p50: cycles_to_ns(p50 as f64, tsc_khz),
@@ -174,7 +189,10 @@ impl Histogram {
             self.sub_buckets = other.sub_buckets;
         }
         for b in &other.buckets {
-            match self.buckets.binary_search_by(|x| (x.lo, x.hi).cmp(&(b.lo, b.hi))) {
+            match self
+                .buckets
+                .binary_search_by(|x| (x.lo, x.hi).cmp(&(b.lo, b.hi)))
+            {
                 Ok(i) => self.buckets[i].count += b.count,
                 Err(i) => self.buckets.insert(i, *b),
             }
@@ -217,7 +235,10 @@ mod tests {
         assert_eq!(bucket_bounds(8, 8), (8, 9));
         assert_eq!(bucket_bounds(1000, 8), (960, 1024));
         assert_eq!(bucket_bounds(1024, 8), (1024, 1152));
-        assert_eq!(bucket_bounds(u64::MAX, 8), (u64::MAX - (1 << 60) + 1, u64::MAX));
+        assert_eq!(
+            bucket_bounds(u64::MAX, 8),
+            (u64::MAX - (1 << 60) + 1, u64::MAX)
+        );
         // Width never exceeds 1/8 of the lower bound.
         for v in [9u64, 100, 12_345, 627_028, 29_078_070, 1 << 40] {
             let (lo, hi) = bucket_bounds(v, 8);

@@ -2,20 +2,140 @@
 //! inter-processor interrupts cost a guest under each interrupt-virtualization
 //! mode, and where the cost goes (VM exits by reason, per vCPU, per phase).
 //!
-//! The library builds a VM from a [`config::VmConfig`], runs the built-in or a
-//! custom payload with a watchdog, and returns a typed [`run::RunReport`].
+//! The library builds a VM from a typed [`config::VmConfig`] (vCPUs, guest
+//! RAM, irqchip, APIC mode, IPI path, workload, iterations), loads the
+//! built-in payload or any x86-64 ELF ([`config::PayloadSource`]), runs it
+//! with a watchdog ([`run::run`]) and returns a typed [`run::RunReport`]:
+//! per vCPU ([`results::VcpuResult`]) and per measured phase
+//! ([`results::PhaseResult`]) the userspace exits, KVM stats, tracepoint
+//! counters, the payload's own counters and records, and latency statistics
+//! ([`latency::LatencyStats`]). A failed run still returns its report: the
+//! phases that finished, how each vCPU ended (with a register dump on a
+//! fault) and the tail of the guest's serial output.
+//!
+//! # Running a VM
+//!
+//! Running needs `/dev/kvm` (hence `no_run`); everything else compiles as is.
+//!
+//! ```no_run
+//! use ipivmm::abi::{ApicMode, TargetWait, Workload};
+//! use ipivmm::config::{Irqchip, PayloadSource, VmConfig};
+//! use ipivmm::run::{run, RunOptions, RunStatus};
+//! use std::time::Duration;
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let config = VmConfig {
+//!         vcpus: 2,
+//!         memory_bytes: 64 << 20,
+//!         irqchip: Irqchip::Kernel,
+//!         apic: ApicMode::X2apic,
+//!         workload: Workload::Pingpong,
+//!         target_wait: TargetWait::Halt,
+//!         iterations: 1000,
+//!         warmup: 100,
+//!         timeout: Duration::from_secs(60),
+//!         // The built-in IPI workloads; `PayloadSource::File(path)` runs your ELF.
+//!         payload: PayloadSource::Builtin,
+//!         // kvm:* tracepoint counters need root and tracefs.
+//!         tracepoints: false,
+//!         ..VmConfig::default()
+//!     };
+//!     // Checks the configuration and the payload, builds the VM, runs every
+//!     // vCPU on its own thread until each sent Done (or the timeout).
+//!     let report = run(&config, RunOptions::default())?;
+//!     if let RunStatus::Failed { reason } = &report.status {
+//!         eprintln!("run failed: {reason}\nguest said:\n{}", report.serial_tail);
+//!     }
+//!     for vcpu in &report.vcpus {
+//!         for phase in &vcpu.phases {
+//!             println!(
+//!                 "vcpu{} phase {} '{}': {} userspace exits, {} IPIs sent, {} received",
+//!                 vcpu.index,
+//!                 phase.id,
+//!                 phase.name,
+//!                 phase.exits.total(),
+//!                 phase.guest.ipis_sent,
+//!                 phase.guest.ipis_received,
+//!             );
+//!             if let Some(lat) = &phase.latency {
+//!                 println!(
+//!                     "  {} samples: p50 {} cycles, p99 {} cycles, mean {:.0} cycles",
+//!                     lat.count, lat.p50, lat.p99, lat.mean
+//!                 );
+//!                 if let Some(ns) = &lat.ns {
+//!                     println!("  p50 {:.0} ns", ns.p50);
+//!                 }
+//!             }
+//!             for (name, value) in &phase.records {
+//!                 println!("  record {name} = {value}");
+//!             }
+//!         }
+//!     }
+//!     // Named access, e.g. the measured phase of the built-in workloads:
+//!     let measure = report.vcpus[0].phase_named("measure");
+//!     println!("vcpu0 'measure' finished: {}", measure.is_some());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # A payload of your own
+//!
+//! Guest payloads are freestanding `no_std` ELFs written with the
+//! `ipivmm-guest` SDK (`guest-payload/sdk`); `examples/exit-roundtrip` is a
+//! complete one to copy. [`payload_build::PayloadBuild`] builds such a crate
+//! from source the way ipivmm builds its own payload, and
+//! [`config::PayloadSource::File`] runs the result:
+//!
+//! ```no_run
+//! use ipivmm::config::{PayloadSource, VmConfig};
+//! use ipivmm::payload_build::PayloadBuild;
+//! use ipivmm::run::{run, RunOptions};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let elf = PayloadBuild::new("examples/exit-roundtrip").build()?;
+//!     let config = VmConfig {
+//!         vcpus: 1,
+//!         iterations: 500,
+//!         warmup: 50,
+//!         payload: PayloadSource::File(elf),
+//!         tracepoints: false,
+//!         ..VmConfig::default()
+//!     };
+//!     let report = run(&config, RunOptions::default())?;
+//!     assert!(report.succeeded(), "{:?}", report.status);
+//!     let cpuid = report.vcpus[0].phase_named("cpuid").and_then(|p| p.latency.as_ref());
+//!     if let Some(lat) = cpuid {
+//!         println!("CPUID round trip: p50 {} TSC cycles", lat.p50);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! See `docs/custom-payloads.md` for the ABI, the SDK, the build flags and
+//! how to debug a payload.
+#![warn(missing_docs)]
+
+/// The guest ABI crate (`ipivmm-abi`): the enums [`config::VmConfig`] uses
+/// (`ApicMode`, `IpiPath`, `Workload`, `TargetWait`) and the `BootInfo` /
+/// control-message layout shared with payloads.
+pub use ipivmm_abi as abi;
+
+pub mod apicv;
 pub mod arch;
 pub mod boot_info;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod exits;
+pub mod interrupt;
 pub mod json;
 pub mod latency;
 pub mod layout;
+pub mod levers;
 pub mod monitor;
 pub mod output;
 pub mod payload;
+pub mod payload_build;
 pub mod payload_image;
 pub mod report;
 pub mod results;

@@ -91,6 +91,19 @@ fn arch_name(class: u8, data: u8, machine: u16) -> String {
 }
 
 /// Check `image` and return its entry point and extent.
+///
+/// [`crate::run::run`] does this before it opens `/dev/kvm`; call it to
+/// vet a payload file early:
+///
+/// ```
+/// use ipivmm::abi::PAYLOAD_START;
+/// use ipivmm::payload_image::{check, minimal_elf, ImageError};
+///
+/// // `jmp .` at the payload base.
+/// let info = check(&minimal_elf(PAYLOAD_START, &[0xeb, 0xfe])).unwrap();
+/// assert_eq!(info.entry, PAYLOAD_START);
+/// assert_eq!(check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
+/// ```
 pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
     if image.is_empty() {
         return Err(ImageError::Empty);

@@ -15,9 +15,15 @@ pub fn render(r: &RunReport) -> String {
     let m = &r.mode;
     let _ = writeln!(
         out,
-        "ipivmm: {} irqchip, {}, ipi={}, workload {} (target {}), {} vCPUs, {} iterations + {} warm-up",
-        m.irqchip, m.apic, m.ipi, m.workload, m.target, m.vcpus, m.iterations, m.warmup
+        "ipivmm: mode {}, workload {} (target {}), {} vCPUs, {} iterations + {} warm-up",
+        m.label(),
+        m.workload,
+        m.target,
+        m.vcpus,
+        m.iterations,
+        m.warmup
     );
+    let _ = writeln!(out, "APICv: {} ({})", r.apicv.effective, r.apicv.detail);
     let status = match &r.status {
         RunStatus::Completed => "completed".to_string(),
         RunStatus::Cancelled => "CANCELLED (Ctrl-C)".to_string(),

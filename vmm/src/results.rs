@@ -203,6 +203,13 @@ impl VcpuResult {
     }
 
     /// The finished phase with this name, if any.
+    ///
+    /// ```
+    /// use ipivmm::results::VcpuResult;
+    ///
+    /// let v = VcpuResult::new(0, 0); // what a vCPU that never ran reports
+    /// assert!(v.phase_named("measure").is_none() && v.phase(2).is_none());
+    /// ```
     pub fn phase_named(&self, name: &str) -> Option<&PhaseResult> {
         self.phases.iter().find(|p| p.name == name)
     }

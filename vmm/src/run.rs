@@ -1,6 +1,10 @@
 //! One run: build the VM, start the vCPU threads together, wait for them
 //! (or the watchdog), and collect what they produced.
+use crate::apicv::{self, ApicvPlan};
 use crate::config::{apic_name, ipi_name, target_name, VmConfig};
+use crate::levers::ApicvRequest;
+use ipivmm_abi::IpiPath;
+use ipivmm_counters::host::KvmBackend;
 use crate::monitor::RunMonitor;
 use crate::results::{VcpuEnd, VcpuResult};
 use crate::vcpu::trace::TraceConfig;
@@ -102,9 +106,35 @@ pub struct ModeSummary {
     pub warmup: u64,
     /// Guest RAM in MiB.
     pub memory_mib: u64,
+    /// Exits turned off (KVM_CAP_X86_DISABLE_EXITS).
+    pub disabled_exits: Vec<&'static str>,
+    /// Per-VM halt-polling limit, ns (None = host default).
+    pub halt_poll_ns: Option<u32>,
+    /// KVM_HINTS_REALTIME advertised.
+    pub realtime_hint: bool,
+    /// Host CPU of each vCPU (empty = not pinned).
+    pub pin: Vec<usize>,
 }
 
 impl ModeSummary {
+    /// Short label of the mode, e.g. "kernel/x2apic/icr" plus any levers.
+    pub fn label(&self) -> String {
+        let mut l = format!("{}/{}/{}", self.irqchip, self.apic, self.ipi);
+        if !self.disabled_exits.is_empty() {
+            l.push_str(&format!(" -exits:{}", self.disabled_exits.join("+")));
+        }
+        if let Some(ns) = self.halt_poll_ns {
+            l.push_str(&format!(" poll:{ns}"));
+        }
+        if self.realtime_hint {
+            l.push_str(" rt");
+        }
+        if !self.pin.is_empty() {
+            l.push_str(&format!(" pin:{}", self.pin.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")));
+        }
+        l
+    }
+
     /// Summary of `c`.
     pub fn of(c: &VmConfig) -> Self {
         Self {
@@ -117,6 +147,10 @@ impl ModeSummary {
             iterations: c.iterations,
             warmup: c.warmup,
             memory_mib: c.memory_bytes >> 20,
+            disabled_exits: crate::levers::exit_control_names(c.disable_exits),
+            halt_poll_ns: c.halt_poll_ns,
+            realtime_hint: c.realtime_hint,
+            pin: c.pin.clone(),
         }
     }
 }
@@ -126,6 +160,8 @@ impl ModeSummary {
 pub struct RunReport {
     /// The mode.
     pub mode: ModeSummary,
+    /// APICv/AVIC state of the VM.
+    pub apicv: ApicvPlan,
     /// How it ended.
     pub status: RunStatus,
     /// TSC frequency in kHz.
@@ -151,6 +187,9 @@ pub enum RunError {
     /// VM setup failed.
     #[error(transparent)]
     Vm(#[from] VmError),
+    /// The mode cannot run on this host.
+    #[error("{0}")]
+    Mode(String),
     /// A host resource (thread, eventfd, timer, signal) failed.
     #[error("host resource: {0}")]
     Host(String),
@@ -164,7 +203,16 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     let image = load_payload(&config.payload)?;
     let kvm = open_kvm(&config.kvm_device)?;
-    let vm = Vm::build(kvm, config, &image)?;
+    // The host is fingerprinted before the VM only when a lever depends on it,
+    // to keep start-up short; otherwise after the run, for the report.
+    let needs_host = config.ipi == IpiPath::Pv || config.apicv == ApicvRequest::Inhibit;
+    let early_host = needs_host.then(ipivmm_counters::host::probe).and_then(Result::ok);
+    if config.ipi == IpiPath::Pv {
+        check_pv_backend(early_host.as_ref())?;
+    }
+    let early_plan = apicv::plan(early_host.as_ref(), config.apicv, config.irqchip, config.apic)
+        .map_err(|e| RunError::Mode(e.to_string()))?;
+    let vm = Vm::build(kvm, config, &image, early_plan.lever)?;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
 
     let (serial, serial_handle) = SerialConsole::new(opts.serial);
@@ -213,6 +261,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             apic: config.apic,
             tsc_khz,
             trace: trace.clone(),
+            pin: config.pin.get(index).copied(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))
@@ -283,8 +332,15 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         .first_message
         .get()
         .map(|t| t.duration_since(opts.started).as_nanos() as u64);
+    let apicv = if needs_host {
+        early_plan
+    } else {
+        let host = ipivmm_counters::host::probe().ok();
+        apicv::plan(host.as_ref(), config.apicv, config.irqchip, config.apic).unwrap_or(early_plan)
+    };
     Ok(RunReport {
         mode: ModeSummary::of(config),
+        apicv,
         status,
         tsc_khz,
         timings: Timings {
@@ -296,6 +352,16 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         vcpus,
         serial_tail: serial_handle.tail_text(),
     })
+}
+
+/// Refuse PV IPIs where the hypercall cannot work.
+fn check_pv_backend(host: Option<&ipivmm_counters::host::HostInfo>) -> Result<(), RunError> {
+    match host.map(|h| &h.backend) {
+        Some(KvmBackend::KvmPvm) => Err(RunError::Mode(
+            "--ipi pv cannot run on the kvm_pvm backend: a guest vmcall/vmmcall never returns there (KVM_HC_SEND_IPI included); run it on a hardware KVM host (kvm_intel/kvm_amd) or use --ipi icr".into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// VmHWM of this process from /proc/self/status, in KiB.

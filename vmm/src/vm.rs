@@ -7,9 +7,10 @@
 use crate::arch::{cpuid, gdt, lapic_regs, paging, regs};
 use crate::config::{Irqchip, PayloadSource, VmConfig};
 use crate::payload_image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::{boot_info, layout};
+use crate::apicv::{self, InhibitLever};
+use crate::{boot_info, layout, levers};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_mp_state, kvm_userspace_memory_region, KVM_CAP_SPLIT_IRQCHIP,
+    kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region, KVM_CAP_SPLIT_IRQCHIP,
     KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_RUNNABLE,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
@@ -62,6 +63,9 @@ pub enum VmError {
     /// CPUID shaping failed.
     #[error(transparent)]
     Cpuid(#[from] cpuid::CpuidError),
+    /// A mode lever failed.
+    #[error(transparent)]
+    Lever(#[from] levers::LeverError),
     /// Loading the ELF failed.
     #[error("loading the payload ELF failed: {0}")]
     Load(String),
@@ -139,24 +143,40 @@ pub struct Vm {
 
 impl Vm {
     /// Build a VM for `config` running the checked payload `image_bytes`
-    /// (see [`load_payload`]).
-    pub fn build(kvm: Kvm, config: &VmConfig, image_bytes: &[u8]) -> Result<Self, VmError> {
+    /// (see [`load_payload`]), inhibiting APICv with `lever`.
+    pub fn build(
+        kvm: Kvm,
+        config: &VmConfig,
+        image_bytes: &[u8],
+        lever: InhibitLever,
+    ) -> Result<Self, VmError> {
         config.validate(max_vcpus(&kvm))?;
+        levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())?;
         let image = payload_image::check(image_bytes)?;
 
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
         // SAFETY-free ordering rule: the irqchip must exist before any vCPU.
         create_irqchip(&fd, config.irqchip)?;
+        // Like the irqchip, exit controls must be set before any vCPU exists.
+        levers::disable_exits(&fd, config.disable_exits)?;
+        if let Some(ns) = config.halt_poll_ns {
+            levers::set_halt_poll_ns(&fd, ns)?;
+        }
+        if lever == InhibitLever::PitReinject {
+            // Reinjection is the default PIT policy; AVIC is inhibited while it is on.
+            fd.create_pit2(kvm_pit_config::default())
+                .map_err(kvm_err("KVM_CREATE_PIT2"))?;
+        }
 
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
-        let apic_ids: Vec<u32> = (0..config.vcpus as u32).collect();
+        let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| apicv::apic_id(lever, i)).collect();
         let mut vcpus = Vec::with_capacity(config.vcpus);
         for (index, &apic_id) in apic_ids.iter().enumerate() {
             let vcpu = fd
-                .create_vcpu(u64::from(apic_id))
+                .create_vcpu(index as u64)
                 .map_err(kvm_err("KVM_CREATE_VCPU"))?;
             let mut cpuid = supported.clone();
             cpuid::shape(
@@ -166,7 +186,7 @@ impl Vm {
                     vcpu_count: config.vcpus as u32,
                     x2apic: config.apic == ipivmm_abi::ApicMode::X2apic,
                     pv_send_ipi: config.ipi == ipivmm_abi::IpiPath::Pv,
-                    realtime_hint: false,
+                    realtime_hint: config.realtime_hint,
                 },
             )?;
             vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
@@ -180,6 +200,9 @@ impl Vm {
                 .map_err(kvm_err("KVM_SET_MP_STATE"))?;
                 let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
                 lapic_regs::program_lints(&mut lapic);
+                if lever == InhibitLever::ApicIdModified {
+                    lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
+                }
                 vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))?;
             }
             vcpus.push(vcpu);

@@ -1,6 +1,8 @@
 //! Register edits on a `kvm_lapic_state` (KVM_GET_LAPIC/KVM_SET_LAPIC).
 use kvm_bindings::kvm_lapic_state;
 
+/// APIC ID register offset (xAPIC: ID in bits 31:24).
+pub const APIC_ID: usize = 0x20;
 /// LVT LINT0 register offset.
 pub const APIC_LVT0: usize = 0x350;
 /// LVT LINT1 register offset.

@@ -16,7 +16,12 @@ pub fn main(args: &CompareArgs) -> ExitCode {
             Err(e) => return fail(e),
         }
     }
-    let mut csv_out = match args.csv.as_deref().map(|p| dest::open(p, "--csv")).transpose() {
+    let mut csv_out = match args
+        .csv
+        .as_deref()
+        .map(|p| dest::open(p, "--csv"))
+        .transpose()
+    {
         Ok(o) => o,
         Err(e) => return fail(e),
     };

@@ -102,7 +102,10 @@ fn host_line(d: &Document) -> String {
             "{} ({}), kernel {}, backend {}",
             h.cpu_model, h.cpu_vendor, h.kernel_release, h.backend
         ),
-        None => format!("host unknown ({})", d.host_error.as_deref().unwrap_or("not recorded")),
+        None => format!(
+            "host unknown ({})",
+            d.host_error.as_deref().unwrap_or("not recorded")
+        ),
     };
     let _ = write!(s, ", ipivmm {}", d.ipivmm_version);
     if let Some(t) = d.recorded_at {
@@ -121,13 +124,23 @@ pub fn compare(docs: &[(String, Document)]) -> Comparison {
         for run in &d.runs {
             let s = summarize(run);
             let base = s.mode.clone();
-            let repeat = seen.iter().filter(|(g, m)| *g == s.group && *m == base).count();
+            let repeat = seen
+                .iter()
+                .filter(|(g, m)| *g == s.group && *m == base)
+                .count();
             seen.push((s.group.clone(), base.clone()));
-            let mode = if repeat == 0 { base } else { format!("{base} #{}", repeat + 1) };
+            let mode = if repeat == 0 {
+                base
+            } else {
+                format!("{base} #{}", repeat + 1)
+            };
             if !s.completed {
                 flags.push(format!("{} / {mode}: did not complete in {name}", s.group));
             }
-            let i = match rows.iter().position(|r| r.group == s.group && r.mode == mode) {
+            let i = match rows
+                .iter()
+                .position(|r| r.group == s.group && r.mode == mode)
+            {
                 Some(i) => i,
                 None => {
                     rows.push(Row {
@@ -180,7 +193,11 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     }
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["workload".to_string(), "mode".to_string(), "metric".to_string()];
+    let mut header = vec![
+        "workload".to_string(),
+        "mode".to_string(),
+        "metric".to_string(),
+    ];
     for i in 0..c.names.len() {
         header.push(format!("[{}]", i + 1));
         if i > 0 {
@@ -191,7 +208,11 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     let mut notable = Vec::new();
     for r in &c.rows {
         for m in Metric::ALL {
-            let values: Vec<Option<f64>> = r.cells.iter().map(|s| s.as_ref().and_then(|s| m.value(s))).collect();
+            let values: Vec<Option<f64>> = r
+                .cells
+                .iter()
+                .map(|s| s.as_ref().and_then(|s| m.value(s)))
+                .collect();
             if values.iter().all(Option::is_none) {
                 continue;
             }
@@ -205,11 +226,29 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
                 if i > 0 {
                     row.push(match r.ratio(m, i) {
                         Some(q) if q >= 1.0 + threshold => {
-                            notable.push((format!("{} / {} {}: [{}] is {q:.2}x [1]", r.group, r.mode, m.name(), i + 1), Tint::Red));
+                            notable.push((
+                                format!(
+                                    "{} / {} {}: [{}] is {q:.2}x [1]",
+                                    r.group,
+                                    r.mode,
+                                    m.name(),
+                                    i + 1
+                                ),
+                                Tint::Red,
+                            ));
                             format!("{q:.2} ▲")
                         }
                         Some(q) if q <= 1.0 / (1.0 + threshold) => {
-                            notable.push((format!("{} / {} {}: [{}] is {q:.2}x [1]", r.group, r.mode, m.name(), i + 1), Tint::Green));
+                            notable.push((
+                                format!(
+                                    "{} / {} {}: [{}] is {q:.2}x [1]",
+                                    r.group,
+                                    r.mode,
+                                    m.name(),
+                                    i + 1
+                                ),
+                                Tint::Green,
+                            ));
                             format!("{q:.2} ▼")
                         }
                         Some(q) => format!("{q:.2}"),
@@ -235,7 +274,11 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
         let _ = writeln!(out, "{}", paint(&line, tint, color));
     }
     for f in &c.flags {
-        let _ = writeln!(out, "{}", paint(&format!("warning: {f}"), Tint::Yellow, color));
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("warning: {f}"), Tint::Yellow, color)
+        );
     }
     out
 }

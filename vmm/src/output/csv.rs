@@ -34,7 +34,12 @@ fn status_name(r: &Run) -> &'static str {
 
 /// Rows of one phase as (source, counter, value, unit).
 pub fn phase_counters(p: &Phase) -> Vec<(String, String, String, &'static str)> {
-    let mut rows = vec![("host".to_string(), "wall_ns".to_string(), p.wall_ns.to_string(), "ns")];
+    let mut rows = vec![(
+        "host".to_string(),
+        "wall_ns".to_string(),
+        p.wall_ns.to_string(),
+        "ns",
+    )];
     let maps = [
         ("userspace_exits", &p.exits),
         ("guest", &p.guest),
@@ -48,13 +53,30 @@ pub fn phase_counters(p: &Phase) -> Vec<(String, String, String, &'static str)> 
         }
     }
     if let Some(i) = &p.icr_write_exits {
-        rows.push((i.source.clone(), "icr_write_exits".into(), i.exits.to_string(), "count"));
-        rows.push((i.source.clone(), "icr_writes_accelerated".into(), i.accelerated.to_string(), "count"));
+        rows.push((
+            i.source.clone(),
+            "icr_write_exits".into(),
+            i.exits.to_string(),
+            "count",
+        ));
+        rows.push((
+            i.source.clone(),
+            "icr_writes_accelerated".into(),
+            i.accelerated.to_string(),
+            "count",
+        ));
     }
     if let Some(l) = &p.latency {
-        let lat = |c: &str, v: String, u: &'static str| ("latency".to_string(), c.to_string(), v, u);
+        let lat =
+            |c: &str, v: String, u: &'static str| ("latency".to_string(), c.to_string(), v, u);
         rows.push(lat("count", l.count.to_string(), "count"));
-        for (c, v) in [("min", l.min), ("p50", l.p50), ("p90", l.p90), ("p99", l.p99), ("max", l.max)] {
+        for (c, v) in [
+            ("min", l.min),
+            ("p50", l.p50),
+            ("p90", l.p90),
+            ("p99", l.p99),
+            ("max", l.max),
+        ] {
             rows.push(lat(c, v.to_string(), "cycles"));
         }
         rows.push(lat("mean", l.mean.to_string(), "cycles"));
@@ -89,9 +111,24 @@ fn write_run<W: Write>(
             let phase_id = p.id.to_string();
             for (source, counter, value, unit) in phase_counters(p) {
                 w.write_record([
-                    origin, &run, &m.workload, &label, &m.irqchip, &m.apic, &m.ipi, &m.target,
-                    &vcpus, status_name(r), &vcpu, &apic_id, &phase_id, &p.name, &source, &counter,
-                    &value, unit,
+                    origin,
+                    &run,
+                    &m.workload,
+                    &label,
+                    &m.irqchip,
+                    &m.apic,
+                    &m.ipi,
+                    &m.target,
+                    &vcpus,
+                    status_name(r),
+                    &vcpu,
+                    &apic_id,
+                    &phase_id,
+                    &p.name,
+                    &source,
+                    &counter,
+                    &value,
+                    unit,
                 ])?;
             }
         }
@@ -117,15 +154,22 @@ fn write_all<'a, W: Write>(
 
 /// Writes the CSV of in-memory reports (`origin` column empty, `run` = index).
 pub fn write_runs<W: Write>(runs: &[&RunReport], out: W) -> Result<(), OutputError> {
-    let models = runs.iter().map(|r| Run::of_report(r)).collect::<Result<Vec<_>, _>>()?;
+    let models = runs
+        .iter()
+        .map(|r| Run::of_report(r))
+        .collect::<Result<Vec<_>, _>>()?;
     write_all(models.iter().enumerate().map(|(i, r)| ("", i, r)), out)
 }
 
 /// Writes the CSV of recorded documents, each named by its origin (file name).
 pub fn write_docs<W: Write>(docs: &[(String, Document)], out: W) -> Result<(), OutputError> {
     write_all(
-        docs.iter()
-            .flat_map(|(o, d)| d.runs.iter().enumerate().map(move |(i, r)| (o.as_str(), i, r))),
+        docs.iter().flat_map(|(o, d)| {
+            d.runs
+                .iter()
+                .enumerate()
+                .map(move |(i, r)| (o.as_str(), i, r))
+        }),
         out,
     )
 }

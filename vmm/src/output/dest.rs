@@ -16,13 +16,21 @@ pub fn open(path: &Path, flag: &str) -> Result<Box<dyn Write>, String> {
     }
     std::fs::File::create(path)
         .map(|f| Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>)
-        .map_err(|e| format!("cannot write {flag} {}: {e}; pick a writable path", path.display()))
+        .map_err(|e| {
+            format!(
+                "cannot write {flag} {}: {e}; pick a writable path",
+                path.display()
+            )
+        })
 }
 
 /// Creates `dir` if needed and checks a file can be written in it.
 pub fn prepare_dir(dir: &Path, flag: &str) -> Result<(), String> {
     let fail = |e: std::io::Error| {
-        format!("cannot write {flag} {}: {e}; pick a writable directory", dir.display())
+        format!(
+            "cannot write {flag} {}: {e}; pick a writable directory",
+            dir.display()
+        )
     };
     std::fs::create_dir_all(dir).map_err(fail)?;
     let probe = dir.join(".ipivmm-write-test");
@@ -37,8 +45,13 @@ mod tests {
 
     #[test]
     fn bad_destinations_are_one_line_errors() {
-        let e = open(Path::new("/nonexistent/dir/x.csv"), "--csv").err().unwrap();
-        assert!(e.starts_with("cannot write --csv /nonexistent/dir/x.csv") && !e.contains('\n'), "{e}");
+        let e = open(Path::new("/nonexistent/dir/x.csv"), "--csv")
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("cannot write --csv /nonexistent/dir/x.csv") && !e.contains('\n'),
+            "{e}"
+        );
         let e = prepare_dir(Path::new("/proc/self/ipivmm-plots"), "--plot").unwrap_err();
         assert!(e.starts_with("cannot write --plot"), "{e}");
         let dir = std::env::temp_dir().join(format!("ipivmm-dest-{}", std::process::id()));

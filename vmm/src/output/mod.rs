@@ -74,7 +74,13 @@ pub fn paint(text: &str, tint: Tint, color: bool) -> String {
 pub fn slug(s: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     while out.contains("--") {
         out = out.replace("--", "-");
@@ -82,19 +88,38 @@ pub fn slug(s: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// A count in a short human form: 950, 12.3k, 4.57M, 1.20G.
+/// A count in a short human form: 950, 12.3k, 4.57M, 1.2G, 10M (trailing
+/// zeros dropped).
 pub fn human(v: f64) -> String {
     let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.2}G", v / 1e9)
+    let (scaled, digits, suffix) = if a >= 1e9 {
+        (v / 1e9, 2, "G")
     } else if a >= 1e6 {
-        format!("{:.2}M", v / 1e6)
+        (v / 1e6, 2, "M")
     } else if a >= 1e4 {
-        format!("{:.1}k", v / 1e3)
-    } else if a >= 100.0 || v == v.trunc() {
-        format!("{v:.0}")
+        (v / 1e3, 1, "k")
+    } else if a >= 100.0 {
+        (v, 0, "")
     } else {
-        format!("{v:.2}")
+        (v, 2, "")
+    };
+    let mut s = format!("{scaled:.digits$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    s + suffix
+}
+
+/// A duration in ns in a short human form: 850 ns, 7.5 µs, 1.57 ms, 2.1 s.
+pub fn human_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
     }
 }
 
@@ -108,7 +133,14 @@ mod tests {
         assert_eq!(human(950.0), "950");
         assert_eq!(human(12_345.0), "12.3k");
         assert_eq!(human(29_078_070.0), "29.08M");
-        assert_eq!(human(2.5), "2.50");
+        assert_eq!(human(2.5), "2.5");
+        assert_eq!(human(1_000_000.0), "1M");
+        assert_eq!(human(90_000_000.0), "90M");
+        assert_eq!(human(10_000.0), "10k");
+        assert_eq!(human(3.0), "3");
+        assert_eq!(human_ns(7_450.0), "7.5 µs");
+        assert_eq!(human_ns(1_571_819.0), "1.57 ms");
+        assert_eq!(human_ns(850.0), "850 ns");
         assert_eq!(paint("x", Tint::Red, false), "x");
         assert_eq!(paint("x", Tint::Red, true), "\x1b[31mx\x1b[0m");
     }

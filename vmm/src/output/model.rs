@@ -95,6 +95,9 @@ pub enum Verdict {
 pub struct Run {
     /// The mode and configuration.
     pub mode: Mode,
+    /// APICv/AVIC state of the VM (absent in files written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apicv: Option<Apicv>,
     /// How it ended.
     pub status: Status,
     /// TSC frequency, kHz.
@@ -128,6 +131,18 @@ pub struct Mode {
     pub warmup: u64,
     /// Guest RAM, MiB.
     pub memory_mib: u64,
+    /// Exits turned off with KVM_CAP_X86_DISABLE_EXITS (hlt, pause, mwait, cstate).
+    #[serde(default)]
+    pub disabled_exits: Vec<String>,
+    /// Per-VM halt-polling limit, ns (null = host default).
+    #[serde(default)]
+    pub halt_poll_ns: Option<u32>,
+    /// KVM_HINTS_REALTIME advertised to the guest.
+    #[serde(default)]
+    pub realtime_hint: bool,
+    /// Host CPU of each vCPU (empty = not pinned).
+    #[serde(default)]
+    pub pin: Vec<usize>,
 }
 
 impl Mode {
@@ -135,6 +150,39 @@ impl Mode {
     pub fn label(&self) -> String {
         format!("{}/{}/{}", self.irqchip, self.apic, self.ipi)
     }
+
+    /// The label plus the levers that differ from the defaults, e.g.
+    /// "kernel/x2apic/icr no-exit:hlt poll=0ns rt pin=2,3".
+    pub fn full_label(&self) -> String {
+        let mut s = self.label();
+        if !self.disabled_exits.is_empty() {
+            s += &format!(" no-exit:{}", self.disabled_exits.join(","));
+        }
+        if let Some(ns) = self.halt_poll_ns {
+            s += &format!(" poll={ns}ns");
+        }
+        if self.realtime_hint {
+            s += " rt";
+        }
+        if !self.pin.is_empty() {
+            let cpus: Vec<String> = self.pin.iter().map(|c| c.to_string()).collect();
+            s += &format!(" pin={}", cpus.join(","));
+        }
+        s
+    }
+}
+
+/// APICv/AVIC state of a run (mirror of `crate::apicv::ApicvPlan`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Apicv {
+    /// What was asked: `host` or `inhibit`.
+    pub requested: String,
+    /// The lever used: `none`, `no_irqchip`, `pit_reinject`, `apic_id_modified`.
+    pub lever: String,
+    /// `active`, `inhibited`, `unavailable` or `unknown`.
+    pub effective: String,
+    /// Why, in words.
+    pub detail: String,
 }
 
 /// How a run ended (mirror of [`crate::run::RunStatus`]).
@@ -286,6 +334,20 @@ impl Document {
 }
 
 impl Run {
+    /// The mode's [`Mode::full_label`], plus "apicv-inhibited" when the run
+    /// asked for APICv/AVIC to be inhibited.
+    pub fn label(&self) -> String {
+        let mut s = self.mode.full_label();
+        if self
+            .apicv
+            .as_ref()
+            .is_some_and(|a| a.requested == "inhibit")
+        {
+            s += " apicv-inhibited";
+        }
+        s
+    }
+
     /// The model of an in-memory report (through its JSON form).
     pub fn of_report(r: &RunReport) -> Result<Self, OutputError> {
         let v = serde_json::to_value(r).map_err(|e| OutputError::Model(e.to_string()))?;
@@ -299,15 +361,21 @@ mod tests {
 
     #[test]
     fn bad_inputs_get_one_line_errors() {
-        let e = Document::from_json("not json", "a.json").unwrap_err().to_string();
+        let e = Document::from_json("not json", "a.json")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("a.json: not JSON"), "{e}");
-        let e = Document::from_json("{\"runs\": []}", "b.json").unwrap_err().to_string();
+        let e = Document::from_json("{\"runs\": []}", "b.json")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("b.json") && e.contains("no \"schema\""), "{e}");
         let e = Document::from_json("{\"schema\": \"ipivmm.results/2\"}", "c.json")
             .unwrap_err()
             .to_string();
         assert!(e.contains("version 2"), "{e}");
-        let e = Document::from_json("{\"schema\": \"other/1\"}", "d.json").unwrap_err().to_string();
+        let e = Document::from_json("{\"schema\": \"other/1\"}", "d.json")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not an ipivmm results schema"), "{e}");
         let e = Document::from_json(
             "{\"schema\": \"ipivmm.results/1\", \"ipivmm_version\": \"0\", \"host\": null}",
@@ -319,7 +387,9 @@ mod tests {
         for e in [&e] {
             assert!(!e.contains('\n'));
         }
-        let e = Document::load(Path::new("/nonexistent/x.json")).unwrap_err().to_string();
+        let e = Document::load(Path::new("/nonexistent/x.json"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("/nonexistent/x.json: cannot read"), "{e}");
     }
 

@@ -24,8 +24,9 @@ impl SweepProgress {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(total), target);
-        let style = ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style =
+            ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         Self { bar, quiet }
     }

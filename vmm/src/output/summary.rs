@@ -30,13 +30,20 @@ pub struct GroupKey {
 impl GroupKey {
     /// File-name stem, e.g. `pingpong-2vcpu-spin`.
     pub fn slug(&self) -> String {
-        super::slug(&format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target))
+        super::slug(&format!(
+            "{}-{}vcpu-{}",
+            self.workload, self.vcpus, self.target
+        ))
     }
 }
 
 impl std::fmt::Display for GroupKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}, {} vCPUs, target {}", self.workload, self.vcpus, self.target)
+        write!(
+            f,
+            "{}, {} vCPUs, target {}",
+            self.workload, self.vcpus, self.target
+        )
     }
 }
 
@@ -64,7 +71,7 @@ pub struct ExitBreakdown {
     pub source: &'static str,
     /// All exits.
     pub total: u64,
-    /// Non-zero reasons, largest first; `unattributed` holds the rest of `total` (exits no per-reason counter claimed).
+    /// Non-zero reasons, largest first; `other...` holds the exits no per-reason counter claimed.
     pub by_reason: Vec<(String, u64)>,
 }
 
@@ -73,7 +80,7 @@ pub struct ExitBreakdown {
 pub struct RunSummary {
     /// Chart group.
     pub group: GroupKey,
-    /// Mode label, "irqchip/apic/ipi".
+    /// Mode label, "irqchip/apic/ipi" plus non-default levers ([`Run::label`]).
     pub mode: String,
     /// Whether the run completed.
     pub completed: bool,
@@ -120,7 +127,9 @@ const KVM_STAT_REASONS: &[&str] = &[
 ];
 
 fn phases<'a>(run: &'a Run, id: u32) -> impl Iterator<Item = &'a Phase> + 'a {
-    run.vcpus.iter().flat_map(move |v| v.phases.iter().filter(move |p| p.id == id))
+    run.vcpus
+        .iter()
+        .flat_map(move |v| v.phases.iter().filter(move |p| p.id == id))
 }
 
 /// The measured phase of `run` (see the module rules).
@@ -134,7 +143,12 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
     if let Some(m) = ids.iter().find(|(_, n)| n == "measure") {
         return Some(m.clone());
     }
-    let samples = |id: u32| -> u64 { phases(run, id).filter_map(|p| p.latency.as_ref()).map(|l| l.count).sum() };
+    let samples = |id: u32| -> u64 {
+        phases(run, id)
+            .filter_map(|p| p.latency.as_ref())
+            .map(|l| l.count)
+            .sum()
+    };
     let sent = |id: u32| -> u64 { phases(run, id).map(|p| guest(p, "ipis_sent")).sum() };
     ids.into_iter()
         .max_by_key(|(id, _)| (samples(*id), sent(*id), *id))
@@ -145,12 +159,19 @@ fn guest(p: &Phase, name: &str) -> u64 {
 }
 
 fn headline(run: &Run, id: u32) -> Option<Headline> {
-    let lats: Vec<_> = phases(run, id).filter_map(|p| p.latency.as_ref()).filter(|l| l.count > 0).collect();
+    let lats: Vec<_> = phases(run, id)
+        .filter_map(|p| p.latency.as_ref())
+        .filter(|l| l.count > 0)
+        .collect();
     let count: u64 = lats.iter().map(|l| l.count).sum();
     if count == 0 {
         return None;
     }
-    let p50 = lats.iter().map(|l| l.p50 as f64 * l.count as f64).sum::<f64>() / count as f64;
+    let p50 = lats
+        .iter()
+        .map(|l| l.p50 as f64 * l.count as f64)
+        .sum::<f64>()
+        / count as f64;
     let p99 = lats.iter().map(|l| l.p99).max().unwrap_or(0) as f64;
     let ns = |c: f64| (run.tsc_khz > 0).then(|| cycles_to_ns(c, run.tsc_khz));
     Some(Headline {
@@ -169,12 +190,21 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let (source, total) = if all_have(&|p| p.tracepoints.keys().any(|k| k.starts_with("kvm_exit:")))
     {
         for p in ps {
-            for (k, v) in p.tracepoints.iter().filter(|(k, _)| k.starts_with("kvm_exit:")) {
-                *reasons.entry(k["kvm_exit:".len()..].to_string()).or_default() += v;
+            for (k, v) in p
+                .tracepoints
+                .iter()
+                .filter(|(k, _)| k.starts_with("kvm_exit:"))
+            {
+                *reasons
+                    .entry(k["kvm_exit:".len()..].to_string())
+                    .or_default() += v;
             }
         }
         let listed: u64 = reasons.values().sum();
-        let total: u64 = ps.iter().filter_map(|p| p.tracepoints.get("kvm_exit")).sum();
+        let total: u64 = ps
+            .iter()
+            .filter_map(|p| p.tracepoints.get("kvm_exit"))
+            .sum();
         ("tracepoints", total.max(listed))
     } else if all_have(&|p| p.kvm_stats.contains_key("exits")) {
         for p in ps {
@@ -184,7 +214,10 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
                 }
             }
         }
-        ("kvm_stats", ps.iter().filter_map(|p| p.kvm_stats.get("exits")).sum())
+        (
+            "kvm_stats",
+            ps.iter().filter_map(|p| p.kvm_stats.get("exits")).sum(),
+        )
     } else if !ps.is_empty() {
         for p in ps {
             for (k, v) in &p.exits {
@@ -200,7 +233,11 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let mut by_reason: Vec<(String, u64)> = reasons.into_iter().filter(|(_, v)| *v > 0).collect();
     by_reason.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     if total > listed {
-        by_reason.push(("unattributed".into(), total - listed));
+        let rest = match source {
+            "kvm_stats" => "other (no per-kind KVM stat)",
+            _ => "other",
+        };
+        by_reason.push((rest.into(), total - listed));
     }
     Some(ExitBreakdown {
         source,
@@ -219,7 +256,7 @@ pub fn summarize(run: &Run) -> RunSummary {
     };
     let mut s = RunSummary {
         group,
-        mode: m.label(),
+        mode: run.label(),
         completed: run.status == super::model::Status::Completed,
         phase: None,
         latency: None,
@@ -244,7 +281,10 @@ pub fn summarize(run: &Run) -> RunSummary {
     } else {
         ps.iter().map(|p| guest(p, "ipis_received")).sum()
     };
-    let icr: Vec<u64> = ps.iter().filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits)).collect();
+    let icr: Vec<u64> = ps
+        .iter()
+        .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))
+        .collect();
     s.icr_write_exits = (!icr.is_empty()).then(|| icr.iter().sum());
     s.exits = breakdown(&ps);
     s

@@ -7,7 +7,7 @@
 //! - `<group>-latency.svg`: the latency histogram of every mode, one panel each.
 use super::model::{Document, Run};
 use super::summary::{summarize, GroupKey, RunSummary};
-use super::{human, OutputError};
+use super::{human, human_ns, OutputError};
 use crate::latency::Histogram;
 use crate::run::RunReport;
 use plotters::coord::combinators::IntoLogRange;
@@ -141,14 +141,15 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width_for(n, longest), 500)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut buf, (width_for(n, longest), 500)).into_drawing_area();
         root.fill(&WHITE)?;
         let top = bars
             .iter()
             .filter_map(|b| b.summary.latency.as_ref())
             .map(|l| l.p99.max(l.p50))
             .fold(0.0, f64::max);
-        let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let ymax = if top > 0.0 { top * 1.2 } else { 1.0 };
         let tsc = bars.iter().map(|b| b.summary.tsc_khz).find(|&k| k > 0);
         let caption = format!("{group}: cycles per IPI");
         let mut chart = ChartBuilder::on(&root)
@@ -167,7 +168,7 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             .disable_x_mesh()
             .x_label_formatter(&fmt)
             .y_label_formatter(&|v| human(*v))
-            .x_desc("mode (irqchip/apic/ipi); bar = p50, whisker = p99")
+            .x_desc("mode: irqchip/apic/ipi (bar = p50, whisker = p99)")
             .y_desc(y_desc)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 17))
@@ -196,17 +197,42 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
                 vec![(x + 0.42, l.p99), (x + 0.58, l.p99)],
                 whisker,
             )))?;
-            let text = match l.p50_ns {
-                Some(ns) => format!("p50 {} ({:.1} µs)", human(l.p50), ns / 1e3),
-                None => format!("p50 {}", human(l.p50)),
-            };
-            chart.draw_series(std::iter::once(
-                EmptyElement::at((x + 0.5, l.p50))
-                    + Text::new(text, (0, -6), (FONT, 16).into_font().color(&BLACK).pos(above())),
-            ))?;
+            // p50 inside the bar when it is tall enough, else above the p99 cap
+            // (never across the whisker).
+            let mut lines = vec![format!("p50 {}", human(l.p50))];
+            if let Some(ns) = l.p50_ns {
+                lines.push(human_ns(ns));
+            }
+            let inside = l.p50 / ymax > 0.14;
+            for (k, line) in lines.iter().enumerate() {
+                let k = k as i32;
+                let el = if inside {
+                    EmptyElement::at((x + 0.5, l.p50))
+                        + Text::new(
+                            line.clone(),
+                            (0, 8 + 19 * k),
+                            (FONT, 16)
+                                .into_font()
+                                .color(&WHITE)
+                                .pos(Pos::new(HPos::Center, VPos::Top)),
+                        )
+                } else {
+                    EmptyElement::at((x + 0.5, l.p99))
+                        + Text::new(
+                            line.clone(),
+                            (0, -24 - 19 * (lines.len() as i32 - 1 - k)),
+                            (FONT, 16).into_font().color(&BLACK).pos(above()),
+                        )
+                };
+                chart.draw_series(std::iter::once(el))?;
+            }
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x + 0.58, l.p99))
-                    + Text::new(format!("p99 {}", human(l.p99)), (4, -6), (FONT, 13).into_font()),
+                    + Text::new(
+                        format!("p99 {}", human(l.p99)),
+                        (4, -6),
+                        (FONT, 13).into_font(),
+                    ),
             ))?;
         }
         root.present()?;
@@ -221,9 +247,15 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     // Reasons in the legend: by total share over all bars, largest first.
     let mut reasons: Vec<(String, f64)> = Vec::new();
     for b in bars {
-        let (Some(e), ipis) = (&b.summary.exits, b.summary.ipis) else { continue };
+        let (Some(e), ipis) = (&b.summary.exits, b.summary.ipis) else {
+            continue;
+        };
         for (r, v) in &e.by_reason {
-            let per = if ipis > 0 { *v as f64 / ipis as f64 } else { 0.0 };
+            let per = if ipis > 0 {
+                *v as f64 / ipis as f64
+            } else {
+                0.0
+            };
             match reasons.iter_mut().find(|(x, _)| x == r) {
                 Some(x) => x.1 += per,
                 None => reasons.push((r.clone(), per)),
@@ -231,7 +263,10 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         }
     }
     reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let sources: Vec<&str> = bars.iter().filter_map(|b| b.summary.exits.as_ref().map(|e| e.source)).collect();
+    let sources: Vec<&str> = bars
+        .iter()
+        .filter_map(|b| b.summary.exits.as_ref().map(|e| e.source))
+        .collect();
     let source = match sources.first() {
         Some(s) if sources.iter().all(|x| x == s) => source_name(s).to_string(),
         Some(_) => "mixed sources, see the mode labels".to_string(),
@@ -246,7 +281,10 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         let root = SVGBackend::with_string(&mut buf, (width, 500)).into_drawing_area();
         root.fill(&WHITE)?;
         let (left, right) = root.split_horizontally(width - legend_w);
-        let top = bars.iter().filter_map(|b| b.summary.exits_per_ipi()).fold(0.0, f64::max);
+        let top = bars
+            .iter()
+            .filter_map(|b| b.summary.exits_per_ipi())
+            .fold(0.0, f64::max);
         let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
         let caption = format!("{group}: VM exits per IPI");
         let mut chart = ChartBuilder::on(&left)
@@ -261,7 +299,9 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             .disable_x_mesh()
             .x_label_formatter(&fmt)
             .y_label_formatter(&|v| human(*v))
-            .x_desc(format!("mode (irqchip/apic/ipi); exits of all vCPUs, from {source}"))
+            .x_desc(format!(
+                "mode: irqchip/apic/ipi (exits of all vCPUs, from {source})"
+            ))
             .y_desc("VM exits per IPI")
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 17))
@@ -289,7 +329,11 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             }
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x + 0.5, base))
-                    + Text::new(format!("{base:.2}"), (0, -6), (FONT, 16).into_font().color(&BLACK).pos(above())),
+                    + Text::new(
+                        format!("{base:.2}"),
+                        (0, -6),
+                        (FONT, 16).into_font().color(&BLACK).pos(above()),
+                    ),
             ))?;
         }
         // Legend, outside the plot so it never hides a bar.
@@ -297,7 +341,10 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         right.draw(&Text::new("exit reason", (0, 0), (FONT, 17).into_font()))?;
         for (i, (r, _)) in reasons.iter().enumerate() {
             let y = 26 + 22 * i as i32;
-            right.draw(&Rectangle::new([(0, y), (14, y + 14)], color(i).mix(0.85).filled()))?;
+            right.draw(&Rectangle::new(
+                [(0, y), (14, y + 14)],
+                color(i).mix(0.85).filled(),
+            ))?;
             right.draw(&Text::new(r.as_str(), (20, y), (FONT, 15).into_font()))?;
         }
         root.present()?;
@@ -335,14 +382,19 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let (xmin, xmax) = (lo / 1.2, (hi * 1.2).max(lo * 2.0));
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, 50 + panel_h * n as u32)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut buf, (width, 50 + panel_h * n as u32)).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(&format!("{group}: latency histogram per mode"), (FONT, 24))?;
         let panels = root.split_evenly((n, 1));
         for (i, (b, area)) in bars.iter().zip(panels.iter()).enumerate() {
             let h: &Histogram = &b.summary.histogram;
             let total = h.total().max(1) as f64;
-            let top = h.buckets.iter().map(|x| x.count as f64 * 100.0 / total).fold(0.0, f64::max);
+            let top = h
+                .buckets
+                .iter()
+                .map(|x| x.count as f64 * 100.0 / total)
+                .fold(0.0, f64::max);
             let caption = match &b.summary.latency {
                 Some(l) => format!(
                     "{}: {} samples, p50 {} / p99 {} cycles",
@@ -371,7 +423,10 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             let c = color(i);
             chart.draw_series(h.buckets.iter().map(|x| {
                 Rectangle::new(
-                    [(x.lo.max(1) as f64, 0.0), (x.hi as f64, x.count as f64 * 100.0 / total)],
+                    [
+                        (x.lo.max(1) as f64, 0.0),
+                        (x.hi as f64, x.count as f64 * 100.0 / total),
+                    ],
                     c.mix(0.85).filled(),
                 )
             }))?;
@@ -438,7 +493,10 @@ pub fn plot_summaries(
 
 /// Charts of in-memory reports into `dir`: per workload group, one bar per mode.
 pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
-    let models: Vec<Run> = runs.iter().map(|r| Run::of_report(r)).collect::<Result<_, _>>()?;
+    let models: Vec<Run> = runs
+        .iter()
+        .map(|r| Run::of_report(r))
+        .collect::<Result<_, _>>()?;
     plot_summaries(models.iter().map(|r| (None, summarize(r))).collect(), dir)
 }
 

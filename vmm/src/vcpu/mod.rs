@@ -57,10 +57,17 @@ pub struct VcpuEnv {
     pub tsc_khz: u64,
     /// Tracepoints to count, if any.
     pub trace: Option<Arc<trace::TraceConfig>>,
+    /// Host CPU to pin this vCPU thread to.
+    pub pin: Option<usize>,
 }
 
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
+    if let Some(cpu) = env.pin {
+        if let Err(e) = crate::levers::pin_current_thread(cpu) {
+            log::warn!("vcpu{}: pinning to CPU {cpu} failed: {e}", env.index);
+        }
+    }
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = kick::ImmediateExitGuard::new(ptr);
     let mut sources = Sources::open(&vcpu, env.trace.clone());

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 use clap::Parser;
 use ipivmm::cli::{Cli, Command};
+use ipivmm::config::VmConfig;
 use ipivmm::exits::{ExitCounts, ExitKind};
 use ipivmm::latency::LatencyStats;
 use ipivmm::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus, VcpuEnd, VcpuResult};
@@ -13,13 +14,20 @@ pub const TSC_KHZ: u64 = 2_000_000;
 /// Measured IPIs per run.
 pub const IPIS: u64 = 100;
 
-/// The mode summary `ipivmm run <flags>` would record.
-pub fn mode(flags: &[&str]) -> ModeSummary {
+/// The configuration `ipivmm run <flags>` would use.
+pub fn config(flags: &[&str]) -> VmConfig {
     let mut argv = vec!["ipivmm", "run"];
     argv.extend_from_slice(flags);
     let cli = Cli::try_parse_from(argv).expect("fixture flags parse");
-    let Command::Run(args) = cli.command else { panic!("not a run command") };
-    ModeSummary::of(&args.to_config().expect("fixture config"))
+    let Command::Run(args) = cli.command else {
+        panic!("not a run command")
+    };
+    args.to_config().expect("fixture config")
+}
+
+/// The mode summary `ipivmm run <flags>` would record.
+pub fn mode(flags: &[&str]) -> ModeSummary {
+    ModeSummary::of(&config(flags))
 }
 
 /// Samples `base * (1 + k/100)`, k = 0..IPIS: p50 = 1.49 * base, p99 = 1.98 * base.
@@ -32,9 +40,17 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
     let ipis = if measured { IPIS } else { 0 };
     let mut exits = ExitCounts::default();
     exits.bump(ExitKind::IoOut);
-    let samples = if measured && sender { samples(base) } else { Vec::new() };
+    let samples = if measured && sender {
+        samples(base)
+    } else {
+        Vec::new()
+    };
     // Each vCPU takes half of the phase's exits: io for the markers, the rest MMIO.
-    let kvm_exits = if measured { exits_per_ipi * ipis / 2 } else { 1 };
+    let kvm_exits = if measured {
+        exits_per_ipi * ipis / 2
+    } else {
+        1
+    };
     let kvm_stats = BTreeMap::from([
         ("exits".to_string(), kvm_exits),
         ("io_exits".to_string(), 1),
@@ -43,7 +59,10 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
     ]);
     let tracepoints = BTreeMap::from([
         ("kvm_exit".to_string(), 0),
-        ("kvm_apic:icr_write".to_string(), if sender { ipis } else { 0 }),
+        (
+            "kvm_apic:icr_write".to_string(),
+            if sender { ipis } else { 0 },
+        ),
     ]);
     PhaseResult {
         id,
@@ -75,7 +94,10 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
 /// around `base` cycles; all vCPUs together take `exits_per_ipi` KVM exits
 /// per IPI in the measured phase.
 pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
-    let mode = mode(flags);
+    let config = config(flags);
+    let mode = ModeSummary::of(&config);
+    let apicv =
+        ipivmm::apicv::plan(None, config.apicv, config.irqchip, config.apic).expect("apicv plan");
     let vcpus = (0..mode.vcpus)
         .map(|i| {
             let mut v = VcpuResult::new(i, i as u32);
@@ -105,6 +127,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         .collect();
     RunReport {
         mode,
+        apicv,
         status: RunStatus::Completed,
         tsc_khz: TSC_KHZ,
         timings: Timings {

@@ -1,0 +1,117 @@
+//! Ctrl-C during a run: `ipivmm run` stops its VM cleanly, writes the
+//! partial results to `--json` with status "cancelled" and every phase that
+//! finished, and exits non-zero (not killed by the signal).
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kvm_available(test: &str) -> bool {
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("SKIP {test}: /dev/kvm cannot be opened ({e}); this test needs KVM");
+            false
+        }
+    }
+}
+
+fn send(pid: u32, sig: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("pid fits pid_t");
+    // SAFETY: kill(2) on a child we spawned and have not reaped yet.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig}): {}", std::io::Error::last_os_error());
+}
+
+/// Runs a long pingpong, sends `sig` after `after`, and checks the outcome.
+fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
+    if !kvm_available(test) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ipivmm-ctrl-c-{}-{sig}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let json = dir.join("partial.json");
+    let _ = std::fs::remove_file(&json);
+    // Phases 0 (idle) and 1 (warmup, 1000 IPIs) finish in milliseconds;
+    // phase 2 (20 M IPIs) takes far longer than the signal delay.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args([
+            "run",
+            "--iterations",
+            "20000000",
+            "--warmup",
+            "1000",
+            "--memory",
+            "512",
+            "--timeout",
+            "300",
+            "--no-tracepoints",
+            "--serial",
+            "none",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ipivmm starts");
+    std::thread::sleep(Duration::from_millis(2000));
+    let signalled = Instant::now();
+    send(child.id(), sig);
+    let deadline = signalled + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ipivmm did not exit within 30 s of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stop_time = signalled.elapsed();
+    let stderr = child
+        .stderr
+        .take()
+        .map(|mut e| {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+        .unwrap_or_default();
+    assert!(
+        status.code().is_some(),
+        "ipivmm was killed by the signal instead of stopping cleanly: is \
+         `cancel: Some(ipivmm::interrupt::cancel_flag())` wired into commands/run.rs? stderr: {stderr}"
+    );
+    assert_ne!(status.code(), Some(0), "a cancelled run must exit non-zero; stderr: {stderr}");
+    assert!(stop_time < Duration::from_secs(10), "clean stop took {stop_time:?}");
+
+    let text = std::fs::read_to_string(&json).expect("partial JSON written");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let run = &doc["runs"][0];
+    assert_eq!(run["status"]["state"], "cancelled", "{}", run["status"]);
+    let vcpus = run["vcpus"].as_array().expect("vcpus");
+    assert_eq!(vcpus.len(), 2);
+    for v in vcpus {
+        let phases = v["phases"].as_array().expect("phases");
+        assert!(!phases.is_empty(), "vcpu {} kept no finished phase", v["index"]);
+        assert!(
+            phases.iter().all(|p| p["id"] != 2),
+            "phase 2 cannot have finished in 2 s: {}",
+            v["index"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigint_stops_the_run_and_writes_partial_json() {
+    interrupted_run_keeps_finished_phases("sigint_stops_the_run_and_writes_partial_json", libc::SIGINT);
+}
+
+#[test]
+fn sigterm_stops_the_run_and_writes_partial_json() {
+    interrupted_run_keeps_finished_phases("sigterm_stops_the_run_and_writes_partial_json", libc::SIGTERM);
+}
