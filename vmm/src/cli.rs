@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
     Run(RunArgs),
+    /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities.
+    Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
 }
@@ -45,8 +47,21 @@ pub struct CompareArgs {
 fn parse_threshold(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v < 10.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a fraction between 0 and 10 (e.g. 0.1 for 10%)")),
+        _ => Err(format!(
+            "'{s}' is not a fraction between 0 and 10 (e.g. 0.1 for 10%)"
+        )),
     }
+}
+
+/// Flags of `ipivmm host`.
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// KVM device node.
+    #[arg(long, default_value = "/dev/kvm")]
+    pub kvm_device: PathBuf,
 }
 
 /// Flags of `ipivmm run`.

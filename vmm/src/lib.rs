@@ -130,6 +130,7 @@ pub mod exits;
 pub mod interrupt;
 pub mod json;
 pub mod latency;
+pub mod host_caps;
 pub mod layout;
 pub mod levers;
 pub mod monitor;

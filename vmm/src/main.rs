@@ -10,6 +10,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => commands::run::main(&args, started),
+        Command::Host(args) => commands::host::main(&args),
         Command::Compare(args) => commands::compare::main(&args),
     }
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand; `main.rs` only dispatches.
 pub mod compare;
+pub mod host;
 pub mod run;
 
 use std::process::ExitCode;

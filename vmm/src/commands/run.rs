@@ -32,7 +32,8 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     if csv_to_stdout && crate::output::dest::is_stdout(args.json.as_deref()) {
         return fail("--json - and --csv - cannot both write to stdout; send one to a file");
     }
-    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-") || csv_to_stdout;
+    let json_to_stdout =
+        args.json.as_deref().is_some_and(|p| p.as_os_str() == "-") || csv_to_stdout;
     let serial = match args.serial.as_str() {
         "stdout" if json_to_stdout => SerialSink::Log,
         "stdout" => SerialSink::Stdout,
@@ -44,7 +45,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(j) => j,
         Err(e) => return fail(e),
     };
-    let mut csv_out = match args.csv.as_deref().map(|p| crate::output::dest::open(p, "--csv")).transpose() {
+    let mut csv_out = match args
+        .csv
+        .as_deref()
+        .map(|p| crate::output::dest::open(p, "--csv"))
+        .transpose()
+    {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -100,7 +106,9 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     if let Some(dir) = &args.plot {
         match crate::output::svg::plot_runs(&[&report], dir) {
-            Ok(files) => files.iter().for_each(|f| log::info!("wrote {}", f.display())),
+            Ok(files) => files
+                .iter()
+                .for_each(|f| log::info!("wrote {}", f.display())),
             Err(e) => return fail(e),
         }
     }

@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 
 type DrawResult<T> = Result<T, Box<dyn Error>>;
 
+/// A chart renderer: one group's bars to SVG text.
+type Renderer = fn(&GroupKey, &[Bar]) -> DrawResult<String>;
+
 /// Colours of modes and exit reasons (Tableau 10).
 const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
@@ -473,7 +476,7 @@ pub fn plot_summaries(
     let mut written = Vec::new();
     for (key, bars) in group(entries) {
         let slug = key.slug();
-        let charts: [(&str, fn(&GroupKey, &[Bar]) -> DrawResult<String>); 3] = [
+        let charts: [(&str, Renderer); 3] = [
             ("cycles", render_cycles),
             ("exits", render_exits),
             ("latency", render_latency),
