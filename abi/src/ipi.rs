@@ -163,7 +163,13 @@ mod tests {
     fn single_target_is_one_bit_at_its_id() {
         let (c, n) = collect(&[5]);
         assert_eq!(n, 1);
-        assert_eq!(c[0], PvIpiCall { bitmap: [1, 0], min_apic_id: 5 });
+        assert_eq!(
+            c[0],
+            PvIpiCall {
+                bitmap: [1, 0],
+                min_apic_id: 5
+            }
+        );
         assert_eq!(c[0].targets(), 1);
     }
 
@@ -195,9 +201,27 @@ mod tests {
     fn ids_beyond_128_apart_split_calls() {
         let (c, n) = collect(&[0, 127, 128, 300]);
         assert_eq!(n, 3);
-        assert_eq!(c[0], PvIpiCall { bitmap: [1, 1 << 63], min_apic_id: 0 });
-        assert_eq!(c[1], PvIpiCall { bitmap: [1, 0], min_apic_id: 128 });
-        assert_eq!(c[2], PvIpiCall { bitmap: [1, 0], min_apic_id: 300 });
+        assert_eq!(
+            c[0],
+            PvIpiCall {
+                bitmap: [1, 1 << 63],
+                min_apic_id: 0
+            }
+        );
+        assert_eq!(
+            c[1],
+            PvIpiCall {
+                bitmap: [1, 0],
+                min_apic_id: 128
+            }
+        );
+        assert_eq!(
+            c[2],
+            PvIpiCall {
+                bitmap: [1, 0],
+                min_apic_id: 300
+            }
+        );
     }
 
     #[test]

@@ -78,9 +78,22 @@ fn name() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn desc() -> impl Strategy<Value = Desc> {
-    (flags(), any::<i16>(), prop_oneof![Just(1u16), 0u16..40, any::<u16>()],
-     prop_oneof![(0u32..64).prop_map(|w| w * 8), any::<u32>()], any::<u32>(), name())
-        .prop_map(|(flags, exponent, size, offset, bucket, name)| Desc { flags, exponent, size, offset, bucket, name })
+    (
+        flags(),
+        any::<i16>(),
+        prop_oneof![Just(1u16), 0u16..40, any::<u16>()],
+        prop_oneof![(0u32..64).prop_map(|w| w * 8), any::<u32>()],
+        any::<u32>(),
+        name(),
+    )
+        .prop_map(|(flags, exponent, size, offset, bucket, name)| Desc {
+            flags,
+            exponent,
+            size,
+            offset,
+            bucket,
+            name,
+        })
 }
 
 /// Header fields at their offsets: flags, name_size, num_desc, id, desc, data.
@@ -126,7 +139,14 @@ fn build(name_size: usize, descs: &[Desc], data_words: usize, id: &[u8]) -> Vec<
     let desc_offset = id_offset + name_size;
     let data_offset = desc_offset + descs.len() * (DESC_FIXED_SIZE + name_size);
     let mut b = Vec::new();
-    for v in [0, name_size, descs.len(), id_offset, desc_offset, data_offset] {
+    for v in [
+        0,
+        name_size,
+        descs.len(),
+        id_offset,
+        desc_offset,
+        data_offset,
+    ] {
         b.extend_from_slice(&(v as u32).to_ne_bytes());
     }
     let fixed = |bytes: &[u8], b: &mut Vec<u8>| {
@@ -178,7 +198,10 @@ fn check_accepted(bytes: &[u8]) -> Result<bool, TestCaseError> {
     }
     let delta = snap.delta(&snap);
     for d in snap.descriptors() {
-        if matches!(d.kind, StatKind::Cumulative | StatKind::LinearHist | StatKind::LogHist) {
+        if matches!(
+            d.kind,
+            StatKind::Cumulative | StatKind::LinearHist | StatKind::LogHist
+        ) {
             prop_assert_eq!(delta.get(&d.name).copied(), Some(0), "{}", d.name);
         }
     }

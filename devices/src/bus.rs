@@ -58,6 +58,8 @@ pub enum DeviceEvent {
     /// The control port decoded (or rejected) a [`ipivmm_abi::ControlMsg`].
     /// The reply has already been written into guest memory where possible.
     Control(Result<ControlRequest, ControlError>),
+    /// A write to the userspace LAPIC sent an interrupt: kick its targets.
+    Lapic(crate::lapic::Delivery),
 }
 
 /// A guest-facing device on the [`Bus`].

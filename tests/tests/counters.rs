@@ -28,12 +28,18 @@ fn run(apic: ApicMode, target: TargetWait, tracefs: Option<&str>) -> RunReport {
 }
 
 fn phase<'a>(r: &'a RunReport, vcpu: usize, name: &str) -> &'a PhaseResult {
-    r.vcpus[vcpu].phase_named(name).unwrap_or_else(|| panic!("vcpu{vcpu} has no phase {name}"))
+    r.vcpus[vcpu]
+        .phase_named(name)
+        .unwrap_or_else(|| panic!("vcpu{vcpu} has no phase {name}"))
 }
 
 /// Tracepoints need root and tracefs; say so and skip when they are missing.
 fn tracepoints_available(r: &RunReport, test: &str) -> bool {
-    let s = r.vcpus[0].sources.iter().find(|s| s.source == "tracepoints").expect("status");
+    let s = r.vcpus[0]
+        .sources
+        .iter()
+        .find(|s| s.source == "tracepoints")
+        .expect("status");
     if !s.available {
         eprintln!("SKIP {test}: tracepoints unavailable: {:?}", s.detail);
     }
@@ -51,22 +57,40 @@ fn icr_exits_match_icr_writes(apic: ApicMode, test: &str) {
     let sender = phase(&r, 0, "measure");
     let icr = sender.icr_write_exits.expect("ICR-write exits counted");
     assert!(sender.guest.icr_writes >= ITERATIONS);
-    assert_eq!(icr.exits, sender.guest.icr_writes, "every ICR write left guest mode (no IPIv here)");
-    assert_eq!(sender.guest.icr_writes, sender.guest.ipis_sent, "unicast: one ICR write per IPI");
+    assert_eq!(
+        icr.exits, sender.guest.icr_writes,
+        "every ICR write left guest mode (no IPIv here)"
+    );
+    assert_eq!(
+        sender.guest.icr_writes, sender.guest.ipis_sent,
+        "unicast: one ICR write per IPI"
+    );
     assert_eq!(icr.accelerated, 0);
-    assert_eq!(sender.tracepoints.get("kvm_apic_ipi"), Some(&sender.guest.ipis_sent));
+    assert_eq!(
+        sender.tracepoints.get("kvm_apic_ipi"),
+        Some(&sender.guest.ipis_sent)
+    );
     // The receiver wrote no ICR.
-    assert_eq!(phase(&r, 1, "measure").icr_write_exits.map(|i| i.exits), Some(0));
+    assert_eq!(
+        phase(&r, 1, "measure").icr_write_exits.map(|i| i.exits),
+        Some(0)
+    );
 }
 
 #[test]
 fn x2apic_icr_write_exits_equal_icr_writes_and_ipis_sent() {
-    icr_exits_match_icr_writes(ApicMode::X2apic, "x2apic_icr_write_exits_equal_icr_writes_and_ipis_sent");
+    icr_exits_match_icr_writes(
+        ApicMode::X2apic,
+        "x2apic_icr_write_exits_equal_icr_writes_and_ipis_sent",
+    );
 }
 
 #[test]
 fn xapic_icr_write_exits_equal_icr_writes_and_ipis_sent() {
-    icr_exits_match_icr_writes(ApicMode::Xapic, "xapic_icr_write_exits_equal_icr_writes_and_ipis_sent");
+    icr_exits_match_icr_writes(
+        ApicMode::Xapic,
+        "xapic_icr_write_exits_equal_icr_writes_and_ipis_sent",
+    );
 }
 
 #[test]
@@ -82,7 +106,10 @@ fn idle_phase_has_no_icr_exits_while_its_neighbour_has_n() {
     if tracepoints_available(&r, test) {
         assert_eq!(idle.icr_write_exits.map(|i| i.exits), Some(0));
         assert_eq!(idle.tracepoints.get("kvm_apic_ipi"), Some(&0));
-        assert_eq!(measure.icr_write_exits.map(|i| i.exits), Some(measure.guest.icr_writes));
+        assert_eq!(
+            measure.icr_write_exits.map(|i| i.exits),
+            Some(measure.guest.icr_writes)
+        );
     }
     // Each window holds exactly one userspace exit of the payload's own: its end marker.
     assert_eq!(idle.exits.total(), 1);
@@ -96,7 +123,10 @@ fn kvm_stats_are_windowed_by_phase() {
     }
     let r = run(ApicMode::Xapic, TargetWait::Halt, None);
     let stats = |name: &str, phase_name: &str| {
-        *phase(&r, 1, phase_name).kvm_stats.get(name).unwrap_or_else(|| panic!("no stat {name}"))
+        *phase(&r, 1, phase_name)
+            .kvm_stats
+            .get(name)
+            .unwrap_or_else(|| panic!("no stat {name}"))
     };
     let received = phase(&r, 1, "measure").guest.ipis_received;
     assert!(received >= ITERATIONS);
@@ -105,7 +135,10 @@ fn kvm_stats_are_windowed_by_phase() {
     // wake-up), and the idle phase neither halts nor takes interrupts.
     assert_eq!(stats("irq_injections", "measure"), received);
     let halts = stats("halt_exits", "measure");
-    assert!(halts <= received && halts >= received / 2, "halt_exits {halts} for {received} IPIs");
+    assert!(
+        halts <= received && halts >= received / 2,
+        "halt_exits {halts} for {received} IPIs"
+    );
     assert_eq!(stats("halt_exits", "idle"), 0);
     assert_eq!(stats("irq_injections", "idle"), 0);
     let warm = phase(&r, 1, "warmup").guest.ipis_received;
@@ -117,13 +150,27 @@ fn run_succeeds_and_says_why_when_tracefs_is_missing() {
     if !kvm_available("run_succeeds_and_says_why_when_tracefs_is_missing") {
         return;
     }
-    let r = run(ApicMode::X2apic, TargetWait::Spin, Some("/nonexistent/tracefs"));
-    let s = r.vcpus[0].sources.iter().find(|s| s.source == "tracepoints").unwrap();
+    let r = run(
+        ApicMode::X2apic,
+        TargetWait::Spin,
+        Some("/nonexistent/tracefs"),
+    );
+    let s = r.vcpus[0]
+        .sources
+        .iter()
+        .find(|s| s.source == "tracepoints")
+        .unwrap();
     assert!(!s.available);
     let detail = s.detail.as_deref().unwrap();
-    assert!(detail.contains("/nonexistent/tracefs") && detail.contains("--mount-tracefs"), "{detail}");
+    assert!(
+        detail.contains("/nonexistent/tracefs") && detail.contains("--mount-tracefs"),
+        "{detail}"
+    );
     let measure = phase(&r, 0, "measure");
-    assert!(measure.icr_write_exits.is_none(), "no figure is better than a made-up one");
+    assert!(
+        measure.icr_write_exits.is_none(),
+        "no figure is better than a made-up one"
+    );
     assert!(measure.tracepoints.is_empty());
     assert!(!measure.kvm_stats.is_empty(), "other sources still count");
 }

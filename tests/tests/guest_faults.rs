@@ -36,7 +36,9 @@ fn triple_fault_names_the_vcpu_and_rip() {
     assert!(reason.contains("triple fault"), "{reason}");
     assert_eq!(rip, ipivmm_abi::PAYLOAD_START);
     match &r.status {
-        RunStatus::Failed { reason } => assert!(reason.starts_with("vcpu0: guest triple fault"), "{reason}"),
+        RunStatus::Failed { reason } => {
+            assert!(reason.starts_with("vcpu0: guest triple fault"), "{reason}")
+        }
         s => panic!("status {s:?}"),
     }
 }
@@ -64,7 +66,10 @@ fn garbage_on_the_control_port_is_rejected_with_the_address() {
     }
     let r = run_ok(&config(code::GARBAGE_CONTROL, 1, 10));
     let (reason, _) = fault_of(&r, 0);
-    assert!(reason.contains("0xdeadbeef") && reason.contains("outside guest RAM"), "{reason}");
+    assert!(
+        reason.contains("0xdeadbeef") && reason.contains("outside guest RAM"),
+        "{reason}"
+    );
     assert_eq!(r.vcpus[0].rejected_messages.len(), 1);
 }
 
@@ -77,12 +82,19 @@ fn watchdog_stops_a_payload_that_never_finishes() {
     match &r.status {
         RunStatus::TimedOut { after_s, stuck } => {
             assert_eq!(*after_s, 1);
-            assert!(stuck.contains("vcpu0 at rip=0x100000") && stuck.contains("vcpu1 at rip=0x100000"), "{stuck}");
+            assert!(
+                stuck.contains("vcpu0 at rip=0x100000") && stuck.contains("vcpu1 at rip=0x100000"),
+                "{stuck}"
+            );
         }
         s => panic!("status {s:?}"),
     }
     for v in &r.vcpus {
-        assert!(matches!(v.end, Some(VcpuEnd::Stopped { .. })), "{:?}", v.end);
+        assert!(
+            matches!(v.end, Some(VcpuEnd::Stopped { .. })),
+            "{:?}",
+            v.end
+        );
     }
 }
 
@@ -94,8 +106,16 @@ fn one_faulting_vcpu_stops_the_others() {
     // vCPU 0 spins forever; every other vCPU triple-faults. The run must end
     // long before the watchdog, with vCPU 0 stopped by the host.
     let r = run_ok(&config(code::SPIN_ON_VCPU0_FAULT_ELSEWHERE, 3, 60));
-    assert!(matches!(r.status, RunStatus::Failed { .. }), "{:?}", r.status);
-    assert!(matches!(r.vcpus[0].end, Some(VcpuEnd::Stopped { .. })), "{:?}", r.vcpus[0].end);
+    assert!(
+        matches!(r.status, RunStatus::Failed { .. }),
+        "{:?}",
+        r.status
+    );
+    assert!(
+        matches!(r.vcpus[0].end, Some(VcpuEnd::Stopped { .. })),
+        "{:?}",
+        r.vcpus[0].end
+    );
     // The first fault stops everyone, so a later vCPU may be stopped before it faults.
     let mut faults = 0;
     for v in &r.vcpus[1..] {
@@ -105,9 +125,16 @@ fn one_faulting_vcpu_stops_the_others() {
             assert_eq!(rip, ipivmm_abi::PAYLOAD_START + 5);
             faults += 1;
         } else {
-            assert!(matches!(v.end, Some(VcpuEnd::Stopped { .. })), "{:?}", v.end);
+            assert!(
+                matches!(v.end, Some(VcpuEnd::Stopped { .. })),
+                "{:?}",
+                v.end
+            );
         }
     }
     assert!(faults >= 1);
-    assert!(r.timings.total_ns < 30_000_000_000, "ended by the fault, not the watchdog");
+    assert!(
+        r.timings.total_ns < 30_000_000_000,
+        "ended by the fault, not the watchdog"
+    );
 }

@@ -28,9 +28,14 @@ fn pingpong(vcpus: usize, apic: ApicMode, target: TargetWait) -> RunReport {
 fn check(r: &RunReport) {
     let measure = |v: usize| r.vcpus[v].phase_named("measure").expect("measure phase");
     let sent: u64 = (0..r.vcpus.len()).map(|v| measure(v).guest.ipis_sent).sum();
-    let received: u64 = (0..r.vcpus.len()).map(|v| measure(v).guest.ipis_received).sum();
+    let received: u64 = (0..r.vcpus.len())
+        .map(|v| measure(v).guest.ipis_received)
+        .sum();
     assert!(sent >= ITERATIONS, "sent {sent}");
-    assert_eq!(received, sent, "every IPI sent in the phase is received in it");
+    assert_eq!(
+        received, sent,
+        "every IPI sent in the phase is received in it"
+    );
     // Only vCPU 0 sends; the targets share the round-robin.
     assert_eq!(measure(0).guest.ipis_sent, sent);
     let targets = r.vcpus.len() as u64 - 1;
@@ -38,7 +43,10 @@ fn check(r: &RunReport) {
         let got = measure(v).guest.ipis_received;
         assert!(got >= ITERATIONS / targets, "vcpu{v} received {got}");
     }
-    let lat = measure(0).latency.as_ref().expect("vCPU 0 records round trips");
+    let lat = measure(0)
+        .latency
+        .as_ref()
+        .expect("vCPU 0 records round trips");
     assert_eq!(lat.count, ITERATIONS);
     assert!(lat.min > 0 && lat.min <= lat.p50 && lat.p50 <= lat.p99 && lat.p99 <= lat.max);
     assert!(r.timings.first_message_ns.is_some());

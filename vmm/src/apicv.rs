@@ -65,7 +65,11 @@ pub fn plan(
     let Some(host) = host else {
         return Ok(ApicvPlan {
             requested: request,
-            lever: if irqchip == Irqchip::User { InhibitLever::NoIrqchip } else { InhibitLever::None },
+            lever: if irqchip == Irqchip::User {
+                InhibitLever::NoIrqchip
+            } else {
+                InhibitLever::None
+            },
             effective: "unknown",
             detail: "host could not be fingerprinted".into(),
         });
@@ -79,7 +83,11 @@ pub fn plan(
         };
         return Ok(ApicvPlan {
             requested: request,
-            lever: if irqchip == Irqchip::User { InhibitLever::NoIrqchip } else { InhibitLever::None },
+            lever: if irqchip == Irqchip::User {
+                InhibitLever::NoIrqchip
+            } else {
+                InhibitLever::None
+            },
             effective: "unavailable",
             detail: format!("{name} unavailable: {why}{noop}"),
         });
@@ -158,10 +166,20 @@ mod tests {
     #[test]
     fn no_apicv_host_reports_unavailable_and_inhibit_is_a_noop() {
         let h = host(KvmBackend::KvmPvm, false);
-        let p = plan(Some(&h), ApicvRequest::Inhibit, Irqchip::Kernel, ApicMode::X2apic).unwrap();
+        let p = plan(
+            Some(&h),
+            ApicvRequest::Inhibit,
+            Irqchip::Kernel,
+            ApicMode::X2apic,
+        )
+        .unwrap();
         assert_eq!(p.effective, "unavailable");
         assert_eq!(p.lever, InhibitLever::None);
-        assert!(p.detail.contains("no-op") && p.detail.contains("kvm_pvm"), "{}", p.detail);
+        assert!(
+            p.detail.contains("no-op") && p.detail.contains("kvm_pvm"),
+            "{}",
+            p.detail
+        );
     }
 
     #[test]
@@ -169,13 +187,44 @@ mod tests {
         let intel = host(KvmBackend::KvmIntel, true);
         let amd = host(KvmBackend::KvmAmd, true);
         let inh = ApicvRequest::Inhibit;
-        assert_eq!(plan(Some(&intel), inh, Irqchip::Kernel, ApicMode::Xapic).unwrap().lever, InhibitLever::ApicIdModified);
-        assert_eq!(plan(Some(&intel), inh, Irqchip::Kernel, ApicMode::X2apic), Err(ApicvError::IntelNeedsXapic));
-        assert_eq!(plan(Some(&amd), inh, Irqchip::Kernel, ApicMode::X2apic).unwrap().lever, InhibitLever::PitReinject);
-        assert_eq!(plan(Some(&amd), inh, Irqchip::Split, ApicMode::Xapic), Err(ApicvError::AmdNeedsKernelIrqchip));
-        let user = plan(Some(&amd), ApicvRequest::Host, Irqchip::User, ApicMode::Xapic).unwrap();
-        assert_eq!((user.lever, user.effective), (InhibitLever::NoIrqchip, "inhibited"));
-        let active = plan(Some(&intel), ApicvRequest::Host, Irqchip::Kernel, ApicMode::Xapic).unwrap();
+        assert_eq!(
+            plan(Some(&intel), inh, Irqchip::Kernel, ApicMode::Xapic)
+                .unwrap()
+                .lever,
+            InhibitLever::ApicIdModified
+        );
+        assert_eq!(
+            plan(Some(&intel), inh, Irqchip::Kernel, ApicMode::X2apic),
+            Err(ApicvError::IntelNeedsXapic)
+        );
+        assert_eq!(
+            plan(Some(&amd), inh, Irqchip::Kernel, ApicMode::X2apic)
+                .unwrap()
+                .lever,
+            InhibitLever::PitReinject
+        );
+        assert_eq!(
+            plan(Some(&amd), inh, Irqchip::Split, ApicMode::Xapic),
+            Err(ApicvError::AmdNeedsKernelIrqchip)
+        );
+        let user = plan(
+            Some(&amd),
+            ApicvRequest::Host,
+            Irqchip::User,
+            ApicMode::Xapic,
+        )
+        .unwrap();
+        assert_eq!(
+            (user.lever, user.effective),
+            (InhibitLever::NoIrqchip, "inhibited")
+        );
+        let active = plan(
+            Some(&intel),
+            ApicvRequest::Host,
+            Irqchip::Kernel,
+            ApicMode::Xapic,
+        )
+        .unwrap();
         assert_eq!(active.effective, "active");
     }
 

@@ -86,13 +86,19 @@ mod tests {
         let bi = build(&cfg, &[0, 1, 7], 2_500_000);
         let bytes = encode(&bi);
         assert_eq!(bytes.len(), BOOT_INFO_SIZE);
-        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, magic)), BOOT_INFO_MAGIC);
+        assert_eq!(
+            field_u64(&bytes, offset_of!(BootInfo, magic)),
+            BOOT_INFO_MAGIC
+        );
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, vcpu_count)), 3);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, tsc_khz)), 2_500_000);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, iterations)), 77);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, warmup)), 5);
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, ipi_vector)), 0x40);
-        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, scratch_base)), layout::SCRATCH_BASE);
+        assert_eq!(
+            field_u64(&bytes, offset_of!(BootInfo, scratch_base)),
+            layout::SCRATCH_BASE
+        );
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, params) + 8 * 7), 8);
         let ids = offset_of!(BootInfo, apic_ids);
         assert_eq!(field_u32(&bytes, ids + 8), 7);

@@ -183,7 +183,10 @@ impl RunArgs {
     /// The VM configuration these flags describe.
     pub fn to_config(&self) -> Result<VmConfig, String> {
         if self.params.len() > 8 {
-            return Err(format!("--param given {} times: at most 8", self.params.len()));
+            return Err(format!(
+                "--param given {} times: at most 8",
+                self.params.len()
+            ));
         }
         let mut params = [0u64; 8];
         params[..self.params.len()].copy_from_slice(&self.params);

@@ -372,11 +372,20 @@ mod tests {
             vcpus: 0,
             ..Default::default()
         };
-        assert!(matches!(c.validate(8), Err(ConfigError::VcpuCount { got: 0, max: 8 })));
+        assert!(matches!(
+            c.validate(8),
+            Err(ConfigError::VcpuCount { got: 0, max: 8 })
+        ));
         c.vcpus = 9;
-        assert!(matches!(c.validate(8), Err(ConfigError::VcpuCount { got: 9, max: 8 })));
+        assert!(matches!(
+            c.validate(8),
+            Err(ConfigError::VcpuCount { got: 9, max: 8 })
+        ));
         c.vcpus = 1;
-        assert!(matches!(c.validate(8), Err(ConfigError::TooFewVcpus { min: 2, .. })));
+        assert!(matches!(
+            c.validate(8),
+            Err(ConfigError::TooFewVcpus { min: 2, .. })
+        ));
         c.workload = Workload::SelfIpi;
         assert!(c.validate(8).is_ok());
     }
@@ -390,7 +399,10 @@ mod tests {
         assert!(matches!(c.validate(8), Err(ConfigError::Memory { .. })));
         c.memory_bytes = layout::DEFAULT_MEM_BYTES;
         c.iterations = 100_000_000;
-        assert!(matches!(c.validate(8), Err(ConfigError::ScratchTooSmall { .. })));
+        assert!(matches!(
+            c.validate(8),
+            Err(ConfigError::ScratchTooSmall { .. })
+        ));
     }
 
     #[test]

@@ -23,16 +23,44 @@ pub struct CapInfo {
 
 const CAPS: &[(u32, &str, &str)] = &[
     (KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", "--irqchip kernel"),
-    (KVM_CAP_SPLIT_IRQCHIP, "KVM_CAP_SPLIT_IRQCHIP", "--irqchip split"),
-    (KVM_CAP_X86_USER_SPACE_MSR, "KVM_CAP_X86_USER_SPACE_MSR", "--irqchip user with x2APIC (MSR exits)"),
-    (KVM_CAP_X86_MSR_FILTER, "KVM_CAP_X86_MSR_FILTER", "--irqchip user: trapping IA32_APIC_BASE"),
-    (KVM_CAP_X86_DISABLE_EXITS, "KVM_CAP_X86_DISABLE_EXITS", "--disable-exits"),
+    (
+        KVM_CAP_SPLIT_IRQCHIP,
+        "KVM_CAP_SPLIT_IRQCHIP",
+        "--irqchip split",
+    ),
+    (
+        KVM_CAP_X86_USER_SPACE_MSR,
+        "KVM_CAP_X86_USER_SPACE_MSR",
+        "--irqchip user with x2APIC (MSR exits)",
+    ),
+    (
+        KVM_CAP_X86_MSR_FILTER,
+        "KVM_CAP_X86_MSR_FILTER",
+        "--irqchip user: trapping IA32_APIC_BASE",
+    ),
+    (
+        KVM_CAP_X86_DISABLE_EXITS,
+        "KVM_CAP_X86_DISABLE_EXITS",
+        "--disable-exits",
+    ),
     (KVM_CAP_HALT_POLL, "KVM_CAP_HALT_POLL", "--halt-poll-ns"),
-    (KVM_CAP_BINARY_STATS_FD, "KVM_CAP_BINARY_STATS_FD", "KVM stats counters"),
+    (
+        KVM_CAP_BINARY_STATS_FD,
+        "KVM_CAP_BINARY_STATS_FD",
+        "KVM stats counters",
+    ),
     (KVM_CAP_MAX_VCPUS, "KVM_CAP_MAX_VCPUS", "--vcpus limit"),
-    (KVM_CAP_X2APIC_API, "KVM_CAP_X2APIC_API", "32-bit x2APIC IDs"),
+    (
+        KVM_CAP_X2APIC_API,
+        "KVM_CAP_X2APIC_API",
+        "32-bit x2APIC IDs",
+    ),
     (KVM_CAP_GET_TSC_KHZ, "KVM_CAP_GET_TSC_KHZ", "cycles to ns"),
-    (KVM_CAP_PIT2, "KVM_CAP_PIT2", "--apicv inhibit on AMD (PIT reinjection)"),
+    (
+        KVM_CAP_PIT2,
+        "KVM_CAP_PIT2",
+        "--apicv inhibit on AMD (PIT reinjection)",
+    ),
 ];
 
 /// Query every capability.
@@ -42,7 +70,14 @@ pub fn query(kvm: &Kvm) -> Vec<CapInfo> {
             let value = kvm.check_extension_raw(libc::c_ulong::from(cap));
             let decoded = (cap == KVM_CAP_X86_DISABLE_EXITS).then(|| {
                 let names = crate::levers::exit_control_names(value.max(0) as u32);
-                format!("allowed: {}", if names.is_empty() { "none".into() } else { names.join(",") })
+                format!(
+                    "allowed: {}",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(",")
+                    }
+                )
             });
             CapInfo {
                 name,

@@ -78,20 +78,19 @@ pub const fn scratch_stride(mem_bytes: u64, vcpus: usize) -> u64 {
     ((mem_bytes - SCRATCH_BASE) / vcpus as u64) & !0xfff
 }
 
+// The regions must not overlap: checked when the crate compiles.
+const _: () = {
+    assert!(BOOT_INFO + ipivmm_abi::BOOT_INFO_SIZE as u64 <= PML4);
+    assert!(PD_BASE + PD_COUNT * 0x1000 <= GDT_BASE);
+    assert!(SYSTEM_END <= ipivmm_abi::PAYLOAD_START);
+    assert!(ipivmm_abi::PAYLOAD_END <= STACK_BASE);
+    assert!(MIN_MEM_BYTES <= DEFAULT_MEM_BYTES);
+    assert!(MAX_MEM_BYTES <= ipivmm_abi::XAPIC_BASE);
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_abi::{BOOT_INFO_SIZE, PAYLOAD_END, PAYLOAD_START};
-
-    #[test]
-    fn regions_do_not_overlap() {
-        assert!(BOOT_INFO + BOOT_INFO_SIZE as u64 <= PML4);
-        assert!(PD_BASE + PD_COUNT * 0x1000 <= GDT_BASE);
-        assert!(SYSTEM_END <= PAYLOAD_START);
-        assert!(PAYLOAD_END <= STACK_BASE);
-        assert!(MIN_MEM_BYTES <= DEFAULT_MEM_BYTES);
-        assert!(MAX_MEM_BYTES <= ipivmm_abi::XAPIC_BASE);
-    }
 
     #[test]
     fn stacks_are_aligned_and_disjoint() {

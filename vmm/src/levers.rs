@@ -36,7 +36,9 @@ pub fn parse_disable_exits(s: &str) -> Result<u32, String> {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, b)| *b)
-            .ok_or_else(|| format!("unknown exit '{name}': expected a list of mwait, hlt, pause, cstate"))?;
+            .ok_or_else(|| {
+                format!("unknown exit '{name}': expected a list of mwait, hlt, pause, cstate")
+            })?;
         bits |= bit;
     }
     Ok(bits)
@@ -75,7 +77,9 @@ pub enum LeverError {
     #[error("--halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this KVM lacks; use the kvm.halt_poll_ns module parameter instead")]
     NoHaltPoll,
     /// A pinning CPU that does not exist or is not allowed.
-    #[error("--pin: host CPU {cpu} is not online or not allowed for this process (allowed: {allowed})")]
+    #[error(
+        "--pin: host CPU {cpu} is not online or not allowed for this process (allowed: {allowed})"
+    )]
     NoSuchCpu {
         /// The CPU.
         cpu: usize,
@@ -108,7 +112,9 @@ pub fn disable_exits(vm: &VmFd, requested: u32) -> Result<(), LeverError> {
     if requested == 0 {
         return Ok(());
     }
-    let allowed = vm.check_extension_raw(libc::c_ulong::from(KVM_CAP_X86_DISABLE_EXITS)).max(0) as u32;
+    let allowed = vm
+        .check_extension_raw(libc::c_ulong::from(KVM_CAP_X86_DISABLE_EXITS))
+        .max(0) as u32;
     check_disable_exits(requested, allowed)?;
     let mut cap = kvm_enable_cap {
         cap: KVM_CAP_X86_DISABLE_EXITS,
@@ -168,12 +174,15 @@ pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
         return Vec::new();
     }
     // SAFETY: CPU_ISSET only reads the initialized set for indices below CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// Check a pinning list against the vCPU count and the allowed CPUs.
@@ -190,7 +199,11 @@ pub fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), L
     match pin.iter().find(|c| !allowed.contains(c)) {
         Some(&cpu) => Err(LeverError::NoSuchCpu {
             cpu,
-            allowed: allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
+            allowed: allowed
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
         }),
         None => Ok(()),
     }
@@ -221,14 +234,20 @@ mod tests {
         assert_eq!(parse_disable_exits("mwait, cstate").unwrap(), 1 | 8);
         assert_eq!(parse_disable_exits("").unwrap(), 0);
         let e = parse_disable_exits("hlt,nope").unwrap_err();
-        assert!(e.contains("'nope'") && e.contains("mwait, hlt, pause, cstate"), "{e}");
+        assert!(
+            e.contains("'nope'") && e.contains("mwait, hlt, pause, cstate"),
+            "{e}"
+        );
     }
 
     #[test]
     fn disallowed_exits_name_the_allowed_set() {
         assert!(check_disable_exits(2, 2 | 4).is_ok());
         let e = check_disable_exits(1 | 2, 2 | 4).unwrap_err().to_string();
-        assert!(e.contains("--disable-exits mwait,hlt") && e.contains("[hlt,pause]"), "{e}");
+        assert!(
+            e.contains("--disable-exits mwait,hlt") && e.contains("[hlt,pause]"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -239,8 +258,14 @@ mod tests {
         assert!(parse_cpu_list("").is_err());
         assert!(check_pin(&[0, 1], 2, &[0, 1]).is_ok());
         assert!(check_pin(&[], 4, &[0]).is_ok());
-        assert_eq!(check_pin(&[0], 2, &[0, 1]), Err(LeverError::PinCount { cpus: 1, vcpus: 2 }));
-        assert!(matches!(check_pin(&[0, 9], 2, &[0, 1]), Err(LeverError::NoSuchCpu { cpu: 9, .. })));
+        assert_eq!(
+            check_pin(&[0], 2, &[0, 1]),
+            Err(LeverError::PinCount { cpus: 1, vcpus: 2 })
+        );
+        assert!(matches!(
+            check_pin(&[0, 9], 2, &[0, 1]),
+            Err(LeverError::NoSuchCpu { cpu: 9, .. })
+        ));
     }
 
     #[test]

@@ -16,13 +16,17 @@ pub enum ImageError {
     #[error("payload is empty (0 bytes): pass an x86-64 ELF executable")]
     Empty,
     /// Too large.
-    #[error("payload is {0} bytes, over the {MAX_PAYLOAD_FILE}-byte limit: strip it or link it smaller")]
+    #[error(
+        "payload is {0} bytes, over the {MAX_PAYLOAD_FILE}-byte limit: strip it or link it smaller"
+    )]
     TooLarge(u64),
     /// Not an ELF.
     #[error("payload is not an ELF file (bad magic): pass an x86-64 ELF executable")]
     NotElf,
     /// Not 64-bit little-endian x86-64.
-    #[error("payload is an ELF for {0}, not x86-64: build it for x86_64 (see docs/custom-payloads.md)")]
+    #[error(
+        "payload is an ELF for {0}, not x86-64: build it for x86_64 (see docs/custom-payloads.md)"
+    )]
     WrongArch(String),
     /// Not an executable.
     #[error("payload ELF type {0} is not ET_EXEC: link it statically with a fixed address")]
@@ -140,9 +144,11 @@ pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
             .checked_add(i * phentsize)
             .and_then(|o| usize::try_from(o).ok())
             .ok_or(ImageError::Truncated("program headers"))?;
-        let field = |o: usize| u64_at(image, off + o).ok_or(ImageError::Truncated("program headers"));
+        let field =
+            |o: usize| u64_at(image, off + o).ok_or(ImageError::Truncated("program headers"));
         let ptype = u32_at(image, off).ok_or(ImageError::Truncated("program headers"))?;
-        let (p_offset, p_paddr, p_filesz, p_memsz) = (field(8)?, field(24)?, field(32)?, field(40)?);
+        let (p_offset, p_paddr, p_filesz, p_memsz) =
+            (field(8)?, field(24)?, field(32)?, field(40)?);
         if ptype != PT_LOAD || p_filesz == 0 {
             continue;
         }
@@ -237,7 +243,10 @@ mod tests {
     fn rejects_segments_outside_the_payload_range() {
         for addr in [0u64, 0x1000, PAYLOAD_END, 0xffff_ffff_ffff_fff0] {
             assert!(
-                matches!(check(&minimal_elf(addr, &[0xf4; 32])), Err(ImageError::SegmentOutOfRange { .. })),
+                matches!(
+                    check(&minimal_elf(addr, &[0xf4; 32])),
+                    Err(ImageError::SegmentOutOfRange { .. })
+                ),
                 "{addr:#x}"
             );
         }

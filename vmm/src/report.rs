@@ -28,7 +28,9 @@ pub fn render(r: &RunReport) -> String {
         RunStatus::Completed => "completed".to_string(),
         RunStatus::Cancelled => "CANCELLED (Ctrl-C)".to_string(),
         RunStatus::Failed { reason } => format!("FAILED: {reason}"),
-        RunStatus::TimedOut { after_s, stuck } => format!("TIMED OUT after {after_s} s; stopped {stuck}"),
+        RunStatus::TimedOut { after_s, stuck } => {
+            format!("TIMED OUT after {after_s} s; stopped {stuck}")
+        }
     };
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
     let _ = writeln!(
@@ -44,7 +46,10 @@ pub fn render(r: &RunReport) -> String {
     }
     let lat = latency_table(r);
     if let Some(t) = lat {
-        let _ = writeln!(out, "\nlatency per IPI (round trip for ping-pong), cycles and ns");
+        let _ = writeln!(
+            out,
+            "\nlatency per IPI (round trip for ping-pong), cycles and ns"
+        );
         let _ = writeln!(out, "{t}");
     }
     for v in &r.vcpus {
@@ -93,8 +98,17 @@ fn phase_table(r: &RunReport, id: u32) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t.set_header(vec![
-        "vCPU", "APIC", "ICR writes", "IPIs sent", "IPIs recv", "ICR-write exits", "accel. ICR",
-        "user exits", "KVM exits", "exits/IPI", "wall",
+        "vCPU",
+        "APIC",
+        "ICR writes",
+        "IPIs sent",
+        "IPIs recv",
+        "ICR-write exits",
+        "accel. ICR",
+        "user exits",
+        "KVM exits",
+        "exits/IPI",
+        "wall",
     ]);
     for v in &r.vcpus {
         let Some(p) = v.phase(id) else { continue };
@@ -134,7 +148,9 @@ fn latency_table(r: &RunReport) -> Option<Table> {
     }
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec!["vCPU", "phase", "count", "min", "p50", "p90", "p99", "max", "mean", "p50 ns", "p99 ns"]);
+    t.set_header(vec![
+        "vCPU", "phase", "count", "min", "p50", "p90", "p99", "max", "mean", "p50 ns", "p99 ns",
+    ]);
     for (i, p) in rows {
         let Some(l) = &p.latency else { continue };
         let ns = |f: fn(&crate::latency::LatencyNs) -> f64| {

@@ -57,6 +57,9 @@ pub struct PhaseResult {
     pub kvm_stats: BTreeMap<String, u64>,
     /// Tracepoint counter deltas by name.
     pub tracepoints: BTreeMap<String, u64>,
+    /// ipivmm's LAPIC model counters (`--irqchip user` only).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_lapic: BTreeMap<String, u64>,
     /// ICR-write exits attributed to this vCPU, and where the figure came from.
     pub icr_write_exits: Option<IcrExits>,
     /// Latency of the phase's samples.

@@ -1,19 +1,23 @@
 //! One run: build the VM, start the vCPU threads together, wait for them
 //! (or the watchdog), and collect what they produced.
 use crate::apicv::{self, ApicvPlan};
+use crate::config::Irqchip;
 use crate::config::{apic_name, ipi_name, target_name, VmConfig};
 use crate::levers::ApicvRequest;
-use ipivmm_abi::IpiPath;
-use ipivmm_counters::host::KvmBackend;
 use crate::monitor::RunMonitor;
 use crate::results::{VcpuEnd, VcpuResult};
 use crate::vcpu::trace::TraceConfig;
+use crate::vcpu::user_apic::UserApic;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
 use crate::vm::{load_payload, open_kvm, Vm, VmError};
 use event_manager::{EventManager, SubscriberOps};
+use ipivmm_abi::IpiPath;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
+use ipivmm_counters::host::KvmBackend;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
+use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
+use ipivmm_devices::lapic::{Lapic, LapicGroup};
 use ipivmm_devices::serial::{SerialConsole, SerialSink};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -130,7 +134,14 @@ impl ModeSummary {
             l.push_str(" rt");
         }
         if !self.pin.is_empty() {
-            l.push_str(&format!(" pin:{}", self.pin.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")));
+            l.push_str(&format!(
+                " pin:{}",
+                self.pin
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
         }
         l
     }
@@ -206,19 +217,31 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     // The host is fingerprinted before the VM only when a lever depends on it,
     // to keep start-up short; otherwise after the run, for the report.
     let needs_host = config.ipi == IpiPath::Pv || config.apicv == ApicvRequest::Inhibit;
-    let early_host = needs_host.then(ipivmm_counters::host::probe).and_then(Result::ok);
+    let early_host = needs_host
+        .then(ipivmm_counters::host::probe)
+        .and_then(Result::ok);
     if config.ipi == IpiPath::Pv {
         check_pv_backend(early_host.as_ref())?;
     }
-    let early_plan = apicv::plan(early_host.as_ref(), config.apicv, config.irqchip, config.apic)
-        .map_err(|e| RunError::Mode(e.to_string()))?;
+    let early_plan = apicv::plan(
+        early_host.as_ref(),
+        config.apicv,
+        config.irqchip,
+        config.apic,
+    )
+    .map_err(|e| RunError::Mode(e.to_string()))?;
     let vm = Vm::build(kvm, config, &image, early_plan.lever)?;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
 
     let (serial, serial_handle) = SerialConsole::new(opts.serial);
     let mut bus = Bus::new();
-    bus.insert(AddressSpace::Pio, u64::from(SERIAL_PORT), 8, Arc::new(Mutex::new(serial)))
-        .map_err(host("serial on the bus"))?;
+    bus.insert(
+        AddressSpace::Pio,
+        u64::from(SERIAL_PORT),
+        8,
+        Arc::new(Mutex::new(serial)),
+    )
+    .map_err(host("serial on the bus"))?;
     bus.insert(
         AddressSpace::Pio,
         u64::from(CONTROL_PORT),
@@ -226,6 +249,25 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         Arc::new(Mutex::new(ControlPort::new(vm.memory.clone()))),
     )
     .map_err(host("control port on the bus"))?;
+    let user_apic = if config.irqchip == Irqchip::User {
+        let x2apic = config.apic == ipivmm_abi::ApicMode::X2apic;
+        let group = Arc::new(Mutex::new(LapicGroup::from_lapics(
+            vm.apic_ids
+                .iter()
+                .enumerate()
+                .map(|(i, &id)| Lapic::new(i, id).with_x2apic_support(x2apic)),
+        )));
+        bus.insert(
+            AddressSpace::Mmio,
+            ipivmm_abi::XAPIC_BASE,
+            XAPIC_PAGE_LEN,
+            Arc::new(Mutex::new(LapicMmio::new(group.clone()))),
+        )
+        .map_err(host("LAPIC on the bus"))?;
+        Some(Arc::new(UserApic::new(group, config.vcpus)))
+    } else {
+        None
+    };
     let bus = Arc::new(bus);
 
     let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
@@ -249,10 +291,16 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
 
     let tsc_khz = vm.tsc_khz;
     let trace = config.tracepoints.then(|| {
-        Arc::new(TraceConfig::new(config.vcpus, config.mount_tracefs, config.tracefs.clone()))
+        Arc::new(TraceConfig::new(
+            config.vcpus,
+            config.mount_tracefs,
+            config.tracefs.clone(),
+        ))
     });
     let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(config.vcpus);
-    let Vm { vcpus, memory, fd, .. } = vm;
+    let Vm {
+        vcpus, memory, fd, ..
+    } = vm;
     for (index, vcpu) in vcpus.into_iter().enumerate() {
         let env = VcpuEnv {
             index,
@@ -262,6 +310,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             tsc_khz,
             trace: trace.clone(),
             pin: config.pin.get(index).copied(),
+            user_apic: user_apic.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))
@@ -293,7 +342,12 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             timed_out = true;
             shared.stop.store(true, Ordering::SeqCst);
         }
-        if !cancelled && opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+        if !cancelled
+            && opts
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::SeqCst))
+        {
             cancelled = true;
             shared.stop.store(true, Ordering::SeqCst);
         }
@@ -317,7 +371,9 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     drop(memory);
     serial_handle.flush();
 
-    let vcpus: Vec<VcpuResult> = (0..config.vcpus).map(|i| shared.result(i).clone()).collect();
+    let vcpus: Vec<VcpuResult> = (0..config.vcpus)
+        .map(|i| shared.result(i).clone())
+        .collect();
     let status = if cancelled {
         RunStatus::Cancelled
     } else if timed_out {
@@ -393,18 +449,26 @@ pub fn status_of(vcpus: &[VcpuResult]) -> RunStatus {
     for v in vcpus {
         match &v.end {
             Some(VcpuEnd::Done { status: 0, .. }) => {}
-            Some(VcpuEnd::Done { status, message }) => {
-                reasons.push(format!("vcpu{}: payload reported failure {status}: {message}", v.index))
-            }
+            Some(VcpuEnd::Done { status, message }) => reasons.push(format!(
+                "vcpu{}: payload reported failure {status}: {message}",
+                v.index
+            )),
             Some(VcpuEnd::Fault { reason, registers }) => {
-                let regs = registers.as_ref().map(|r| format!(" [{r}]")).unwrap_or_default();
+                let regs = registers
+                    .as_ref()
+                    .map(|r| format!(" [{r}]"))
+                    .unwrap_or_default();
                 reasons.push(format!("vcpu{}: {reason}{regs}", v.index));
             }
             Some(VcpuEnd::Stopped { .. }) => {}
             None => reasons.push(format!("vcpu{}: did not stop", v.index)),
         }
     }
-    if reasons.is_empty() && vcpus.iter().all(|v| matches!(v.end, Some(VcpuEnd::Done { .. }))) {
+    if reasons.is_empty()
+        && vcpus
+            .iter()
+            .all(|v| matches!(v.end, Some(VcpuEnd::Done { .. })))
+    {
         RunStatus::Completed
     } else {
         if reasons.is_empty() {

@@ -4,14 +4,15 @@
 //! - KVM_CREATE_IRQCHIP / KVM_CAP_SPLIT_IRQCHIP "must be called before any
 //!   vCPU is created" (the LAPIC is instantiated with the vCPU).
 //! - KVM_SET_CPUID2 must precede the first KVM_RUN.
+use crate::apicv::{self, InhibitLever};
 use crate::arch::{cpuid, gdt, lapic_regs, paging, regs};
 use crate::config::{Irqchip, PayloadSource, VmConfig};
 use crate::payload_image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::apicv::{self, InhibitLever};
 use crate::{boot_info, layout, levers};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region, KVM_CAP_SPLIT_IRQCHIP,
-    KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_RUNNABLE,
+    kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region,
+    KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR, KVM_MAX_CPUID_ENTRIES,
+    KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
@@ -172,7 +173,9 @@ impl Vm {
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
-        let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| apicv::apic_id(lever, i)).collect();
+        let apic_ids: Vec<u32> = (0..config.vcpus)
+            .map(|i| apicv::apic_id(lever, i))
+            .collect();
         let mut vcpus = Vec::with_capacity(config.vcpus);
         for (index, &apic_id) in apic_ids.iter().enumerate() {
             let vcpu = fd
@@ -273,7 +276,17 @@ fn create_irqchip(fd: &VmFd, irqchip: Irqchip) -> Result<(), VmError> {
             fd.enable_cap(&cap)
                 .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP)"))
         }
-        Irqchip::User => Ok(()),
+        Irqchip::User => {
+            // x2APIC MSRs are invalid for KVM without its LAPIC: make those
+            // accesses exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR) for the model.
+            let mut cap = kvm_enable_cap {
+                cap: KVM_CAP_X86_USER_SPACE_MSR,
+                ..Default::default()
+            };
+            cap.args[0] = u64::from(KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN);
+            fd.enable_cap(&cap)
+                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))
+        }
     }
 }
 

@@ -15,7 +15,7 @@ fn ipivmm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ipivmm"))
         .arg("run")
         .args(args)
-        .args(["--no-tracepoints", "--serial", "none"])
+        .arg("--no-tracepoints")
         .output()
         .expect("ipivmm runs")
 }
@@ -45,9 +45,16 @@ fn assert_refused(what: &str, o: &Output, needles: &[&str]) {
     assert_eq!(errors.len(), 1, "{what}: one error line expected: {e}");
     let line = errors[0];
     if line.starts_with("ipivmm: error:") {
-        assert_eq!(lines.len(), 1, "{what}: ipivmm's own errors are one line: {e}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "{what}: ipivmm's own errors are one line: {e}"
+        );
     } else {
-        let rest = lines.iter().filter(|l| **l != line).all(|l| clap_boilerplate(l));
+        let rest = lines
+            .iter()
+            .filter(|l| **l != line)
+            .all(|l| clap_boilerplate(l));
         assert!(rest, "{what}: unexpected extra lines: {e}");
     }
     for n in needles {
@@ -75,55 +82,117 @@ fn bad_values_of_every_flag_are_refused_with_the_fix() {
         // Numbers: not a number, negative, overflow, empty.
         (&["--vcpus", "two"], &["'two'", "--vcpus"]),
         (&["--vcpus=-1"], &["'-1'", "--vcpus"]),
-        (&["--vcpus", "18446744073709551616"], &["--vcpus", "too large"]),
+        (
+            &["--vcpus", "18446744073709551616"],
+            &["--vcpus", "too large"],
+        ),
         (&["--vcpus="], &["--vcpus"]),
         (&["--iterations", "1k"], &["'1k'", "--iterations"]),
         (&["--iterations=-5"], &["'-5'", "--iterations"]),
-        (&["--iterations", "99999999999999999999999"], &["--iterations", "too large"]),
+        (
+            &["--iterations", "99999999999999999999999"],
+            &["--iterations", "too large"],
+        ),
         (&["--warmup", "abc"], &["'abc'", "--warmup"]),
         (&["--warmup=-1"], &["'-1'", "--warmup"]),
         (&["--memory", "64M"], &["'64M'", "--memory"]),
         (&["--memory=-64"], &["'-64'", "--memory"]),
         (&["--timeout", "1.5"], &["'1.5'", "--timeout"]),
         (&["--timeout=-1"], &["'-1'", "--timeout"]),
-        (&["--timeout", "0"], &["--timeout must be at least 1 second"]),
+        (
+            &["--timeout", "0"],
+            &["--timeout must be at least 1 second"],
+        ),
         (&["--vector", "0x100"], &["'0x100' does not fit in a byte"]),
         (&["--vector", "256"], &["'256' does not fit in a byte"]),
         (&["--vector", "0xzz"], &["'0xzz' is not a number"]),
         (&["--vector=-1"], &["'-1'", "--vector"]),
         (&["--param", "abc"], &["'abc' is not a number"]),
         (&["--param", "0x"], &["'0x' is not a number"]),
-        (&["--param", "18446744073709551616"], &["is not a number", "too large"]),
-        (&["--halt-poll-ns", "4294967296"], &["--halt-poll-ns", "4294967295"]),
+        (
+            &["--param", "18446744073709551616"],
+            &["is not a number", "too large"],
+        ),
+        (
+            &["--halt-poll-ns", "4294967296"],
+            &["--halt-poll-ns", "4294967295"],
+        ),
         (&["--halt-poll-ns", "fast"], &["'fast'", "--halt-poll-ns"]),
         // Choices: the error lists the valid ones.
-        (&["--apic", "x3apic"], &["'x3apic'", "expected one of xapic, x2apic"]),
-        (&["--apic", "XAPIC"], &["'XAPIC'", "expected one of xapic, x2apic"]),
-        (&["--irqchip", "none"], &["'none'", "expected one of kernel, split, user"]),
+        (
+            &["--apic", "x3apic"],
+            &["'x3apic'", "expected one of xapic, x2apic"],
+        ),
+        (
+            &["--apic", "XAPIC"],
+            &["'XAPIC'", "expected one of xapic, x2apic"],
+        ),
+        (
+            &["--irqchip", "none"],
+            &["'none'", "expected one of kernel, split, user"],
+        ),
         (&["--ipi", "nmi"], &["'nmi'", "expected one of icr, pv"]),
-        (&["--workload", "ping"], &["'ping'", "pingpong, pingpong-halt, broadcast, multicast, self-ipi, flood, all-to-all"]),
-        (&["--target", "sleep"], &["'sleep'", "expected one of spin, halt"]),
+        (
+            &["--workload", "ping"],
+            &[
+                "'ping'",
+                "pingpong, pingpong-halt, broadcast, multicast, self-ipi, flood, all-to-all",
+            ],
+        ),
+        (
+            &["--target", "sleep"],
+            &["'sleep'", "expected one of spin, halt"],
+        ),
         (&["--apicv", "off"], &["'off'", "expected host or inhibit"]),
         (&["--disable-exits", "hlt,nap"], &["'nap'", "hlt", "pause"]),
-        (&["--serial", "tty"], &["--serial tty: expected stdout, log or none"]),
+        (
+            &["--serial", "tty"],
+            &["--serial tty: expected stdout, log or none"],
+        ),
         // Repeats and booleans with values.
         (
-            &["--param", "1", "--param", "2", "--param", "3", "--param", "4", "--param", "5", "--param", "6",
-              "--param", "7", "--param", "8", "--param", "9"],
+            &[
+                "--param", "1", "--param", "2", "--param", "3", "--param", "4", "--param", "5",
+                "--param", "6", "--param", "7", "--param", "8", "--param", "9",
+            ],
             &["--param given 9 times: at most 8"],
         ),
         (&["--quiet=yes"], &["--quiet"]),
-        (&["--no-tracepoints=1"], &["--no-tracepoints"]),
-        (&["--vcpus", "2", "--vcpus", "3"], &["--vcpus", "cannot be used multiple times"]),
+        (&["--mount-tracefs=1"], &["--mount-tracefs"]),
+        (
+            &["--vcpus", "2", "--vcpus", "3"],
+            &["--vcpus", "cannot be used multiple times"],
+        ),
         (&["--bogus-flag"], &["'--bogus-flag'"]),
         // Outputs: unwritable or conflicting destinations.
-        (&["--json", "/nonexistent/dir/out.json"], &["cannot write --json /nonexistent/dir/out.json", "pick a writable path"]),
-        (&["--json", "/"], &["cannot write --json /", "pick a writable path"]),
-        (&["--csv", "/nonexistent/dir/out.csv"], &["cannot write --csv /nonexistent/dir/out.csv"]),
-        (&["--json", "-", "--csv", "-"], &["cannot both write to stdout"]),
-        (&["--plot", "/etc/hostname"], &["cannot write --plot /etc/hostname"]),
+        (
+            &["--json", "/nonexistent/dir/out.json"],
+            &[
+                "cannot write --json /nonexistent/dir/out.json",
+                "pick a writable path",
+            ],
+        ),
+        (
+            &["--json", "/"],
+            &["cannot write --json /", "pick a writable path"],
+        ),
+        (
+            &["--csv", "/nonexistent/dir/out.csv"],
+            &["cannot write --csv /nonexistent/dir/out.csv"],
+        ),
+        (
+            &["--json", "-", "--csv", "-"],
+            &["cannot both write to stdout"],
+        ),
+        (
+            &["--plot", "/etc/hostname"],
+            &["cannot write --plot /etc/hostname"],
+        ),
         // Payload files that cannot be read.
-        (&["--payload", "/nonexistent/payload.elf"], &["cannot read payload /nonexistent/payload.elf"]),
+        (
+            &["--payload", "/nonexistent/payload.elf"],
+            &["cannot read payload /nonexistent/payload.elf"],
+        ),
         (&["--payload", "/"], &["payload"]),
     ];
     for (args, needles) in cases {
@@ -151,7 +220,11 @@ fn bad_pin_lists_are_refused() {
         return;
     }
     let o = ipivmm(&["--pin", "99999,100000"]);
-    assert_refused("--pin 99999,100000", &o, &["--pin", "host CPU 99999", "not online or not allowed"]);
+    assert_refused(
+        "--pin 99999,100000",
+        &o,
+        &["--pin", "host CPU 99999", "not online or not allowed"],
+    );
     let o = ipivmm(&["--pin", "0"]);
     assert_refused("--pin 0 with 2 vCPUs", &o, &["--pin", "1 CPUs for 2 vCPUs"]);
 }
@@ -167,17 +240,38 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
     let cases: &[(&[&str], &[&str])] = &[
         (&["--vcpus", "0"], &["--vcpus 0: must be between 1 and"]),
         (&["--vcpus", "255"], &["--vcpus 255: must be between 1 and"]),
-        (&["--vcpus", "100000"], &["--vcpus 100000: must be between 1 and"]),
+        (
+            &["--vcpus", "100000"],
+            &["--vcpus 100000: must be between 1 and"],
+        ),
         (&["--memory", "0"], &["--memory 0 MiB: must be between"]),
         (&["--memory", "1"], &["--memory 1 MiB: must be between"]),
-        (&["--memory", "99999999"], &["--memory 99999999 MiB: must be between"]),
-        (&["--memory", "18446744073709551615"], &["--memory", "must be between"]),
+        (
+            &["--memory", "99999999"],
+            &["--memory 99999999 MiB: must be between"],
+        ),
+        (
+            &["--memory", "18446744073709551615"],
+            &["--memory", "must be between"],
+        ),
         (&["--iterations", "0"], &["--iterations must be at least 1"]),
-        (&["--iterations", "100000000"], &["raise --memory or lower --iterations"]),
-        (&["--vector", "0x1f"], &["--vector 0x1f: fixed IPIs need a vector in 0x20..=0xfe"]),
-        (&["--vector", "0xff"], &["--vector 0xff: fixed IPIs need a vector in 0x20..=0xfe"]),
+        (
+            &["--iterations", "100000000"],
+            &["raise --memory or lower --iterations"],
+        ),
+        (
+            &["--vector", "0x1f"],
+            &["--vector 0x1f: fixed IPIs need a vector in 0x20..=0xfe"],
+        ),
+        (
+            &["--vector", "0xff"],
+            &["--vector 0xff: fixed IPIs need a vector in 0x20..=0xfe"],
+        ),
         (&["--vector", "0"], &["--vector 0x0"]),
-        (&["--workload", "flood", "--vcpus", "1"], &["needs at least 2 vCPUs: use --vcpus 2 or more"]),
+        (
+            &["--workload", "flood", "--vcpus", "1"],
+            &["needs at least 2 vCPUs: use --vcpus 2 or more"],
+        ),
         (&["--ipi", "pv", "--irqchip", "user"], &["--ipi pv"]),
         (&["--kvm-device", "/nonexistent/kvm"], &["does not exist"]),
     ];
@@ -197,8 +291,16 @@ fn bad_payload_files_are_refused() {
         ("script", b"#!/bin/sh\n".to_vec(), &["not an ELF file"]),
         ("magic-only", b"\x7fELF".to_vec(), &["truncated"]),
         ("header-cut", good[..40].to_vec(), &["truncated"]),
-        ("phdr-cut", good[..64 + 20].to_vec(), &["truncated: program headers"]),
-        ("code-cut", good[..good.len() - 32].to_vec(), &["points past the end of the file"]),
+        (
+            "phdr-cut",
+            good[..64 + 20].to_vec(),
+            &["truncated: program headers"],
+        ),
+        (
+            "code-cut",
+            good[..good.len() - 32].to_vec(),
+            &["points past the end of the file"],
+        ),
     ];
     let mut arm = good.clone();
     arm[18] = 183;
@@ -248,9 +350,19 @@ fn payload_segments_on_reserved_guest_memory_are_refused() {
         ("top-of-address-space", u64::MAX - 7, 16),
     ];
     for (name, addr, len) in places {
-        let p = temp_file(&format!("seg-{name}.elf"), &minimal_elf(*addr, &vec![0xf4; *len]));
+        let p = temp_file(
+            &format!("seg-{name}.elf"),
+            &minimal_elf(*addr, &vec![0xf4; *len]),
+        );
         let o = ipivmm(&["--payload", p.to_str().expect("utf-8 path")]);
-        assert_refused(name, &o, &["outside guest range 0x100000..0x800000", "link it at 0x100000"]);
+        assert_refused(
+            name,
+            &o,
+            &[
+                "outside guest range 0x100000..0x800000",
+                "link it at 0x100000",
+            ],
+        );
     }
     // A .bss (p_memsz > p_filesz) that runs onto the stacks.
     let mut bss = minimal_elf(0x10_0000, &[0xf4; 16]);
@@ -265,10 +377,24 @@ fn payload_segments_on_reserved_guest_memory_are_refused() {
 #[test]
 fn unwritable_json_is_refused_before_the_run_starts() {
     let started = Instant::now();
-    let o = ipivmm(&["--iterations", "2000000", "--memory", "256", "--json", "/nonexistent/dir/out.json"]);
+    let o = ipivmm(&[
+        "--iterations",
+        "2000000",
+        "--memory",
+        "256",
+        "--json",
+        "/nonexistent/dir/out.json",
+    ]);
     let took = started.elapsed();
-    assert_refused("--json /nonexistent/dir/out.json", &o, &["cannot write --json"]);
-    assert!(took < Duration::from_secs(5), "refusal took {took:?}: the run started first");
+    assert_refused(
+        "--json /nonexistent/dir/out.json",
+        &o,
+        &["cannot write --json"],
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "refusal took {took:?}: the run started first"
+    );
 }
 
 /// Documents the remaining gap: clap's own value errors are three or four
@@ -283,6 +409,9 @@ fn clap_value_errors_are_one_line() {
         let e = String::from_utf8_lossy(&o.stderr);
         let lines: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "{e}");
-        assert!(lines[0].starts_with("ipivmm: error:") && lines[0].contains("--vcpus"), "{e}");
+        assert!(
+            lines[0].starts_with("ipivmm: error:") && lines[0].contains("--vcpus"),
+            "{e}"
+        );
     }
 }

@@ -52,10 +52,19 @@ fn kvm_device_without_permission_names_the_fix() {
         return;
     }
     let o = Command::new(setpriv)
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_ipivmm"), "run"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_ipivmm"),
+            "run",
+        ])
         .output()
         .expect("setpriv runs");
-    assert_one_line_error(&o, "permission denied; run as root or add your user to the 'kvm' group");
+    assert_one_line_error(
+        &o,
+        "permission denied; run as root or add your user to the 'kvm' group",
+    );
 }
 
 fn is_root() -> bool {
@@ -75,7 +84,10 @@ fn zero_vcpus_is_refused() {
         eprintln!("SKIP zero_vcpus_is_refused: the vCPU limit is read from /dev/kvm");
         return;
     }
-    assert_one_line_error(&ipivmm(&["run", "--vcpus", "0"]), "--vcpus 0: must be between 1 and");
+    assert_one_line_error(
+        &ipivmm(&["run", "--vcpus", "0"]),
+        "--vcpus 0: must be between 1 and",
+    );
 }
 
 #[test]
@@ -84,7 +96,10 @@ fn too_many_vcpus_is_refused() {
         eprintln!("SKIP too_many_vcpus_is_refused: the vCPU limit is read from /dev/kvm");
         return;
     }
-    assert_one_line_error(&ipivmm(&["run", "--vcpus", "100000"]), "--vcpus 100000: must be between 1 and");
+    assert_one_line_error(
+        &ipivmm(&["run", "--vcpus", "100000"]),
+        "--vcpus 100000: must be between 1 and",
+    );
 }
 
 #[test]
@@ -97,7 +112,10 @@ fn payload_that_is_not_an_elf_is_refused() {
 #[test]
 fn empty_payload_is_refused() {
     let p = temp_file("empty", b"");
-    assert_one_line_error(&ipivmm(&["run", "--payload", p.to_str().unwrap()]), "payload is empty");
+    assert_one_line_error(
+        &ipivmm(&["run", "--payload", p.to_str().unwrap()]),
+        "payload is empty",
+    );
 }
 
 #[test]
@@ -131,7 +149,10 @@ fn wrong_architecture_elf_is_refused() {
     let mut elf = ipivmm::payload_image::minimal_elf(0x10_0000, &[0xf4]);
     elf[18] = 183; // EM_AARCH64
     let p = temp_file("arm.elf", &elf);
-    assert_one_line_error(&ipivmm(&["run", "--payload", p.to_str().unwrap()]), "AArch64");
+    assert_one_line_error(
+        &ipivmm(&["run", "--payload", p.to_str().unwrap()]),
+        "AArch64",
+    );
 }
 
 #[test]
@@ -144,16 +165,33 @@ fn unwritable_json_path_is_refused_before_the_run() {
 fn bad_choice_lists_the_valid_ones() {
     let o = ipivmm(&["run", "--apic", "x3apic"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("expected one of xapic, x2apic"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected one of xapic, x2apic"),
+        "{}",
+        stderr(&o)
+    );
     let o = ipivmm(&["run", "--workload", "nope"]);
-    assert!(stderr(&o).contains("pingpong, pingpong-halt, broadcast"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pingpong, pingpong-halt, broadcast"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn help_explains_every_run_flag() {
     let o = ipivmm(&["run", "--help"]);
     let out = String::from_utf8_lossy(&o.stdout);
-    for flag in ["--vcpus", "--apic", "--workload", "--iterations", "--timeout", "--payload", "--json", "--target"] {
+    for flag in [
+        "--vcpus",
+        "--apic",
+        "--workload",
+        "--iterations",
+        "--timeout",
+        "--payload",
+        "--json",
+        "--target",
+    ] {
         assert!(out.contains(flag), "{flag} missing from --help");
     }
 }
@@ -170,7 +208,12 @@ const PHASE_THEN_HANG: &[u8] = &[
 
 #[test]
 fn timeout_keeps_finished_phases_in_the_json() {
-    if std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_err() {
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
         eprintln!("SKIP timeout_keeps_finished_phases_in_the_json: needs /dev/kvm");
         return;
     }
@@ -181,17 +224,32 @@ fn timeout_keeps_finished_phases_in_the_json() {
     let p = temp_file("phase-then-hang.elf", &elf);
     let json = p.with_extension("json");
     let o = ipivmm(&[
-        "run", "--payload", p.to_str().unwrap(), "--vcpus", "1", "--timeout", "1", "--json",
-        json.to_str().unwrap(), "-q",
+        "run",
+        "--payload",
+        p.to_str().unwrap(),
+        "--vcpus",
+        "1",
+        "--timeout",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("timed out after 1 s, stopped vcpu0 at rip="), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("timed out after 1 s, stopped vcpu0 at rip="),
+        "{}",
+        stderr(&o)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let run = &doc["runs"][0];
     assert_eq!(run["status"]["state"], "timed_out");
     // One vCPU: the snippet's single message buffer is not per-vCPU.
     for v in 0..1 {
-        assert_eq!(run["vcpus"][v]["phases"][0]["name"], "idle", "vcpu{v} kept its finished phase");
+        assert_eq!(
+            run["vcpus"][v]["phases"][0]["name"], "idle",
+            "vcpu{v} kept its finished phase"
+        );
         assert_eq!(run["vcpus"][v]["end"]["state"], "stopped");
     }
 }

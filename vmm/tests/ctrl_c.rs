@@ -5,7 +5,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn kvm_available(test: &str) -> bool {
-    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
         Ok(_) => true,
         Err(e) => {
             eprintln!("SKIP {test}: /dev/kvm cannot be opened ({e}); this test needs KVM");
@@ -18,7 +22,12 @@ fn send(pid: u32, sig: libc::c_int) {
     let pid = libc::pid_t::try_from(pid).expect("pid fits pid_t");
     // SAFETY: kill(2) on a child we spawned and have not reaped yet.
     let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig}): {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {sig}): {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Runs a long pingpong, sends `sig` after `after`, and checks the outcome.
@@ -30,15 +39,16 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("partial.json");
     let _ = std::fs::remove_file(&json);
-    // Phases 0 (idle) and 1 (warmup, 1000 IPIs) finish in milliseconds;
-    // phase 2 (20 M IPIs) takes far longer than the signal delay.
+    // Phase 0 (idle, no IPIs) finishes at once and phase 1 (warmup, 10 IPIs)
+    // within milliseconds; phase 2 (20 M IPIs) takes far longer than the
+    // signal delay.
     let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
         .args([
             "run",
             "--iterations",
             "20000000",
             "--warmup",
-            "1000",
+            "10",
             "--memory",
             "512",
             "--timeout",
@@ -85,8 +95,15 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
         "ipivmm was killed by the signal instead of stopping cleanly: is \
          `cancel: Some(ipivmm::interrupt::cancel_flag())` wired into commands/run.rs? stderr: {stderr}"
     );
-    assert_ne!(status.code(), Some(0), "a cancelled run must exit non-zero; stderr: {stderr}");
-    assert!(stop_time < Duration::from_secs(10), "clean stop took {stop_time:?}");
+    assert_ne!(
+        status.code(),
+        Some(0),
+        "a cancelled run must exit non-zero; stderr: {stderr}"
+    );
+    assert!(
+        stop_time < Duration::from_secs(10),
+        "clean stop took {stop_time:?}"
+    );
 
     let text = std::fs::read_to_string(&json).expect("partial JSON written");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -96,7 +113,11 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
     assert_eq!(vcpus.len(), 2);
     for v in vcpus {
         let phases = v["phases"].as_array().expect("phases");
-        assert!(!phases.is_empty(), "vcpu {} kept no finished phase", v["index"]);
+        assert!(
+            !phases.is_empty(),
+            "vcpu {} kept no finished phase",
+            v["index"]
+        );
         assert!(
             phases.iter().all(|p| p["id"] != 2),
             "phase 2 cannot have finished in 2 s: {}",
@@ -108,10 +129,75 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
 
 #[test]
 fn sigint_stops_the_run_and_writes_partial_json() {
-    interrupted_run_keeps_finished_phases("sigint_stops_the_run_and_writes_partial_json", libc::SIGINT);
+    interrupted_run_keeps_finished_phases(
+        "sigint_stops_the_run_and_writes_partial_json",
+        libc::SIGINT,
+    );
 }
 
 #[test]
 fn sigterm_stops_the_run_and_writes_partial_json() {
-    interrupted_run_keeps_finished_phases("sigterm_stops_the_run_and_writes_partial_json", libc::SIGTERM);
+    interrupted_run_keeps_finished_phases(
+        "sigterm_stops_the_run_and_writes_partial_json",
+        libc::SIGTERM,
+    );
+}
+
+/// The same through the library: `interrupt::cancel_flag()` in
+/// `RunOptions::cancel`, SIGINT to this process while phase 2 runs. The
+/// handler only sets the flag (the test process survives), the run returns
+/// `Cancelled` with phases 0 and 1 kept on every vCPU.
+#[test]
+fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
+    use ipivmm::config::VmConfig;
+    use ipivmm::results::VcpuEnd;
+    use ipivmm::run::{run, RunOptions, RunStatus};
+    if !kvm_available("sigint_cancels_a_library_run_through_the_interrupt_flag") {
+        return;
+    }
+    let cancel = ipivmm::interrupt::cancel_flag();
+    let config = VmConfig {
+        iterations: 20_000_000,
+        warmup: 10,
+        memory_bytes: 512 << 20,
+        timeout: Duration::from_secs(300),
+        tracepoints: false,
+        ..VmConfig::default()
+    };
+    let signaller = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(1500));
+        send(std::process::id(), libc::SIGINT);
+    });
+    let started = Instant::now();
+    let report = run(
+        &config,
+        RunOptions {
+            cancel: Some(cancel.clone()),
+            ..RunOptions::default()
+        },
+    )
+    .expect("run starts");
+    let _ = signaller.join();
+    assert_eq!(report.status, RunStatus::Cancelled);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stopped in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(ipivmm::interrupt::received(), Some(libc::SIGINT));
+    for v in &report.vcpus {
+        // Phase 0 (no IPIs) is over in microseconds; warmup may or may not
+        // have finished on a loaded host; phase 2 cannot have.
+        let ids: Vec<u32> = v.phases.iter().map(|p| p.id).collect();
+        assert!(
+            ids == [0] || ids == [0, 1],
+            "vcpu{} kept phases {ids:?}",
+            v.index
+        );
+        assert!(
+            matches!(v.end, Some(VcpuEnd::Stopped { .. })),
+            "{:?}",
+            v.end
+        );
+    }
 }

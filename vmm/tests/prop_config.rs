@@ -34,7 +34,10 @@ fn config() -> ProptestConfig {
 
 /// `ipivmm run ARGS...` as clap parses it (never exits the process).
 fn parse_run(args: &[String]) -> Result<ipivmm::cli::RunArgs, clap::Error> {
-    let argv = ["ipivmm", "run"].into_iter().map(String::from).chain(args.iter().cloned());
+    let argv = ["ipivmm", "run"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
     match Cli::try_parse_from(argv)?.command {
         Command::Run(r) => Ok(r),
         _ => Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand)),
@@ -62,9 +65,28 @@ fn value() -> impl Strategy<Value = String> {
 }
 
 const VALUE_FLAGS: &[&str] = &[
-    "--vcpus", "--apic", "--irqchip", "--ipi", "--workload", "--target", "--iterations", "--warmup",
-    "--vector", "--memory", "--timeout", "--param", "--serial", "--payload", "--json", "--csv",
-    "--plot", "--kvm-device", "--pin", "--halt-poll-ns", "--disable-exits", "--apicv",
+    "--vcpus",
+    "--apic",
+    "--irqchip",
+    "--ipi",
+    "--workload",
+    "--target",
+    "--iterations",
+    "--warmup",
+    "--vector",
+    "--memory",
+    "--timeout",
+    "--param",
+    "--serial",
+    "--payload",
+    "--json",
+    "--csv",
+    "--plot",
+    "--kvm-device",
+    "--pin",
+    "--halt-poll-ns",
+    "--disable-exits",
+    "--apicv",
 ];
 
 /// Expected value of a u64 flag under ipivmm's own number syntax
@@ -87,35 +109,52 @@ fn vm_config() -> impl Strategy<Value = (VmConfig, usize)> {
         any::<u64>(),
         (0u64..4096).prop_map(|m| m << 20),
     ];
-    let iters = prop_oneof![Just(0u64), 1u64..100_000, any::<u64>(), Just(u64::MAX / 8 + 1)];
+    let iters = prop_oneof![
+        Just(0u64),
+        1u64..100_000,
+        any::<u64>(),
+        Just(u64::MAX / 8 + 1)
+    ];
     (
-        (prop_oneof![0usize..300, any::<usize>()], mem, iters, any::<u64>()),
+        (
+            prop_oneof![0usize..300, any::<usize>()],
+            mem,
+            iters,
+            any::<u64>(),
+        ),
         (any::<u8>(), 0u64..3, 0u8..3, 0u8..2),
         (0u8..2, 0u8..2, 0usize..7, any::<bool>()),
         prop_oneof![0usize..300, any::<usize>()],
     )
-        .prop_map(|((vcpus, memory_bytes, iterations, warmup), (vec, timeout, chip, apic), (ipi, target, w, builtin), max)| {
-            let c = VmConfig {
-                vcpus,
-                memory_bytes,
-                iterations,
-                warmup,
-                ipi_vector: vec,
-                timeout: Duration::from_secs(timeout),
-                irqchip: [Irqchip::Kernel, Irqchip::Split, Irqchip::User][chip as usize],
-                apic: [ApicMode::Xapic, ApicMode::X2apic][apic as usize],
-                ipi: [IpiPath::Icr, IpiPath::Pv][ipi as usize],
-                target_wait: [TargetWait::Spin, TargetWait::Halt][target as usize],
-                workload: Workload::ALL[w],
-                payload: if builtin {
-                    PayloadSource::Builtin
-                } else {
-                    PayloadSource::Bytes(Vec::new())
-                },
-                ..VmConfig::default()
-            };
-            (c, max)
-        })
+        .prop_map(
+            |(
+                (vcpus, memory_bytes, iterations, warmup),
+                (vec, timeout, chip, apic),
+                (ipi, target, w, builtin),
+                max,
+            )| {
+                let c = VmConfig {
+                    vcpus,
+                    memory_bytes,
+                    iterations,
+                    warmup,
+                    ipi_vector: vec,
+                    timeout: Duration::from_secs(timeout),
+                    irqchip: [Irqchip::Kernel, Irqchip::Split, Irqchip::User][chip as usize],
+                    apic: [ApicMode::Xapic, ApicMode::X2apic][apic as usize],
+                    ipi: [IpiPath::Icr, IpiPath::Pv][ipi as usize],
+                    target_wait: [TargetWait::Spin, TargetWait::Halt][target as usize],
+                    workload: Workload::ALL[w],
+                    payload: if builtin {
+                        PayloadSource::Builtin
+                    } else {
+                        PayloadSource::Bytes(Vec::new())
+                    },
+                    ..VmConfig::default()
+                };
+                (c, max)
+            },
+        )
 }
 
 /// Offsets of the ELF header and first program header fields worth hitting.
@@ -184,8 +223,9 @@ fn apply(e: &mut Vec<u8>, m: &ElfMutation) {
     }
 }
 
-/// `e_phoff` values whose program-header arithmetic `phoff + i * phentsize
-/// + field` reaches the end of the `u64`/`usize` range. `check` panics on
+/// `e_phoff` values whose program-header arithmetic (`phoff`, plus the
+/// header index times `phentsize`, plus the field offset) reaches the end of
+/// the `u64`/`usize` range. `check` panics on
 /// them in debug builds (see `elf_with_phoff_near_u64_max_is_refused`),
 /// so the general property leaves them to that test.
 fn phoff_overflows(e: &[u8]) -> bool {

@@ -23,6 +23,7 @@ mod counters;
 mod error;
 mod group;
 mod icr;
+pub mod mmio;
 pub mod regs;
 mod state;
 

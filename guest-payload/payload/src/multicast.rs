@@ -23,7 +23,9 @@ impl Multicast {
             VcpuSet::all_but(0)
         } else {
             let mut s = VcpuSet::new();
-            (1..n.min(64)).filter(|v| boot.params[0] >> v & 1 == 1).for_each(|v| s.insert(v));
+            (1..n.min(64))
+                .filter(|v| boot.params[0] >> v & 1 == 1)
+                .for_each(|v| s.insert(v));
             s
         };
         let how = if boot.params[1] == 1 {
@@ -69,7 +71,11 @@ impl Workload for Multicast {
 
     fn records(&mut self, ctx: &mut Ctx) {
         if ctx.me == 0 {
-            ipivmm_guest::control::record(crate::phases::MEASURE.0, "targets", self.targets.len() as u64);
+            ipivmm_guest::control::record(
+                crate::phases::MEASURE.0,
+                "targets",
+                self.targets.len() as u64,
+            );
         }
     }
 }

@@ -45,7 +45,9 @@ impl Workload for Pingpong {
             }
         }
         let others = VcpuSet::all_but(0);
-        stop(phase, wait, &others, || others.iter().for_each(|t| ctx.sender.unicast(t)));
+        stop(phase, wait, &others, || {
+            others.iter().for_each(|t| ctx.sender.unicast(t))
+        });
     }
 
     fn records(&mut self, ctx: &mut Ctx) {

@@ -117,7 +117,10 @@ impl Apic for X2Apic {
             if base & APIC_BASE_EXTD == 0 {
                 cpu::wrmsr(cpu::MSR_APIC_BASE, base | APIC_BASE_EN | APIC_BASE_EXTD);
             }
-            cpu::wrmsr(Self::msr(reg::SVR), (SVR_ENABLE | SPURIOUS_VECTOR as u32) as u64);
+            cpu::wrmsr(
+                Self::msr(reg::SVR),
+                (SVR_ENABLE | SPURIOUS_VECTOR as u32) as u64,
+            );
         }
     }
 

@@ -94,7 +94,12 @@ pub fn samples(id: u32, values: &[u64]) {
         send(
             MsgKind::Samples,
             id,
-            [chunk.as_ptr() as u64, chunk.len() as u64, UNIT_TSC_CYCLES, 0],
+            [
+                chunk.as_ptr() as u64,
+                chunk.len() as u64,
+                UNIT_TSC_CYCLES,
+                0,
+            ],
         );
     }
 }
@@ -116,7 +121,12 @@ pub fn done(status: u64, msg: &str) -> ! {
 /// before the per-vCPU state exists (`vcpu` is given explicitly).
 pub fn panic_as(vcpu: u32, msg: &[u8]) -> ! {
     let len = msg.len().min(MAX_TEXT_LEN as usize);
-    send_as(vcpu, MsgKind::Panic, 0, [msg.as_ptr() as u64, len as u64, 0, 0]);
+    send_as(
+        vcpu,
+        MsgKind::Panic,
+        0,
+        [msg.as_ptr() as u64, len as u64, 0, 0],
+    );
     cpu::halt_forever()
 }
 

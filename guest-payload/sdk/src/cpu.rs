@@ -45,7 +45,9 @@ pub fn cpuid(leaf: u32, subleaf: u32) -> Cpuid {
 pub unsafe fn rdmsr(msr: u32) -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: the caller guarantees the MSR exists.
-    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
+    };
     (hi as u64) << 32 | lo as u64
 }
 
@@ -74,7 +76,9 @@ pub fn outb(port: u16, value: u8) {
 pub fn inb(port: u16) -> u8 {
     let v: u8;
     // SAFETY: a port read has no effect on guest memory.
-    unsafe { asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags))
+    };
     v
 }
 
@@ -83,7 +87,9 @@ pub fn inb(port: u16) -> u8 {
 /// compiler memory barrier.
 pub fn outl(port: u16, value: u32) {
     // SAFETY: see above; the host only touches memory the ABI names.
-    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags))
+    };
 }
 
 /// `pause`: spin-loop hint.

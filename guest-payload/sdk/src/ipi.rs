@@ -7,7 +7,9 @@ use crate::apic::{self, Apic};
 use crate::percpu::{self, bump};
 use crate::runtime;
 use core::arch::asm;
-use ipivmm_abi::{icr_low, pv_ipi_calls, IpiPath, PvIpiCall, Shorthand, KVM_HC_SEND_IPI, MAX_VCPUS};
+use ipivmm_abi::{
+    icr_low, pv_ipi_calls, IpiPath, PvIpiCall, Shorthand, KVM_HC_SEND_IPI, MAX_VCPUS,
+};
 
 /// A set of vCPU indices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,7 +129,11 @@ pub fn send_pv(set: &VcpuSet, vector: u8) {
         bump(&c.hypercalls, 1);
         bump(&c.ipis_sent, call.targets() as u64);
         let r = hypercall_send_ipi(&call, vector);
-        assert!(r >= 0, "KVM_HC_SEND_IPI failed: {r} (min APIC ID {})", call.min_apic_id);
+        assert!(
+            r >= 0,
+            "KVM_HC_SEND_IPI failed: {r} (min APIC ID {})",
+            call.min_apic_id
+        );
     });
 }
 
@@ -196,7 +202,9 @@ impl Sender {
     pub fn multicast(&self, set: &VcpuSet, how: Multicast) {
         match (self.path, how) {
             (IpiPath::Pv, _) => send_pv(set, self.vector),
-            (IpiPath::Icr, Multicast::Physical) => set.iter().for_each(|v| send_physical(v, self.vector)),
+            (IpiPath::Icr, Multicast::Physical) => {
+                set.iter().for_each(|v| send_physical(v, self.vector))
+            }
             (IpiPath::Icr, Multicast::Logical) => self.multicast_logical(set),
         }
     }

@@ -44,7 +44,11 @@ pub fn report(args: fmt::Arguments) -> ! {
     let _ = w.write_fmt(args);
     let len = w.len;
     let text = &buf[..len];
-    println!("vcpu{}: {}", pc.vcpu, core::str::from_utf8(text).unwrap_or("<invalid utf-8>"));
+    println!(
+        "vcpu{}: {}",
+        pc.vcpu,
+        core::str::from_utf8(text).unwrap_or("<invalid utf-8>")
+    );
     control::panic_as(pc.vcpu, text)
 }
 

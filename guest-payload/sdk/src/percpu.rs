@@ -174,7 +174,10 @@ impl Samples {
     /// Takes this vCPU's sample area. Panics if it was taken already.
     pub fn take() -> Samples {
         let pc = current();
-        assert!(!pc.samples_taken.swap(true, Ordering::Relaxed), "sample area taken twice");
+        assert!(
+            !pc.samples_taken.swap(true, Ordering::Relaxed),
+            "sample area taken twice"
+        );
         let boot = boot_info();
         let base = addr_of(boot, pc.vcpu as usize) + PERCPU_RESERVED;
         let cap = (boot.scratch_stride.saturating_sub(PERCPU_RESERVED) / 8) as usize;

@@ -63,7 +63,10 @@ fn validate(boot: &BootInfo, vcpu: u64) -> Result<(), &'static [u8]> {
     if boot.abi_version != ABI_VERSION {
         return Err(b"BootInfo: ABI version mismatch");
     }
-    if boot.vcpu_count == 0 || boot.vcpu_count as usize > MAX_VCPUS || vcpu >= boot.vcpu_count as u64 {
+    if boot.vcpu_count == 0
+        || boot.vcpu_count as usize > MAX_VCPUS
+        || vcpu >= boot.vcpu_count as u64
+    {
         return Err(b"BootInfo: vcpu_count or vCPU index out of range");
     }
     if boot.scratch_stride < percpu::PERCPU_RESERVED || boot.scratch_base == 0 {
@@ -103,7 +106,10 @@ fn detect() -> u64 {
     }
     let hv = cpu::cpuid(0x4000_0000, 0);
     let kvm = [hv.ebx, hv.ecx, hv.edx] == [0x4b4d_564b, 0x564b_4d56, 0x0000_004d]; // "KVMKVMKVM\0\0\0"
-    if kvm && hv.eax >= 0x4000_0001 && cpu::cpuid(0x4000_0001, 0).eax & (1 << KVM_FEATURE_PV_SEND_IPI_BIT) != 0 {
+    if kvm
+        && hv.eax >= 0x4000_0001
+        && cpu::cpuid(0x4000_0001, 0).eax & (1 << KVM_FEATURE_PV_SEND_IPI_BIT) != 0
+    {
         f |= features::PV_SEND_IPI;
     }
     f
@@ -139,7 +145,12 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     apic.enable();
     let id = apic.id();
     if id != boot.apic_ids[vcpu] {
-        panic!("APIC ID {id} differs from BootInfo.apic_ids[{vcpu}] = {}", boot.apic_ids[vcpu]);
+        // IPIs are addressed by BootInfo.apic_ids: a mismatch would send them
+        // to the wrong vCPU (or nowhere), so stop here with both values.
+        panic!(
+            "APIC ID register reads {id:#x} but BootInfo.apic_ids[{vcpu}] = {:#x} ({mode:?})",
+            boot.apic_ids[vcpu]
+        );
     }
     cpu::enable_interrupts();
     if vcpu == 0 {

@@ -29,7 +29,8 @@ impl Barrier {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == parties {
             // Reset before releasing: a released waiter may re-arrive at once.
             self.arrived.store(0, Ordering::Relaxed);
-            self.generation.store(gen.wrapping_add(1), Ordering::Release);
+            self.generation
+                .store(gen.wrapping_add(1), Ordering::Release);
         } else {
             wait_until("barrier", BARRIER_TIMEOUT_SECS, || {
                 self.generation.load(Ordering::Acquire) != gen
@@ -69,7 +70,7 @@ pub fn wait_until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
         cpu::pause();
         spins = spins.wrapping_add(1);
         // Read the TSC only now and then: every instruction is emulated here.
-        if spins % 256 == 0 && tsc::now_plain().wrapping_sub(start) > limit {
+        if spins & 0xff == 0 && tsc::now_plain().wrapping_sub(start) > limit {
             panic!("timed out after {secs} s waiting for {what}");
         }
     }

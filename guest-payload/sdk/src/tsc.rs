@@ -12,7 +12,9 @@ pub fn now() -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: fences and a counter read; no memory effect. Not `nomem`, so
     // the compiler keeps it in program order with surrounding memory accesses.
-    unsafe { asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
+    };
     (hi as u64) << 32 | lo as u64
 }
 
@@ -31,7 +33,9 @@ pub fn now_plain() -> u64 {
 pub fn now_rdtscp() -> (u64, u32) {
     let (lo, hi, aux): (u32, u32, u32);
     // SAFETY: a counter read and a fence; no memory effect.
-    unsafe { asm!("rdtscp", "lfence", out("eax") lo, out("edx") hi, out("ecx") aux, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("rdtscp", "lfence", out("eax") lo, out("edx") hi, out("ecx") aux, options(nostack, preserves_flags))
+    };
     ((hi as u64) << 32 | lo as u64, aux)
 }
 

@@ -114,7 +114,14 @@ mod tests {
     fn supported() -> Vec<kvm_cpuid_entry2> {
         let mut kvm = entry(KVM_CPUID_FEATURES, 0);
         kvm.eax = KVM_FEATURE_PV_SEND_IPI | 1;
-        vec![entry(0, 0), entry(1, 0), entry(0xb, 0), entry(0xb, 1), entry(0x1f, 0), kvm]
+        vec![
+            entry(0, 0),
+            entry(1, 0),
+            entry(0xb, 0),
+            entry(0xb, 1),
+            entry(0x1f, 0),
+            kvm,
+        ]
     }
 
     fn shape_of(apic_id: u32, x2apic: bool, pv: bool, rt: bool) -> Vec<kvm_cpuid_entry2> {
@@ -170,7 +177,10 @@ mod tests {
         };
         assert!(shape(&mut e, &s).is_ok());
         s.pv_send_ipi = true;
-        assert!(matches!(shape(&mut e, &s), Err(CpuidError::MissingLeaf(_, "PV_SEND_IPI"))));
+        assert!(matches!(
+            shape(&mut e, &s),
+            Err(CpuidError::MissingLeaf(_, "PV_SEND_IPI"))
+        ));
     }
 
     #[test]

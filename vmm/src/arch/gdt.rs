@@ -123,7 +123,10 @@ mod tests {
     #[test]
     fn data_segment_is_flat_writable() {
         let ds = data_segment();
-        assert_eq!((ds.base, ds.limit, ds.type_, ds.db, ds.l), (0, 0xffff_ffff, 3, 1, 0));
+        assert_eq!(
+            (ds.base, ds.limit, ds.type_, ds.db, ds.l),
+            (0, 0xffff_ffff, 3, 1, 0)
+        );
     }
 
     #[test]
@@ -154,7 +157,10 @@ mod tests {
     #[test]
     fn tss_holds_ist1_and_no_iomap() {
         let tss = tss_bytes(0xdead_b000);
-        assert_eq!(u64::from_le_bytes(tss[36..44].try_into().unwrap()), 0xdead_b000);
+        assert_eq!(
+            u64::from_le_bytes(tss[36..44].try_into().unwrap()),
+            0xdead_b000
+        );
         assert_eq!(u16::from_le_bytes(tss[102..104].try_into().unwrap()), 104);
     }
 }

@@ -1,6 +1,6 @@
 //! Identity map of the low 4 GiB with 2 MiB pages, so the payload and the
 //! xAPIC page at 0xFEE00000 are reachable from the first instruction.
-use crate::layout::{PD_BASE, PD_COUNT, PDPT, PML4};
+use crate::layout::{PDPT, PD_BASE, PD_COUNT, PML4};
 
 const PRESENT: u64 = 1 << 0;
 const WRITABLE: u64 = 1 << 1;
@@ -42,7 +42,9 @@ fn page_flags(addr: u64) -> u64 {
 pub fn translate(tables: &[u8], va: u64) -> Option<u64> {
     let read = |gpa: u64| -> Option<u64> {
         let off = usize::try_from(gpa.checked_sub(PML4)?).ok()?;
-        Some(u64::from_le_bytes(tables.get(off..off + 8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(
+            tables.get(off..off + 8)?.try_into().ok()?,
+        ))
     };
     let frame = |e: u64| e & 0x000f_ffff_ffff_f000;
     let pml4e = read(PML4 + ((va >> 39) & 0x1ff) * 8)?;
@@ -68,7 +70,15 @@ mod tests {
     fn low_4gib_is_identity_mapped() {
         let t = identity_map_tables();
         assert_eq!(t.len(), TABLES_SIZE);
-        for va in [0u64, 0x1000, 0x10_0000, 0x80_0000, 0x3fff_ffff, 0xfee0_0300, 0xffff_ffff] {
+        for va in [
+            0u64,
+            0x1000,
+            0x10_0000,
+            0x80_0000,
+            0x3fff_ffff,
+            0xfee0_0300,
+            0xffff_ffff,
+        ] {
             assert_eq!(translate(&t, va), Some(va), "va {va:#x}");
         }
     }

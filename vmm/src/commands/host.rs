@@ -59,10 +59,19 @@ fn render(r: &HostReport) -> String {
         .map(|(f, _)| f.as_str())
         .collect();
     let rows: Vec<(String, String)> = vec![
-        ("CPU".into(), format!("{} ({}), {} logical CPUs", h.cpu_model, h.cpu_vendor, h.logical_cpus)),
+        (
+            "CPU".into(),
+            format!(
+                "{} ({}), {} logical CPUs",
+                h.cpu_model, h.cpu_vendor, h.logical_cpus
+            ),
+        ),
         ("virtualization flags".into(), flags.join(" ")),
         ("kernel".into(), h.kernel_release.clone()),
-        ("KVM backend".into(), format!("{:?} (modules: {})", h.backend, h.modules.join(", "))),
+        (
+            "KVM backend".into(),
+            format!("{:?} (modules: {})", h.backend, h.modules.join(", ")),
+        ),
         ("APICv (Intel)".into(), verdict(&h.verdicts.apicv)),
         ("IPIv".into(), verdict(&h.verdicts.ipiv)),
         ("AVIC (AMD)".into(), verdict(&h.verdicts.avic)),

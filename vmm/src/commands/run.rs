@@ -14,7 +14,12 @@ fn open_json(args: &RunArgs) -> Result<Option<Box<dyn Write>>, String> {
         Some(p) if p.as_os_str() == "-" => Ok(Some(Box::new(std::io::stdout()))),
         Some(p) => std::fs::File::create(p)
             .map(|f| Some(Box::new(f) as Box<dyn Write>))
-            .map_err(|e| format!("cannot write --json {}: {e}; pick a writable path", p.display())),
+            .map_err(|e| {
+                format!(
+                    "cannot write --json {}: {e}; pick a writable path",
+                    p.display()
+                )
+            }),
     }
 }
 
@@ -90,7 +95,8 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     if let Some(out) = json_out.as_mut() {
         let doc = crate::json::document(vec![&report], &[]);
-        if let Err(e) = serde_json::to_writer_pretty(&mut *out, &doc).map_err(|e| e.to_string())
+        if let Err(e) = serde_json::to_writer_pretty(&mut *out, &doc)
+            .map_err(|e| e.to_string())
             .and_then(|_| writeln!(out).map_err(|e| e.to_string()))
         {
             return fail(format!("writing --json: {e}"));
@@ -115,7 +121,10 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     if report.succeeded() {
         ExitCode::SUCCESS
     } else {
-        eprintln!("ipivmm: run did not complete: {}", status_line(&report.status));
+        eprintln!(
+            "ipivmm: run did not complete: {}",
+            status_line(&report.status)
+        );
         ExitCode::from(1)
     }
 }

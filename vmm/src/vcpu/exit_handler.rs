@@ -16,6 +16,12 @@ pub enum Step {
     Fault(Fault),
     /// KVM_RUN was interrupted (kick): check the stop flag.
     Interrupted,
+    /// KVM_EXIT_HLT (no in-kernel LAPIC): wait for an interrupt.
+    Halted,
+    /// KVM_EXIT_X86_RDMSR of this MSR: answer through kvm_run.
+    MsrRead(u32),
+    /// KVM_EXIT_X86_WRMSR of this MSR and value.
+    MsrWrite(u32, u64),
 }
 
 /// Why a vCPU cannot go on.
@@ -48,6 +54,11 @@ pub fn handle_exit(exit: VcpuExit<'_>, bus: &Bus, vcpu: usize) -> Step {
         VcpuExit::MmioWrite(addr, data) => write(bus, AddressSpace::Mmio, vcpu, addr, data),
         VcpuExit::MmioRead(addr, data) => read(bus, AddressSpace::Mmio, vcpu, addr, data),
         VcpuExit::Intr => Step::Interrupted,
+        VcpuExit::Hlt => Step::Halted,
+        // The interrupt window opened: the loop injects before re-entering.
+        VcpuExit::IrqWindowOpen => Step::Resume,
+        VcpuExit::X86Rdmsr(m) => Step::MsrRead(m.index),
+        VcpuExit::X86Wrmsr(m) => Step::MsrWrite(m.index, m.data),
         VcpuExit::Shutdown => Step::Fault(Fault::TripleFault),
         VcpuExit::InternalError => Step::Fault(Fault::InternalError),
         VcpuExit::FailEntry(reason, cpu) => Step::Fault(Fault::FailEntry { reason, cpu }),
@@ -93,17 +104,24 @@ mod tests {
     fn bus() -> (Bus, Arc<Mutex<Echo>>) {
         let dev = Arc::new(Mutex::new(Echo(Vec::new())));
         let mut bus = Bus::new();
-        bus.insert(AddressSpace::Pio, 0x100, 8, dev.clone()).unwrap();
+        bus.insert(AddressSpace::Pio, 0x100, 8, dev.clone())
+            .unwrap();
         (bus, dev)
     }
 
     #[test]
     fn port_io_reaches_the_device() {
         let (bus, dev) = bus();
-        assert_eq!(handle_exit(VcpuExit::IoOut(0x101, &[7, 8]), &bus, 0), Step::Resume);
+        assert_eq!(
+            handle_exit(VcpuExit::IoOut(0x101, &[7, 8]), &bus, 0),
+            Step::Resume
+        );
         assert_eq!(dev.lock().unwrap().0, vec![7, 8]);
         let mut buf = [0u8; 1];
-        assert_eq!(handle_exit(VcpuExit::IoIn(0x103, &mut buf), &bus, 0), Step::Resume);
+        assert_eq!(
+            handle_exit(VcpuExit::IoIn(0x103, &mut buf), &bus, 0),
+            Step::Resume
+        );
         assert_eq!(buf, [3]);
     }
 
@@ -111,21 +129,50 @@ mod tests {
     fn unclaimed_access_is_ignored_and_reads_all_ones() {
         let (bus, _) = bus();
         let mut buf = [0u8; 2];
-        assert!(matches!(handle_exit(VcpuExit::IoIn(0x80, &mut buf), &bus, 0), Step::Unclaimed(_)));
+        assert!(matches!(
+            handle_exit(VcpuExit::IoIn(0x80, &mut buf), &bus, 0),
+            Step::Unclaimed(_)
+        ));
         assert_eq!(buf, [0xff, 0xff]);
-        assert!(matches!(handle_exit(VcpuExit::MmioWrite(0xd000_0000, &[1]), &bus, 0), Step::Unclaimed(_)));
+        assert!(matches!(
+            handle_exit(VcpuExit::MmioWrite(0xd000_0000, &[1]), &bus, 0),
+            Step::Unclaimed(_)
+        ));
     }
 
     #[test]
     fn fatal_exits_become_faults() {
         let (bus, _) = bus();
-        assert_eq!(handle_exit(VcpuExit::Shutdown, &bus, 1), Step::Fault(Fault::TripleFault));
-        assert_eq!(handle_exit(VcpuExit::InternalError, &bus, 1), Step::Fault(Fault::InternalError));
+        assert_eq!(
+            handle_exit(VcpuExit::Shutdown, &bus, 1),
+            Step::Fault(Fault::TripleFault)
+        );
+        assert_eq!(
+            handle_exit(VcpuExit::InternalError, &bus, 1),
+            Step::Fault(Fault::InternalError)
+        );
         assert_eq!(
             handle_exit(VcpuExit::FailEntry(0x21, 3), &bus, 1),
-            Step::Fault(Fault::FailEntry { reason: 0x21, cpu: 3 })
+            Step::Fault(Fault::FailEntry {
+                reason: 0x21,
+                cpu: 3
+            })
         );
-        assert_eq!(handle_exit(VcpuExit::Hlt, &bus, 0), Step::Fault(Fault::Unexpected("hlt")));
+        assert_eq!(handle_exit(VcpuExit::Hlt, &bus, 0), Step::Halted);
+        assert_eq!(handle_exit(VcpuExit::IrqWindowOpen, &bus, 0), Step::Resume);
+        assert_eq!(
+            handle_exit(
+                VcpuExit::Hypercall(kvm_ioctls::HypercallExit {
+                    nr: 10,
+                    args: [0; 6],
+                    ret: &mut 0,
+                    longmode: 1
+                }),
+                &bus,
+                0
+            ),
+            Step::Fault(Fault::Unexpected("hypercall"))
+        );
         assert_eq!(handle_exit(VcpuExit::Intr, &bus, 0), Step::Interrupted);
     }
 }

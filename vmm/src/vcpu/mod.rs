@@ -3,6 +3,7 @@
 pub mod exit_handler;
 pub mod kick;
 pub mod trace;
+pub mod user_apic;
 pub mod window;
 
 use crate::exits::{ExitCounts, ExitKind};
@@ -59,6 +60,8 @@ pub struct VcpuEnv {
     pub trace: Option<Arc<trace::TraceConfig>>,
     /// Host CPU to pin this vCPU thread to.
     pub pin: Option<usize>,
+    /// The userspace LAPIC model (`--irqchip user`).
+    pub user_apic: Option<Arc<user_apic::UserApic>>,
 }
 
 /// The body of thread `vcpu{N}`.
@@ -70,7 +73,10 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     }
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = kick::ImmediateExitGuard::new(ptr);
-    let mut sources = Sources::open(&vcpu, env.trace.clone());
+    if let Some(ua) = &env.user_apic {
+        ua.register_thread(env.index);
+    }
+    let mut sources = Sources::open(&vcpu, env.trace.clone(), env.user_apic.clone(), env.index);
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.start.wait();
     let mut run_loop = RunLoop {
@@ -115,7 +121,16 @@ impl RunLoop<'_> {
                     registers: registers(self.vcpu),
                 };
             }
-            let step = match self.vcpu.run() {
+            if let Some(ua) = &self.env.user_apic {
+                if let Err(e) = ua.before_run(self.env.index, self.vcpu) {
+                    return self.fault(format!("KVM_INTERRUPT failed: {e}"));
+                }
+            }
+            let ran = self.vcpu.run();
+            if let Some(ua) = &self.env.user_apic {
+                ua.after_run(self.env.index);
+            }
+            let step = match ran {
                 Ok(exit) => {
                     let kind = ExitKind::of(&exit);
                     self.exits.bump(kind);
@@ -140,9 +155,34 @@ impl RunLoop<'_> {
                         return end;
                     }
                 }
+                Step::Event(DeviceEvent::Lapic(delivery)) => {
+                    if let Some(ua) = &self.env.user_apic {
+                        ua.kick(self.env.index, &delivery, kick::kick_signal());
+                    }
+                }
+                Step::Halted => match &self.env.user_apic {
+                    Some(ua) => ua.halt(self.env.index, &self.env.shared.stop),
+                    None => {
+                        return self.fault("unexpected hlt exit with an in-kernel LAPIC".into())
+                    }
+                },
+                Step::MsrRead(msr) => {
+                    if let Some(end) = self.msr(msr, None) {
+                        return end;
+                    }
+                }
+                Step::MsrWrite(msr, value) => {
+                    if let Some(end) = self.msr(msr, Some(value)) {
+                        return end;
+                    }
+                }
                 Step::Event(DeviceEvent::Control(Err(e))) => {
                     let msg = format!("control port: {e}");
-                    self.env.shared.result(self.env.index).rejected_messages.push(msg.clone());
+                    self.env
+                        .shared
+                        .result(self.env.index)
+                        .rejected_messages
+                        .push(msg.clone());
                     return self.fault(msg);
                 }
                 Step::Fault(f) => {
@@ -151,6 +191,49 @@ impl RunLoop<'_> {
                 }
             }
         }
+    }
+
+    /// An MSR exit: the LAPIC model answers x2APIC MSRs; anything else, or a
+    /// model fault, gets #GP as on hardware.
+    fn msr(&mut self, msr: u32, write: Option<u64>) -> Option<VcpuEnd> {
+        let index = self.env.index;
+        let Some(ua) = self.env.user_apic.clone() else {
+            return Some(self.fault(format!(
+                "unexpected MSR exit for {msr:#x} with an in-kernel LAPIC"
+            )));
+        };
+        let result = if !user_apic::UserApic::owns_msr(msr) {
+            Err(format!("MSR {msr:#x} is not emulated"))
+        } else if let Some(value) = write {
+            ua.write_msr(index, self.vcpu, msr, value).map(|d| {
+                if let Some(d) = d {
+                    ua.kick(index, &d, kick::kick_signal());
+                }
+                0
+            })
+        } else {
+            ua.read_msr(index, self.vcpu, msr)
+        };
+        if let Err(e) = &result {
+            log::debug!(
+                "vcpu{index}: #GP for {} of MSR {msr:#x}: {e}",
+                if write.is_some() { "wrmsr" } else { "rdmsr" }
+            );
+        }
+        let run = self.vcpu.get_kvm_run();
+        // SAFETY: the last exit was KVM_EXIT_X86_RDMSR/WRMSR (that is how
+        // this Step was made), so `msr` is the active member of the exit union.
+        let m = unsafe { &mut run.__bindgen_anon_1.msr };
+        match result {
+            Ok(v) => {
+                m.error = 0;
+                if write.is_none() {
+                    m.data = v;
+                }
+            }
+            Err(_) => m.error = 1,
+        }
+        None
     }
 
     fn fault(&mut self, reason: String) -> VcpuEnd {
@@ -214,15 +297,22 @@ impl RunLoop<'_> {
                     self.env.shared.result(index).phases.push(result);
                 }
                 other => {
-                    let open = other.map_or("none".to_string(), |o| format!("{} '{}'", o.id, o.name));
-                    return Some(self.fault(format!("payload ended phase {phase} but the open phase is {open}")));
+                    let open =
+                        other.map_or("none".to_string(), |o| format!("{} '{}'", o.id, o.name));
+                    return Some(self.fault(format!(
+                        "payload ended phase {phase} but the open phase is {open}"
+                    )));
                 }
             },
             ControlBody::Samples { phase, samples, .. } => {
                 let mut r = self.env.shared.result(index);
                 match r.phases.iter_mut().rev().find(|p| p.id == phase) {
                     Some(p) => add_samples(p, samples, self.env.tsc_khz),
-                    None => self.pending_samples.entry(phase).or_default().extend(samples),
+                    None => self
+                        .pending_samples
+                        .entry(phase)
+                        .or_default()
+                        .extend(samples),
                 }
             }
             ControlBody::Record { phase, name, value } => {

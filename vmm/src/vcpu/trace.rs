@@ -15,16 +15,34 @@ const IPI_EXIT_REASONS: &[(Isa, &[&str])] = &[
     (
         Isa::Vmx,
         &[
-            "EXTERNAL_INTERRUPT", "INTERRUPT_WINDOW", "HLT", "VMCALL", "IO_INSTRUCTION",
-            "MSR_READ", "MSR_WRITE", "PAUSE_INSTRUCTION", "APIC_ACCESS", "EPT_VIOLATION",
-            "EPT_MISCONFIG", "PREEMPTION_TIMER", "APIC_WRITE",
+            "EXTERNAL_INTERRUPT",
+            "INTERRUPT_WINDOW",
+            "HLT",
+            "VMCALL",
+            "IO_INSTRUCTION",
+            "MSR_READ",
+            "MSR_WRITE",
+            "PAUSE_INSTRUCTION",
+            "APIC_ACCESS",
+            "EPT_VIOLATION",
+            "EPT_MISCONFIG",
+            "PREEMPTION_TIMER",
+            "APIC_WRITE",
         ],
     ),
     (
         Isa::Svm,
         &[
-            "interrupt", "vintr", "hlt", "hypercall", "io", "msr", "pause", "npf",
-            "avic_incomplete_ipi", "avic_unaccelerated_access",
+            "interrupt",
+            "vintr",
+            "hlt",
+            "hypercall",
+            "io",
+            "msr",
+            "pause",
+            "npf",
+            "avic_incomplete_ipi",
+            "avic_unaccelerated_access",
         ],
     ),
 ];
@@ -64,7 +82,9 @@ impl TraceConfig {
 
     fn resolved(&self) -> &Resolved {
         self.resolved.get_or_init(|| {
-            let isa = ipivmm_counters::host::probe().ok().and_then(|h| h.backend.isa());
+            let isa = ipivmm_counters::host::probe()
+                .ok()
+                .and_then(|h| h.backend.isa());
             resolve(isa, self.vcpus, self.mount, self.root.as_deref())
         })
     }
@@ -126,7 +146,10 @@ impl ThreadTrace {
         let cfg = cfg.resolved();
         let Some(tracefs) = &cfg.tracefs else {
             let why = cfg.why_no_tracefs.clone().unwrap_or_default();
-            return (None, unavailable(format!("{why} (mount tracefs or pass --mount-tracefs)")));
+            return (
+                None,
+                unavailable(format!("{why} (mount tracefs or pass --mount-tracefs)")),
+            );
         };
         let set = TracepointSet::open(Some(tracefs), &cfg.specs);
         let statuses = set.statuses();
@@ -138,8 +161,14 @@ impl ThreadTrace {
             })
             .collect();
         if set.available() == 0 {
-            let first = missing.first().cloned().unwrap_or_else(|| "no counters".into());
-            return (None, unavailable(format!("no tracepoint could be opened ({first})")));
+            let first = missing
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no counters".into());
+            return (
+                None,
+                unavailable(format!("no tracepoint could be opened ({first})")),
+            );
         }
         let detail = (!missing.is_empty()).then(|| {
             format!(

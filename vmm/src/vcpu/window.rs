@@ -1,11 +1,13 @@
 //! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
 //! own sources while it handles a phase marker, so a window holds only what
 //! happened on this vCPU between its begin and end markers.
+use super::trace::{ThreadTrace, TraceConfig};
+use super::user_apic::UserApic;
 use crate::exits::ExitCounts;
 use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
-use super::trace::{ThreadTrace, TraceConfig};
+use ipivmm_devices::lapic::LapicCounters;
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ enum TraceState {
 pub struct Sources {
     kvm_stats: Option<StatsReader>,
     trace: TraceState,
+    user_apic: Option<(Arc<UserApic>, usize)>,
     /// Availability of every source, for the report.
     pub status: Vec<SourceStatus>,
 }
@@ -36,6 +39,24 @@ pub struct Snapshot {
     guest: GuestCounters,
     kvm: Option<StatsSnapshot>,
     trace: Option<BTreeMap<String, u64>>,
+    lapic: Option<LapicCounters>,
+}
+
+fn lapic_delta(e: &LapicCounters, s: &LapicCounters) -> BTreeMap<String, u64> {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    [
+        ("icr_writes", d(e.icr_writes, s.icr_writes)),
+        ("self_ipi_writes", d(e.self_ipi_writes, s.self_ipi_writes)),
+        ("ipis_delivered", d(e.ipis_delivered, s.ipis_delivered)),
+        ("ipis_coalesced", d(e.ipis_coalesced, s.ipis_coalesced)),
+        ("ipis_dropped", d(e.ipis_dropped, s.ipis_dropped)),
+        ("eois", d(e.eois, s.eois)),
+        ("nmis", d(e.nmis, s.nmis)),
+        ("faults", d(e.faults, s.faults)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// A phase whose begin marker has been handled.
@@ -49,7 +70,12 @@ pub struct OpenPhase {
 
 impl Sources {
     /// Open the sources for `vcpu` on the calling (vCPU) thread.
-    pub fn open(vcpu: &VcpuFd, trace: Option<Arc<TraceConfig>>) -> Self {
+    pub fn open(
+        vcpu: &VcpuFd,
+        trace: Option<Arc<TraceConfig>>,
+        user_apic: Option<Arc<UserApic>>,
+        index: usize,
+    ) -> Self {
         let mut status = vec![
             SourceStatus {
                 source: "userspace_exits".into(),
@@ -85,9 +111,17 @@ impl Sources {
             available: false,
             detail: Some("opened at the first phase marker; no phase began".into()),
         });
+        if user_apic.is_some() {
+            status.push(SourceStatus {
+                source: "user_lapic".into(),
+                available: true,
+                detail: Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
+            });
+        }
         Self {
             kvm_stats,
             trace: TraceState::Pending(trace),
+            user_apic: user_apic.map(|u| (u, index)),
             status,
         }
     }
@@ -116,11 +150,18 @@ impl Sources {
                 TraceState::Opened(Some(t)) => Some(t.read()),
                 _ => None,
             },
+            lapic: self.user_apic.as_ref().and_then(|(u, i)| u.counters(*i)),
         }
     }
 
     /// Open a phase.
-    pub fn begin(&mut self, id: u32, name: String, exits: &ExitCounts, guest: &GuestCounters) -> OpenPhase {
+    pub fn begin(
+        &mut self,
+        id: u32,
+        name: String,
+        exits: &ExitCounts,
+        guest: &GuestCounters,
+    ) -> OpenPhase {
         OpenPhase {
             id,
             name,
@@ -129,7 +170,12 @@ impl Sources {
     }
 
     /// Close a phase into its result.
-    pub fn end(&mut self, open: OpenPhase, exits: &ExitCounts, guest: &GuestCounters) -> PhaseResult {
+    pub fn end(
+        &mut self,
+        open: OpenPhase,
+        exits: &ExitCounts,
+        guest: &GuestCounters,
+    ) -> PhaseResult {
         let end = self.snapshot(exits, guest);
         let b = &open.begin;
         let guest_delta = GuestDelta::between(&b.guest, &end.guest);
@@ -144,7 +190,19 @@ impl Sources {
                 .collect(),
             _ => BTreeMap::new(),
         };
-        let icr_write_exits = self.icr_exits(&tracepoints, &guest_delta);
+        let user_lapic = match (&end.lapic, &b.lapic) {
+            (Some(e), Some(s)) => lapic_delta(e, s),
+            _ => BTreeMap::new(),
+        };
+        let icr_write_exits = match user_lapic.get("icr_writes") {
+            // With ipivmm's LAPIC every ICR write exits to userspace: exact.
+            Some(&exits) => Some(IcrExits {
+                exits,
+                accelerated: guest_delta.icr_writes.saturating_sub(exits),
+                source: "user_lapic",
+            }),
+            None => self.icr_exits(&tracepoints, &guest_delta),
+        };
         PhaseResult {
             id: open.id,
             name: open.name,
@@ -153,6 +211,7 @@ impl Sources {
             guest: guest_delta,
             kvm_stats,
             tracepoints,
+            user_lapic,
             icr_write_exits,
             latency: None,
             records: BTreeMap::new(),
