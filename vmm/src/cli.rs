@@ -17,7 +17,11 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
+    #[command(allow_negative_numbers = true)]
     Run(RunArgs),
+    /// Run a mode x workload matrix side by side (or a preset re-creating a known experiment).
+    #[command(allow_negative_numbers = true)]
+    Sweep(SweepArgs),
     /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities.
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
@@ -51,6 +55,71 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
             "'{s}' is not a fraction between 0 and 10 (e.g. 0.1 for 10%)"
         )),
     }
+}
+
+/// Flags of `ipivmm sweep`. Lists are comma-separated; each defaults to every value.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// A preset experiment: avic-broadcast, ipiv-unicast, apicv-topology (explicit flags below still apply).
+    #[arg(long, value_parser = ["avic-broadcast", "ipiv-unicast", "apicv-topology"])]
+    pub preset: Option<String>,
+    /// Interrupt controllers to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub irqchip: Option<Vec<Irqchip>>,
+    /// APIC modes to sweep (xapic, x2apic).
+    #[arg(long, value_delimiter = ',', value_parser = config::parse_apic)]
+    pub apic: Option<Vec<ipivmm_abi::ApicMode>>,
+    /// IPI paths to sweep (icr, pv).
+    #[arg(long, value_delimiter = ',', value_parser = config::parse_ipi)]
+    pub ipi: Option<Vec<ipivmm_abi::IpiPath>>,
+    /// APICv requests to sweep (host, inhibit).
+    #[arg(long, value_delimiter = ',', value_parser = parse_apicv)]
+    pub apicv: Option<Vec<crate::levers::ApicvRequest>>,
+    /// Workloads to sweep.
+    #[arg(long, value_delimiter = ',', value_parser = config::parse_workload)]
+    pub workload: Option<Vec<ipivmm_abi::Workload>>,
+    /// vCPUs per VM.
+    #[arg(long)]
+    pub vcpus: Option<usize>,
+    /// How IPI targets wait: spin or halt.
+    #[arg(long, value_parser = config::parse_target)]
+    pub target: Option<ipivmm_abi::TargetWait>,
+    /// Measured iterations per run.
+    #[arg(long, default_value_t = 100)]
+    pub iterations: u64,
+    /// Warm-up iterations per run.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u64,
+    /// Watchdog per run, seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Exits to turn off in every run (hlt, pause, mwait, cstate).
+    #[arg(long, value_name = "LIST", value_parser = crate::levers::parse_disable_exits)]
+    pub disable_exits: Option<u32>,
+    /// Per-VM halt-polling limit in ns for every run.
+    #[arg(long, value_name = "NS")]
+    pub halt_poll_ns: Option<u32>,
+    /// Advertise KVM_HINTS_REALTIME in every run.
+    #[arg(long)]
+    pub realtime_hint: bool,
+    /// Write every run as JSON to FILE ('-' for stdout; tables then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write every run as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write SVG charts per workload into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Do not count kvm:* tracepoints.
+    #[arg(long)]
+    pub no_tracepoints: bool,
+    /// Mount tracefs if it is not mounted (root).
+    #[arg(long)]
+    pub mount_tracefs: bool,
+    /// No tables, no progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Flags of `ipivmm host`.

@@ -196,6 +196,9 @@ pub enum ConfigError {
     /// A timeout of zero.
     #[error("--timeout must be at least 1 second")]
     ZeroTimeout,
+    /// A timeout the watchdog timer cannot hold.
+    #[error("--timeout {0} s is too long: at most {MAX_TIMEOUT_S} s (a week)")]
+    TimeoutTooLong(u64),
     /// A vector that cannot carry a fixed IPI.
     #[error("--vector {0:#x}: fixed IPIs need a vector in 0x20..=0xfe")]
     Vector(u8),
@@ -243,6 +246,9 @@ impl VmConfig {
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
         }
+        if self.timeout.as_secs() > MAX_TIMEOUT_S {
+            return Err(ConfigError::TimeoutTooLong(self.timeout.as_secs()));
+        }
         if !(0x20..=0xfe).contains(&self.ipi_vector) {
             return Err(ConfigError::Vector(self.ipi_vector));
         }
@@ -252,6 +258,9 @@ impl VmConfig {
         Ok(())
     }
 }
+
+/// Longest watchdog timeout, seconds.
+pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 
 /// Fewest vCPUs a built-in workload can run on.
 pub fn min_vcpus(w: Workload) -> usize {

@@ -142,5 +142,7 @@ pub mod payload_image;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod sweep;
+pub mod topology;
 pub mod vcpu;
 pub mod vm;

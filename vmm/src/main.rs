@@ -1,4 +1,5 @@
 //! The `ipivmm` command.
+use clap::error::ErrorKind;
 use clap::Parser;
 use ipivmm::cli::{Cli, Command};
 use ipivmm::commands;
@@ -7,10 +8,36 @@ use std::time::Instant;
 
 fn main() -> ExitCode {
     let started = Instant::now();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
     match cli.command {
         Command::Run(args) => commands::run::main(&args, started),
         Command::Host(args) => commands::host::main(&args),
+        Command::Sweep(args) => commands::sweep::main(&args),
         Command::Compare(args) => commands::compare::main(&args),
+    }
+}
+
+/// Help and version go out as clap prints them; every other parse error
+/// becomes one line naming the flag, like ipivmm's own errors.
+fn clap_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("ipivmm: error: {first} (see --help)");
+            ExitCode::from(2)
+        }
     }
 }

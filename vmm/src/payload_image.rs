@@ -67,17 +67,25 @@ pub struct ImageInfo {
 }
 
 fn u16_at(b: &[u8], off: usize) -> Result<u16, ImageError> {
-    b.get(off..off + 2)
-        .map(|s| u16::from_le_bytes([s[0], s[1]]))
-        .ok_or(ImageError::Truncated("ELF header"))
+    b.get(
+        off..off
+            .checked_add(2)
+            .ok_or(ImageError::Truncated("ELF header"))?,
+    )
+    .map(|s| u16::from_le_bytes([s[0], s[1]]))
+    .ok_or(ImageError::Truncated("ELF header"))
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(off..off.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(off..off + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(off..off.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 fn arch_name(class: u8, data: u8, machine: u16) -> String {

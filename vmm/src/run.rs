@@ -214,6 +214,9 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     let image = load_payload(&config.payload)?;
     let kvm = open_kvm(&config.kvm_device)?;
+    config
+        .validate(crate::vm::max_vcpus(&kvm))
+        .map_err(VmError::from)?;
     // The host is fingerprinted before the VM only when a lever depends on it,
     // to keep start-up short; otherwise after the run, for the report.
     let needs_host = config.ipi == IpiPath::Pv || config.apicv == ApicvRequest::Inhibit;
@@ -329,6 +332,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
 
     let mut timed_out = false;
     let mut cancelled = false;
+    let mut abandoned = false;
     let mut stop_since: Option<Instant> = None;
     loop {
         let _ = monitor.run_with_timeout(KICK_INTERVAL_MS);
@@ -355,6 +359,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             let since = *stop_since.get_or_insert_with(Instant::now);
             if since.elapsed() > STOP_GRACE {
                 log::error!("vCPU threads did not stop within {STOP_GRACE:?}; abandoning them");
+                abandoned = true;
                 break;
             }
             for t in threads.iter().filter(|t| !t.is_finished()) {
@@ -362,8 +367,11 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
             }
         }
     }
+    // Every thread has signalled its end and is only unwinding its fds:
+    // join them so a run leaves no thread or fd behind. Threads stuck in the
+    // kernel past the grace period are left detached rather than hang us.
     for t in threads {
-        if t.is_finished() {
+        if !abandoned || t.is_finished() {
             let _ = t.join();
         }
     }

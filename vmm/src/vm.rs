@@ -36,6 +36,9 @@ pub enum VmError {
     /// Other open failure.
     #[error("cannot open {0}: {1}")]
     KvmOpen(String, std::io::Error),
+    /// The path is not a KVM device.
+    #[error("{0} is not a KVM device (KVM_GET_API_VERSION failed or is not 12); pass /dev/kvm to --kvm-device")]
+    NotKvm(String),
     /// Bad configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -81,11 +84,16 @@ pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
     let name = path.display().to_string();
     let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| VmError::NoKvm(name.clone()))?;
-    Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name),
-        libc::EACCES | libc::EPERM => VmError::KvmPermission(name),
-        errno => VmError::KvmOpen(name, std::io::Error::from_raw_os_error(errno)),
-    })
+    let kvm = Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name.clone()),
+        libc::EACCES | libc::EPERM => VmError::KvmPermission(name.clone()),
+        errno => VmError::KvmOpen(name.clone(), std::io::Error::from_raw_os_error(errno)),
+    })?;
+    // KVM_API_VERSION has been 12 since Linux 2.6.22; anything else is not KVM.
+    if kvm.get_api_version() != 12 {
+        return Err(VmError::NotKvm(name));
+    }
+    Ok(kvm)
 }
 
 /// Most vCPUs this KVM accepts in one VM.

@@ -397,12 +397,9 @@ fn unwritable_json_is_refused_before_the_run_starts() {
     );
 }
 
-/// Documents the remaining gap: clap's own value errors are three or four
-/// lines (error, usage, hint), and "-1" is read as an unknown flag rather
-/// than a bad value. `main.rs` would print `e.kind()`-specific one-liners
-/// with `Cli::try_parse()`.
+/// clap's own value errors are one line naming the flag, and "-1" is read as
+/// a bad value of the flag, not as an unknown flag.
 #[test]
-#[ignore = "clap errors are multi-line until main.rs reformats them; see docs/reliability.md"]
 fn clap_value_errors_are_one_line() {
     for args in [&["--vcpus", "two"][..], &["--vcpus", "-1"][..]] {
         let o = ipivmm(args);

@@ -2,6 +2,7 @@
 pub mod compare;
 pub mod host;
 pub mod run;
+pub mod sweep;
 
 use std::process::ExitCode;
 

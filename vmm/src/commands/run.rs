@@ -69,7 +69,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         RunOptions {
             serial,
             started,
-            cancel: None,
+            cancel: Some(crate::interrupt::cancel_flag()),
         },
     ) {
         Ok(r) => r,

@@ -8,7 +8,7 @@ pub mod window;
 
 use crate::exits::{ExitCounts, ExitKind};
 use crate::latency::LatencyStats;
-use crate::results::{PhaseResult, Registers, VcpuEnd, VcpuResult};
+use crate::results::{Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
 use ipivmm_abi::{ApicMode, GuestCounters};
 use ipivmm_devices::bus::{Bus, DeviceEvent};
@@ -87,6 +87,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         guest: GuestCounters::default(),
         open: None,
         pending_samples: BTreeMap::new(),
+        samples_total: 0,
     };
     let end = run_loop.run();
     let exits = run_loop.exits;
@@ -95,6 +96,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         let mut result = env.shared.result(env.index);
         result.end = Some(end);
         result.exits = exits;
+        finish_latency(&mut result, env.tsc_khz);
     }
     if failed {
         env.shared.stop.store(true, Ordering::SeqCst);
@@ -111,6 +113,7 @@ struct RunLoop<'a> {
     guest: GuestCounters,
     open: Option<OpenPhase>,
     pending_samples: BTreeMap<u32, Vec<u64>>,
+    samples_total: u64,
 }
 
 impl RunLoop<'_> {
@@ -292,7 +295,7 @@ impl RunLoop<'_> {
                 Some(open) if open.id == phase => {
                     let mut result = self.sources.end(open, &self.exits, &self.guest);
                     if let Some(samples) = self.pending_samples.remove(&phase) {
-                        add_samples(&mut result, samples, self.env.tsc_khz);
+                        result.samples.extend(samples);
                     }
                     self.env.shared.result(index).phases.push(result);
                 }
@@ -305,9 +308,15 @@ impl RunLoop<'_> {
                 }
             },
             ControlBody::Samples { phase, samples, .. } => {
+                self.samples_total = self.samples_total.saturating_add(samples.len() as u64);
+                if self.samples_total > MAX_SAMPLES_PER_VCPU {
+                    return Some(self.fault(format!(
+                        "payload sent more than {MAX_SAMPLES_PER_VCPU} samples (phase {phase}); a measurement never needs that many"
+                    )));
+                }
                 let mut r = self.env.shared.result(index);
                 match r.phases.iter_mut().rev().find(|p| p.id == phase) {
-                    Some(p) => add_samples(p, samples, self.env.tsc_khz),
+                    Some(p) => p.samples.extend(samples),
                     None => self
                         .pending_samples
                         .entry(phase)
@@ -340,9 +349,16 @@ impl RunLoop<'_> {
     }
 }
 
-fn add_samples(phase: &mut PhaseResult, samples: Vec<u64>, tsc_khz: u64) {
-    phase.samples.extend(samples);
-    phase.latency = LatencyStats::from_samples(&phase.samples, tsc_khz);
+/// Most samples one vCPU may hand over in a run (128 MiB of host memory):
+/// a guest cannot make the host run out of memory before the watchdog fires.
+pub const MAX_SAMPLES_PER_VCPU: u64 = 16 << 20;
+
+/// Compute the latency statistics of every phase that received samples
+/// (once, at the end of the run, not per Samples message).
+pub fn finish_latency(result: &mut VcpuResult, tsc_khz: u64) {
+    for p in &mut result.phases {
+        p.latency = LatencyStats::from_samples(&p.samples, tsc_khz);
+    }
 }
 
 /// KVM_INTERNAL_ERROR_* names.
