@@ -235,6 +235,7 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     .map_err(|e| RunError::Mode(e.to_string()))?;
     let vm = Vm::build(kvm, config, &image, early_plan.lever)?;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
+    raise_fd_limit();
 
     let (serial, serial_handle) = SerialConsole::new(opts.serial);
     let mut bus = Bus::new();
@@ -416,6 +417,23 @@ pub fn run(config: &VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
         vcpus,
         serial_tail: serial_handle.tail_text(),
     })
+}
+
+/// Tracepoint counters cost one fd each per vCPU thread: lift the soft
+/// RLIMIT_NOFILE to the hard limit (failure only means fewer counters, each
+/// reported unavailable with EMFILE).
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
+    {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is always allowed.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
 }
 
 /// Refuse PV IPIs where the hypercall cannot work.
