@@ -48,10 +48,28 @@ pub enum ApicvError {
     AmdNeedsKernelIrqchip,
 }
 
+/// The lever a mode pulls by itself, without `--apicv inhibit`.
+fn inherent_lever(irqchip: Irqchip) -> InhibitLever {
+    if irqchip == Irqchip::User {
+        InhibitLever::NoIrqchip
+    } else {
+        InhibitLever::None
+    }
+}
+
 fn host_support(host: &HostInfo) -> (&'static str, &ApicvSupport) {
     match host.backend {
         KvmBackend::KvmAmd => ("AVIC", &host.verdicts.avic),
         _ => ("APICv", &host.verdicts.apicv),
+    }
+}
+
+/// The lever a mode pulls by itself, without `--apicv inhibit`.
+fn inherent_lever(irqchip: Irqchip) -> InhibitLever {
+    if irqchip == Irqchip::User {
+        InhibitLever::NoIrqchip
+    } else {
+        InhibitLever::None
     }
 }
 
@@ -62,17 +80,15 @@ pub fn plan(
     irqchip: Irqchip,
     apic: ApicMode,
 ) -> Result<ApicvPlan, ApicvError> {
+    let make = |lever, effective, detail: String| ApicvPlan {
+        requested: request,
+        lever,
+        effective,
+        detail,
+    };
     let Some(host) = host else {
-        return Ok(ApicvPlan {
-            requested: request,
-            lever: if irqchip == Irqchip::User {
-                InhibitLever::NoIrqchip
-            } else {
-                InhibitLever::None
-            },
-            effective: "unknown",
-            detail: "host could not be fingerprinted".into(),
-        });
+        let why = "host could not be fingerprinted".to_string();
+        return Ok(make(inherent_lever(irqchip), "unknown", why));
     };
     let (name, support) = host_support(host);
     if let ApicvSupport::Unavailable(why) = support {
@@ -81,32 +97,18 @@ pub fn plan(
         } else {
             ""
         };
-        return Ok(ApicvPlan {
-            requested: request,
-            lever: if irqchip == Irqchip::User {
-                InhibitLever::NoIrqchip
-            } else {
-                InhibitLever::None
-            },
-            effective: "unavailable",
-            detail: format!("{name} unavailable: {why}{noop}"),
-        });
+        let detail = format!("{name} unavailable: {why}{noop}");
+        return Ok(make(inherent_lever(irqchip), "unavailable", detail));
     }
     if irqchip == Irqchip::User {
-        return Ok(ApicvPlan {
-            requested: request,
-            lever: InhibitLever::NoIrqchip,
-            effective: "inhibited",
-            detail: format!("{name} inhibited: no in-kernel LAPIC (ABSENT)"),
-        });
+        let detail = format!("{name} inhibited: no in-kernel LAPIC (ABSENT)");
+        return Ok(make(InhibitLever::NoIrqchip, "inhibited", detail));
     }
     if request == ApicvRequest::Host {
-        return Ok(ApicvPlan {
-            requested: request,
-            lever: InhibitLever::None,
-            effective: "active",
-            detail: format!("{name} enabled by the host's module parameters; kvm_apicv_inhibit_changed counts any inhibit"),
-        });
+        let detail = format!(
+            "{name} enabled by the host's module parameters; kvm_apicv_inhibit_changed counts any inhibit"
+        );
+        return Ok(make(InhibitLever::None, "active", detail));
     }
     let lever = match host.backend {
         KvmBackend::KvmAmd if irqchip == Irqchip::Kernel => InhibitLever::PitReinject,
@@ -114,12 +116,11 @@ pub fn plan(
         _ if apic == ApicMode::Xapic => InhibitLever::ApicIdModified,
         _ => return Err(ApicvError::IntelNeedsXapic),
     };
-    Ok(ApicvPlan {
-        requested: request,
+    Ok(make(
         lever,
-        effective: "inhibited",
-        detail: format!("{name} inhibited with {lever:?}"),
-    })
+        "inhibited",
+        format!("{name} inhibited with {lever:?}"),
+    ))
 }
 
 /// APIC ID of vCPU `index` under `lever`.
