@@ -64,15 +64,6 @@ fn host_support(host: &HostInfo) -> (&'static str, &ApicvSupport) {
     }
 }
 
-/// The lever a mode pulls by itself, without `--apicv inhibit`.
-fn inherent_lever(irqchip: Irqchip) -> InhibitLever {
-    if irqchip == Irqchip::User {
-        InhibitLever::NoIrqchip
-    } else {
-        InhibitLever::None
-    }
-}
-
 /// Decide the lever and the state to report.
 pub fn plan(
     host: Option<&HostInfo>,
