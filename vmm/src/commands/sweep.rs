@@ -63,6 +63,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let cancel = crate::interrupt::cancel_flag();
     let progress = output::progress::SweepProgress::new(runs.len() as u64, args.quiet);
     let mut reports: Vec<RunReport> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
     let mut skipped: Vec<SkippedMode> = skips
         .iter()
         .map(|s| SkippedMode {
@@ -90,6 +91,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
                     progress.println(&format!("{label}: {}", status_text(&r.status)));
                 }
                 reports.push(r);
+                labels.push(label.clone());
             }
             Err(e) => {
                 progress.println(&format!("{label}: could not start: {e}"));
@@ -106,7 +108,12 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 
     let refs: Vec<&RunReport> = reports.iter().collect();
     if !args.quiet {
-        let text = render(&refs, &skipped, wall);
+        let labelled: Vec<(&str, &RunReport)> = labels
+            .iter()
+            .map(String::as_str)
+            .zip(refs.iter().copied())
+            .collect();
+        let text = render(&labelled, &skipped, wall);
         if json_stdout {
             eprint!("{text}");
         } else {
@@ -268,11 +275,12 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// One table per workload, a row per mode.
-pub fn render(reports: &[&RunReport], skipped: &[SkippedMode], wall: Duration) -> String {
+/// One table per workload, a row per mode (labelled as the plan named it:
+/// "workload mode [apicv-inhibit] [placement]"; the mode's own levers follow).
+pub fn render(reports: &[(&str, &RunReport)], skipped: &[SkippedMode], wall: Duration) -> String {
     let mut out = String::new();
     let mut workloads: Vec<&str> = Vec::new();
-    for r in reports {
+    for (_, r) in reports {
         if !workloads.contains(&r.mode.workload) {
             workloads.push(r.mode.workload);
         }
@@ -292,7 +300,7 @@ pub fn render(reports: &[&RunReport], skipped: &[SkippedMode], wall: Duration) -
             "IPIs/s",
         ]);
         let mut vcpus = 0;
-        for r in reports.iter().filter(|r| r.mode.workload == w) {
+        for (label, r) in reports.iter().filter(|(_, r)| r.mode.workload == w) {
             vcpus = r.mode.vcpus;
             let (p50, p99, p50_us, epi, iepi, rate) = match model::Run::of_report(r) {
                 Ok(m) => {
@@ -317,8 +325,18 @@ pub fn render(reports: &[&RunReport], skipped: &[SkippedMode], wall: Duration) -
                 RunStatus::Failed { .. } => "FAILED".into(),
                 RunStatus::TimedOut { .. } => "TIMEOUT".into(),
             };
+            // The plan's label names the swept dimensions (APICv request,
+            // placement); the mode's own levers follow it.
+            let levers = r.mode.label();
+            let levers = levers.split_once(' ').map_or("", |(_, rest)| rest);
+            let mode = label.split_once(' ').map_or(*label, |(_, m)| m);
+            let mode = if levers.is_empty() || mode.contains(levers) {
+                mode.to_string()
+            } else {
+                format!("{mode} {levers}")
+            };
             t.add_row(vec![
-                r.mode.label(),
+                mode,
                 r.apicv.effective.to_string(),
                 status,
                 p50,
@@ -356,7 +374,7 @@ pub fn render(reports: &[&RunReport], skipped: &[SkippedMode], wall: Duration) -
             ));
         }
     }
-    let failed = reports.iter().filter(|r| !r.succeeded()).count();
+    let failed = reports.iter().filter(|(_, r)| !r.succeeded()).count();
     out.push_str(&format!(
         "\nsweep: {} runs ({} failed), {} skipped, {:.1} s\n",
         reports.len(),
