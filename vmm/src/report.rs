@@ -13,12 +13,14 @@ fn ms(ns: u64) -> String {
 pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
     let m = &r.mode;
+    let what = match &m.payload {
+        Some(p) => format!("payload {p}"),
+        None => format!("workload {} (target {})", m.workload, m.target),
+    };
     let _ = writeln!(
         out,
-        "ipivmm: mode {}, workload {} (target {}), {} vCPUs, {} iterations + {} warm-up",
+        "ipivmm: mode {}, {what}, {} vCPUs, {} iterations + {} warm-up",
         m.label(),
-        m.workload,
-        m.target,
         m.vcpus,
         m.iterations,
         m.warmup
@@ -43,6 +45,9 @@ pub fn render(r: &RunReport) -> String {
     for (id, name) in phase_ids(r) {
         let _ = writeln!(out, "\nphase {id} '{name}'");
         let _ = writeln!(out, "{}", phase_table(r, id));
+        for line in exit_reasons(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let lat = latency_table(r);
     if let Some(t) = lat {
@@ -92,6 +97,59 @@ fn per(num: u64, den: u64) -> String {
     } else {
         format!("{:.2}", num as f64 / den as f64)
     }
+}
+
+/// KVM exit stats that name one kind of exit (the rest of `exits` is other).
+const KVM_EXIT_STATS: &[&str] = &[
+    "io_exits",
+    "mmio_exits",
+    "halt_exits",
+    "irq_exits",
+    "irq_window_exits",
+    "nmi_window_exits",
+    "request_irq_exits",
+    "signal_exits",
+];
+
+/// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
+/// where that tracepoint fired, else from KVM's per-kind exit stats.
+fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &r.vcpus {
+        let Some(p) = v.phase(id) else { continue };
+        let traced: Vec<String> = p
+            .tracepoints
+            .iter()
+            .filter(|(k, n)| k.starts_with("kvm_exit:") && **n > 0)
+            .map(|(k, n)| format!("{}={n}", &k["kvm_exit:".len()..]))
+            .collect();
+        let (source, parts) = if !traced.is_empty() {
+            ("kvm_exit", traced)
+        } else {
+            let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
+            let mut named = 0;
+            let mut parts: Vec<String> = KVM_EXIT_STATS
+                .iter()
+                .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
+                .map(|(k, n)| {
+                    named += n;
+                    format!("{}={n}", k.trim_end_matches("_exits"))
+                })
+                .collect();
+            if total > named {
+                parts.push(format!("other={}", total - named));
+            }
+            ("kvm_stats", parts)
+        };
+        if !parts.is_empty() {
+            lines.push(format!(
+                "  vcpu{} exits by reason ({source}): {}",
+                v.index,
+                parts.join(" ")
+            ));
+        }
+    }
+    lines
 }
 
 fn phase_table(r: &RunReport, id: u32) -> Table {

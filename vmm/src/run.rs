@@ -118,6 +118,10 @@ pub struct ModeSummary {
     pub realtime_hint: bool,
     /// Host CPU of each vCPU (empty = not pinned).
     pub pin: Vec<usize>,
+    /// The custom payload, if not the built-in one (then `workload` is only
+    /// what BootInfo told it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
 }
 
 impl ModeSummary {
@@ -162,6 +166,13 @@ impl ModeSummary {
             halt_poll_ns: c.halt_poll_ns,
             realtime_hint: c.realtime_hint,
             pin: c.pin.clone(),
+            payload: match &c.payload {
+                crate::config::PayloadSource::Builtin => None,
+                crate::config::PayloadSource::File(p) => Some(p.display().to_string()),
+                crate::config::PayloadSource::Bytes(_) => {
+                    Some("<ELF image from the library>".into())
+                }
+            },
         }
     }
 }

@@ -143,6 +143,9 @@ pub struct Mode {
     /// Host CPU of each vCPU (empty = not pinned).
     #[serde(default)]
     pub pin: Vec<usize>,
+    /// The custom payload (absent: the built-in one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
 }
 
 impl Mode {
