@@ -50,3 +50,9 @@ pub fn document<'a>(runs: Vec<&'a RunReport>, skipped: &'a [SkippedMode]) -> Doc
         skipped,
     }
 }
+
+/// Write `doc` pretty-printed with a trailing newline.
+pub fn write<W: std::io::Write>(mut out: W, doc: &Document<'_>) -> Result<(), String> {
+    serde_json::to_writer_pretty(&mut out, doc).map_err(|e| e.to_string())?;
+    writeln!(out).map_err(|e| e.to_string())
+}

@@ -99,18 +99,6 @@ fn per(num: u64, den: u64) -> String {
     }
 }
 
-/// KVM exit stats that name one kind of exit (the rest of `exits` is other).
-const KVM_EXIT_STATS: &[&str] = &[
-    "io_exits",
-    "mmio_exits",
-    "halt_exits",
-    "irq_exits",
-    "irq_window_exits",
-    "nmi_window_exits",
-    "request_irq_exits",
-    "signal_exits",
-];
-
 /// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
 /// where that tracepoint fired, else from KVM's per-kind exit stats.
 fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
@@ -128,7 +116,7 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
         } else {
             let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
             let mut named = 0;
-            let mut parts: Vec<String> = KVM_EXIT_STATS
+            let mut parts: Vec<String> = crate::output::summary::KVM_STAT_REASONS
                 .iter()
                 .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
                 .map(|(k, n)| {

@@ -36,3 +36,22 @@ pub struct LapicCounters {
     /// x2APIC MSR accesses that faulted (#GP).
     pub faults: u64,
 }
+
+impl LapicCounters {
+    /// Sum of every counter: each only grows, so the sum is a cheap
+    /// monotonicity check for tests and fuzzers.
+    pub fn total(&self) -> u64 {
+        self.icr_writes
+            + self.self_ipi_writes
+            + self.ipis_delivered
+            + self.ipis_coalesced
+            + self.ipis_dropped
+            + self.ipis_unsupported
+            + self.eois
+            + self.nmis
+            + self.inits
+            + self.sipis
+            + self.ignored_accesses
+            + self.faults
+    }
+}

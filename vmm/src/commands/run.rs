@@ -95,10 +95,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     if let Some(out) = json_out.as_mut() {
         let doc = crate::json::document(vec![&report], &[]);
-        if let Err(e) = serde_json::to_writer_pretty(&mut *out, &doc)
-            .map_err(|e| e.to_string())
-            .and_then(|_| writeln!(out).map_err(|e| e.to_string()))
-        {
+        if let Err(e) = crate::json::write(out, &doc) {
             return fail(format!("writing --json: {e}"));
         }
     }

@@ -12,7 +12,6 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use ipivmm_abi::{ApicMode, TargetWait, Workload};
 use ipivmm_counters::host::HostInfo;
 use ipivmm_devices::serial::SerialSink;
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -122,10 +121,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     if let Some(out) = json_out.as_mut() {
         let doc = crate::json::document(refs.clone(), &skipped);
-        let written = serde_json::to_writer_pretty(&mut *out, &doc)
-            .map_err(|e| e.to_string())
-            .and_then(|_| writeln!(out).map_err(|e| e.to_string()));
-        if let Err(e) = written {
+        if let Err(e) = crate::json::write(out, &doc) {
             return fail(format!("writing --json: {e}"));
         }
     }

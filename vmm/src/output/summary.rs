@@ -115,7 +115,7 @@ impl RunSummary {
 }
 
 /// KVM binary stats that count exits of one kind (the rest of `exits` is `other`).
-const KVM_STAT_REASONS: &[&str] = &[
+pub const KVM_STAT_REASONS: &[&str] = &[
     "io_exits",
     "mmio_exits",
     "halt_exits",
