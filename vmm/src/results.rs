@@ -142,6 +142,15 @@ pub struct Registers {
     pub efer: u64,
 }
 
+impl Registers {
+    /// The architectural reset state (rip 0xfff0, protection off): what a
+    /// vCPU that KVM re-initialised reads back, never a payload's state
+    /// (payloads run in long mode).
+    pub fn is_reset_state(&self) -> bool {
+        self.rip == 0xfff0 && self.cr0 & 1 == 0
+    }
+}
+
 impl std::fmt::Display for Registers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -237,5 +246,21 @@ mod tests {
         let d = GuestDelta::between(&begin, &end);
         assert_eq!(d.icr_writes, 5);
         assert_eq!(d.ipis_received, 0);
+    }
+
+    #[test]
+    fn reset_state_is_told_from_a_payload_state() {
+        let reset = Registers {
+            rip: 0xfff0,
+            cr0: 0x6000_0010,
+            ..Default::default()
+        };
+        assert!(reset.is_reset_state());
+        let long_mode = Registers {
+            rip: 0xfff0,
+            cr0: 0x8000_0011,
+            ..Default::default()
+        };
+        assert!(!long_mode.is_reset_state());
     }
 }

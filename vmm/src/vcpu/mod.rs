@@ -188,6 +188,7 @@ impl RunLoop<'_> {
                         .push(msg.clone());
                     return self.fault(msg);
                 }
+                Step::Fault(Fault::TripleFault) => return self.shutdown(),
                 Step::Fault(f) => {
                     let reason = self.describe(f);
                     return self.fault(reason);
@@ -243,6 +244,20 @@ impl RunLoop<'_> {
         VcpuEnd::Fault {
             reason,
             registers: registers(self.vcpu),
+        }
+    }
+
+    /// KVM_EXIT_SHUTDOWN. kvm_amd re-initialises the VMCB on a shutdown
+    /// intercept (svm.c `shutdown_interception`), so what reads back is the
+    /// reset state, not the faulting one: say so rather than dump it.
+    fn shutdown(&mut self) -> VcpuEnd {
+        let reason = self.describe(Fault::TripleFault);
+        match registers(self.vcpu) {
+            Some(r) if r.is_reset_state() => VcpuEnd::Fault {
+                reason: format!("{reason}; registers unavailable: KVM reset the vCPU on shutdown (kvm_amd re-initialises the VMCB)"),
+                registers: None,
+            },
+            registers => VcpuEnd::Fault { reason, registers },
         }
     }
 

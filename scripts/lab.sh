@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# The lab: ipivmm on a real hardware-KVM module (kvm_amd) under an emulated CPU.
+#
+# These machines' /dev/kvm is kvm_pvm (no VMX/SVM: kvm_exit never fires,
+# hypercalls never return, no APICv/AVIC). QEMU's TCG emulates an SVM CPU on
+# which Debian's 6.1 kernel loads the real kvm_amd; ipivmm and its KVM test
+# binaries run inside that guest. See docs/lab.md.
+#
+# Usage: scripts/lab.sh [quick|full|shell|clean] [--update-docs] [--smp N] [--timeout S]
+#                      [--steps host,sweep,tests,inhibit,inhibit-loaded,stress] [--iterations N]
+#   quick   host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit),
+#           the KVM test binaries with every skip a failure, --apicv inhibit repeats, an
+#           npt=0 reload (CI runs this)
+#   full    every workload, halted targets, the presets, repeats under load, and the
+#           npt=0 pass with the tests again
+#   shell   boot with everything loaded and drop to a shell on this terminal
+#   clean   remove the lab's work directory (target/lab); `clean --cache` also the downloads
+# --update-docs   rewrite the table in docs/lab.md from this pass's results (and kvm_pvm's)
+# --steps         only these steps (for working on one; the verdict then covers only them)
+# --iterations    iterations per run of the sweeps (repeats per APIC mode for inhibit)
+#
+# Environment: IPIVMM_LAB_CACHE (downloads, default ~/.cache/ipivmm-lab),
+# LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048).
+# Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LAB=$ROOT/scripts/lab
+WORK=$ROOT/target/lab
+CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
+SMP=${LAB_SMP:-2}
+MEM=${LAB_MEM:-2048}
+PASS=quick
+UPDATE_DOCS=0
+TIMEOUT=""
+CLEAN_CACHE=0
+STEPS=""
+ITERATIONS=""
+
+# Pinned Debian bookworm packages (name=version). A pin the registry no
+# longer serves falls back to the newest of the same series, with a warning
+# that the summary repeats.
+KERNEL_PKG=linux-image-6.1.0-50-amd64
+KERNEL_VER=6.1.176-1
+BUSYBOX_PKG=busybox-static
+BUSYBOX_VER=1:1.35.0-4+deb12u1+b1
+QEMU_PKG=qemu-system-x86
+# The modules the guest loads, dependencies resolved at build time.
+MODULES="kvm-amd kvm-intel virtio_blk virtio_pci"
+
+die() { echo "lab: error: $*" >&2; exit 2; }
+log() { echo "lab: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    quick | full | shell | clean) PASS=$1 ;;
+    --update-docs) UPDATE_DOCS=1 ;;
+    --cache) CLEAN_CACHE=1 ;;
+    --smp) SMP=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --iterations) ITERATIONS=$2; shift ;;
+    --timeout) TIMEOUT=$2; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+    esac
+    shift
+done
+
+if [ "$PASS" = clean ]; then
+    rm -rf "$WORK"
+    [ $CLEAN_CACHE = 1 ] && rm -rf "$CACHE"
+    log "removed $WORK$([ $CLEAN_CACHE = 1 ] && echo " and $CACHE")"
+    exit 0
+fi
+case $PASS in quick) : "${TIMEOUT:=1500}" ;; full) : "${TIMEOUT:=7200}" ;; shell) : "${TIMEOUT:=86400}" ;; esac
+
+# One lab at a time per checkout: two would share target/lab.
+mkdir -p "$WORK" "$CACHE/debs"
+exec 9>"$WORK/.lock"
+flock -n 9 || die "another lab is running in this checkout ($WORK/.lock)"
+
+WARNINGS=()
+t0=$(date +%s)
+timed() { # name, command...: run and record the wall time
+    local name=$1 s
+    shift
+    s=$(date +%s)
+    "$@"
+    echo "$name $(($(date +%s) - s))" >>"$WORK/timings.txt"
+}
+: >"$WORK/timings.txt"
+
+apt_install() { # packages...: install what is missing (needs root)
+    [ "$(id -u)" = 0 ] || die "need $* installed (run as root, or: apt-get install $*)"
+    log "installing $*"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; } ||
+        die "apt-get install $* failed"
+}
+
+tools() {
+    command -v qemu-system-x86_64 >/dev/null || apt_install "$QEMU_PKG"
+    command -v jq >/dev/null || apt_install jq
+    command -v objcopy >/dev/null || apt_install binutils
+}
+
+# Download name=version into the cache, or the fallback the series offers.
+fetch_deb() { # package version fallback-pattern
+    local pkg=$1 ver=$2 pattern=$3 got
+    got=$(ls "$CACHE"/debs/"${pkg}"_*.deb 2>/dev/null | head -n 1 || true)
+    if [ -z "$got" ]; then
+        (cd "$CACHE/debs" && apt-get download -qq "$pkg=$ver" >/dev/null 2>&1) ||
+            (apt-get update -qq >/dev/null 2>&1; cd "$CACHE/debs" && apt-get download -qq "$pkg=$ver" >/dev/null 2>&1) || true
+        got=$(ls "$CACHE"/debs/"${pkg}"_*.deb 2>/dev/null | head -n 1 || true)
+    fi
+    if [ -z "$got" ] && [ -n "$pattern" ]; then
+        local alt
+        alt=$(apt-cache search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -n 1)
+        [ -n "$alt" ] || die "no package matches $pattern in the Debian index"
+        WARNINGS+=("pinned $pkg=$ver is gone from the registry; used $alt")
+        log "warning: ${WARNINGS[-1]}"
+        (cd "$CACHE/debs" && apt-get download -qq "$alt" >/dev/null 2>&1) || die "apt-get download $alt failed"
+        got=$(ls "$CACHE"/debs/"${alt}"_*.deb | head -n 1)
+    fi
+    [ -n "$got" ] || die "cannot download $pkg=$ver"
+    echo "$got"
+}
+
+fetch() {
+    local kdeb bdeb
+    kdeb=$(fetch_deb "$KERNEL_PKG" "$KERNEL_VER" '^linux-image-6\.1\.0-[0-9]+-amd64$')
+    bdeb=$(fetch_deb "$BUSYBOX_PKG" "$BUSYBOX_VER" '')
+    KROOT=$CACHE/root/$(basename "$kdeb" .deb)
+    BBROOT=$CACHE/root/$(basename "$bdeb" .deb)
+    for pair in "$kdeb:$KROOT" "$bdeb:$BBROOT"; do
+        if [ ! -e "${pair#*:}/.done" ]; then
+            rm -rf "${pair#*:}"
+            mkdir -p "${pair#*:}"
+            dpkg-deb -x "${pair%%:*}" "${pair#*:}"
+            touch "${pair#*:}/.done"
+        fi
+    done
+    VMLINUZ=$(ls "$KROOT"/boot/vmlinuz-* | head -n 1)
+    KREL=${VMLINUZ##*/vmlinuz-}
+    echo "kernel $(basename "$kdeb")" >"$WORK/versions.txt"
+    echo "busybox $(basename "$bdeb")" >>"$WORK/versions.txt"
+    echo "qemu $(qemu-system-x86_64 --version | head -n 1)" >>"$WORK/versions.txt"
+}
+
+# ipivmm, the KVM test binaries (their absolute paths kept, so tests that
+# start target/release/ipivmm find it) and the example payload.
+build() {
+    (cd "$ROOT" && cargo build --release -q -p ipivmm)
+    { (cd "$ROOT" && cargo test --release -q --no-run --message-format=json -p ipivmm-tests --tests) &&
+        (cd "$ROOT" && cargo test --release -q --no-run --message-format=json -p ipivmm --test ctrl_c); } |
+        jq -r 'select(.reason == "compiler-artifact" and .profile.test == true and .executable != null) | .executable' \
+            >"$WORK/test-binaries.txt"
+    [ -s "$WORK/test-binaries.txt" ] || die "cargo test --no-run listed no test binary"
+    (cd "$ROOT/examples/exit-roundtrip" && cargo build --release -q --offline 2>/dev/null || cargo build --release -q)
+}
+
+# Module closure of $MODULES in load order, from each .ko's depends= field.
+module_order() {
+    local moddir=$1 seen=" " order=()
+    visit() {
+        local m=$1 f deps d
+        case "$seen" in *" $m "*) return ;; esac
+        seen="$seen$m "
+        f=$(find "$moddir" -name "$m.ko" -o -name "${m//-/_}.ko" | head -n 1)
+        [ -n "$f" ] || die "module $m not found under $moddir"
+        deps=$(objcopy -O binary --only-section=.modinfo "$f" /dev/stdout | tr '\0' '\n' | sed -n 's/^depends=//p')
+        for d in ${deps//,/ }; do visit "$d"; done
+        order+=("$f")
+    }
+    for m in $MODULES; do visit "$m"; done
+    printf '%s\n' "${order[@]}"
+}
+
+initramfs() {
+    local st=$WORK/initramfs f lib
+    rm -rf "$st"
+    mkdir -p "$st"/{bin,lab/bin,lab/tests,lab/modules,proc,sys,dev,tmp,root,out}
+    cp "$BBROOT/bin/busybox" "$st/bin/busybox"
+    cp "$LAB/init.sh" "$st/init"
+    chmod +x "$st/init"
+    module_order "$KROOT/lib/modules/$KREL/kernel" | while read -r f; do
+        cp "$f" "$st/lab/modules/"
+        basename "$f" .ko >>"$st/lab/modules/order"
+    done
+    # The binaries at their host paths too: CARGO_BIN_EXE_* and the example
+    # payload's path are compiled into the tests.
+    local bins=("$ROOT/target/release/ipivmm")
+    mapfile -t -O 1 bins < "$WORK/test-binaries.txt"
+    local example=$ROOT/examples/exit-roundtrip/target/x86_64-unknown-linux-gnu/release/exit-roundtrip
+    for f in "${bins[@]}" "$example"; do
+        mkdir -p "$st$(dirname "$f")"
+        cp "$f" "$st$f"
+    done
+    ln -s "$ROOT/target/release/ipivmm" "$st/lab/bin/ipivmm"
+    while read -r f; do
+        ln -s "$f" "$st/lab/tests/$(basename "$f" | sed 's/-[0-9a-f]\{16\}$//')"
+    done <"$WORK/test-binaries.txt"
+    echo "$example" >"$st/lab/example-payload"
+    # Tests that need host tools the guest lacks (objdump, cargo) are run on the host.
+    echo "--skip builds_as_a_static --skip payload_has_no_sse" >"$st/lab/tests.skip"
+    for lib in $(ldd "${bins[@]}" | awk '/=>/ {print $3} /ld-linux/ {print $1}' | sort -u); do
+        mkdir -p "$st$(dirname "$lib")"
+        cp -L "$lib" "$st$lib"
+    done
+    (cd "$st" && find . | "$BBROOT/bin/busybox" cpio -o -H newc 2>/dev/null) >"$WORK/initrd.cpio"
+    rm -rf "$st"
+}
+
+boot() {
+    local disk=$WORK/out.img
+    rm -f "$disk"
+    truncate -s 1G "$disk"
+    local console=(-serial stdio)
+    # The guest stops starting steps 60 s before QEMU's own limit.
+    local append="console=ttyS0 panic=-1 lab.pass=$PASS lab.deadline=$((TIMEOUT - 60))"
+    [ -n "$STEPS" ] && append="$append lab.steps=$STEPS"
+    [ -n "$ITERATIONS" ] && append="$append lab.iterations=$ITERATIONS"
+    [ "$PASS" = shell ] || append="$append ${LAB_KERNEL_ARGS:-loglevel=4}"
+    log "booting $KREL under QEMU TCG ($SMP vCPUs, $MEM MiB), pass '$PASS', at most ${TIMEOUT}s"
+    set +e
+    if [ "$PASS" = shell ]; then
+        qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+            -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
+            -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot "${console[@]}"
+    else
+        timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+            -smp "$SMP" -m "$MEM" -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
+            -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot "${console[@]}" \
+            -monitor "unix:$WORK/monitor.sock,server=on,wait=off" </dev/null | tee "$WORK/console.log" | grep --line-buffered '^lab:' >&2
+    fi
+    QEMU_RC=${PIPESTATUS[0]}
+    set -e
+    [ "$QEMU_RC" = 124 ] && WARNINGS+=("QEMU killed after ${TIMEOUT}s")
+    return 0
+}
+
+collect() {
+    local new=$WORK/results.new
+    rm -rf "$new"
+    mkdir -p "$new"
+    tar -xf "$WORK/out.img" -C "$new" 2>/dev/null || WARNINGS+=("no result archive on the output disk")
+    cp "$WORK/console.log" "$WORK/versions.txt" "$WORK/timings.txt" "$new/" 2>/dev/null || true
+    : >"$new/warnings.txt"
+    [ ${#WARNINGS[@]} -eq 0 ] || printf '%s\n' "${WARNINGS[@]}" >"$new/warnings.txt"
+    rm -rf "$WORK/results"
+    mv "$new" "$WORK/results"
+    rm -f "$WORK/out.img" "$WORK/initrd.cpio"
+}
+
+tools
+timed fetch fetch
+timed build build
+timed initramfs initramfs
+timed boot boot
+[ "$PASS" = shell ] && exit 0
+collect
+echo "total $(($(date +%s) - t0))" >>"$WORK/results/timings.txt"
+rc=0
+"$LAB/verify.sh" "$([ -n "$STEPS" ] && echo custom || echo "$PASS")" "$WORK/results" || rc=1
+if [ $UPDATE_DOCS = 1 ]; then
+    "$LAB/table.sh" "$WORK/results" "$ROOT/docs/lab.md" || rc=1
+fi
+exit $rc
