@@ -14,6 +14,7 @@
 #   full    every workload, halted targets, the presets, repeats under load, and the
 #           npt=0 pass with the tests again
 #   shell   boot with everything loaded and drop to a shell on this terminal
+#   initrd  only build the initramfs and print its path and the kernel's (for other emulators)
 #   clean   remove the lab's work directory (target/lab); `clean --cache` also the downloads
 # --update-docs   rewrite the table in docs/lab.md from this pass's results (and kvm_pvm's)
 # --steps         only these steps (for working on one; the verdict then covers only them)
@@ -52,7 +53,7 @@ log() { echo "lab: $*" >&2; }
 
 while [ $# -gt 0 ]; do
     case $1 in
-    quick | full | shell | clean) PASS=$1 ;;
+    quick | full | shell | clean | initrd) PASS=$1 ;;
     --update-docs) UPDATE_DOCS=1 ;;
     --cache) CLEAN_CACHE=1 ;;
     --smp) SMP=$2; shift ;;
@@ -255,6 +256,11 @@ tools
 timed fetch fetch
 timed build build
 timed initramfs initramfs
+if [ "$PASS" = initrd ]; then
+    echo "$WORK/initrd.cpio"
+    echo "$VMLINUZ"
+    exit 0
+fi
 timed boot boot
 [ "$PASS" = shell ] && exit 0
 collect

@@ -14,7 +14,34 @@ pub fn kvm_available(test: &str) -> bool {
     {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("SKIP {test}: /dev/kvm cannot be opened ({e}); this test needs KVM");
+            let why = format!("/dev/kvm cannot be opened ({e}); this test needs KVM");
+            assert!(
+                std::env::var_os("IPIVMM_REQUIRE_KVM").is_none_or(|v| v != "1"),
+                "{test}: IPIVMM_REQUIRE_KVM=1 but {why}"
+            );
+            eprintln!("SKIP {test}: {why}");
+            false
+        }
+    }
+}
+
+/// True when the KVM here is a hardware one (kvm_intel or kvm_amd: `kvm_exit`
+/// fires, hypercalls return). Otherwise prints why the test skips, or fails
+/// it when `IPIVMM_REQUIRE_HW_KVM=1` (the lab sets it).
+pub fn hardware_kvm(test: &str) -> bool {
+    if !kvm_available(test) {
+        return false;
+    }
+    let backend = ipivmm_counters::host::probe().map(|h| h.backend);
+    match backend {
+        Ok(ipivmm_counters::host::KvmBackend::KvmIntel | ipivmm_counters::host::KvmBackend::KvmAmd) => true,
+        other => {
+            let why = format!("this KVM is {other:?}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)");
+            assert!(
+                std::env::var_os("IPIVMM_REQUIRE_HW_KVM").is_none_or(|v| v != "1"),
+                "{test}: IPIVMM_REQUIRE_HW_KVM=1 but {why}"
+            );
+            eprintln!("SKIP {test}: {why}");
             false
         }
     }

@@ -147,6 +147,7 @@ fn phase_table(r: &RunReport, id: u32) -> Table {
         "vCPU",
         "APIC",
         "ICR writes",
+        "PV calls",
         "IPIs sent",
         "IPIs recv",
         "ICR-write exits",
@@ -164,6 +165,7 @@ fn phase_table(r: &RunReport, id: u32) -> Table {
             format!("vcpu{}", v.index),
             v.apic_id.to_string(),
             p.guest.icr_writes.to_string(),
+            p.guest.hypercalls.to_string(),
             p.guest.ipis_sent.to_string(),
             p.guest.ipis_received.to_string(),
             opt(p.icr_write_exits.map(|i| i.exits)),
@@ -174,7 +176,7 @@ fn phase_table(r: &RunReport, id: u32) -> Table {
             ms(p.wall_ns),
         ]);
     }
-    for c in 1..11 {
+    for c in 1..12 {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(CellAlignment::Right);
         }

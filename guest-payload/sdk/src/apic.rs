@@ -135,6 +135,11 @@ impl Apic for X2Apic {
     }
 
     fn write_icr(&self, dest: u32, low: u32) {
+        // WRMSR to an x2APIC register is not serializing (SDM 11.12.3): with
+        // IPI virtualization (no exit) the IPI can reach its target before
+        // this vCPU's earlier stores, e.g. the flag a woken target checks
+        // before halting again. A fence first, as Linux's weak_wrmsr_fence.
+        cpu::store_fence_before_wrmsr();
         // SAFETY: the 64-bit ICR MSR (0x830); sends the IPI.
         unsafe { cpu::wrmsr(Self::msr(reg::ICR_LOW), (dest as u64) << 32 | low as u64) }
     }

@@ -106,6 +106,14 @@ pub fn enable_interrupts() {
     unsafe { asm!("sti", options(nomem, nostack)) };
 }
 
+/// `mfence; lfence`: every earlier store is globally visible before the next
+/// instruction (a non-serializing WRMSR such as an x2APIC ICR write) runs.
+#[inline(always)]
+pub fn store_fence_before_wrmsr() {
+    // SAFETY: fences only order memory accesses; no state changes.
+    unsafe { asm!("mfence", "lfence", options(nostack, preserves_flags)) };
+}
+
 /// `cli`: disables interrupts.
 #[inline(always)]
 pub fn disable_interrupts() {

@@ -1,7 +1,8 @@
 //! Counted IPI sends by vCPU index, over the ICR ([`crate::apic`]) or the KVM
 //! PV IPI hypercall. Every send updates this vCPU's counters: `icr_writes`
-//! +1 per ICR write or hypercall, `ipis_sent` + number of target vCPUs,
-//! `hypercalls` +1 per hypercall.
+//! +1 per ICR write, `hypercalls` +1 per hypercall (a PV IPI writes no ICR:
+//! counting it there made the host report it as an accelerated ICR write),
+//! `ipis_sent` + number of target vCPUs.
 
 use crate::apic::{self, Apic};
 use crate::percpu::{self, bump};
@@ -125,7 +126,6 @@ pub fn hypercall_send_ipi(call: &PvIpiCall, vector: u8) -> i64 {
 pub fn send_pv(set: &VcpuSet, vector: u8) {
     let c = &percpu::current().counters;
     pv_ipi_calls(set.iter().map(apic_id_of), |call| {
-        bump(&c.icr_writes, 1);
         bump(&c.hypercalls, 1);
         bump(&c.ipis_sent, call.targets() as u64);
         let r = hypercall_send_ipi(&call, vector);

@@ -35,7 +35,7 @@ pub(crate) fn set_boot_info(boot: *const BootInfo) {
 #[repr(C)]
 #[derive(Default)]
 pub struct Counters {
-    /// ICR writes (and PV IPI hypercalls) issued.
+    /// ICR writes issued (PV IPI hypercalls are counted in `hypercalls` only).
     pub icr_writes: AtomicU64,
     /// Target vCPUs of those IPIs.
     pub ipis_sent: AtomicU64,

@@ -1,0 +1,131 @@
+//! What only a hardware KVM (kvm_intel/kvm_amd) can show: `kvm_exit` fires,
+//! so exits are counted by reason; hypercalls return, so PV IPIs run. These
+//! tests skip elsewhere (saying so) and run in the lab (scripts/lab.sh), which
+//! sets IPIVMM_REQUIRE_HW_KVM=1 so that a skip fails there.
+use ipivmm::config::{Irqchip, VmConfig};
+use ipivmm::levers::ApicvRequest;
+use ipivmm::results::PhaseResult;
+use ipivmm::run::RunReport;
+use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
+use ipivmm_tests::{hardware_kvm, run_ok};
+use std::time::Duration;
+
+const ITERATIONS: u64 = 50;
+
+fn config(apic: ApicMode, ipi: IpiPath, target: TargetWait) -> VmConfig {
+    VmConfig {
+        apic,
+        ipi,
+        target_wait: target,
+        workload: Workload::Pingpong,
+        iterations: ITERATIONS,
+        warmup: 5,
+        timeout: Duration::from_secs(120),
+        ..VmConfig::default()
+    }
+}
+
+fn measure(r: &RunReport, vcpu: usize) -> &PhaseResult {
+    assert!(r.succeeded(), "{:?}\n{}", r.status, r.serial_tail);
+    r.vcpus[vcpu]
+        .phase_named("measure")
+        .expect("every vCPU ends its measure phase")
+}
+
+/// `kvm_exit:<reason>` counters of a phase, non-zero ones.
+fn reasons(p: &PhaseResult) -> Vec<(&str, u64)> {
+    p.tracepoints
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("kvm_exit:")?, *v)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+#[test]
+fn exits_are_counted_by_reason_per_vcpu_and_phase() {
+    if !hardware_kvm("exits_are_counted_by_reason_per_vcpu_and_phase") {
+        return;
+    }
+    for apic in [ApicMode::Xapic, ApicMode::X2apic] {
+        let r = run_ok(&config(apic, IpiPath::Icr, TargetWait::Halt));
+        for v in 0..2 {
+            let p = measure(&r, v);
+            let by_reason: u64 = reasons(p).iter().map(|(_, n)| n).sum();
+            let traced = p.tracepoints["kvm_exit"];
+            let stat = p.kvm_stats["exits"];
+            assert!(by_reason > 0, "{apic:?} vcpu{v}: no exit reason counted");
+            // Three independent counts of the same exits over the same window.
+            assert_eq!(by_reason, traced, "{apic:?} vcpu{v}: reasons {:?}", reasons(p));
+            assert_eq!(traced, stat, "{apic:?} vcpu{v}: kvm_exit vs KVM stat exits");
+        }
+        // The sender's ICR writes exit as MSR writes (x2APIC) or as nested
+        // page faults / APIC accesses on the xAPIC page.
+        let sender = measure(&r, 0);
+        let icr_reason: u64 = reasons(sender)
+            .iter()
+            .filter(|(k, _)| matches!(*k, "msr" | "MSR_WRITE" | "npf" | "APIC_ACCESS" | "APIC_WRITE"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            icr_reason >= sender.guest.icr_writes,
+            "{apic:?}: {} ICR writes but only {icr_reason} MSR/APIC exits: {:?}",
+            sender.guest.icr_writes,
+            reasons(sender)
+        );
+    }
+}
+
+#[test]
+fn pv_ipis_are_hypercalls_not_icr_writes() {
+    if !hardware_kvm("pv_ipis_are_hypercalls_not_icr_writes") {
+        return;
+    }
+    for apic in [ApicMode::Xapic, ApicMode::X2apic] {
+        let r = run_ok(&config(apic, IpiPath::Pv, TargetWait::Halt));
+        let s = measure(&r, 0);
+        let recv = measure(&r, 1);
+        assert!(s.guest.hypercalls >= ITERATIONS, "{apic:?}: {:?}", s.guest);
+        assert_eq!(s.guest.icr_writes, 0, "{apic:?}: a PV IPI writes no ICR");
+        assert_eq!(s.guest.ipis_sent, s.guest.hypercalls, "{apic:?}: one target per call");
+        assert_eq!(recv.guest.ipis_received, s.guest.ipis_sent, "{apic:?}: all delivered");
+        // Guest count, KVM stat, tracepoint and exit reason agree.
+        assert_eq!(s.kvm_stats["hypercalls"], s.guest.hypercalls, "{apic:?}: KVM stat");
+        assert_eq!(
+            s.tracepoints["kvm_hypercall:send_ipi"], s.guest.hypercalls,
+            "{apic:?}: kvm_hypercall nr 10"
+        );
+        let exits: u64 = reasons(s)
+            .iter()
+            .filter(|(k, _)| matches!(*k, "hypercall" | "VMCALL"))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(exits, s.guest.hypercalls, "{apic:?}: hypercall exits {:?}", reasons(s));
+        let icr = s.icr_write_exits.expect("ICR-write exits counted");
+        assert_eq!((icr.exits, icr.accelerated), (0, 0), "{apic:?}: {icr:?}");
+    }
+}
+
+/// `--apicv inhibit` once hung on the lab's kvm_amd (x2APIC, halted target):
+/// every mode must complete, repeatedly.
+#[test]
+fn apicv_inhibit_runs_complete_repeatedly() {
+    if !hardware_kvm("apicv_inhibit_runs_complete_repeatedly") {
+        return;
+    }
+    for apic in [ApicMode::X2apic, ApicMode::Xapic] {
+        for round in 0..5 {
+            let c = VmConfig {
+                irqchip: Irqchip::Kernel,
+                apicv: ApicvRequest::Inhibit,
+                ..config(apic, IpiPath::Icr, TargetWait::Halt)
+            };
+            let r = run_ok(&c);
+            let recv = measure(&r, 1);
+            assert_eq!(
+                recv.guest.ipis_received,
+                measure(&r, 0).guest.ipis_sent,
+                "{apic:?} round {round}"
+            );
+        }
+    }
+}
