@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The list of variables removed from the nested build, shared with the
-/// library's `ipivmm::payload_build` (std only, so it compiles here too).
-#[path = "src/payload_build.rs"]
+/// library's `ipivmm::payload::build` (std only, so it compiles here too).
+#[path = "src/payload/build.rs"]
 #[allow(dead_code)]
 mod payload_build;
 
@@ -91,5 +91,5 @@ fn rerun_if_changed(root: &Path) {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=src/payload_build.rs");
+    println!("cargo:rerun-if-changed=src/payload/build.rs");
 }

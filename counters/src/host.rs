@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exit_reasons::Isa;
 
@@ -84,7 +84,7 @@ pub const INTERESTING_PARAMS: &[(&str, &[&str])] = &[
 ];
 
 /// Which KVM implementation backs /dev/kvm.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KvmBackend {
     /// kvm_intel (VMX).
@@ -100,6 +100,19 @@ pub enum KvmBackend {
     None,
 }
 
+impl std::fmt::Display for KvmBackend {
+    /// The module's name (`kvm_amd`...), as in the JSON.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::KvmIntel => "kvm_intel",
+            Self::KvmAmd => "kvm_amd",
+            Self::KvmPvm => "kvm_pvm",
+            Self::NestedOrUnknown => "nested_or_unknown",
+            Self::None => "none",
+        })
+    }
+}
+
 impl KvmBackend {
     /// The exit-reason ISA of the backend, if it has one.
     pub fn isa(&self) -> Option<Isa> {
@@ -112,7 +125,7 @@ impl KvmBackend {
 }
 
 /// Whether a hardware interrupt-virtualization feature can be used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", content = "reason", rename_all = "snake_case")]
 pub enum ApicvSupport {
     /// Enabled by the host.
@@ -129,7 +142,7 @@ impl ApicvSupport {
 }
 
 /// Verdicts for every hardware mode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApicvVerdicts {
     /// Intel APIC virtualization (kvm_intel.enable_apicv).
     pub apicv: ApicvSupport,
@@ -143,7 +156,7 @@ pub struct ApicvVerdicts {
 }
 
 /// State of /dev/kvm.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevKvm {
     /// The node exists.
     pub present: bool,
@@ -154,7 +167,7 @@ pub struct DevKvm {
 }
 
 /// CPU identity from /proc/cpuinfo (first processor).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuInfo {
     /// `vendor_id`, e.g. `AuthenticAMD`.
     pub vendor: String,
@@ -180,7 +193,7 @@ impl CpuInfo {
 }
 
 /// Host facts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostInfo {
     /// CPU identity (flags list trimmed to [`VIRT_FLAGS`] in `virt_flags`).
     pub cpu_vendor: String,

@@ -1,7 +1,7 @@
 //! Shared helpers of the integration tests (tests/tests/*.rs): KVM presence
 //! checks that say when they skip, and tiny hand-assembled guest payloads.
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::payload_image::minimal_elf;
+use ipivmm::payload::image::minimal_elf;
 use ipivmm::run::{run, RunOptions, RunReport};
 use ipivmm_abi::PAYLOAD_START;
 
@@ -34,9 +34,13 @@ pub fn hardware_kvm(test: &str) -> bool {
     }
     let backend = ipivmm_counters::host::probe().map(|h| h.backend);
     match backend {
-        Ok(ipivmm_counters::host::KvmBackend::KvmIntel | ipivmm_counters::host::KvmBackend::KvmAmd) => true,
+        Ok(
+            ipivmm_counters::host::KvmBackend::KvmIntel | ipivmm_counters::host::KvmBackend::KvmAmd,
+        ) => true,
         other => {
-            let why = format!("this KVM is {other:?}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)");
+            let why = format!(
+                "this KVM is {other:?}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)"
+            );
             assert!(
                 std::env::var_os("IPIVMM_REQUIRE_HW_KVM").is_none_or(|v| v != "1"),
                 "{test}: IPIVMM_REQUIRE_HW_KVM=1 but {why}"

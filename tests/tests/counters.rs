@@ -2,9 +2,10 @@
 //! against what the guest issued, KVM binary stats, and what happens when a
 //! counter source is unavailable.
 use ipivmm::config::VmConfig;
+use ipivmm::mode::{ApicMode, TargetWait, Workload};
 use ipivmm::results::PhaseResult;
-use ipivmm::run::RunReport;
-use ipivmm_abi::{ApicMode, TargetWait, Workload};
+use ipivmm::RunReport;
+
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
 
@@ -55,7 +56,10 @@ fn icr_exits_match_icr_writes(apic: ApicMode, test: &str) {
         return;
     }
     let sender = phase(&r, 0, "measure");
-    let icr = sender.icr_write_exits.expect("ICR-write exits counted");
+    let icr = sender
+        .icr_write_exits
+        .as_ref()
+        .expect("ICR-write exits counted");
     assert!(sender.guest.icr_writes >= ITERATIONS);
     assert_eq!(
         icr.exits, sender.guest.icr_writes,
@@ -72,7 +76,10 @@ fn icr_exits_match_icr_writes(apic: ApicMode, test: &str) {
     );
     // The receiver wrote no ICR.
     assert_eq!(
-        phase(&r, 1, "measure").icr_write_exits.map(|i| i.exits),
+        phase(&r, 1, "measure")
+            .icr_write_exits
+            .as_ref()
+            .map(|i| i.exits),
         Some(0)
     );
 }
@@ -104,10 +111,10 @@ fn idle_phase_has_no_icr_exits_while_its_neighbour_has_n() {
     assert_eq!(idle.guest.icr_writes, 0);
     assert!(measure.guest.icr_writes >= ITERATIONS);
     if tracepoints_available(&r, test) {
-        assert_eq!(idle.icr_write_exits.map(|i| i.exits), Some(0));
+        assert_eq!(idle.icr_write_exits.as_ref().map(|i| i.exits), Some(0));
         assert_eq!(idle.tracepoints.get("kvm_apic_ipi"), Some(&0));
         assert_eq!(
-            measure.icr_write_exits.map(|i| i.exits),
+            measure.icr_write_exits.as_ref().map(|i| i.exits),
             Some(measure.guest.icr_writes)
         );
     }

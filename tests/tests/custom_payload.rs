@@ -1,13 +1,13 @@
 //! A custom payload end to end, the way a user drives one: build
-//! `examples/exit-roundtrip` from source with `ipivmm::payload_build`, check
+//! `examples/exit-roundtrip` from source with `ipivmm::payload::build`, check
 //! the ELF has no SSE, and run it through the library API
 //! (`PayloadSource::File`), asserting on its phases, samples and records.
 //! The build needs cargo (it skips, saying so, without it); the run needs
 //! /dev/kvm. `IPIVMM_EXAMPLE_PAYLOAD=ELF` runs a prebuilt example instead (the lab).
 
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::exits::ExitKind;
-use ipivmm::payload_build::{BuildError, PayloadBuild};
+use ipivmm::payload::build::{BuildError, PayloadBuild};
+use ipivmm::results::exits::ExitKind;
 use ipivmm::results::{PhaseResult, VcpuEnd, VcpuResult};
 use ipivmm_tests::{kvm_available, run_ok};
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ fn example_payload_builds_as_a_static_sse_free_executable() {
     };
     let bytes = std::fs::read(&elf).expect("read the built payload");
     let info =
-        ipivmm::payload_image::check(&bytes).expect("the example passes the loader's checks");
+        ipivmm::payload::image::check(&bytes).expect("the example passes the loader's checks");
     assert_eq!(
         info.start,
         ipivmm_abi::PAYLOAD_START,

@@ -1,9 +1,9 @@
 //! A guest that faults, spins or sends garbage ends the run cleanly with a
 //! report naming the vCPU, its registers and what it did.
 use ipivmm::config::VmConfig;
+use ipivmm::mode::Workload;
 use ipivmm::results::VcpuEnd;
 use ipivmm::run::RunStatus;
-use ipivmm_abi::Workload;
 use ipivmm_tests::{code, code_payload, kvm_available, run_ok};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ fn config(code: &[u8], vcpus: usize, timeout_s: u64) -> VmConfig {
 
 /// The fault's reason and rip; rip is None only where KVM reset the vCPU on
 /// shutdown (kvm_amd), which the reason must then say.
-fn fault_of(r: &ipivmm::run::RunReport, vcpu: usize) -> (String, Option<u64>) {
+fn fault_of(r: &ipivmm::RunReport, vcpu: usize) -> (String, Option<u64>) {
     match &r.vcpus[vcpu].end {
         Some(VcpuEnd::Fault { reason, registers }) => {
             let rip = registers.as_ref().map(|r| r.rip);

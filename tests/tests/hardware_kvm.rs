@@ -2,11 +2,11 @@
 //! so exits are counted by reason; hypercalls return, so PV IPIs run. These
 //! tests skip elsewhere (saying so) and run in the lab (scripts/lab.sh), which
 //! sets IPIVMM_REQUIRE_HW_KVM=1 so that a skip fails there.
-use ipivmm::config::{Irqchip, VmConfig};
-use ipivmm::levers::ApicvRequest;
+use ipivmm::config::VmConfig;
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::results::PhaseResult;
-use ipivmm::run::RunReport;
-use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
+use ipivmm::RunReport;
+
 use ipivmm_tests::{hardware_kvm, run_ok};
 use std::time::Duration;
 
@@ -55,7 +55,12 @@ fn exits_are_counted_by_reason_per_vcpu_and_phase() {
             let stat = p.kvm_stats["exits"];
             assert!(by_reason > 0, "{apic:?} vcpu{v}: no exit reason counted");
             // Three independent counts of the same exits over the same window.
-            assert_eq!(by_reason, traced, "{apic:?} vcpu{v}: reasons {:?}", reasons(p));
+            assert_eq!(
+                by_reason,
+                traced,
+                "{apic:?} vcpu{v}: reasons {:?}",
+                reasons(p)
+            );
             assert_eq!(traced, stat, "{apic:?} vcpu{v}: kvm_exit vs KVM stat exits");
         }
         // The sender's ICR writes exit as MSR writes (x2APIC) or as nested
@@ -63,7 +68,12 @@ fn exits_are_counted_by_reason_per_vcpu_and_phase() {
         let sender = measure(&r, 0);
         let icr_reason: u64 = reasons(sender)
             .iter()
-            .filter(|(k, _)| matches!(*k, "msr" | "MSR_WRITE" | "npf" | "APIC_ACCESS" | "APIC_WRITE"))
+            .filter(|(k, _)| {
+                matches!(
+                    *k,
+                    "msr" | "MSR_WRITE" | "npf" | "APIC_ACCESS" | "APIC_WRITE"
+                )
+            })
             .map(|(_, n)| n)
             .sum();
         assert!(
@@ -86,10 +96,19 @@ fn pv_ipis_are_hypercalls_not_icr_writes() {
         let recv = measure(&r, 1);
         assert!(s.guest.hypercalls >= ITERATIONS, "{apic:?}: {:?}", s.guest);
         assert_eq!(s.guest.icr_writes, 0, "{apic:?}: a PV IPI writes no ICR");
-        assert_eq!(s.guest.ipis_sent, s.guest.hypercalls, "{apic:?}: one target per call");
-        assert_eq!(recv.guest.ipis_received, s.guest.ipis_sent, "{apic:?}: all delivered");
+        assert_eq!(
+            s.guest.ipis_sent, s.guest.hypercalls,
+            "{apic:?}: one target per call"
+        );
+        assert_eq!(
+            recv.guest.ipis_received, s.guest.ipis_sent,
+            "{apic:?}: all delivered"
+        );
         // Guest count, KVM stat, tracepoint and exit reason agree.
-        assert_eq!(s.kvm_stats["hypercalls"], s.guest.hypercalls, "{apic:?}: KVM stat");
+        assert_eq!(
+            s.kvm_stats["hypercalls"], s.guest.hypercalls,
+            "{apic:?}: KVM stat"
+        );
         assert_eq!(
             s.tracepoints["kvm_hypercall:send_ipi"], s.guest.hypercalls,
             "{apic:?}: kvm_hypercall nr 10"
@@ -99,8 +118,13 @@ fn pv_ipis_are_hypercalls_not_icr_writes() {
             .filter(|(k, _)| matches!(*k, "hypercall" | "VMCALL"))
             .map(|(_, n)| n)
             .sum();
-        assert_eq!(exits, s.guest.hypercalls, "{apic:?}: hypercall exits {:?}", reasons(s));
-        let icr = s.icr_write_exits.expect("ICR-write exits counted");
+        assert_eq!(
+            exits,
+            s.guest.hypercalls,
+            "{apic:?}: hypercall exits {:?}",
+            reasons(s)
+        );
+        let icr = s.icr_write_exits.as_ref().expect("ICR-write exits counted");
         assert_eq!((icr.exits, icr.accelerated), (0, 0), "{apic:?}: {icr:?}");
     }
 }

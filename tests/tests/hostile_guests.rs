@@ -9,10 +9,11 @@
 //! `guest_faults.rs` (`triple_fault_names_the_vcpu_and_rip`,
 //! `internal_error_reports_the_suberror`), as is a control-port write whose
 //! message address itself is outside RAM.
-use ipivmm::config::{Irqchip, VmConfig};
+use ipivmm::config::VmConfig;
+use ipivmm::mode::{ApicMode, Irqchip, Workload};
 use ipivmm::results::VcpuEnd;
 use ipivmm::run::{RunReport, RunStatus};
-use ipivmm_abi::{ApicMode, Workload, PAYLOAD_START};
+use ipivmm_abi::PAYLOAD_START;
 use ipivmm_tests::{code_payload, hostile, kvm_available, run_ok};
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,9 @@
 //! `scripts/bench-lifecycle.sh` runs this test with more cycles and reports
 //! RSS growth.
 use ipivmm::config::VmConfig;
+use ipivmm::mode::Workload;
 use ipivmm::results::VcpuEnd;
 use ipivmm::run::{run, RunOptions, RunStatus};
-use ipivmm_abi::Workload;
 use ipivmm_tests::{code_payload, hostile, kvm_available};
 use std::time::{Duration, Instant};
 
@@ -84,7 +84,7 @@ fn thousand_vm_cycles_leak_no_fds_or_threads() {
     let cfg = VmConfig {
         vcpus: 1,
         workload: Workload::SelfIpi,
-        memory_bytes: ipivmm::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
+        memory_bytes: ipivmm::vm::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
         payload: code_payload(hostile::DONE_IMMEDIATELY),
         timeout: Duration::from_secs(10),
         tracepoints: false,

@@ -1,9 +1,10 @@
 //! Every irqchip x APIC x IPI-path combination this machine supports runs
 //! ping-pong and broadcast and delivers exactly what was sent; the ones it
 //! cannot run are refused with the reason, never hung.
-use ipivmm::config::{Irqchip, VmConfig};
+use ipivmm::config::VmConfig;
+use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::run::{run, RunError, RunOptions, RunReport};
-use ipivmm_abi::{ApicMode, IpiPath, Workload};
+
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
 
@@ -71,6 +72,7 @@ fn check_mode(irqchip: Irqchip, apic: ApicMode) {
             let sender = r.vcpus[0].phase_named("measure").unwrap();
             let exits = sender
                 .icr_write_exits
+                .as_ref()
                 .expect("user LAPIC counts ICR-write exits");
             assert_eq!(exits.source, "user_lapic");
             assert_eq!(exits.exits, sender.guest.icr_writes, "{what}");
@@ -111,7 +113,8 @@ fn pv_ipis_are_refused_or_run_never_hang() {
         2,
     );
     match run(&c, RunOptions::default()) {
-        Err(RunError::Mode(msg)) => {
+        Err(RunError::Mode(e)) => {
+            let msg = e.to_string();
             assert_eq!(
                 host.as_deref(),
                 Some("kvm_pvm"),
@@ -144,11 +147,7 @@ fn pv_ipis_are_refused_or_run_never_hang() {
 }
 
 fn ipivmm_counters_backend() -> Option<String> {
-    let h = ipivmm::json::document(vec![], &[]);
-    let v = serde_json::to_value(&h.host).ok()?;
-    v.get("backend")
-        .and_then(|b| b.as_str())
-        .map(str::to_string)
+    ipivmm::host::probe().ok().map(|h| h.backend.to_string())
 }
 
 #[test]
@@ -163,7 +162,7 @@ fn levers_apply_and_are_reported() {
         Workload::Pingpong,
         2,
     );
-    c.target_wait = ipivmm_abi::TargetWait::Halt;
+    c.target_wait = TargetWait::Halt;
     c.disable_exits = kvm_bindings_hlt();
     c.halt_poll_ns = Some(0);
     c.realtime_hint = true;
@@ -177,12 +176,12 @@ fn levers_apply_and_are_reported() {
         Err(e) => panic!("{e}"),
     };
     assert!(r.succeeded(), "{:?}", r.status);
-    assert_eq!(r.mode.disabled_exits, vec!["hlt"]);
+    assert_eq!(r.mode.disabled_exits.names(), ["hlt"]);
     assert_eq!(r.mode.halt_poll_ns, Some(0));
     assert!(
-        r.mode.label().contains("-exits:hlt") && r.mode.label().contains("pin:0,0"),
+        r.label().contains("-exits:hlt") && r.label().contains("pin:0,0"),
         "{}",
-        r.mode.label()
+        r.label()
     );
     // The wake-up path still delivers every IPI. (Whether HLT still exits is
     // the backend's business: kvm_pvm accepts the capability but its
@@ -197,6 +196,8 @@ fn levers_apply_and_are_reported() {
     assert!(sent >= ITERATIONS);
 }
 
-fn kvm_bindings_hlt() -> u32 {
-    ipivmm::levers::parse_disable_exits("hlt").unwrap()
+fn kvm_bindings_hlt() -> ipivmm::mode::levers::ExitControls {
+    [ipivmm::mode::levers::ExitControl::Hlt]
+        .into_iter()
+        .collect()
 }

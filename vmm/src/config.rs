@@ -1,32 +1,10 @@
 //! Typed configuration of one VM run, validated before any KVM call.
-use crate::layout;
-use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload, MAX_VCPUS};
+use crate::mode::levers::ExitControls;
+use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use crate::vm::layout;
+use ipivmm_abi::MAX_VCPUS;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
-
-/// Which interrupt controller models the local APICs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Irqchip {
-    /// KVM_CREATE_IRQCHIP: LAPIC, IOAPIC and PIC in the kernel.
-    Kernel,
-    /// KVM_CAP_SPLIT_IRQCHIP: LAPIC in the kernel, the rest in userspace.
-    Split,
-    /// No in-kernel irqchip: ipivmm's own LAPIC model (APICv inhibited: ABSENT).
-    User,
-}
-
-impl Irqchip {
-    /// Name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Irqchip::Kernel => "kernel",
-            Irqchip::Split => "split",
-            Irqchip::User => "user",
-        }
-    }
-}
 
 /// Where the guest payload comes from.
 ///
@@ -34,10 +12,10 @@ impl Irqchip {
 /// use ipivmm::config::PayloadSource;
 ///
 /// let builtin = PayloadSource::Builtin; // the IPI workloads, embedded in ipivmm
-/// // Your ELF (e.g. from `ipivmm::payload_build::PayloadBuild::build`):
+/// // Your ELF (e.g. from `ipivmm::payload::build::PayloadBuild::build`):
 /// let file = PayloadSource::File("examples/exit-roundtrip/target/x86_64-unknown-linux-gnu/release/exit-roundtrip".into());
 /// // An image already in memory:
-/// let bytes = PayloadSource::Bytes(ipivmm::payload_image::minimal_elf(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
+/// let bytes = PayloadSource::Bytes(ipivmm::payload::image::minimal_elf(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
 /// # let _ = (builtin, file, bytes);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +28,13 @@ pub enum PayloadSource {
     Bytes(Vec<u8>),
 }
 
+impl PayloadSource {
+    /// Whether this is the built-in payload (whose workloads ipivmm knows).
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, PayloadSource::Builtin)
+    }
+}
+
 /// Everything that defines one run.
 ///
 /// Start from [`VmConfig::default`] (2 vCPUs, 64 MiB, kernel irqchip, xAPIC,
@@ -57,8 +42,8 @@ pub enum PayloadSource {
 /// checks it without KVM (`run::run` checks it again against the host):
 ///
 /// ```
-/// use ipivmm::abi::ApicMode;
-/// use ipivmm::config::{ConfigError, Irqchip, VmConfig};
+/// use ipivmm::config::{ConfigError, VmConfig};
+/// use ipivmm::mode::{ApicMode, Irqchip};
 /// use std::time::Duration;
 ///
 /// let config = VmConfig {
@@ -110,8 +95,8 @@ pub struct VmConfig {
     pub kvm_device: PathBuf,
     /// Where tracefs is (None: found through /proc/mounts).
     pub tracefs: Option<PathBuf>,
-    /// KVM_X86_DISABLE_EXITS_* bits to turn off (KVM_CAP_X86_DISABLE_EXITS).
-    pub disable_exits: u32,
+    /// Exits to turn off (KVM_CAP_X86_DISABLE_EXITS).
+    pub disable_exits: ExitControls,
     /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); None = host default.
     pub halt_poll_ns: Option<u32>,
     /// Advertise KVM_HINTS_REALTIME ("dedicated" vCPUs) in CPUID.
@@ -119,7 +104,7 @@ pub struct VmConfig {
     /// Host CPU of vCPU i (empty: no pinning).
     pub pin: Vec<usize>,
     /// Leave APICv/AVIC to the host or inhibit it for this VM.
-    pub apicv: crate::levers::ApicvRequest,
+    pub apicv: ApicvRequest,
 }
 
 impl Default for VmConfig {
@@ -142,11 +127,11 @@ impl Default for VmConfig {
             mount_tracefs: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
-            disable_exits: 0,
+            disable_exits: ExitControls::NONE,
             halt_poll_ns: None,
             realtime_hint: false,
             pin: Vec::new(),
-            apicv: crate::levers::ApicvRequest::Host,
+            apicv: ApicvRequest::Host,
         }
     }
 }
@@ -161,14 +146,6 @@ pub enum ConfigError {
         got: usize,
         /// Allowed maximum.
         max: usize,
-    },
-    /// A workload that needs more vCPUs than given.
-    #[error("workload {workload} needs at least {min} vCPUs: use --vcpus {min} or more")]
-    TooFewVcpus {
-        /// Workload name.
-        workload: &'static str,
-        /// Minimum vCPUs.
-        min: usize,
     },
     /// Memory outside the supported range.
     #[error("--memory {got_mib} MiB: must be between {min_mib} and {max_mib} MiB")]
@@ -202,26 +179,27 @@ pub enum ConfigError {
     /// A vector that cannot carry a fixed IPI.
     #[error("--vector {0:#x}: fixed IPIs need a vector in 0x20..=0xfe")]
     Vector(u8),
-    /// PV IPIs need the LAPIC in the kernel.
-    #[error("--ipi pv needs the LAPIC in KVM: use --irqchip kernel or split")]
-    PvNeedsKernelLapic,
 }
 
 impl VmConfig {
-    /// Check the configuration against the host's vCPU limit.
+    /// The mode part of the configuration.
+    pub fn mode(&self) -> Mode {
+        Mode {
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            apicv: self.apicv,
+        }
+    }
+
+    /// Check the configuration's own values against the host's vCPU limit
+    /// (whether its mode can run on a host is [`crate::mode::check`]).
     pub fn validate(&self, max_vcpus: usize) -> Result<(), ConfigError> {
         let max = max_vcpus.min(MAX_VCPUS);
         if self.vcpus == 0 || self.vcpus > max {
             return Err(ConfigError::VcpuCount {
                 got: self.vcpus,
                 max,
-            });
-        }
-        let min = min_vcpus(self.workload);
-        if self.payload == PayloadSource::Builtin && self.vcpus < min {
-            return Err(ConfigError::TooFewVcpus {
-                workload: self.workload.name(),
-                min,
             });
         }
         if !(layout::MIN_MEM_BYTES..=layout::MAX_MEM_BYTES).contains(&self.memory_bytes) {
@@ -252,119 +230,12 @@ impl VmConfig {
         if !(0x20..=0xfe).contains(&self.ipi_vector) {
             return Err(ConfigError::Vector(self.ipi_vector));
         }
-        if self.ipi == IpiPath::Pv && self.irqchip == Irqchip::User {
-            return Err(ConfigError::PvNeedsKernelLapic);
-        }
         Ok(())
     }
 }
 
 /// Longest watchdog timeout, seconds.
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
-
-/// Fewest vCPUs a built-in workload can run on.
-pub fn min_vcpus(w: Workload) -> usize {
-    match w {
-        Workload::SelfIpi => 1,
-        _ => 2,
-    }
-}
-
-/// A command-line value that names none of the choices.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown {what} '{got}': expected one of {choices}")]
-pub struct ParseChoiceError {
-    what: &'static str,
-    got: String,
-    choices: String,
-}
-
-fn parse_choice<T: Copy>(
-    what: &'static str,
-    s: &str,
-    table: &[(&'static str, T)],
-) -> Result<T, ParseChoiceError> {
-    table
-        .iter()
-        .find(|(name, _)| *name == s)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| ParseChoiceError {
-            what,
-            got: s.to_string(),
-            choices: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
-        })
-}
-
-impl FromStr for Irqchip {
-    type Err = ParseChoiceError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_choice(
-            "irqchip",
-            s,
-            &[
-                ("kernel", Irqchip::Kernel),
-                ("split", Irqchip::Split),
-                ("user", Irqchip::User),
-            ],
-        )
-    }
-}
-
-/// Parse `xapic` / `x2apic`.
-pub fn parse_apic(s: &str) -> Result<ApicMode, ParseChoiceError> {
-    parse_choice(
-        "APIC mode",
-        s,
-        &[("xapic", ApicMode::Xapic), ("x2apic", ApicMode::X2apic)],
-    )
-}
-
-/// Parse `icr` / `pv`.
-pub fn parse_ipi(s: &str) -> Result<IpiPath, ParseChoiceError> {
-    parse_choice("IPI path", s, &[("icr", IpiPath::Icr), ("pv", IpiPath::Pv)])
-}
-
-/// Parse `spin` / `halt`.
-pub fn parse_target(s: &str) -> Result<TargetWait, ParseChoiceError> {
-    parse_choice(
-        "target wait",
-        s,
-        &[("spin", TargetWait::Spin), ("halt", TargetWait::Halt)],
-    )
-}
-
-/// Parse a workload name.
-pub fn parse_workload(s: &str) -> Result<Workload, ParseChoiceError> {
-    Workload::from_name(s).ok_or_else(|| ParseChoiceError {
-        what: "workload",
-        got: s.to_string(),
-        choices: Workload::ALL.map(|w| w.name()).join(", "),
-    })
-}
-
-/// Name of an APIC mode.
-pub fn apic_name(m: ApicMode) -> &'static str {
-    match m {
-        ApicMode::Xapic => "xapic",
-        ApicMode::X2apic => "x2apic",
-    }
-}
-
-/// Name of an IPI path.
-pub fn ipi_name(p: IpiPath) -> &'static str {
-    match p {
-        IpiPath::Icr => "icr",
-        IpiPath::Pv => "pv",
-    }
-}
-
-/// Name of a target wait mode.
-pub fn target_name(t: TargetWait) -> &'static str {
-    match t {
-        TargetWait::Spin => "spin",
-        TargetWait::Halt => "halt",
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -391,12 +262,10 @@ mod tests {
             Err(ConfigError::VcpuCount { got: 9, max: 8 })
         ));
         c.vcpus = 1;
-        assert!(matches!(
-            c.validate(8),
-            Err(ConfigError::TooFewVcpus { min: 2, .. })
-        ));
-        c.workload = Workload::SelfIpi;
-        assert!(c.validate(8).is_ok());
+        assert!(
+            c.validate(8).is_ok(),
+            "too few vCPUs for a workload is mode::check's"
+        );
     }
 
     #[test]
@@ -412,25 +281,5 @@ mod tests {
             c.validate(8),
             Err(ConfigError::ScratchTooSmall { .. })
         ));
-    }
-
-    #[test]
-    fn pv_with_user_irqchip_is_refused() {
-        let c = VmConfig {
-            ipi: IpiPath::Pv,
-            irqchip: Irqchip::User,
-            ..Default::default()
-        };
-        assert_eq!(c.validate(8), Err(ConfigError::PvNeedsKernelLapic));
-    }
-
-    #[test]
-    fn choices_parse_and_errors_list_them() {
-        assert_eq!("split".parse::<Irqchip>(), Ok(Irqchip::Split));
-        assert_eq!(parse_apic("x2apic"), Ok(ApicMode::X2apic));
-        assert_eq!(parse_target("halt"), Ok(TargetWait::Halt));
-        assert_eq!(parse_workload("all-to-all"), Ok(Workload::AllToAll));
-        let e = parse_apic("x3apic").unwrap_err().to_string();
-        assert!(e.contains("x3apic") && e.contains("xapic, x2apic"), "{e}");
     }
 }

@@ -1,32 +1,27 @@
-//! Ctrl-C and SIGTERM: stop the run cleanly and keep what it measured.
+//! SIGINT, SIGTERM and SIGHUP: stop the run cleanly and keep what it
+//! measured (signal-hook's flags).
 //!
-//! [`cancel_flag`] installs a SIGINT/SIGTERM handler (once per process) and
-//! returns the flag it sets, to put in
+//! [`cancel_flag`] registers the three signals (once per process) and returns
+//! the flag they set, to put in
 //! [`RunOptions::cancel`](crate::run::RunOptions::cancel). The run loop sees
 //! the flag within one kick interval, stops every vCPU, and returns a report
 //! with status `Cancelled` and every phase finished so far; the caller then
-//! writes its outputs (`--json`, ...) as usual and exits non-zero.
-//!
-//! The handler is async-signal-safe: the first signal only stores `true` to
-//! an atomic (and records which signal it was). A second signal while the
-//! first is being handled restores the default action and re-raises, so a
-//! user (or a script's `kill`) can still end a process whose clean stop
-//! hangs.
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+//! writes its outputs as usual and exits non-zero. [`received`] names the
+//! signal. A second signal while the first is being handled ends the process
+//! at once with 128 + signal (signal-hook's conditional shutdown), so a user
+//! or a script's `kill` can still end a process whose clean stop hangs.
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::flag;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The flag the handler sets; leaked into a static by [`install`], so the
-/// pointer stays valid for the life of the process.
-static FLAG: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
-/// The signal that set the flag (0: none yet).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// The installed flag, handed out to callers.
-static INSTALLED: Mutex<Option<Arc<AtomicBool>>> = Mutex::new(None);
-
 /// Signals that cancel a run.
-pub const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+pub const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
-/// Why the handler could not be installed.
+/// The flag and the last signal, once registered.
+static INSTALLED: Mutex<Option<(Arc<AtomicBool>, Arc<AtomicUsize>)>> = Mutex::new(None);
+
+/// Why the handlers could not be registered.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot install the {signal} handler: {source}")]
 pub struct InterruptError {
@@ -35,83 +30,49 @@ pub struct InterruptError {
     source: std::io::Error,
 }
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Async-signal-safe: atomic loads and stores only, plus sigaction and
-    // raise (both on the POSIX async-signal-safe list) for a second signal.
-    let flag = FLAG.load(Ordering::Acquire);
-    if flag.is_null() {
-        return;
-    }
-    // SAFETY: FLAG only ever holds a pointer obtained from `Arc::into_raw`
-    // on an Arc that is never released, so it is valid for the whole process.
-    let flag = unsafe { &*flag };
-    if flag.swap(true, Ordering::SeqCst) {
-        // Second signal: the clean stop is taking too long; die as the
-        // default action would.
-        // SAFETY: a zeroed sigaction with SIG_DFL is a valid argument;
-        // sigaction and raise are async-signal-safe.
-        unsafe {
-            let mut dfl: libc::sigaction = std::mem::zeroed();
-            dfl.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            libc::raise(sig);
-        }
-        return;
-    }
-    SIGNAL.store(sig, Ordering::SeqCst);
-}
-
-fn signal_name(sig: libc::c_int) -> &'static str {
+/// The name of signal `sig`, e.g. `SIGTERM`.
+pub fn signal_name(sig: i32) -> &'static str {
     match sig {
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        _ => "signal",
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
 }
 
-/// Installs the SIGINT/SIGTERM handler (once per process; later calls
-/// return the same flag) and returns the flag it sets.
+/// Registers the handlers (once per process; later calls return the same
+/// flag) and returns the flag they set.
 pub fn install() -> Result<Arc<AtomicBool>, InterruptError> {
     let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(flag) = installed.as_ref() {
-        return Ok(Arc::clone(flag));
+    if let Some((cancel, _)) = installed.as_ref() {
+        return Ok(Arc::clone(cancel));
     }
-    let flag = Arc::new(AtomicBool::new(false));
-    // One strong count is leaked on purpose: the handler may run at any time
-    // for the rest of the process.
-    let raw = Arc::into_raw(Arc::clone(&flag)) as *mut AtomicBool;
-    FLAG.store(raw, Ordering::Release);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let last = Arc::new(AtomicUsize::new(0));
     for sig in SIGNALS {
-        // SAFETY: sigaction is plain data; zeroed is a valid empty mask and
-        // no flags. The handler has the one-argument signature that
-        // sa_sigaction expects without SA_SIGINFO.
-        let rc = unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut())
+        let err = |source| InterruptError {
+            signal: signal_name(sig),
+            source,
         };
-        if rc != 0 {
-            return Err(InterruptError {
-                signal: signal_name(sig),
-                source: std::io::Error::last_os_error(),
-            });
-        }
+        // Order matters: the shutdown check runs first, so only a signal
+        // that arrives after the flag is set ends the process.
+        flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&cancel)).map_err(err)?;
+        flag::register(sig, Arc::clone(&cancel)).map_err(err)?;
+        flag::register_usize(sig, Arc::clone(&last), sig as usize).map_err(err)?;
     }
-    *installed = Some(Arc::clone(&flag));
-    Ok(flag)
+    *installed = Some((Arc::clone(&cancel), last));
+    Ok(cancel)
 }
 
 /// The cancel flag for [`RunOptions::cancel`](crate::run::RunOptions::cancel):
-/// installs the handler on first use. If the handler cannot be installed,
-/// logs why and returns a flag that is never set (Ctrl-C then kills the
-/// process the default way).
+/// registers the handlers on first use. If they cannot be registered, logs
+/// why and returns a flag that is never set (a signal then kills the process
+/// the default way).
 pub fn cancel_flag() -> Arc<AtomicBool> {
     match install() {
         Ok(flag) => flag,
         Err(e) => {
-            log::warn!("{e}; Ctrl-C will kill ipivmm without writing partial results");
+            log::warn!("{e}; a signal will kill ipivmm without writing partial results");
             Arc::new(AtomicBool::new(false))
         }
     }
@@ -120,9 +81,10 @@ pub fn cancel_flag() -> Arc<AtomicBool> {
 /// The signal that cancelled the run, if one arrived (e.g. to exit with
 /// 128 + signal like a shell would).
 pub fn received() -> Option<i32> {
-    match SIGNAL.load(Ordering::SeqCst) {
+    let installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    match installed.as_ref()?.1.load(Ordering::SeqCst) {
         0 => None,
-        s => Some(s),
+        s => Some(s as i32),
     }
 }
 
@@ -136,11 +98,9 @@ mod tests {
         let b = cancel_flag();
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!a.load(Ordering::SeqCst));
-        // SAFETY: raise() on the calling thread; the handler installed above
-        // only stores to atomics.
-        let rc = unsafe { libc::raise(libc::SIGTERM) };
-        assert_eq!(rc, 0);
+        signal_hook::low_level::raise(SIGHUP).expect("raise");
         assert!(a.load(Ordering::SeqCst));
-        assert_eq!(received(), Some(libc::SIGTERM));
+        assert_eq!(received(), Some(SIGHUP));
+        assert_eq!(signal_name(SIGHUP), "SIGHUP");
     }
 }

@@ -2,14 +2,14 @@
 //! inter-processor interrupts cost a guest under each interrupt-virtualization
 //! mode, and where the cost goes (VM exits by reason, per vCPU, per phase).
 //!
-//! The library builds a VM from a typed [`config::VmConfig`] (vCPUs, guest
-//! RAM, irqchip, APIC mode, IPI path, workload, iterations), loads the
-//! built-in payload or any x86-64 ELF ([`config::PayloadSource`]), runs it
-//! with a watchdog ([`run::run`]) and returns a typed [`run::RunReport`]:
-//! per vCPU ([`results::VcpuResult`]) and per measured phase
-//! ([`results::PhaseResult`]) the userspace exits, KVM stats, tracepoint
-//! counters, the payload's own counters and records, and latency statistics
-//! ([`latency::LatencyStats`]). A failed run still returns its report: the
+//! The library builds a VM from a typed [`VmConfig`] (vCPUs, guest RAM, the
+//! [`mode`] parts: irqchip, APIC mode, IPI path, APICv request; workload,
+//! iterations, levers), loads the built-in payload or any x86-64 ELF
+//! ([`PayloadSource`]), runs it with a watchdog ([`run()`]) and returns a
+//! typed [`RunReport`]: per vCPU ([`results::VcpuResult`]) and per measured
+//! phase ([`results::PhaseResult`]) the userspace exits, KVM stats,
+//! tracepoint counters, the payload's own counters and records, and latency
+//! statistics ([`results::LatencyStats`]). A failed run still returns its report: the
 //! phases that finished, how each vCPU ended (with a register dump on a
 //! fault) and the tail of the guest's serial output.
 //!
@@ -18,9 +18,8 @@
 //! Running needs `/dev/kvm` (hence `no_run`); everything else compiles as is.
 //!
 //! ```no_run
-//! use ipivmm::abi::{ApicMode, TargetWait, Workload};
-//! use ipivmm::config::{Irqchip, PayloadSource, VmConfig};
-//! use ipivmm::run::{run, RunOptions, RunStatus};
+//! use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
+//! use ipivmm::{run, PayloadSource, RunOptions, RunStatus, VmConfig};
 //! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -84,12 +83,11 @@
 //! `ipivmm-guest` SDK (`guest-payload/sdk`); `examples/exit-roundtrip` is a
 //! complete one to copy. [`payload_build::PayloadBuild`] builds such a crate
 //! from source the way ipivmm builds its own payload, and
-//! [`config::PayloadSource::File`] runs the result:
+//! [`PayloadSource::File`] runs the result:
 //!
 //! ```no_run
-//! use ipivmm::config::{PayloadSource, VmConfig};
-//! use ipivmm::payload_build::PayloadBuild;
-//! use ipivmm::run::{run, RunOptions};
+//! use ipivmm::payload::build::PayloadBuild;
+//! use ipivmm::{run, PayloadSource, RunOptions, VmConfig};
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let elf = PayloadBuild::new("examples/exit-roundtrip").build()?;
@@ -115,34 +113,23 @@
 //! how to debug a payload.
 #![warn(missing_docs)]
 
-/// The guest ABI crate (`ipivmm-abi`): the enums [`config::VmConfig`] uses
-/// (`ApicMode`, `IpiPath`, `Workload`, `TargetWait`) and the `BootInfo` /
-/// control-message layout shared with payloads.
+/// The guest ABI crate (`ipivmm-abi`): the `BootInfo` / control-message
+/// layout shared with payloads, and the numeric form of the mode parts.
 pub use ipivmm_abi as abi;
 
-pub mod apicv;
-pub mod arch;
-pub mod boot_info;
-pub mod cli;
-pub mod commands;
 pub mod config;
-pub mod exits;
-pub mod host_caps;
+pub mod host;
+pub mod inputs;
 pub mod interrupt;
-pub mod json;
-pub mod kvm_extra;
-pub mod latency;
-pub mod layout;
-pub mod levers;
-pub mod monitor;
+pub mod mode;
 pub mod output;
 pub mod payload;
-pub mod payload_build;
-pub mod payload_image;
-pub mod report;
 pub mod results;
 pub mod run;
 pub mod sweep;
-pub mod topology;
 pub mod vcpu;
 pub mod vm;
+
+pub use config::{PayloadSource, VmConfig};
+pub use results::{Document, RunReport, RunStatus};
+pub use run::{run, RunError, RunOptions};

@@ -1,8 +1,10 @@
 //! The `ipivmm` command.
-use clap::error::ErrorKind;
+mod cli;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
-use ipivmm::cli::{Cli, Command};
-use ipivmm::commands;
+use cli::args::{Cli, Command};
+use cli::commands;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -36,7 +38,14 @@ fn clap_error(e: clap::Error) -> ExitCode {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("bad arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("ipivmm: error: {first} (see --help)");
+            // clap lists the choices on a later line: keep them on this one.
+            let choices = match e.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(v)) if !v.is_empty() => {
+                    format!(": expected one of {}", v.join(", "))
+                }
+                _ => String::new(),
+            };
+            eprintln!("ipivmm: error: {first}{choices} (see --help)");
             ExitCode::from(2)
         }
     }

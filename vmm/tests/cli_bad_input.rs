@@ -143,11 +143,14 @@ fn bad_values_of_every_flag_are_refused_with_the_fix() {
             &["--target", "sleep"],
             &["'sleep'", "expected one of spin, halt"],
         ),
-        (&["--apicv", "off"], &["'off'", "expected host or inhibit"]),
+        (
+            &["--apicv", "off"],
+            &["'off'", "expected one of host, inhibit"],
+        ),
         (&["--disable-exits", "hlt,nap"], &["'nap'", "hlt", "pause"]),
         (
             &["--serial", "tty"],
-            &["--serial tty: expected stdout, log or none"],
+            &["'tty'", "expected one of stdout, log, none"],
         ),
         // Repeats and booleans with values.
         (
@@ -169,12 +172,16 @@ fn bad_values_of_every_flag_are_refused_with_the_fix() {
             &["--json", "/nonexistent/dir/out.json"],
             &[
                 "cannot write --json /nonexistent/dir/out.json",
-                "pick a writable path",
+                "pick a writable directory",
             ],
         ),
         (
             &["--json", "/"],
-            &["cannot write --json /", "pick a writable path"],
+            &[
+                "cannot write --json /",
+                "a directory",
+                "name a regular file",
+            ],
         ),
         (
             &["--csv", "/nonexistent/dir/out.csv"],
@@ -284,7 +291,7 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
 /// or not executables.
 #[test]
 fn bad_payload_files_are_refused() {
-    use ipivmm::payload_image::minimal_elf;
+    use ipivmm::payload::image::minimal_elf;
     let good = minimal_elf(0x10_0000, &[0xf4; 64]);
     let mut cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
         ("empty", Vec::new(), &["payload is empty"]),
@@ -336,8 +343,8 @@ fn bad_payload_files_are_refused() {
 /// tables, GDT/TSS below 1 MiB; the vCPU stacks from 8 MiB) or past RAM.
 #[test]
 fn payload_segments_on_reserved_guest_memory_are_refused() {
-    use ipivmm::layout;
-    use ipivmm::payload_image::minimal_elf;
+    use ipivmm::payload::image::minimal_elf;
+    use ipivmm::vm::layout;
     let places: &[(&str, u64, usize)] = &[
         ("zero", 0, 16),
         ("boot-info", layout::BOOT_INFO, 16),

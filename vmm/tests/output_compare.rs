@@ -2,20 +2,14 @@
 //! missing, one-line errors for bad files.
 mod output_fixtures;
 
-use ipivmm::json::document;
 use ipivmm::output::compare::{compare, render, Metric};
-use ipivmm::output::model::Document;
+use ipivmm::results::Document;
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
 
-fn record(dir: &Path, name: &str, runs: &[ipivmm::run::RunReport]) -> (String, Document) {
+fn record(dir: &Path, name: &str, runs: &[ipivmm::RunReport]) -> (String, Document) {
     let path = dir.join(name);
-    let refs: Vec<&_> = runs.iter().collect();
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&document(refs, &[])).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&path, Document::new(runs.to_vec(), Vec::new()).to_json()).unwrap();
     (name.to_string(), Document::load(&path).unwrap())
 }
 

@@ -2,8 +2,8 @@
 //! (docs/examples/): charts are well-formed XML naming every mode, compare
 //! gives the ratios the raw JSON implies, the CSV parses.
 use ipivmm::output::compare::{compare, Metric};
-use ipivmm::output::model::Document;
 use ipivmm::output::{csv, svg};
+use ipivmm::results::Document;
 use std::path::PathBuf;
 
 fn example(name: &str) -> PathBuf {

@@ -1,9 +1,9 @@
 //! Side-by-side comparison of recorded results (different hosts, kernels,
 //! dates): the first document is the baseline, every other one gets ratios
 //! against it; modes or workloads missing on one side are flagged.
-use super::model::Document;
 use super::summary::{summarize, GroupKey, RunSummary};
 use super::{human, paint, Tint};
+use crate::results::Document;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::fmt::Write;
 

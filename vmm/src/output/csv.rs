@@ -5,15 +5,14 @@
 //! `records` (values the payload recorded), the ICR-write-exit figures under
 //! the source they came from, and `latency` (count, min, p50, p90, p99, max,
 //! mean in cycles and, when the TSC rate is known, `*_ns`).
-use super::model::{Document, Phase, Run};
 use super::OutputError;
-use crate::run::RunReport;
+use crate::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
 
 /// The header row.
-pub const HEADER: [&str; 18] = [
+pub const HEADER: [&str; 19] = [
     "origin", "run", "workload", "mode", "irqchip", "apic", "ipi", "target", "vcpus", "status",
-    "vcpu", "apic_id", "phase_id", "phase", "source", "counter", "value", "unit",
+    "vcpu", "apic_id", "phase_id", "phase", "source", "counter", "value", "unit", "payload",
 ];
 
 fn unit_of(counter: &str) -> &'static str {
@@ -24,33 +23,18 @@ fn unit_of(counter: &str) -> &'static str {
     }
 }
 
-fn status_name(r: &Run) -> &'static str {
-    match r.status {
-        super::model::Status::Completed => "completed",
-        super::model::Status::Failed { .. } => "failed",
-        super::model::Status::TimedOut { .. } => "timed_out",
-    }
-}
-
-/// Rows of one phase as (source, counter, value, unit).
-pub fn phase_counters(p: &Phase) -> Vec<(String, String, String, &'static str)> {
+/// Rows of one phase as (source, counter, value, unit): every counter of
+/// [`PhaseResult::counters`], then the derived ICR-write figures and the
+/// latency statistics.
+pub fn phase_counters(p: &PhaseResult) -> Vec<(String, String, String, &'static str)> {
     let mut rows = vec![(
         "host".to_string(),
         "wall_ns".to_string(),
         p.wall_ns.to_string(),
         "ns",
     )];
-    let maps = [
-        ("userspace_exits", &p.exits),
-        ("guest", &p.guest),
-        ("kvm_stats", &p.kvm_stats),
-        ("tracepoints", &p.tracepoints),
-        ("records", &p.records),
-    ];
-    for (source, map) in maps {
-        for (k, v) in map {
-            rows.push((source.to_string(), k.clone(), v.to_string(), unit_of(k)));
-        }
+    for (source, k, v) in p.counters() {
+        rows.push((source.to_string(), k.to_string(), v.to_string(), unit_of(k)));
     }
     if let Some(i) = &p.icr_write_exits {
         rows.push((
@@ -100,11 +84,12 @@ fn write_run<W: Write>(
     w: &mut csv::Writer<W>,
     origin: &str,
     index: usize,
-    r: &Run,
+    r: &RunReport,
 ) -> Result<(), csv::Error> {
     let m = &r.mode;
     let (run, vcpus) = (index.to_string(), m.vcpus.to_string());
-    let label = m.label();
+    let (label, workload) = (r.label(), m.workload_label());
+    let payload = m.payload.clone().unwrap_or_default();
     for v in &r.vcpus {
         let (vcpu, apic_id) = (v.index.to_string(), v.apic_id.to_string());
         for p in &v.phases {
@@ -113,14 +98,14 @@ fn write_run<W: Write>(
                 w.write_record([
                     origin,
                     &run,
-                    &m.workload,
+                    &workload,
                     &label,
-                    &m.irqchip,
-                    &m.apic,
-                    &m.ipi,
-                    &m.target,
+                    m.irqchip.name(),
+                    m.apic.name(),
+                    m.ipi.name(),
+                    m.target.name(),
                     &vcpus,
-                    status_name(r),
+                    r.status.name(),
                     &vcpu,
                     &apic_id,
                     &phase_id,
@@ -129,6 +114,7 @@ fn write_run<W: Write>(
                     &counter,
                     &value,
                     unit,
+                    &payload,
                 ])?;
             }
         }
@@ -137,7 +123,7 @@ fn write_run<W: Write>(
 }
 
 fn write_all<'a, W: Write>(
-    runs: impl IntoIterator<Item = (&'a str, usize, &'a Run)>,
+    runs: impl IntoIterator<Item = (&'a str, usize, &'a RunReport)>,
     out: W,
 ) -> Result<(), OutputError> {
     let err = |e: csv::Error| OutputError::Write {
@@ -154,11 +140,7 @@ fn write_all<'a, W: Write>(
 
 /// Writes the CSV of in-memory reports (`origin` column empty, `run` = index).
 pub fn write_runs<W: Write>(runs: &[&RunReport], out: W) -> Result<(), OutputError> {
-    let models = runs
-        .iter()
-        .map(|r| Run::of_report(r))
-        .collect::<Result<Vec<_>, _>>()?;
-    write_all(models.iter().enumerate().map(|(i, r)| ("", i, r)), out)
+    write_all(runs.iter().enumerate().map(|(i, r)| ("", i, *r)), out)
 }
 
 /// Writes the CSV of recorded documents, each named by its origin (file name).

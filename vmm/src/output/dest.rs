@@ -1,27 +1,113 @@
-//! Output destinations, opened and checked before a run so a bad path costs
-//! nothing: `-` is stdout, anything else a file; plot directories are
-//! created and probed for writability.
+//! Where results go, checked before anything runs and written so that
+//! nothing is ever lost to a failure: every file is written whole to a
+//! temporary file in the same directory and renamed over the destination
+//! (an old results file survives any failure, a signal or a crash), each
+//! output independently of the others, and before anything is printed.
+use crate::results::{Document, RunReport};
 use std::io::Write;
-use std::path::Path;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 
-/// Whether `path` means stdout.
-pub fn is_stdout(path: Option<&Path>) -> bool {
-    path.is_some_and(|p| p.as_os_str() == "-")
+/// One output's destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// `-`: this process's stdout.
+    Stdout,
+    /// A file, replaced atomically.
+    File(PathBuf),
 }
 
-/// Opens `path` for `flag` (e.g. "--csv"): stdout for `-`, else creates the file.
-pub fn open(path: &Path, flag: &str) -> Result<Box<dyn Write>, String> {
-    if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdout()));
+/// The outputs of a command, checked.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// `--json`.
+    pub json: Option<Dest>,
+    /// `--csv`.
+    pub csv: Option<Dest>,
+    /// `--plot` directory (created).
+    pub plot: Option<PathBuf>,
+}
+
+/// The path as the file system would resolve it, for comparing names of
+/// files that may not exist yet.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
     }
-    std::fs::File::create(path)
-        .map(|f| Box::new(std::io::BufWriter::new(f)) as Box<dyn Write>)
-        .map_err(|e| {
-            format!(
-                "cannot write {flag} {}: {e}; pick a writable path",
-                path.display()
-            )
-        })
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = parent
+        .canonicalize()
+        .unwrap_or_else(|_| parent.to_path_buf());
+    parent.join(path.file_name().unwrap_or_default())
+}
+
+/// Checks that `path` can be replaced atomically: an existing regular file
+/// or nothing, in an existing directory where a file can be created.
+pub fn check_file(path: &Path, flag: &str) -> Result<(), String> {
+    let fail = |why: String| format!("cannot write {flag} {}: {why}", path.display());
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let t = meta.file_type();
+        let what = if t.is_dir() {
+            Some("a directory")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else if t.is_fifo() || t.is_socket() {
+            Some("a FIFO or socket")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(fail(format!(
+                "it is {what}, which cannot be replaced atomically; name a regular file (or - for stdout)"
+            )));
+        }
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let probe = tempfile_in(dir).map_err(|e| fail(format!("{e}; pick a writable directory")))?;
+    let _ = std::fs::remove_file(probe.0);
+    Ok(())
+}
+
+/// A new, empty file next to the destination.
+fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    for attempt in 0..100u32 {
+        let name = format!(".ipivmm-{}-{attempt}.tmp", std::process::id());
+        let path = dir.join(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no free temporary file name"))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, synced, then renamed over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let (tmp, mut f) = tempfile_in(dir)?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Creates `dir` if needed and checks a file can be written in it.
@@ -32,33 +118,184 @@ pub fn prepare_dir(dir: &Path, flag: &str) -> Result<(), String> {
             dir.display()
         )
     };
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "cannot write {flag} {}: it is not a directory",
+            dir.display()
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(fail)?;
-    let probe = dir.join(".ipivmm-write-test");
-    std::fs::File::create(&probe).map_err(fail)?;
-    let _ = std::fs::remove_file(&probe);
+    let probe = tempfile_in(dir).map_err(fail)?;
+    let _ = std::fs::remove_file(probe.0);
     Ok(())
+}
+
+impl Outputs {
+    /// Checks the outputs a command was given, before it runs: files that
+    /// can be replaced atomically, no path named twice, none equal to an
+    /// input (`inputs`, e.g. the payload), at most one output on stdout.
+    pub fn plan(
+        json: Option<&Path>,
+        csv: Option<&Path>,
+        plot: Option<&Path>,
+        inputs: &[&Path],
+    ) -> Result<Self, String> {
+        let dest = |p: Option<&Path>, flag: &str| -> Result<Option<Dest>, String> {
+            match p {
+                None => Ok(None),
+                Some(p) if p.as_os_str() == "-" => Ok(Some(Dest::Stdout)),
+                Some(p) => check_file(p, flag).map(|_| Some(Dest::File(p.to_path_buf()))),
+            }
+        };
+        let out = Self {
+            json: dest(json, "--json")?,
+            csv: dest(csv, "--csv")?,
+            plot: plot.map(Path::to_path_buf),
+        };
+        if out.json == Some(Dest::Stdout) && out.csv == Some(Dest::Stdout) {
+            return Err(
+                "--json - and --csv - cannot both write to stdout; send one to a file".into(),
+            );
+        }
+        let named: Vec<(&str, &Path)> = [("--json", json), ("--csv", csv), ("--plot", plot)]
+            .into_iter()
+            .filter_map(|(f, p)| Some((f, p?)))
+            .filter(|(_, p)| p.as_os_str() != "-")
+            .collect();
+        for (i, (flag, p)) in named.iter().enumerate() {
+            if let Some((other, _)) = named[..i].iter().find(|(_, q)| resolved(q) == resolved(p)) {
+                return Err(format!(
+                    "{other} and {flag} both name {}: give each output its own path",
+                    p.display()
+                ));
+            }
+            if let Some(input) = inputs.iter().find(|q| resolved(q) == resolved(p)) {
+                return Err(format!("{flag} {} is an input of this run ({}): results would overwrite it; pick another path", p.display(), input.display()));
+            }
+        }
+        if let Some(dir) = &out.plot {
+            prepare_dir(dir, "--plot")?;
+        }
+        Ok(out)
+    }
+
+    /// Whether JSON or CSV go to stdout (tables then go to stderr).
+    pub fn uses_stdout(&self) -> bool {
+        self.json == Some(Dest::Stdout) || self.csv == Some(Dest::Stdout)
+    }
+
+    /// Writes every output of `doc`, each on its own: a failing one does not
+    /// stop the others. Returns one line per failure (empty: all written).
+    pub fn write(&self, doc: &Document) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(d) = &self.json {
+            if let Err(e) = emit(d, doc.to_json().as_bytes()) {
+                errors.push(format!("writing --json: {e}"));
+            }
+        }
+        if let Some(d) = &self.csv {
+            let refs: Vec<&RunReport> = doc.runs.iter().collect();
+            let mut bytes = Vec::new();
+            let written = super::csv::write_runs(&refs, &mut bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|_| emit(d, &bytes).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                errors.push(format!("writing --csv: {e}"));
+            }
+        }
+        if let Some(dir) = &self.plot {
+            let refs: Vec<&RunReport> = doc.runs.iter().collect();
+            match super::svg::plot_runs(&refs, dir) {
+                Ok(files) => files
+                    .iter()
+                    .for_each(|f| log::info!("wrote {}", f.display())),
+                Err(e) => errors.push(format!("writing --plot: {e}")),
+            }
+        }
+        errors
+    }
+}
+
+/// `bytes` to `d`.
+pub fn emit(d: &Dest, bytes: &[u8]) -> std::io::Result<()> {
+    match d {
+        Dest::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes).and_then(|_| out.flush())
+        }
+        Dest::File(p) => write_atomic(p, bytes),
+    }
+}
+
+/// Prints `text` to stdout (or stderr): a closed or full stream is not an
+/// error worth losing results over, so failures are ignored (never a panic).
+pub fn print_text(text: &str, to_stderr: bool) {
+    let _ = if to_stderr {
+        std::io::stderr().lock().write_all(text.as_bytes())
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|_| out.flush())
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ipivmm-dest-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
     #[test]
     fn bad_destinations_are_one_line_errors() {
-        let e = open(Path::new("/nonexistent/dir/x.csv"), "--csv")
-            .err()
-            .unwrap();
+        let e = check_file(Path::new("/nonexistent/dir/x.csv"), "--csv").unwrap_err();
         assert!(
             e.starts_with("cannot write --csv /nonexistent/dir/x.csv") && !e.contains('\n'),
             "{e}"
         );
+        let e = check_file(Path::new("/dev/full"), "--json").unwrap_err();
+        assert!(e.contains("a device") && e.contains("atomically"), "{e}");
         let e = prepare_dir(Path::new("/proc/self/ipivmm-plots"), "--plot").unwrap_err();
         assert!(e.starts_with("cannot write --plot"), "{e}");
-        let dir = std::env::temp_dir().join(format!("ipivmm-dest-{}", std::process::id()));
+        let dir = tmpdir("plot");
         prepare_dir(&dir.join("a/b"), "--plot").unwrap();
         assert!(dir.join("a/b").is_dir());
-        assert!(!dir.join("a/b/.ipivmm-write-test").exists());
+        assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 0);
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(is_stdout(Some(Path::new("-"))) && !is_stdout(None));
+    }
+
+    #[test]
+    fn the_same_path_twice_or_an_input_is_refused() {
+        let dir = tmpdir("twice");
+        let f = dir.join("r.json");
+        let e = Outputs::plan(Some(&f), Some(&dir.join("./r.json")), None, &[]).unwrap_err();
+        assert!(e.contains("--json and --csv both name"), "{e}");
+        let payload = dir.join("p.elf");
+        std::fs::write(&payload, b"x").unwrap();
+        let e = Outputs::plan(Some(&payload), None, None, &[&payload]).unwrap_err();
+        assert!(e.contains("is an input of this run"), "{e}");
+        let e = Outputs::plan(Some(Path::new("-")), Some(Path::new("-")), None, &[]).unwrap_err();
+        assert!(e.contains("cannot both write to stdout"), "{e}");
+        assert!(Outputs::plan(Some(&f), Some(&dir.join("r.csv")), None, &[&payload]).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_files_and_leave_no_temporaries() {
+        let dir = tmpdir("atomic");
+        let f = dir.join("r.json");
+        std::fs::write(&f, b"old results").unwrap();
+        write_atomic(&f, b"new").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"new");
+        // A write that cannot complete leaves the old file alone.
+        assert!(write_atomic(&dir.join("missing/r.json"), b"x").is_err());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,13 +1,13 @@
-//! Results for people and programs: CSV rows, SVG charts, the side-by-side
-//! comparison of recorded runs, and the sweep progress bar. The JSON
-//! document itself is [`crate::json`]; [`model`] reads it back.
+//! Results for people and programs, all from the one results model
+//! ([`crate::results`]): the text report, CSV rows, SVG charts, the
+//! side-by-side comparison of recorded runs, and the sweep progress bar.
 pub mod compare;
 pub mod csv;
 pub mod dest;
-pub mod model;
 pub mod progress;
 pub mod summary;
 pub mod svg;
+pub mod text;
 
 use std::io::IsTerminal;
 

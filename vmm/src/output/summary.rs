@@ -12,8 +12,8 @@
 //! - exits are summed over all vCPUs (the target's exits are part of an
 //!   IPI's cost), from the best source every vCPU has: `kvm_exit:*`
 //!   tracepoints, else KVM binary stats, else userspace exits.
-use super::model::{Phase, Run};
-use crate::latency::{cycles_to_ns, Histogram};
+use crate::results::latency::{cycles_to_ns, Histogram};
+use crate::results::{PhaseResult as Phase, RunReport as Run};
 use std::collections::BTreeMap;
 
 /// Runs that belong in one chart: same workload, target wait and vCPU count.
@@ -149,13 +149,9 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
             .map(|l| l.count)
             .sum()
     };
-    let sent = |id: u32| -> u64 { phases(run, id).map(|p| guest(p, "ipis_sent")).sum() };
+    let sent = |id: u32| -> u64 { phases(run, id).map(|p| p.guest.ipis_sent).sum() };
     ids.into_iter()
         .max_by_key(|(id, _)| (samples(*id), sent(*id), *id))
-}
-
-fn guest(p: &Phase, name: &str) -> u64 {
-    p.guest.get(name).copied().unwrap_or(0)
 }
 
 fn headline(run: &Run, id: u32) -> Option<Headline> {
@@ -220,8 +216,8 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
         )
     } else if !ps.is_empty() {
         for p in ps {
-            for (k, v) in &p.exits {
-                *reasons.entry(k.clone()).or_default() += v;
+            for (k, v) in p.exits.nonzero() {
+                *reasons.entry(k.name().to_string()).or_default() += v;
             }
         }
         let total = reasons.values().sum();
@@ -250,14 +246,14 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
 pub fn summarize(run: &Run) -> RunSummary {
     let m = &run.mode;
     let group = GroupKey {
-        workload: m.workload.clone(),
+        workload: m.workload_label(),
         vcpus: m.vcpus,
-        target: m.target.clone(),
+        target: m.target.name().to_string(),
     };
     let mut s = RunSummary {
         group,
         mode: run.label(),
-        completed: run.status == super::model::Status::Completed,
+        completed: run.succeeded(),
         phase: None,
         latency: None,
         histogram: Histogram::default(),
@@ -275,11 +271,11 @@ pub fn summarize(run: &Run) -> RunSummary {
     for l in ps.iter().filter_map(|p| p.latency.as_ref()) {
         s.histogram.merge(&l.histogram);
     }
-    let sent: u64 = ps.iter().map(|p| guest(p, "ipis_sent")).sum();
+    let sent: u64 = ps.iter().map(|p| p.guest.ipis_sent).sum();
     s.ipis = if sent > 0 {
         sent
     } else {
-        ps.iter().map(|p| guest(p, "ipis_received")).sum()
+        ps.iter().map(|p| p.guest.ipis_received).sum()
     };
     let icr: Vec<u64> = ps
         .iter()

@@ -5,10 +5,10 @@
 //!   p99 whisker;
 //! - `<group>-exits.svg`: VM exits per IPI, stacked by exit reason;
 //! - `<group>-latency.svg`: the latency histogram of every mode, one panel each.
-use super::model::{Document, Run};
 use super::summary::{summarize, GroupKey, RunSummary};
 use super::{human, human_ns, OutputError};
-use crate::latency::Histogram;
+use crate::results::latency::Histogram;
+use crate::results::Document;
 use crate::run::RunReport;
 use plotters::coord::combinators::IntoLogRange;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
@@ -496,11 +496,7 @@ pub fn plot_summaries(
 
 /// Charts of in-memory reports into `dir`: per workload group, one bar per mode.
 pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
-    let models: Vec<Run> = runs
-        .iter()
-        .map(|r| Run::of_report(r))
-        .collect::<Result<_, _>>()?;
-    plot_summaries(models.iter().map(|r| (None, summarize(r))).collect(), dir)
+    plot_summaries(runs.iter().map(|r| (None, summarize(r))).collect(), dir)
 }
 
 /// Charts of recorded documents (origin = file name) into `dir`.

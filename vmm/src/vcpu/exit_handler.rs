@@ -1,5 +1,5 @@
 //! What one VM exit means, as a free function that tests feed synthetic exits.
-use crate::exits::ExitKind;
+use crate::results::exits::ExitKind;
 use ipivmm_devices::bus::{AddressSpace, Bus, DeviceEvent};
 use kvm_ioctls::VcpuExit;
 

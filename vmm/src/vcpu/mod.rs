@@ -6,11 +6,10 @@ pub mod trace;
 pub mod user_apic;
 pub mod window;
 
-use crate::exits::{ExitCounts, ExitKind};
-use crate::latency::LatencyStats;
-use crate::results::{Registers, VcpuEnd, VcpuResult};
+use crate::mode::ApicMode;
+use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
-use ipivmm_abi::{ApicMode, GuestCounters};
+use ipivmm_abi::GuestCounters;
 use ipivmm_devices::bus::{Bus, DeviceEvent};
 use ipivmm_devices::control::{ControlBody, ControlRequest};
 use kvm_ioctls::VcpuFd;
@@ -67,7 +66,7 @@ pub struct VcpuEnv {
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     if let Some(cpu) = env.pin {
-        if let Err(e) = crate::levers::pin_current_thread(cpu) {
+        if let Err(e) = crate::mode::levers::pin_current_thread(cpu) {
             log::warn!("vcpu{}: pinning to CPU {cpu} failed: {e}", env.index);
         }
     }

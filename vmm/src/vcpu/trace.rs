@@ -56,6 +56,7 @@ const MAX_EXIT_COUNTERS_PER_VM: usize = 1024;
 #[derive(Debug)]
 pub struct TraceConfig {
     vcpus: usize,
+    isa: Option<Isa>,
     mount: bool,
     root: Option<PathBuf>,
     resolved: OnceLock<Resolved>,
@@ -69,11 +70,13 @@ struct Resolved {
 }
 
 impl TraceConfig {
-    /// Counters for a VM of `vcpus` vCPUs, with tracefs at `root` (None: find
-    /// it through /proc/mounts, mounting it first if `mount`).
-    pub fn new(vcpus: usize, mount: bool, root: Option<PathBuf>) -> Self {
+    /// Counters for a VM of `vcpus` vCPUs on a KVM whose exits use `isa`'s
+    /// reasons, with tracefs at `root` (None: find it through /proc/mounts,
+    /// mounting it first if `mount`).
+    pub fn new(vcpus: usize, isa: Option<Isa>, mount: bool, root: Option<PathBuf>) -> Self {
         Self {
             vcpus,
+            isa,
             mount,
             root,
             resolved: OnceLock::new(),
@@ -81,12 +84,8 @@ impl TraceConfig {
     }
 
     fn resolved(&self) -> &Resolved {
-        self.resolved.get_or_init(|| {
-            let isa = ipivmm_counters::host::probe()
-                .ok()
-                .and_then(|h| h.backend.isa());
-            resolve(isa, self.vcpus, self.mount, self.root.as_deref())
-        })
+        self.resolved
+            .get_or_init(|| resolve(self.isa, self.vcpus, self.mount, self.root.as_deref()))
     }
 }
 
@@ -125,6 +124,18 @@ fn ipi_exit_codes(isa: Isa) -> Vec<u32> {
         .filter(|(i, _)| *i == isa)
         .flat_map(|(_, names)| names.iter().filter_map(|n| exit_reason_code(isa, n)))
         .collect()
+}
+
+/// Tracepoint counters cost one fd each per vCPU thread: lift the soft
+/// RLIMIT_NOFILE to the hard limit (failure only means fewer counters, each
+/// reported unavailable with EMFILE).
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
+    }
 }
 
 /// The tracepoint counters of the calling thread.
@@ -214,7 +225,7 @@ mod tests {
 
     #[test]
     fn missing_tracefs_is_reported_with_the_fix() {
-        let cfg = TraceConfig::new(2, false, Some("/nonexistent/tracefs".into()));
+        let cfg = TraceConfig::new(2, None, false, Some("/nonexistent/tracefs".into()));
         let (t, status) = ThreadTrace::open(Some(&cfg));
         assert!(t.is_none());
         assert!(!status.available);

@@ -2,7 +2,7 @@
 //! x2APIC MSR exits, interrupt injection with KVM_INTERRUPT when the guest's
 //! interrupt window is open, halted vCPUs parked on a condition variable, and
 //! kicks for targets that are running.
-use crate::kvm_extra;
+use crate::vm::kvm_extra;
 use ipivmm_devices::lapic::{Delivery, LapicCounters, LapicGroup};
 use kvm_bindings::{kvm_msr_entry, Msrs};
 use kvm_ioctls::VcpuFd;

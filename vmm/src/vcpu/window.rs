@@ -3,7 +3,7 @@
 //! happened on this vCPU between its begin and end markers.
 use super::trace::{ThreadTrace, TraceConfig};
 use super::user_apic::UserApic;
-use crate::exits::ExitCounts;
+use crate::results::exits::ExitCounts;
 use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
@@ -199,7 +199,7 @@ impl Sources {
             Some(&exits) => Some(IcrExits {
                 exits,
                 accelerated: guest_delta.icr_writes.saturating_sub(exits),
-                source: "user_lapic",
+                source: "user_lapic".into(),
             }),
             None => self.icr_exits(&tracepoints, &guest_delta),
         };
@@ -226,7 +226,7 @@ impl Sources {
         Some(IcrExits {
             exits,
             accelerated: guest.icr_writes.saturating_sub(exits),
-            source: key,
+            source: key.into(),
         })
     }
 }

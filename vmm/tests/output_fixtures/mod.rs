@@ -1,33 +1,38 @@
 //! Run reports built in code (no /dev/kvm) for the output tests.
 #![allow(dead_code)]
-use clap::Parser;
-use ipivmm::cli::{Cli, Command};
-use ipivmm::config::VmConfig;
-use ipivmm::exits::{ExitCounts, ExitKind};
-use ipivmm::latency::LatencyStats;
-use ipivmm::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus, VcpuEnd, VcpuResult};
-use ipivmm::run::{ModeSummary, RunReport, RunStatus, Timings};
+use ipivmm::results::{
+    ExitCounts, ExitKind, GuestDelta, IcrExits, LatencyStats, PhaseResult, RunConfig, SourceStatus,
+    Timings, VcpuEnd, VcpuResult,
+};
+use ipivmm::{RunReport, RunStatus, VmConfig};
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
 /// TSC rate of the fixtures: 2 GHz.
 pub const TSC_KHZ: u64 = 2_000_000;
 /// Measured IPIs per run.
 pub const IPIS: u64 = 100;
 
-/// The configuration `ipivmm run <flags>` would use.
+/// The configuration `ipivmm run <flags>` would use, for the flags the
+/// fixtures need (`--apic`, `--irqchip`, `--workload`, `--vcpus`).
 pub fn config(flags: &[&str]) -> VmConfig {
-    let mut argv = vec!["ipivmm", "run"];
-    argv.extend_from_slice(flags);
-    let cli = Cli::try_parse_from(argv).expect("fixture flags parse");
-    let Command::Run(args) = cli.command else {
-        panic!("not a run command")
-    };
-    args.to_config().expect("fixture config")
+    let mut c = VmConfig::default();
+    for pair in flags.chunks(2) {
+        let v = pair[1];
+        match pair[0] {
+            "--apic" => c.apic = FromStr::from_str(v).unwrap(),
+            "--irqchip" => c.irqchip = FromStr::from_str(v).unwrap(),
+            "--workload" => c.workload = FromStr::from_str(v).unwrap(),
+            "--vcpus" => c.vcpus = v.parse().unwrap(),
+            other => panic!("fixture flag {other} not supported"),
+        }
+    }
+    c
 }
 
-/// The mode summary `ipivmm run <flags>` would record.
-pub fn mode(flags: &[&str]) -> ModeSummary {
-    ModeSummary::of(&config(flags))
+/// What `ipivmm run <flags>` would record as its mode.
+pub fn mode(flags: &[&str]) -> RunConfig {
+    RunConfig::of(&config(flags))
 }
 
 /// Samples `base * (1 + k/100)`, k = 0..IPIS: p50 = 1.49 * base, p99 = 1.98 * base.
@@ -83,7 +88,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
             accelerated: 0,
-            source: "tracepoint kvm_apic:icr_write",
+            source: "tracepoint kvm_apic:icr_write".into(),
         }),
         latency: LatencyStats::from_samples(&samples, TSC_KHZ),
         records: BTreeMap::from([("samples_dropped".to_string(), 0)]),
@@ -96,9 +101,8 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
 /// per IPI in the measured phase.
 pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
     let config = config(flags);
-    let mode = ModeSummary::of(&config);
-    let apicv =
-        ipivmm::apicv::plan(None, config.apicv, config.irqchip, config.apic).expect("apicv plan");
+    let mode = RunConfig::of(&config);
+    let apicv = ipivmm::mode::apicv::plan(None, config.mode()).expect("apicv plan");
     let vcpus = (0..mode.vcpus)
         .map(|i| {
             let mut v = VcpuResult::new(i, i as u32);
@@ -139,6 +143,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         },
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
+        host: None,
     }
 }
 

@@ -1,0 +1,405 @@
+//! The flags of every subcommand, parsed by clap into the library's types
+//! (the mode parts parse themselves: `ipivmm::mode` derives clap's ValueEnum).
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipivmm::mode::levers::{ExitControl, ExitControls};
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::{PayloadSource, VmConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Measure what inter-processor interrupts cost a KVM guest, and where the cost goes.
+#[derive(Parser, Debug)]
+#[command(name = "ipivmm", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
+    #[command(allow_negative_numbers = true)]
+    Run(RunArgs),
+    /// Run a mode x workload matrix side by side (or a preset re-creating a known experiment).
+    #[command(allow_negative_numbers = true)]
+    Sweep(SweepArgs),
+    /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities.
+    Host(HostArgs),
+    /// Compare recorded results (--json files) side by side, with ratios to the first.
+    Compare(CompareArgs),
+}
+
+/// Where results go; each output is written whole or not at all.
+#[derive(Args, Debug, Default, Clone)]
+pub struct OutputArgs {
+    /// Write the results as JSON to FILE ('-' for stdout; tables then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write every counter as CSV to FILE, one row per vCPU, phase and counter ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write SVG charts (cycles per IPI, exits per IPI by reason, latency histogram) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Levers every run of a command gets.
+#[derive(Args, Debug, Default, Clone)]
+pub struct LeverArgs {
+    /// Turn off these VM exits (KVM_CAP_X86_DISABLE_EXITS), comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub disable_exits: Vec<ExitControl>,
+    /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); default: the host's kvm.halt_poll_ns.
+    #[arg(long, value_name = "NS")]
+    pub halt_poll_ns: Option<u32>,
+    /// Advertise KVM_HINTS_REALTIME (dedicated, never-preempted vCPUs) in CPUID 0x40000001.
+    #[arg(long)]
+    pub realtime_hint: bool,
+    /// Do not count kvm:* tracepoints (they need root and tracefs).
+    #[arg(long)]
+    pub no_tracepoints: bool,
+    /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
+    #[arg(long)]
+    pub mount_tracefs: bool,
+}
+
+impl LeverArgs {
+    /// Apply the levers to `c`.
+    pub fn apply(&self, c: &mut VmConfig) {
+        let exits: ExitControls = self.disable_exits.iter().copied().collect();
+        if !exits.is_empty() {
+            c.disable_exits = exits;
+        }
+        if self.halt_poll_ns.is_some() {
+            c.halt_poll_ns = self.halt_poll_ns;
+        }
+        c.realtime_hint |= self.realtime_hint;
+        c.tracepoints = !self.no_tracepoints;
+        c.mount_tracefs = self.mount_tracefs;
+    }
+}
+
+/// Flags of `ipivmm compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Results files (ipivmm.results/1 JSON); the first is the baseline. One file gives a summary.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Flag ratios at or beyond 1 ± this fraction.
+    #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
+    pub threshold: f64,
+    /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Also write SVG charts of every run of every file into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Do not print the comparison.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 10.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a fraction between 0 and 10 (e.g. 0.1 for 10%)"
+        )),
+    }
+}
+
+/// The seed experiments `sweep --preset` re-creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited.
+    AvicBroadcast,
+    /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
+    IpivUnicast,
+    /// Xen APICv topology: ping-pong with vCPUs close together vs spread apart.
+    ApicvTopology,
+}
+
+/// Flags of `ipivmm sweep`. Lists are comma-separated; each defaults to every value.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// A preset experiment (explicit flags below still apply).
+    #[arg(long)]
+    pub preset: Option<Preset>,
+    /// Interrupt controllers to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub irqchip: Option<Vec<Irqchip>>,
+    /// APIC modes to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub apic: Option<Vec<ApicMode>>,
+    /// IPI paths to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub ipi: Option<Vec<IpiPath>>,
+    /// APICv requests to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub apicv: Option<Vec<ApicvRequest>>,
+    /// Workloads to sweep.
+    #[arg(long, value_delimiter = ',')]
+    pub workload: Option<Vec<Workload>>,
+    /// vCPUs per VM.
+    #[arg(long)]
+    pub vcpus: Option<usize>,
+    /// How IPI targets wait.
+    #[arg(long)]
+    pub target: Option<TargetWait>,
+    /// Measured iterations per run.
+    #[arg(long, default_value_t = 100)]
+    pub iterations: u64,
+    /// Warm-up iterations per run.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u64,
+    /// Watchdog per run, seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Levers of every run.
+    #[command(flatten)]
+    pub levers: LeverArgs,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// No tables, no progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Flags of `ipivmm host`.
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// KVM device node.
+    #[arg(long, default_value = "/dev/kvm")]
+    pub kvm_device: PathBuf,
+}
+
+/// Flags of `ipivmm run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Number of vCPUs (no more than KVM allows; 255 APIC IDs in xAPIC mode).
+    #[arg(long, default_value_t = 2)]
+    pub vcpus: usize,
+    /// Guest APIC mode: xapic (MMIO ICR at 0xFEE00300) or x2apic (WRMSR 0x830).
+    #[arg(long, default_value = "xapic")]
+    pub apic: ApicMode,
+    /// Interrupt controller: kernel (KVM_CREATE_IRQCHIP), split (LAPIC in KVM), user (ipivmm's model).
+    #[arg(long, default_value = "kernel")]
+    pub irqchip: Irqchip,
+    /// IPI path: icr (ICR writes) or pv (KVM_HC_SEND_IPI hypercall).
+    #[arg(long, default_value = "icr")]
+    pub ipi: IpiPath,
+    /// Built-in workload.
+    #[arg(long, default_value = "pingpong")]
+    pub workload: Workload,
+    /// How IPI targets wait between IPIs: spin (interrupts on, no exit) or halt (sti; hlt: the wake-up path).
+    #[arg(long, default_value = "spin")]
+    pub target: TargetWait,
+    /// Measured iterations (IPIs sent by each sender).
+    #[arg(long, default_value_t = 1000)]
+    pub iterations: u64,
+    /// Warm-up iterations before the measured phase (not in the latency figures).
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Vector of the measured IPIs (0x20..=0xfe; decimal or 0x-hex).
+    #[arg(long, default_value = "0x40", value_parser = parse_u8)]
+    pub vector: u8,
+    /// Guest RAM in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memory: u64,
+    /// Watchdog: stop the run after this many seconds and report what each vCPU was doing.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
+    #[arg(long)]
+    pub payload: Option<PathBuf>,
+    /// Workload parameter for the payload (BootInfo.params), repeatable, at most 8.
+    #[arg(long = "param", value_parser = parse_u64)]
+    pub params: Vec<u64>,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Where guest serial output goes: stdout, log (with --verbose), none.
+    #[arg(long, default_value = "stdout")]
+    pub serial: SerialArg,
+    /// Do not print the table.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Levers.
+    #[command(flatten)]
+    pub levers: LeverArgs,
+    /// Pin vCPU i to the i-th host CPU of this list (e.g. 0,2 or 0-3).
+    #[arg(long, value_name = "CPUS", value_parser = parse_pin)]
+    pub pin: Option<CpuList>,
+    /// APICv/AVIC for this VM: host (module parameters decide) or inhibit (a vendor lever; a no-op where the host has none).
+    #[arg(long, default_value = "host")]
+    pub apicv: ApicvRequest,
+    /// KVM device node.
+    #[arg(long, default_value = "/dev/kvm")]
+    pub kvm_device: PathBuf,
+    /// Log what ipivmm does, with timings (start-up, first guest message).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// Where `run` sends the guest's serial output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SerialArg {
+    /// This process's stdout (stderr when JSON or CSV go to stdout).
+    Stdout,
+    /// The log (shown with --verbose).
+    Log,
+    /// Nowhere (the report keeps the tail).
+    None,
+}
+
+/// A `--pin` CPU list (a newtype: clap treats a bare Vec as repeated values).
+#[derive(Clone, Debug)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_pin(s: &str) -> Result<CpuList, String> {
+    ipivmm::mode::levers::parse_cpu_list(s).map(CpuList)
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("'{s}' is not a number: {e}"))
+}
+
+fn parse_u8(s: &str) -> Result<u8, String> {
+    let v = parse_u64(s)?;
+    u8::try_from(v).map_err(|_| format!("'{s}' does not fit in a byte"))
+}
+
+impl RunArgs {
+    /// The VM configuration these flags describe.
+    pub fn to_config(&self) -> Result<VmConfig, String> {
+        if self.params.len() > 8 {
+            return Err(format!(
+                "--param given {} times: at most 8",
+                self.params.len()
+            ));
+        }
+        let mut params = [0u64; 8];
+        params[..self.params.len()].copy_from_slice(&self.params);
+        let memory_bytes = self.memory.checked_mul(1 << 20).ok_or_else(|| {
+            // The MiB as typed: a byte count saturated here would misquote it.
+            let l = ipivmm::vm::layout::MIN_MEM_BYTES.div_ceil(1 << 20);
+            let h = ipivmm::vm::layout::MAX_MEM_BYTES >> 20;
+            format!(
+                "--memory {} MiB: must be between {l} and {h} MiB",
+                self.memory
+            )
+        })?;
+        let mut c = VmConfig {
+            vcpus: self.vcpus,
+            memory_bytes,
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            workload: self.workload,
+            target_wait: self.target,
+            iterations: self.iterations,
+            warmup: self.warmup,
+            ipi_vector: self.vector,
+            params,
+            timeout: Duration::from_secs(self.timeout),
+            payload: self
+                .payload
+                .clone()
+                .map_or(PayloadSource::Builtin, PayloadSource::File),
+            kvm_device: self.kvm_device.clone(),
+            pin: self.pin.clone().map(|p| p.0).unwrap_or_default(),
+            apicv: self.apicv,
+            ..VmConfig::default()
+        };
+        self.levers.apply(&mut c);
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(flags: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut argv = vec!["ipivmm", "run"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).map(|c| match c.command {
+            Command::Run(a) => a,
+            _ => unreachable!("run was parsed"),
+        })
+    }
+
+    #[test]
+    fn run_flags_become_a_config() {
+        let c = run_args(&[
+            "--vcpus",
+            "4",
+            "--apic",
+            "x2apic",
+            "--irqchip",
+            "split",
+            "--ipi",
+            "pv",
+            "--workload",
+            "all-to-all",
+            "--target",
+            "halt",
+            "--disable-exits",
+            "hlt,pause",
+            "--halt-poll-ns",
+            "0",
+            "--apicv",
+            "inhibit",
+            "--pin",
+            "0-3",
+            "--param",
+            "7",
+        ])
+        .unwrap()
+        .to_config()
+        .unwrap();
+        assert_eq!(
+            (c.vcpus, c.apic, c.irqchip, c.ipi),
+            (4, ApicMode::X2apic, Irqchip::Split, IpiPath::Pv)
+        );
+        assert_eq!(
+            (c.workload, c.target_wait),
+            (Workload::AllToAll, TargetWait::Halt)
+        );
+        assert_eq!(c.disable_exits.names(), ["hlt", "pause"]);
+        assert_eq!((c.halt_poll_ns, c.apicv), (Some(0), ApicvRequest::Inhibit));
+        assert_eq!((c.pin, c.params[0]), (vec![0, 1, 2, 3], 7));
+        assert!(c.tracepoints);
+    }
+
+    #[test]
+    fn bad_values_name_the_choices() {
+        let e = run_args(&["--apic", "x3apic"]).unwrap_err().to_string();
+        assert!(
+            e.contains("x3apic") && e.contains("xapic") && e.contains("x2apic"),
+            "{e}"
+        );
+        let e = run_args(&["--disable-exits", "hlt,nope"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope") && e.contains("mwait"), "{e}");
+        let e = run_args(&["--memory", "18446744073709551615"])
+            .unwrap()
+            .to_config()
+            .unwrap_err();
+        assert!(
+            e.contains("18446744073709551615 MiB: must be between"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! `ipivmm host`: what this host's KVM can do for IPI measurements.
+use super::fail;
+use crate::cli::args::HostArgs;
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use ipivmm::host::caps::{self, CapInfo};
+use ipivmm::vm::open_kvm;
+use ipivmm_counters::host::{probe, ApicvSupport, HostInfo};
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct HostReport {
+    host: HostInfo,
+    kvm_capabilities: Vec<CapInfo>,
+    kvm_error: Option<String>,
+}
+
+/// Run the `host` subcommand.
+pub fn main(args: &HostArgs) -> ExitCode {
+    let host = match probe() {
+        Ok(h) => h,
+        Err(e) => return fail(format!("cannot read host facts: {e}")),
+    };
+    let (caps, kvm_error) = match open_kvm(&args.kvm_device) {
+        Ok(kvm) => (caps::query(&kvm), None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let report = HostReport {
+        host,
+        kvm_capabilities: caps,
+        kvm_error,
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return fail(e),
+        }
+    } else {
+        print!("{}", render(&report));
+    }
+    ExitCode::SUCCESS
+}
+
+fn verdict(v: &ApicvSupport) -> String {
+    match v {
+        ApicvSupport::Available => "available".into(),
+        ApicvSupport::Unavailable(why) => format!("unavailable: {why}"),
+    }
+}
+
+fn render(r: &HostReport) -> String {
+    let h = &r.host;
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    let flags: Vec<&str> = h
+        .virt_flags
+        .iter()
+        .filter(|(_, on)| **on)
+        .map(|(f, _)| f.as_str())
+        .collect();
+    let rows: Vec<(String, String)> = vec![
+        (
+            "CPU".into(),
+            format!(
+                "{} ({}), {} logical CPUs",
+                h.cpu_model, h.cpu_vendor, h.logical_cpus
+            ),
+        ),
+        ("virtualization flags".into(), flags.join(" ")),
+        ("kernel".into(), h.kernel_release.clone()),
+        (
+            "KVM backend".into(),
+            format!("{:?} (modules: {})", h.backend, h.modules.join(", ")),
+        ),
+        ("APICv (Intel)".into(), verdict(&h.verdicts.apicv)),
+        ("IPIv".into(), verdict(&h.verdicts.ipiv)),
+        ("AVIC (AMD)".into(), verdict(&h.verdicts.avic)),
+        ("x2AVIC".into(), verdict(&h.verdicts.x2avic)),
+    ];
+    for (k, v) in rows {
+        t.add_row(vec![k, v]);
+    }
+    for (module, params) in &h.params {
+        for (name, value) in params {
+            t.add_row(vec![format!("{module}.{name}"), value.clone()]);
+        }
+    }
+    let mut out = format!("{t}\n");
+    if let Some(e) = &r.kvm_error {
+        out.push_str(&format!("KVM capabilities: not read ({e})\n"));
+        return out;
+    }
+    let mut c = Table::new();
+    c.load_style(UTF8_BORDERS_ONLY);
+    c.set_header(vec!["capability", "value", "used for"]);
+    for cap in &r.kvm_capabilities {
+        let value = match &cap.decoded {
+            Some(d) => format!("{} ({d})", cap.value),
+            None => cap.value.to_string(),
+        };
+        c.add_row(vec![cap.name.to_string(), value, cap.used_for.to_string()]);
+    }
+    out.push_str(&format!("{c}\n"));
+    out
+}

@@ -1,0 +1,72 @@
+//! `ipivmm run`: one VM, one workload; results files first, then the table.
+use super::{fail, init_log, status_line};
+use crate::cli::args::{RunArgs, SerialArg};
+use ipivmm::output::dest::{print_text, Outputs};
+use ipivmm::output::text;
+use ipivmm::{run, Document, RunOptions};
+use ipivmm_devices::serial::SerialSink;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Run the `run` subcommand.
+pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
+    init_log(if args.verbose { "debug" } else { "warn" });
+    let config = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let o = &args.output;
+    let inputs: Vec<&std::path::Path> = args.payload.iter().map(|p| p.as_path()).collect();
+    let outputs = match Outputs::plan(
+        o.json.as_deref(),
+        o.csv.as_deref(),
+        o.plot.as_deref(),
+        &inputs,
+    ) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
+    let serial = match args.serial {
+        SerialArg::Stdout if outputs.uses_stdout() => SerialSink::Log,
+        SerialArg::Stdout => SerialSink::Stdout,
+        SerialArg::Log => SerialSink::Log,
+        SerialArg::None => SerialSink::Discard,
+    };
+    let opts = RunOptions {
+        serial,
+        started,
+        cancel: Some(ipivmm::interrupt::cancel_flag()),
+    };
+    let report = match run(&config, opts) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let t = &report.timings;
+    log::info!(
+        "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",
+        t.setup_ns as f64 / 1e6,
+        t.first_message_ns.map_or("never".into(), |ns| format!("{:.2} ms", ns as f64 / 1e6)),
+        t.total_ns as f64 / 1e6,
+        t.peak_rss_kib.unwrap_or(0)
+    );
+    let doc = Document::new(vec![report], Vec::new());
+    let errors = outputs.write(&doc);
+    let report = &doc.runs[0];
+    if !args.quiet {
+        print_text(&text::render(report), outputs.uses_stdout());
+    }
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    if !report.succeeded() {
+        eprintln!(
+            "ipivmm: run did not complete: {}",
+            status_line(&report.status)
+        );
+    }
+    if report.succeeded() && errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

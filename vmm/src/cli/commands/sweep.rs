@@ -1,0 +1,325 @@
+//! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
+//! one table per workload, a row per mode, side by side.
+use super::{fail, init_log, status_line};
+use crate::cli::args::{Preset, SweepArgs};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use ipivmm::mode::levers::{allowed_exit_controls, ExitControl};
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::output::dest::{print_text, Outputs};
+use ipivmm::output::{progress::SweepProgress, summary};
+use ipivmm::results::SkippedMode;
+use ipivmm::sweep::{plan, topology, PlannedRun, SweepSpec};
+use ipivmm::vm::{max_vcpus, open_kvm};
+use ipivmm::{run, Document, RunOptions, RunReport, RunStatus};
+use ipivmm_devices::serial::SerialSink;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Run the `sweep` subcommand.
+pub fn main(args: &SweepArgs) -> ExitCode {
+    init_log("warn");
+    let host = ipivmm::host::probe().ok();
+    let spec = match spec_of(args).and_then(|s| validate(&s).map(|_| s)) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (runs, mut skipped) = plan(&spec, host.as_ref());
+    if runs.is_empty() {
+        return fail(format!(
+            "nothing to run: all {} combinations are skipped ({})",
+            skipped.len(),
+            skipped.first().map_or(String::new(), |s| s.reason.clone())
+        ));
+    }
+    let o = &args.output;
+    let outputs = match Outputs::plan(o.json.as_deref(), o.csv.as_deref(), o.plot.as_deref(), &[]) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
+    let started = Instant::now();
+    let reports = run_all(&runs, &mut skipped, args.quiet);
+    let wall = started.elapsed();
+    let ran = reports.len();
+    let doc = Document::new(reports, skipped);
+    let errors = outputs.write(&doc);
+    if !args.quiet {
+        print_text(&render(&doc, wall), outputs.uses_stdout());
+    }
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    let cancelled = ipivmm::interrupt::cancel_flag().load(Ordering::SeqCst);
+    if cancelled || ran == 0 || !errors.is_empty() || doc.runs.iter().any(|r| !r.succeeded()) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs the plan in order; runs that could not start (or were not started
+/// after a cancel) join the skipped list with the reason.
+fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> Vec<RunReport> {
+    let cancel = ipivmm::interrupt::cancel_flag();
+    let progress = SweepProgress::new(runs.len() as u64, quiet);
+    let mut reports = Vec::with_capacity(runs.len());
+    for PlannedRun { label, config } in runs {
+        if cancel.load(Ordering::SeqCst) {
+            skipped.push(SkippedMode {
+                mode: label.clone(),
+                reason: "not run: sweep cancelled".into(),
+            });
+            continue;
+        }
+        progress.start(label);
+        let opts = RunOptions {
+            serial: SerialSink::Discard,
+            started: Instant::now(),
+            cancel: Some(cancel.clone()),
+        };
+        match run(config, opts) {
+            Ok(r) => {
+                if !r.succeeded() {
+                    progress.println(&format!("{label}: {}", status_line(&r.status)));
+                }
+                reports.push(r);
+            }
+            Err(e) => {
+                progress.println(&format!("{label}: could not start: {e}"));
+                skipped.push(SkippedMode {
+                    mode: label.clone(),
+                    reason: format!("could not start: {e}"),
+                });
+            }
+        }
+        progress.finish_one();
+    }
+    progress.finish();
+    reports
+}
+
+/// Checks every configuration's own values the way `run` does, before any
+/// run: a bad value is a usage error (exit 2), not a sweep of skips.
+fn validate(spec: &SweepSpec) -> Result<(), String> {
+    let max = open_kvm(&spec.base.kvm_device)
+        .map(|k| max_vcpus(&k))
+        .map_err(|e| e.to_string())?;
+    for &vcpus in &spec.vcpus {
+        let c = ipivmm::VmConfig {
+            vcpus,
+            ..spec.base.clone()
+        };
+        c.validate(max).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The sweep spec from presets and flags.
+pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
+    let mut spec = SweepSpec::default();
+    if let Some(p) = args.preset {
+        apply_preset(&mut spec, p);
+    }
+    if let Some(v) = &args.irqchip {
+        spec.irqchips = v.clone();
+    }
+    if let Some(v) = &args.apic {
+        spec.apics = v.clone();
+    }
+    if let Some(v) = &args.ipi {
+        spec.ipis = v.clone();
+    }
+    if let Some(v) = &args.apicv {
+        spec.apicv = v.clone();
+    }
+    if let Some(v) = &args.workload {
+        spec.workloads = v.clone();
+    }
+    if let Some(n) = args.vcpus {
+        spec.vcpus = vec![n];
+    }
+    if let Some(t) = args.target {
+        spec.base.target_wait = t;
+    }
+    spec.base.iterations = args.iterations;
+    spec.base.warmup = args.warmup;
+    spec.base.timeout = Duration::from_secs(args.timeout);
+    args.levers.apply(&mut spec.base);
+    let empty = [
+        spec.irqchips.is_empty(),
+        spec.apics.is_empty(),
+        spec.ipis.is_empty(),
+        spec.apicv.is_empty(),
+        spec.workloads.is_empty(),
+        spec.vcpus.is_empty(),
+    ];
+    if empty.iter().any(|e| *e) {
+        return Err("every swept dimension needs at least one value".into());
+    }
+    Ok(spec)
+}
+
+/// The seed experiments at this host's scale; presets skip rows this host
+/// cannot tell apart (e.g. `apicv=inhibit` without APICv).
+fn apply_preset(spec: &mut SweepSpec, p: Preset) {
+    let host_cpus = ipivmm::mode::levers::allowed_cpus();
+    spec.skip_duplicates = true;
+    spec.irqchips = vec![Irqchip::Kernel];
+    spec.ipis = vec![IpiPath::Icr];
+    match p {
+        Preset::AvicBroadcast => {
+            // Wanpeng Li's report: broadcast, xAPIC vs x2APIC, AVIC on vs off,
+            // dedicated vCPUs (HLT exits off, realtime hint), one vCPU per host CPU.
+            spec.workloads = vec![Workload::Broadcast];
+            spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
+            spec.vcpus = vec![host_cpus.len().clamp(2, ipivmm_abi::MAX_VCPUS)];
+            spec.base.realtime_hint = true;
+            spec.base.disable_exits = hlt_if_allowed();
+        }
+        Preset::IpivUnicast => {
+            // The IPIv series: 2 vCPUs, spinning target, xAPIC and x2APIC.
+            spec.workloads = vec![Workload::Pingpong];
+            spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
+            spec.vcpus = vec![2];
+            spec.base.target_wait = TargetWait::Spin;
+        }
+        Preset::ApicvTopology => {
+            // The Xen report: the same workload with vCPUs close together vs spread apart.
+            spec.workloads = vec![Workload::Pingpong];
+            spec.apics = vec![ApicMode::X2apic];
+            spec.vcpus = vec![2];
+            let places =
+                topology::read_places(std::path::Path::new("/sys/devices/system/cpu"), &host_cpus);
+            let close = topology::close_together(&places, 2);
+            let spread = topology::spread_apart(&places, 2);
+            let fmt = |v: &[usize]| {
+                v.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            spec.placements = vec![
+                (format!("close[{}]", fmt(&close)), close),
+                (format!("spread[{}]", fmt(&spread)), spread),
+            ];
+        }
+    }
+}
+
+/// HLT-exit disabling where this KVM allows it (the seed's `cpu-pm=on`).
+fn hlt_if_allowed() -> ipivmm::mode::levers::ExitControls {
+    let allowed = open_kvm(std::path::Path::new("/dev/kvm"))
+        .map(|k| allowed_exit_controls(|c| k.check_extension_raw(c)))
+        .unwrap_or_default();
+    [ExitControl::Hlt]
+        .into_iter()
+        .filter(|c| allowed.contains(*c))
+        .collect()
+}
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// One table per workload, a row per run (its label, vCPUs and APICv state),
+/// then the skipped combinations grouped by reason and a summary line.
+pub fn render(doc: &Document, wall: Duration) -> String {
+    let mut out = String::new();
+    let mut workloads: Vec<String> = Vec::new();
+    for r in &doc.runs {
+        let w = r.mode.workload_label();
+        if !workloads.contains(&w) {
+            workloads.push(w);
+        }
+    }
+    for w in workloads {
+        let mut t = Table::new();
+        t.load_style(UTF8_BORDERS_ONLY);
+        t.set_header(vec![
+            "mode",
+            "vCPUs",
+            "APICv",
+            "status",
+            "p50 cycles",
+            "p99 cycles",
+            "p50 µs",
+            "exits/IPI",
+            "ICR-exits/IPI",
+            "IPIs/s",
+        ]);
+        for r in doc.runs.iter().filter(|r| r.mode.workload_label() == w) {
+            t.add_row(row(r));
+        }
+        for c in 4..10 {
+            if let Some(col) = t.column_mut(c) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        out.push_str(&format!("\n{w}\n{t}\n"));
+    }
+    out.push_str(&skipped_text(&doc.skipped));
+    let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
+    out.push_str(&format!(
+        "\nsweep: {} runs ({} failed), {} skipped, {:.1} s\n",
+        doc.runs.len(),
+        failed,
+        doc.skipped.len(),
+        wall.as_secs_f64()
+    ));
+    out
+}
+
+fn row(r: &RunReport) -> Vec<String> {
+    let s = summary::summarize(r);
+    let lat = s.latency.as_ref();
+    let rate = ipis_per_sec(r, s.ipis, summary::measured_phase(r).map(|(id, _)| id));
+    let status = match &r.status {
+        RunStatus::Completed => "ok",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Failed { .. } => "FAILED",
+        RunStatus::TimedOut { .. } => "TIMEOUT",
+    };
+    vec![
+        r.label(),
+        r.mode.vcpus.to_string(),
+        r.apicv.effective.to_string(),
+        status.to_string(),
+        fmt_opt(lat.map(|l| l.p50), 0),
+        fmt_opt(lat.map(|l| l.p99), 0),
+        fmt_opt(lat.and_then(|l| l.p50_ns).map(|ns| ns / 1000.0), 1),
+        fmt_opt(s.exits_per_ipi(), 2),
+        fmt_opt(s.icr_exits_per_ipi(), 2),
+        fmt_opt(rate, 0),
+    ]
+}
+
+/// One line per reason: the combinations it covers, without repeating workloads.
+fn skipped_text(skipped: &[SkippedMode]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\nskipped {} combinations:\n", skipped.len());
+    let mut by_reason: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+    for s in skipped {
+        let mode = s.mode.split_once(' ').map_or(s.mode.as_str(), |(_, m)| m);
+        match by_reason.iter_mut().find(|(r, _, _)| *r == s.reason) {
+            Some((_, modes, n)) => {
+                *n += 1;
+                if !modes.contains(&mode) {
+                    modes.push(mode);
+                }
+            }
+            None => by_reason.push((&s.reason, vec![mode], 1)),
+        }
+    }
+    for (reason, modes, n) in by_reason {
+        out.push_str(&format!("  {} ({n}): {reason}\n", modes.join(", ")));
+    }
+    out
+}
+
+/// IPIs per second over the measured phase (vCPU 0's window).
+fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<u32>) -> Option<f64> {
+    let wall = r.vcpus.first()?.phase(phase?)?.wall_ns;
+    (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
+}

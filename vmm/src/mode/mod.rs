@@ -1,0 +1,318 @@
+//! A mode: how an IPI travels from one vCPU to another. This is the one home
+//! of its parts (irqchip, guest APIC, IPI path, APICv request) and of the
+//! workload choices that shape a run (workload, how targets wait); of their
+//! names (one kebab-case spelling for the CLI, JSON, CSV and tables, derived
+//! once by clap, serde and strum); of the mode's label; and of the one
+//! feasibility check that `run` and `sweep` both use, so they cannot
+//! disagree about what can run.
+//!
+//! The guest ABI has its own numeric copies of the guest-visible parts
+//! (`ipivmm_abi::ApicMode`...), converted here with `From`.
+pub mod apicv;
+pub mod levers;
+
+use crate::config::VmConfig;
+use apicv::{ApicvError, ApicvPlan};
+use ipivmm_counters::host::{HostInfo, KvmBackend};
+use serde::{Deserialize, Serialize};
+
+/// Derives shared by every mode part: clap parses it, serde and strum name
+/// it, all as kebab-case.
+macro_rules! mode_part {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident,)+ }) => {
+        $(#[$meta])*
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+            Serialize, Deserialize, clap::ValueEnum,
+            strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray,
+        )]
+        #[serde(rename_all = "kebab-case")]
+        #[strum(serialize_all = "kebab-case")]
+        pub enum $name { $($(#[$vmeta])* $variant,)+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = <$name as strum::VariantArray>::VARIANTS;
+
+            /// The one spelling of this value (CLI, JSON, CSV, tables).
+            pub fn name(self) -> &'static str {
+                self.into()
+            }
+        }
+    };
+}
+
+pub(crate) use mode_part;
+
+mode_part! {
+    /// Which interrupt controller models the local APICs.
+    pub enum Irqchip {
+        /// KVM_CREATE_IRQCHIP: LAPIC, IOAPIC and PIC in the kernel.
+        Kernel,
+        /// KVM_CAP_SPLIT_IRQCHIP: LAPIC in the kernel, the rest in userspace.
+        Split,
+        /// No in-kernel irqchip: ipivmm's own LAPIC model (APICv inhibited: ABSENT).
+        User,
+    }
+}
+
+mode_part! {
+    /// The guest's APIC mode.
+    pub enum ApicMode {
+        /// MMIO registers at 0xFEE00000; the ICR at 0x300/0x310.
+        Xapic,
+        /// MSRs; the ICR is MSR 0x830.
+        X2apic,
+    }
+}
+
+mode_part! {
+    /// How the guest sends an IPI.
+    pub enum IpiPath {
+        /// Writes to the ICR.
+        Icr,
+        /// The KVM_HC_SEND_IPI hypercall (needs the LAPIC in KVM).
+        Pv,
+    }
+}
+
+mode_part! {
+    /// How IPI targets wait between IPIs.
+    pub enum TargetWait {
+        /// Spin with interrupts enabled: an IPI meets a running vCPU.
+        Spin,
+        /// `sti; hlt`: an IPI wakes a halted vCPU.
+        Halt,
+    }
+}
+
+mode_part! {
+    /// The built-in payload's workloads.
+    pub enum Workload {
+        /// vCPU 0 sends a unicast IPI to each other vCPU in turn and waits for the ack.
+        Pingpong,
+        /// Ping-pong with targets always halted.
+        PingpongHalt,
+        /// All-but-self shorthand from vCPU 0.
+        Broadcast,
+        /// One IPI to an explicit set (logical mode, or a PV bitmap).
+        Multicast,
+        /// Self-IPIs (one vCPU suffices).
+        SelfIpi,
+        /// Fire-and-forget IPIs, no ack wait.
+        Flood,
+        /// Every vCPU sends to every other.
+        AllToAll,
+    }
+}
+
+mode_part! {
+    /// APICv/AVIC for one VM: left to the host, or inhibited with a lever.
+    pub enum ApicvRequest {
+        /// Whatever the host's module parameters give.
+        Host,
+        /// Inhibited for this VM with a lever the vendor honours.
+        Inhibit,
+    }
+}
+
+impl From<ApicMode> for ipivmm_abi::ApicMode {
+    fn from(m: ApicMode) -> Self {
+        match m {
+            ApicMode::Xapic => Self::Xapic,
+            ApicMode::X2apic => Self::X2apic,
+        }
+    }
+}
+
+impl From<IpiPath> for ipivmm_abi::IpiPath {
+    fn from(p: IpiPath) -> Self {
+        match p {
+            IpiPath::Icr => Self::Icr,
+            IpiPath::Pv => Self::Pv,
+        }
+    }
+}
+
+impl From<TargetWait> for ipivmm_abi::TargetWait {
+    fn from(t: TargetWait) -> Self {
+        match t {
+            TargetWait::Spin => Self::Spin,
+            TargetWait::Halt => Self::Halt,
+        }
+    }
+}
+
+impl From<Workload> for ipivmm_abi::Workload {
+    fn from(w: Workload) -> Self {
+        match w {
+            Workload::Pingpong => Self::Pingpong,
+            Workload::PingpongHalt => Self::PingpongHalt,
+            Workload::Broadcast => Self::Broadcast,
+            Workload::Multicast => Self::Multicast,
+            Workload::SelfIpi => Self::SelfIpi,
+            Workload::Flood => Self::Flood,
+            Workload::AllToAll => Self::AllToAll,
+        }
+    }
+}
+
+impl Workload {
+    /// Fewest vCPUs the workload can run on.
+    pub fn min_vcpus(self) -> usize {
+        match self {
+            Workload::SelfIpi => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// The four parts that decide how an IPI travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Mode {
+    /// Interrupt controller.
+    pub irqchip: Irqchip,
+    /// Guest APIC mode.
+    pub apic: ApicMode,
+    /// IPI path.
+    pub ipi: IpiPath,
+    /// APICv/AVIC request.
+    pub apicv: ApicvRequest,
+}
+
+impl Mode {
+    /// The label of the mode everywhere (tables, charts, comparisons):
+    /// `irqchip/apic/ipi`, then ` apicv-inhibit` when APICv was to be inhibited.
+    ///
+    /// ```
+    /// use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode};
+    ///
+    /// let m = Mode { irqchip: Irqchip::Split, apic: ApicMode::X2apic, ipi: IpiPath::Icr, apicv: ApicvRequest::Inhibit };
+    /// assert_eq!(m.label(), "split/x2apic/icr apicv-inhibit");
+    /// ```
+    pub fn label(&self) -> String {
+        let mut l = format!("{}/{}/{}", self.irqchip, self.apic, self.ipi);
+        if self.apicv == ApicvRequest::Inhibit {
+            l.push_str(" apicv-inhibit");
+        }
+        l
+    }
+}
+
+/// Why a combination cannot run. Each message names the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Infeasible {
+    /// PV IPIs are handled by KVM's LAPIC.
+    #[error("--ipi pv needs the LAPIC in KVM (KVM_HC_SEND_IPI is handled there): use --irqchip kernel or split")]
+    PvNeedsKernelLapic,
+    /// Hypercalls never return on kvm_pvm.
+    #[error("--ipi pv cannot run on the kvm_pvm backend: a guest vmcall/vmmcall never returns there (KVM_HC_SEND_IPI included); run it on a hardware KVM host (kvm_intel/kvm_amd, or the lab: scripts/lab.sh) or use --ipi icr")]
+    PvOnKvmPvm,
+    /// Too few vCPUs for the workload.
+    #[error("workload {workload} needs at least {min} vCPUs: use --vcpus {min} or more")]
+    TooFewVcpus {
+        /// The workload.
+        workload: Workload,
+        /// Its minimum.
+        min: usize,
+    },
+    /// No lever inhibits APICv in this combination.
+    #[error(transparent)]
+    Apicv(#[from] ApicvError),
+}
+
+/// The one feasibility check: whether `c` can run on `host` (None: not
+/// fingerprinted; only host-independent rules apply), and the APICv plan it
+/// runs with. `run` refuses what fails it; `sweep` skips it with the reason.
+pub fn check(c: &VmConfig, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
+    if c.ipi == IpiPath::Pv && c.irqchip == Irqchip::User {
+        return Err(Infeasible::PvNeedsKernelLapic);
+    }
+    if c.ipi == IpiPath::Pv && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
+        return Err(Infeasible::PvOnKvmPvm);
+    }
+    let min = c.workload.min_vcpus();
+    if c.payload.is_builtin() && c.vcpus < min {
+        return Err(Infeasible::TooFewVcpus {
+            workload: c.workload,
+            min,
+        });
+    }
+    Ok(apicv::plan(host, c.mode())?)
+}
+
+/// Why a feasible combination would measure the same VM as another one on
+/// this host, if it would: sweeps skip such duplicates instead of running
+/// them twice (presets always; explicit lists keep them unless asked).
+pub fn duplicate_of(c: &VmConfig, plan: &ApicvPlan) -> Option<String> {
+    if c.apicv != ApicvRequest::Inhibit {
+        return None;
+    }
+    if c.irqchip == Irqchip::User {
+        return Some("identical to the apicv=host row: APICv is already inhibited without an in-kernel irqchip (ABSENT)".into());
+    }
+    (plan.effective != apicv::ApicvState::Active && plan.effective != apicv::ApicvState::Inhibited)
+        .then(|| {
+            format!(
+                "identical to the apicv=host row on this host: {}",
+                plan.detail
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+    use std::str::FromStr;
+
+    #[test]
+    fn one_spelling_for_cli_json_and_tables() {
+        for w in Workload::ALL {
+            let name = w.name();
+            assert_eq!(<Workload as FromStr>::from_str(name), Ok(*w));
+            assert_eq!(Workload::from_str_with(name), Some(*w), "{name}");
+            assert_eq!(serde_json::to_string(w).unwrap(), format!("\"{name}\""));
+            assert_eq!(w.to_string(), name);
+        }
+        assert_eq!(Workload::AllToAll.name(), "all-to-all");
+        assert_eq!(ApicMode::X2apic.name(), "x2apic");
+        assert_eq!(Irqchip::ALL.len(), 3);
+        // The ABI's names agree with the host's for every workload.
+        for w in Workload::ALL {
+            assert_eq!(ipivmm_abi::Workload::from(*w).name(), w.name());
+        }
+    }
+
+    trait FromStrWith: Sized {
+        fn from_str_with(s: &str) -> Option<Self>;
+    }
+    impl<T: ValueEnum> FromStrWith for T {
+        fn from_str_with(s: &str) -> Option<Self> {
+            T::from_str(s, false).ok()
+        }
+    }
+
+    #[test]
+    fn pv_rules_and_minimum_vcpus() {
+        let pv_user = VmConfig {
+            ipi: IpiPath::Pv,
+            irqchip: Irqchip::User,
+            ..Default::default()
+        };
+        assert_eq!(check(&pv_user, None), Err(Infeasible::PvNeedsKernelLapic));
+        let one = VmConfig {
+            vcpus: 1,
+            ..Default::default()
+        };
+        assert!(matches!(
+            check(&one, None),
+            Err(Infeasible::TooFewVcpus { min: 2, .. })
+        ));
+        let selfipi = VmConfig {
+            workload: Workload::SelfIpi,
+            ..one
+        };
+        assert!(check(&selfipi, None).is_ok());
+    }
+}

@@ -1,0 +1,220 @@
+//! The human-readable report of a run: one table per phase, one row per vCPU,
+//! then the latency distribution of every phase that recorded samples.
+use crate::results::{PhaseResult, VcpuEnd};
+use crate::results::{RunReport, RunStatus};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use std::fmt::Write;
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+/// The whole report as text.
+pub fn render(r: &RunReport) -> String {
+    let mut out = String::new();
+    let m = &r.mode;
+    let what = match &m.payload {
+        Some(p) => format!("payload {p}"),
+        None => format!("workload {} (target {})", m.workload, m.target),
+    };
+    let _ = writeln!(
+        out,
+        "ipivmm: mode {}, {what}, {} vCPUs, {} iterations + {} warm-up",
+        r.label(),
+        m.vcpus,
+        m.iterations,
+        m.warmup
+    );
+    let _ = writeln!(out, "APICv: {} ({})", r.apicv.effective, r.apicv.detail);
+    let status = RunStatus::text(&r.status);
+    let first = r.timings.first_message_ns.map_or("none".into(), ms);
+    let _ = writeln!(
+        out,
+        "status: {status}; total {}, VM ready {}, first guest message {first}; TSC {} kHz",
+        ms(r.timings.total_ns),
+        ms(r.timings.setup_ns),
+        r.tsc_khz
+    );
+    for (id, name) in phase_ids(r) {
+        let _ = writeln!(out, "\nphase {id} '{name}'");
+        let _ = writeln!(out, "{}", phase_table(r, id));
+        for line in exit_reasons(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let lat = latency_table(r);
+    if let Some(t) = lat {
+        let _ = writeln!(
+            out,
+            "\nlatency per IPI (round trip for ping-pong), cycles and ns"
+        );
+        let _ = writeln!(out, "{t}");
+    }
+    for v in &r.vcpus {
+        if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
+            let _ = writeln!(out, "vcpu{}: {reason}", v.index);
+            if let Some(regs) = registers {
+                let _ = writeln!(out, "  {regs}");
+            }
+        }
+        for s in v.sources.iter().filter(|s| !s.available) {
+            if v.index == 0 {
+                let detail = s.detail.as_deref().unwrap_or("unavailable");
+                let _ = writeln!(out, "counter source {}: unavailable ({detail})", s.source);
+            }
+        }
+    }
+    out
+}
+
+/// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
+pub fn phase_ids(r: &RunReport) -> Vec<(u32, String)> {
+    let mut ids: Vec<(u32, String)> = Vec::new();
+    for v in &r.vcpus {
+        for p in &v.phases {
+            if !ids.iter().any(|(id, _)| *id == p.id) {
+                ids.push((p.id, p.name.clone()));
+            }
+        }
+    }
+    ids
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+fn per(num: u64, den: u64) -> String {
+    if den == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", num as f64 / den as f64)
+    }
+}
+
+/// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
+/// where that tracepoint fired, else from KVM's per-kind exit stats.
+fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in &r.vcpus {
+        let Some(p) = v.phase(id) else { continue };
+        let traced: Vec<String> = p
+            .tracepoints
+            .iter()
+            .filter(|(k, n)| k.starts_with("kvm_exit:") && **n > 0)
+            .map(|(k, n)| format!("{}={n}", &k["kvm_exit:".len()..]))
+            .collect();
+        let (source, parts) = if !traced.is_empty() {
+            ("kvm_exit", traced)
+        } else {
+            let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
+            let mut named = 0;
+            let mut parts: Vec<String> = crate::output::summary::KVM_STAT_REASONS
+                .iter()
+                .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
+                .map(|(k, n)| {
+                    named += n;
+                    format!("{}={n}", k.trim_end_matches("_exits"))
+                })
+                .collect();
+            if total > named {
+                parts.push(format!("other={}", total - named));
+            }
+            ("kvm_stats", parts)
+        };
+        if !parts.is_empty() {
+            lines.push(format!(
+                "  vcpu{} exits by reason ({source}): {}",
+                v.index,
+                parts.join(" ")
+            ));
+        }
+    }
+    lines
+}
+
+fn phase_table(r: &RunReport, id: u32) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "vCPU",
+        "APIC",
+        "ICR writes",
+        "PV calls",
+        "IPIs sent",
+        "IPIs recv",
+        "ICR-write exits",
+        "accel. ICR",
+        "user exits",
+        "KVM exits",
+        "exits/IPI",
+        "wall",
+    ]);
+    for v in &r.vcpus {
+        let Some(p) = v.phase(id) else { continue };
+        let kvm_exits = p.kvm_stats.get("exits").copied();
+        let ipis = p.guest.ipis_sent.max(p.guest.ipis_received);
+        t.add_row(vec![
+            format!("vcpu{}", v.index),
+            v.apic_id.to_string(),
+            p.guest.icr_writes.to_string(),
+            p.guest.hypercalls.to_string(),
+            p.guest.ipis_sent.to_string(),
+            p.guest.ipis_received.to_string(),
+            opt(p.icr_write_exits.as_ref().map(|i| i.exits)),
+            opt(p.icr_write_exits.as_ref().map(|i| i.accelerated)),
+            p.exits.total().to_string(),
+            opt(kvm_exits),
+            kvm_exits.map_or("-".into(), |e| per(e, ipis)),
+            ms(p.wall_ns),
+        ]);
+    }
+    for c in 1..12 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn latency_table(r: &RunReport) -> Option<Table> {
+    let rows: Vec<(usize, &PhaseResult)> = r
+        .vcpus
+        .iter()
+        .flat_map(|v| v.phases.iter().map(move |p| (v.index, p)))
+        .filter(|(_, p)| p.latency.is_some())
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "vCPU", "phase", "count", "min", "p50", "p90", "p99", "max", "mean", "p50 ns", "p99 ns",
+    ]);
+    for (i, p) in rows {
+        let Some(l) = &p.latency else { continue };
+        let ns = |f: fn(&crate::results::latency::LatencyNs) -> f64| {
+            l.ns.as_ref().map_or("-".into(), |n| format!("{:.0}", f(n)))
+        };
+        t.add_row(vec![
+            format!("vcpu{i}"),
+            p.name.clone(),
+            l.count.to_string(),
+            l.min.to_string(),
+            l.p50.to_string(),
+            l.p90.to_string(),
+            l.p99.to_string(),
+            l.max.to_string(),
+            format!("{:.0}", l.mean),
+            ns(|n| n.p50),
+            ns(|n| n.p99),
+        ]);
+    }
+    for c in 2..11 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    Some(t)
+}

@@ -1,0 +1,426 @@
+//! Build a guest payload crate from source, the way `vmm/build.rs` builds
+//! the built-in one: a nested `cargo build` run *from the crate's directory*
+//! (cargo reads the payload's freestanding flags from `.cargo/config.toml`
+//! relative to the current directory), with the calling process's cargo and
+//! rustc settings removed from its environment so they cannot override those
+//! flags.
+//!
+//! ```no_run
+//! use ipivmm::payload::build::PayloadBuild;
+//!
+//! # fn main() -> Result<(), ipivmm::payload::build::BuildError> {
+//! let elf = PayloadBuild::new("examples/exit-roundtrip")
+//!     .target_dir("/tmp/exit-roundtrip-target")
+//!     .offline(true)
+//!     .build()?;
+//! println!("built {}", elf.display());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! This file uses only `std`: `vmm/build.rs` includes it (`#[path]`) to share
+//! [`scrub_env`], so it must compile without the crate's dependencies.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Environment variables removed from a nested payload build: flags and
+/// wrappers of the outer build, and what cargo sets for build scripts.
+pub const REMOVED_VARS: &[&str] = &[
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTC_LINKER",
+    // Set by cargo for build scripts; meaningless (or harmful) below.
+    "TARGET",
+    "HOST",
+    "OUT_DIR",
+    "PROFILE",
+    "OPT_LEVEL",
+    "DEBUG",
+    "NUM_JOBS",
+];
+
+/// `CARGO_*` variables a nested build keeps (home, jobserver, network and
+/// terminal settings); every other `CARGO_*` variable is removed
+/// (`CARGO_ENCODED_RUSTFLAGS`, `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET`,
+/// `CARGO_PROFILE_*`, `CARGO_CFG_*`, ...).
+pub const KEPT_CARGO_PREFIXES: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_MAKEFLAGS",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_TERM_",
+];
+
+/// True when a nested payload build must not inherit the variable `key`
+/// (see [`REMOVED_VARS`] and [`KEPT_CARGO_PREFIXES`]).
+///
+/// ```
+/// use ipivmm::payload::build::is_scrubbed;
+/// assert!(is_scrubbed("RUSTFLAGS"));
+/// assert!(is_scrubbed("CARGO_ENCODED_RUSTFLAGS"));
+/// assert!(is_scrubbed("CARGO_TARGET_DIR"));
+/// assert!(!is_scrubbed("CARGO_HOME"));
+/// assert!(!is_scrubbed("PATH"));
+/// ```
+pub fn is_scrubbed(key: &str) -> bool {
+    let cargo_var =
+        key.starts_with("CARGO_") && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
+    cargo_var || REMOVED_VARS.contains(&key)
+}
+
+/// Removes from `cmd` every variable of this process's environment that
+/// [`is_scrubbed`] names.
+pub fn scrub_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        if let Some(key) = key.to_str() {
+            if is_scrubbed(key) {
+                cmd.env_remove(key);
+            }
+        }
+    }
+}
+
+/// Why a payload could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The crate directory has no `Cargo.toml`.
+    NoManifest(PathBuf),
+    /// cargo could not be started.
+    Spawn {
+        /// The cargo program.
+        cargo: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// cargo ran and failed.
+    Failed {
+        /// cargo's exit status.
+        status: std::process::ExitStatus,
+        /// cargo's error output (compiler diagnostics).
+        stderr: String,
+    },
+    /// cargo succeeded but reported no executable.
+    NoExecutable {
+        /// The crate directory.
+        dir: PathBuf,
+        /// The `--bin` asked for, if any.
+        bin: Option<String>,
+    },
+    /// cargo reported several executables and no `--bin` chose one.
+    Ambiguous(Vec<PathBuf>),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoManifest(dir) => write!(
+                f,
+                "{} has no Cargo.toml: pass the directory of a payload crate",
+                dir.display()
+            ),
+            BuildError::Spawn { cargo, error } => write!(
+                f,
+                "cannot run {} to build the payload: {error}; install Rust (rustup) or set CARGO",
+                cargo.display()
+            ),
+            BuildError::Failed { status, stderr } => {
+                write!(f, "building the payload failed ({status}):\n{stderr}")
+            }
+            BuildError::NoExecutable { dir, bin } => write!(
+                f,
+                "cargo built no executable in {}{}: the payload must be a [[bin]] target",
+                dir.display(),
+                bin.as_ref()
+                    .map(|b| format!(" named {b}"))
+                    .unwrap_or_default()
+            ),
+            BuildError::Ambiguous(paths) => write!(
+                f,
+                "the payload crate has {} executables ({}): choose one with PayloadBuild::bin",
+                paths.len(),
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Spawn { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A nested `cargo build` of one payload crate; [`PayloadBuild::build`]
+/// returns the path of the ELF.
+///
+/// The crate must carry its own freestanding flags in `.cargo/config.toml`
+/// with an explicit `build.target` (copy `examples/exit-roundtrip`; see
+/// `docs/custom-payloads.md`).
+#[derive(Clone, Debug)]
+pub struct PayloadBuild {
+    dir: PathBuf,
+    cargo: PathBuf,
+    target_dir: Option<PathBuf>,
+    bin: Option<String>,
+    release: bool,
+    offline: bool,
+    locked: bool,
+}
+
+impl PayloadBuild {
+    /// A release build of the crate in `dir` (the directory holding its
+    /// `Cargo.toml`), with the cargo of `$CARGO` (set when running under
+    /// cargo) or `cargo` from `PATH`, into the crate's own `target/`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            cargo: std::env::var_os("CARGO")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("cargo")),
+            target_dir: None,
+            bin: None,
+            release: true,
+            offline: false,
+            locked: false,
+        }
+    }
+
+    /// Build into `dir` (`--target-dir`) instead of the crate's `target/`.
+    pub fn target_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.target_dir = Some(dir.into());
+        self
+    }
+
+    /// Build only the binary `name` (`--bin`); needed when the crate has
+    /// several.
+    pub fn bin(mut self, name: impl Into<String>) -> Self {
+        self.bin = Some(name.into());
+        self
+    }
+
+    /// `--release` (the default) or the dev profile.
+    pub fn release(mut self, release: bool) -> Self {
+        self.release = release;
+        self
+    }
+
+    /// `--offline`: no network (every dependency vendored or a path).
+    pub fn offline(mut self, offline: bool) -> Self {
+        self.offline = offline;
+        self
+    }
+
+    /// `--locked`: fail instead of updating `Cargo.lock`.
+    pub fn locked(mut self, locked: bool) -> Self {
+        self.locked = locked;
+        self
+    }
+
+    /// Use this cargo program.
+    pub fn cargo(mut self, cargo: impl Into<PathBuf>) -> Self {
+        self.cargo = cargo.into();
+        self
+    }
+
+    /// The command [`PayloadBuild::build`] runs: cargo in the crate's
+    /// directory, JSON messages on stdout, diagnostics rendered on stderr,
+    /// and the scrubbed environment.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.cargo);
+        cmd.current_dir(&self.dir)
+            .arg("build")
+            .arg("--message-format=json-render-diagnostics")
+            .arg("--manifest-path")
+            .arg(self.dir.join("Cargo.toml"));
+        if self.release {
+            cmd.arg("--release");
+        }
+        if self.offline {
+            cmd.arg("--offline");
+        }
+        if self.locked {
+            cmd.arg("--locked");
+        }
+        if let Some(bin) = &self.bin {
+            cmd.arg("--bin").arg(bin);
+        }
+        if let Some(dir) = &self.target_dir {
+            cmd.arg("--target-dir").arg(dir);
+        }
+        scrub_env(&mut cmd);
+        cmd
+    }
+
+    /// Runs the build and returns the path of the payload ELF (as cargo
+    /// reported it).
+    pub fn build(&self) -> Result<PathBuf, BuildError> {
+        if !self.dir.join("Cargo.toml").is_file() {
+            return Err(BuildError::NoManifest(self.dir.clone()));
+        }
+        let output = self.command().output().map_err(|error| BuildError::Spawn {
+            cargo: self.cargo.clone(),
+            error,
+        })?;
+        if !output.status.success() {
+            return Err(BuildError::Failed {
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            });
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut executables: Vec<PathBuf> = stdout.lines().filter_map(executable_of).collect();
+        executables.dedup();
+        match executables.len() {
+            0 => Err(BuildError::NoExecutable {
+                dir: self.dir.clone(),
+                bin: self.bin.clone(),
+            }),
+            1 => Ok(executables.remove(0)),
+            _ => Err(BuildError::Ambiguous(executables)),
+        }
+    }
+}
+
+/// The `"executable"` of one line of cargo's JSON output, if it names one.
+///
+/// A JSON string cannot hold an unescaped `"`, so the key cannot be
+/// confused with text inside another value.
+///
+/// ```
+/// use ipivmm::payload::build::executable_of;
+/// let line = r#"{"reason":"compiler-artifact","executable":"/t/x\"y","fresh":true}"#;
+/// assert_eq!(executable_of(line), Some("/t/x\"y".into()));
+/// assert_eq!(executable_of(r#"{"reason":"compiler-artifact","executable":null}"#), None);
+/// ```
+pub fn executable_of(line: &str) -> Option<PathBuf> {
+    if !line.contains("\"reason\":\"compiler-artifact\"") {
+        return None;
+    }
+    let key = "\"executable\":\"";
+    let rest = &line[line.find(key)? + key.len()..];
+    json_string_body(rest).map(PathBuf::from)
+}
+
+/// Decodes a JSON string whose opening quote has been consumed, up to its
+/// closing quote.
+fn json_string_body(s: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    loop {
+        match chars.next()? {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                '"' => out.push('"'),
+                '\\' => out.push('\\'),
+                '/' => out.push('/'),
+                'b' => out.push('\u{8}'),
+                'f' => out.push('\u{c}'),
+                'n' => out.push('\n'),
+                'r' => out.push('\r'),
+                't' => out.push('\t'),
+                'u' => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    let unit = u16::from_str_radix(&hex, 16).ok()?;
+                    // Surrogate pairs do not occur in paths cargo prints on
+                    // Linux; a lone one becomes U+FFFD.
+                    out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{fffd}'));
+                }
+                _ => return None,
+            },
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn scrubbing_keeps_cargo_home_and_drops_flags() {
+        for k in [
+            "RUSTFLAGS",
+            "RUSTC_WRAPPER",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "CARGO_PROFILE_RELEASE_LTO",
+            "CARGO_MANIFEST_DIR",
+            "OUT_DIR",
+        ] {
+            assert!(is_scrubbed(k), "{k}");
+        }
+        for k in [
+            "CARGO_HOME",
+            "CARGO_NET_OFFLINE",
+            "CARGO_TERM_COLOR",
+            "PATH",
+            "HOME",
+            "CARGO",
+        ] {
+            assert!(!is_scrubbed(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn executable_is_read_from_artifact_messages_only() {
+        let build_script = r#"{"reason":"build-script-executed","executable":"/x"}"#;
+        assert_eq!(executable_of(build_script), None);
+        let lib = r#"{"reason":"compiler-artifact","filenames":["/a.rlib"],"executable":null}"#;
+        assert_eq!(executable_of(lib), None);
+        let bin = r#"{"reason":"compiler-artifact","executable":"/t/p\u00e9\\q","fresh":false}"#;
+        assert_eq!(executable_of(bin), Some(PathBuf::from("/t/p\u{e9}\\q")));
+        assert_eq!(
+            executable_of(r#"{"reason":"compiler-artifact","executable":"/t"#),
+            None
+        );
+    }
+
+    #[test]
+    fn command_runs_in_the_crate_dir_with_the_options() {
+        let b = PayloadBuild::new("/src/p")
+            .target_dir("/t")
+            .bin("p")
+            .offline(true)
+            .locked(true)
+            .cargo("/bin/cargo");
+        let cmd = b.command();
+        assert_eq!(cmd.get_program(), "/bin/cargo");
+        assert_eq!(cmd.get_current_dir(), Some(Path::new("/src/p")));
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        for a in [
+            "build",
+            "--release",
+            "--offline",
+            "--locked",
+            "--bin",
+            "p",
+            "--target-dir",
+            "/t",
+        ] {
+            assert!(args.iter().any(|x| x == a), "{a} missing from {args:?}");
+        }
+        let dev = PayloadBuild::new("/src/p").release(false).command();
+        assert!(!dev.get_args().any(|a| a == "--release"));
+    }
+
+    #[test]
+    fn a_directory_without_manifest_is_refused() {
+        let e = PayloadBuild::new("/nonexistent/payload").build();
+        assert!(matches!(e, Err(BuildError::NoManifest(_))), "{e:?}");
+    }
+}

@@ -1,0 +1,447 @@
+//! The results model: one set of types that a run produces, the JSON
+//! document (`ipivmm.results/1`) writes, and CSV, charts and `compare` read
+//! back. docs/results-schema.md describes every field.
+//!
+//! ```
+//! use ipivmm::results::{Document, RunStatus};
+//!
+//! let doc = Document::from_json(
+//!     r#"{"schema": "ipivmm.results/1", "ipivmm_version": "0.1.0", "host": null,
+//!         "runs": [], "skipped": []}"#,
+//!     "example",
+//! )?;
+//! assert!(doc.runs.is_empty());
+//! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
+//! # Ok::<(), ipivmm::results::ResultsError>(())
+//! ```
+pub mod exits;
+pub mod latency;
+pub mod vcpu;
+
+pub use exits::{ExitCounts, ExitKind};
+pub use latency::LatencyStats;
+pub use vcpu::{GuestDelta, IcrExits, PhaseResult, Registers, SourceStatus, VcpuEnd, VcpuResult};
+
+use crate::config::{PayloadSource, VmConfig};
+use crate::mode::apicv::ApicvPlan;
+use crate::mode::levers::ExitControls;
+use crate::mode::{ApicMode, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use ipivmm_counters::host::HostInfo;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Schema identifier; bump the number on incompatible changes.
+pub const SCHEMA: &str = "ipivmm.results/1";
+/// The schema family.
+const SCHEMA_PREFIX: &str = "ipivmm.results/";
+/// Largest results file `load` reads: far beyond any real run (a 1024-vCPU
+/// sweep is a few MiB), small enough that a wrong path cannot exhaust memory.
+pub const MAX_RESULTS_FILE: u64 = 256 << 20;
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every vCPU sent Done with status 0.
+    Completed,
+    /// A vCPU faulted or the payload reported failure.
+    Failed {
+        /// One line per failing vCPU.
+        reason: String,
+    },
+    /// The caller cancelled the run (a signal).
+    Cancelled,
+    /// The watchdog stopped the run.
+    TimedOut {
+        /// The timeout in seconds.
+        after_s: u64,
+        /// Where each unfinished vCPU was when stopped.
+        stuck: String,
+    },
+}
+
+impl RunStatus {
+    /// The state's name: `completed`, `failed`, `cancelled`, `timed_out`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed { .. } => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::TimedOut { .. } => "timed_out",
+        }
+    }
+
+    /// One line for people, the one rendering of a status: the state and,
+    /// for a failure, why and what to do.
+    pub fn text(&self) -> String {
+        match self {
+            RunStatus::Completed => "completed".into(),
+            RunStatus::Cancelled => "cancelled (a signal stopped it)".into(),
+            RunStatus::Failed { reason } => format!("failed: {reason}"),
+            RunStatus::TimedOut { after_s, stuck } => format!(
+                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations)"
+            ),
+        }
+    }
+}
+
+/// Timings of a run, in ns.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// From the caller's start to the VM being ready.
+    pub setup_ns: u64,
+    /// From the caller's start to the payload's first control message.
+    pub first_message_ns: Option<u64>,
+    /// From the caller's start to the end of the run.
+    pub total_ns: u64,
+    /// Peak resident memory of the process (VmHWM), KiB; includes the guest
+    /// pages the payload touched.
+    #[serde(default)]
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// What a run ran: its mode, workload and levers (the `mode` object of the
+/// JSON document).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Irqchip.
+    pub irqchip: Irqchip,
+    /// APIC mode.
+    pub apic: ApicMode,
+    /// IPI path.
+    pub ipi: IpiPath,
+    /// Workload of the built-in payload (what BootInfo told a custom one).
+    pub workload: Workload,
+    /// How targets waited.
+    pub target: TargetWait,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Iterations.
+    pub iterations: u64,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Guest RAM in MiB.
+    pub memory_mib: u64,
+    /// Exits turned off (KVM_CAP_X86_DISABLE_EXITS).
+    #[serde(default)]
+    pub disabled_exits: ExitControls,
+    /// Per-VM halt-polling limit, ns (None = host default).
+    #[serde(default)]
+    pub halt_poll_ns: Option<u32>,
+    /// KVM_HINTS_REALTIME advertised.
+    #[serde(default)]
+    pub realtime_hint: bool,
+    /// Host CPU of each vCPU (empty = not pinned).
+    #[serde(default)]
+    pub pin: Vec<usize>,
+    /// The custom payload, if not the built-in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+}
+
+impl RunConfig {
+    /// What `c` runs.
+    pub fn of(c: &VmConfig) -> Self {
+        Self {
+            irqchip: c.irqchip,
+            apic: c.apic,
+            ipi: c.ipi,
+            workload: c.workload,
+            target: c.target_wait,
+            vcpus: c.vcpus,
+            iterations: c.iterations,
+            warmup: c.warmup,
+            memory_mib: c.memory_bytes >> 20,
+            disabled_exits: c.disable_exits,
+            halt_poll_ns: c.halt_poll_ns,
+            realtime_hint: c.realtime_hint,
+            pin: c.pin.clone(),
+            payload: match &c.payload {
+                PayloadSource::Builtin => None,
+                PayloadSource::File(p) => Some(p.display().to_string()),
+                PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
+            },
+        }
+    }
+
+    /// What ran in the guest: the built-in workload's name, or the custom
+    /// payload's file name (without directories).
+    pub fn workload_label(&self) -> String {
+        match &self.payload {
+            None => self.workload.name().to_string(),
+            Some(p) => Path::new(p)
+                .file_name()
+                .map_or_else(|| p.clone(), |n| n.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// The levers that differ from the defaults, e.g. `-exits:hlt poll:0 rt pin:2,3`.
+    pub fn levers_label(&self) -> String {
+        let mut l = Vec::new();
+        if !self.disabled_exits.is_empty() {
+            l.push(format!("-exits:{}", self.disabled_exits.names().join("+")));
+        }
+        if let Some(ns) = self.halt_poll_ns {
+            l.push(format!("poll:{ns}"));
+        }
+        if self.realtime_hint {
+            l.push("rt".into());
+        }
+        if !self.pin.is_empty() {
+            let cpus: Vec<String> = self.pin.iter().map(|c| c.to_string()).collect();
+            l.push(format!("pin:{}", cpus.join(",")));
+        }
+        l.join(" ")
+    }
+}
+
+/// Everything a run produced, including partial results of a failed run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunReport {
+    /// What ran.
+    pub mode: RunConfig,
+    /// APICv/AVIC plan of the VM.
+    #[serde(default)]
+    pub apicv: ApicvPlan,
+    /// How it ended.
+    pub status: RunStatus,
+    /// TSC frequency in kHz.
+    pub tsc_khz: u64,
+    /// Timings.
+    pub timings: Timings,
+    /// Per-vCPU results.
+    pub vcpus: Vec<VcpuResult>,
+    /// The last part of the guest's serial output.
+    pub serial_tail: String,
+    /// The host as the run saw it (for the document; not per run in JSON).
+    #[serde(skip)]
+    pub host: Option<HostInfo>,
+}
+
+impl RunReport {
+    /// Whether every vCPU finished successfully.
+    pub fn succeeded(&self) -> bool {
+        self.status == RunStatus::Completed
+    }
+
+    /// The mode of the run.
+    pub fn run_mode(&self) -> Mode {
+        Mode {
+            irqchip: self.mode.irqchip,
+            apic: self.mode.apic,
+            ipi: self.mode.ipi,
+            apicv: self.apicv.requested,
+        }
+    }
+
+    /// The one label of a run: [`Mode::label`] and the levers that differ
+    /// from the defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
+    pub fn label(&self) -> String {
+        let levers = self.mode.levers_label();
+        let mode = self.run_mode().label();
+        if levers.is_empty() {
+            mode
+        } else {
+            format!("{mode} {levers}")
+        }
+    }
+}
+
+/// A mode a sweep did not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedMode {
+    /// The combination, as "workload mode-label".
+    pub mode: String,
+    /// Why it was not run.
+    pub reason: String,
+}
+
+/// The JSON document of `run` and `sweep`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Document {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Version of the ipivmm that wrote it.
+    pub ipivmm_version: String,
+    /// When the document was written (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at: Option<u64>,
+    /// Host fingerprint (None if it could not be read, with `host_error`).
+    pub host: Option<HostInfo>,
+    /// Why the host could not be fingerprinted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_error: Option<String>,
+    /// The runs, in the order they ran.
+    pub runs: Vec<RunReport>,
+    /// Modes that were asked for but skipped.
+    #[serde(default)]
+    pub skipped: Vec<SkippedMode>,
+}
+
+/// A results document that cannot be read. One line, naming the input.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {problem}")]
+pub struct ResultsError {
+    /// The file (or input) name.
+    pub what: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl Document {
+    /// A document of `runs`, with the host the first run saw (fingerprinted
+    /// now if none did).
+    pub fn new(runs: Vec<RunReport>, skipped: Vec<SkippedMode>) -> Self {
+        let probed = match runs.iter().find_map(|r| r.host.clone()) {
+            Some(h) => Ok(h),
+            None => ipivmm_counters::host::probe().map_err(|e| e.to_string()),
+        };
+        let (host, host_error) = match probed {
+            Ok(h) => (Some(h), None),
+            Err(e) => (None, Some(e)),
+        };
+        Self {
+            schema: SCHEMA.into(),
+            ipivmm_version: env!("CARGO_PKG_VERSION").into(),
+            recorded_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs()),
+            host,
+            host_error,
+            runs,
+            skipped,
+        }
+    }
+
+    /// The document as pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        // Serializing plain data with string keys cannot fail.
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Parses a document from JSON text; `what` names the input in errors.
+    pub fn from_json(text: &str, what: &str) -> Result<Self, ResultsError> {
+        let bad = |problem: String| ResultsError {
+            what: what.to_string(),
+            problem,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let schema = value
+            .get("schema")
+            .and_then(|s| s.as_str())
+            .ok_or_else(|| bad("not an ipivmm results document (no \"schema\" field)".into()))?;
+        match schema.strip_prefix(SCHEMA_PREFIX) {
+            Some("1") => {}
+            Some(v) => {
+                return Err(bad(format!(
+                    "schema {schema} is version {v}; this ipivmm reads {SCHEMA}"
+                )))
+            }
+            None => {
+                return Err(bad(format!(
+                    "schema \"{schema}\" is not an ipivmm results schema ({SCHEMA})"
+                )))
+            }
+        }
+        Document::deserialize(&value).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
+    }
+
+    /// Reads and parses a results file: a regular file of at most
+    /// [`MAX_RESULTS_FILE`] bytes, opened without blocking (a FIFO or a
+    /// device is refused, not waited on).
+    pub fn load(path: &Path) -> Result<Self, ResultsError> {
+        let what = path.display().to_string();
+        let text = crate::inputs::read_text(path, MAX_RESULTS_FILE).map_err(|e| ResultsError {
+            what: what.clone(),
+            problem: format!("cannot read: {e}"),
+        })?;
+        Self::from_json(&text, &what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_inputs_get_one_line_errors() {
+        let e = Document::from_json("not json", "a.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("a.json: not JSON"), "{e}");
+        let e = Document::from_json("{\"runs\": []}", "b.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.json") && e.contains("no \"schema\""), "{e}");
+        let e = Document::from_json("{\"schema\": \"ipivmm.results/2\"}", "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("version 2"), "{e}");
+        let e = Document::from_json("{\"schema\": \"other/1\"}", "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an ipivmm results schema"), "{e}");
+        let e = Document::from_json(
+            "{\"schema\": \"ipivmm.results/1\", \"ipivmm_version\": \"0\", \"host\": null}",
+            "e.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("missing field `runs`"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = Document::load(Path::new("/nonexistent/x.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/nonexistent/x.json: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_tolerated() {
+        let d = Document::from_json(
+            r#"{"schema": "ipivmm.results/1", "ipivmm_version": "9", "host": null,
+                "future": {"x": 1}, "runs": [], "skipped": []}"#,
+            "f.json",
+        )
+        .unwrap();
+        assert_eq!(d.ipivmm_version, "9");
+    }
+
+    #[test]
+    fn every_status_round_trips() {
+        for s in [
+            RunStatus::Completed,
+            RunStatus::Cancelled,
+            RunStatus::Failed { reason: "x".into() },
+            RunStatus::TimedOut {
+                after_s: 3,
+                stuck: "vcpu0 at rip=0x1".into(),
+            },
+        ] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert!(json.contains(s.name()), "{json}");
+            assert_eq!(serde_json::from_str::<RunStatus>(&json).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn labels_name_mode_levers_and_payload() {
+        let c = VmConfig {
+            disable_exits: ExitControls::from_bits(2),
+            halt_poll_ns: Some(0),
+            pin: vec![2, 3],
+            payload: PayloadSource::File("/x/y/demo".into()),
+            ..Default::default()
+        };
+        let rc = RunConfig::of(&c);
+        assert_eq!(rc.levers_label(), "-exits:hlt poll:0 pin:2,3");
+        assert_eq!(rc.workload_label(), "demo");
+        assert_eq!(
+            RunConfig::of(&VmConfig::default()).workload_label(),
+            "pingpong"
+        );
+    }
+}

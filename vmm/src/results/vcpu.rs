@@ -1,0 +1,304 @@
+//! Per-vCPU and per-phase results. Everything here survives a failing run:
+//! phases are pushed as soon as their end marker is handled.
+use super::exits::ExitCounts;
+use super::latency::LatencyStats;
+use ipivmm_abi::GuestCounters;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Guest-kept counters over one phase (end minus begin).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GuestDelta {
+    /// ICR writes the vCPU issued.
+    pub icr_writes: u64,
+    /// IPIs the vCPU sent (targets).
+    pub ipis_sent: u64,
+    /// IPIs the vCPU's handler took.
+    pub ipis_received: u64,
+    /// Interrupt handler entries.
+    pub handler_entries: u64,
+    /// EOIs written.
+    pub eois: u64,
+    /// PV IPI hypercalls.
+    pub hypercalls: u64,
+    /// Spurious interrupts.
+    pub spurious: u64,
+}
+
+impl GuestDelta {
+    /// `end - begin`, field by field (saturating: a guest can send anything).
+    pub fn between(begin: &GuestCounters, end: &GuestCounters) -> Self {
+        Self {
+            icr_writes: end.icr_writes.saturating_sub(begin.icr_writes),
+            ipis_sent: end.ipis_sent.saturating_sub(begin.ipis_sent),
+            ipis_received: end.ipis_received.saturating_sub(begin.ipis_received),
+            handler_entries: end.handler_entries.saturating_sub(begin.handler_entries),
+            eois: end.eois.saturating_sub(begin.eois),
+            hypercalls: end.hypercalls.saturating_sub(begin.hypercalls),
+            spurious: end.spurious.saturating_sub(begin.spurious),
+        }
+    }
+
+    /// Every counter with its name, in the order of the ABI.
+    pub fn named(&self) -> [(&'static str, u64); 7] {
+        [
+            ("icr_writes", self.icr_writes),
+            ("ipis_sent", self.ipis_sent),
+            ("ipis_received", self.ipis_received),
+            ("handler_entries", self.handler_entries),
+            ("eois", self.eois),
+            ("hypercalls", self.hypercalls),
+            ("spurious", self.spurious),
+        ]
+    }
+}
+
+/// One measured phase of one vCPU.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Phase id from the payload.
+    pub id: u32,
+    /// Phase name from the payload.
+    pub name: String,
+    /// Wall time between the markers, ns.
+    pub wall_ns: u64,
+    /// Userspace exits in the window (includes this phase's end-marker exit).
+    pub exits: ExitCounts,
+    /// Guest-kept counters.
+    pub guest: GuestDelta,
+    /// KVM binary stats deltas (cumulative stats) by name.
+    pub kvm_stats: BTreeMap<String, u64>,
+    /// Tracepoint counter deltas by name.
+    pub tracepoints: BTreeMap<String, u64>,
+    /// ipivmm's LAPIC model counters (`--irqchip user` only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_lapic: BTreeMap<String, u64>,
+    /// ICR-write exits attributed to this vCPU, and where the figure came from.
+    pub icr_write_exits: Option<IcrExits>,
+    /// Latency of the phase's samples.
+    pub latency: Option<LatencyStats>,
+    /// Named values the payload recorded.
+    pub records: BTreeMap<String, u64>,
+    /// Raw samples (TSC cycles); not written to JSON.
+    #[serde(skip)]
+    pub samples: Vec<u64>,
+}
+
+impl PhaseResult {
+    /// Every counter of the phase as (source, name, value): the guest's,
+    /// userspace exits, KVM stats, tracepoints, the LAPIC model's and the
+    /// payload's records, each under the source that produced it. A counter
+    /// added to any of these sources shows up here (and in the CSV) as is.
+    pub fn counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
+        let guest = self.guest.named().into_iter().map(|(k, v)| ("guest", k, v));
+        let exits = self
+            .exits
+            .nonzero()
+            .map(|(k, v)| ("userspace_exits", k.name(), v));
+        let maps = [
+            ("kvm_stats", &self.kvm_stats),
+            ("tracepoints", &self.tracepoints),
+            ("user_lapic", &self.user_lapic),
+            ("records", &self.records),
+        ];
+        let maps = maps
+            .into_iter()
+            .flat_map(|(source, m)| m.iter().map(move |(k, v)| (source, k.as_str(), *v)));
+        guest.chain(exits).chain(maps)
+    }
+}
+
+/// ICR-write exits of a phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IcrExits {
+    /// Writes to the ICR that left guest mode.
+    pub exits: u64,
+    /// Guest-issued ICR writes minus exits (hardware-accelerated writes).
+    pub accelerated: u64,
+    /// Which counter the figure comes from.
+    pub source: String,
+}
+
+/// Why a vCPU stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum VcpuEnd {
+    /// The payload sent Done with this status.
+    Done {
+        /// Payload status (0 = success).
+        status: u64,
+        /// Payload message.
+        message: String,
+    },
+    /// The vCPU faulted or the payload reported an error.
+    Fault {
+        /// What happened.
+        reason: String,
+        /// Register dump.
+        registers: Option<Registers>,
+    },
+    /// Stopped by the host (watchdog, another vCPU's failure, Ctrl-C).
+    Stopped {
+        /// Register dump at the stop.
+        registers: Option<Registers>,
+    },
+}
+
+/// A register dump for fault reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registers {
+    /// Instruction pointer.
+    pub rip: u64,
+    /// Stack pointer.
+    pub rsp: u64,
+    /// Flags.
+    pub rflags: u64,
+    /// General purpose registers.
+    pub rax: u64,
+    /// rbx.
+    pub rbx: u64,
+    /// rcx.
+    pub rcx: u64,
+    /// rdx.
+    pub rdx: u64,
+    /// rsi.
+    pub rsi: u64,
+    /// rdi.
+    pub rdi: u64,
+    /// rbp.
+    pub rbp: u64,
+    /// Control registers.
+    pub cr0: u64,
+    /// Faulting address of the last page fault.
+    pub cr2: u64,
+    /// Page table root.
+    pub cr3: u64,
+    /// cr4.
+    pub cr4: u64,
+    /// EFER.
+    pub efer: u64,
+}
+
+impl Registers {
+    /// The architectural reset state (rip 0xfff0, protection off): what a
+    /// vCPU that KVM re-initialised reads back, never a payload's state
+    /// (payloads run in long mode).
+    pub fn is_reset_state(&self) -> bool {
+        self.rip == 0xfff0 && self.cr0 & 1 == 0
+    }
+}
+
+impl std::fmt::Display for Registers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rip={:#x} rsp={:#x} rflags={:#x} rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x} rbp={:#x} cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}",
+            self.rip, self.rsp, self.rflags, self.rax, self.rbx, self.rcx, self.rdx, self.rsi,
+            self.rdi, self.rbp, self.cr0, self.cr2, self.cr3, self.cr4, self.efer
+        )
+    }
+}
+
+/// Availability of one counter source on one vCPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    /// Source name: "userspace_exits", "kvm_stats", "tracepoints", "guest".
+    pub source: String,
+    /// Whether it produced figures.
+    pub available: bool,
+    /// Why not (or caveats).
+    pub detail: Option<String>,
+}
+
+/// Everything one vCPU produced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VcpuResult {
+    /// vCPU index.
+    pub index: usize,
+    /// APIC ID.
+    pub apic_id: u32,
+    /// Finished phases in the order they ended.
+    pub phases: Vec<PhaseResult>,
+    /// All userspace exits of the run.
+    pub exits: ExitCounts,
+    /// Counter sources and their availability.
+    pub sources: Vec<SourceStatus>,
+    /// How the vCPU ended (None while running).
+    pub end: Option<VcpuEnd>,
+    /// Control-port messages the host rejected, with the reason.
+    pub rejected_messages: Vec<String>,
+    /// Guest accesses to ports/MMIO no device claims (ignored).
+    pub unclaimed_accesses: u64,
+}
+
+impl VcpuResult {
+    /// An empty result for vCPU `index`.
+    pub fn new(index: usize, apic_id: u32) -> Self {
+        Self {
+            index,
+            apic_id,
+            phases: Vec::new(),
+            exits: ExitCounts::default(),
+            sources: Vec::new(),
+            end: None,
+            rejected_messages: Vec::new(),
+            unclaimed_accesses: 0,
+        }
+    }
+
+    /// The finished phase with this id, if any.
+    pub fn phase(&self, id: u32) -> Option<&PhaseResult> {
+        self.phases.iter().find(|p| p.id == id)
+    }
+
+    /// The finished phase with this name, if any.
+    ///
+    /// ```
+    /// use ipivmm::results::VcpuResult;
+    ///
+    /// let v = VcpuResult::new(0, 0); // what a vCPU that never ran reports
+    /// assert!(v.phase_named("measure").is_none() && v.phase(2).is_none());
+    /// ```
+    pub fn phase_named(&self, name: &str) -> Option<&PhaseResult> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_delta_saturates_on_garbage() {
+        let begin = GuestCounters {
+            icr_writes: 10,
+            ipis_received: 5,
+            ..Default::default()
+        };
+        let end = GuestCounters {
+            icr_writes: 15,
+            ipis_received: 1,
+            ..Default::default()
+        };
+        let d = GuestDelta::between(&begin, &end);
+        assert_eq!(d.icr_writes, 5);
+        assert_eq!(d.ipis_received, 0);
+    }
+
+    #[test]
+    fn reset_state_is_told_from_a_payload_state() {
+        let reset = Registers {
+            rip: 0xfff0,
+            cr0: 0x6000_0010,
+            ..Default::default()
+        };
+        assert!(reset.is_reset_state());
+        let long_mode = Registers {
+            rip: 0xfff0,
+            cr0: 0x8000_0011,
+            ..Default::default()
+        };
+        assert!(!long_mode.is_reset_state());
+    }
+}

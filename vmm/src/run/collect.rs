@@ -1,0 +1,121 @@
+//! Stage 5 of a run: join the vCPU threads and turn what they left in the
+//! shared results into the report.
+use super::prepare::Prepared;
+use super::spawn::Running;
+use super::supervise::Outcome;
+use crate::results::{RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
+use std::time::Instant;
+
+/// The report of a run that `supervise` finished waiting for.
+pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunReport {
+    let Running {
+        threads,
+        shared,
+        serial,
+        tsc_khz,
+        setup_ns,
+        vm_fd,
+        memory,
+        ..
+    } = r;
+    // Every thread has signalled its end and is only unwinding its fds: join
+    // them so a run leaves no thread or fd behind. Threads stuck in the
+    // kernel past the grace period are left detached rather than hang us.
+    for t in threads {
+        if !out.abandoned || t.is_finished() {
+            let _ = t.join();
+        }
+    }
+    drop(vm_fd);
+    drop(memory);
+    serial.flush();
+    let vcpus: Vec<VcpuResult> = (0..p.config.vcpus)
+        .map(|i| shared.result(i).clone())
+        .collect();
+    let status = if out.cancelled {
+        RunStatus::Cancelled
+    } else if out.timed_out {
+        RunStatus::TimedOut {
+            after_s: p.config.timeout.as_secs(),
+            stuck: stuck_vcpus(&vcpus),
+        }
+    } else {
+        status_of(&vcpus)
+    };
+    let first_message_ns = shared
+        .first_message
+        .get()
+        .map(|t| t.duration_since(started).as_nanos() as u64);
+    RunReport {
+        mode: RunConfig::of(&p.config),
+        apicv: p.plan.clone(),
+        status,
+        tsc_khz,
+        timings: Timings {
+            setup_ns,
+            first_message_ns,
+            total_ns: started.elapsed().as_nanos() as u64,
+            peak_rss_kib: peak_rss_kib(),
+        },
+        vcpus,
+        serial_tail: serial.tail_text(),
+        host: p.host.clone(),
+    }
+}
+
+/// VmHWM of this process from /proc/self/status, in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// "vcpuN at rip=..." for every vCPU the host had to stop.
+pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
+    let stuck: Vec<String> = vcpus
+        .iter()
+        .filter_map(|v| match &v.end {
+            Some(VcpuEnd::Stopped { registers }) => Some(match registers {
+                Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
+                None => format!("vcpu{} (registers unreadable)", v.index),
+            }),
+            None => Some(format!("vcpu{} did not stop", v.index)),
+            _ => None,
+        })
+        .collect();
+    stuck.join(", ")
+}
+
+/// Completed when every vCPU is Done(0); otherwise one line per culprit.
+pub fn status_of(vcpus: &[VcpuResult]) -> RunStatus {
+    let mut reasons = Vec::new();
+    for v in vcpus {
+        match &v.end {
+            Some(VcpuEnd::Done { status: 0, .. }) | Some(VcpuEnd::Stopped { .. }) => {}
+            Some(VcpuEnd::Done { status, message }) => reasons.push(format!(
+                "vcpu{}: payload reported failure {status}: {message}",
+                v.index
+            )),
+            Some(VcpuEnd::Fault { reason, registers }) => {
+                let regs = registers
+                    .as_ref()
+                    .map(|r| format!(" [{r}]"))
+                    .unwrap_or_default();
+                reasons.push(format!("vcpu{}: {reason}{regs}", v.index));
+            }
+            None => reasons.push(format!("vcpu{}: did not stop", v.index)),
+        }
+    }
+    let all_done = vcpus
+        .iter()
+        .all(|v| matches!(v.end, Some(VcpuEnd::Done { .. })));
+    if reasons.is_empty() && all_done {
+        return RunStatus::Completed;
+    }
+    if reasons.is_empty() {
+        reasons.push("run stopped before every vCPU finished".into());
+    }
+    RunStatus::Failed {
+        reason: reasons.join("; "),
+    }
+}

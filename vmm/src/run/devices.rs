@@ -1,0 +1,71 @@
+//! Stage 2 of a run: the devices the guest talks to, on one bus: the serial
+//! console (COM1), the control port (the payload ABI) and, without an
+//! in-kernel irqchip, ipivmm's LAPIC model at the xAPIC page.
+use super::{host, RunError};
+use crate::config::VmConfig;
+use crate::mode::{ApicMode, Irqchip};
+use crate::vcpu::user_apic::UserApic;
+use crate::vm::Vm;
+use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
+use ipivmm_devices::bus::{AddressSpace, Bus};
+use ipivmm_devices::control::ControlPort;
+use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
+use ipivmm_devices::lapic::{Lapic, LapicGroup};
+use ipivmm_devices::serial::{SerialConsole, SerialHandle, SerialSink};
+use std::sync::{Arc, Mutex};
+
+/// The wired devices of a VM.
+pub struct Devices {
+    /// Port and MMIO dispatch, shared by the vCPU threads.
+    pub bus: Arc<Bus>,
+    /// The console's output (tail for the report).
+    pub serial: SerialHandle,
+    /// The LAPIC model (`--irqchip user` only).
+    pub user_apic: Option<Arc<UserApic>>,
+}
+
+/// Put the devices of `config` on a bus for `vm`.
+pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, RunError> {
+    let (console, serial) = SerialConsole::new(sink);
+    let mut bus = Bus::new();
+    bus.insert(
+        AddressSpace::Pio,
+        u64::from(SERIAL_PORT),
+        8,
+        Arc::new(Mutex::new(console)),
+    )
+    .map_err(host("serial on the bus"))?;
+    let control = ControlPort::new(vm.memory.clone());
+    bus.insert(
+        AddressSpace::Pio,
+        u64::from(CONTROL_PORT),
+        4,
+        Arc::new(Mutex::new(control)),
+    )
+    .map_err(host("control port on the bus"))?;
+    let user_apic = if config.irqchip == Irqchip::User {
+        let x2apic = config.apic == ApicMode::X2apic;
+        let lapics = vm
+            .apic_ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| Lapic::new(i, id).with_x2apic_support(x2apic));
+        let group = Arc::new(Mutex::new(LapicGroup::from_lapics(lapics)));
+        let mmio = Arc::new(Mutex::new(LapicMmio::new(group.clone())));
+        bus.insert(
+            AddressSpace::Mmio,
+            ipivmm_abi::XAPIC_BASE,
+            XAPIC_PAGE_LEN,
+            mmio,
+        )
+        .map_err(host("LAPIC on the bus"))?;
+        Some(Arc::new(UserApic::new(group, config.vcpus)))
+    } else {
+        None
+    };
+    Ok(Devices {
+        bus: Arc::new(bus),
+        serial,
+        user_apic,
+    })
+}

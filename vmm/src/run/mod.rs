@@ -1,0 +1,71 @@
+//! One run, in stages that each do one job:
+//! [`prepare`] (every check, the host probed once) → build the VM
+//! ([`crate::vm::Vm::build`]) → [`devices::wire`] the bus → [`spawn::spawn`]
+//! the vCPU threads → [`supervise::supervise`] them (watchdog, cancel,
+//! kicks) → [`collect::report`] what they produced.
+pub mod collect;
+pub mod devices;
+pub mod monitor;
+pub mod prepare;
+pub mod spawn;
+pub mod supervise;
+
+pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
+pub use prepare::{prepare, Prepared};
+
+use crate::vm::VmError;
+use ipivmm_devices::serial::SerialSink;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Host-side options of a run that are not part of the VM.
+pub struct RunOptions {
+    /// Where guest serial output goes.
+    pub serial: SerialSink,
+    /// When the process (or the caller's clock) started, for start-up timing.
+    pub started: Instant,
+    /// Set by the caller (e.g. a signal handler) to stop the run early; the
+    /// report then has status `Cancelled` and every phase finished so far.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            serial: SerialSink::Capture,
+            started: Instant::now(),
+            cancel: None,
+        }
+    }
+}
+
+/// Why a run could not start. Each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// VM setup failed.
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    /// The mode cannot run on this host.
+    #[error(transparent)]
+    Mode(#[from] crate::mode::Infeasible),
+    /// A host resource (thread, eventfd, timer, signal) failed.
+    #[error("host resource: {0}")]
+    Host(String),
+}
+
+/// A [`RunError::Host`] naming `what` failed.
+fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError {
+    move |e| RunError::Host(format!("{what}: {e}"))
+}
+
+/// Build and run one VM, in stages; a run that started always returns its
+/// report, whatever happened to the guest.
+pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
+    let prepared = prepare(config)?;
+    let vm = crate::vm::Vm::build(&prepared)?;
+    let devices = devices::wire(&vm, &prepared.config, opts.serial)?;
+    let mut running = spawn::spawn(vm, devices, &prepared, opts.started)?;
+    let outcome = supervise::supervise(&mut running, opts.cancel.as_deref())?;
+    Ok(collect::report(running, outcome, &prepared, opts.started))
+}

@@ -1,0 +1,45 @@
+//! Stage 0 of a run: every check before a VM exists. The payload is read and
+//! checked, /dev/kvm opened, the configuration validated against it, the host
+//! fingerprinted once and the mode checked against it. What it returns is
+//! what the later stages trust without checking again.
+use super::RunError;
+use crate::config::VmConfig;
+use crate::mode::apicv::ApicvPlan;
+use crate::mode::{self, levers};
+use crate::vm::{load_payload, max_vcpus, open_kvm};
+use ipivmm_counters::host::HostInfo;
+use kvm_ioctls::Kvm;
+
+/// A configuration that passed every check, with what the checks produced.
+pub struct Prepared {
+    /// The validated configuration.
+    pub config: VmConfig,
+    /// The checked payload ELF.
+    pub image: Vec<u8>,
+    /// The open KVM device.
+    pub kvm: Kvm,
+    /// The host, fingerprinted once for the whole run (None if it could not be).
+    pub host: Option<HostInfo>,
+    /// How APICv/AVIC is handled for this VM.
+    pub plan: ApicvPlan,
+}
+
+/// Check `config` for a run here; nothing is created yet.
+pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
+    let image = load_payload(&config.payload)?;
+    let kvm = open_kvm(&config.kvm_device)?;
+    config
+        .validate(max_vcpus(&kvm))
+        .map_err(crate::vm::VmError::from)?;
+    levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())
+        .map_err(crate::vm::VmError::from)?;
+    let host = ipivmm_counters::host::probe().ok();
+    let plan = mode::check(config, host.as_ref())?;
+    Ok(Prepared {
+        config: config.clone(),
+        image,
+        kvm,
+        host,
+        plan,
+    })
+}

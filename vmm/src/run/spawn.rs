@@ -1,0 +1,116 @@
+//! Stage 3 of a run: one thread per vCPU, named `vcpu{N}`, each opening its
+//! own counters and then waiting on a barrier, so that all start together.
+use super::devices::Devices;
+use super::monitor::RunMonitor;
+use super::prepare::Prepared;
+use super::{host, RunError};
+use crate::results::VcpuResult;
+use crate::vcpu::trace::TraceConfig;
+use crate::vcpu::{self, kick, Shared, VcpuEnv};
+use crate::vm::Vm;
+use event_manager::{EventManager, SubscriberId, SubscriberOps};
+use ipivmm_devices::serial::SerialHandle;
+use kvm_ioctls::VmFd;
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use vm_memory::GuestMemoryMmap;
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+/// A VM whose vCPU threads run.
+pub struct Running {
+    /// The vCPU threads, index = vCPU.
+    pub threads: Vec<JoinHandle<()>>,
+    /// What the threads share with the main thread.
+    pub shared: Arc<Shared>,
+    /// The main thread's event loop (vCPU ends, watchdog).
+    pub monitor: EventManager<RunMonitor>,
+    /// The monitor's subscriber.
+    pub monitor_id: SubscriberId,
+    /// The console, for the report.
+    pub serial: SerialHandle,
+    /// TSC rate of the VM.
+    pub tsc_khz: u64,
+    /// When the VM was ready, ns after the caller's start.
+    pub setup_ns: u64,
+    /// Kept alive until the threads are gone.
+    pub vm_fd: VmFd,
+    /// Kept alive until the threads are gone.
+    pub memory: GuestMemoryMmap,
+}
+
+/// Start the vCPU threads of `vm` and release them together.
+pub fn spawn(
+    vm: Vm,
+    devices: Devices,
+    p: &Prepared,
+    started: Instant,
+) -> Result<Running, RunError> {
+    let c = &p.config;
+    kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
+    crate::vcpu::trace::raise_fd_limit();
+    let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
+    let shared = Arc::new(Shared {
+        stop: false.into(),
+        results: vm
+            .apic_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| Mutex::new(VcpuResult::new(i, *id)))
+            .collect(),
+        ended: ended.try_clone().map_err(host("eventfd"))?,
+        first_message: OnceLock::new(),
+        start: Barrier::new(c.vcpus + 1),
+    });
+    let mut monitor = EventManager::<RunMonitor>::new().map_err(host("event manager"))?;
+    let watch = RunMonitor::new(ended, c.vcpus, c.timeout).map_err(host("watchdog timer"))?;
+    let monitor_id = monitor.add_subscriber(watch);
+    let isa = p.host.as_ref().and_then(|h| h.backend.isa());
+    let trace = c.tracepoints.then(|| {
+        Arc::new(TraceConfig::new(
+            c.vcpus,
+            isa,
+            c.mount_tracefs,
+            c.tracefs.clone(),
+        ))
+    });
+    let Vm {
+        vcpus,
+        memory,
+        fd,
+        tsc_khz,
+        ..
+    } = vm;
+    let mut threads = Vec::with_capacity(c.vcpus);
+    for (index, vcpu) in vcpus.into_iter().enumerate() {
+        let env = VcpuEnv {
+            index,
+            bus: devices.bus.clone(),
+            shared: shared.clone(),
+            apic: c.apic,
+            tsc_khz,
+            trace: trace.clone(),
+            pin: c.pin.get(index).copied(),
+            user_apic: devices.user_apic.clone(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("vcpu{index}"))
+            .spawn(move || vcpu::vcpu_thread(vcpu, env));
+        // Threads already waiting on the barrier can never be released; they
+        // hold only their own fds, which the process exit reclaims.
+        threads.push(spawned.map_err(|e| RunError::Host(format!("spawning vcpu{index}: {e}")))?);
+    }
+    let setup_ns = started.elapsed().as_nanos() as u64;
+    shared.start.wait();
+    Ok(Running {
+        threads,
+        shared,
+        monitor,
+        monitor_id,
+        serial: devices.serial,
+        tsc_khz,
+        setup_ns,
+        vm_fd: fd,
+        memory,
+    })
+}

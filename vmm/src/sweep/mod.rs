@@ -1,0 +1,227 @@
+//! A sweep: the cross product of modes, workloads and vCPU counts, as data.
+//! Planning is pure (unit-tested); the `sweep` command runs the plan. What
+//! can run is decided by [`mode::check`], the same check `run` applies.
+pub mod topology;
+
+use crate::config::VmConfig;
+use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
+use crate::results::SkippedMode;
+use ipivmm_counters::host::HostInfo;
+
+/// The dimensions a sweep crosses.
+#[derive(Clone, Debug)]
+pub struct SweepSpec {
+    /// Interrupt controllers.
+    pub irqchips: Vec<Irqchip>,
+    /// APIC modes.
+    pub apics: Vec<ApicMode>,
+    /// IPI paths.
+    pub ipis: Vec<IpiPath>,
+    /// APICv requests.
+    pub apicv: Vec<ApicvRequest>,
+    /// Workloads.
+    pub workloads: Vec<Workload>,
+    /// vCPU counts.
+    pub vcpus: Vec<usize>,
+    /// vCPU placements: (label, CPU list); one empty entry = not pinned.
+    pub placements: Vec<(String, Vec<usize>)>,
+    /// Skip combinations that would run the same VM as another on this host
+    /// ([`mode::duplicate_of`]), e.g. `apicv=inhibit` without APICv.
+    pub skip_duplicates: bool,
+    /// Everything else (iterations, levers...).
+    pub base: VmConfig,
+}
+
+impl Default for SweepSpec {
+    fn default() -> Self {
+        Self {
+            irqchips: Irqchip::ALL.to_vec(),
+            apics: ApicMode::ALL.to_vec(),
+            ipis: IpiPath::ALL.to_vec(),
+            apicv: vec![ApicvRequest::Host],
+            workloads: Workload::ALL.to_vec(),
+            vcpus: vec![2],
+            placements: vec![(String::new(), Vec::new())],
+            skip_duplicates: false,
+            base: VmConfig {
+                iterations: 100,
+                warmup: 10,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// One run of the plan.
+#[derive(Clone, Debug)]
+pub struct PlannedRun {
+    /// "workload N vCPUs mode [placement]".
+    pub label: String,
+    /// The run's configuration.
+    pub config: VmConfig,
+}
+
+/// Label of one combination: the workload, the vCPU count, the mode's label
+/// and the placement's name.
+pub fn label(c: &VmConfig, place: &str) -> String {
+    let mut l = format!("{} {}v {}", c.workload, c.vcpus, c.mode().label());
+    if !place.is_empty() {
+        l.push(' ');
+        l.push_str(place);
+    }
+    l
+}
+
+/// Why a combination is not run on `host`, if it is not: it cannot run
+/// ([`mode::check`]), or it duplicates another (when asked to skip those).
+pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
+    match mode::check(c, host) {
+        Err(e) => Some(e.to_string()),
+        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => mode::duplicate_of(c, &plan),
+        Ok(_) => None,
+    }
+}
+
+/// Every configuration of `spec`, workloads outermost so each workload's
+/// modes run side by side, then vCPU counts, then the mode parts.
+fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
+    let mut out = Vec::new();
+    for &workload in &spec.workloads {
+        for &vcpus in &spec.vcpus {
+            for &irqchip in &spec.irqchips {
+                for &apic in &spec.apics {
+                    for &ipi in &spec.ipis {
+                        for &apicv in &spec.apicv {
+                            for (place, pin) in &spec.placements {
+                                let config = VmConfig {
+                                    irqchip,
+                                    apic,
+                                    ipi,
+                                    apicv,
+                                    workload,
+                                    vcpus,
+                                    pin: pin.clone(),
+                                    ..spec.base.clone()
+                                };
+                                out.push((place.clone(), config));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Expand `spec` into runs and skips on `host`.
+pub fn plan(spec: &SweepSpec, host: Option<&HostInfo>) -> (Vec<PlannedRun>, Vec<SkippedMode>) {
+    let (mut runs, mut skips) = (Vec::new(), Vec::new());
+    for (place, config) in configs(spec) {
+        let label = label(&config, &place);
+        match skip_reason(&config, host, spec.skip_duplicates) {
+            Some(reason) => skips.push(SkippedMode {
+                mode: label,
+                reason,
+            }),
+            None => runs.push(PlannedRun { label, config }),
+        }
+    }
+    (runs, skips)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipivmm_counters::host::{ApicvSupport, ApicvVerdicts, KvmBackend};
+
+    fn host(backend: KvmBackend) -> HostInfo {
+        let no = || ApicvSupport::Unavailable("no VMX/SVM".into());
+        HostInfo {
+            cpu_vendor: "AuthenticAMD".into(),
+            cpu_model: "x".into(),
+            cpu_family_model: (None, None),
+            logical_cpus: 2,
+            virt_flags: Default::default(),
+            kernel_release: "6.18".into(),
+            dev_kvm: Default::default(),
+            backend,
+            modules: vec![],
+            params: Default::default(),
+            verdicts: ApicvVerdicts {
+                apicv: no(),
+                ipiv: no(),
+                avic: no(),
+                x2avic: no(),
+            },
+        }
+    }
+
+    #[test]
+    fn default_sweep_skips_pv_here_with_reasons() {
+        let (runs, skips) = plan(&SweepSpec::default(), Some(&host(KvmBackend::KvmPvm)));
+        // 7 workloads x 3 irqchips x 2 APIC modes run with ICR writes...
+        assert_eq!(runs.len(), 7 * 3 * 2);
+        assert!(runs.iter().all(|r| r.config.ipi == IpiPath::Icr));
+        // ...and every PV combination is skipped, for the right reason.
+        assert_eq!(skips.len(), 7 * 3 * 2);
+        for s in &skips {
+            let user = s.mode.contains("user/");
+            let why = if user { "LAPIC in KVM" } else { "kvm_pvm" };
+            assert!(s.reason.contains(why), "{s:?}");
+        }
+        // Workloads stay together.
+        assert!(runs[..6]
+            .iter()
+            .all(|r| r.config.workload == Workload::Pingpong));
+        assert_eq!(runs[0].label, "pingpong 2v kernel/xapic/icr");
+    }
+
+    #[test]
+    fn too_few_vcpus_and_duplicates_are_skipped() {
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::User, Irqchip::Kernel],
+            apics: vec![ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr],
+            apicv: vec![ApicvRequest::Host, ApicvRequest::Inhibit],
+            workloads: vec![Workload::SelfIpi, Workload::Broadcast],
+            vcpus: vec![1],
+            ..Default::default()
+        };
+        let amd = host(KvmBackend::KvmAmd);
+        let (runs, skips) = plan(&spec, Some(&amd));
+        // self-ipi: user/host, kernel/host and kernel/inhibit (the lever is
+        // pulled even without AVIC); user/inhibit duplicates user/host.
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        assert!(skips.iter().any(|s| s.reason.contains("already inhibited")));
+        assert!(skips
+            .iter()
+            .any(|s| s.reason.contains("broadcast needs at least 2 vCPUs")));
+        // Presets also drop rows this host cannot tell apart.
+        let dedup = SweepSpec {
+            skip_duplicates: true,
+            ..spec
+        };
+        let (runs, skips) = plan(&dedup, Some(&amd));
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(skips.iter().any(|s| s
+            .reason
+            .contains("identical to the apicv=host row on this host")));
+    }
+
+    #[test]
+    fn vcpu_counts_are_a_dimension() {
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::Kernel],
+            apics: vec![ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr],
+            workloads: vec![Workload::Broadcast],
+            vcpus: vec![2, 4, 8],
+            ..Default::default()
+        };
+        let (runs, _) = plan(&spec, None);
+        let counts: Vec<usize> = runs.iter().map(|r| r.config.vcpus).collect();
+        assert_eq!(counts, [2, 4, 8]);
+        assert_eq!(runs[2].label, "broadcast 8v kernel/x2apic/icr");
+    }
+}

@@ -1,0 +1,107 @@
+//! The BootInfo block: built from the configuration, encoded little-endian
+//! field by field (no `unsafe` transmute of the struct).
+use crate::config::VmConfig;
+use crate::vm::layout;
+use ipivmm_abi::{BootInfo, ABI_VERSION, BOOT_INFO_MAGIC, BOOT_INFO_SIZE, MAX_VCPUS};
+
+/// The BootInfo for `config` with APIC IDs `apic_ids` and TSC frequency `tsc_khz`.
+pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
+    let mut ids = [0u32; MAX_VCPUS];
+    for (slot, id) in ids.iter_mut().zip(apic_ids) {
+        *slot = *id;
+    }
+    BootInfo {
+        magic: BOOT_INFO_MAGIC,
+        abi_version: ABI_VERSION,
+        reserved0: 0,
+        vcpu_count: config.vcpus as u32,
+        tsc_khz,
+        apic_mode: ipivmm_abi::ApicMode::from(config.apic) as u32,
+        ipi_path: ipivmm_abi::IpiPath::from(config.ipi) as u32,
+        workload: ipivmm_abi::Workload::from(config.workload) as u32,
+        target_wait: ipivmm_abi::TargetWait::from(config.target_wait) as u32,
+        iterations: config.iterations,
+        warmup: config.warmup,
+        ipi_vector: u32::from(config.ipi_vector),
+        flags: 0,
+        scratch_base: layout::SCRATCH_BASE,
+        scratch_stride: layout::scratch_stride(config.memory_bytes, config.vcpus),
+        params: config.params,
+        apic_ids: ids,
+        reserved1: [0; 2],
+    }
+}
+
+/// BootInfo as the bytes the guest reads.
+pub fn encode(b: &BootInfo) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BOOT_INFO_SIZE);
+    out.extend_from_slice(&b.magic.to_le_bytes());
+    out.extend_from_slice(&b.abi_version.to_le_bytes());
+    out.extend_from_slice(&b.reserved0.to_le_bytes());
+    out.extend_from_slice(&b.vcpu_count.to_le_bytes());
+    out.extend_from_slice(&b.tsc_khz.to_le_bytes());
+    for v in [b.apic_mode, b.ipi_path, b.workload, b.target_wait] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&b.iterations.to_le_bytes());
+    out.extend_from_slice(&b.warmup.to_le_bytes());
+    out.extend_from_slice(&b.ipi_vector.to_le_bytes());
+    out.extend_from_slice(&b.flags.to_le_bytes());
+    out.extend_from_slice(&b.scratch_base.to_le_bytes());
+    out.extend_from_slice(&b.scratch_stride.to_le_bytes());
+    b.params
+        .iter()
+        .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
+    b.apic_ids
+        .iter()
+        .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
+    b.reserved1
+        .iter()
+        .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    fn field_u64(bytes: &[u8], off: usize) -> u64 {
+        u64::from_le_bytes(bytes[off..off + 8].try_into().unwrap())
+    }
+
+    fn field_u32(bytes: &[u8], off: usize) -> u32 {
+        u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap())
+    }
+
+    #[test]
+    fn encoding_matches_repr_c_offsets() {
+        let cfg = VmConfig {
+            vcpus: 3,
+            iterations: 77,
+            warmup: 5,
+            params: [1, 2, 3, 4, 5, 6, 7, 8],
+            ..Default::default()
+        };
+        let bi = build(&cfg, &[0, 1, 7], 2_500_000);
+        let bytes = encode(&bi);
+        assert_eq!(bytes.len(), BOOT_INFO_SIZE);
+        assert_eq!(
+            field_u64(&bytes, offset_of!(BootInfo, magic)),
+            BOOT_INFO_MAGIC
+        );
+        assert_eq!(field_u32(&bytes, offset_of!(BootInfo, vcpu_count)), 3);
+        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, tsc_khz)), 2_500_000);
+        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, iterations)), 77);
+        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, warmup)), 5);
+        assert_eq!(field_u32(&bytes, offset_of!(BootInfo, ipi_vector)), 0x40);
+        assert_eq!(
+            field_u64(&bytes, offset_of!(BootInfo, scratch_base)),
+            layout::SCRATCH_BASE
+        );
+        assert_eq!(field_u64(&bytes, offset_of!(BootInfo, params) + 8 * 7), 8);
+        let ids = offset_of!(BootInfo, apic_ids);
+        assert_eq!(field_u32(&bytes, ids + 8), 7);
+        assert_eq!(field_u32(&bytes, ids + 12), 0);
+    }
+}

@@ -1,0 +1,323 @@
+//! Building a VM: the one place that talks to KVM for setup.
+//!
+//! KVM ordering rules that matter here (Documentation/virt/kvm/api.rst):
+//! - KVM_CREATE_IRQCHIP / KVM_CAP_SPLIT_IRQCHIP "must be called before any
+//!   vCPU is created" (the LAPIC is instantiated with the vCPU).
+//! - KVM_SET_CPUID2 must precede the first KVM_RUN.
+pub mod arch;
+pub mod boot_info;
+pub mod kvm_extra;
+pub mod layout;
+
+use crate::config::PayloadSource;
+use crate::mode::apicv::{self, InhibitLever};
+use crate::mode::levers;
+use crate::mode::{ApicMode, IpiPath, Irqchip};
+use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
+use crate::run::Prepared;
+use crate::vm::arch::{cpuid, gdt, lapic_regs, paging, regs};
+use kvm_bindings::{
+    kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region,
+    KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR, KVM_MAX_CPUID_ENTRIES,
+    KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
+};
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use linux_loader::loader::{elf::Elf, KernelLoader};
+use std::io::Cursor;
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+
+/// Redirection entries of the split irqchip's userspace IOAPIC.
+const SPLIT_IRQCHIP_PINS: u64 = 24;
+/// Where KVM on Intel puts its real-mode TSS (three pages below 4 GiB).
+const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
+
+/// Why a VM could not be built. Each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// /dev/kvm missing.
+    #[error("cannot open {0}: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
+    NoKvm(String),
+    /// /dev/kvm not accessible.
+    #[error("cannot open {0}: permission denied; run as root or add your user to the 'kvm' group")]
+    KvmPermission(String),
+    /// Other open failure.
+    #[error("cannot open {0}: {1}")]
+    KvmOpen(String, std::io::Error),
+    /// The path is not a KVM device.
+    #[error("{0} is not a KVM device (KVM_GET_API_VERSION failed or is not 12); pass /dev/kvm to --kvm-device")]
+    NotKvm(String),
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Payload file unreadable.
+    #[error("cannot read payload {path}: {problem}; check the path given to --payload")]
+    PayloadRead {
+        /// The path.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Payload image rejected.
+    #[error("{0}")]
+    Image(#[from] ImageError),
+    /// A KVM ioctl failed.
+    #[error("KVM {op} failed: {err}")]
+    Kvm {
+        /// Which operation.
+        op: &'static str,
+        /// The errno.
+        err: kvm_ioctls::Error,
+    },
+    /// Guest memory setup failed.
+    #[error("guest memory: {0}")]
+    Memory(String),
+    /// CPUID shaping failed.
+    #[error(transparent)]
+    Cpuid(#[from] cpuid::CpuidError),
+    /// A mode lever failed.
+    #[error(transparent)]
+    Lever(#[from] levers::LeverError),
+    /// Loading the ELF failed.
+    #[error("loading the payload ELF failed: {0}")]
+    Load(String),
+}
+
+fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
+    move |err| VmError::Kvm { op, err }
+}
+
+/// Open the KVM device, turning errno into an error that says what to do.
+pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
+    let name = path.display().to_string();
+    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| VmError::NoKvm(name.clone()))?;
+    let kvm = Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
+        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name.clone()),
+        libc::EACCES | libc::EPERM => VmError::KvmPermission(name.clone()),
+        errno => VmError::KvmOpen(name.clone(), std::io::Error::from_raw_os_error(errno)),
+    })?;
+    // KVM_API_VERSION has been 12 since Linux 2.6.22; anything else is not KVM.
+    if kvm.get_api_version() != 12 {
+        return Err(VmError::NotKvm(name));
+    }
+    Ok(kvm)
+}
+
+/// Most vCPUs this KVM accepts in one VM.
+pub fn max_vcpus(kvm: &Kvm) -> usize {
+    kvm.get_max_vcpus()
+}
+
+/// The payload's bytes from wherever the configuration says.
+pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+    match source {
+        PayloadSource::Builtin => Ok(crate::payload::BUILTIN_PAYLOAD.to_vec()),
+        PayloadSource::Bytes(b) => Ok(b.clone()),
+        PayloadSource::File(path) => {
+            // A regular file, opened without blocking (a FIFO is refused,
+            // not waited on), never more than the payload limit in memory.
+            crate::inputs::read_bytes(path, MAX_PAYLOAD_FILE).map_err(|problem| {
+                match std::fs::metadata(path) {
+                    Ok(m) if m.is_file() && m.len() > MAX_PAYLOAD_FILE => {
+                        ImageError::TooLarge(m.len()).into()
+                    }
+                    _ => VmError::PayloadRead {
+                        path: path.display().to_string(),
+                        problem,
+                    },
+                }
+            })
+        }
+    }
+}
+
+/// Read and check the payload the configuration names (no KVM needed).
+pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+    let bytes = payload_bytes(source)?;
+    image::check(&bytes)?;
+    Ok(bytes)
+}
+
+/// A VM ready to run: memory written, vCPUs in long mode at the entry point.
+pub struct Vm {
+    /// The VM fd.
+    pub fd: VmFd,
+    /// Guest RAM.
+    pub memory: GuestMemoryMmap,
+    /// vCPU fds, index = vCPU index.
+    pub vcpus: Vec<VcpuFd>,
+    /// APIC ID of each vCPU.
+    pub apic_ids: Vec<u32>,
+    /// TSC frequency (KVM_GET_TSC_KHZ), 0 if unknown.
+    pub tsc_khz: u64,
+    /// The checked payload image.
+    pub image: ImageInfo,
+}
+
+impl Vm {
+    /// Stage 1 of a run: the VM of a prepared (checked) configuration,
+    /// its payload loaded, APICv inhibited with the plan's lever.
+    pub fn build(p: &Prepared) -> Result<Self, VmError> {
+        let (kvm, config, image_bytes, lever) = (&p.kvm, &p.config, &p.image[..], p.plan.lever);
+        let image = image::check(image_bytes)?;
+
+        let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
+        let memory = create_memory(&fd, config.memory_bytes)?;
+        // SAFETY-free ordering rule: the irqchip must exist before any vCPU.
+        create_irqchip(&fd, config.irqchip)?;
+        // Like the irqchip, exit controls must be set before any vCPU exists.
+        levers::disable_exits(&fd, config.disable_exits)?;
+        if let Some(ns) = config.halt_poll_ns {
+            levers::set_halt_poll_ns(&fd, ns)?;
+        }
+        if lever == InhibitLever::PitReinject {
+            // Reinjection is the default PIT policy; AVIC is inhibited while it is on.
+            fd.create_pit2(kvm_pit_config::default())
+                .map_err(kvm_err("KVM_CREATE_PIT2"))?;
+        }
+
+        let supported = kvm
+            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+            .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
+        let apic_ids: Vec<u32> = (0..config.vcpus)
+            .map(|i| apicv::apic_id(lever, i))
+            .collect();
+        let mut vcpus = Vec::with_capacity(config.vcpus);
+        for (index, &apic_id) in apic_ids.iter().enumerate() {
+            let vcpu = fd
+                .create_vcpu(index as u64)
+                .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+            let mut cpuid = supported.clone();
+            cpuid::shape(
+                cpuid.as_mut_slice(),
+                &cpuid::CpuidShape {
+                    apic_id,
+                    vcpu_count: config.vcpus as u32,
+                    x2apic: config.apic == ApicMode::X2apic,
+                    pv_send_ipi: config.ipi == IpiPath::Pv,
+                    realtime_hint: config.realtime_hint,
+                },
+            )?;
+            vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+            setup_vcpu_registers(&vcpu, index, image.entry)?;
+            if config.irqchip != Irqchip::User {
+                // With an in-kernel LAPIC, APs start in wait-for-SIPI; every vCPU
+                // enters the payload directly, so all are made runnable.
+                vcpu.set_mp_state(kvm_mp_state {
+                    mp_state: KVM_MP_STATE_RUNNABLE,
+                })
+                .map_err(kvm_err("KVM_SET_MP_STATE"))?;
+                let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
+                lapic_regs::program_lints(&mut lapic);
+                if lever == InhibitLever::ApicIdModified {
+                    lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
+                }
+                vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))?;
+            }
+            vcpus.push(vcpu);
+        }
+        let tsc_khz = vcpus
+            .first()
+            .and_then(|v| v.get_tsc_khz().ok())
+            .map_or(0, u64::from);
+
+        write_system_tables(&memory, config.vcpus)?;
+        let info = boot_info::build(config, &apic_ids, tsc_khz);
+        memory
+            .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
+            .map_err(|e| VmError::Memory(e.to_string()))?;
+        Elf::load(
+            &memory,
+            None,
+            &mut Cursor::new(image_bytes),
+            Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
+        )
+        .map_err(|e| VmError::Load(e.to_string()))?;
+
+        Ok(Self {
+            fd,
+            memory,
+            vcpus,
+            apic_ids,
+            tsc_khz,
+            image,
+        })
+    }
+}
+
+fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
+    let memory = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), bytes as usize)])
+        .map_err(|e| VmError::Memory(e.to_string()))?;
+    for (slot, region) in memory.iter().enumerate() {
+        let host = memory
+            .get_host_address(region.start_addr())
+            .map_err(|e| VmError::Memory(e.to_string()))?;
+        let mr = kvm_userspace_memory_region {
+            slot: slot as u32,
+            flags: 0,
+            guest_phys_addr: region.start_addr().0,
+            memory_size: region.len(),
+            userspace_addr: host as u64,
+        };
+        // SAFETY: the region is a live mmap owned by `memory`, which the Vm
+        // keeps for as long as the VM fd exists; KVM only accesses it while
+        // the VM lives.
+        unsafe { fd.set_user_memory_region(mr) }.map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
+    }
+    Ok(memory)
+}
+
+fn create_irqchip(fd: &VmFd, irqchip: Irqchip) -> Result<(), VmError> {
+    fd.set_tss_address(KVM_TSS_ADDRESS)
+        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
+    match irqchip {
+        Irqchip::Kernel => fd.create_irq_chip().map_err(kvm_err("KVM_CREATE_IRQCHIP")),
+        Irqchip::Split => {
+            let mut cap = kvm_enable_cap {
+                cap: KVM_CAP_SPLIT_IRQCHIP,
+                ..Default::default()
+            };
+            cap.args[0] = SPLIT_IRQCHIP_PINS;
+            fd.enable_cap(&cap)
+                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP)"))
+        }
+        Irqchip::User => {
+            // x2APIC MSRs are invalid for KVM without its LAPIC: make those
+            // accesses exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR) for the model.
+            let mut cap = kvm_enable_cap {
+                cap: KVM_CAP_X86_USER_SPACE_MSR,
+                ..Default::default()
+            };
+            cap.args[0] = u64::from(KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN);
+            fd.enable_cap(&cap)
+                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))
+        }
+    }
+}
+
+fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), VmError> {
+    let sregs = vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
+    vcpu.set_sregs(&regs::boot_sregs(sregs, index))
+        .map_err(kvm_err("KVM_SET_SREGS"))?;
+    vcpu.set_regs(&regs::boot_regs(entry, index))
+        .map_err(kvm_err("KVM_SET_REGS"))?;
+    let fpu = kvm_bindings::kvm_fpu {
+        fcw: 0x37f,
+        ..Default::default()
+    };
+    vcpu.set_fpu(&fpu).map_err(kvm_err("KVM_SET_FPU"))
+}
+
+fn write_system_tables(memory: &GuestMemoryMmap, vcpus: usize) -> Result<(), VmError> {
+    let w = |bytes: &[u8], at: u64| {
+        memory
+            .write_slice(bytes, GuestAddress(at))
+            .map_err(|e| VmError::Memory(e.to_string()))
+    };
+    w(&paging::identity_map_tables(), layout::PML4)?;
+    for i in 0..vcpus {
+        w(&gdt::gdt_bytes(layout::tss_addr(i)), layout::gdt_addr(i))?;
+        w(&gdt::tss_bytes(layout::ist_top(i)), layout::tss_addr(i))?;
+    }
+    Ok(())
+}
