@@ -1167,7 +1167,13 @@ impl ModuleTree {
     /// Unloads and loads `module` with `params`, checking that it really
     /// went away (modprobe of a loaded module is a silent no-op).
     fn reload(&self, module: &str, params: &[(String, String)]) -> Result<(), ReloadError> {
-        self.runner.remove(module).map_err(ReloadError::Unload)?;
+        if let Err(e) = self.runner.remove(module) {
+            if self.module_dir(module).exists() {
+                return Err(ReloadError::Unload(e));
+            }
+            // The module went; what failed was a dependency (e.g. kvm).
+            log::warn!("{e} (but {module} was unloaded)");
+        }
         if self.module_dir(module).exists() {
             return Err(ReloadError::StillLoaded);
         }

@@ -517,6 +517,66 @@ fn bad_value_fails_the_load_and_rolls_back() {
     assert!(!f.tree.state_file.exists());
 }
 
+/// Unloads through the fake, then reports a failure (as modprobe -r does
+/// when a dependency such as kvm cannot be removed).
+#[derive(Debug)]
+struct RemoveThenFail(Arc<FakeModprobe>);
+
+impl ModprobeRunner for RemoveThenFail {
+    fn remove(&self, module: &str) -> Result<(), RunnerError> {
+        self.0.remove(module)?;
+        Err(RunnerError {
+            command: format!("modprobe -r {module}"),
+            detail: "FATAL: Module kvm is in use.".into(),
+        })
+    }
+
+    fn load(&self, module: &str, params: &[(String, String)]) -> Result<(), RunnerError> {
+        self.0.load(module, params)
+    }
+}
+
+#[test]
+fn unload_errors_count_only_while_the_module_stays() {
+    let mut f = amd(false);
+    f.fake.set_refcnt("kvm", 2).unwrap(); // kvm stays: only kvm_amd goes
+    f.tree.runner = Arc::new(RemoveThenFail(f.fake.clone()));
+    let a = f.tree.apply(&AMD, &set("kvm_amd.avic=1")).unwrap();
+    assert_eq!(a.read_back["avic"], "Y");
+    // A refused unload (the module stays: a VM started after the check) is
+    // an error, changes nothing and leaves no state file.
+    f.tree.runner = Arc::new(RefuseRemove);
+    f.tree.restore().unwrap_err();
+    f.tree.runner = f.fake.clone();
+    f.tree.restore().unwrap();
+    f.tree.runner = Arc::new(RefuseRemove);
+    let e = f.tree.apply(&AMD, &set("kvm_amd.avic=1")).unwrap_err();
+    assert!(
+        matches!(&e, SwitchError::Unload { source } if source.detail.contains("in use")),
+        "{e}"
+    );
+    assert!(one_line(&e).contains("nothing was changed"));
+    assert!(!f.tree.state_file.exists());
+    assert_eq!(f.param("kvm_amd", "avic"), "N");
+}
+
+/// A modprobe -r that the kernel refuses.
+#[derive(Debug)]
+struct RefuseRemove;
+
+impl ModprobeRunner for RefuseRemove {
+    fn remove(&self, module: &str) -> Result<(), RunnerError> {
+        Err(RunnerError {
+            command: format!("modprobe -r {module}"),
+            detail: format!("FATAL: Module {module} is in use."),
+        })
+    }
+
+    fn load(&self, _: &str, _: &[(String, String)]) -> Result<(), RunnerError> {
+        Ok(())
+    }
+}
+
 // --- state file --------------------------------------------------------
 
 #[test]
