@@ -8,6 +8,7 @@
 //! - [`specs`]: the default `kvm:*` counters (exit reasons, ICR writes, IPIs, ...).
 //! - [`host`]: host facts (CPU, KVM backend, module parameters, APICv/AVIC/IPIv verdicts).
 //! - [`apicv`]: decoding of `kvm:kvm_apicv_inhibit_changed`.
+//! - [`module_switch`]: host-wide APICv/AVIC/IPIv switches (vendor module reload with a state file).
 //!
 //! See `docs/counters.md` for definitions and availability rules.
 
@@ -15,6 +16,7 @@ pub mod apicv;
 pub mod exit_reasons;
 pub mod host;
 pub mod kvm_stats;
+pub mod module_switch;
 pub mod specs;
 pub mod tracefs;
 pub mod tracepoint;
