@@ -12,11 +12,11 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The list of variables removed from the nested build, shared with the
-/// library's `ipivmm::payload::build` (std only, so it compiles here too).
-#[path = "src/payload/build.rs"]
+/// The variables removed from the nested build, shared with the library's
+/// `ipivmm::payload::scrub` (std only, so it compiles here too).
+#[path = "src/payload/scrub.rs"]
 #[allow(dead_code)]
-mod payload_build;
+mod scrub;
 
 fn main() {
     let manifest_dir =
@@ -46,7 +46,7 @@ fn main() {
         .arg(guest.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
-    payload_build::scrub_env(&mut cmd);
+    scrub::scrub_env(&mut cmd);
 
     let output = match cmd.output() {
         Ok(o) => o,
@@ -91,5 +91,5 @@ fn rerun_if_changed(root: &Path) {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=src/payload/build.rs");
+    println!("cargo:rerun-if-changed=src/payload/scrub.rs");
 }

@@ -1,5 +1,6 @@
 //! The human-readable report of a run: one table per phase, one row per vCPU,
 //! then the latency distribution of every phase that recorded samples.
+use crate::results::columns::PHASE_COLUMNS;
 use crate::results::{PhaseResult, VcpuEnd};
 use crate::results::{RunReport, RunStatus};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
@@ -136,40 +137,21 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
 fn phase_table(r: &RunReport, id: u32) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "vCPU",
-        "APIC",
-        "ICR writes",
-        "PV calls",
-        "IPIs sent",
-        "IPIs recv",
-        "ICR-write exits",
-        "accel. ICR",
-        "user exits",
-        "KVM exits",
-        "exits/IPI",
-        "wall",
-    ]);
+    let mut header = vec!["vCPU", "APIC"];
+    header.extend(PHASE_COLUMNS.iter().map(|c| c.header));
+    header.extend(["exits/IPI", "wall"]);
+    t.set_header(header);
     for v in &r.vcpus {
         let Some(p) = v.phase(id) else { continue };
         let kvm_exits = p.kvm_stats.get("exits").copied();
         let ipis = p.guest.ipis_sent.max(p.guest.ipis_received);
-        t.add_row(vec![
-            format!("vcpu{}", v.index),
-            v.apic_id.to_string(),
-            p.guest.icr_writes.to_string(),
-            p.guest.hypercalls.to_string(),
-            p.guest.ipis_sent.to_string(),
-            p.guest.ipis_received.to_string(),
-            opt(p.icr_write_exits.as_ref().map(|i| i.exits)),
-            opt(p.icr_write_exits.as_ref().map(|i| i.accelerated)),
-            p.exits.total().to_string(),
-            opt(kvm_exits),
-            kvm_exits.map_or("-".into(), |e| per(e, ipis)),
-            ms(p.wall_ns),
-        ]);
+        let mut row = vec![format!("vcpu{}", v.index), v.apic_id.to_string()];
+        row.extend(PHASE_COLUMNS.iter().map(|c| opt((c.value)(p))));
+        row.push(kvm_exits.map_or("-".into(), |e| per(e, ipis)));
+        row.push(ms(p.wall_ns));
+        t.add_row(row);
     }
-    for c in 1..12 {
+    for c in 1..PHASE_COLUMNS.len() + 4 {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(CellAlignment::Right);
         }

@@ -17,72 +17,12 @@
 //! # Ok(())
 //! # }
 //! ```
-//!
-//! This file uses only `std`: `vmm/build.rs` includes it (`#[path]`) to share
-//! [`scrub_env`], so it must compile without the crate's dependencies.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Environment variables removed from a nested payload build: flags and
-/// wrappers of the outer build, and what cargo sets for build scripts.
-pub const REMOVED_VARS: &[&str] = &[
-    "RUSTFLAGS",
-    "RUSTDOCFLAGS",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "RUSTC_LINKER",
-    // Set by cargo for build scripts; meaningless (or harmful) below.
-    "TARGET",
-    "HOST",
-    "OUT_DIR",
-    "PROFILE",
-    "OPT_LEVEL",
-    "DEBUG",
-    "NUM_JOBS",
-];
-
-/// `CARGO_*` variables a nested build keeps (home, jobserver, network and
-/// terminal settings); every other `CARGO_*` variable is removed
-/// (`CARGO_ENCODED_RUSTFLAGS`, `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET`,
-/// `CARGO_PROFILE_*`, `CARGO_CFG_*`, ...).
-pub const KEPT_CARGO_PREFIXES: &[&str] = &[
-    "CARGO_HOME",
-    "CARGO_MAKEFLAGS",
-    "CARGO_NET_",
-    "CARGO_HTTP_",
-    "CARGO_TERM_",
-];
-
-/// True when a nested payload build must not inherit the variable `key`
-/// (see [`REMOVED_VARS`] and [`KEPT_CARGO_PREFIXES`]).
-///
-/// ```
-/// use ipivmm::payload::build::is_scrubbed;
-/// assert!(is_scrubbed("RUSTFLAGS"));
-/// assert!(is_scrubbed("CARGO_ENCODED_RUSTFLAGS"));
-/// assert!(is_scrubbed("CARGO_TARGET_DIR"));
-/// assert!(!is_scrubbed("CARGO_HOME"));
-/// assert!(!is_scrubbed("PATH"));
-/// ```
-pub fn is_scrubbed(key: &str) -> bool {
-    let cargo_var =
-        key.starts_with("CARGO_") && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
-    cargo_var || REMOVED_VARS.contains(&key)
-}
-
-/// Removes from `cmd` every variable of this process's environment that
-/// [`is_scrubbed`] names.
-pub fn scrub_env(cmd: &mut Command) {
-    for (key, _) in std::env::vars_os() {
-        if let Some(key) = key.to_str() {
-            if is_scrubbed(key) {
-                cmd.env_remove(key);
-            }
-        }
-    }
-}
+pub use super::scrub::{is_scrubbed, scrub_env, KEPT_CARGO_PREFIXES, REMOVED_VARS};
 
 /// Why a payload could not be built.
 #[derive(Debug)]
@@ -278,8 +218,7 @@ impl PayloadBuild {
                 stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             });
         }
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let mut executables: Vec<PathBuf> = stdout.lines().filter_map(executable_of).collect();
+        let mut executables = executables(&output.stdout);
         executables.dedup();
         match executables.len() {
             0 => Err(BuildError::NoExecutable {
@@ -292,55 +231,24 @@ impl PayloadBuild {
     }
 }
 
-/// The `"executable"` of one line of cargo's JSON output, if it names one.
-///
-/// A JSON string cannot hold an unescaped `"`, so the key cannot be
-/// confused with text inside another value.
+/// The executables cargo's JSON messages (`--message-format=json`) report
+/// as built, in order (cargo_metadata reads the messages).
 ///
 /// ```
-/// use ipivmm::payload::build::executable_of;
-/// let line = r#"{"reason":"compiler-artifact","executable":"/t/x\"y","fresh":true}"#;
-/// assert_eq!(executable_of(line), Some("/t/x\"y".into()));
-/// assert_eq!(executable_of(r#"{"reason":"compiler-artifact","executable":null}"#), None);
+/// use ipivmm::payload::build::executables;
+/// let out = br#"{"reason":"build-script-executed","package_id":"p 0.1.0 (path+file:///p)","linked_libs":[],"linked_paths":[],"cfgs":[],"env":[],"out_dir":"/o"}
+/// not json at all
+/// "#;
+/// assert!(executables(out).is_empty());
 /// ```
-pub fn executable_of(line: &str) -> Option<PathBuf> {
-    if !line.contains("\"reason\":\"compiler-artifact\"") {
-        return None;
-    }
-    let key = "\"executable\":\"";
-    let rest = &line[line.find(key)? + key.len()..];
-    json_string_body(rest).map(PathBuf::from)
-}
-
-/// Decodes a JSON string whose opening quote has been consumed, up to its
-/// closing quote.
-fn json_string_body(s: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    loop {
-        match chars.next()? {
-            '"' => return Some(out),
-            '\\' => match chars.next()? {
-                '"' => out.push('"'),
-                '\\' => out.push('\\'),
-                '/' => out.push('/'),
-                'b' => out.push('\u{8}'),
-                'f' => out.push('\u{c}'),
-                'n' => out.push('\n'),
-                'r' => out.push('\r'),
-                't' => out.push('\t'),
-                'u' => {
-                    let hex: String = chars.by_ref().take(4).collect();
-                    let unit = u16::from_str_radix(&hex, 16).ok()?;
-                    // Surrogate pairs do not occur in paths cargo prints on
-                    // Linux; a lone one becomes U+FFFD.
-                    out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{fffd}'));
-                }
-                _ => return None,
-            },
-            c => out.push(c),
-        }
-    }
+pub fn executables(stdout: &[u8]) -> Vec<PathBuf> {
+    cargo_metadata::Message::parse_stream(stdout)
+        .filter_map(Result::ok)
+        .filter_map(|m| match m {
+            cargo_metadata::Message::CompilerArtifact(a) => a.executable.map(PathBuf::from),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -374,16 +282,21 @@ mod tests {
     }
 
     #[test]
-    fn executable_is_read_from_artifact_messages_only() {
-        let build_script = r#"{"reason":"build-script-executed","executable":"/x"}"#;
-        assert_eq!(executable_of(build_script), None);
-        let lib = r#"{"reason":"compiler-artifact","filenames":["/a.rlib"],"executable":null}"#;
-        assert_eq!(executable_of(lib), None);
-        let bin = r#"{"reason":"compiler-artifact","executable":"/t/p\u00e9\\q","fresh":false}"#;
-        assert_eq!(executable_of(bin), Some(PathBuf::from("/t/p\u{e9}\\q")));
+    fn executables_are_read_from_artifact_messages_only() {
+        let artifact = |exe: &str| {
+            format!(
+                r#"{{"reason":"compiler-artifact","package_id":"p 0.1.0 (path+file:///p)","manifest_path":"/p/Cargo.toml","target":{{"kind":["bin"],"crate_types":["bin"],"name":"p","src_path":"/p/src/main.rs","edition":"2021","doc":true,"doctest":false,"test":true}},"profile":{{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false}},"features":[],"filenames":["{exe}"],"executable":{},"fresh":false}}"#,
+                if exe.is_empty() {
+                    "null".to_string()
+                } else {
+                    format!("\"{exe}\"")
+                }
+            )
+        };
+        let out = format!("{}\n{}\n", artifact(""), artifact("/t/p\\u00e9"));
         assert_eq!(
-            executable_of(r#"{"reason":"compiler-artifact","executable":"/t"#),
-            None
+            executables(out.as_bytes()),
+            vec![PathBuf::from("/t/p\u{e9}")]
         );
     }
 

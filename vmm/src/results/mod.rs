@@ -14,6 +14,7 @@
 //! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
 //! # Ok::<(), ipivmm::results::ResultsError>(())
 //! ```
+pub mod columns;
 pub mod exits;
 pub mod latency;
 pub mod vcpu;

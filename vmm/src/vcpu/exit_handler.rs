@@ -1,7 +1,17 @@
 //! What one VM exit means, as a free function that tests feed synthetic exits.
 use crate::results::exits::ExitKind;
 use ipivmm_devices::bus::{AddressSpace, Bus, DeviceEvent};
+use ipivmm_devices::lapic::Delivery;
 use kvm_ioctls::VcpuExit;
+
+/// Answers the MSR accesses KVM hands to userspace (KVM_EXIT_X86_RDMSR and
+/// WRMSR: the x2APIC registers and IA32_APIC_BASE without an in-kernel LAPIC).
+pub trait MsrHandler {
+    /// The value of `msr` on vCPU `vcpu`; Err (why) = #GP.
+    fn read_msr(&self, vcpu: usize, msr: u32) -> Result<u64, String>;
+    /// Writes `value`; Ok(Some) = interrupts to deliver; Err (why) = #GP.
+    fn write_msr(&self, vcpu: usize, msr: u32, value: u64) -> Result<Option<Delivery>, String>;
+}
 
 /// What the run loop does after an exit.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,10 +28,8 @@ pub enum Step {
     Interrupted,
     /// KVM_EXIT_HLT (no in-kernel LAPIC): wait for an interrupt.
     Halted,
-    /// KVM_EXIT_X86_RDMSR of this MSR: answer through kvm_run.
-    MsrRead(u32),
-    /// KVM_EXIT_X86_WRMSR of this MSR and value.
-    MsrWrite(u32, u64),
+    /// An MSR access the handler refused: the guest gets #GP (why, for the log).
+    MsrGp(String),
 }
 
 /// Why a vCPU cannot go on.
@@ -46,8 +54,13 @@ pub enum Fault {
     Unexpected(&'static str),
 }
 
-/// Handle one exit of vCPU `vcpu`.
-pub fn handle_exit(exit: VcpuExit<'_>, bus: &Bus, vcpu: usize) -> Step {
+/// Handle one exit of vCPU `vcpu`; MSR exits go to `msrs`.
+pub fn handle_exit(
+    exit: VcpuExit<'_>,
+    bus: &Bus,
+    msrs: Option<&dyn MsrHandler>,
+    vcpu: usize,
+) -> Step {
     match exit {
         VcpuExit::IoOut(port, data) => write(bus, AddressSpace::Pio, vcpu, u64::from(port), data),
         VcpuExit::IoIn(port, data) => read(bus, AddressSpace::Pio, vcpu, u64::from(port), data),
@@ -57,8 +70,36 @@ pub fn handle_exit(exit: VcpuExit<'_>, bus: &Bus, vcpu: usize) -> Step {
         VcpuExit::Hlt => Step::Halted,
         // The interrupt window opened: the loop injects before re-entering.
         VcpuExit::IrqWindowOpen => Step::Resume,
-        VcpuExit::X86Rdmsr(m) => Step::MsrRead(m.index),
-        VcpuExit::X86Wrmsr(m) => Step::MsrWrite(m.index, m.data),
+        VcpuExit::X86Rdmsr(m) => {
+            let Some(h) = msrs else {
+                return Step::Fault(Fault::Unexpected("msr_read"));
+            };
+            match h.read_msr(vcpu, m.index) {
+                Ok(v) => {
+                    (*m.data, *m.error) = (v, 0);
+                    Step::Resume
+                }
+                Err(why) => {
+                    *m.error = 1;
+                    Step::MsrGp(format!("rdmsr {:#x}: {why}", m.index))
+                }
+            }
+        }
+        VcpuExit::X86Wrmsr(m) => {
+            let Some(h) = msrs else {
+                return Step::Fault(Fault::Unexpected("msr_write"));
+            };
+            match h.write_msr(vcpu, m.index, m.data) {
+                Ok(delivery) => {
+                    *m.error = 0;
+                    delivery.map_or(Step::Resume, |d| Step::Event(DeviceEvent::Lapic(d)))
+                }
+                Err(why) => {
+                    *m.error = 1;
+                    Step::MsrGp(format!("wrmsr {:#x}: {why}", m.index))
+                }
+            }
+        }
         VcpuExit::Shutdown => Step::Fault(Fault::TripleFault),
         VcpuExit::InternalError => Step::Fault(Fault::InternalError),
         VcpuExit::FailEntry(reason, cpu) => Step::Fault(Fault::FailEntry { reason, cpu }),
@@ -113,13 +154,13 @@ mod tests {
     fn port_io_reaches_the_device() {
         let (bus, dev) = bus();
         assert_eq!(
-            handle_exit(VcpuExit::IoOut(0x101, &[7, 8]), &bus, 0),
+            handle_exit(VcpuExit::IoOut(0x101, &[7, 8]), &bus, None, 0),
             Step::Resume
         );
         assert_eq!(dev.lock().unwrap().0, vec![7, 8]);
         let mut buf = [0u8; 1];
         assert_eq!(
-            handle_exit(VcpuExit::IoIn(0x103, &mut buf), &bus, 0),
+            handle_exit(VcpuExit::IoIn(0x103, &mut buf), &bus, None, 0),
             Step::Resume
         );
         assert_eq!(buf, [3]);
@@ -130,12 +171,12 @@ mod tests {
         let (bus, _) = bus();
         let mut buf = [0u8; 2];
         assert!(matches!(
-            handle_exit(VcpuExit::IoIn(0x80, &mut buf), &bus, 0),
+            handle_exit(VcpuExit::IoIn(0x80, &mut buf), &bus, None, 0),
             Step::Unclaimed(_)
         ));
         assert_eq!(buf, [0xff, 0xff]);
         assert!(matches!(
-            handle_exit(VcpuExit::MmioWrite(0xd000_0000, &[1]), &bus, 0),
+            handle_exit(VcpuExit::MmioWrite(0xd000_0000, &[1]), &bus, None, 0),
             Step::Unclaimed(_)
         ));
     }
@@ -144,22 +185,25 @@ mod tests {
     fn fatal_exits_become_faults() {
         let (bus, _) = bus();
         assert_eq!(
-            handle_exit(VcpuExit::Shutdown, &bus, 1),
+            handle_exit(VcpuExit::Shutdown, &bus, None, 1),
             Step::Fault(Fault::TripleFault)
         );
         assert_eq!(
-            handle_exit(VcpuExit::InternalError, &bus, 1),
+            handle_exit(VcpuExit::InternalError, &bus, None, 1),
             Step::Fault(Fault::InternalError)
         );
         assert_eq!(
-            handle_exit(VcpuExit::FailEntry(0x21, 3), &bus, 1),
+            handle_exit(VcpuExit::FailEntry(0x21, 3), &bus, None, 1),
             Step::Fault(Fault::FailEntry {
                 reason: 0x21,
                 cpu: 3
             })
         );
-        assert_eq!(handle_exit(VcpuExit::Hlt, &bus, 0), Step::Halted);
-        assert_eq!(handle_exit(VcpuExit::IrqWindowOpen, &bus, 0), Step::Resume);
+        assert_eq!(handle_exit(VcpuExit::Hlt, &bus, None, 0), Step::Halted);
+        assert_eq!(
+            handle_exit(VcpuExit::IrqWindowOpen, &bus, None, 0),
+            Step::Resume
+        );
         assert_eq!(
             handle_exit(
                 VcpuExit::Hypercall(kvm_ioctls::HypercallExit {
@@ -169,10 +213,78 @@ mod tests {
                     longmode: 1
                 }),
                 &bus,
+                None,
                 0
             ),
             Step::Fault(Fault::Unexpected("hypercall"))
         );
-        assert_eq!(handle_exit(VcpuExit::Intr, &bus, 0), Step::Interrupted);
+        assert_eq!(
+            handle_exit(VcpuExit::Intr, &bus, None, 0),
+            Step::Interrupted
+        );
+    }
+
+    /// An MSR model that owns 0x830 and refuses 0x831.
+    struct Msrs;
+    impl MsrHandler for Msrs {
+        fn read_msr(&self, _: usize, msr: u32) -> Result<u64, String> {
+            (msr == 0x830)
+                .then_some(0x42)
+                .ok_or_else(|| "not emulated".into())
+        }
+        fn write_msr(&self, _: usize, msr: u32, _: u64) -> Result<Option<Delivery>, String> {
+            (msr == 0x830)
+                .then_some(None)
+                .ok_or_else(|| "not emulated".into())
+        }
+    }
+
+    #[test]
+    fn msr_exits_are_answered_through_the_exit_or_get_gp() {
+        use kvm_ioctls::{MsrExitReason, ReadMsrExit, WriteMsrExit};
+        let (bus, _) = bus();
+        let reason = MsrExitReason::Unknown;
+        let (mut error, mut data) = (7u8, 0u64);
+        let exit = VcpuExit::X86Rdmsr(ReadMsrExit {
+            error: &mut error,
+            reason,
+            index: 0x830,
+            data: &mut data,
+        });
+        assert_eq!(handle_exit(exit, &bus, Some(&Msrs), 0), Step::Resume);
+        assert_eq!((error, data), (0, 0x42));
+        let exit = VcpuExit::X86Rdmsr(ReadMsrExit {
+            error: &mut error,
+            reason,
+            index: 0x831,
+            data: &mut data,
+        });
+        assert!(matches!(
+            handle_exit(exit, &bus, Some(&Msrs), 0),
+            Step::MsrGp(_)
+        ));
+        assert_eq!(error, 1, "#GP");
+        error = 0;
+        let exit = VcpuExit::X86Wrmsr(WriteMsrExit {
+            error: &mut error,
+            reason,
+            index: 0x831,
+            data: 5,
+        });
+        assert!(matches!(
+            handle_exit(exit, &bus, Some(&Msrs), 0),
+            Step::MsrGp(_)
+        ));
+        assert_eq!(error, 1, "#GP");
+        let exit = VcpuExit::X86Rdmsr(ReadMsrExit {
+            error: &mut error,
+            reason,
+            index: 0x830,
+            data: &mut data,
+        });
+        assert_eq!(
+            handle_exit(exit, &bus, None, 0),
+            Step::Fault(Fault::Unexpected("msr_read"))
+        );
     }
 }

@@ -8,7 +8,7 @@ pub mod window;
 
 use crate::mode::ApicMode;
 use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
-use exit_handler::{handle_exit, Fault, Step};
+use exit_handler::{handle_exit, Fault, MsrHandler, Step};
 use ipivmm_abi::GuestCounters;
 use ipivmm_devices::bus::{Bus, DeviceEvent};
 use ipivmm_devices::control::{ControlBody, ControlRequest};
@@ -136,7 +136,8 @@ impl RunLoop<'_> {
                 Ok(exit) => {
                     let kind = ExitKind::of(&exit);
                     self.exits.bump(kind);
-                    handle_exit(exit, &self.env.bus, self.env.index)
+                    let msrs = self.env.user_apic.as_deref().map(|u| u as &dyn MsrHandler);
+                    handle_exit(exit, &self.env.bus, msrs, self.env.index)
                 }
                 Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                     Step::Interrupted
@@ -168,16 +169,7 @@ impl RunLoop<'_> {
                         return self.fault("unexpected hlt exit with an in-kernel LAPIC".into())
                     }
                 },
-                Step::MsrRead(msr) => {
-                    if let Some(end) = self.msr(msr, None) {
-                        return end;
-                    }
-                }
-                Step::MsrWrite(msr, value) => {
-                    if let Some(end) = self.msr(msr, Some(value)) {
-                        return end;
-                    }
-                }
+                Step::MsrGp(why) => log::debug!("vcpu{}: #GP for {why}", self.env.index),
                 Step::Event(DeviceEvent::Control(Err(e))) => {
                     let msg = format!("control port: {e}");
                     self.env
@@ -194,49 +186,6 @@ impl RunLoop<'_> {
                 }
             }
         }
-    }
-
-    /// An MSR exit: the LAPIC model answers x2APIC MSRs; anything else, or a
-    /// model fault, gets #GP as on hardware.
-    fn msr(&mut self, msr: u32, write: Option<u64>) -> Option<VcpuEnd> {
-        let index = self.env.index;
-        let Some(ua) = self.env.user_apic.clone() else {
-            return Some(self.fault(format!(
-                "unexpected MSR exit for {msr:#x} with an in-kernel LAPIC"
-            )));
-        };
-        let result = if !user_apic::UserApic::owns_msr(msr) {
-            Err(format!("MSR {msr:#x} is not emulated"))
-        } else if let Some(value) = write {
-            ua.write_msr(index, self.vcpu, msr, value).map(|d| {
-                if let Some(d) = d {
-                    ua.kick(index, &d, kick::kick_signal());
-                }
-                0
-            })
-        } else {
-            ua.read_msr(index, self.vcpu, msr)
-        };
-        if let Err(e) = &result {
-            log::debug!(
-                "vcpu{index}: #GP for {} of MSR {msr:#x}: {e}",
-                if write.is_some() { "wrmsr" } else { "rdmsr" }
-            );
-        }
-        let run = self.vcpu.get_kvm_run();
-        // SAFETY: the last exit was KVM_EXIT_X86_RDMSR/WRMSR (that is how
-        // this Step was made), so `msr` is the active member of the exit union.
-        let m = unsafe { &mut run.__bindgen_anon_1.msr };
-        match result {
-            Ok(v) => {
-                m.error = 0;
-                if write.is_none() {
-                    m.data = v;
-                }
-            }
-            Err(_) => m.error = 1,
-        }
-        None
     }
 
     fn fault(&mut self, reason: String) -> VcpuEnd {

@@ -1,17 +1,19 @@
 //! Driving ipivmm's own LAPIC model (`--irqchip user`) from the vCPU loop:
-//! x2APIC MSR exits, interrupt injection with KVM_INTERRUPT when the guest's
+//! MSR exits (the x2APIC registers, and IA32_APIC_BASE, which an MSR filter
+//! hands to the model so that it owns the APIC mode: no KVM_GET_MSRS on the
+//! IPI path), interrupt injection with KVM_INTERRUPT when the guest's
 //! interrupt window is open, halted vCPUs parked on a condition variable, and
 //! kicks for targets that are running.
+use super::exit_handler::MsrHandler;
 use crate::vm::kvm_extra;
 use ipivmm_devices::lapic::{Delivery, LapicCounters, LapicGroup};
-use kvm_bindings::{kvm_msr_entry, Msrs};
 use kvm_ioctls::VcpuFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// IA32_APIC_BASE: KVM keeps it even without an in-kernel LAPIC.
-const MSR_IA32_APICBASE: u32 = 0x1b;
+/// IA32_APIC_BASE: filtered to userspace for the model (vm::create_irqchip).
+pub const MSR_IA32_APICBASE: u32 = 0x1b;
 /// x2APIC MSR range.
 const X2APIC_MSRS: std::ops::RangeInclusive<u32> = 0x800..=0x8ff;
 /// How long a halted vCPU sleeps before re-checking the stop flag.
@@ -131,60 +133,37 @@ impl UserApic {
         }
     }
 
-    /// An x2APIC MSR read; Err = inject #GP.
-    pub fn read_msr(&self, index: usize, vcpu: &VcpuFd, msr: u32) -> Result<u64, String> {
-        self.sync_apic_base(index, vcpu);
-        let mut group = self.lock();
-        let lapic = group.get_mut(index).ok_or("no LAPIC for this vCPU")?;
-        lapic.read_msr(msr).map_err(|e| e.to_string())
-    }
-
-    /// An x2APIC MSR write; Err = inject #GP.
-    pub fn write_msr(
-        &self,
-        index: usize,
-        vcpu: &VcpuFd,
-        msr: u32,
-        value: u64,
-    ) -> Result<Option<Delivery>, String> {
-        self.sync_apic_base(index, vcpu);
-        self.lock()
-            .handle_msr_write(index, msr, value)
-            .map_err(|e| e.to_string())
-    }
-
-    /// Whether `msr` belongs to the model.
-    pub fn owns_msr(msr: u32) -> bool {
-        X2APIC_MSRS.contains(&msr)
-    }
-
-    /// KVM handles IA32_APIC_BASE writes itself; mirror its value into the
-    /// model before an x2APIC access so an EXTD switch is seen.
-    fn sync_apic_base(&self, index: usize, vcpu: &VcpuFd) {
-        let Ok(mut msrs) = Msrs::from_entries(&[kvm_msr_entry {
-            index: MSR_IA32_APICBASE,
-            ..Default::default()
-        }]) else {
-            return;
-        };
-        if vcpu.get_msrs(&mut msrs) != Ok(1) {
-            return;
-        }
-        let base = msrs.as_slice()[0].data;
-        let mut group = self.lock();
-        if let Some(l) = group.get_mut(index) {
-            if l.apic_base() != base {
-                if let Err(e) = l.set_apic_base(base) {
-                    log::warn!(
-                        "vcpu{index}: IA32_APIC_BASE {base:#x} rejected by the LAPIC model: {e}"
-                    );
-                }
-            }
-        }
-    }
-
     /// This vCPU's model counters.
     pub fn counters(&self, index: usize) -> Option<LapicCounters> {
         self.lock().get(index).map(|l| l.counters())
+    }
+}
+
+impl MsrHandler for UserApic {
+    fn read_msr(&self, vcpu: usize, msr: u32) -> Result<u64, String> {
+        let mut group = self.lock();
+        let lapic = group.get_mut(vcpu).ok_or("no LAPIC for this vCPU")?;
+        match msr {
+            MSR_IA32_APICBASE => Ok(lapic.apic_base()),
+            m if X2APIC_MSRS.contains(&m) => lapic.read_msr(m).map_err(|e| e.to_string()),
+            m => Err(format!("MSR {m:#x} is not emulated")),
+        }
+    }
+
+    fn write_msr(&self, vcpu: usize, msr: u32, value: u64) -> Result<Option<Delivery>, String> {
+        let mut group = self.lock();
+        match msr {
+            MSR_IA32_APICBASE => {
+                let lapic = group.get_mut(vcpu).ok_or("no LAPIC for this vCPU")?;
+                lapic
+                    .set_apic_base(value)
+                    .map(|_| None)
+                    .map_err(|e| e.to_string())
+            }
+            m if X2APIC_MSRS.contains(&m) => group
+                .handle_msr_write(vcpu, m, value)
+                .map_err(|e| e.to_string()),
+            m => Err(format!("MSR {m:#x} is not emulated")),
+        }
     }
 }

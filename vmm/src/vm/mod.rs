@@ -9,7 +9,7 @@ pub mod boot_info;
 pub mod kvm_extra;
 pub mod layout;
 
-use crate::config::PayloadSource;
+use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
 use crate::mode::{ApicMode, IpiPath, Irqchip};
@@ -19,9 +19,10 @@ use crate::vm::arch::{cpuid, gdt, lapic_regs, paging, regs};
 use kvm_bindings::{
     kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region,
     KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR, KVM_MAX_CPUID_ENTRIES,
-    KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
+    KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL,
+    KVM_MSR_EXIT_REASON_UNKNOWN,
 };
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
 use std::io::Cursor;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
@@ -160,80 +161,39 @@ impl Vm {
     pub fn build(p: &Prepared) -> Result<Self, VmError> {
         let (kvm, config, image_bytes, lever) = (&p.kvm, &p.config, &p.image[..], p.plan.lever);
         let image = image::check(image_bytes)?;
-
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
-        // SAFETY-free ordering rule: the irqchip must exist before any vCPU.
-        create_irqchip(&fd, config.irqchip)?;
-        // Like the irqchip, exit controls must be set before any vCPU exists.
-        levers::disable_exits(&fd, config.disable_exits)?;
-        if let Some(ns) = config.halt_poll_ns {
-            levers::set_halt_poll_ns(&fd, ns)?;
-        }
-        if lever == InhibitLever::PitReinject {
-            // Reinjection is the default PIT policy; AVIC is inhibited while it is on.
-            fd.create_pit2(kvm_pit_config::default())
-                .map_err(kvm_err("KVM_CREATE_PIT2"))?;
-        }
-
+        vm_wide_setup(&fd, config, lever)?;
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
         let apic_ids: Vec<u32> = (0..config.vcpus)
             .map(|i| apicv::apic_id(lever, i))
             .collect();
-        let mut vcpus = Vec::with_capacity(config.vcpus);
-        for (index, &apic_id) in apic_ids.iter().enumerate() {
-            let vcpu = fd
-                .create_vcpu(index as u64)
-                .map_err(kvm_err("KVM_CREATE_VCPU"))?;
-            let mut cpuid = supported.clone();
-            cpuid::shape(
-                cpuid.as_mut_slice(),
-                &cpuid::CpuidShape {
+        let vcpus = apic_ids
+            .iter()
+            .enumerate()
+            .map(|(index, &apic_id)| {
+                let vcpu = fd
+                    .create_vcpu(index as u64)
+                    .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+                setup_vcpu(
+                    &vcpu,
+                    &supported,
+                    config,
+                    index,
                     apic_id,
-                    vcpu_count: config.vcpus as u32,
-                    x2apic: config.apic == ApicMode::X2apic,
-                    pv_send_ipi: config.ipi == IpiPath::Pv,
-                    realtime_hint: config.realtime_hint,
-                },
-            )?;
-            vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
-            setup_vcpu_registers(&vcpu, index, image.entry)?;
-            if config.irqchip != Irqchip::User {
-                // With an in-kernel LAPIC, APs start in wait-for-SIPI; every vCPU
-                // enters the payload directly, so all are made runnable.
-                vcpu.set_mp_state(kvm_mp_state {
-                    mp_state: KVM_MP_STATE_RUNNABLE,
-                })
-                .map_err(kvm_err("KVM_SET_MP_STATE"))?;
-                let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
-                lapic_regs::program_lints(&mut lapic);
-                if lever == InhibitLever::ApicIdModified {
-                    lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
-                }
-                vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))?;
-            }
-            vcpus.push(vcpu);
-        }
+                    image.entry,
+                    lever,
+                )?;
+                Ok(vcpu)
+            })
+            .collect::<Result<Vec<_>, VmError>>()?;
         let tsc_khz = vcpus
             .first()
             .and_then(|v| v.get_tsc_khz().ok())
             .map_or(0, u64::from);
-
-        write_system_tables(&memory, config.vcpus)?;
-        let info = boot_info::build(config, &apic_ids, tsc_khz);
-        memory
-            .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
-            .map_err(|e| VmError::Memory(e.to_string()))?;
-        Elf::load(
-            &memory,
-            None,
-            &mut Cursor::new(image_bytes),
-            Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
-        )
-        .map_err(|e| VmError::Load(e.to_string()))?;
-
+        load_guest(&memory, config, &apic_ids, tsc_khz, image_bytes)?;
         Ok(Self {
             fd,
             memory,
@@ -243,6 +203,83 @@ impl Vm {
             image,
         })
     }
+}
+
+/// What must exist before any vCPU (api.rst): the irqchip, the exit
+/// controls; then the per-VM levers.
+fn vm_wide_setup(fd: &VmFd, config: &VmConfig, lever: InhibitLever) -> Result<(), VmError> {
+    create_irqchip(fd, config.irqchip)?;
+    levers::disable_exits(fd, config.disable_exits)?;
+    if let Some(ns) = config.halt_poll_ns {
+        levers::set_halt_poll_ns(fd, ns)?;
+    }
+    if lever == InhibitLever::PitReinject {
+        // Reinjection is the default PIT policy; AVIC is inhibited while it is on.
+        fd.create_pit2(kvm_pit_config::default())
+            .map_err(kvm_err("KVM_CREATE_PIT2"))?;
+    }
+    Ok(())
+}
+
+/// CPUID, registers and (with KVM's LAPIC) the LAPIC of vCPU `index`.
+fn setup_vcpu(
+    vcpu: &VcpuFd,
+    supported: &kvm_bindings::CpuId,
+    config: &VmConfig,
+    index: usize,
+    apic_id: u32,
+    entry: u64,
+    lever: InhibitLever,
+) -> Result<(), VmError> {
+    let mut cpuid = supported.clone();
+    let shape = cpuid::CpuidShape {
+        apic_id,
+        vcpu_count: config.vcpus as u32,
+        x2apic: config.apic == ApicMode::X2apic,
+        pv_send_ipi: config.ipi == IpiPath::Pv,
+        realtime_hint: config.realtime_hint,
+    };
+    cpuid::shape(cpuid.as_mut_slice(), &shape)?;
+    vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+    setup_vcpu_registers(vcpu, index, entry)?;
+    if config.irqchip == Irqchip::User {
+        return Ok(());
+    }
+    // With an in-kernel LAPIC, APs start in wait-for-SIPI; every vCPU
+    // enters the payload directly, so all are made runnable.
+    vcpu.set_mp_state(kvm_mp_state {
+        mp_state: KVM_MP_STATE_RUNNABLE,
+    })
+    .map_err(kvm_err("KVM_SET_MP_STATE"))?;
+    let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
+    lapic_regs::program_lints(&mut lapic);
+    if lever == InhibitLever::ApicIdModified {
+        lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
+    }
+    vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))
+}
+
+/// Page tables, GDTs, the boot info and the payload into guest memory.
+fn load_guest(
+    memory: &GuestMemoryMmap,
+    config: &VmConfig,
+    apic_ids: &[u32],
+    tsc_khz: u64,
+    image_bytes: &[u8],
+) -> Result<(), VmError> {
+    write_system_tables(memory, config.vcpus)?;
+    let info = boot_info::build(config, apic_ids, tsc_khz);
+    memory
+        .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
+        .map_err(|e| VmError::Memory(e.to_string()))?;
+    Elf::load(
+        memory,
+        None,
+        &mut Cursor::new(image_bytes),
+        Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
+    )
+    .map(|_| ())
+    .map_err(|e| VmError::Load(e.to_string()))
 }
 
 fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
@@ -281,18 +318,33 @@ fn create_irqchip(fd: &VmFd, irqchip: Irqchip) -> Result<(), VmError> {
             fd.enable_cap(&cap)
                 .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP)"))
         }
-        Irqchip::User => {
-            // x2APIC MSRs are invalid for KVM without its LAPIC: make those
-            // accesses exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR) for the model.
-            let mut cap = kvm_enable_cap {
-                cap: KVM_CAP_X86_USER_SPACE_MSR,
-                ..Default::default()
-            };
-            cap.args[0] = u64::from(KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN);
-            fd.enable_cap(&cap)
-                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))
-        }
+        Irqchip::User => user_space_msrs(fd),
     }
+}
+
+/// Without KVM's LAPIC the model answers its MSRs: x2APIC MSRs are invalid
+/// for KVM then and exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR), and an MSR
+/// filter sends IA32_APIC_BASE there too, so the model sees every APIC mode
+/// switch as it happens (api.rst, KVM_X86_SET_MSR_FILTER: a denied access
+/// exits with KVM_MSR_EXIT_REASON_FILTER when that reason is enabled).
+fn user_space_msrs(fd: &VmFd) -> Result<(), VmError> {
+    let mut cap = kvm_enable_cap {
+        cap: KVM_CAP_X86_USER_SPACE_MSR,
+        ..Default::default()
+    };
+    let reasons =
+        KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
+    cap.args[0] = u64::from(reasons);
+    fd.enable_cap(&cap)
+        .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))?;
+    let deny_apic_base = MsrFilterRange {
+        flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
+        base: crate::vcpu::user_apic::MSR_IA32_APICBASE,
+        msr_count: 1,
+        bitmap: &[0],
+    };
+    fd.set_msr_filter(MsrFilterDefaultAction::ALLOW, &[deny_apic_base])
+        .map_err(kvm_err("KVM_X86_SET_MSR_FILTER"))
 }
 
 fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), VmError> {
