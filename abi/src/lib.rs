@@ -112,8 +112,15 @@ impl IpiPath {
 pub enum TargetWait {
     /// Spins with interrupts enabled (no VM exit on the target).
     Spin = 0,
-    /// `sti; hlt` (the wake-up path: halt exits, halt polling).
+    /// `sti; hlt`, and the sender waits until the target has reached its
+    /// `hlt` (plus [`BootInfo::halt_settle_ns`]) before each IPI: every
+    /// measured IPI wakes a halted vCPU (the wake-up path: halt exits, halt
+    /// polling).
     Halt = 1,
+    /// `sti; hlt`, but the sender sends the next IPI as soon as the previous
+    /// one is acknowledged: the IPI often meets a target still returning from
+    /// its handler (an interrupt-window exit instead of a wake-up).
+    HaltImmediate = 2,
 }
 
 impl TargetWait {
@@ -122,6 +129,7 @@ impl TargetWait {
         match raw {
             0 => Some(Self::Spin),
             1 => Some(Self::Halt),
+            2 => Some(Self::HaltImmediate),
             _ => None,
         }
     }
@@ -223,8 +231,10 @@ pub struct BootInfo {
     pub params: [u64; 8],
     /// APIC ID of vCPU i (index = vCPU index).
     pub apic_ids: [u32; MAX_VCPUS],
-    /// Pads the block to a multiple of 8 bytes.
-    pub reserved1: [u32; 2],
+    /// With [`TargetWait::Halt`]: how long a sender waits, in ns, after a
+    /// target published that it is halting, so that its `hlt` has left the
+    /// guest before the IPI is sent.
+    pub halt_settle_ns: u64,
 }
 
 /// What a [`ControlMsg`] asks the host to do.

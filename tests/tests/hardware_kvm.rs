@@ -153,3 +153,38 @@ fn apicv_inhibit_runs_complete_repeatedly() {
         }
     }
 }
+
+/// `--target halt` means halted: every measured IPI meets a target in
+/// `hlt` (about one HLT exit per IPI on the receiver, no interrupt-window
+/// exits), where `halt-immediate` lets IPIs meet a target still leaving its
+/// handler.
+#[test]
+fn halted_targets_are_really_halted() {
+    if !hardware_kvm("halted_targets_are_really_halted") {
+        return;
+    }
+    for apic in [ApicMode::X2apic, ApicMode::Xapic] {
+        let r = run_ok(&config(apic, IpiPath::Icr, TargetWait::Halt));
+        let recv = measure(&r, 1);
+        let ipis = recv.guest.ipis_received;
+        let reason = |names: &[&str]| -> u64 {
+            reasons(recv)
+                .iter()
+                .filter(|(k, _)| names.contains(k))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let hlt = reason(&["hlt", "HLT"]);
+        let window = reason(&["vintr", "INTERRUPT_WINDOW"]);
+        assert!(ipis >= ITERATIONS, "{apic:?}: {ipis} IPIs");
+        assert!(
+            hlt * 10 >= ipis * 9 && hlt <= ipis + 2,
+            "{apic:?}: {hlt} HLT exits for {ipis} IPIs: {:?}",
+            reasons(recv)
+        );
+        assert!(
+            window * 10 <= ipis,
+            "{apic:?}: {window} interrupt-window exits for {ipis} IPIs"
+        );
+    }
+}

@@ -75,6 +75,9 @@ pub struct VmConfig {
     pub workload: Workload,
     /// How IPI targets wait.
     pub target_wait: TargetWait,
+    /// With `TargetWait::Halt`: how long a sender waits after a target
+    /// published that it is halting, so that its `hlt` has left the guest.
+    pub halt_settle: Duration,
     /// Measured iterations.
     pub iterations: u64,
     /// Warm-up iterations.
@@ -117,6 +120,7 @@ impl Default for VmConfig {
             ipi: IpiPath::Icr,
             workload: Workload::Pingpong,
             target_wait: TargetWait::Spin,
+            halt_settle: DEFAULT_HALT_SETTLE,
             iterations: 1000,
             warmup: 100,
             ipi_vector: ipivmm_abi::DEFAULT_IPI_VECTOR,
@@ -233,6 +237,11 @@ impl VmConfig {
         Ok(())
     }
 }
+
+/// Default of [`VmConfig::halt_settle`]: long enough for a `hlt` to leave
+/// the guest on hardware and under the lab's emulator, short beside the
+/// halt-polling window (kvm.halt_poll_ns, 200 µs by default).
+pub const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
 
 /// Longest watchdog timeout, seconds.
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;

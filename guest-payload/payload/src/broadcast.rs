@@ -2,7 +2,7 @@
 //! bitmap hypercall per 128 APIC IDs) and waits until every other vCPU's
 //! handler counted it; one sample per broadcast.
 
-use crate::phases::{serve, stop, Acks, Ctx, Workload};
+use crate::phases::{serve, stop, Acks, Ctx, HaltGate, Workload};
 use ipivmm_guest::ipi::VcpuSet;
 use ipivmm_guest::tsc;
 
@@ -15,7 +15,9 @@ impl Workload for Broadcast {
             return;
         }
         let others = VcpuSet::all_but(0);
+        let mut gate = HaltGate::new(ctx, ctx.wait);
         for _ in 0..iters {
+            gate.wait(&others);
             let acks = Acks::snapshot(&others);
             let t0 = tsc::now();
             ctx.sender.all_but_self();

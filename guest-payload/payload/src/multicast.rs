@@ -5,7 +5,7 @@
 //! vCPUs 0..8, physical for the rest). PV path: bitmap hypercall. vCPUs
 //! outside the set just wait for the end of the phase.
 
-use crate::phases::{serve, stop, Acks, Ctx, Workload};
+use crate::phases::{serve, stop, Acks, Ctx, HaltGate, Workload};
 use ipivmm_abi::BootInfo;
 use ipivmm_guest::apic::{self, Apic};
 use ipivmm_guest::ipi::{self, VcpuSet};
@@ -52,7 +52,9 @@ impl Workload for Multicast {
             serve(phase, ctx.wait);
             return;
         }
+        let mut gate = HaltGate::new(ctx, ctx.wait);
         for _ in 0..iters {
+            gate.wait(&self.targets);
             let acks = Acks::snapshot(&self.targets);
             let t0 = tsc::now();
             ctx.sender.multicast(&self.targets, self.how);

@@ -113,7 +113,7 @@ pub fn serve(phase: u32, wait: TargetWait) {
         TargetWait::Spin => wait_until("the end of the phase", u64::MAX / 4, || {
             STOP.load(Ordering::Acquire) >= stop
         }),
-        TargetWait::Halt => loop {
+        TargetWait::Halt | TargetWait::HaltImmediate => loop {
             // Check with interrupts off, then `sti; hlt` atomically: a wake-up
             // IPI cannot slip in between the check and the halt.
             cpu::disable_interrupts();
@@ -121,8 +121,60 @@ pub fn serve(phase: u32, wait: TargetWait) {
                 cpu::enable_interrupts();
                 break;
             }
-            cpu::enable_interrupts_and_halt();
+            percpu::halt_until_interrupt();
         },
+    }
+}
+
+/// Makes every IPI of a [`TargetWait::Halt`] phase find its targets halted:
+/// before each IPI the sender waits until each target is halting (the
+/// first time in the phase) or has halted again since the sender's previous
+/// IPI to it (`percpu::halted_seq` moved past what it saw then), and then
+/// `BootInfo::halt_settle_ns` more, so that the `hlt` has left the guest.
+/// With other waits it does nothing.
+pub struct HaltGate {
+    on: bool,
+    settle_cycles: u64,
+    last: [Option<u64>; MAX_VCPUS],
+}
+
+impl HaltGate {
+    /// A gate for `wait` (targets not yet IPI'd in this phase).
+    pub fn new(ctx: &Ctx, wait: TargetWait) -> Self {
+        let settle_ns = ctx.boot.halt_settle_ns;
+        Self {
+            on: wait == TargetWait::Halt,
+            settle_cycles: settle_ns.saturating_mul(ctx.boot.tsc_khz) / 1_000_000,
+            last: [None; MAX_VCPUS],
+        }
+    }
+
+    /// Waits until every vCPU of `targets` is halted (see the type), and
+    /// records them as IPI'd in this state.
+    pub fn wait(&mut self, targets: &VcpuSet) {
+        if !self.on {
+            return;
+        }
+        for t in targets.iter() {
+            match self.last[t] {
+                None => wait_until("a target to halt", ACK_TIMEOUT_SECS, || percpu::is_halting(t)),
+                Some(seen) => wait_until("a target to halt again", ACK_TIMEOUT_SECS, || {
+                    percpu::halted_seq(t) != seen
+                }),
+            }
+            self.last[t] = Some(percpu::halted_seq(t));
+        }
+        let start = ipivmm_guest::tsc::now_plain();
+        while ipivmm_guest::tsc::now_plain().wrapping_sub(start) < self.settle_cycles {
+            cpu::pause();
+        }
+    }
+
+    /// [`HaltGate::wait`] for one target.
+    pub fn wait_one(&mut self, t: usize) {
+        let mut set = VcpuSet::new();
+        set.insert(t);
+        self.wait(&set);
     }
 }
 
@@ -132,7 +184,7 @@ pub fn serve(phase: u32, wait: TargetWait) {
 /// like any other IPI of the phase.
 pub fn stop(phase: u32, wait: TargetWait, targets: &VcpuSet, wake: impl FnOnce()) {
     STOP.store(stop_value(phase), Ordering::Release);
-    if wait == TargetWait::Halt {
+    if wait != TargetWait::Spin {
         let acks = Acks::snapshot(targets);
         wake();
         acks.wait_all(targets);

@@ -1,9 +1,11 @@
 //! Unicast ping-pong: vCPU 0 sends a fixed IPI to vCPU 1, 2, ... in turn and
 //! waits for the target's handler to count it; one sample per IPI (round
 //! trip in TSC cycles). Targets wait spinning or halted (`BootInfo::target_wait`,
-//! forced to halt for `PingpongHalt`), interrupts enabled.
+//! forced to halt for `PingpongHalt`), interrupts enabled; with `halt` the
+//! sender first waits until the target is halted (`HaltGate`), outside the
+//! measured round trip.
 
-use crate::phases::{self, round_robin, serve, stop, wait_ack, Ctx, Workload};
+use crate::phases::{self, round_robin, serve, stop, wait_ack, Ctx, HaltGate, Workload};
 use ipivmm_abi::TargetWait;
 use ipivmm_guest::ipi::VcpuSet;
 use ipivmm_guest::{percpu, tsc};
@@ -33,8 +35,10 @@ impl Workload for Pingpong {
             serve(phase, wait);
             return;
         }
+        let mut gate = HaltGate::new(ctx, wait);
         for i in 0..iters {
             let t = round_robin(i, ctx.n);
+            gate.wait_one(t);
             let before = percpu::received(t);
             let t0 = tsc::now();
             ctx.sender.unicast(t);

@@ -84,6 +84,11 @@ pub struct PerCpu {
     pub apic_id: u32,
     /// Counters.
     pub counters: Counters,
+    /// Times this vCPU reached its `hlt` (see [`halt_until_interrupt`]).
+    pub halted_seq: AtomicU64,
+    /// `halted_seq` as of this vCPU's last return from its `hlt`: the two
+    /// differ exactly while it is halted or about to be.
+    pub woken_seq: AtomicU64,
     /// Set while the panic path formats and sends its message.
     pub(crate) in_panic: AtomicBool,
     /// The sample area has been handed out.
@@ -152,6 +157,33 @@ pub fn of(vcpu: usize) -> &'static PerCpu {
     // SAFETY: in-range blocks are RAM set up by their vCPU; all shared fields
     // are atomics.
     unsafe { &*(addr_of(boot, vcpu) as *const PerCpu) }
+}
+
+/// Publishes "about to halt" and halts until an interrupt (called with
+/// interrupts disabled; returns with them enabled, after the handler ran).
+/// The store precedes `sti; hlt` in program order and the `sti` shadow keeps
+/// any interrupt out until the `hlt`, so a sender that sees the new sequence
+/// number knows this vCPU is in, or a few instructions from, its `hlt`.
+#[inline(always)]
+pub fn halt_until_interrupt() {
+    let me = current();
+    let seq = me.halted_seq.fetch_add(1, Ordering::Release) + 1;
+    cpu::enable_interrupts_and_halt();
+    me.woken_seq.store(seq, Ordering::Release);
+}
+
+/// How many times vCPU `vcpu` has reached its `hlt` (see [`halt_until_interrupt`]).
+#[inline(always)]
+pub fn halted_seq(vcpu: usize) -> u64 {
+    of(vcpu).halted_seq.load(Ordering::Acquire)
+}
+
+/// Whether vCPU `vcpu` is halted, or past the point of no return into its
+/// `hlt` (published, interrupts off or in the `sti` shadow).
+#[inline(always)]
+pub fn is_halting(vcpu: usize) -> bool {
+    let pc = of(vcpu);
+    pc.halted_seq.load(Ordering::Acquire) != pc.woken_seq.load(Ordering::Acquire)
 }
 
 /// IPIs of the measured vector vCPU `vcpu` has taken (what senders poll as

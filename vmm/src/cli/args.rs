@@ -197,9 +197,12 @@ pub struct RunArgs {
     /// Built-in workload.
     #[arg(long, default_value = "pingpong")]
     pub workload: Workload,
-    /// How IPI targets wait between IPIs: spin (interrupts on, no exit) or halt (sti; hlt: the wake-up path).
+    /// How IPI targets wait between IPIs: spin (interrupts on, no exit), halt (sti; hlt, and each IPI waits until the target is halted: the wake-up path) or halt-immediate (the next IPI right after the ack).
     #[arg(long, default_value = "spin")]
     pub target: TargetWait,
+    /// With --target halt: how long a sender waits after the target published that it is halting (ns).
+    #[arg(long, value_name = "NS", default_value_t = 20_000)]
+    pub halt_settle_ns: u64,
     /// Measured iterations (IPIs sent by each sender).
     #[arg(long, default_value_t = 1000)]
     pub iterations: u64,
@@ -307,6 +310,7 @@ impl RunArgs {
             ipi: self.ipi,
             workload: self.workload,
             target_wait: self.target,
+            halt_settle: Duration::from_nanos(self.halt_settle_ns),
             iterations: self.iterations,
             warmup: self.warmup,
             ipi_vector: self.vector,

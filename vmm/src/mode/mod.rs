@@ -81,8 +81,10 @@ mode_part! {
     pub enum TargetWait {
         /// Spin with interrupts enabled: an IPI meets a running vCPU.
         Spin,
-        /// `sti; hlt`: an IPI wakes a halted vCPU.
+        /// `sti; hlt`, and each IPI waits until the target is halted: every IPI wakes a halted vCPU.
         Halt,
+        /// `sti; hlt`, next IPI as soon as the last is acked: IPIs often meet a target not yet halted.
+        HaltImmediate,
     }
 }
 
@@ -139,6 +141,7 @@ impl From<TargetWait> for ipivmm_abi::TargetWait {
         match t {
             TargetWait::Spin => Self::Spin,
             TargetWait::Halt => Self::Halt,
+            TargetWait::HaltImmediate => Self::HaltImmediate,
         }
     }
 }

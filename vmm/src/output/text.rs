@@ -42,6 +42,9 @@ pub fn render(r: &RunReport) -> String {
         for line in exit_reasons(r, id) {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(line) = halted_line(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let lat = latency_table(r);
     if let Some(t) = lat {
@@ -132,6 +135,26 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
         }
     }
     lines
+}
+
+/// With halting targets: how many IPIs found their target halted, from the
+/// receivers' HLT exits over the IPIs they took (each halt needs a wake-up).
+fn halted_line(r: &RunReport, id: u32) -> Option<String> {
+    if r.mode.target == crate::mode::TargetWait::Spin {
+        return None;
+    }
+    let phases = r.vcpus.iter().filter_map(|v| v.phase(id));
+    let (halts, received) = phases
+        .filter(|p| p.guest.ipis_received > 0)
+        .fold((0, 0), |(h, n), p| {
+            (h + p.halt_exits(), n + p.guest.ipis_received)
+        });
+    (received > 0).then(|| {
+        format!(
+            "  targets halted: {} of {received} IPIs found their target halted (receivers' HLT exits / IPIs received)",
+            halts.min(received)
+        )
+    })
 }
 
 fn phase_table(r: &RunReport, id: u32) -> Table {

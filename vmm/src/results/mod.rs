@@ -115,6 +115,10 @@ pub struct RunConfig {
     pub workload: Workload,
     /// How targets waited.
     pub target: TargetWait,
+    /// With `target` = halt: the settle time after a target published that
+    /// it is halting, ns.
+    #[serde(default)]
+    pub halt_settle_ns: u64,
     /// vCPUs.
     pub vcpus: usize,
     /// Iterations.
@@ -149,6 +153,7 @@ impl RunConfig {
             ipi: c.ipi,
             workload: c.workload,
             target: c.target_wait,
+            halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
             vcpus: c.vcpus,
             iterations: c.iterations,
             warmup: c.warmup,

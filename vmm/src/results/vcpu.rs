@@ -86,6 +86,13 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// HLT exits of the vCPU in the phase: KVM's `halt_exits` with an
+    /// in-kernel LAPIC, userspace HLT exits without one.
+    pub fn halt_exits(&self) -> u64 {
+        let kvm = self.kvm_stats.get("halt_exits").copied().unwrap_or(0);
+        kvm.max(self.exits.get(super::exits::ExitKind::Hlt))
+    }
+
     /// Every counter of the phase as (source, name, value): the guest's,
     /// userspace exits, KVM stats, tracepoints, the LAPIC model's and the
     /// payload's records, each under the source that produced it. A counter

@@ -28,7 +28,7 @@ pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
         scratch_stride: layout::scratch_stride(config.memory_bytes, config.vcpus),
         params: config.params,
         apic_ids: ids,
-        reserved1: [0; 2],
+        halt_settle_ns: u64::try_from(config.halt_settle.as_nanos()).unwrap_or(u64::MAX),
     }
 }
 
@@ -55,9 +55,7 @@ pub fn encode(b: &BootInfo) -> Vec<u8> {
     b.apic_ids
         .iter()
         .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
-    b.reserved1
-        .iter()
-        .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
+    out.extend_from_slice(&b.halt_settle_ns.to_le_bytes());
     out
 }
 
