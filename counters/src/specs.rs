@@ -35,6 +35,12 @@ pub mod names {
     pub const MSR_ICR_WRITE: &str = "kvm_msr:icr_write";
     /// PV IPI hypercalls: `kvm_hypercall` with `nr == 10` (KVM_HC_SEND_IPI).
     pub const HYPERCALL_SEND_IPI: &str = "kvm_hypercall:send_ipi";
+    /// AVIC incomplete-IPI exits whose ICR write KVM ran again (BUSY still
+    /// set on an invalid target or type): those also traced `kvm_apic`
+    /// (docs/kernel-paths.md, section 5).
+    pub const AVIC_INCOMPLETE_BUSY: &str = "kvm_avic_incomplete_ipi:busy";
+    /// Every AVIC incomplete-IPI exit (unfiltered `kvm_avic_incomplete_ipi`).
+    pub const AVIC_INCOMPLETE: &str = "kvm_avic_incomplete_ipi";
     /// Wake-ups after the vCPU really slept (`waited == 1`).
     pub const WAKEUP_WAITED: &str = "kvm_vcpu_wakeup:waited";
     /// Wake-ups that halt polling caught (`waited == 0`).
@@ -93,6 +99,12 @@ pub fn kvm_specs(isa: Option<Isa>, reasons: &ExitReasonSelection) -> Vec<Counter
         Filter::Eq(vec![FieldEq::new(&["nr"], 10)]),
     ));
     v.push(CounterSpec::new(
+        names::AVIC_INCOMPLETE_BUSY,
+        "kvm",
+        "kvm_avic_incomplete_ipi",
+        Filter::Raw("(id == 0 || id == 2) && icrl & 0x1000".into()),
+    ));
+    v.push(CounterSpec::new(
         names::WAKEUP_WAITED,
         "kvm",
         "kvm_vcpu_wakeup",
@@ -131,6 +143,31 @@ pub fn kvm_specs(isa: Option<Isa>, reasons: &ExitReasonSelection) -> Vec<Counter
         v.push(CounterSpec::kvm(e));
     }
     v
+}
+
+/// ICR-write exits of a window from its tracepoint counters, the same on
+/// every vendor path (docs/kernel-paths.md, section 5): every ICR write KVM
+/// handled traces `kvm_apic` (reg 0x300, write), and AVIC's incomplete-IPI
+/// exits add the writes that never reached it, minus those KVM ran again
+/// (which traced `kvm_apic` too). None when `kvm_apic` was not counted.
+///
+/// ```
+/// use ipivmm_counters::specs::{icr_write_exits, names};
+/// use std::collections::BTreeMap;
+///
+/// // AMD with AVIC: 40 writes to running targets accelerated, 10 to halted
+/// // ones exited as incomplete IPIs, none re-run by KVM.
+/// let c = BTreeMap::from([(names::APIC_ICR_WRITE.to_string(), 0), (names::AVIC_INCOMPLETE.to_string(), 10)]);
+/// assert_eq!(icr_write_exits(&c), Some(10));
+/// ```
+pub fn icr_write_exits(counters: &std::collections::BTreeMap<String, u64>) -> Option<u64> {
+    let handled = *counters.get(names::APIC_ICR_WRITE)?;
+    let incomplete = counters.get(names::AVIC_INCOMPLETE).copied().unwrap_or(0);
+    let rerun = counters
+        .get(names::AVIC_INCOMPLETE_BUSY)
+        .copied()
+        .unwrap_or(0);
+    Some(handled + incomplete.saturating_sub(rerun))
 }
 
 #[cfg(test)]
@@ -204,5 +241,29 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), vmx.len(), "counter names must be unique");
+    }
+
+    /// Counter values each vendor path of docs/kernel-paths.md leaves for 50
+    /// ICR writes (the recorded shapes), and what must come out.
+    #[test]
+    fn icr_write_exits_on_every_path() {
+        let c = |a: u64, b: u64, busy: u64| {
+            std::collections::BTreeMap::from([
+                (names::APIC_ICR_WRITE.to_string(), a),
+                (names::AVIC_INCOMPLETE.to_string(), b),
+                (names::AVIC_INCOMPLETE_BUSY.to_string(), busy),
+            ])
+        };
+        // Intel or AMD without AVIC, xAPIC or x2APIC: every write traces kvm_apic.
+        assert_eq!(icr_write_exits(&c(50, 0, 0)), Some(50));
+        // IPIv: 45 unicasts virtualized, 5 shorthand writes exited (APIC_WRITE).
+        assert_eq!(icr_write_exits(&c(5, 0, 0)), Some(5));
+        // AVIC: 30 accelerated, 20 incomplete (target not running), of which
+        // 4 had BUSY set and were re-run by KVM (those traced kvm_apic).
+        assert_eq!(icr_write_exits(&c(4, 20, 4)), Some(20));
+        // PV IPIs write no ICR.
+        assert_eq!(icr_write_exits(&c(0, 0, 0)), Some(0));
+        // Without kvm_apic counted there is no figure.
+        assert_eq!(icr_write_exits(&Default::default()), None);
     }
 }

@@ -104,7 +104,7 @@ fn csv_parses_with_one_row_per_counter() {
         "1",
         "0",
         "measure",
-        "tracepoint kvm_apic:icr_write",
+        ipivmm::vcpu::window::ICR_EXITS_SOURCE,
         "icr_write_exits",
     );
     assert_eq!(&icr[16], IPIS.to_string());

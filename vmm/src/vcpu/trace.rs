@@ -2,7 +2,7 @@
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::results::SourceStatus;
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
-use ipivmm_counters::specs::{kvm_specs, names, ExitReasonSelection};
+use ipivmm_counters::specs::{kvm_specs, ExitReasonSelection};
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
@@ -203,13 +203,6 @@ impl ThreadTrace {
     pub fn read(&mut self) -> BTreeMap<String, u64> {
         self.set.read_all().values
     }
-}
-
-/// The counter that sees ICR writes handled by KVM: `kvm_apic` with
-/// reg 0x300 is traced by the xAPIC MMIO path and by the x2APIC MSR paths
-/// (fast path included), so it serves both APIC modes.
-pub fn icr_counter_name() -> &'static str {
-    names::APIC_ICR_WRITE
 }
 
 #[cfg(test)]

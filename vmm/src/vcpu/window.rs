@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Where `icr_write_exits` comes from with an in-kernel LAPIC.
+pub const ICR_EXITS_SOURCE: &str =
+    "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
+
 /// Tracepoint counters are opened at the vCPU's first phase marker, not at
 /// start-up: enabling ~100 tracepoints costs milliseconds of kernel text
 /// patching that would otherwise delay the payload's start.
@@ -219,14 +223,14 @@ impl Sources {
         }
     }
 
-    /// ICR-write exits from the tracepoint that sees them in this APIC mode.
+    /// ICR-write exits from the tracepoint counters (one formula for every
+    /// vendor path: `ipivmm_counters::specs::icr_write_exits`).
     fn icr_exits(&self, trace: &BTreeMap<String, u64>, guest: &GuestDelta) -> Option<IcrExits> {
-        let key = super::trace::icr_counter_name();
-        let exits = *trace.get(key)?;
+        let exits = ipivmm_counters::specs::icr_write_exits(trace)?;
         Some(IcrExits {
             exits,
             accelerated: guest.icr_writes.saturating_sub(exits),
-            source: key.into(),
+            source: ICR_EXITS_SOURCE.into(),
         })
     }
 }
