@@ -9,6 +9,7 @@
 //! - [`host`]: host facts (CPU, KVM backend, module parameters, APICv/AVIC/IPIv verdicts).
 //! - [`apicv`]: decoding of `kvm:kvm_apicv_inhibit_changed`.
 //! - [`module_switch`]: host-wide APICv/AVIC/IPIv switches (vendor module reload with a state file).
+//! - [`sampler`]: per-thread perf ring buffers sampling `kvm_exit`/`kvm_entry` (exit reasons, host time) and APICv inhibit changes.
 //!
 //! See `docs/counters.md` for definitions and availability rules.
 
@@ -17,6 +18,7 @@ pub mod exit_reasons;
 pub mod host;
 pub mod kvm_stats;
 pub mod module_switch;
+pub mod sampler;
 pub mod specs;
 pub mod tracefs;
 pub mod tracepoint;

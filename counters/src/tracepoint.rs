@@ -35,7 +35,7 @@ pub const PERF_ATTR_SIZE_VER5: u32 = 112;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// Bit 0 of the attr flag word: `disabled`.
-const ATTR_FLAG_DISABLED: u64 = 1;
+pub(crate) const ATTR_FLAG_DISABLED: u64 = 1;
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (Linux 4.1+).
 ///
@@ -85,10 +85,13 @@ pub struct PerfEventAttr {
 
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER5 as usize);
 
-mod ioctls {
+pub(crate) mod ioctls {
     // '$' = 0x24: include/uapi/linux/perf_event.h
     vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_ENABLE, 0x24, 0);
+    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_DISABLE, 0x24, 1);
     vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_RESET, 0x24, 3);
+    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_SET_OUTPUT, 0x24, 5);
+    vmm_sys_util::ioctl_ior_nr!(PERF_EVENT_IOC_ID, 0x24, 7, *mut u64);
     vmm_sys_util::ioctl_iow_nr!(
         PERF_EVENT_IOC_SET_FILTER,
         0x24,
@@ -165,6 +168,33 @@ impl TracepointError {
 /// Result type of a single counter.
 pub type Result<T> = std::result::Result<T, TracepointError>;
 
+/// `perf_event_open(attr, pid = 0, cpu = -1, group_fd = -1, FD_CLOEXEC)`:
+/// an event that follows the calling thread on every CPU.
+pub(crate) fn perf_event_open_self(attr: &PerfEventAttr) -> std::io::Result<File> {
+    let (pid, cpu, group_fd): (libc::pid_t, libc::c_int, libc::c_int) = (0, -1, -1);
+    // SAFETY: `attr` is a valid, initialized perf_event_attr whose `size`
+    // field matches its layout; the kernel only reads it. The other
+    // arguments are plain integers.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            group_fd,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd =
+        libc::c_int::try_from(ret).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` is a fresh descriptor returned by perf_event_open that
+    // nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
 /// One tracepoint counting on the thread that opened it.
 #[derive(Debug)]
 pub struct TracepointCounter {
@@ -182,33 +212,8 @@ impl TracepointCounter {
             flags: ATTR_FLAG_DISABLED,
             ..Default::default()
         };
-        let (pid, cpu, group_fd): (libc::pid_t, libc::c_int, libc::c_int) = (0, -1, -1);
-        // SAFETY: `attr` is a valid, initialized perf_event_attr whose `size`
-        // field matches its layout; the kernel only reads it. The other
-        // arguments are plain integers.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid,
-                cpu,
-                group_fd,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if ret < 0 {
-            return Err(TracepointError::Open {
-                id,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let fd = libc::c_int::try_from(ret).map_err(|_| TracepointError::Open {
-            id,
-            source: std::io::Error::from_raw_os_error(libc::EBADF),
-        })?;
-        // SAFETY: `fd` is a fresh descriptor returned by perf_event_open that
-        // nothing else owns.
-        let file = unsafe { File::from_raw_fd(fd) };
+        let file =
+            perf_event_open_self(&attr).map_err(|source| TracepointError::Open { id, source })?;
         let counter = Self { file };
         if let Some(f) = filter {
             counter.set_filter(f)?;
