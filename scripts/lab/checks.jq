@@ -3,7 +3,12 @@
 
 def runlabel: "\(.mode.workload) \(.mode.irqchip)/\(.mode.apic)/\(.mode.ipi) apicv=\(.apicv.requested)";
 def measured: .phases[] | select(.name == "measure");
-def exit_reasons: .tracepoints | to_entries | map(select(.key | startswith("kvm_exit:")));
+# Exits by reason: the exit sampler's, else the per-reason kvm_exit counters.
+def exit_reasons:
+  if .exit_reasons then .exit_reasons.by_reason | to_entries | map({key, value: .value.count})
+  else .tracepoints | to_entries | map(select(.key | startswith("kvm_exit:")) | {key: (.key | ltrimstr("kvm_exit:")), value})
+  end;
+def reason_count($names): [exit_reasons[] | select(.key as $k | $names | index($k)) | .value] | add // 0;
 
 def failed_runs:
   .runs[] | select(.status.state != "completed")
@@ -28,7 +33,7 @@ def icr_exit_mismatch:
 def pv_mismatch:
   .runs[] | select(.mode.ipi == "pv") as $r | $r.vcpus[] as $v | $v | measured
   | select(.guest.hypercalls > 0)
-  | ((.tracepoints["kvm_exit:hypercall"] // .tracepoints["kvm_exit:VMCALL"] // -1)) as $hc
+  | reason_count(["hypercall", "VMCALL"]) as $hc
   | select($hc != .guest.hypercalls or (.icr_write_exits.exits // 0) != 0 or (.icr_write_exits.accelerated // 0) != 0)
   | "\($r | runlabel) vcpu\($v.index): \(.guest.hypercalls) hypercalls, \($hc) hypercall exits, ICR-write exits \(.icr_write_exits.exits // "-"), accelerated \(.icr_write_exits.accelerated // "-")";
 
@@ -39,3 +44,12 @@ def lost_ipis:
   | ($g | map(.ipis_sent) | add // 0) as $sent | ($g | map(.ipis_received) | add // 0) as $recv
   | select($sent != $recv)
   | "\(runlabel): \($sent) IPIs sent, \($recv) received";
+
+# Three counts of the same exits over the same window: the sampler's
+# (plus what it reported lost), the kvm_exit counter and KVM's exits stat.
+def sampled_exit_mismatch:
+  .runs[] as $r | $r.vcpus[] as $v | $v | measured
+  | select(.exit_reasons)
+  | (.exit_reasons.exits + .exit_reasons.lost) as $sampled
+  | select($sampled != .kvm_stats.exits or (.tracepoints.kvm_exit // $sampled) != .kvm_stats.exits)
+  | "\($r | runlabel) vcpu\($v.index): sampled \(.exit_reasons.exits) (+\(.exit_reasons.lost) lost), kvm_exit \(.tracepoints.kvm_exit // "-"), KVM exits \(.kvm_stats.exits)";

@@ -7,9 +7,13 @@ def backend: (.host.backend // "unknown") | ascii_downcase
 def measured: .phases[] | select(.name == "measure");
 def fmt: if . == null then "–" else (. * 100 | round / 100 | tostring) end;
 # "reason n.nn" for every kvm_exit reason seen, biggest first.
+def by_reason:
+  if .exit_reasons then .exit_reasons.by_reason | to_entries | map({key, value: .value.count})
+  else .tracepoints // {} | to_entries | map(select(.key | startswith("kvm_exit:")) | {key: (.key | ltrimstr("kvm_exit:")), value})
+  end;
 def reasons($ipis):
-  [.[] | .tracepoints // {} | to_entries[] | select(.key | startswith("kvm_exit:"))]
-  | group_by(.key) | map({k: (.[0].key | ltrimstr("kvm_exit:")), v: (map(.value) | add)})
+  [.[] | by_reason[]]
+  | group_by(.key) | map({k: .[0].key, v: (map(.value) | add)})
   | map(select(.v > 0)) | sort_by(-.v)
   | if length == 0 then "–" else map("\(.k) \(.v / $ipis | fmt)") | join(", ") end;
 def kvm_exits($ipis): (map(.kvm_stats.exits // 0) | add) / $ipis | fmt;

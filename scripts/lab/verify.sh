@@ -49,6 +49,7 @@ for f in "${runs[@]}"; do [ -e "$f" ] && existing+=("$f"); done
 check "every run of every sweep completed" 'failed_runs' "${existing[@]}"
 check "nothing skipped that this host can run" 'unexpected_skips' "${existing[@]}"
 check "exits counted by reason (kvm_exit) per vCPU and phase" 'missing_exit_reasons' "${existing[@]}"
+check "sampled exits == kvm_exit counter == KVM exits stat" 'sampled_exit_mismatch' "${existing[@]}"
 check "ICR-write exits == ICR writes on every sender (icr, no APICv)" 'icr_exit_mismatch' "${existing[@]}"
 check "PV: hypercall exits == hypercalls, 0 ICR-write exits, none counted accelerated" 'pv_mismatch' "${existing[@]}"
 check "every IPI sent was delivered" 'lost_ipis' "${existing[@]}"

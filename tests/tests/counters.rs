@@ -137,10 +137,15 @@ fn kvm_stats_are_windowed_by_phase() {
     };
     let received = phase(&r, 1, "measure").guest.ipis_received;
     assert!(received >= ITERATIONS);
-    // Every IPI is injected once; the target halts before most of them (an
-    // IPI that lands between the handler's return and the next `hlt` needs no
-    // wake-up), and the idle phase neither halts nor takes interrupts.
-    assert_eq!(stats("irq_injections", "measure"), received);
+    // Every IPI is injected at least once: a hardware KVM re-injects an
+    // interrupt whose delivery an exit cancelled (svm/vmx cancel_injection;
+    // seen once in 150 in the lab) and counts it again. The target halts
+    // before most IPIs, and the idle phase neither halts nor takes interrupts.
+    let injections = stats("irq_injections", "measure");
+    assert!(
+        injections >= received && injections <= received + received / 20 + 1,
+        "irq_injections {injections} for {received} IPIs"
+    );
     let halts = stats("halt_exits", "measure");
     assert!(
         halts <= received && halts >= received / 2,

@@ -6,6 +6,26 @@ use ipivmm_abi::MAX_VCPUS;
 use std::path::PathBuf;
 use std::time::Duration;
 
+crate::mode::mode_part! {
+    /// How VM exits are counted by reason (with tracepoints on).
+    pub enum ExitReasons {
+        /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
+        /// decoded in userspace: a constant cost per exit, host time per reason.
+        Sampled,
+        /// One filtered `kvm_exit` counter per reason (the kernel runs every
+        /// filter on every exit: kept to measure what that costs).
+        Counters,
+        /// Not by reason: `kvm_exit` and KVM's `exits` totals only.
+        Off,
+    }
+}
+
+impl Default for ExitReasons {
+    fn default() -> Self {
+        ExitReasons::Sampled
+    }
+}
+
 /// Where the guest payload comes from.
 ///
 /// ```
@@ -94,6 +114,8 @@ pub struct VmConfig {
     pub tracepoints: bool,
     /// Mount tracefs if it is not mounted.
     pub mount_tracefs: bool,
+    /// How exits are counted by reason (needs `tracepoints`).
+    pub exit_reasons: ExitReasons,
     /// The KVM device node.
     pub kvm_device: PathBuf,
     /// Where tracefs is (None: found through /proc/mounts).
@@ -129,6 +151,7 @@ impl Default for VmConfig {
             payload: PayloadSource::Builtin,
             tracepoints: true,
             mount_tracefs: false,
+            exit_reasons: ExitReasons::Sampled,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
             disable_exits: ExitControls::NONE,

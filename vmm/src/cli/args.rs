@@ -63,6 +63,9 @@ pub struct LeverArgs {
     /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
     #[arg(long)]
     pub mount_tracefs: bool,
+    /// How exits are counted by reason: sampled (kvm_exit/kvm_entry into a ring buffer: constant cost per exit, host time per reason), counters (one filtered counter per reason: for comparison), off.
+    #[arg(long, value_name = "HOW", default_value = "sampled")]
+    pub exit_reasons: ipivmm::config::ExitReasons,
 }
 
 impl LeverArgs {
@@ -78,6 +81,7 @@ impl LeverArgs {
         c.realtime_hint |= self.realtime_hint;
         c.tracepoints = !self.no_tracepoints;
         c.mount_tracefs = self.mount_tracefs;
+        c.exit_reasons = self.exit_reasons;
     }
 }
 

@@ -23,7 +23,7 @@ macro_rules! mode_part {
         $(#[$meta])*
         #[derive(
             Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
-            Serialize, Deserialize, clap::ValueEnum,
+            serde::Serialize, serde::Deserialize, clap::ValueEnum,
             strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray,
         )]
         #[serde(rename_all = "kebab-case")]

@@ -15,8 +15,8 @@ pub const HEADER: [&str; 19] = [
     "vcpu", "apic_id", "phase_id", "phase", "source", "counter", "value", "unit", "payload",
 ];
 
-fn unit_of(counter: &str) -> &'static str {
-    if counter.ends_with("_ns") {
+fn unit_of(source: &str, counter: &str) -> &'static str {
+    if counter.ends_with("_ns") || source.ends_with("_ns") {
         "ns"
     } else {
         "count"
@@ -34,7 +34,12 @@ pub fn phase_counters(p: &PhaseResult) -> Vec<(String, String, String, &'static 
         "ns",
     )];
     for (source, k, v) in p.counters() {
-        rows.push((source.to_string(), k.to_string(), v.to_string(), unit_of(k)));
+        rows.push((
+            source.to_string(),
+            k.to_string(),
+            v.to_string(),
+            unit_of(source, k),
+        ));
     }
     if let Some(i) = &p.icr_write_exits {
         rows.push((

@@ -183,17 +183,10 @@ fn headline(run: &Run, id: u32) -> Option<Headline> {
 fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let all_have = |f: &dyn Fn(&Phase) -> bool| !ps.is_empty() && ps.iter().all(|p| f(p));
     let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
-    let (source, total) = if all_have(&|p| p.tracepoints.keys().any(|k| k.starts_with("kvm_exit:")))
-    {
+    let (source, total) = if all_have(&|p| !p.exits_by_reason().is_empty()) {
         for p in ps {
-            for (k, v) in p
-                .tracepoints
-                .iter()
-                .filter(|(k, _)| k.starts_with("kvm_exit:"))
-            {
-                *reasons
-                    .entry(k["kvm_exit:".len()..].to_string())
-                    .or_default() += v;
+            for (k, v) in p.exits_by_reason() {
+                *reasons.entry(k).or_default() += v;
             }
         }
         let listed: u64 = reasons.values().sum();

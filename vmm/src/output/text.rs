@@ -102,29 +102,17 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &r.vcpus {
         let Some(p) = v.phase(id) else { continue };
-        let traced: Vec<String> = p
-            .tracepoints
-            .iter()
-            .filter(|(k, n)| k.starts_with("kvm_exit:") && **n > 0)
-            .map(|(k, n)| format!("{}={n}", &k["kvm_exit:".len()..]))
-            .collect();
-        let (source, parts) = if !traced.is_empty() {
-            ("kvm_exit", traced)
-        } else {
-            let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
-            let mut named = 0;
-            let mut parts: Vec<String> = crate::output::summary::KVM_STAT_REASONS
+        let (source, parts) = if let Some(e) = p.exit_reasons.as_ref().filter(|e| e.exits > 0) {
+            ("sampled kvm_exit", sampled_parts(e))
+        } else if !p.exits_by_reason().is_empty() {
+            let parts = p
+                .exits_by_reason()
                 .iter()
-                .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
-                .map(|(k, n)| {
-                    named += n;
-                    format!("{}={n}", k.trim_end_matches("_exits"))
-                })
+                .map(|(k, n)| format!("{k}={n}"))
                 .collect();
-            if total > named {
-                parts.push(format!("other={}", total - named));
-            }
-            ("kvm_stats", parts)
+            ("kvm_exit counters", parts)
+        } else {
+            ("kvm_stats", stat_parts(p))
         };
         if !parts.is_empty() {
             lines.push(format!(
@@ -135,6 +123,41 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
         }
     }
     lines
+}
+
+/// `reason=count (mean host time)`, busiest first, then what was lost.
+fn sampled_parts(e: &crate::results::ExitReasonCounts) -> Vec<String> {
+    let mut reasons: Vec<_> = e.by_reason.iter().collect();
+    reasons.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+    let mut parts: Vec<String> = reasons
+        .into_iter()
+        .map(|(k, r)| match r.mean_ns() {
+            Some(ns) => format!("{k}={} ({})", r.count, crate::output::human_ns(ns)),
+            None => format!("{k}={}", r.count),
+        })
+        .collect();
+    if !e.complete {
+        parts.push(format!("INCOMPLETE: {} records lost", e.lost));
+    }
+    parts
+}
+
+/// KVM's per-kind exit stats, and the rest as `other`.
+fn stat_parts(p: &crate::results::PhaseResult) -> Vec<String> {
+    let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
+    let mut named = 0;
+    let mut parts: Vec<String> = crate::output::summary::KVM_STAT_REASONS
+        .iter()
+        .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
+        .map(|(k, n)| {
+            named += n;
+            format!("{}={n}", k.trim_end_matches("_exits"))
+        })
+        .collect();
+    if total > named {
+        parts.push(format!("other={}", total - named));
+    }
+    parts
 }
 
 /// With halting targets: how many IPIs found their target halted, from the

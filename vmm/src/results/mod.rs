@@ -21,7 +21,10 @@ pub mod vcpu;
 
 pub use exits::{ExitCounts, ExitKind};
 pub use latency::LatencyStats;
-pub use vcpu::{GuestDelta, IcrExits, PhaseResult, Registers, SourceStatus, VcpuEnd, VcpuResult};
+pub use vcpu::{
+    ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
+    VcpuEnd, VcpuResult,
+};
 
 use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;

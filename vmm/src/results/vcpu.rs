@@ -76,6 +76,10 @@ pub struct PhaseResult {
     pub user_lapic: BTreeMap<String, u64>,
     /// ICR-write exits attributed to this vCPU, and where the figure came from.
     pub icr_write_exits: Option<IcrExits>,
+    /// Exits by reason with their host time, from sampled `kvm_exit` and
+    /// `kvm_entry` events (`exit_reasons = sampled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reasons: Option<ExitReasonCounts>,
     /// Latency of the phase's samples.
     pub latency: Option<LatencyStats>,
     /// Named values the payload recorded.
@@ -91,6 +95,24 @@ impl PhaseResult {
     pub fn halt_exits(&self) -> u64 {
         let kvm = self.kvm_stats.get("halt_exits").copied().unwrap_or(0);
         kvm.max(self.exits.get(super::exits::ExitKind::Hlt))
+    }
+
+    /// Exits by reason, from whichever source counted them: the exit sampler,
+    /// else the per-reason `kvm_exit:<reason>` counters. Empty when neither
+    /// ran (no tracepoints, or a KVM where `kvm_exit` never fires).
+    pub fn exits_by_reason(&self) -> BTreeMap<String, u64> {
+        if let Some(e) = &self.exit_reasons {
+            return e
+                .by_reason
+                .iter()
+                .map(|(k, r)| (k.clone(), r.count))
+                .collect();
+        }
+        self.tracepoints
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("kvm_exit:")?.to_string(), *v)))
+            .filter(|(_, v)| *v > 0)
+            .collect()
     }
 
     /// Every counter of the phase as (source, name, value): the guest's,
@@ -112,7 +134,87 @@ impl PhaseResult {
         let maps = maps
             .into_iter()
             .flat_map(|(source, m)| m.iter().map(move |(k, v)| (source, k.as_str(), *v)));
-        guest.chain(exits).chain(maps)
+        guest
+            .chain(exits)
+            .chain(maps)
+            .chain(self.sampled_counters())
+    }
+
+    /// The exit sampler's figures as counters: per reason its count
+    /// (`<reason>`) and host time (`<reason>:host_ns`), then `lost`.
+    fn sampled_counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
+        let e = self.exit_reasons.as_ref();
+        let reasons = e.into_iter().flat_map(|e| {
+            e.by_reason.iter().flat_map(|(k, r)| {
+                [
+                    ("exit_reasons", k.as_str(), r.count),
+                    ("exit_reasons_host_ns", k.as_str(), r.host_ns),
+                ]
+            })
+        });
+        reasons.chain(e.map(|e| ("exit_reasons", "lost", e.lost)))
+    }
+}
+
+/// Exits of one reason in a phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonCount {
+    /// Exits (their `kvm_exit` seen).
+    pub count: u64,
+    /// Of those, exits whose return to the guest was seen too.
+    pub timed: u64,
+    /// Host time of the timed exits (exit to entry), ns.
+    pub host_ns: u64,
+}
+
+impl ReasonCount {
+    /// Mean host time per timed exit, ns.
+    pub fn mean_ns(&self) -> Option<f64> {
+        (self.timed > 0).then(|| self.host_ns as f64 / self.timed as f64)
+    }
+}
+
+/// Exits of a phase by reason, from the exit sampler, with what it could
+/// not see: `lost` records the kernel dropped, exits it could not pair
+/// (`unmatched`), and whether the figures are complete.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitReasonCounts {
+    /// By reason name (the ISA's: SVM `msr`, VMX `MSR_WRITE`...).
+    pub by_reason: BTreeMap<String, ReasonCount>,
+    /// Exits sampled.
+    pub exits: u64,
+    /// Records the kernel dropped (ring buffer full): exits not counted.
+    pub lost: u64,
+    /// Exits without a matching entry (or entries without an exit).
+    pub unmatched: u64,
+    /// No record was lost, throttled or undecodable.
+    pub complete: bool,
+}
+
+impl ExitReasonCounts {
+    /// The figures of the sampler's merged drains over a phase.
+    pub fn of(t: &ipivmm_counters::sampler::ExitTally) -> Self {
+        let by_reason = t
+            .named(None)
+            .into_iter()
+            .map(|(k, r)| {
+                (
+                    k,
+                    ReasonCount {
+                        count: r.count,
+                        timed: r.timed,
+                        host_ns: r.host_ns,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            by_reason,
+            exits: t.exits,
+            lost: t.lost + t.throttled,
+            unmatched: t.unmatched,
+            complete: t.is_complete(),
+        }
     }
 }
 

@@ -39,6 +39,20 @@ pub struct Running {
     pub memory: GuestMemoryMmap,
 }
 
+/// Data pages of each vCPU's exit-sampler ring: room for a phase of
+/// `iterations` with a few exits each between two drains (the sampler is
+/// drained at every userspace exit), within 512 MiB for the whole VM; a
+/// phase that still overflows it reports its lost records.
+pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
+    const RECORD_PAIR: u64 = 176;
+    const EXITS_PER_ITERATION: u64 = 8;
+    let want = iterations.saturating_mul(EXITS_PER_ITERATION * RECORD_PAIR) / 4096;
+    let cap = (512 << 20) / 4096 / vcpus.max(1) as u64;
+    let pages = want.clamp(64, 4096).min(cap.max(16));
+    // The kernel wants a power of two.
+    1 << (63 - pages.max(1).leading_zeros())
+}
+
 /// Start the vCPU threads of `vm` and release them together.
 pub fn spawn(
     vm: Vm,
@@ -67,12 +81,8 @@ pub fn spawn(
     let monitor_id = monitor.add_subscriber(watch);
     let isa = p.host.as_ref().and_then(|h| h.backend.isa());
     let trace = c.tracepoints.then(|| {
-        Arc::new(TraceConfig::new(
-            c.vcpus,
-            isa,
-            c.mount_tracefs,
-            c.tracefs.clone(),
-        ))
+        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone());
+        Arc::new(t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus)))
     });
     let Vm {
         vcpus,
@@ -113,4 +123,21 @@ pub fn spawn(
         vm_fd: fd,
         memory,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_ring_pages;
+
+    #[test]
+    fn exit_rings_are_powers_of_two_within_the_budget() {
+        assert_eq!(exit_ring_pages(10, 2), 64);
+        assert_eq!(exit_ring_pages(1000, 2), 256);
+        assert_eq!(exit_ring_pages(1_000_000, 2), 4096);
+        assert_eq!(exit_ring_pages(1000, 1024), 128);
+        assert_eq!(exit_ring_pages(100_000, 8192), 16);
+        for (i, v) in [(1, 1), (5000, 7), (77_777, 300)] {
+            assert!(exit_ring_pages(i, v).is_power_of_two());
+        }
+    }
 }

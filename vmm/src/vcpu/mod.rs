@@ -146,6 +146,8 @@ impl RunLoop<'_> {
                     return self.fault(format!("KVM_RUN failed: {e}"));
                 }
             };
+            // Keep the exit sampler's ring from filling between markers.
+            self.sources.drain_exits(self.open.as_mut());
             match step {
                 Step::Resume => {}
                 Step::Interrupted => self.vcpu.set_kvm_immediate_exit(0),

@@ -1,7 +1,10 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
+use crate::config::ExitReasons;
 use crate::results::SourceStatus;
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
+use ipivmm_counters::sampler::exits::ExitSampler;
+use ipivmm_counters::sampler::ExitTally;
 use ipivmm_counters::specs::{kvm_specs, ExitReasonSelection};
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
@@ -57,6 +60,8 @@ const MAX_EXIT_COUNTERS_PER_VM: usize = 1024;
 pub struct TraceConfig {
     vcpus: usize,
     isa: Option<Isa>,
+    exit_reasons: ExitReasons,
+    ring_pages: usize,
     mount: bool,
     root: Option<PathBuf>,
     resolved: OnceLock<Resolved>,
@@ -77,15 +82,29 @@ impl TraceConfig {
         Self {
             vcpus,
             isa,
+            exit_reasons: ExitReasons::Sampled,
+            ring_pages: ipivmm_counters::sampler::exits::DEFAULT_DATA_PAGES,
             mount,
             root,
             resolved: OnceLock::new(),
         }
     }
 
+    /// Count exits by reason this way, with `ring_pages` data pages per
+    /// vCPU when sampling.
+    pub fn with_exit_reasons(mut self, how: ExitReasons, ring_pages: usize) -> Self {
+        self.exit_reasons = how;
+        self.ring_pages = ring_pages;
+        self
+    }
+
     fn resolved(&self) -> &Resolved {
-        self.resolved
-            .get_or_init(|| resolve(self.isa, self.vcpus, self.mount, self.root.as_deref()))
+        self.resolved.get_or_init(|| {
+            let isa = (self.exit_reasons == ExitReasons::Counters)
+                .then_some(self.isa)
+                .flatten();
+            resolve(isa, self.vcpus, self.mount, self.root.as_deref())
+        })
     }
 }
 
@@ -138,9 +157,10 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// The tracepoint counters of the calling thread.
+/// The tracepoint counters of the calling thread, and its exit sampler.
 pub struct ThreadTrace {
     set: TracepointSet,
+    exits: Option<ExitSampler>,
 }
 
 impl ThreadTrace {
@@ -189,14 +209,56 @@ impl ThreadTrace {
                 missing.join("; ")
             )
         });
-        (
-            Some(Self { set }),
-            SourceStatus {
-                source: "tracepoints".into(),
-                available: true,
-                detail,
-            },
-        )
+        let status = SourceStatus {
+            source: "tracepoints".into(),
+            available: true,
+            detail,
+        };
+        (Some(Self { set, exits: None }), status)
+    }
+
+    /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`).
+    pub fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
+        let status = |available, detail: String| SourceStatus {
+            source: "exit_reasons".into(),
+            available,
+            detail: Some(detail),
+        };
+        let Some(cfg) = cfg.filter(|c| c.exit_reasons == ExitReasons::Sampled) else {
+            return (
+                None,
+                status(false, "not sampled (exit_reasons is not `sampled`)".into()),
+            );
+        };
+        let Some(tracefs) = &cfg.resolved().tracefs else {
+            return (None, status(false, "no tracefs".into()));
+        };
+        match ExitSampler::open(tracefs, cfg.ring_pages) {
+            Ok(s) => {
+                let kib = s.buffer_bytes() / 1024;
+                (
+                    Some(s),
+                    status(true, format!("kvm_exit/kvm_entry sampled, {kib} KiB ring")),
+                )
+            }
+            Err(e) => (None, status(false, e.to_string())),
+        }
+    }
+
+    /// Attach an exit sampler.
+    pub fn with_exit_sampler(mut self, s: Option<ExitSampler>) -> Self {
+        self.exits = s;
+        self
+    }
+
+    /// Whether an exit sampler is attached.
+    pub fn has_exit_sampler(&self) -> bool {
+        self.exits.is_some()
+    }
+
+    /// Everything the exit sampler saw since the last drain (None: no sampler).
+    pub fn drain_exits(&mut self) -> Option<ExitTally> {
+        self.exits.as_mut().map(ExitSampler::drain)
     }
 
     /// Read every counter.

@@ -4,9 +4,10 @@
 use super::trace::{ThreadTrace, TraceConfig};
 use super::user_apic::UserApic;
 use crate::results::exits::ExitCounts;
-use crate::results::{GuestDelta, IcrExits, PhaseResult, SourceStatus};
+use crate::results::{ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus};
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
+use ipivmm_counters::sampler::ExitTally;
 use ipivmm_devices::lapic::LapicCounters;
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
@@ -70,6 +71,8 @@ pub struct OpenPhase {
     /// Phase name.
     pub name: String,
     begin: Snapshot,
+    /// The exit sampler's drains since the begin marker, merged.
+    exits: ExitTally,
 }
 
 impl Sources {
@@ -136,11 +139,25 @@ impl Sources {
             return false;
         };
         let (trace, status) = ThreadTrace::open(cfg.as_deref());
-        self.trace = TraceState::Opened(trace);
+        let (sampler, sampler_status) = ThreadTrace::open_exit_sampler(cfg.as_deref());
+        self.trace = TraceState::Opened(trace.map(|t| t.with_exit_sampler(sampler)));
         if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
             *slot = status;
         }
+        self.status.push(sampler_status);
         true
+    }
+
+    /// Drain the exit sampler (after every userspace exit, and at each phase
+    /// marker, so the ring does not fill): what it saw belongs to the open
+    /// phase, or to no phase between phases.
+    pub fn drain_exits(&mut self, open: Option<&mut OpenPhase>) {
+        let TraceState::Opened(Some(t)) = &mut self.trace else {
+            return;
+        };
+        if let (Some(tally), Some(open)) = (t.drain_exits(), open) {
+            open.exits.merge(&tally);
+        }
     }
 
     /// Snapshot every source now.
@@ -166,21 +183,26 @@ impl Sources {
         exits: &ExitCounts,
         guest: &GuestCounters,
     ) -> OpenPhase {
+        // What the sampler holds from before the marker is no phase's.
+        self.drain_exits(None);
         OpenPhase {
             id,
             name,
             begin: self.snapshot(exits, guest),
+            exits: ExitTally::default(),
         }
     }
 
     /// Close a phase into its result.
     pub fn end(
         &mut self,
-        open: OpenPhase,
+        mut open: OpenPhase,
         exits: &ExitCounts,
         guest: &GuestCounters,
     ) -> PhaseResult {
+        self.drain_exits(Some(&mut open));
         let end = self.snapshot(exits, guest);
+        let exit_reasons = self.sampled_reasons(&open.exits);
         let b = &open.begin;
         let guest_delta = GuestDelta::between(&b.guest, &end.guest);
         let kvm_stats = match (&end.kvm, &b.kvm) {
@@ -217,10 +239,19 @@ impl Sources {
             tracepoints,
             user_lapic,
             icr_write_exits,
+            exit_reasons,
             latency: None,
             records: BTreeMap::new(),
             samples: Vec::new(),
         }
+    }
+
+    /// The phase's sampled exits by reason (None without a sampler).
+    fn sampled_reasons(&self, tally: &ExitTally) -> Option<ExitReasonCounts> {
+        let TraceState::Opened(Some(t)) = &self.trace else {
+            return None;
+        };
+        t.has_exit_sampler().then(|| ExitReasonCounts::of(tally))
     }
 
     /// ICR-write exits from the tracepoint counters (one formula for every

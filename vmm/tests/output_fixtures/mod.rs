@@ -85,6 +85,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         kvm_stats,
         tracepoints,
         user_lapic: BTreeMap::new(),
+        exit_reasons: None,
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
             accelerated: 0,
