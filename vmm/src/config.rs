@@ -20,6 +20,8 @@ crate::mode::mode_part! {
     }
 }
 
+// mode_part! enums cannot carry `#[default]` on one variant only.
+#[allow(clippy::derivable_impls)]
 impl Default for ExitReasons {
     fn default() -> Self {
         ExitReasons::Sampled

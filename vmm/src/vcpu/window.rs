@@ -25,7 +25,7 @@ enum TraceState {
     /// Not opened yet.
     Pending(Option<Arc<TraceConfig>>),
     /// Opened (or found unavailable).
-    Opened(Option<ThreadTrace>),
+    Opened(Option<Box<ThreadTrace>>),
 }
 
 /// The counter sources of one vCPU (opened on its own thread).
@@ -140,7 +140,7 @@ impl Sources {
         };
         let (trace, status) = ThreadTrace::open(cfg.as_deref());
         let (sampler, sampler_status) = ThreadTrace::open_exit_sampler(cfg.as_deref());
-        self.trace = TraceState::Opened(trace.map(|t| t.with_exit_sampler(sampler)));
+        self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_sampler(sampler))));
         if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
             *slot = status;
         }
