@@ -21,7 +21,8 @@
 # --iterations    iterations per run of the sweeps (repeats per APIC mode for inhibit)
 #
 # Environment: IPIVMM_LAB_CACHE (downloads, default ~/.cache/ipivmm-lab),
-# LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048).
+# LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048),
+# LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180).
 # Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,8 @@ LAB=$ROOT/scripts/lab
 WORK=$ROOT/target/lab
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 SMP=${LAB_SMP:-2}
+# Seconds without a heartbeat from the guest before it counts as wedged.
+WEDGE_S=${LAB_WEDGE_S:-180}
 MEM=${LAB_MEM:-2048}
 PASS=quick
 UPDATE_DOCS=0
@@ -211,45 +214,154 @@ initramfs() {
     rm -rf "$st"
 }
 
-boot() {
-    local disk=$WORK/out.img
+# One boot of the guest: QEMU in the background, its console in
+# console-N.log (lines starting "lab:" shown live), and a watchdog: the guest
+# prints a heartbeat every 20 s, and when none comes for $WEDGE_S seconds the
+# guest is wedged (seen under TCG: the emulated CPUs stop taking their own
+# interrupts while in the nested guest), so the CPU state is saved from the
+# QEMU monitor and QEMU is stopped. Sets BOOT_RC: 0 ended, 124 out of time,
+# 125 wedged.
+boot_once() { # boot number, time limit, extra kernel args
+    local n=$1 limit=$2 extra=$3 disk=$WORK/out-$1.img log=$WORK/console-$1.log
     rm -f "$disk"
     truncate -s 1G "$disk"
-    local console=(-serial stdio)
     # The guest stops starting steps 60 s before QEMU's own limit.
-    local append="console=ttyS0 panic=-1 lab.pass=$PASS lab.deadline=$((TIMEOUT - 60))"
+    # nokaslr: a wedged guest's RIPs (wedge-N.txt) read directly against System.map.
+    local append="console=ttyS0 panic=-1 nokaslr lab.pass=$PASS lab.deadline=$((limit - 60)) $extra"
     [ -n "$STEPS" ] && append="$append lab.steps=$STEPS"
     [ -n "$ITERATIONS" ] && append="$append lab.iterations=$ITERATIONS"
-    [ "$PASS" = shell ] || append="$append ${LAB_KERNEL_ARGS:-loglevel=4}"
-    log "booting $KREL under QEMU TCG ($SMP vCPUs, $MEM MiB), pass '$PASS', at most ${TIMEOUT}s"
-    set +e
-    if [ "$PASS" = shell ]; then
-        qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
-            -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
-            -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot "${console[@]}"
-    else
-        timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
-            -smp "$SMP" -m "$MEM" -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
-            -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot "${console[@]}" \
-            -monitor "unix:$WORK/monitor.sock,server=on,wait=off" </dev/null | tee "$WORK/console.log" | grep --line-buffered '^lab:' >&2
-    fi
-    QEMU_RC=${PIPESTATUS[0]}
-    set -e
-    [ "$QEMU_RC" = 124 ] && WARNINGS+=("QEMU killed after ${TIMEOUT}s")
+    append="$append ${LAB_KERNEL_ARGS:-loglevel=4}"
+    log "boot $n: $KREL under QEMU TCG ($SMP vCPUs, $MEM MiB), pass '$PASS', at most ${limit}s"
+    : >"$log"
+    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+        -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
+        -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot \
+        -serial "file:$log" -monitor "unix:$WORK/monitor.sock,server=on,wait=off" </dev/null &
+    QEMU_PID=$!
+    tail -n +1 -F --pid=$QEMU_PID "$log" 2>/dev/null | grep --line-buffered '^lab:' |
+        grep --line-buffered -v '^lab: heartbeat' >&2 &
+    local start now beats=0 seen=0 last_beat
+    start=$(date +%s)
+    last_beat=$start
+    BOOT_RC=0
+    while kill -0 $QEMU_PID 2>/dev/null; do
+        sleep 5
+        now=$(date +%s)
+        beats=$(grep -c '^lab: heartbeat' "$log" 2>/dev/null || true)
+        [ "$beats" != "$seen" ] && { seen=$beats; last_beat=$now; }
+        if [ $((now - start)) -ge "$limit" ]; then
+            BOOT_RC=124
+        elif [ "$seen" -gt 0 ] && [ $((now - last_beat)) -ge "$WEDGE_S" ]; then
+            BOOT_RC=125
+            monitor_dump >"$WORK/wedge-$n.txt" 2>&1
+        else
+            continue
+        fi
+        kill $QEMU_PID 2>/dev/null
+        sleep 2
+        kill -9 $QEMU_PID 2>/dev/null
+        break
+    done
+    wait $QEMU_PID 2>/dev/null || true
     return 0
+}
+
+# Every CPU's registers from the QEMU monitor (for a wedged guest), the
+# instruction pointers named from the kernel's System.map (booted nokaslr).
+monitor_dump() {
+    python3 - "$WORK/monitor.sock" "$KROOT/boot/System.map-$KREL" <<'PY'
+import bisect, re, socket, sys
+syms = []
+try:
+    for line in open(sys.argv[2]):
+        a, t, name = line.split()[:3]
+        if t in "tTwW":
+            syms.append((int(a, 16), name))
+except OSError:
+    pass
+syms.sort()
+def name_of(addr):
+    i = bisect.bisect_right(syms, (addr, "~")) - 1
+    return f"{syms[i][1]}+{addr - syms[i][0]:#x}" if i >= 0 and addr - syms[i][0] < 1 << 20 else "?"
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.settimeout(3)
+def read():
+    out = b""
+    try:
+        while not out.endswith(b"(qemu) "):
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except OSError:
+        pass
+    return out.decode(errors="replace")
+read()
+for cmd in ["info cpus", "info registers -a"]:
+    s.sendall(cmd.encode() + b"\n")
+    text = read().replace("\x1b[K", "").replace("\x1b[D", "")
+    for rip in re.findall(r"RIP=([0-9a-f]{16})", text):
+        print(f"RIP {rip} = {name_of(int(rip, 16))}")
+    print(text)
+PY
+}
+
+# The steps a results tree finished (the guest writes steps.tsv after each).
+done_steps() {
+    [ -s "$1/steps.tsv" ] && cut -f1 "$1/steps.tsv" | paste -sd, - || true
+}
+
+# Boots until the pass ends, rebooting (at most twice) after a wedge and
+# resuming after the steps that finished; each boot's results are merged
+# into results.new (steps.tsv appended).
+boot() {
+    local new=$WORK/results.new n=1 left=$TIMEOUT started running done_list
+    rm -rf "$new"
+    mkdir -p "$new"
+    : >"$WORK/console.log"
+    while :; do
+        started=$(date +%s)
+        done_list=$(done_steps "$new")
+        boot_once $n "$left" "${done_list:+lab.done=$done_list}"
+        mkdir -p "$new/boot-$n"
+        tar -xf "$WORK/out-$n.img" -C "$new/boot-$n" 2>/dev/null || true
+        [ -s "$new/boot-$n/steps.tsv" ] && cat "$new/boot-$n/steps.tsv" >>"$new/steps.tsv"
+        rm -f "$new/boot-$n/steps.tsv"
+        cp -r "$new/boot-$n/." "$new/" && rm -rf "$new/boot-$n"
+        cat "$WORK/console-$n.log" >>"$WORK/console.log"
+        rm -f "$WORK/out-$n.img"
+        left=$((left - ($(date +%s) - started)))
+        [ $BOOT_RC = 124 ] && WARNINGS+=("QEMU stopped after ${TIMEOUT}s in all")
+        [ $BOOT_RC = 125 ] || break
+        running=$(grep '^lab: step ' "$WORK/console-$n.log" | tail -n 1 | sed -E 's/^lab: step ([^:]+):.*/\1/')
+        WARNINGS+=("boot $n: guest wedged during step ${running:-?} (no heartbeat for ${WEDGE_S}s; CPU state in wedge-$n.txt); rebooted to resume after the steps that finished")
+        cp "$WORK/wedge-$n.txt" "$new/" 2>/dev/null || true
+        log "warning: ${WARNINGS[-1]}"
+        [ $n -lt 3 ] && [ "$left" -gt 300 ] || break
+        n=$((n + 1))
+    done
 }
 
 collect() {
     local new=$WORK/results.new
-    rm -rf "$new"
-    mkdir -p "$new"
-    tar -xf "$WORK/out.img" -C "$new" 2>/dev/null || WARNINGS+=("no result archive on the output disk")
     cp "$WORK/console.log" "$WORK/versions.txt" "$WORK/timings.txt" "$new/" 2>/dev/null || true
+    [ -s "$new/steps.tsv" ] || WARNINGS+=("no result archive on the output disk")
     : >"$new/warnings.txt"
     [ ${#WARNINGS[@]} -eq 0 ] || printf '%s\n' "${WARNINGS[@]}" >"$new/warnings.txt"
     rm -rf "$WORK/results"
     mv "$new" "$WORK/results"
-    rm -f "$WORK/out.img" "$WORK/initrd.cpio"
+    rm -f "$WORK"/out*.img "$WORK/initrd.cpio" "$WORK"/console-*.log
+}
+
+# The shell pass: QEMU on this terminal.
+shell_boot() {
+    local disk=$WORK/out-shell.img
+    truncate -s 1G "$disk"
+    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+        -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" \
+        -append "console=ttyS0 panic=-1 lab.pass=shell lab.deadline=999999" \
+        -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot -serial stdio
 }
 
 tools
@@ -261,8 +373,11 @@ if [ "$PASS" = initrd ]; then
     echo "$VMLINUZ"
     exit 0
 fi
+if [ "$PASS" = shell ]; then
+    shell_boot
+    exit 0
+fi
 timed boot boot
-[ "$PASS" = shell ] && exit 0
 collect
 echo "total $(($(date +%s) - t0))" >>"$WORK/results/timings.txt"
 rc=0

@@ -58,7 +58,10 @@ inhibit=("$dir"/runs/inhibit-*.json)
 [ -e "${inhibit[0]}" ] && check "--apicv inhibit runs completed (${#inhibit[@]} runs)" 'failed_runs' "${inhibit[@]}"
 
 for t in "$dir"/tests/*.txt; do
-    [ -e "$t" ] || { bad "KVM test binaries ran" "no output in $dir/tests"; break; }
+    if [ ! -e "$t" ]; then
+        [ "$pass" = custom ] || bad "KVM test binaries ran" "no output in $dir/tests"
+        break
+    fi
     n=$(basename "$t" .txt)
     summary=$(grep -E '^test result:' "$t" | tail -n 1)
     if [[ $summary == "test result: ok."* ]]; then

@@ -164,6 +164,9 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
+    /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure.
+    #[arg(long, value_name = "PAIRS", default_value_t = 1)]
+    pub observer_effect: u32,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -249,6 +252,9 @@ pub struct RunArgs {
     /// KVM device node.
     #[arg(long, default_value = "/dev/kvm")]
     pub kvm_device: PathBuf,
+    /// Also measure what counting costs: N pairs of runs, with every counter detached and attached, before the run.
+    #[arg(long, value_name = "PAIRS", default_value_t = 0)]
+    pub observer_effect: u32,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,

@@ -46,6 +46,9 @@ pub fn render(r: &RunReport) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    if let Some(o) = &r.observer_effect {
+        let _ = writeln!(out, "\n{}", o.text());
+    }
     let lat = latency_table(r);
     if let Some(t) = lat {
         let _ = writeln!(

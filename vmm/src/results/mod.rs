@@ -222,6 +222,11 @@ pub struct RunReport {
     pub vcpus: Vec<VcpuResult>,
     /// The last part of the guest's serial output.
     pub serial_tail: String,
+    /// What counting cost this configuration, when it was measured (paired
+    /// runs with the counters detached: `run --observer-effect`, and the first
+    /// run of every sweep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer_effect: Option<crate::run::observer::ObserverEffect>,
     /// The host as the run saw it (for the document; not per run in JSON).
     #[serde(skip)]
     pub host: Option<HostInfo>,

@@ -59,6 +59,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         },
         vcpus,
         serial_tail: serial.tail_text(),
+        observer_effect: None,
         host: p.host.clone(),
     }
 }

@@ -6,6 +6,7 @@
 pub mod collect;
 pub mod devices;
 pub mod monitor;
+pub mod observer;
 pub mod prepare;
 pub mod spawn;
 pub mod supervise;

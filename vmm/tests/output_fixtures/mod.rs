@@ -144,6 +144,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         },
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
+        observer_effect: None,
         host: None,
     }
 }

@@ -37,10 +37,16 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         started,
         cancel: Some(ipivmm::interrupt::cancel_flag()),
     };
-    let report = match run(&config, opts) {
+    let observer =
+        match ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone()) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
+    let mut report = match run(&config, opts) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    report.observer_effect = observer;
     let t = &report.timings;
     log::info!(
         "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",

@@ -38,7 +38,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let started = Instant::now();
-    let reports = run_all(&runs, &mut skipped, args.quiet);
+    let reports = run_all(&runs, &mut skipped, args.quiet, args.observer_effect);
     let wall = started.elapsed();
     let ran = reports.len();
     let doc = Document::new(reports, skipped);
@@ -59,7 +59,14 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 
 /// Runs the plan in order; runs that could not start (or were not started
 /// after a cancel) join the skipped list with the reason.
-fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> Vec<RunReport> {
+/// The first run also measures what counting costs (`observer_pairs` pairs
+/// of runs with the counters detached and attached), so every sweep says it.
+fn run_all(
+    runs: &[PlannedRun],
+    skipped: &mut Vec<SkippedMode>,
+    quiet: bool,
+    observer_pairs: u32,
+) -> Vec<RunReport> {
     let cancel = ipivmm::interrupt::cancel_flag();
     let progress = SweepProgress::new(runs.len() as u64, quiet);
     let mut reports = Vec::with_capacity(runs.len());
@@ -77,8 +84,18 @@ fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> 
             started: Instant::now(),
             cancel: Some(cancel.clone()),
         };
+        let observer = if reports.is_empty() {
+            ipivmm::run::observer::measure(config, observer_pairs, Some(cancel.clone()))
+                .unwrap_or_else(|e| {
+                    progress.println(&format!("{label}: counting cost not measured: {e}"));
+                    None
+                })
+        } else {
+            None
+        };
         match run(config, opts) {
-            Ok(r) => {
+            Ok(mut r) => {
+                r.observer_effect = observer;
                 if !r.succeeded() {
                     progress.println(&format!("{label}: {}", status_line(&r.status)));
                 }
@@ -256,6 +273,13 @@ pub fn render(doc: &Document, wall: Duration) -> String {
             }
         }
         out.push_str(&format!("\n{w}\n{t}\n"));
+    }
+    if let Some((r, o)) = doc
+        .runs
+        .iter()
+        .find_map(|r| Some((r, r.observer_effect.as_ref()?)))
+    {
+        out.push_str(&format!("\n{}, measured on {}\n", o.text(), r.label()));
     }
     out.push_str(&skipped_text(&doc.skipped));
     let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();

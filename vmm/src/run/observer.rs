@@ -1,0 +1,142 @@
+//! The observer effect: what counting costs the latency it measures. The
+//! same configuration runs in pairs, once with every counter detached
+//! (tracepoints off: KVM's binary stats and the guest's own counters only,
+//! which cost nothing on the measured path) and once as configured; the
+//! medians of the measured p50 give the ratio. Runs alternate so that both
+//! halves see the same machine noise.
+use super::{run, RunError, RunOptions};
+use crate::config::{ExitReasons, VmConfig};
+use crate::output::summary;
+use ipivmm_devices::serial::SerialSink;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// What counting cost one configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObserverEffect {
+    /// Pairs of runs measured.
+    pub pairs: u32,
+    /// How exits were counted by reason in the counted runs.
+    pub exit_reasons: ExitReasons,
+    /// Median p50 latency with the counters attached, TSC cycles.
+    pub with_counters_p50: f64,
+    /// Median p50 latency with every counter detached, TSC cycles.
+    pub without_counters_p50: f64,
+    /// `with / without`: 1.03 means counting added 3%.
+    pub ratio: f64,
+    /// Every run's p50, in run order: (without, with).
+    pub runs: Vec<(f64, f64)>,
+}
+
+impl ObserverEffect {
+    /// One line for reports.
+    pub fn text(&self) -> String {
+        format!(
+            "counting cost: p50 {:.0} cycles with the counters (exit reasons {}) vs {:.0} without, {:+.1}% ({} pairs of runs)",
+            self.with_counters_p50,
+            self.exit_reasons,
+            self.without_counters_p50,
+            (self.ratio - 1.0) * 100.0,
+            self.pairs
+        )
+    }
+}
+
+/// The median of `v` (NaN-free input; empty gives 0).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The measured p50 of one run of `c` (None: it did not complete or had no samples).
+fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<Option<f64>, RunError> {
+    let opts = RunOptions {
+        serial: SerialSink::Discard,
+        cancel: cancel.clone(),
+        ..RunOptions::default()
+    };
+    let r = run(c, opts)?;
+    Ok(r.succeeded()
+        .then(|| summary::summarize(&r).latency.map(|l| l.p50))
+        .flatten())
+}
+
+/// Measures the observer effect of `config` over `pairs` pairs of runs;
+/// None when counting is off (nothing to measure) or no pair completed.
+pub fn measure(
+    config: &VmConfig,
+    pairs: u32,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<Option<ObserverEffect>, RunError> {
+    if !config.tracepoints || pairs == 0 {
+        return Ok(None);
+    }
+    let without = VmConfig {
+        tracepoints: false,
+        ..config.clone()
+    };
+    let mut runs = Vec::with_capacity(pairs as usize);
+    for _ in 0..pairs {
+        let a = p50_of(&without, &cancel)?;
+        let b = p50_of(config, &cancel)?;
+        if let (Some(a), Some(b)) = (a, b) {
+            runs.push((a, b));
+        }
+    }
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    let without_p50 = median(&mut runs.iter().map(|r| r.0).collect::<Vec<_>>());
+    let with_p50 = median(&mut runs.iter().map(|r| r.1).collect::<Vec<_>>());
+    Ok(Some(ObserverEffect {
+        pairs: runs.len() as u32,
+        exit_reasons: config.exit_reasons,
+        with_counters_p50: with_p50,
+        without_counters_p50: without_p50,
+        ratio: if without_p50 > 0.0 {
+            with_p50 / without_p50
+        } else {
+            0.0
+        },
+        runs,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_the_text() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&mut []), 0.0);
+        let e = ObserverEffect {
+            pairs: 3,
+            exit_reasons: ExitReasons::Sampled,
+            with_counters_p50: 1030.0,
+            without_counters_p50: 1000.0,
+            ratio: 1.03,
+            runs: vec![],
+        };
+        assert!(
+            e.text().contains("+3.0%") && e.text().contains("sampled"),
+            "{}",
+            e.text()
+        );
+    }
+
+    #[test]
+    fn nothing_to_measure_without_counters() {
+        let c = VmConfig {
+            tracepoints: false,
+            ..Default::default()
+        };
+        assert_eq!(measure(&c, 3, None).unwrap(), None);
+    }
+}
