@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 use super::settings::{parse_kernel_bool, parse_kernel_int};
@@ -59,8 +60,13 @@ impl Modprobe {
             command: shown.clone(),
             detail,
         };
+        // Its own process group: a Ctrl-C at the terminal goes to ipivmm
+        // (which finishes the reload, then restores) and not to a modprobe
+        // halfway through unloading or loading the module.
         let out = Command::new(&self.program)
             .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
             .output()
             .map_err(|e| {
                 fail(format!(
@@ -288,5 +294,31 @@ impl ModprobeRunner for FakeModprobe {
         self.load_dependency(module).map_err(&fail)?;
         self.install(module, &values, 0)
             .map_err(|e| fail(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod process_group_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// modprobe runs in a process group of its own, so a Ctrl-C at the
+    /// terminal reaches ipivmm (which finishes, then restores) and not a
+    /// half-done module reload.
+    #[test]
+    fn modprobe_runs_in_its_own_process_group() {
+        let dir = vmm_sys_util::tempdir::TempDir::new().unwrap();
+        let script = dir.as_path().join("modprobe");
+        // Field 5 of /proc/self/stat is the process group: ours only if it
+        // is the script's own pid.
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nset -- $(cat /proc/$$/stat)\n[ \"$5\" = \"$$\" ] || { echo \"pgrp $5, pid $$\" >&2; exit 1; }\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let m = Modprobe { program: script };
+        m.remove("kvm_amd").unwrap();
+        m.load("kvm_amd", &[("avic".into(), "1".into())]).unwrap();
     }
 }

@@ -1,5 +1,6 @@
 //! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
 //! one table per workload, a row per mode, side by side.
+use super::sweep_host::{preflight, run_stages};
 use super::{fail, init_log, status_line};
 use crate::cli::args::{Preset, SweepArgs};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
@@ -19,13 +20,19 @@ use std::time::{Duration, Instant};
 /// Run the `sweep` subcommand.
 pub fn main(args: &SweepArgs) -> ExitCode {
     init_log("warn");
+    // Signals from here on cancel the sweep cleanly (host switch included).
+    let cancel = ipivmm::interrupt::cancel_flag();
     let host = ipivmm::host::probe().ok();
     let spec = match spec_of(args).and_then(|s| validate(&s).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    let host_sweep = match preflight(&spec.host_params, host.as_ref()) {
+        Ok(h) => h,
+        Err(e) => return fail(e),
+    };
     let (runs, mut skipped) = plan(&spec, host.as_ref());
-    if runs.is_empty() {
+    if runs.is_empty() && host_sweep.is_none() {
         return fail(format!(
             "nothing to run: all {} combinations are skipped ({})",
             skipped.len(),
@@ -38,7 +45,14 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let started = Instant::now();
-    let reports = run_all(&runs, &mut skipped, args.quiet);
+    let (reports, switch_errors) = match &host_sweep {
+        None => (run_all(&runs, &mut skipped, args.quiet), Vec::new()),
+        Some(hs) => {
+            let out = run_stages(&spec, hs, args.quiet, &cancel);
+            skipped = out.skipped;
+            (out.reports, out.errors)
+        }
+    };
     let wall = started.elapsed();
     let ran = reports.len();
     let doc = Document::new(reports, skipped);
@@ -46,11 +60,12 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if !args.quiet {
         print_text(&render(&doc, wall), outputs.uses_stdout());
     }
-    for e in &errors {
+    for e in errors.iter().chain(&switch_errors) {
         eprintln!("ipivmm: error: {e}");
     }
-    let cancelled = ipivmm::interrupt::cancel_flag().load(Ordering::SeqCst);
-    if cancelled || ran == 0 || !errors.is_empty() || doc.runs.iter().any(|r| !r.succeeded()) {
+    let cancelled = cancel.load(Ordering::SeqCst);
+    let failed = !errors.is_empty() || !switch_errors.is_empty();
+    if cancelled || ran == 0 || failed || doc.runs.iter().any(|r| !r.succeeded()) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -59,11 +74,16 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 
 /// Runs the plan in order; runs that could not start (or were not started
 /// after a cancel) join the skipped list with the reason.
-fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> Vec<RunReport> {
+pub fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> Vec<RunReport> {
     let cancel = ipivmm::interrupt::cancel_flag();
     let progress = SweepProgress::new(runs.len() as u64, quiet);
     let mut reports = Vec::with_capacity(runs.len());
-    for PlannedRun { label, config } in runs {
+    for PlannedRun {
+        label,
+        config,
+        host_param,
+    } in runs
+    {
         if cancel.load(Ordering::SeqCst) {
             skipped.push(SkippedMode {
                 mode: label.clone(),
@@ -78,7 +98,8 @@ fn run_all(runs: &[PlannedRun], skipped: &mut Vec<SkippedMode>, quiet: bool) -> 
             cancel: Some(cancel.clone()),
         };
         match run(config, opts) {
-            Ok(r) => {
+            Ok(mut r) => {
+                r.host_param = host_param.clone();
                 if !r.succeeded() {
                     progress.println(&format!("{label}: {}", status_line(&r.status)));
                 }
@@ -137,6 +158,9 @@ pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
     }
     if let Some(n) = args.vcpus {
         spec.vcpus = vec![n];
+    }
+    if let Some(v) = &args.host_param {
+        spec.host_params = v.0.clone();
     }
     if let Some(t) = args.target {
         spec.base.target_wait = t;
