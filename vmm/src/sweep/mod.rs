@@ -66,7 +66,7 @@ impl Default for SweepSpec {
 /// One run of the plan.
 #[derive(Clone, Debug)]
 pub struct PlannedRun {
-    /// "workload N vCPUs mode [placement] [host setting]".
+    /// `workload Nv mode [placement] [host setting]`.
     pub label: String,
     /// The run's configuration.
     pub config: VmConfig,
