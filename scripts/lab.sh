@@ -7,10 +7,10 @@
 # binaries run inside that guest. See docs/lab.md.
 #
 # Usage: scripts/lab.sh [quick|full|shell|clean] [--update-docs] [--smp N] [--timeout S]
-#                      [--steps host,sweep,tests,inhibit,inhibit-loaded,stress] [--iterations N]
+#                      [--steps host,sweep,tests,inhibit,inhibit-loaded,hostswitch,stress] [--iterations N]
 #   quick   host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit),
-#           the KVM test binaries with every skip a failure, --apicv inhibit repeats, an
-#           npt=0 reload (CI runs this)
+#           the KVM test binaries with every skip a failure, --apicv inhibit repeats, the
+#           host switches (host --set/--restore, sweep --host-param), an npt=0 reload (CI runs this)
 #   full    every workload, halted targets, the presets, repeats under load, and the
 #           npt=0 pass with the tests again
 #   shell   boot with everything loaded and drop to a shell on this terminal

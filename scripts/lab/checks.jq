@@ -53,3 +53,16 @@ def sampled_exit_mismatch:
   | (.exit_reasons.exits + .exit_reasons.lost) as $sampled
   | select($sampled != .kvm_stats.exits or (.tracepoints.kvm_exit // $sampled) != .kvm_stats.exits)
   | "\($r | runlabel) vcpu\($v.index): sampled \(.exit_reasons.exits) (+\(.exit_reasons.lost) lost), kvm_exit \(.tracepoints.kvm_exit // "-"), KVM exits \(.kvm_stats.exits)";
+
+# sweep --host-param kvm_amd.npt=1,0: both settings ran, every run records
+# the host as it was, and the parameter reads back as the stage asked.
+def truth: if test("^(Y|y|1)$") then true elif test("^(N|n|0)$") then false else . end;
+def host_param_sweep:
+  ([.runs[].host_param] | unique) as $p
+  | if $p != ["kvm_amd.npt=0", "kvm_amd.npt=1"] then "settings swept: \($p)" else empty end,
+    (.runs[] | select(.host_settings == null) | "\(runlabel): no host_settings"),
+    (.runs[] | select(.host_param != null)
+     | (.host_param | capture("^(?<m>[^.]+)\\.(?<p>[^=]+)=(?<v>.*)$")) as $s
+     | (.host_settings.params[$s.m][$s.p] // "missing") as $got
+     | select(($s.v | truth) != ($got | truth))
+     | "\(runlabel) under \(.host_param): reads back \($got)");

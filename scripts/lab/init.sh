@@ -146,6 +146,162 @@ under_load() { # $@: command, run beside one busy loop per CPU
     return $rc
 }
 
+# modprobe for ipivmm's host switches: busybox's modprobe reads
+# /lib/modules/<release>/modules.dep, which depmod writes from the lab's
+# modules (hard links, no copies).
+setup_modprobe() {
+    d=/lib/modules/$(uname -r)
+    mkdir -p "$d"
+    for f in /lab/modules/*.ko; do ln -f "$f" "$d/" 2>/dev/null || cp "$f" "$d/"; done
+    depmod
+}
+
+# Host switches for real (ipivmm host --set/--restore, sweep --host-param)
+# on kvm_amd: npt=0 is honoured, avic=1 reads back N (TCG has no AVIC);
+# refused while a VM runs; restored by --restore, at the end of a sweep,
+# after a SIGTERM during a reload, and (by --restore) after a kill -9.
+host_switch() {
+    P=/sys/module/kvm_amd/parameters
+    S=/run/ipivmm/module-switch.json
+    [ -d $P ] || { echo "hostswitch: kvm_amd is not loaded"; return 1; }
+    fails=0
+    npt0=$(cat $P/npt) avic0=$(cat $P/avic)
+    echo "original: npt=$npt0 avic=$avic0"
+    hs_set_and_restore
+    hs_refused_while_a_vm_runs
+    hs_sweep
+    hs_sweep_avic
+    hs_signal_during_reload
+    hs_kill9
+    echo "after: npt=$(cat $P/npt) avic=$(cat $P/avic); $fails checks failed"
+    [ $fails -eq 0 ]
+}
+
+expect() { # description, command...: one line per check, failures counted
+    d=$1
+    shift
+    if "$@"; then echo "ok: $d"; else echo "FAIL: $d"; fails=$((fails + 1)); fi
+}
+
+originals_back() { [ "$(cat $P/npt)" = "$npt0" ] && [ "$(cat $P/avic)" = "$avic0" ] && [ ! -e $S ]; }
+
+hs_set_and_restore() {
+    echo "=== host --set kvm_amd.npt=0,kvm_amd.avic=1"
+    ipivmm host --set kvm_amd.npt=0,kvm_amd.avic=1 >/tmp/set.txt 2>&1
+    rc=$?
+    cat /tmp/set.txt
+    expect "host --set exits 0" [ $rc = 0 ]
+    expect "npt reads back N" [ "$(cat $P/npt)" = N ]
+    expect "avic=1 reads back N and is reported as a mismatch" grep -q "mismatch: kvm_amd.avic: asked 1, kernel reports N" /tmp/set.txt
+    expect "the state file records the originals" grep -q "\"npt\": \"$npt0\"" $S
+    ipivmm host >/dev/null 2>/tmp/host.txt
+    cat /tmp/host.txt
+    expect "ipivmm host warns that the switch is pending" grep -q "without restoring.*ipivmm host --restore" /tmp/host.txt
+    echo "=== host --restore"
+    ipivmm host --restore
+    expect "host --restore puts npt=$npt0 avic=$avic0 back and removes the state file" originals_back
+    ipivmm host --restore
+    expect "a second --restore has nothing to do" [ $? = 0 ]
+}
+
+start_vm() { # a VM that runs until stopped (hours under TCG); waits until KVM lists it
+    ipivmm run --iterations 1000000 --timeout 600 --serial none -q --no-tracepoints &
+    VM=$!
+    for _ in $(seq 120); do
+        ls /sys/kernel/debug/kvm 2>/dev/null | grep -q '^[0-9]*-[0-9]*$' && return 0
+        kill -0 $VM 2>/dev/null || break
+        sleep 1
+    done
+    echo "no VM appeared in /sys/kernel/debug/kvm"
+    return 1
+}
+
+stop_vm() { kill -TERM $VM 2>/dev/null; wait $VM; }
+
+hs_refused_while_a_vm_runs() {
+    echo "=== refusals while a VM runs"
+    expect "a VM started" start_vm
+    ipivmm host --set kvm_amd.npt=0 2>/tmp/refused.txt
+    rc=$?
+    cat /tmp/refused.txt
+    expect "host --set refused with exit 2, naming the VM" sh -c "[ $rc = 2 ] && grep -q 'VMs are running (pid $VM (ipivmm)' /tmp/refused.txt"
+    ipivmm sweep --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
+        --iterations 20 -q --json /tmp/refused.json 2>/tmp/refused.txt
+    rc=$?
+    cat /tmp/refused.txt
+    expect "sweep --host-param refused with exit 2 before any run" sh -c "[ $rc = 2 ] && [ ! -e /tmp/refused.json ] && [ \$(wc -l </tmp/refused.txt) = 1 ]"
+    ipivmm host --set kvm_amd.no_such_param=1 2>/tmp/refused.txt
+    rc=$?
+    cat /tmp/refused.txt
+    expect "a parameter kvm_amd lacks is refused, listing those it has" sh -c "[ $rc = 2 ] && grep -q 'has no parameter .no_such_param. (this kernel has: .*npt' /tmp/refused.txt"
+    stop_vm
+    expect "nothing changed" originals_back
+}
+
+hs_sweep() {
+    echo "=== sweep --host-param kvm_amd.npt=1,0"
+    ipivmm sweep --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
+        --iterations "${ITER:-20}" --warmup 3 --json $OUT/runs/sweep-hostparam.json
+    expect "sweep exits 0" [ $? = 0 ]
+    j=$OUT/runs/sweep-hostparam.json
+    expect "both settings recorded" sh -c "grep -q '\"host_param\": \"kvm_amd.npt=1\"' $j && grep -q '\"host_param\": \"kvm_amd.npt=0\"' $j"
+    expect "the module is back to npt=$npt0 avic=$avic0, no state file" originals_back
+}
+
+hs_sweep_avic() {
+    echo "=== sweep --host-param kvm_amd.avic=0,1 (TCG has no AVIC: avic=1 reads back N)"
+    ipivmm sweep --host-param kvm_amd.avic=0,1 --workload pingpong --irqchip kernel --apic x2apic \
+        --ipi icr --iterations 20 -q --json $OUT/runs/hostswitch-avic.json 2>/tmp/avic.txt
+    rc=$?
+    cat /tmp/avic.txt
+    expect "sweep exits 0" [ $rc = 0 ]
+    expect "avic=1 is warned about as read back N" grep -q "warning: --host-param kvm_amd.avic=1: kvm_amd.avic: asked 1, kernel reports N" /tmp/avic.txt
+    expect "both runs (and the fingerprint) record avic=N as read back" sh -c "[ \$(grep -c '\"avic\": \"N\"' $OUT/runs/hostswitch-avic.json) -ge 3 ]"
+    expect "the module is back to npt=$npt0 avic=$avic0, no state file" originals_back
+}
+
+hs_signal_during_reload() {
+    echo "=== SIGTERM while the module is being reloaded"
+    ipivmm sweep --host-param kvm_amd.npt=0,1 --workload pingpong --irqchip kernel --apic x2apic \
+        --iterations 20 -q --json $OUT/runs/hostswitch-sigterm.json &
+    pid=$!
+    # Until the module is gone (mid-reload), for at most 120 s.
+    read -r up _ </proc/uptime
+    until=$((${up%.*} + 120))
+    while [ -d /sys/module/kvm_amd ]; do
+        read -r up _ </proc/uptime
+        [ "${up%.*}" -gt $until ] && break
+    done
+    kill -TERM $pid
+    echo "SIGTERM sent (kvm_amd $([ -d /sys/module/kvm_amd ] && echo loaded || echo unloaded) at that moment)"
+    wait $pid
+    rc=$?
+    expect "the cancelled sweep exits 1" [ $rc = 1 ]
+    expect "npt=$npt0 avic=$avic0 back, no state file" originals_back
+    grep -o '"reason": "not run: sweep cancelled"' $OUT/runs/hostswitch-sigterm.json | head -n 1
+}
+
+hs_kill9() {
+    echo "=== kill -9 after the switch, then host --restore"
+    ipivmm sweep --host-param kvm_amd.npt=0 --workload pingpong --irqchip kernel --apic x2apic \
+        --iterations 100000 --timeout 300 -q &
+    pid=$!
+    for _ in $(seq 120); do
+        kill -0 $pid 2>/dev/null || break
+        [ "$(cat $P/npt 2>/dev/null)" = N ] && ls /sys/kernel/debug/kvm 2>/dev/null | grep -q '^[0-9]*-' && break
+        sleep 1
+    done
+    kill -KILL $pid
+    wait $pid
+    expect "after kill -9: npt still N, the state file left" sh -c "[ \$(cat $P/npt) = N ] && [ -s $S ]"
+    sleep 1
+    ipivmm host >/dev/null 2>/tmp/host.txt
+    cat /tmp/host.txt
+    expect "ipivmm host names the pending restore" grep -q "ended without restoring" /tmp/host.txt
+    ipivmm host --restore
+    expect "host --restore after a crash: npt=$npt0 avic=$avic0 back" originals_back
+}
+
 reload_vendor() { # $@: module parameters
     rmmod "$VENDOR" && insmod "/lab/modules/$VENDOR.ko" "$@"
 }
@@ -188,6 +344,7 @@ main() {
         finish
     fi
     say "$VENDOR loaded: $(tr '\n' ' ' <$OUT/module-params.txt)"
+    setup_modprobe
 
     ITER=$(arg iterations)
     DEADLINE=$(arg deadline)
@@ -201,6 +358,7 @@ main() {
             sweep) ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q ;;
             tests) run_tests "" ;;
             inhibit) step inhibit-repeats 1800 inhibit_repeats "${ITER:-3}" ;;
+            hostswitch) step hostswitch 900 host_switch ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
         stress) step stress 3000 stress_tests "${ITER:-20}" ;;
             *) say "unknown step $s" ;;
@@ -220,6 +378,7 @@ main() {
         ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q
         run_tests ""
         step inhibit-repeats 900 inhibit_repeats 3
+        step hostswitch 900 host_switch
         reload_vendor npt=0
         step sweep-npt0 900 ipivmm sweep --irqchip kernel --apic xapic,x2apic --ipi icr,pv \
             --workload pingpong --iterations "${ITER:-30}" --warmup 3 -q --json $OUT/runs/sweep-npt0.json
@@ -235,6 +394,7 @@ main() {
         run_tests ""
         step inhibit-repeats 1800 inhibit_repeats 20
         step inhibit-repeats-loaded 1800 under_load inhibit_repeats 20
+        step hostswitch 900 host_switch
         reload_vendor npt=0
         ipi_sweep sweep-npt0 --workload pingpong,broadcast --iterations "${ITER:-100}" --warmup 10 -q
         run_tests "-npt0"

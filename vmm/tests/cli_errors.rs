@@ -253,3 +253,28 @@ fn timeout_keeps_finished_phases_in_the_json() {
         assert_eq!(run["vcpus"][v]["end"]["state"], "stopped");
     }
 }
+
+/// A host switch of a parameter no module has is refused on every host
+/// (kvm_pvm, the other vendor, or kvm_amd without it), before anything is
+/// unloaded: one line, exit 2.
+#[test]
+fn host_set_of_a_missing_parameter_is_refused() {
+    let o = ipivmm(&["host", "--set", "kvm_amd.no_such_param=1"]);
+    assert_one_line_error(&o, "kvm");
+    let o = ipivmm(&["host", "--set", "kvm_amd.avic"]);
+    assert_one_line_error(&o, "kvm_amd.avic=1");
+}
+
+#[test]
+fn sweep_host_param_is_checked_before_any_run() {
+    let o = ipivmm(&[
+        "sweep",
+        "--host-param",
+        "kvm_amd.no_such_param=0,1",
+        "--workload",
+        "pingpong",
+    ]);
+    assert_one_line_error(&o, "kvm");
+    let o = ipivmm(&["sweep", "--host-param", "kvm_amd.avic=1,Y"]);
+    assert_one_line_error(&o, "twice");
+}

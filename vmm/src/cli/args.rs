@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::{PayloadSource, VmConfig};
+use ipivmm_counters::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ pub enum Command {
     /// Run a mode x workload matrix side by side (or a preset re-creating a known experiment).
     #[command(allow_negative_numbers = true)]
     Sweep(SweepArgs),
-    /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities.
+    /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities; switch them (--set, --restore).
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
@@ -161,6 +162,9 @@ pub struct SweepArgs {
     /// Watchdog per run, seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
+    /// Sweep a host setting: reload the vendor module with each value in turn and run the whole plan under it, e.g. kvm_amd.avic=0,1 (root, no other VM; the original comes back at the end, on error and on Ctrl-C).
+    #[arg(long, value_name = "MODULE.PARAM=V1,V2", value_parser = parse_host_param)]
+    pub host_param: Option<HostParamValues>,
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
@@ -181,6 +185,12 @@ pub struct HostArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Reload the vendor module with these parameters, e.g. kvm_amd.avic=1 or kvm_intel.enable_apicv=N,kvm_intel.enable_ipiv=N (root, no VM running); the original values stay recorded until --restore.
+    #[arg(long, value_name = "LIST", value_parser = parse_settings_list, conflicts_with = "restore")]
+    pub set: Option<SettingsList>,
+    /// Put back the module parameters recorded by --set, or by a sweep that did not finish (/run/ipivmm/module-switch.json).
+    #[arg(long)]
+    pub restore: bool,
     /// KVM device node.
     #[arg(long, default_value = "/dev/kvm")]
     pub kvm_device: PathBuf,
@@ -269,6 +279,26 @@ pub enum SerialArg {
     Log,
     /// Nowhere (the report keeps the tail).
     None,
+}
+
+/// A `host --set` list (a newtype: clap treats a bare Vec as repeated values).
+#[derive(Clone, Debug)]
+pub struct SettingsList(pub Vec<ModuleSetting>);
+
+fn parse_settings_list(s: &str) -> Result<SettingsList, String> {
+    parse_settings(s)
+        .map(SettingsList)
+        .map_err(|e| e.to_string())
+}
+
+/// The values of `sweep --host-param`, one setting each.
+#[derive(Clone, Debug)]
+pub struct HostParamValues(pub Vec<ModuleSetting>);
+
+fn parse_host_param(s: &str) -> Result<HostParamValues, String> {
+    parse_param_values(s)
+        .map(HostParamValues)
+        .map_err(|e| e.to_string())
 }
 
 /// A `--pin` CPU list (a newtype: clap treats a bare Vec as repeated values).
@@ -394,6 +424,69 @@ mod tests {
         assert_eq!((c.halt_poll_ns, c.apicv), (Some(0), ApicvRequest::Inhibit));
         assert_eq!((c.pin, c.params[0]), (vec![0, 1, 2, 3], 7));
         assert!(c.tracepoints);
+    }
+
+    fn parse(argv: &[&str]) -> Result<Command, clap::Error> {
+        let mut all = vec!["ipivmm"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all).map(|c| c.command)
+    }
+
+    #[test]
+    fn host_set_and_restore_parse() {
+        let Ok(Command::Host(h)) = parse(&[
+            "host",
+            "--set",
+            "kvm-intel.enable_apicv=N,kvm_intel.enable_ipiv=0",
+        ]) else {
+            panic!("host --set parses");
+        };
+        let set: Vec<String> = h.set.unwrap().0.iter().map(|s| s.to_string()).collect();
+        assert_eq!(set, ["kvm_intel.enable_apicv=N", "kvm_intel.enable_ipiv=0"]);
+        assert!(!h.restore);
+        let Ok(Command::Host(h)) = parse(&["host", "--restore"]) else {
+            panic!("host --restore parses");
+        };
+        assert!(h.restore && h.set.is_none());
+        let e = parse(&["host", "--set", "kvm_amd.avic=1", "--restore"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        for bad in [
+            "avic=1",
+            "kvm_amd.avic",
+            "kvm_amd.avic=1,,kvm_amd.npt=0",
+            "kvm_amd.avic=1,kvm_amd.avic=0",
+        ] {
+            let e = parse(&["host", "--set", bad]).unwrap_err().to_string();
+            assert!(e.contains(bad) || e.contains("twice"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sweep_host_param_is_one_parameter_with_values() {
+        let Ok(Command::Sweep(s)) = parse(&["sweep", "--host-param", "kvm_amd.avic=0,1"]) else {
+            panic!("sweep --host-param parses");
+        };
+        let values: Vec<String> = s
+            .host_param
+            .unwrap()
+            .0
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(values, ["kvm_amd.avic=0", "kvm_amd.avic=1"]);
+        let Ok(Command::Sweep(s)) = parse(&["sweep"]) else {
+            panic!("sweep parses");
+        };
+        assert!(s.host_param.is_none());
+        for bad in [
+            "kvm_amd.avic=1,Y",
+            "kvm_amd.avic=",
+            "avic=0,1",
+            "kvm_amd.avic=0,,1",
+        ] {
+            let e = parse(&["sweep", "--host-param", bad]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
     }
 
     #[test]

@@ -16,10 +16,12 @@
 //! ```
 pub mod columns;
 pub mod exits;
+pub mod host;
 pub mod latency;
 pub mod vcpu;
 
 pub use exits::{ExitCounts, ExitKind};
+pub use host::HostSettings;
 pub use latency::LatencyStats;
 pub use vcpu::{
     ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
@@ -227,6 +229,14 @@ pub struct RunReport {
     /// run of every sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observer_effect: Option<crate::run::observer::ObserverEffect>,
+    /// The host's module parameters, CPU flags and APICv/AVIC/IPIv verdicts
+    /// when this run was prepared (None: not probed, or an older file).
+    #[serde(default)]
+    pub host_settings: Option<HostSettings>,
+    /// The host setting of the `sweep --host-param` stage this run ran
+    /// under, e.g. `kvm_amd.avic=1` (None outside such a sweep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_param: Option<String>,
     /// The host as the run saw it (for the document; not per run in JSON).
     #[serde(skip)]
     pub host: Option<HostInfo>,
@@ -248,16 +258,17 @@ impl RunReport {
         }
     }
 
-    /// The one label of a run: [`Mode::label`] and the levers that differ
-    /// from the defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
+    /// The one label of a run: [`Mode::label`], the levers that differ
+    /// from the defaults and the host setting of a `--host-param` sweep,
+    /// e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt kvm_amd.avic=1`.
     pub fn label(&self) -> String {
-        let levers = self.mode.levers_label();
-        let mode = self.run_mode().label();
-        if levers.is_empty() {
-            mode
-        } else {
-            format!("{mode} {levers}")
-        }
+        let parts = [
+            self.run_mode().label(),
+            self.mode.levers_label(),
+            self.host_param.clone().unwrap_or_default(),
+        ];
+        let parts: Vec<String> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        parts.join(" ")
     }
 }
 
@@ -457,5 +468,24 @@ mod tests {
             RunConfig::of(&VmConfig::default()).workload_label(),
             "pingpong"
         );
+    }
+
+    #[test]
+    fn a_host_param_run_is_labelled_with_its_setting_and_old_files_load() {
+        let doc = Document::from_json(
+            include_str!("../../../docs/examples/run-pingpong.json"),
+            "example",
+        )
+        .unwrap();
+        let mut r = doc.runs[0].clone();
+        assert_eq!(
+            (r.host_param.as_ref(), r.host_settings.as_ref()),
+            (None, None)
+        );
+        let plain = r.label();
+        r.host_param = Some("kvm_amd.avic=1".into());
+        assert_eq!(r.label(), format!("{plain} kvm_amd.avic=1"));
+        let back: RunReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.host_param.as_deref(), Some("kvm_amd.avic=1"));
     }
 }

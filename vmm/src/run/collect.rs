@@ -3,7 +3,7 @@
 use super::prepare::Prepared;
 use super::spawn::Running;
 use super::supervise::Outcome;
-use crate::results::{RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
+use crate::results::{HostSettings, RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
 use std::time::Instant;
 
 /// The report of a run that `supervise` finished waiting for.
@@ -60,6 +60,8 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         vcpus,
         serial_tail: serial.tail_text(),
         observer_effect: None,
+        host_settings: p.host.as_ref().map(HostSettings::of),
+        host_param: None,
         host: p.host.clone(),
     }
 }

@@ -1,12 +1,18 @@
 //! A sweep: the cross product of modes, workloads and vCPU counts, as data.
 //! Planning is pure (unit-tested); the `sweep` command runs the plan. What
 //! can run is decided by [`mode::check`], the same check `run` applies.
+//!
+//! A host setting (`--host-param kvm_amd.avic=0,1`) is the outermost
+//! dimension: each value is a stage ([`stages`]) that the command switches
+//! the vendor module to, re-probes the host, and plans with [`plan_stage`]
+//! against the host as it is then.
 pub mod topology;
 
 use crate::config::VmConfig;
 use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use crate::results::SkippedMode;
 use ipivmm_counters::host::HostInfo;
+use ipivmm_counters::module_switch::ModuleSetting;
 
 /// The dimensions a sweep crosses.
 #[derive(Clone, Debug)]
@@ -28,6 +34,10 @@ pub struct SweepSpec {
     /// Skip combinations that would run the same VM as another on this host
     /// ([`mode::duplicate_of`]), e.g. `apicv=inhibit` without APICv.
     pub skip_duplicates: bool,
+    /// Host settings to sweep, one value each of one vendor module
+    /// parameter (`module_switch::parse_param_values`); empty = the host as
+    /// it is.
+    pub host_params: Vec<ModuleSetting>,
     /// Everything else (iterations, levers...).
     pub base: VmConfig,
 }
@@ -43,6 +53,7 @@ impl Default for SweepSpec {
             vcpus: vec![2],
             placements: vec![(String::new(), Vec::new())],
             skip_duplicates: false,
+            host_params: Vec::new(),
             base: VmConfig {
                 iterations: 100,
                 warmup: 10,
@@ -55,21 +66,45 @@ impl Default for SweepSpec {
 /// One run of the plan.
 #[derive(Clone, Debug)]
 pub struct PlannedRun {
-    /// "workload N vCPUs mode [placement]".
+    /// `workload Nv mode [placement] [host setting]`.
     pub label: String,
     /// The run's configuration.
     pub config: VmConfig,
+    /// The host setting this run is planned under (`kvm_amd.avic=1`), for
+    /// [`RunReport::host_param`](crate::results::RunReport::host_param).
+    pub host_param: Option<String>,
 }
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
 /// and the placement's name.
 pub fn label(c: &VmConfig, place: &str) -> String {
+    stage_label(c, place, None)
+}
+
+/// [`label`] followed by the host setting of the stage, if any, e.g.
+/// `pingpong 2v kernel/x2apic/icr kvm_amd.avic=1`.
+pub fn stage_label(c: &VmConfig, place: &str, setting: Option<&ModuleSetting>) -> String {
     let mut l = format!("{} {}v {}", c.workload, c.vcpus, c.mode().label());
-    if !place.is_empty() {
-        l.push(' ');
-        l.push_str(place);
+    for extra in [
+        place.to_string(),
+        setting.map(|s| s.to_string()).unwrap_or_default(),
+    ] {
+        if !extra.is_empty() {
+            l.push(' ');
+            l.push_str(&extra);
+        }
     }
     l
+}
+
+/// The stages of `spec`: one per host setting, in order, or a single
+/// `None` (the host as it is) when it sweeps no host parameter.
+pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
+    if spec.host_params.is_empty() {
+        vec![None]
+    } else {
+        spec.host_params.iter().cloned().map(Some).collect()
+    }
 }
 
 /// Why a combination is not run on `host`, if it is not: it cannot run
@@ -114,17 +149,33 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
     out
 }
 
-/// Expand `spec` into runs and skips on `host`.
+/// Expand `spec` into runs and skips on `host` (the host as it is: no
+/// host setting in the labels).
 pub fn plan(spec: &SweepSpec, host: Option<&HostInfo>) -> (Vec<PlannedRun>, Vec<SkippedMode>) {
+    plan_stage(spec, host, None)
+}
+
+/// Expand `spec` into the runs and skips of one stage: under `setting`
+/// (labelled with it), on `host` as probed after the switch.
+pub fn plan_stage(
+    spec: &SweepSpec,
+    host: Option<&HostInfo>,
+    setting: Option<&ModuleSetting>,
+) -> (Vec<PlannedRun>, Vec<SkippedMode>) {
     let (mut runs, mut skips) = (Vec::new(), Vec::new());
+    let host_param = setting.map(|s| s.to_string());
     for (place, config) in configs(spec) {
-        let label = label(&config, &place);
+        let label = stage_label(&config, &place, setting);
         match skip_reason(&config, host, spec.skip_duplicates) {
             Some(reason) => skips.push(SkippedMode {
                 mode: label,
                 reason,
             }),
-            None => runs.push(PlannedRun { label, config }),
+            None => runs.push(PlannedRun {
+                label,
+                config,
+                host_param: host_param.clone(),
+            }),
         }
     }
     (runs, skips)
@@ -223,5 +274,39 @@ mod tests {
         let counts: Vec<usize> = runs.iter().map(|r| r.config.vcpus).collect();
         assert_eq!(counts, [2, 4, 8]);
         assert_eq!(runs[2].label, "broadcast 8v kernel/x2apic/icr");
+    }
+
+    #[test]
+    fn host_params_are_the_outermost_dimension() {
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::Kernel],
+            apics: vec![ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr, IpiPath::Pv],
+            workloads: vec![Workload::Pingpong],
+            host_params: ipivmm_counters::module_switch::parse_param_values("kvm_amd.avic=0,1")
+                .unwrap(),
+            ..Default::default()
+        };
+        let all = stages(&spec);
+        let names: Vec<String> = all.iter().flatten().map(|s| s.to_string()).collect();
+        assert_eq!(names, ["kvm_amd.avic=0", "kvm_amd.avic=1"]);
+        let pvm = host(KvmBackend::KvmPvm);
+        let (runs, skips) = plan_stage(&spec, Some(&pvm), all[1].as_ref());
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(
+            runs[0].label,
+            "pingpong 2v kernel/x2apic/icr kvm_amd.avic=1"
+        );
+        assert_eq!(runs[0].host_param.as_deref(), Some("kvm_amd.avic=1"));
+        assert_eq!(skips[0].mode, "pingpong 2v kernel/x2apic/pv kvm_amd.avic=1");
+        // Without host parameters: one stage, the host as it is.
+        let plain = SweepSpec {
+            host_params: Vec::new(),
+            ..spec
+        };
+        assert_eq!(stages(&plain), [None]);
+        let (runs, _) = plan(&plain, Some(&pvm));
+        assert_eq!(runs[0].label, "pingpong 2v kernel/x2apic/icr");
+        assert_eq!(runs[0].host_param, None);
     }
 }

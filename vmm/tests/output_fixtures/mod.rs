@@ -145,6 +145,8 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
         observer_effect: None,
+        host_settings: None,
+        host_param: None,
         host: None,
     }
 }

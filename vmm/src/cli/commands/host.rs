@@ -1,11 +1,14 @@
-//! `ipivmm host`: what this host's KVM can do for IPI measurements.
-use super::fail;
+//! `ipivmm host`: what this host's KVM can do for IPI measurements; with
+//! `--set`/`--restore`, the host-wide switches (`host_switch`).
+use super::{fail, host_switch};
 use crate::cli::args::HostArgs;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::vm::open_kvm;
 use ipivmm_counters::host::{probe, ApicvSupport, HostInfo};
+use ipivmm_counters::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;
+use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
@@ -13,10 +16,23 @@ struct HostReport {
     host: HostInfo,
     kvm_capabilities: Vec<CapInfo>,
     kvm_error: Option<String>,
+    /// A host switch recorded and not restored (`ipivmm host --restore`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module_switch: Option<State>,
 }
 
 /// Run the `host` subcommand.
 pub fn main(args: &HostArgs) -> ExitCode {
+    if let Some(list) = &args.set {
+        return host_switch::set(&list.0, args.json);
+    }
+    if args.restore {
+        return host_switch::restore(args.json);
+    }
+    let state_file = Path::new(DEFAULT_STATE_FILE);
+    if let Some(line) = host_switch::pending_line(state_file) {
+        eprintln!("ipivmm: {line}");
+    }
     let host = match probe() {
         Ok(h) => h,
         Err(e) => return fail(format!("cannot read host facts: {e}")),
@@ -29,6 +45,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
         host,
         kvm_capabilities: caps,
         kvm_error,
+        module_switch: read_state(state_file).ok().flatten(),
     };
     if args.json {
         match serde_json::to_string_pretty(&report) {

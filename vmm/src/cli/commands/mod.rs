@@ -1,8 +1,10 @@
 //! One module per subcommand; `main.rs` only dispatches.
 pub mod compare;
 pub mod host;
+pub mod host_switch;
 pub mod run;
 pub mod sweep;
+pub mod sweep_host;
 
 use ipivmm::RunStatus;
 use std::process::ExitCode;

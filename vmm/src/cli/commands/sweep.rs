@@ -1,5 +1,6 @@
 //! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
 //! one table per workload, a row per mode, side by side.
+use super::sweep_host::{preflight, run_stages};
 use super::{fail, init_log, status_line};
 use crate::cli::args::{Preset, SweepArgs};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
@@ -19,13 +20,19 @@ use std::time::{Duration, Instant};
 /// Run the `sweep` subcommand.
 pub fn main(args: &SweepArgs) -> ExitCode {
     init_log("warn");
+    // Signals from here on cancel the sweep cleanly (host switch included).
+    let cancel = ipivmm::interrupt::cancel_flag();
     let host = ipivmm::host::probe().ok();
     let spec = match spec_of(args).and_then(|s| validate(&s).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    let host_sweep = match preflight(&spec.host_params, host.as_ref()) {
+        Ok(h) => h,
+        Err(e) => return fail(e),
+    };
     let (runs, mut skipped) = plan(&spec, host.as_ref());
-    if runs.is_empty() {
+    if runs.is_empty() && host_sweep.is_none() {
         return fail(format!(
             "nothing to run: all {} combinations are skipped ({})",
             skipped.len(),
@@ -38,7 +45,17 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let started = Instant::now();
-    let reports = run_all(&runs, &mut skipped, args.quiet, args.observer_effect);
+    let (reports, switch_errors) = match &host_sweep {
+        None => (
+            run_all(&runs, &mut skipped, args.quiet, args.observer_effect),
+            Vec::new(),
+        ),
+        Some(hs) => {
+            let out = run_stages(&spec, hs, args.quiet, &cancel, args.observer_effect);
+            skipped = out.skipped;
+            (out.reports, out.errors)
+        }
+    };
     let wall = started.elapsed();
     let ran = reports.len();
     let doc = Document::new(reports, skipped);
@@ -46,11 +63,12 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if !args.quiet {
         print_text(&render(&doc, wall), outputs.uses_stdout());
     }
-    for e in &errors {
+    for e in errors.iter().chain(&switch_errors) {
         eprintln!("ipivmm: error: {e}");
     }
-    let cancelled = ipivmm::interrupt::cancel_flag().load(Ordering::SeqCst);
-    if cancelled || ran == 0 || !errors.is_empty() || doc.runs.iter().any(|r| !r.succeeded()) {
+    let cancelled = cancel.load(Ordering::SeqCst);
+    let failed = !errors.is_empty() || !switch_errors.is_empty();
+    if cancelled || ran == 0 || failed || doc.runs.iter().any(|r| !r.succeeded()) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -61,7 +79,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 /// after a cancel) join the skipped list with the reason.
 /// The first run also measures what counting costs (`observer_pairs` pairs
 /// of runs with the counters detached and attached), so every sweep says it.
-fn run_all(
+pub fn run_all(
     runs: &[PlannedRun],
     skipped: &mut Vec<SkippedMode>,
     quiet: bool,
@@ -70,7 +88,12 @@ fn run_all(
     let cancel = ipivmm::interrupt::cancel_flag();
     let progress = SweepProgress::new(runs.len() as u64, quiet);
     let mut reports = Vec::with_capacity(runs.len());
-    for PlannedRun { label, config } in runs {
+    for PlannedRun {
+        label,
+        config,
+        host_param,
+    } in runs
+    {
         if cancel.load(Ordering::SeqCst) {
             skipped.push(SkippedMode {
                 mode: label.clone(),
@@ -96,6 +119,7 @@ fn run_all(
         match run(config, opts) {
             Ok(mut r) => {
                 r.observer_effect = observer;
+                r.host_param = host_param.clone();
                 if !r.succeeded() {
                     progress.println(&format!("{label}: {}", status_line(&r.status)));
                 }
@@ -154,6 +178,9 @@ pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
     }
     if let Some(n) = args.vcpus {
         spec.vcpus = vec![n];
+    }
+    if let Some(v) = &args.host_param {
+        spec.host_params = v.0.clone();
     }
     if let Some(t) = args.target {
         spec.base.target_wait = t;
