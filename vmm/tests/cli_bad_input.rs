@@ -20,8 +20,14 @@ fn ipivmm(args: &[&str]) -> Output {
         .expect("ipivmm runs")
 }
 
-fn kvm_present() -> bool {
-    std::path::Path::new("/dev/kvm").exists()
+/// Whether /dev/kvm exists; otherwise reports the skip of `test` (the part
+/// named by `why`) through `ipivmm-testkit`.
+fn kvm_present(test: &str, why: &str) -> bool {
+    let present = std::path::Path::new("/dev/kvm").exists();
+    if !present {
+        ipivmm_testkit::skip(test, ipivmm_testkit::Need::Kvm, why);
+    }
+    present
 }
 
 /// Lines clap prints around its one error line.
@@ -222,8 +228,10 @@ fn bad_pin_lists_are_refused() {
     for (args, needles) in syntax {
         assert_refused(&args.join(" "), &ipivmm(args), needles);
     }
-    if !kvm_present() {
-        eprintln!("SKIP bad_pin_lists_are_refused (host CPU part): needs /dev/kvm");
+    if !kvm_present(
+        "bad_pin_lists_are_refused (host CPU part)",
+        "needs /dev/kvm",
+    ) {
         return;
     }
     let o = ipivmm(&["--pin", "99999,100000"]);
@@ -240,8 +248,10 @@ fn bad_pin_lists_are_refused() {
 /// limit, so it runs once /dev/kvm is open).
 #[test]
 fn out_of_range_configurations_are_refused_with_the_fix() {
-    if !kvm_present() {
-        eprintln!("SKIP out_of_range_configurations_are_refused_with_the_fix: the checks read KVM's vCPU limit");
+    if !kvm_present(
+        "out_of_range_configurations_are_refused_with_the_fix",
+        "the checks read KVM's vCPU limit from /dev/kvm",
+    ) {
         return;
     }
     let cases: &[(&[&str], &[&str])] = &[
