@@ -1,10 +1,11 @@
 //! Shared helpers of the integration tests (tests/tests/*.rs): KVM presence
 //! checks that say when they skip (through `ipivmm-testkit`), and tiny
 //! hand-assembled guest payloads.
+use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::image::minimal_elf;
 use ipivmm::run::{run, RunOptions, RunReport};
-use ipivmm_abi::PAYLOAD_START;
+use ipivmm::KvmBackend;
 
 pub use ipivmm_testkit::{skip, Need};
 
@@ -23,11 +24,9 @@ pub fn hardware_kvm(test: &str) -> bool {
     if !kvm_available(test) {
         return false;
     }
-    let backend = ipivmm_counters::host::probe().map(|h| h.backend);
+    let backend = ipivmm::kvm_available().map(|k| k.backend);
     match backend {
-        Ok(
-            ipivmm_counters::host::KvmBackend::KvmIntel | ipivmm_counters::host::KvmBackend::KvmAmd,
-        ) => true,
+        Ok(KvmBackend::KvmIntel | KvmBackend::KvmAmd) => true,
         other => {
             skip(
                 test,

@@ -145,7 +145,8 @@ fn pv_ipis_are_refused_or_run_never_hang() {
     );
     let e = run(&user, RunOptions::default()).expect_err("pv without an in-kernel LAPIC");
     assert!(
-        e.to_string().contains("--ipi pv needs the LAPIC in KVM"),
+        e.to_string()
+            .contains("--ipi pv (VmConfig::ipi = IpiPath::Pv) needs the LAPIC in KVM"),
         "{e}"
     );
 }

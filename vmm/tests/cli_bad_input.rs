@@ -107,7 +107,7 @@ fn bad_values_of_every_flag_are_refused_with_the_fix() {
         (&["--timeout=-1"], &["'-1'", "--timeout"]),
         (
             &["--timeout", "0"],
-            &["--timeout must be at least 1 second"],
+            &["--timeout (VmConfig::timeout) must be at least 1 second"],
         ),
         (&["--vector", "0x100"], &["'0x100' does not fit in a byte"]),
         (&["--vector", "256"], &["'256' does not fit in a byte"]),
@@ -255,34 +255,49 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
         return;
     }
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--vcpus", "0"], &["--vcpus 0: must be between 1 and"]),
-        (&["--vcpus", "255"], &["--vcpus 255: must be between 1 and"]),
+        (
+            &["--vcpus", "0"],
+            &["--vcpus 0 (VmConfig::vcpus): must be between 1 and"],
+        ),
+        (
+            &["--vcpus", "255"],
+            &["--vcpus 255 (VmConfig::vcpus): must be between 1 and"],
+        ),
         (
             &["--vcpus", "100000"],
-            &["--vcpus 100000: must be between 1 and"],
+            &["--vcpus 100000 (VmConfig::vcpus): must be between 1 and"],
         ),
-        (&["--memory", "0"], &["--memory 0 MiB: must be between"]),
-        (&["--memory", "1"], &["--memory 1 MiB: must be between"]),
+        (
+            &["--memory", "0"],
+            &["--memory 0 MiB (VmConfig::memory_bytes): must be between"],
+        ),
+        (
+            &["--memory", "1"],
+            &["--memory 1 MiB (VmConfig::memory_bytes): must be between"],
+        ),
         (
             &["--memory", "99999999"],
-            &["--memory 99999999 MiB: must be between"],
+            &["--memory 99999999 MiB (VmConfig::memory_bytes): must be between"],
         ),
         (
             &["--memory", "18446744073709551615"],
             &["--memory", "must be between"],
         ),
-        (&["--iterations", "0"], &["--iterations must be at least 1"]),
+        (
+            &["--iterations", "0"],
+            &["--iterations (VmConfig::iterations) must be at least 1"],
+        ),
         (
             &["--iterations", "100000000"],
-            &["raise --memory or lower --iterations"],
+            &["raise --memory (VmConfig::memory_bytes) or lower --iterations"],
         ),
         (
             &["--vector", "0x1f"],
-            &["--vector 0x1f: fixed IPIs need a vector in 0x20..=0xfe"],
+            &["--vector 0x1f (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe"],
         ),
         (
             &["--vector", "0xff"],
-            &["--vector 0xff: fixed IPIs need a vector in 0x20..=0xfe"],
+            &["--vector 0xff (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe"],
         ),
         (&["--vector", "0"], &["--vector 0x0"]),
         (

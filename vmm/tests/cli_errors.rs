@@ -89,7 +89,7 @@ fn zero_vcpus_is_refused() {
     }
     assert_one_line_error(
         &ipivmm(&["run", "--vcpus", "0"]),
-        "--vcpus 0: must be between 1 and",
+        "--vcpus 0 (VmConfig::vcpus): must be between 1 and",
     );
 }
 
@@ -100,7 +100,7 @@ fn too_many_vcpus_is_refused() {
     }
     assert_one_line_error(
         &ipivmm(&["run", "--vcpus", "100000"]),
-        "--vcpus 100000: must be between 1 and",
+        "--vcpus 100000 (VmConfig::vcpus): must be between 1 and",
     );
 }
 

@@ -80,7 +80,7 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled (a signal stopped it)".into(),
             RunStatus::Failed { reason } => format!("failed: {reason}"),
             RunStatus::TimedOut { after_s, stuck } => format!(
-                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations)"
+                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations)"
             ),
         }
     }
