@@ -42,13 +42,17 @@ pub fn render(r: &RunReport) -> String {
         for line in exit_reasons(r, id) {
             let _ = writeln!(out, "{line}");
         }
+        for line in records(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let lat = latency_table(r);
     if let Some(t) = lat {
-        let _ = writeln!(
-            out,
-            "\nlatency per IPI (round trip for ping-pong), cycles and ns"
-        );
+        let per = match &m.payload {
+            Some(_) => "latency per sample (as the payload measured it), cycles and ns",
+            None => "latency per IPI (round trip for ping-pong), cycles and ns",
+        };
+        let _ = writeln!(out, "\n{per}");
         let _ = writeln!(out, "{t}");
     }
     for v in &r.vcpus {
@@ -132,6 +136,21 @@ fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
         }
     }
     lines
+}
+
+/// One line per vCPU with the values the payload recorded in the phase
+/// (`Record` messages), e.g. `  vcpu0 records: port=128 value=255`.
+pub fn records(r: &RunReport, id: u32) -> Vec<String> {
+    r.vcpus
+        .iter()
+        .filter_map(|v| {
+            let p = v.phase(id)?;
+            (!p.records.is_empty()).then(|| {
+                let kv: Vec<String> = p.records.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("  vcpu{} records: {}", v.index, kv.join(" "))
+            })
+        })
+        .collect()
 }
 
 fn phase_table(r: &RunReport, id: u32) -> Table {
