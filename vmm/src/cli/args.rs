@@ -29,6 +29,17 @@ pub enum Command {
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
+    /// Write a new guest payload crate (SDK included) and print how to build and run it.
+    NewPayload(NewPayloadArgs),
+}
+
+/// Flags of `ipivmm new-payload`.
+#[derive(Args, Debug)]
+pub struct NewPayloadArgs {
+    /// Name of the payload: its cargo package and ELF (a letter, then letters, digits, '-', '_').
+    pub name: String,
+    /// Directory to create (must not exist or be empty); default: ./NAME.
+    pub dir: Option<PathBuf>,
 }
 
 /// Where results go; each output is written whole or not at all.

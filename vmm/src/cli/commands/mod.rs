@@ -1,6 +1,7 @@
 //! One module per subcommand; `main.rs` only dispatches.
 pub mod compare;
 pub mod host;
+pub mod new_payload;
 pub mod run;
 pub mod sweep;
 
