@@ -102,8 +102,10 @@
 //! # A payload of your own
 //!
 //! Guest payloads are freestanding `no_std` ELFs written with the
-//! `ipivmm-guest` SDK (`guest-payload/sdk`); `examples/exit-roundtrip` is a
-//! complete one to copy. [`payload_build::PayloadBuild`] builds such a crate
+//! `ipivmm-guest` SDK (`guest-payload/sdk`); `ipivmm new-payload NAME`
+//! writes a crate to start from ([`payload::template`]) and
+//! `examples/exit-roundtrip` is a complete one to read.
+//! [`payload::build::PayloadBuild`] builds such a crate
 //! from source the way ipivmm builds its own payload, and
 //! [`PayloadSource::File`] runs the result:
 //!

@@ -256,6 +256,9 @@ pub struct RunArgs {
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Check everything a run checks (flags, payload, outputs, /dev/kvm, host, mode), print the header, build no VM.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Where `run` sends the guest's serial output.

@@ -2,7 +2,7 @@
 //! then the latency distribution of every phase that recorded samples.
 use crate::results::columns::PHASE_COLUMNS;
 use crate::results::{PhaseResult, VcpuEnd};
-use crate::results::{RunReport, RunStatus};
+use crate::results::{RunConfig, RunReport, RunStatus};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::fmt::Write;
 
@@ -14,18 +14,7 @@ fn ms(ns: u64) -> String {
 pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
     let m = &r.mode;
-    let what = match &m.payload {
-        Some(p) => format!("payload {p}"),
-        None => format!("workload {} (target {})", m.workload, m.target),
-    };
-    let _ = writeln!(
-        out,
-        "ipivmm: mode {}, {what}, {} vCPUs, {} iterations + {} warm-up",
-        r.label(),
-        m.vcpus,
-        m.iterations,
-        m.warmup
-    );
+    let _ = writeln!(out, "{}", header_line(m, &r.label()));
     let _ = writeln!(out, "APICv: {} ({})", r.apicv.effective, r.apicv.detail);
     let status = RunStatus::text(&r.status);
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
@@ -70,6 +59,29 @@ pub fn render(r: &RunReport) -> String {
         }
     }
     out
+}
+
+/// The report's first line: the mode label (`label`, e.g.
+/// [`RunReport::label`]), what ran, vCPUs and iterations, e.g.
+/// `ipivmm: mode kernel/x2apic/icr, workload pingpong (target halt), 2 vCPUs, 1000 iterations + 100 warm-up`.
+pub fn header_line(m: &RunConfig, label: &str) -> String {
+    let what = match &m.payload {
+        Some(p) => format!("payload {p}"),
+        None => format!("workload {} (target {})", m.workload, m.target),
+    };
+    format!(
+        "ipivmm: mode {label}, {what}, {} vCPUs, {} iterations + {} warm-up",
+        m.vcpus, m.iterations, m.warmup
+    )
+}
+
+/// The header row of the per-phase tables: vCPU, APIC, the columns of
+/// [`PHASE_COLUMNS`], exits/IPI and wall time.
+pub fn phase_header() -> Vec<&'static str> {
+    let mut header = vec!["vCPU", "APIC"];
+    header.extend(PHASE_COLUMNS.iter().map(|c| c.header));
+    header.extend(["exits/IPI", "wall"]);
+    header
 }
 
 /// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
@@ -156,10 +168,7 @@ pub fn records(r: &RunReport, id: u32) -> Vec<String> {
 fn phase_table(r: &RunReport, id: u32) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["vCPU", "APIC"];
-    header.extend(PHASE_COLUMNS.iter().map(|c| c.header));
-    header.extend(["exits/IPI", "wall"]);
-    t.set_header(header);
+    t.set_header(phase_header());
     for v in &r.vcpus {
         let Some(p) = v.phase(id) else { continue };
         let kvm_exits = p.kvm_stats.get("exits").copied();

@@ -176,6 +176,25 @@ impl RunConfig {
         }
     }
 
+    /// The one label of a run of this configuration with APICv request
+    /// `apicv`: [`Mode::label`] and the levers that differ from the
+    /// defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
+    pub fn label(&self, apicv: crate::mode::ApicvRequest) -> String {
+        let mode = Mode {
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            apicv,
+        }
+        .label();
+        let levers = self.levers_label();
+        if levers.is_empty() {
+            mode
+        } else {
+            format!("{mode} {levers}")
+        }
+    }
+
     /// The levers that differ from the defaults, e.g. `-exits:hlt poll:0 rt pin:2,3`.
     pub fn levers_label(&self) -> String {
         let mut l = Vec::new();
@@ -238,13 +257,7 @@ impl RunReport {
     /// The one label of a run: [`Mode::label`] and the levers that differ
     /// from the defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
     pub fn label(&self) -> String {
-        let levers = self.mode.levers_label();
-        let mode = self.run_mode().label();
-        if levers.is_empty() {
-            mode
-        } else {
-            format!("{mode} {levers}")
-        }
+        self.mode.label(self.apicv.requested)
     }
 }
 

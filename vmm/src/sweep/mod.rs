@@ -55,7 +55,7 @@ impl Default for SweepSpec {
 /// One run of the plan.
 #[derive(Clone, Debug)]
 pub struct PlannedRun {
-    /// "workload N vCPUs mode [placement]".
+    /// "workload N vCPUs mode \[placement\]".
     pub label: String,
     /// The run's configuration.
     pub config: VmConfig,
