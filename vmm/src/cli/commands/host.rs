@@ -3,8 +3,8 @@ use super::fail;
 use crate::cli::args::HostArgs;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use ipivmm::host::caps::{self, CapInfo};
+use ipivmm::host::{probe, ApicvSupport, HostInfo};
 use ipivmm::vm::open_kvm;
-use ipivmm_counters::host::{probe, ApicvSupport, HostInfo};
 use serde::Serialize;
 use std::process::ExitCode;
 

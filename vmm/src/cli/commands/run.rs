@@ -3,8 +3,8 @@ use super::{fail, init_log, status_line};
 use crate::cli::args::{RunArgs, SerialArg};
 use ipivmm::output::dest::{print_text, Outputs};
 use ipivmm::output::text;
+use ipivmm::SerialSink;
 use ipivmm::{run, Document, RunOptions};
-use ipivmm_devices::serial::SerialSink;
 use std::process::ExitCode;
 use std::time::Instant;
 
