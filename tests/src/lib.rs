@@ -28,11 +28,15 @@ pub fn hardware_kvm(test: &str) -> bool {
     match backend {
         Ok(KvmBackend::KvmIntel | KvmBackend::KvmAmd) => true,
         other => {
+            let what = match other {
+                Ok(b) => b.to_string(),
+                Err(e) => format!("unknown ({e})"),
+            };
             skip(
                 test,
                 Need::HardwareKvm,
                 &format!(
-                    "this KVM is {other:?}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)"
+                    "this KVM is {what}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)"
                 ),
             );
             false
