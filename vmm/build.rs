@@ -1,6 +1,8 @@
 //! Builds the built-in guest payload (guest-payload/, a separate workspace)
 //! with a nested `cargo build --release` and leaves the ELF at
-//! `$OUT_DIR/ipivmm-payload.elf` for `src/payload.rs` to embed.
+//! `$OUT_DIR/ipivmm-payload.elf` for `src/payload.rs` to embed; lists the
+//! SDK and ABI sources in `$OUT_DIR/sdk_sources.rs` for
+//! `src/payload/template.rs` to embed (`ipivmm new-payload` copies them).
 //!
 //! The payload is freestanding and takes its flags (no SSE, static, linker
 //! script) from guest-payload/.cargo/config.toml, which cargo only reads when
@@ -31,6 +33,7 @@ fn main() {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
 
     rerun_if_changed(&root);
+    write_sdk_sources(&root, &out_dir);
 
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&guest)
@@ -92,4 +95,43 @@ fn rerun_if_changed(root: &Path) {
     }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/payload/scrub.rs");
+}
+
+/// Writes `$OUT_DIR/sdk_sources.rs`: every source file of the SDK
+/// (`guest-payload/sdk/src`) and of the ABI (`abi/src`) as
+/// `(path in the new crate's ipivmm-sdk/, include_str!(absolute path))`.
+fn write_sdk_sources(root: &Path, out_dir: &Path) {
+    let mut entries = Vec::new();
+    for (src, dest) in [
+        ("guest-payload/sdk/src", "guest/src"),
+        ("abi/src", "abi/src"),
+    ] {
+        collect_rs(&root.join(src), dest, &mut entries);
+    }
+    entries.sort();
+    let mut code = String::from("/// The SDK and ABI sources: (path under ipivmm-sdk/, text).\npub const SDK_SOURCES: &[(&str, &str)] = &[\n");
+    for (dest, abs) in &entries {
+        code.push_str(&format!("    ({dest:?}, include_str!({abs:?})),\n"));
+    }
+    code.push_str("];\n");
+    let path = out_dir.join("sdk_sources.rs");
+    if let Err(e) = std::fs::write(&path, code) {
+        panic!("ipivmm build.rs: cannot write {}: {e}", path.display());
+    }
+}
+
+fn collect_rs(dir: &Path, dest: &str, out: &mut Vec<(String, String)>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => panic!("ipivmm build.rs: cannot list {}: {e}", dir.display()),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            collect_rs(&path, &format!("{dest}/{name}"), out);
+        } else if name.ends_with(".rs") {
+            out.push((format!("{dest}/{name}"), path.display().to_string()));
+        }
+    }
 }

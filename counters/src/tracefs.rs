@@ -16,7 +16,7 @@ pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
     /// No tracefs (or debugfs with a `tracing` directory) in /proc/mounts.
-    #[error("tracefs not mounted (use --mount-tracefs)")]
+    #[error("tracefs not mounted (use --mount-tracefs: VmConfig::mount_tracefs = true)")]
     NotMounted,
     /// The event directory does not exist.
     #[error("event {system}:{name} does not exist on this kernel")]

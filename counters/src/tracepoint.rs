@@ -536,7 +536,10 @@ mod tests {
         for s in set.statuses() {
             assert_eq!(
                 s.availability,
-                Availability::Unavailable("tracefs not mounted (use --mount-tracefs)".into())
+                Availability::Unavailable(
+                    "tracefs not mounted (use --mount-tracefs: VmConfig::mount_tracefs = true)"
+                        .into()
+                )
             );
         }
         assert!(set.read_all().values.is_empty());

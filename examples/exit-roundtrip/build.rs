@@ -15,8 +15,9 @@ fn main() {
     let target = env::var("TARGET").unwrap_or_default();
     let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     if target == "x86_64-unknown-linux-gnu" && !flags.contains("+soft-float") {
+        let name = env::var("CARGO_PKG_NAME").unwrap_or_default();
         panic!(
-            "exit-roundtrip: built without the flags of {dir}/.cargo/config.toml \
+            "{name}: built without the flags of {dir}/.cargo/config.toml \
              (no `+soft-float` in RUSTFLAGS). Cargo reads that file from the current \
              directory: build with `cd {dir} && cargo build --release`."
         );

@@ -1,51 +1,44 @@
 //! Shared helpers of the integration tests (tests/tests/*.rs): KVM presence
-//! checks that say when they skip, and tiny hand-assembled guest payloads.
+//! checks that say when they skip (through `ipivmm-testkit`), and tiny
+//! hand-assembled guest payloads.
+use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::image::minimal_elf;
 use ipivmm::run::{run, RunOptions, RunReport};
-use ipivmm_abi::PAYLOAD_START;
+use ipivmm::KvmBackend;
 
-/// True when /dev/kvm can be opened; otherwise prints why the test skips.
+pub use ipivmm_testkit::{skip, Need};
+
+/// True when /dev/kvm can be opened; otherwise reports the skip (a `SKIP`
+/// line on stderr that `cargo test` shows, and a count when the binary
+/// exits), or fails the test when `IPIVMM_REQUIRE_KVM=1`
+/// ([`ipivmm_testkit`]).
 pub fn kvm_available(test: &str) -> bool {
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-    {
-        Ok(_) => true,
-        Err(e) => {
-            let why = format!("/dev/kvm cannot be opened ({e}); this test needs KVM");
-            assert!(
-                std::env::var_os("IPIVMM_REQUIRE_KVM").is_none_or(|v| v != "1"),
-                "{test}: IPIVMM_REQUIRE_KVM=1 but {why}"
-            );
-            eprintln!("SKIP {test}: {why}");
-            false
-        }
-    }
+    ipivmm_testkit::kvm_available(test)
 }
 
 /// True when the KVM here is a hardware one (kvm_intel or kvm_amd: `kvm_exit`
-/// fires, hypercalls return). Otherwise prints why the test skips, or fails
-/// it when `IPIVMM_REQUIRE_HW_KVM=1` (the lab sets it).
+/// fires, hypercalls return). Otherwise reports the skip, or fails the test
+/// when `IPIVMM_REQUIRE_HW_KVM=1` (the lab sets it).
 pub fn hardware_kvm(test: &str) -> bool {
     if !kvm_available(test) {
         return false;
     }
-    let backend = ipivmm_counters::host::probe().map(|h| h.backend);
+    let backend = ipivmm::kvm_available().map(|k| k.backend);
     match backend {
-        Ok(
-            ipivmm_counters::host::KvmBackend::KvmIntel | ipivmm_counters::host::KvmBackend::KvmAmd,
-        ) => true,
+        Ok(KvmBackend::KvmIntel | KvmBackend::KvmAmd) => true,
         other => {
-            let why = format!(
-                "this KVM is {other:?}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)"
+            let what = match other {
+                Ok(b) => b.to_string(),
+                Err(e) => format!("unknown ({e})"),
+            };
+            skip(
+                test,
+                Need::HardwareKvm,
+                &format!(
+                    "this KVM is {what}, not kvm_intel/kvm_amd (run it in the lab: scripts/lab.sh)"
+                ),
             );
-            assert!(
-                std::env::var_os("IPIVMM_REQUIRE_HW_KVM").is_none_or(|v| v != "1"),
-                "{test}: IPIVMM_REQUIRE_HW_KVM=1 but {why}"
-            );
-            eprintln!("SKIP {test}: {why}");
             false
         }
     }

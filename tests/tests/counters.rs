@@ -42,7 +42,11 @@ fn tracepoints_available(r: &RunReport, test: &str) -> bool {
         .find(|s| s.source == "tracepoints")
         .expect("status");
     if !s.available {
-        eprintln!("SKIP {test}: tracepoints unavailable: {:?}", s.detail);
+        ipivmm_tests::skip(
+            test,
+            ipivmm_tests::Need::Setup,
+            &format!("tracepoints unavailable: {:?}", s.detail),
+        );
     }
     s.available
 }

@@ -9,7 +9,7 @@ use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::build::{BuildError, PayloadBuild};
 use ipivmm::results::exits::ExitKind;
 use ipivmm::results::{PhaseResult, VcpuEnd, VcpuResult};
-use ipivmm_tests::{kvm_available, run_ok};
+use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -45,7 +45,11 @@ fn example_elf(test: &str) -> Option<PathBuf> {
     match built {
         Ok(p) => Some(p.clone()),
         Err(e) if e.starts_with("SKIP") => {
-            eprintln!("SKIP {test}: cannot build examples/exit-roundtrip: {e}");
+            skip(
+                test,
+                Need::Setup,
+                &format!("cannot build examples/exit-roundtrip: {e}"),
+            );
             None
         }
         Err(e) => panic!("building examples/exit-roundtrip: {e}"),

@@ -121,7 +121,11 @@ fn pv_ipis_are_refused_or_run_never_hang() {
                 "only kvm_pvm refuses PV IPIs: {msg}"
             );
             assert!(msg.contains("vmcall") && msg.contains("--ipi icr"), "{msg}");
-            eprintln!("SKIP pv run: refused on this backend as designed: {msg}");
+            ipivmm_tests::skip(
+                "pv_ipis (the pv run)",
+                ipivmm_tests::Need::HardwareKvm,
+                &format!("refused on this backend as designed: {msg}"),
+            );
         }
         Ok(r) => {
             // A hardware KVM host: the hypercall path must deliver too.
@@ -141,7 +145,8 @@ fn pv_ipis_are_refused_or_run_never_hang() {
     );
     let e = run(&user, RunOptions::default()).expect_err("pv without an in-kernel LAPIC");
     assert!(
-        e.to_string().contains("--ipi pv needs the LAPIC in KVM"),
+        e.to_string()
+            .contains("--ipi pv (VmConfig::ipi = IpiPath::Pv) needs the LAPIC in KVM"),
         "{e}"
     );
 }
@@ -170,7 +175,11 @@ fn levers_apply_and_are_reported() {
     let r = match run(&c, RunOptions::default()) {
         Ok(r) => r,
         Err(e) if e.to_string().contains("allows only") => {
-            eprintln!("SKIP levers_apply_and_are_reported: {e}");
+            ipivmm_tests::skip(
+                "levers_apply_and_are_reported",
+                ipivmm_tests::Need::Setup,
+                &e.to_string(),
+            );
             return;
         }
         Err(e) => panic!("{e}"),

@@ -165,11 +165,25 @@ impl Default for VmConfig {
     }
 }
 
-/// A configuration that cannot run, with the fix.
+/// A configuration that cannot run, with the fix. Each message names the
+/// command-line flag and the [`VmConfig`] field it sets, so it reads right
+/// for a library caller too:
+///
+/// ```
+/// use ipivmm::VmConfig;
+///
+/// let e = VmConfig { vcpus: 0, ..VmConfig::default() }.validate(8).unwrap_err();
+/// assert_eq!(
+///     e.to_string(),
+///     "--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 (the limit of this KVM and of the xAPIC ID space)"
+/// );
+/// let e = VmConfig { iterations: 0, ..VmConfig::default() }.validate(8).unwrap_err();
+/// assert!(e.to_string().contains("(VmConfig::iterations)"), "{e}");
+/// ```
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     /// Zero or too many vCPUs.
-    #[error("--vcpus {got}: must be between 1 and {max} (the limit of this KVM and of the xAPIC ID space)")]
+    #[error("--vcpus {got} (VmConfig::vcpus): must be between 1 and {max} (the limit of this KVM and of the xAPIC ID space)")]
     VcpuCount {
         /// Requested.
         got: usize,
@@ -177,7 +191,7 @@ pub enum ConfigError {
         max: usize,
     },
     /// Memory outside the supported range.
-    #[error("--memory {got_mib} MiB: must be between {min_mib} and {max_mib} MiB")]
+    #[error("--memory {got_mib} MiB (VmConfig::memory_bytes): must be between {min_mib} and {max_mib} MiB")]
     Memory {
         /// Requested MiB.
         got_mib: u64,
@@ -187,7 +201,7 @@ pub enum ConfigError {
         max_mib: u64,
     },
     /// Not enough scratch memory for the samples.
-    #[error("--iterations {iterations} needs {need} bytes of sample space per vCPU but only {have} fit in guest RAM: raise --memory or lower --iterations")]
+    #[error("--iterations {iterations} (VmConfig::iterations) needs {need} bytes of sample space per vCPU but only {have} fit in guest RAM: raise --memory (VmConfig::memory_bytes) or lower --iterations")]
     ScratchTooSmall {
         /// Iterations asked.
         iterations: u64,
@@ -197,16 +211,16 @@ pub enum ConfigError {
         have: u64,
     },
     /// Zero iterations.
-    #[error("--iterations must be at least 1")]
+    #[error("--iterations (VmConfig::iterations) must be at least 1")]
     NoIterations,
     /// A timeout of zero.
-    #[error("--timeout must be at least 1 second")]
+    #[error("--timeout (VmConfig::timeout) must be at least 1 second")]
     ZeroTimeout,
     /// A timeout the watchdog timer cannot hold.
-    #[error("--timeout {0} s is too long: at most {MAX_TIMEOUT_S} s (a week)")]
+    #[error("--timeout {0} s (VmConfig::timeout) is too long: at most {MAX_TIMEOUT_S} s (a week)")]
     TimeoutTooLong(u64),
     /// A vector that cannot carry a fixed IPI.
-    #[error("--vector {0:#x}: fixed IPIs need a vector in 0x20..=0xfe")]
+    #[error("--vector {0:#x} (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe")]
     Vector(u8),
 }
 

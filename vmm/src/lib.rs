@@ -13,16 +13,33 @@
 //! phases that finished, how each vCPU ended (with a register dump on a
 //! fault) and the tail of the guest's serial output.
 //!
+//! Everything a caller needs is re-exported here, so `ipivmm` is the one
+//! dependency: the configuration and mode types ([`VmConfig`], [`Irqchip`],
+//! [`ApicMode`], [`Workload`], [`ExitControls`], ...), [`SerialSink`] for the
+//! guest's console, the results ([`RunReport`], [`VcpuResult`],
+//! [`PhaseResult`], [`LatencyStats`], [`ExitKind`]...), the errors
+//! ([`RunError`], [`VmError`], [`ConfigError`]) and [`kvm_available`], which
+//! says whether a VM can run here before you build one. Errors name the
+//! [`VmConfig`] field to change next to the command-line flag that sets it
+//! (e.g. `--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 ...`).
+//! `examples/library-only/` is a crate that depends on `ipivmm` alone.
+//!
 //! # Running a VM
 //!
 //! Running needs `/dev/kvm` (hence `no_run`); everything else compiles as is.
 //!
 //! ```no_run
-//! use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
-//! use ipivmm::{run, PayloadSource, RunOptions, RunStatus, VmConfig};
+//! use ipivmm::{
+//!     run, ApicMode, Irqchip, PayloadSource, RunOptions, RunStatus, SerialSink, TargetWait,
+//!     VmConfig, Workload,
+//! };
 //! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // Fails with the fix (load the module, join the kvm group...) where
+//!     // no VM can run.
+//!     let kvm = ipivmm::kvm_available()?;
+//!     println!("{kvm}");
 //!     let config = VmConfig {
 //!         vcpus: 2,
 //!         memory_bytes: 64 << 20,
@@ -41,7 +58,12 @@
 //!     };
 //!     // Checks the configuration and the payload, builds the VM, runs every
 //!     // vCPU on its own thread until each sent Done (or the timeout).
-//!     let report = run(&config, RunOptions::default())?;
+//!     // The guest's console on our stdout, as it writes it.
+//!     let opts = RunOptions {
+//!         serial: SerialSink::Stdout,
+//!         ..RunOptions::default()
+//!     };
+//!     let report = run(&config, opts)?;
 //!     if let RunStatus::Failed { reason } = &report.status {
 //!         eprintln!("run failed: {reason}\nguest said:\n{}", report.serial_tail);
 //!     }
@@ -80,8 +102,10 @@
 //! # A payload of your own
 //!
 //! Guest payloads are freestanding `no_std` ELFs written with the
-//! `ipivmm-guest` SDK (`guest-payload/sdk`); `examples/exit-roundtrip` is a
-//! complete one to copy. [`payload_build::PayloadBuild`] builds such a crate
+//! `ipivmm-guest` SDK (`guest-payload/sdk`); `ipivmm new-payload NAME`
+//! writes a crate to start from ([`payload::template`]) and
+//! `examples/exit-roundtrip` is a complete one to read.
+//! [`payload::build::PayloadBuild`] builds such a crate
 //! from source the way ipivmm builds its own payload, and
 //! [`PayloadSource::File`] runs the result:
 //!
@@ -130,6 +154,48 @@ pub mod sweep;
 pub mod vcpu;
 pub mod vm;
 
-pub use config::{PayloadSource, VmConfig};
-pub use results::{Document, RunReport, RunStatus};
+pub use config::{ConfigError, PayloadSource, VmConfig};
+pub use host::{KvmBackend, KvmInfo};
+pub use mode::levers::{ExitControl, ExitControls};
+pub use mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
+pub use results::latency::{Histogram, LatencyStats};
+pub use results::{
+    Document, ExitCounts, ExitKind, GuestDelta, PhaseResult, RunReport, RunStatus, VcpuEnd,
+    VcpuResult,
+};
 pub use run::{run, RunError, RunOptions};
+pub use vm::VmError;
+
+/// Where the guest's serial console (COM1) goes: [`SerialSink::Stdout`]
+/// (this process's stdout, as the guest writes it), [`SerialSink::Log`]
+/// (`log::info!` per line), [`SerialSink::Capture`] (the default of
+/// [`RunOptions`]: kept in memory) or [`SerialSink::Discard`]. The last
+/// 16 KiB are always in [`RunReport::serial_tail`].
+///
+/// ```no_run
+/// use ipivmm::{run, RunOptions, SerialSink, VmConfig};
+///
+/// let opts = RunOptions {
+///     serial: SerialSink::Stdout,
+///     ..RunOptions::default()
+/// };
+/// let report = run(&VmConfig::default(), opts)?;
+/// assert!(report.serial_tail.contains("ipivmm-guest:"));
+/// # Ok::<(), ipivmm::RunError>(())
+/// ```
+pub use ipivmm_devices::serial::SerialSink;
+
+/// Whether KVM is usable here: opens `/dev/kvm`, checks its API version
+/// and reads its vCPU limits and backend ([`host::kvm_info`] for another
+/// device node). The error says what to do (load the module, join the
+/// `kvm` group, ...).
+///
+/// ```
+/// match ipivmm::kvm_available() {
+///     Ok(kvm) => println!("{kvm}"), // "/dev/kvm: KVM API 12, backend kvm_intel, up to 1024 vCPUs per VM ..."
+///     Err(e) => println!("no VM can run here: {e}"),
+/// }
+/// ```
+pub fn kvm_available() -> Result<KvmInfo, VmError> {
+    host::kvm_info(std::path::Path::new("/dev/kvm"))
+}

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Host(args) => commands::host::main(&args),
         Command::Sweep(args) => commands::sweep::main(&args),
         Command::Compare(args) => commands::compare::main(&args),
+        Command::NewPayload(args) => commands::new_payload::main(&args),
     }
 }
 

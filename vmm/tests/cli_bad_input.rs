@@ -20,8 +20,14 @@ fn ipivmm(args: &[&str]) -> Output {
         .expect("ipivmm runs")
 }
 
-fn kvm_present() -> bool {
-    std::path::Path::new("/dev/kvm").exists()
+/// Whether /dev/kvm exists; otherwise reports the skip of `test` (the part
+/// named by `why`) through `ipivmm-testkit`.
+fn kvm_present(test: &str, why: &str) -> bool {
+    let present = std::path::Path::new("/dev/kvm").exists();
+    if !present {
+        ipivmm_testkit::skip(test, ipivmm_testkit::Need::Kvm, why);
+    }
+    present
 }
 
 /// Lines clap prints around its one error line.
@@ -101,7 +107,7 @@ fn bad_values_of_every_flag_are_refused_with_the_fix() {
         (&["--timeout=-1"], &["'-1'", "--timeout"]),
         (
             &["--timeout", "0"],
-            &["--timeout must be at least 1 second"],
+            &["--timeout (VmConfig::timeout) must be at least 1 second"],
         ),
         (&["--vector", "0x100"], &["'0x100' does not fit in a byte"]),
         (&["--vector", "256"], &["'256' does not fit in a byte"]),
@@ -222,8 +228,10 @@ fn bad_pin_lists_are_refused() {
     for (args, needles) in syntax {
         assert_refused(&args.join(" "), &ipivmm(args), needles);
     }
-    if !kvm_present() {
-        eprintln!("SKIP bad_pin_lists_are_refused (host CPU part): needs /dev/kvm");
+    if !kvm_present(
+        "bad_pin_lists_are_refused (host CPU part)",
+        "needs /dev/kvm",
+    ) {
         return;
     }
     let o = ipivmm(&["--pin", "99999,100000"]);
@@ -240,39 +248,56 @@ fn bad_pin_lists_are_refused() {
 /// limit, so it runs once /dev/kvm is open).
 #[test]
 fn out_of_range_configurations_are_refused_with_the_fix() {
-    if !kvm_present() {
-        eprintln!("SKIP out_of_range_configurations_are_refused_with_the_fix: the checks read KVM's vCPU limit");
+    if !kvm_present(
+        "out_of_range_configurations_are_refused_with_the_fix",
+        "the checks read KVM's vCPU limit from /dev/kvm",
+    ) {
         return;
     }
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--vcpus", "0"], &["--vcpus 0: must be between 1 and"]),
-        (&["--vcpus", "255"], &["--vcpus 255: must be between 1 and"]),
+        (
+            &["--vcpus", "0"],
+            &["--vcpus 0 (VmConfig::vcpus): must be between 1 and"],
+        ),
+        (
+            &["--vcpus", "255"],
+            &["--vcpus 255 (VmConfig::vcpus): must be between 1 and"],
+        ),
         (
             &["--vcpus", "100000"],
-            &["--vcpus 100000: must be between 1 and"],
+            &["--vcpus 100000 (VmConfig::vcpus): must be between 1 and"],
         ),
-        (&["--memory", "0"], &["--memory 0 MiB: must be between"]),
-        (&["--memory", "1"], &["--memory 1 MiB: must be between"]),
+        (
+            &["--memory", "0"],
+            &["--memory 0 MiB (VmConfig::memory_bytes): must be between"],
+        ),
+        (
+            &["--memory", "1"],
+            &["--memory 1 MiB (VmConfig::memory_bytes): must be between"],
+        ),
         (
             &["--memory", "99999999"],
-            &["--memory 99999999 MiB: must be between"],
+            &["--memory 99999999 MiB (VmConfig::memory_bytes): must be between"],
         ),
         (
             &["--memory", "18446744073709551615"],
             &["--memory", "must be between"],
         ),
-        (&["--iterations", "0"], &["--iterations must be at least 1"]),
+        (
+            &["--iterations", "0"],
+            &["--iterations (VmConfig::iterations) must be at least 1"],
+        ),
         (
             &["--iterations", "100000000"],
-            &["raise --memory or lower --iterations"],
+            &["raise --memory (VmConfig::memory_bytes) or lower --iterations"],
         ),
         (
             &["--vector", "0x1f"],
-            &["--vector 0x1f: fixed IPIs need a vector in 0x20..=0xfe"],
+            &["--vector 0x1f (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe"],
         ),
         (
             &["--vector", "0xff"],
-            &["--vector 0xff: fixed IPIs need a vector in 0x20..=0xfe"],
+            &["--vector 0xff (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe"],
         ),
         (&["--vector", "0"], &["--vector 0x0"]),
         (

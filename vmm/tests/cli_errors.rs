@@ -1,6 +1,17 @@
 //! Bad input on the command line: one line naming the cause and the fix,
 //! exit code 2, before any VM is built.
+use ipivmm_testkit::Need;
 use std::process::{Command, Output};
+
+/// Whether /dev/kvm exists (the vCPU limit is read from it); otherwise
+/// reports the skip of `test`.
+fn kvm_present(test: &str) -> bool {
+    let present = std::path::Path::new("/dev/kvm").exists();
+    if !present {
+        ipivmm_testkit::skip(test, Need::Kvm, "the vCPU limit is read from /dev/kvm");
+    }
+    present
+}
 
 fn ipivmm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ipivmm"))
@@ -40,7 +51,7 @@ fn missing_kvm_device_names_the_fix() {
 #[test]
 fn kvm_device_without_permission_names_the_fix() {
     // Needs root to drop to an unprivileged user; /dev/kvm must be root-only.
-    let is_root = is_root();
+    let is_root = ipivmm_testkit::is_root();
     let setpriv = std::path::Path::new("/usr/bin/setpriv");
     let meta = std::fs::metadata("/dev/kvm");
     let root_only = meta.as_ref().is_ok_and(|m| {
@@ -48,7 +59,11 @@ fn kvm_device_without_permission_names_the_fix() {
         m.permissions().mode() & 0o006 == 0
     });
     if !is_root || !setpriv.exists() || !root_only {
-        eprintln!("SKIP kvm_device_without_permission_names_the_fix: needs root, setpriv and a root-only /dev/kvm");
+        ipivmm_testkit::skip(
+            "kvm_device_without_permission_names_the_fix",
+            Need::Setup,
+            "needs root, /usr/bin/setpriv and a root-only /dev/kvm",
+        );
         return;
     }
     let o = Command::new(setpriv)
@@ -67,38 +82,25 @@ fn kvm_device_without_permission_names_the_fix() {
     );
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn zero_vcpus_is_refused() {
-    if !std::path::Path::new("/dev/kvm").exists() {
-        eprintln!("SKIP zero_vcpus_is_refused: the vCPU limit is read from /dev/kvm");
+    if !kvm_present("zero_vcpus_is_refused") {
         return;
     }
     assert_one_line_error(
         &ipivmm(&["run", "--vcpus", "0"]),
-        "--vcpus 0: must be between 1 and",
+        "--vcpus 0 (VmConfig::vcpus): must be between 1 and",
     );
 }
 
 #[test]
 fn too_many_vcpus_is_refused() {
-    if !std::path::Path::new("/dev/kvm").exists() {
-        eprintln!("SKIP too_many_vcpus_is_refused: the vCPU limit is read from /dev/kvm");
+    if !kvm_present("too_many_vcpus_is_refused") {
         return;
     }
     assert_one_line_error(
         &ipivmm(&["run", "--vcpus", "100000"]),
-        "--vcpus 100000: must be between 1 and",
+        "--vcpus 100000 (VmConfig::vcpus): must be between 1 and",
     );
 }
 
@@ -208,13 +210,7 @@ const PHASE_THEN_HANG: &[u8] = &[
 
 #[test]
 fn timeout_keeps_finished_phases_in_the_json() {
-    if std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_err()
-    {
-        eprintln!("SKIP timeout_keeps_finished_phases_in_the_json: needs /dev/kvm");
+    if !ipivmm_testkit::kvm_available("timeout_keeps_finished_phases_in_the_json") {
         return;
     }
     // The message buffer sits 128-byte aligned after the code: pad to 0x80 + 128.

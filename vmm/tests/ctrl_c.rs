@@ -4,19 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn kvm_available(test: &str) -> bool {
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-    {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: /dev/kvm cannot be opened ({e}); this test needs KVM");
-            false
-        }
-    }
-}
+use ipivmm_testkit::kvm_available;
 
 fn send(pid: u32, sig: libc::c_int) {
     let pid = libc::pid_t::try_from(pid).expect("pid fits pid_t");

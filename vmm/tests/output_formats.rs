@@ -3,9 +3,9 @@
 //! /dev/kvm needed: the reports are built in code.
 mod output_fixtures;
 
-use ipivmm::output::{csv, svg};
-use ipivmm::results::{Document, SkippedMode};
-use output_fixtures::{report, temp_dir, IPIS};
+use ipivmm::output::{csv, svg, text};
+use ipivmm::results::{Document, LatencyStats, SkippedMode};
+use output_fixtures::{report, temp_dir, IPIS, TSC_KHZ};
 
 #[test]
 fn schema_round_trips_through_the_model() {
@@ -206,6 +206,129 @@ fn a_single_run_and_an_empty_run_still_plot() {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// A custom payload `/somewhere/demo` with samples in two phases ('idle'
+/// on vCPU 0 and 'measure') and a record.
+fn demo_report() -> ipivmm::RunReport {
+    let mut r = report(&[], 10_000, 3);
+    r.mode.payload = Some("/somewhere/demo".into());
+    let idle = &mut r.vcpus[0].phases[0];
+    idle.samples = (0..50).map(|k| 400 + k).collect();
+    idle.latency = LatencyStats::from_samples(&idle.samples, TSC_KHZ);
+    idle.records.insert("port".into(), 0x80);
+    r
+}
+
+#[test]
+fn a_custom_payload_is_named_and_every_phase_with_samples_is_drawn() {
+    let r = demo_report();
+    let dir = temp_dir("payload");
+    let files = svg::plot_runs(&[&r], &dir).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "demo-2vcpu-cycles.svg",
+            "demo-2vcpu-exits.svg",
+            "demo-2vcpu-latency.svg"
+        ]
+    );
+    for f in &files {
+        let t = texts(&std::fs::read_to_string(f).unwrap());
+        assert!(
+            t.contains("payload demo, 2 vCPUs:"),
+            "{}:\n{t}",
+            f.display()
+        );
+        assert!(!t.contains("pingpong"), "{}:\n{t}", f.display());
+        // One bar per phase with samples, named by mode and phase.
+        for bar in ["kernel/xapic/icr · idle", "kernel/xapic/icr · measure"] {
+            assert!(t.contains(bar), "{} lacks {bar}:\n{t}", f.display());
+        }
+    }
+    let cycles = texts(&std::fs::read_to_string(&files[0]).unwrap());
+    assert!(cycles.contains("TSC cycles per sample"), "{cycles}");
+    let exits = texts(&std::fs::read_to_string(&files[1]).unwrap());
+    assert!(exits.contains("VM exits per sample"), "{exits}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The CSV names it too.
+    let mut out = Vec::new();
+    csv::write_runs(&[&r], &mut out).unwrap();
+    let csv_text = String::from_utf8(out).unwrap();
+    let row = csv_text.lines().nth(1).unwrap();
+    assert!(row.starts_with(",0,demo,kernel/xapic/icr,"), "{row}");
+    assert!(row.ends_with(",/somewhere/demo"), "{row}");
+
+    // The text report shows the payload's records per phase and vCPU.
+    let report = text::render(&r);
+    assert!(report.contains("payload /somewhere/demo"), "{report}");
+    let idle = report.find("phase 0 'idle'").expect("idle table");
+    let measure = report.find("phase 2 'measure'").expect("measure table");
+    let port = report
+        .find("  vcpu0 records: port=128 samples_dropped=0")
+        .expect(&report);
+    assert!(idle < port && port < measure, "{report}");
+    assert!(report.contains("latency per sample"), "{report}");
+}
+
+/// A tick label (`500`, `2k`, `10M`, `1.5G`) as a number.
+fn tick_value(label: &str) -> Option<f64> {
+    let (num, mult) = match label.chars().last()? {
+        'k' => (&label[..label.len() - 1], 1e3),
+        'M' => (&label[..label.len() - 1], 1e6),
+        'G' => (&label[..label.len() - 1], 1e9),
+        _ => (label, 1.0),
+    };
+    num.parse::<f64>().ok().map(|v| v * mult)
+}
+
+#[test]
+fn latency_log_axis_labels_every_decade_of_the_samples() {
+    // Samples from 60 to ~3e9 cycles: most of them far below 1G.
+    let samples: Vec<u64> = (0..400).map(|k| 60 * 1.028f64.powi(k) as u64).collect();
+    let (lo, hi) = (samples[0] as f64, *samples.last().unwrap() as f64);
+    let mut r = report(&[], 10_000, 3);
+    let m = &mut r.vcpus[0].phases[1];
+    m.latency = LatencyStats::from_samples(&samples, TSC_KHZ);
+    m.samples = samples;
+    let svg_text = svg::render_latency(
+        &ipivmm::output::summary::summarize(&r).group,
+        &svg::group(vec![(None, ipivmm::output::summary::summarize(&r))])[0].1,
+    )
+    .unwrap();
+    let xml = roxmltree::Document::parse(&svg_text).unwrap();
+    // Tick labels sit in the x label area, under the panel.
+    let ticks: Vec<f64> = xml
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .filter_map(|t| tick_value(t.trim()))
+        .filter(|v| *v >= 1.0)
+        .collect();
+    let decade = |v: f64| v.log10().floor() as i32;
+    for d in decade(lo)..=decade(hi) {
+        assert!(
+            ticks.iter().any(|t| decade(*t) == d),
+            "no tick label in 10^{d} (samples {lo}..{hi}); ticks {ticks:?}"
+        );
+    }
+    // 1, 2, 5 x 10^k where the range is narrow.
+    assert_eq!(svg::log_ticks(90.0, 1100.0), [100.0, 200.0, 500.0, 1000.0]);
+    assert_eq!(
+        svg::log_ticks(15e6, 25e6).len(),
+        11,
+        "{:?}",
+        svg::log_ticks(15e6, 25e6)
+    );
+    assert_eq!(
+        ["1", "20", "500", "1k", "2M", "5G", "1.5k"],
+        [1.0, 20.0, 500.0, 1e3, 2e6, 5e9, 1500.0].map(svg::tick_label)
+    );
 }
 
 /// JSON paths where `a` and `b` differ.

@@ -30,6 +30,17 @@ pub enum Command {
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
+    /// Write a new guest payload crate (SDK included) and print how to build and run it.
+    NewPayload(NewPayloadArgs),
+}
+
+/// Flags of `ipivmm new-payload`.
+#[derive(Args, Debug)]
+pub struct NewPayloadArgs {
+    /// Name of the payload: its cargo package and ELF (a letter, then letters, digits, '-', '_').
+    pub name: String,
+    /// Directory to create (must not exist or be empty); default: ./NAME.
+    pub dir: Option<PathBuf>,
 }
 
 /// Where results go; each output is written whole or not at all.
@@ -268,6 +279,9 @@ pub struct RunArgs {
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Check everything a run checks (flags, payload, outputs, /dev/kvm, host, mode), print the header, build no VM.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Where `run` sends the guest's serial output.

@@ -70,10 +70,10 @@ impl Default for ApicvPlan {
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ApicvError {
     /// Intel's lever needs xAPIC.
-    #[error("--apicv inhibit on Intel changes xAPIC IDs (APIC_ID_MODIFIED), which x2APIC ignores: use --apic xapic or --irqchip user")]
+    #[error("--apicv inhibit (VmConfig::apicv) on Intel changes xAPIC IDs (APIC_ID_MODIFIED), which x2APIC ignores: use --apic xapic or --irqchip user (VmConfig::apic, VmConfig::irqchip)")]
     IntelNeedsXapic,
     /// AMD's lever needs the in-kernel PIT, i.e. the full in-kernel irqchip.
-    #[error("--apicv inhibit on AMD needs an in-kernel PIT (PIT_REINJ), which --irqchip split cannot have: use --irqchip kernel or user")]
+    #[error("--apicv inhibit (VmConfig::apicv) on AMD needs an in-kernel PIT (PIT_REINJ), which --irqchip split cannot have: use --irqchip kernel or user (VmConfig::irqchip)")]
     AmdNeedsKernelIrqchip,
 }
 

@@ -111,7 +111,7 @@ impl<'de> Deserialize<'de> for ExitControls {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LeverError {
     /// Exit controls KVM does not allow.
-    #[error("--disable-exits {asked}: this KVM allows only [{allowed}] (KVM_CAP_X86_DISABLE_EXITS); drop the others")]
+    #[error("--disable-exits {asked} (VmConfig::disable_exits): this KVM allows only [{allowed}] (KVM_CAP_X86_DISABLE_EXITS); drop the others")]
     ExitsNotAllowed {
         /// Requested names.
         asked: String,
@@ -127,11 +127,11 @@ pub enum LeverError {
         err: String,
     },
     /// KVM_CAP_HALT_POLL missing.
-    #[error("--halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this KVM lacks; use the kvm.halt_poll_ns module parameter instead")]
+    #[error("--halt-poll-ns (VmConfig::halt_poll_ns) needs KVM_CAP_HALT_POLL (Linux 5.15+), which this KVM lacks; leave it unset (None) and use the kvm.halt_poll_ns module parameter instead")]
     NoHaltPoll,
     /// A pinning CPU that does not exist or is not allowed.
     #[error(
-        "--pin: host CPU {cpu} is not online or not allowed for this process (allowed: {allowed})"
+        "--pin (VmConfig::pin): host CPU {cpu} is not online or not allowed for this process (allowed: {allowed})"
     )]
     NoSuchCpu {
         /// The CPU.
@@ -140,7 +140,9 @@ pub enum LeverError {
         allowed: String,
     },
     /// Fewer CPUs than vCPUs.
-    #[error("--pin lists {cpus} CPUs for {vcpus} vCPUs: give one host CPU per vCPU")]
+    #[error(
+        "--pin (VmConfig::pin) lists {cpus} CPUs for {vcpus} vCPUs: give one host CPU per vCPU"
+    )]
     PinCount {
         /// CPUs listed.
         cpus: usize,

@@ -206,13 +206,13 @@ impl Mode {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Infeasible {
     /// PV IPIs are handled by KVM's LAPIC.
-    #[error("--ipi pv needs the LAPIC in KVM (KVM_HC_SEND_IPI is handled there): use --irqchip kernel or split")]
+    #[error("--ipi pv (VmConfig::ipi = IpiPath::Pv) needs the LAPIC in KVM (KVM_HC_SEND_IPI is handled there): use --irqchip kernel or split (VmConfig::irqchip)")]
     PvNeedsKernelLapic,
     /// Hypercalls never return on kvm_pvm.
-    #[error("--ipi pv cannot run on the kvm_pvm backend: a guest vmcall/vmmcall never returns there (KVM_HC_SEND_IPI included); run it on a hardware KVM host (kvm_intel/kvm_amd, or the lab: scripts/lab.sh) or use --ipi icr")]
+    #[error("--ipi pv cannot run on the kvm_pvm backend: a guest vmcall/vmmcall never returns there (KVM_HC_SEND_IPI included); run it on a hardware KVM host (kvm_intel/kvm_amd, or the lab: scripts/lab.sh) or use --ipi icr (VmConfig::ipi = IpiPath::Icr)")]
     PvOnKvmPvm,
     /// Too few vCPUs for the workload.
-    #[error("workload {workload} needs at least {min} vCPUs: use --vcpus {min} or more")]
+    #[error("workload {workload} needs at least {min} vCPUs: use --vcpus {min} or more (VmConfig::vcpus)")]
     TooFewVcpus {
         /// The workload.
         workload: Workload,

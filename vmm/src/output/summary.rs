@@ -3,7 +3,9 @@
 //!
 //! Rules (docs/results-schema.md repeats them):
 //! - the measured phase is the one named `measure`, else the phase with the
-//!   most latency samples, else the one with the most IPIs sent;
+//!   most latency samples, else the one with the most IPIs sent (tables and
+//!   `compare`); charts draw every phase that has samples
+//!   ([`summarize_phases`]);
 //! - IPIs = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
 //!   vCPU counted sends);
 //! - latency: the vCPU's own figures when one vCPU recorded samples; with
@@ -16,11 +18,16 @@ use crate::results::latency::{cycles_to_ns, Histogram};
 use crate::results::{PhaseResult as Phase, RunReport as Run};
 use std::collections::BTreeMap;
 
-/// Runs that belong in one chart: same workload, target wait and vCPU count.
+/// Runs that belong in one chart: same workload (or custom payload), target
+/// wait and vCPU count.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupKey {
-    /// Workload.
+    /// Workload of the built-in payload, or the custom payload's file name
+    /// ([`crate::results::RunConfig::workload_label`]).
     pub workload: String,
+    /// Whether `workload` names a custom payload (whose samples are its own,
+    /// not IPIs, and which may ignore the target wait).
+    pub payload: bool,
     /// vCPUs.
     pub vcpus: usize,
     /// Target wait mode.
@@ -28,22 +35,40 @@ pub struct GroupKey {
 }
 
 impl GroupKey {
-    /// File-name stem, e.g. `pingpong-2vcpu-spin`.
+    /// File-name stem, e.g. `pingpong-2vcpu-spin`, or `demo-1vcpu` for a
+    /// custom payload `demo`.
     pub fn slug(&self) -> String {
-        super::slug(&format!(
-            "{}-{}vcpu-{}",
-            self.workload, self.vcpus, self.target
-        ))
+        let stem = if self.payload {
+            format!("{}-{}vcpu", self.workload, self.vcpus)
+        } else {
+            format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target)
+        };
+        super::slug(&stem)
+    }
+
+    /// What one sample (and the per-X figures) counts: `IPI` for the
+    /// built-in workloads, `sample` for a custom payload.
+    pub fn unit(&self) -> &'static str {
+        if self.payload {
+            "sample"
+        } else {
+            "IPI"
+        }
     }
 }
 
 impl std::fmt::Display for GroupKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}, {} vCPUs, target {}",
-            self.workload, self.vcpus, self.target
-        )
+        let s = if self.vcpus == 1 { "" } else { "s" };
+        if self.payload {
+            write!(f, "payload {}, {} vCPU{s}", self.workload, self.vcpus)
+        } else {
+            write!(
+                f,
+                "{}, {} vCPU{s}, target {}",
+                self.workload, self.vcpus, self.target
+            )
+        }
     }
 }
 
@@ -84,7 +109,8 @@ pub struct RunSummary {
     pub mode: String,
     /// Whether the run completed.
     pub completed: bool,
-    /// Name of the measured phase.
+    /// Name of the summarized phase (the measured one, or one of every
+    /// phase with samples: [`summarize_phases`]).
     pub phase: Option<String>,
     /// Latency of the measured phase.
     pub latency: Option<Headline>,
@@ -105,6 +131,23 @@ impl RunSummary {
     pub fn exits_per_ipi(&self) -> Option<f64> {
         let e = self.exits.as_ref()?;
         (self.ipis > 0).then(|| e.total as f64 / self.ipis as f64)
+    }
+
+    /// How many of the group's unit ([`GroupKey::unit`]) the phase holds:
+    /// IPIs for the built-in workloads, samples for a custom payload.
+    pub fn units(&self) -> u64 {
+        if self.group.payload {
+            self.latency.as_ref().map_or(0, |l| l.count)
+        } else {
+            self.ipis
+        }
+    }
+
+    /// Exits per unit ([`RunSummary::units`]), when both are known.
+    pub fn exits_per_unit(&self) -> Option<f64> {
+        let e = self.exits.as_ref()?;
+        let n = self.units();
+        (n > 0).then(|| e.total as f64 / n as f64)
     }
 
     /// ICR-write exits per IPI, when both are known.
@@ -235,15 +278,48 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     })
 }
 
-/// Headline figures of `run`.
+/// Headline figures of `run`, from its measured phase ([`measured_phase`]).
 pub fn summarize(run: &Run) -> RunSummary {
+    match measured_phase(run) {
+        Some((id, name)) => summarize_phase(run, id, name),
+        None => empty_summary(run),
+    }
+}
+
+/// Headline figures of every phase of `run` that has latency samples, in
+/// the order the phases ran; the measured phase alone when none has.
+pub fn summarize_phases(run: &Run) -> Vec<RunSummary> {
+    let mut ids: Vec<(u32, String)> = Vec::new();
+    for p in run.vcpus.iter().flat_map(|v| &v.phases) {
+        if !ids.iter().any(|(id, _)| *id == p.id) {
+            ids.push((p.id, p.name.clone()));
+        }
+    }
+    let with_samples: Vec<RunSummary> = ids
+        .into_iter()
+        .filter(|(id, _)| {
+            phases(run, *id)
+                .filter_map(|p| p.latency.as_ref())
+                .any(|l| l.count > 0)
+        })
+        .map(|(id, name)| summarize_phase(run, id, name))
+        .collect();
+    if with_samples.is_empty() {
+        vec![summarize(run)]
+    } else {
+        with_samples
+    }
+}
+
+fn empty_summary(run: &Run) -> RunSummary {
     let m = &run.mode;
     let group = GroupKey {
         workload: m.workload_label(),
+        payload: m.payload.is_some(),
         vcpus: m.vcpus,
         target: m.target.name().to_string(),
     };
-    let mut s = RunSummary {
+    RunSummary {
         group,
         mode: run.label(),
         completed: run.succeeded(),
@@ -254,10 +330,12 @@ pub fn summarize(run: &Run) -> RunSummary {
         icr_write_exits: None,
         exits: None,
         tsc_khz: run.tsc_khz,
-    };
-    let Some((id, name)) = measured_phase(run) else {
-        return s;
-    };
+    }
+}
+
+/// Headline figures of phase `id` (named `name`) of `run`.
+pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
+    let mut s = empty_summary(run);
     let ps: Vec<&Phase> = phases(run, id).collect();
     s.phase = Some(name);
     s.latency = headline(run, id);

@@ -1,23 +1,34 @@
 //! SVG charts (plotters, SVG backend, no fonts needed: text is written as
 //! `<text>` and drawn by the viewer). Per group of runs with the same
-//! workload, vCPU count and target wait (see [`GroupKey`]):
-//! - `<group>-cycles.svg`: one bar per mode, cycles per IPI at p50 with a
-//!   p99 whisker;
-//! - `<group>-exits.svg`: VM exits per IPI, stacked by exit reason;
-//! - `<group>-latency.svg`: the latency histogram of every mode, one panel each.
-use super::summary::{summarize, GroupKey, RunSummary};
+//! workload or custom payload, vCPU count and target wait (see
+//! [`GroupKey`]; a custom payload's charts are named and titled by its file
+//! name), one bar per mode and phase with samples
+//! ([`summary::summarize_phases`]; the built-in workloads sample only their
+//! `measure` phase, a custom payload may sample several):
+//! - `<group>-cycles.svg`: cycles per IPI (per sample for a custom payload)
+//!   at p50 with a p99 whisker;
+//! - `<group>-exits.svg`: VM exits per IPI (per sample), stacked by exit
+//!   reason;
+//! - `<group>-latency.svg`: the latency histogram of every bar, one panel
+//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`]).
+use super::summary::{self, summarize_phases, GroupKey, RunSummary};
 use super::{human, human_ns, OutputError};
 use crate::results::latency::Histogram;
 use crate::results::Document;
 use crate::run::RunReport;
-use plotters::coord::combinators::IntoLogRange;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
 type DrawResult<T> = Result<T, Box<dyn Error>>;
+
+/// A bar chart: category slots across, a linear value up.
+type BarChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Categories, RangedCoordf64>>;
+/// A histogram panel: log-scaled cycles across, % of samples up.
+type LogChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogAxis, RangedCoordf64>>;
 
 /// A chart renderer: one group's bars to SVG text.
 type Renderer = fn(&GroupKey, &[Bar]) -> DrawResult<String>;
@@ -47,30 +58,45 @@ fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-/// One bar of a chart: its label and the run's figures.
+/// A summary to chart and where it came from (a file name; None for a live run).
+pub type Entry = (Option<String>, RunSummary);
+
+/// One bar of a chart: its label and the figures of one run's phase.
 #[derive(Clone, Debug)]
 pub struct Bar {
-    /// Mode label (unique within the chart).
+    /// Mode label, plus the phase where the chart shows several (unique
+    /// within the chart).
     pub label: String,
-    /// The run's figures.
+    /// The figures.
     pub summary: RunSummary,
 }
 
 /// Runs grouped by [`GroupKey`] in order of first appearance, each with a
-/// unique label: the mode, plus the origin (file) or a counter when a mode
-/// appears twice in a group.
-pub fn group(entries: Vec<(Option<String>, RunSummary)>) -> Vec<(GroupKey, Vec<Bar>)> {
-    let mut groups: Vec<(GroupKey, Vec<Bar>)> = Vec::new();
+/// unique label: the mode, then ` · <phase>` when the group shows more than
+/// one phase, plus the origin (file) or a counter when a label appears twice.
+pub fn group(entries: Vec<Entry>) -> Vec<(GroupKey, Vec<Bar>)> {
+    let mut buckets: Vec<(GroupKey, Vec<Entry>)> = Vec::new();
     for (origin, s) in entries {
-        let i = match groups.iter().position(|(k, _)| *k == s.group) {
-            Some(i) => i,
-            None => {
-                groups.push((s.group.clone(), Vec::new()));
-                groups.len() - 1
-            }
+        match buckets.iter_mut().find(|(k, _)| *k == s.group) {
+            Some((_, v)) => v.push((origin, s)),
+            None => buckets.push((s.group.clone(), vec![(origin, s)])),
+        }
+    }
+    buckets
+        .into_iter()
+        .map(|(key, entries)| (key, label_bars(entries)))
+        .collect()
+}
+
+fn label_bars(entries: Vec<Entry>) -> Vec<Bar> {
+    let first_phase = entries.first().and_then(|(_, s)| s.phase.clone());
+    let several_phases = entries.iter().any(|(_, s)| s.phase != first_phase);
+    let mut bars: Vec<Bar> = Vec::new();
+    for (origin, s) in entries {
+        let mut label = match (&s.phase, several_phases) {
+            (Some(p), true) => format!("{} · {p}", s.mode),
+            _ => s.mode.clone(),
         };
-        let bars = &mut groups[i].1;
-        let mut label = s.mode.clone();
         if bars.iter().any(|b| b.label == label) {
             if let Some(o) = &origin {
                 label = format!("{label} [{o}]");
@@ -84,7 +110,19 @@ pub fn group(entries: Vec<(Option<String>, RunSummary)>) -> Vec<(GroupKey, Vec<B
         }
         bars.push(Bar { label, summary: s });
     }
-    groups
+    bars
+}
+
+/// What the x axis shows: the mode, and the phase (one for all bars, or per bar).
+fn x_what(bars: &[Bar]) -> String {
+    let first = bars.first().and_then(|b| b.summary.phase.as_deref());
+    match first {
+        Some(p) if bars.iter().all(|b| b.summary.phase.as_deref() == Some(p)) => {
+            format!("mode: irqchip/apic/ipi, phase '{p}'")
+        }
+        Some(_) => "mode: irqchip/apic/ipi · phase".to_string(),
+        None => "mode: irqchip/apic/ipi".to_string(),
+    }
 }
 
 /// Chart width for `n` bars with labels up to `longest` characters.
@@ -96,7 +134,7 @@ fn width_for(n: usize, longest: usize) -> u32 {
 /// A category axis: `n` slots, slot `i` spans `[i, i + 1)`, its tick and
 /// label at `i + 0.5`.
 #[derive(Clone, Copy, Debug)]
-struct Categories(usize);
+pub struct Categories(usize);
 
 impl Ranged for Categories {
     type FormatOption = NoDefaultFormatting;
@@ -122,10 +160,6 @@ impl ValueFormatter<f64> for Categories {
     }
 }
 
-fn category_axis(n: usize) -> Categories {
-    Categories(n)
-}
-
 fn label_at<'a>(labels: &'a [String]) -> impl Fn(&f64) -> String + 'a {
     move |x: &f64| {
         let i = x.floor();
@@ -137,125 +171,241 @@ fn label_at<'a>(labels: &'a [String]) -> impl Fn(&f64) -> String + 'a {
     }
 }
 
-/// The cycles-per-IPI chart of one group as SVG text.
+/// A logarithmic axis over `[lo, hi]` (both > 0) whose ticks are
+/// [`log_ticks`], labelled by [`tick_label`].
+#[derive(Clone, Copy, Debug)]
+pub struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    /// The axis over `[lo, hi]`; `lo` is raised to 1 and `hi` above `lo`.
+    pub fn new(lo: f64, hi: f64) -> Self {
+        let lo = lo.max(1.0);
+        Self {
+            lo,
+            hi: hi.max(lo * 1.5),
+        }
+    }
+}
+
+impl Ranged for LogAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let (a, b) = (self.lo.ln(), self.hi.ln());
+        let t = (v.max(self.lo / 1e3).ln() - a) / (b - a);
+        limit.0 + (f64::from(limit.1 - limit.0) * t).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, _hint: H) -> Vec<f64> {
+        log_ticks(self.lo, self.hi)
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+impl ValueFormatter<f64> for LogAxis {
+    fn format(v: &f64) -> String {
+        tick_label(*v)
+    }
+}
+
+/// Ticks of a log axis over `[lo, hi]`: 1, 2 and 5 × 10^k for ranges up to
+/// four decades; for wider ones 1 × 10^k, plus the first m × 10^k (m in
+/// 2..9) of the lowest decade when its 1 × 10^k is below `lo`, so that every
+/// decade on the axis has a label; 1..9 × 10^k when that would leave fewer
+/// than three ticks, and every 10^(k-1) when even that would.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (lo, hi) = (lo.max(1.0), hi.max(lo.max(1.0)));
+    let (k0, k1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let within = |mults: &[f64]| -> Vec<f64> {
+        (k0..=k1)
+            .flat_map(|k| mults.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| (lo..=hi).contains(v))
+            .collect()
+    };
+    let ticks = if k1 - k0 <= 4 {
+        within(&[1.0, 2.0, 5.0])
+    } else {
+        let mut t = within(&[1.0]);
+        let base = 10f64.powi(k0);
+        if lo > base {
+            let m = (lo / base).ceil();
+            if m < 10.0 && m * base <= hi {
+                t.insert(0, m * base);
+            }
+        }
+        t
+    };
+    if ticks.len() >= 3 {
+        return ticks;
+    }
+    let ticks = within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if ticks.len() >= 3 {
+        return ticks;
+    }
+    // Less than a decade wide: every 10^(k-1).
+    let step = 10f64.powi(k0 - 1);
+    ((lo / step).ceil() as u64..=(hi / step).floor() as u64)
+        .map(|m| m as f64 * step)
+        .collect()
+}
+
+/// A tick value in cycles with a k/M/G suffix: 1, 20, 500, 1k, 2M, 5G, 1.5k.
+pub fn tick_label(v: f64) -> String {
+    let (div, suffix) = if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let x = v / div;
+    let text = if (x - x.round()).abs() < 1e-6 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    };
+    text + suffix
+}
+
+/// The cycles-per-IPI (per sample) chart of one group as SVG text.
 pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let n = labels.len().max(1);
     let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
+    let unit = group.unit();
+    let top = bars
+        .iter()
+        .filter_map(|b| b.summary.latency.as_ref())
+        .map(|l| l.p99.max(l.p50))
+        .fold(0.0, f64::max);
+    let ymax = if top > 0.0 { top * 1.2 } else { 1.0 };
+    let y_desc = match bars.iter().map(|b| b.summary.tsc_khz).find(|&k| k > 0) {
+        Some(k) => format!("TSC cycles per {unit} ({:.2} GHz TSC)", k as f64 / 1e6),
+        None => format!("TSC cycles per {unit}"),
+    };
     let mut buf = String::new();
     {
         let root =
             SVGBackend::with_string(&mut buf, (width_for(n, longest), 500)).into_drawing_area();
         root.fill(&WHITE)?;
-        let top = bars
-            .iter()
-            .filter_map(|b| b.summary.latency.as_ref())
-            .map(|l| l.p99.max(l.p50))
-            .fold(0.0, f64::max);
-        let ymax = if top > 0.0 { top * 1.2 } else { 1.0 };
-        let tsc = bars.iter().map(|b| b.summary.tsc_khz).find(|&k| k > 0);
-        let caption = format!("{group}: cycles per IPI");
         let mut chart = ChartBuilder::on(&root)
-            .caption(&caption, (FONT, 24))
+            .caption(format!("{group}: cycles per {unit}"), (FONT, 24))
             .margin(15)
             .x_label_area_size(55)
             .y_label_area_size(85)
-            .build_cartesian_2d(category_axis(n), 0f64..ymax)?;
-        let fmt = label_at(&labels);
-        let y_desc = match tsc {
-            Some(k) => format!("TSC cycles per IPI ({:.2} GHz TSC)", k as f64 / 1e6),
-            None => "TSC cycles per IPI".to_string(),
-        };
+            .build_cartesian_2d(Categories(n), 0f64..ymax)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_label_formatter(&fmt)
+            .x_label_formatter(&label_at(&labels))
             .y_label_formatter(&|v| human(*v))
-            .x_desc("mode: irqchip/apic/ipi (bar = p50, whisker = p99)")
+            .x_desc(format!("{} (bar = p50, whisker = p99)", x_what(bars)))
             .y_desc(y_desc)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 17))
             .draw()?;
         for (i, b) in bars.iter().enumerate() {
-            let x = i as f64;
-            let Some(l) = &b.summary.latency else {
-                chart.draw_series(std::iter::once(Text::new(
-                    "no samples",
-                    (x + 0.3, ymax * 0.05),
-                    (FONT, 15).into_font().color(&BLACK.mix(0.6)),
-                )))?;
-                continue;
-            };
-            let c = color(i);
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(x + 0.2, 0.0), (x + 0.8, l.p50)],
-                c.mix(0.85).filled(),
-            )))?;
-            let whisker = ShapeStyle::from(&BLACK).stroke_width(2);
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(x + 0.5, l.p50), (x + 0.5, l.p99)],
-                whisker,
-            )))?;
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(x + 0.42, l.p99), (x + 0.58, l.p99)],
-                whisker,
-            )))?;
-            // p50 inside the bar when it is tall enough, else above the p99 cap
-            // (never across the whisker).
-            let mut lines = vec![format!("p50 {}", human(l.p50))];
-            if let Some(ns) = l.p50_ns {
-                lines.push(human_ns(ns));
-            }
-            let inside = l.p50 / ymax > 0.14;
-            for (k, line) in lines.iter().enumerate() {
-                let k = k as i32;
-                let el = if inside {
-                    EmptyElement::at((x + 0.5, l.p50))
-                        + Text::new(
-                            line.clone(),
-                            (0, 8 + 19 * k),
-                            (FONT, 16)
-                                .into_font()
-                                .color(&WHITE)
-                                .pos(Pos::new(HPos::Center, VPos::Top)),
-                        )
-                } else {
-                    EmptyElement::at((x + 0.5, l.p99))
-                        + Text::new(
-                            line.clone(),
-                            (0, -24 - 19 * (lines.len() as i32 - 1 - k)),
-                            (FONT, 16).into_font().color(&BLACK).pos(above()),
-                        )
-                };
-                chart.draw_series(std::iter::once(el))?;
-            }
-            chart.draw_series(std::iter::once(
-                EmptyElement::at((x + 0.58, l.p99))
-                    + Text::new(
-                        format!("p99 {}", human(l.p99)),
-                        (4, -6),
-                        (FONT, 13).into_font(),
-                    ),
-            ))?;
+            draw_cycles_bar(&mut chart, i, b, ymax)?;
         }
         root.present()?;
     }
     Ok(buf)
 }
 
-/// The exits-per-IPI chart of one group (stacked by reason) as SVG text.
-pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
-    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
-    let n = labels.len().max(1);
-    // Reasons in the legend: by total share over all bars, largest first.
+/// "no samples" (or whatever `what` says) in slot `x` of a bar chart.
+fn draw_missing(chart: &mut BarChart, x: f64, ymax: f64, what: &str) -> DrawResult<()> {
+    chart.draw_series(std::iter::once(Text::new(
+        what.to_string(),
+        (x + 0.25, ymax * 0.05),
+        (FONT, 15).into_font().color(&BLACK.mix(0.6)),
+    )))?;
+    Ok(())
+}
+
+/// Bar `i`: p50 bar, p99 whisker and their labels.
+fn draw_cycles_bar(chart: &mut BarChart, i: usize, b: &Bar, ymax: f64) -> DrawResult<()> {
+    let x = i as f64;
+    let Some(l) = &b.summary.latency else {
+        return draw_missing(chart, x, ymax, "no samples");
+    };
+    chart.draw_series(std::iter::once(Rectangle::new(
+        [(x + 0.2, 0.0), (x + 0.8, l.p50)],
+        color(i).mix(0.85).filled(),
+    )))?;
+    let whisker = ShapeStyle::from(&BLACK).stroke_width(2);
+    chart.draw_series([
+        PathElement::new(vec![(x + 0.5, l.p50), (x + 0.5, l.p99)], whisker),
+        PathElement::new(vec![(x + 0.42, l.p99), (x + 0.58, l.p99)], whisker),
+    ])?;
+    draw_p50_label(chart, x, l, ymax)?;
+    chart.draw_series(std::iter::once(
+        EmptyElement::at((x + 0.58, l.p99))
+            + Text::new(
+                format!("p99 {}", human(l.p99)),
+                (4, -6),
+                (FONT, 13).into_font(),
+            ),
+    ))?;
+    Ok(())
+}
+
+/// p50 (cycles, then ns) inside the bar when it is tall enough, else above
+/// the p99 cap (never across the whisker).
+fn draw_p50_label(
+    chart: &mut BarChart,
+    x: f64,
+    l: &summary::Headline,
+    ymax: f64,
+) -> DrawResult<()> {
+    let mut lines = vec![format!("p50 {}", human(l.p50))];
+    if let Some(ns) = l.p50_ns {
+        lines.push(human_ns(ns));
+    }
+    let inside = l.p50 / ymax > 0.14;
+    for (k, line) in lines.iter().enumerate() {
+        let k = k as i32;
+        let el = if inside {
+            EmptyElement::at((x + 0.5, l.p50))
+                + Text::new(
+                    line.clone(),
+                    (0, 8 + 19 * k),
+                    (FONT, 16)
+                        .into_font()
+                        .color(&WHITE)
+                        .pos(Pos::new(HPos::Center, VPos::Top)),
+                )
+        } else {
+            EmptyElement::at((x + 0.5, l.p99))
+                + Text::new(
+                    line.clone(),
+                    (0, -24 - 19 * (lines.len() as i32 - 1 - k)),
+                    (FONT, 16).into_font().color(&BLACK).pos(above()),
+                )
+        };
+        chart.draw_series(std::iter::once(el))?;
+    }
+    Ok(())
+}
+
+/// Exit reasons of all bars, by total share per unit, largest first.
+fn exit_reasons(bars: &[Bar]) -> Vec<(String, f64)> {
     let mut reasons: Vec<(String, f64)> = Vec::new();
     for b in bars {
-        let (Some(e), ipis) = (&b.summary.exits, b.summary.ipis) else {
+        let (Some(e), units) = (&b.summary.exits, b.summary.units()) else {
             continue;
         };
         for (r, v) in &e.by_reason {
-            let per = if ipis > 0 {
-                *v as f64 / ipis as f64
+            let per = if units > 0 {
+                *v as f64 / units as f64
             } else {
                 0.0
             };
@@ -266,93 +416,122 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         }
     }
     reasons.sort_by(|a, b| b.1.total_cmp(&a.1));
+    reasons
+}
+
+/// Where the exit counts came from, for the axis description.
+fn exit_source(bars: &[Bar]) -> String {
     let sources: Vec<&str> = bars
         .iter()
         .filter_map(|b| b.summary.exits.as_ref().map(|e| e.source))
         .collect();
-    let source = match sources.first() {
+    match sources.first() {
         Some(s) if sources.iter().all(|x| x == s) => source_name(s).to_string(),
         Some(_) => "mixed sources, see the mode labels".to_string(),
         None => "no exit counters".to_string(),
-    };
+    }
+}
+
+/// The exits-per-IPI (per sample) chart of one group, stacked by reason, as
+/// SVG text.
+pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
+    let n = labels.len().max(1);
+    let unit = group.unit();
+    let reasons = exit_reasons(bars);
     let longest_reason = reasons.iter().map(|r| r.0.len()).max().unwrap_or(5);
     let legend_w = (longest_reason as u32 * 8 + 50).max(140);
     let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
     let width = width_for(n, longest) + legend_w;
+    let top = bars
+        .iter()
+        .filter_map(|b| b.summary.exits_per_unit())
+        .fold(0.0, f64::max);
+    let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (width, 500)).into_drawing_area();
         root.fill(&WHITE)?;
         let (left, right) = root.split_horizontally(width - legend_w);
-        let top = bars
-            .iter()
-            .filter_map(|b| b.summary.exits_per_ipi())
-            .fold(0.0, f64::max);
-        let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
-        let caption = format!("{group}: VM exits per IPI");
         let mut chart = ChartBuilder::on(&left)
-            .caption(&caption, (FONT, 24))
+            .caption(format!("{group}: VM exits per {unit}"), (FONT, 24))
             .margin(15)
             .x_label_area_size(55)
             .y_label_area_size(70)
-            .build_cartesian_2d(category_axis(n), 0f64..ymax)?;
-        let fmt = label_at(&labels);
+            .build_cartesian_2d(Categories(n), 0f64..ymax)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_label_formatter(&fmt)
+            .x_label_formatter(&label_at(&labels))
             .y_label_formatter(&|v| human(*v))
             .x_desc(format!(
-                "mode: irqchip/apic/ipi (exits of all vCPUs, from {source})"
+                "{} (exits of all vCPUs, from {})",
+                x_what(bars),
+                exit_source(bars)
             ))
-            .y_desc("VM exits per IPI")
+            .y_desc(format!("VM exits per {unit}"))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 17))
             .draw()?;
         for (i, b) in bars.iter().enumerate() {
-            let x = i as f64;
-            let (Some(e), true) = (&b.summary.exits, b.summary.ipis > 0) else {
-                chart.draw_series(std::iter::once(Text::new(
-                    "no IPIs or exits",
-                    (x + 0.25, ymax * 0.05),
-                    (FONT, 15).into_font().color(&BLACK.mix(0.6)),
-                )))?;
-                continue;
-            };
-            let ipis = b.summary.ipis as f64;
-            let mut base = 0.0;
-            for (r, v) in &e.by_reason {
-                let h = *v as f64 / ipis;
-                let ci = reasons.iter().position(|(x, _)| x == r).unwrap_or(0);
-                chart.draw_series(std::iter::once(Rectangle::new(
-                    [(x + 0.2, base), (x + 0.8, base + h)],
-                    color(ci).mix(0.85).filled(),
-                )))?;
-                base += h;
-            }
-            chart.draw_series(std::iter::once(
-                EmptyElement::at((x + 0.5, base))
-                    + Text::new(
-                        format!("{base:.2}"),
-                        (0, -6),
-                        (FONT, 16).into_font().color(&BLACK).pos(above()),
-                    ),
-            ))?;
+            draw_exits_bar(&mut chart, i, b, &reasons, ymax, unit)?;
         }
-        // Legend, outside the plot so it never hides a bar.
-        let right = right.margin(60, 10, 5, 10);
-        right.draw(&Text::new("exit reason", (0, 0), (FONT, 17).into_font()))?;
-        for (i, (r, _)) in reasons.iter().enumerate() {
-            let y = 26 + 22 * i as i32;
-            right.draw(&Rectangle::new(
-                [(0, y), (14, y + 14)],
-                color(i).mix(0.85).filled(),
-            ))?;
-            right.draw(&Text::new(r.as_str(), (20, y), (FONT, 15).into_font()))?;
-        }
+        draw_legend(&right.margin(60, 10, 5, 10), &reasons)?;
         root.present()?;
     }
     Ok(buf)
+}
+
+/// Bar `i`: its exits per unit stacked by reason, the total on top.
+fn draw_exits_bar(
+    chart: &mut BarChart,
+    i: usize,
+    b: &Bar,
+    reasons: &[(String, f64)],
+    ymax: f64,
+    unit: &str,
+) -> DrawResult<()> {
+    let x = i as f64;
+    let units = b.summary.units();
+    let (Some(e), true) = (&b.summary.exits, units > 0) else {
+        return draw_missing(chart, x, ymax, &format!("no {unit}s or exits"));
+    };
+    let mut base = 0.0;
+    for (r, v) in &e.by_reason {
+        let h = *v as f64 / units as f64;
+        let ci = reasons.iter().position(|(x, _)| x == r).unwrap_or(0);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(x + 0.2, base), (x + 0.8, base + h)],
+            color(ci).mix(0.85).filled(),
+        )))?;
+        base += h;
+    }
+    chart.draw_series(std::iter::once(
+        EmptyElement::at((x + 0.5, base))
+            + Text::new(
+                format!("{base:.2}"),
+                (0, -6),
+                (FONT, 16).into_font().color(&BLACK).pos(above()),
+            ),
+    ))?;
+    Ok(())
+}
+
+/// The exit-reason legend, outside the plot so it never hides a bar.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    reasons: &[(String, f64)],
+) -> DrawResult<()> {
+    area.draw(&Text::new("exit reason", (0, 0), (FONT, 17).into_font()))?;
+    for (i, (r, _)) in reasons.iter().enumerate() {
+        let y = 26 + 22 * i as i32;
+        area.draw(&Rectangle::new(
+            [(0, y), (14, y + 14)],
+            color(i).mix(0.85).filled(),
+        ))?;
+        area.draw(&Text::new(r.as_str(), (20, y), (FONT, 15).into_font()))?;
+    }
+    Ok(())
 }
 
 /// Human name of a counter source.
@@ -365,12 +544,9 @@ pub fn source_name(s: &str) -> &str {
     }
 }
 
-/// The latency histograms of one group (one panel per mode) as SVG text.
-pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
-    let n = bars.len().max(1);
-    let panel_h = 210u32;
-    let longest = bars.iter().map(|b| b.label.len()).max().unwrap_or(0);
-    let width = (longest as u32 * 8 + 520).max(760);
+/// The x range every latency panel shares: the buckets of all bars, with a
+/// margin.
+fn latency_range(bars: &[Bar]) -> LogAxis {
     let lo = bars
         .iter()
         .filter_map(|b| b.summary.histogram.buckets.first().map(|x| x.lo))
@@ -382,78 +558,105 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         .filter_map(|b| b.summary.histogram.buckets.last().map(|x| x.hi))
         .max()
         .unwrap_or(10) as f64;
-    let (xmin, xmax) = (lo / 1.2, (hi * 1.2).max(lo * 2.0));
+    LogAxis::new(lo / 1.2, (hi * 1.2).max(lo * 2.0))
+}
+
+/// The latency histograms of one group (one panel per bar) as SVG text.
+pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
+    let n = bars.len().max(1);
+    let panel_h = 210u32;
+    let longest = bars.iter().map(|b| b.label.len()).max().unwrap_or(0);
+    let width = (longest as u32 * 8 + 520).max(760);
+    let x = latency_range(bars);
     let mut buf = String::new();
     {
         let root =
             SVGBackend::with_string(&mut buf, (width, 50 + panel_h * n as u32)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(&format!("{group}: latency histogram per mode"), (FONT, 24))?;
+        let first = bars.first().map(|b| &b.summary.phase);
+        let per = if bars.iter().all(|b| Some(&b.summary.phase) == first) {
+            "mode"
+        } else {
+            "mode and phase"
+        };
+        let root = root.titled(&format!("{group}: latency histogram per {per}"), (FONT, 24))?;
         let panels = root.split_evenly((n, 1));
         for (i, (b, area)) in bars.iter().zip(panels.iter()).enumerate() {
-            let h: &Histogram = &b.summary.histogram;
-            let total = h.total().max(1) as f64;
-            let top = h
-                .buckets
-                .iter()
-                .map(|x| x.count as f64 * 100.0 / total)
-                .fold(0.0, f64::max);
-            let caption = match &b.summary.latency {
-                Some(l) => format!(
-                    "{}: {} samples, p50 {} / p99 {} cycles",
-                    b.label,
-                    l.count,
-                    human(l.p50),
-                    human(l.p99)
-                ),
-                None => format!("{}: no samples", b.label),
-            };
-            let mut chart = ChartBuilder::on(area)
-                .caption(caption, (FONT, 16))
-                .margin(8)
-                .x_label_area_size(38)
-                .y_label_area_size(70)
-                .build_cartesian_2d((xmin..xmax).log_scale(), 0f64..(top * 1.15).max(1.0))?;
-            chart
-                .configure_mesh()
-                .x_label_formatter(&|v| human(*v))
-                .y_label_formatter(&|v| format!("{v:.0}%"))
-                .x_desc("latency, TSC cycles (log scale)")
-                .y_desc("% of samples")
-                .label_style((FONT, 14))
-                .axis_desc_style((FONT, 15))
-                .draw()?;
-            let c = color(i);
-            chart.draw_series(h.buckets.iter().map(|x| {
-                Rectangle::new(
-                    [
-                        (x.lo.max(1) as f64, 0.0),
-                        (x.hi as f64, x.count as f64 * 100.0 / total),
-                    ],
-                    c.mix(0.85).filled(),
-                )
-            }))?;
-            if let Some(l) = &b.summary.latency {
-                let top = (top * 1.15).max(1.0);
-                for (v, name) in [(l.p50, "p50"), (l.p99, "p99")] {
-                    if v <= 0.0 {
-                        continue;
-                    }
-                    chart.draw_series(std::iter::once(PathElement::new(
-                        vec![(v, 0.0), (v, top)],
-                        ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1),
-                    )))?;
-                    chart.draw_series(std::iter::once(Text::new(
-                        name,
-                        (v * 1.02, top * 0.95),
-                        (FONT, 13).into_font(),
-                    )))?;
-                }
-            }
+            draw_latency_panel(area, i, b, x, group.unit())?;
         }
         root.present()?;
     }
     Ok(buf)
+}
+
+/// One panel: bar `i`'s histogram in % of its samples, p50 and p99 marked.
+fn draw_latency_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    i: usize,
+    b: &Bar,
+    x: LogAxis,
+    unit: &str,
+) -> DrawResult<()> {
+    let h: &Histogram = &b.summary.histogram;
+    let total = h.total().max(1) as f64;
+    let pct = |count: u64| count as f64 * 100.0 / total;
+    let top = h.buckets.iter().map(|x| pct(x.count)).fold(0.0, f64::max);
+    let ymax = (top * 1.15).max(1.0);
+    let caption = match &b.summary.latency {
+        Some(l) => format!(
+            "{}: {} samples, p50 {} / p99 {} cycles per {unit}",
+            b.label,
+            l.count,
+            human(l.p50),
+            human(l.p99)
+        ),
+        None => format!("{}: no samples", b.label),
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 16))
+        .margin(8)
+        .x_label_area_size(38)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| tick_label(*v))
+        .y_label_formatter(&|v| format!("{v:.0}%"))
+        .x_desc("latency, TSC cycles (log scale)")
+        .y_desc("% of samples")
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .draw()?;
+    let c = color(i);
+    chart.draw_series(h.buckets.iter().map(|x| {
+        Rectangle::new(
+            [(x.lo.max(1) as f64, 0.0), (x.hi as f64, pct(x.count))],
+            c.mix(0.85).filled(),
+        )
+    }))?;
+    if let Some(l) = &b.summary.latency {
+        draw_percentile_marks(&mut chart, l, ymax)?;
+    }
+    Ok(())
+}
+
+/// Vertical p50 and p99 lines across a histogram panel.
+fn draw_percentile_marks(chart: &mut LogChart, l: &summary::Headline, ymax: f64) -> DrawResult<()> {
+    for (v, name) in [(l.p50, "p50"), (l.p99, "p99")] {
+        if v <= 0.0 {
+            continue;
+        }
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(v, 0.0), (v, ymax)],
+            ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            name,
+            (v * 1.02, ymax * 0.95),
+            (FONT, 13).into_font(),
+        )))?;
+    }
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<(), OutputError> {
@@ -465,10 +668,7 @@ fn write(path: &Path, text: &str) -> Result<(), OutputError> {
 
 /// Writes the three charts of every group into `dir` (created if missing);
 /// returns the files written.
-pub fn plot_summaries(
-    entries: Vec<(Option<String>, RunSummary)>,
-    dir: &Path,
-) -> Result<Vec<PathBuf>, OutputError> {
+pub fn plot_summaries(entries: Vec<Entry>, dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
     std::fs::create_dir_all(dir).map_err(|e| OutputError::Write {
         what: dir.display().to_string(),
         problem: e.to_string(),
@@ -494,16 +694,27 @@ pub fn plot_summaries(
     Ok(written)
 }
 
-/// Charts of in-memory reports into `dir`: per workload group, one bar per mode.
+/// Charts of in-memory reports into `dir`: per workload (or payload) group,
+/// one bar per mode and phase with samples.
 pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
-    plot_summaries(runs.iter().map(|r| (None, summarize(r))).collect(), dir)
+    let entries = runs
+        .iter()
+        .flat_map(|r| summarize_phases(r).into_iter().map(|s| (None, s)))
+        .collect();
+    plot_summaries(entries, dir)
 }
 
 /// Charts of recorded documents (origin = file name) into `dir`.
 pub fn plot_docs(docs: &[(String, Document)], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
     let entries = docs
         .iter()
-        .flat_map(|(o, d)| d.runs.iter().map(move |r| (Some(o.clone()), summarize(r))))
+        .flat_map(|(o, d)| {
+            d.runs.iter().flat_map(move |r| {
+                summarize_phases(r)
+                    .into_iter()
+                    .map(move |s| (Some(o.clone()), s))
+            })
+        })
         .collect();
     plot_summaries(entries, dir)
 }

@@ -2,7 +2,7 @@
 //! then the latency distribution of every phase that recorded samples.
 use crate::results::columns::PHASE_COLUMNS;
 use crate::results::{PhaseResult, VcpuEnd};
-use crate::results::{RunReport, RunStatus};
+use crate::results::{RunConfig, RunReport, RunStatus};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::fmt::Write;
 
@@ -14,18 +14,7 @@ fn ms(ns: u64) -> String {
 pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
     let m = &r.mode;
-    let what = match &m.payload {
-        Some(p) => format!("payload {p}"),
-        None => format!("workload {} (target {})", m.workload, m.target),
-    };
-    let _ = writeln!(
-        out,
-        "ipivmm: mode {}, {what}, {} vCPUs, {} iterations + {} warm-up",
-        r.label(),
-        m.vcpus,
-        m.iterations,
-        m.warmup
-    );
+    let _ = writeln!(out, "{}", header_line(m, &r.label()));
     let _ = writeln!(out, "APICv: {} ({})", r.apicv.effective, r.apicv.detail);
     let status = RunStatus::text(&r.status);
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
@@ -42,6 +31,9 @@ pub fn render(r: &RunReport) -> String {
         for line in exit_reasons(r, id) {
             let _ = writeln!(out, "{line}");
         }
+        for line in records(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(line) = halted_line(r, id) {
             let _ = writeln!(out, "{line}");
         }
@@ -51,10 +43,11 @@ pub fn render(r: &RunReport) -> String {
     }
     let lat = latency_table(r);
     if let Some(t) = lat {
-        let _ = writeln!(
-            out,
-            "\nlatency per IPI (round trip for ping-pong), cycles and ns"
-        );
+        let per = match &m.payload {
+            Some(_) => "latency per sample (as the payload measured it), cycles and ns",
+            None => "latency per IPI (round trip for ping-pong), cycles and ns",
+        };
+        let _ = writeln!(out, "\n{per}");
         let _ = writeln!(out, "{t}");
     }
     for v in &r.vcpus {
@@ -72,6 +65,29 @@ pub fn render(r: &RunReport) -> String {
         }
     }
     out
+}
+
+/// The report's first line: the mode label (`label`, e.g.
+/// [`RunReport::label`]), what ran, vCPUs and iterations, e.g.
+/// `ipivmm: mode kernel/x2apic/icr, workload pingpong (target halt), 2 vCPUs, 1000 iterations + 100 warm-up`.
+pub fn header_line(m: &RunConfig, label: &str) -> String {
+    let what = match &m.payload {
+        Some(p) => format!("payload {p}"),
+        None => format!("workload {} (target {})", m.workload, m.target),
+    };
+    format!(
+        "ipivmm: mode {label}, {what}, {} vCPUs, {} iterations + {} warm-up",
+        m.vcpus, m.iterations, m.warmup
+    )
+}
+
+/// The header row of the per-phase tables: vCPU, APIC, the columns of
+/// [`PHASE_COLUMNS`], exits/IPI and wall time.
+pub fn phase_header() -> Vec<&'static str> {
+    let mut header = vec!["vCPU", "APIC"];
+    header.extend(PHASE_COLUMNS.iter().map(|c| c.header));
+    header.extend(["exits/IPI", "wall"]);
+    header
 }
 
 /// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
@@ -183,13 +199,25 @@ fn halted_line(r: &RunReport, id: u32) -> Option<String> {
     })
 }
 
+/// One line per vCPU with the values the payload recorded in the phase
+/// (`Record` messages), e.g. `  vcpu0 records: port=128 value=255`.
+pub fn records(r: &RunReport, id: u32) -> Vec<String> {
+    r.vcpus
+        .iter()
+        .filter_map(|v| {
+            let p = v.phase(id)?;
+            (!p.records.is_empty()).then(|| {
+                let kv: Vec<String> = p.records.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("  vcpu{} records: {}", v.index, kv.join(" "))
+            })
+        })
+        .collect()
+}
+
 fn phase_table(r: &RunReport, id: u32) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["vCPU", "APIC"];
-    header.extend(PHASE_COLUMNS.iter().map(|c| c.header));
-    header.extend(["exits/IPI", "wall"]);
-    t.set_header(header);
+    t.set_header(phase_header());
     for v in &r.vcpus {
         let Some(p) = v.phase(id) else { continue };
         let kvm_exits = p.kvm_stats.get("exits").copied();

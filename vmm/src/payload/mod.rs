@@ -8,6 +8,7 @@
 pub mod build;
 pub mod image;
 pub mod scrub;
+pub mod template;
 
 /// The built-in payload ELF image.
 pub const BUILTIN_PAYLOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ipivmm-payload.elf"));

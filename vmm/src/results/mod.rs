@@ -85,7 +85,7 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled (a signal stopped it)".into(),
             RunStatus::Failed { reason } => format!("failed: {reason}"),
             RunStatus::TimedOut { after_s, stuck } => format!(
-                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations)"
+                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations)"
             ),
         }
     }
@@ -186,6 +186,25 @@ impl RunConfig {
         }
     }
 
+    /// The one label of a run of this configuration with APICv request
+    /// `apicv`: [`Mode::label`] and the levers that differ from the
+    /// defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
+    pub fn label(&self, apicv: crate::mode::ApicvRequest) -> String {
+        let mode = Mode {
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            apicv,
+        }
+        .label();
+        let levers = self.levers_label();
+        if levers.is_empty() {
+            mode
+        } else {
+            format!("{mode} {levers}")
+        }
+    }
+
     /// The levers that differ from the defaults, e.g. `-exits:hlt poll:0 rt pin:2,3`.
     pub fn levers_label(&self) -> String {
         let mut l = Vec::new();
@@ -262,13 +281,10 @@ impl RunReport {
     /// from the defaults and the host setting of a `--host-param` sweep,
     /// e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt kvm_amd.avic=1`.
     pub fn label(&self) -> String {
-        let parts = [
-            self.run_mode().label(),
-            self.mode.levers_label(),
-            self.host_param.clone().unwrap_or_default(),
-        ];
-        let parts: Vec<String> = parts.into_iter().filter(|p| !p.is_empty()).collect();
-        parts.join(" ")
+        match &self.host_param {
+            Some(setting) => format!("{} {setting}", self.mode.label(self.apicv.requested)),
+            None => self.mode.label(self.apicv.requested),
+        }
     }
 }
 

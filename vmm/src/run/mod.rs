@@ -1,5 +1,5 @@
 //! One run, in stages that each do one job:
-//! [`prepare`] (every check, the host probed once) → build the VM
+//! [`prepare()`] (every check, the host probed once) → build the VM
 //! ([`crate::vm::Vm::build`]) → [`devices::wire`] the bus → [`spawn::spawn`]
 //! the vCPU threads → [`supervise::supervise`] them (watchdog, cancel,
 //! kicks) → [`collect::report`] what they produced.

@@ -172,14 +172,19 @@ impl ThreadTrace {
             detail: Some(detail),
         };
         let Some(cfg) = cfg else {
-            return (None, unavailable("disabled (--no-tracepoints)".into()));
+            return (
+                None,
+                unavailable("disabled (--no-tracepoints, VmConfig::tracepoints = false)".into()),
+            );
         };
         let cfg = cfg.resolved();
         let Some(tracefs) = &cfg.tracefs else {
             let why = cfg.why_no_tracefs.clone().unwrap_or_default();
             return (
                 None,
-                unavailable(format!("{why} (mount tracefs or pass --mount-tracefs)")),
+                unavailable(format!(
+                    "{why} (mount tracefs or pass --mount-tracefs: VmConfig::mount_tracefs = true)"
+                )),
             );
         };
         let set = TracepointSet::open(Some(tracefs), &cfg.specs);

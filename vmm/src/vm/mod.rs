@@ -45,13 +45,13 @@ pub enum VmError {
     #[error("cannot open {0}: {1}")]
     KvmOpen(String, std::io::Error),
     /// The path is not a KVM device.
-    #[error("{0} is not a KVM device (KVM_GET_API_VERSION failed or is not 12); pass /dev/kvm to --kvm-device")]
+    #[error("{0} is not a KVM device (KVM_GET_API_VERSION failed or is not 12); pass /dev/kvm to --kvm-device (VmConfig::kvm_device)")]
     NotKvm(String),
     /// Bad configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// Payload file unreadable.
-    #[error("cannot read payload {path}: {problem}; check the path given to --payload")]
+    #[error("cannot read payload {path}: {problem}; check the path given to --payload (VmConfig::payload)")]
     PayloadRead {
         /// The path.
         path: String,

@@ -2,6 +2,7 @@
 pub mod compare;
 pub mod host;
 pub mod host_switch;
+pub mod new_payload;
 pub mod run;
 pub mod sweep;
 pub mod sweep_host;

@@ -3,8 +3,8 @@ use super::{fail, init_log, status_line};
 use crate::cli::args::{RunArgs, SerialArg};
 use ipivmm::output::dest::{print_text, Outputs};
 use ipivmm::output::text;
+use ipivmm::SerialSink;
 use ipivmm::{run, Document, RunOptions};
-use ipivmm_devices::serial::SerialSink;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -26,6 +26,9 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(out) => out,
         Err(e) => return fail(e),
     };
+    if args.dry_run {
+        return dry_run(&config);
+    }
     let serial = match args.serial {
         SerialArg::Stdout if outputs.uses_stdout() => SerialSink::Log,
         SerialArg::Stdout => SerialSink::Stdout,
@@ -75,4 +78,24 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// `run --dry-run`: the checks of a run (prepare) and the report's header,
+/// without a VM.
+fn dry_run(config: &ipivmm::VmConfig) -> ExitCode {
+    let prepared = match ipivmm::run::prepare(config) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let mode = ipivmm::run::RunConfig::of(&prepared.config);
+    println!("{}", text::header_line(&mode, &mode.label(config.apicv)));
+    println!(
+        "APICv: {} ({})",
+        prepared.plan.effective, prepared.plan.detail
+    );
+    println!(
+        "dry run: configuration, payload, outputs, {} and host checked; no VM built",
+        config.kvm_device.display()
+    );
+    ExitCode::SUCCESS
 }

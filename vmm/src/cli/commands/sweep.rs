@@ -11,8 +11,8 @@ use ipivmm::output::{progress::SweepProgress, summary};
 use ipivmm::results::SkippedMode;
 use ipivmm::sweep::{plan, topology, PlannedRun, SweepSpec};
 use ipivmm::vm::{max_vcpus, open_kvm};
+use ipivmm::SerialSink;
 use ipivmm::{run, Document, RunOptions, RunReport, RunStatus};
-use ipivmm_devices::serial::SerialSink;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -216,7 +216,7 @@ fn apply_preset(spec: &mut SweepSpec, p: Preset) {
             // dedicated vCPUs (HLT exits off, realtime hint), one vCPU per host CPU.
             spec.workloads = vec![Workload::Broadcast];
             spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
-            spec.vcpus = vec![host_cpus.len().clamp(2, ipivmm_abi::MAX_VCPUS)];
+            spec.vcpus = vec![host_cpus.len().clamp(2, ipivmm::abi::MAX_VCPUS)];
             spec.base.realtime_hint = true;
             spec.base.disable_exits = hlt_if_allowed();
         }
@@ -373,4 +373,98 @@ fn skipped_text(skipped: &[SkippedMode]) -> String {
 fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<u32>) -> Option<f64> {
     let wall = r.vcpus.first()?.phase(phase?)?.wall_ns;
     (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+    use clap::Parser;
+    use ipivmm::host::{ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
+
+    fn sweep_args(flags: &[&str]) -> SweepArgs {
+        let mut argv = vec!["ipivmm", "sweep"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Sweep(a) => a,
+            _ => unreachable!("sweep was parsed"),
+        }
+    }
+
+    fn host(backend: KvmBackend, apicv: bool) -> HostInfo {
+        let v = if apicv {
+            ApicvSupport::Available
+        } else {
+            ApicvSupport::Unavailable("kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv".into())
+        };
+        HostInfo {
+            cpu_vendor: "GenuineIntel".into(),
+            cpu_model: "x".into(),
+            cpu_family_model: (None, None),
+            logical_cpus: 2,
+            virt_flags: Default::default(),
+            kernel_release: "6.18".into(),
+            dev_kvm: Default::default(),
+            backend,
+            modules: vec![],
+            params: Default::default(),
+            verdicts: ApicvVerdicts {
+                apicv: v.clone(),
+                ipiv: v.clone(),
+                avic: v.clone(),
+                x2avic: v,
+            },
+        }
+    }
+
+    /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host
+    /// without APICv: the inhibit rows would run the same VM as the host
+    /// rows, so they are skipped, each with the reason.
+    #[test]
+    fn ipiv_unicast_preset_skips_inhibit_rows_without_apicv() {
+        let args = sweep_args(&[
+            "--preset",
+            "ipiv-unicast",
+            "--iterations",
+            "5",
+            "--warmup",
+            "1",
+        ]);
+        let spec = spec_of(&args).unwrap();
+        assert!(spec.skip_duplicates);
+        assert_eq!((spec.base.iterations, spec.base.warmup), (5, 1));
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pingpong 2v kernel/xapic/icr",
+                "pingpong 2v kernel/x2apic/icr"
+            ]
+        );
+        let skipped: Vec<&str> = skips.iter().map(|s| s.mode.as_str()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "pingpong 2v kernel/xapic/icr apicv-inhibit",
+                "pingpong 2v kernel/x2apic/icr apicv-inhibit"
+            ]
+        );
+        for s in &skips {
+            assert!(
+                s.reason
+                    .starts_with("identical to the apicv=host row on this host: APICv unavailable"),
+                "{s:?}"
+            );
+        }
+        // Where APICv is on (Intel), the xAPIC inhibit row runs; the x2APIC
+        // one cannot (the lever needs xAPIC IDs) and says so.
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmIntel, true)));
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        assert!(runs
+            .iter()
+            .any(|r| r.label == "pingpong 2v kernel/xapic/icr apicv-inhibit"));
+        assert_eq!(skips.len(), 1, "{skips:?}");
+        assert!(skips[0].reason.contains("changes xAPIC IDs"), "{skips:?}");
+    }
 }
