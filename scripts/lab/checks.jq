@@ -66,3 +66,18 @@ def host_param_sweep:
      | (.host_settings.params[$s.m][$s.p] // "missing") as $got
      | select(($s.v | truth) != ($got | truth))
      | "\(runlabel) under \(.host_param): reads back \($got)");
+
+# The kernel's own inhibit events agree with the host verdict: without
+# APICv/AVIC every run is DISABLED from creation and no phase is active; with
+# it, an inhibit lever shows its reason set and its phases are not active.
+def apicv_observed_mismatch:
+  .runs[] | . as $r
+  | if .apicv_observed == null then "\(runlabel): no APICv inhibit events sampled"
+    elif .apicv.effective == "unavailable" then
+      (select(.apicv_observed.inhibits_at_end | index("DISABLED") | not)
+       | "\(runlabel): APICv unavailable but not DISABLED at the end (\(.apicv_observed.inhibits_at_end))"),
+      (.vcpus[].phases[] | select(.apicv.active) | "\($r | runlabel) phase \(.name): APICv active without APICv")
+    else
+      (select(.apicv_observed.lever != null and (.apicv_observed.lever.observed | not))
+       | "\(runlabel): lever \(.apicv_observed.lever.reason) never set")
+    end;

@@ -53,6 +53,7 @@ check "sampled exits == kvm_exit counter == KVM exits stat" 'sampled_exit_mismat
 check "ICR-write exits == ICR writes on every sender (icr, no APICv)" 'icr_exit_mismatch' "${existing[@]}"
 check "PV: hypercall exits == hypercalls, 0 ICR-write exits, none counted accelerated" 'pv_mismatch' "${existing[@]}"
 check "every IPI sent was delivered" 'lost_ipis' "${existing[@]}"
+check "APICv inhibit events agree with the host verdict" 'apicv_observed_mismatch' "${existing[@]}"
 }
 if grep -q "^hostswitch	" "$dir/steps.tsv" 2>/dev/null; then
     hp=()

@@ -210,3 +210,72 @@ fn kvm_bindings_hlt() -> ipivmm::mode::levers::ExitControls {
         .into_iter()
         .collect()
 }
+
+/// The APICv state ipivmm reports is read back from the kernel's own
+/// `kvm_apicv_inhibit_changed` events: without APICv/AVIC the VM is DISABLED
+/// from its creation and no phase is active; with it the measure phase is
+/// active, and under `--apicv inhibit` the lever's reason is set.
+#[test]
+fn apicv_state_agrees_with_the_kernels_inhibit_events() {
+    const TEST: &str = "apicv_state_agrees_with_the_kernels_inhibit_events";
+    if !kvm_available(TEST) {
+        return;
+    }
+    use ipivmm::mode::apicv::ApicvState;
+    use ipivmm::mode::ApicvRequest;
+    let c = config(
+        Irqchip::Kernel,
+        ApicMode::X2apic,
+        IpiPath::Icr,
+        Workload::Pingpong,
+        2,
+    );
+    let r = run_ok(&c);
+    let Some(o) = &r.apicv_observed else {
+        ipivmm_tests::skip(
+            TEST,
+            ipivmm_tests::Need::Setup,
+            "kvm:kvm_apicv_inhibit_changed cannot be sampled (tracefs, perf_event_paranoid)",
+        );
+        return;
+    };
+    let measure = r.vcpus[0]
+        .phase_named("measure")
+        .unwrap()
+        .apicv
+        .clone()
+        .unwrap();
+    match r.apicv.effective {
+        ApicvState::Unavailable => {
+            assert!(o.inhibits_at_end.iter().any(|i| i == "DISABLED"), "{o:?}");
+            assert!(
+                !measure.active && measure.inhibits == ["DISABLED"],
+                "{measure:?}"
+            );
+        }
+        ApicvState::Active => {
+            assert!(
+                measure.active,
+                "APICv said active, the kernel says {measure:?} ({o:?})"
+            );
+            let mut c = c.clone();
+            c.apicv = ApicvRequest::Inhibit;
+            let r = run_ok(&c);
+            let o = r.apicv_observed.as_ref().unwrap();
+            let lever = o.lever.as_ref().expect("a lever with APICv on the host");
+            assert!(
+                lever.observed,
+                "the lever {} never took effect: {o:?}",
+                lever.reason
+            );
+            let measure = r.vcpus[0]
+                .phase_named("measure")
+                .unwrap()
+                .apicv
+                .clone()
+                .unwrap();
+            assert!(!measure.active, "{measure:?}");
+        }
+        other => panic!("APICv state {other:?} on a usable KVM"),
+    }
+}

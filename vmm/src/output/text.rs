@@ -16,6 +16,9 @@ pub fn render(r: &RunReport) -> String {
     let m = &r.mode;
     let _ = writeln!(out, "{}", header_line(m, &r.label()));
     let _ = writeln!(out, "APICv: {} ({})", r.apicv.effective, r.apicv.detail);
+    if let Some(line) = observed_line(r) {
+        let _ = writeln!(out, "{line}");
+    }
     let status = RunStatus::text(&r.status);
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
     let _ = writeln!(
@@ -35,6 +38,9 @@ pub fn render(r: &RunReport) -> String {
             let _ = writeln!(out, "{line}");
         }
         if let Some(line) = halted_line(r, id) {
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(line) = phase_apicv_line(r, id) {
             let _ = writeln!(out, "{line}");
         }
     }
@@ -177,6 +183,46 @@ fn stat_parts(p: &crate::results::PhaseResult) -> Vec<String> {
         parts.push(format!("other={}", total - named));
     }
     parts
+}
+
+/// What the kernel's `kvm_apicv_inhibit_changed` events said: the lever
+/// taking effect (or not), the reasons in effect at the end, lost events.
+fn observed_line(r: &RunReport) -> Option<String> {
+    let o = r.apicv_observed.as_ref()?;
+    let at_end = match o.inhibits_at_end.as_slice() {
+        [] => "no inhibit in effect at the end".to_string(),
+        i => format!("inhibited at the end by {}", i.join(", ")),
+    };
+    let lever = o.lever.as_ref().map(|l| {
+        if l.observed {
+            format!("; the lever took effect ({} set)", l.reason)
+        } else {
+            format!("; the lever did NOT take effect ({} never set)", l.reason)
+        }
+    });
+    let lost =
+        (o.lost > 0).then(|| format!("; {} events lost, the list may be incomplete", o.lost));
+    Some(format!(
+        "APICv observed: {} inhibit changes, {at_end}{}{}",
+        o.changes.len(),
+        lever.unwrap_or_default(),
+        lost.unwrap_or_default()
+    ))
+}
+
+/// APICv/AVIC over one phase, from the inhibit events (VM-wide: vCPU 0's view).
+fn phase_apicv_line(r: &RunReport, id: u32) -> Option<String> {
+    let a = r.vcpus.iter().find_map(|v| v.phase(id)?.apicv.as_ref())?;
+    Some(if a.active {
+        "  APICv/AVIC: active for the whole phase".to_string()
+    } else if a.inhibits.is_empty() {
+        "  APICv/AVIC: not active (the host has none)".to_string()
+    } else {
+        format!(
+            "  APICv/AVIC: inhibited during the phase by {}",
+            a.inhibits.join(", ")
+        )
+    })
 }
 
 /// With halting targets: how many IPIs found their target halted, from the

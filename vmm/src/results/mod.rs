@@ -14,6 +14,7 @@
 //! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
 //! # Ok::<(), ipivmm::results::ResultsError>(())
 //! ```
+pub mod apicv;
 pub mod columns;
 pub mod exits;
 pub mod host;
@@ -256,6 +257,10 @@ pub struct RunReport {
     /// under, e.g. `kvm_amd.avic=1` (None outside such a sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_param: Option<String>,
+    /// APICv/AVIC inhibits as the kernel reported them during the run
+    /// (`kvm_apicv_inhibit_changed`; needs tracepoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apicv_observed: Option<apicv::ApicvObserved>,
     /// The host as the run saw it (for the document; not per run in JSON).
     #[serde(skip)]
     pub host: Option<HostInfo>,

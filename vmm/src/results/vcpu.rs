@@ -55,7 +55,7 @@ impl GuestDelta {
 }
 
 /// One measured phase of one vCPU.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PhaseResult {
     /// Phase id from the payload.
     pub id: u32,
@@ -80,6 +80,9 @@ pub struct PhaseResult {
     /// `kvm_entry` events (`exit_reasons = sampled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_reasons: Option<ExitReasonCounts>,
+    /// APICv/AVIC during the phase, from the observed inhibits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apicv: Option<super::apicv::PhaseApicv>,
     /// Latency of the phase's samples.
     pub latency: Option<LatencyStats>,
     /// Named values the payload recorded.
@@ -87,6 +90,10 @@ pub struct PhaseResult {
     /// Raw samples (TSC cycles); not written to JSON.
     #[serde(skip)]
     pub samples: Vec<u64>,
+    /// CLOCK_MONOTONIC ns of the begin and end markers (to place the
+    /// observed inhibits); not written to JSON.
+    #[serde(skip)]
+    pub window_ns: (u64, u64),
 }
 
 impl PhaseResult {

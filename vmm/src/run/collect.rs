@@ -60,6 +60,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         vcpus,
         serial_tail: serial.tail_text(),
         observer_effect: None,
+        apicv_observed: None,
         host_settings: p.host.as_ref().map(HostSettings::of),
         host_param: None,
         host: p.host.clone(),

@@ -5,6 +5,7 @@
 //! kicks) → [`collect::report`] what they produced.
 pub mod collect;
 pub mod devices;
+pub mod inhibits;
 pub mod monitor;
 pub mod observer;
 pub mod prepare;
@@ -15,6 +16,7 @@ pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
 pub use prepare::{prepare, Prepared};
 
 use crate::vm::VmError;
+use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -64,9 +66,35 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 /// report, whatever happened to the guest.
 pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
     let prepared = prepare(config)?;
+    let trace = spawn::trace_config(&prepared);
+    // Inhibits set while the VM is created show on this thread only.
+    let created_ns = inhibits::monotonic_ns();
+    let mut creation = trace.as_ref().and_then(|t| {
+        let tracefs = t.tracefs()?;
+        InhibitSampler::open(tracefs, inhibits::INHIBIT_RING_PAGES).ok()
+    });
     let vm = crate::vm::Vm::build(&prepared)?;
+    let log = Arc::new(inhibits::InhibitLog::default());
+    if let Some(s) = &mut creation {
+        log.drain(s);
+    }
     let devices = devices::wire(&vm, &prepared.config, opts.serial)?;
-    let mut running = spawn::spawn(vm, devices, &prepared, opts.started)?;
+    let mut running = spawn::spawn(vm, devices, &prepared, opts.started, trace, log.clone())?;
     let outcome = supervise::supervise(&mut running, opts.cancel.as_deref())?;
-    Ok(collect::report(running, outcome, &prepared, opts.started))
+    if let Some(s) = &mut creation {
+        log.drain(s);
+    }
+    let mut report = collect::report(running, outcome, &prepared, opts.started);
+    let host_has_apicv = matches!(
+        prepared.plan.effective,
+        crate::mode::apicv::ApicvState::Active | crate::mode::apicv::ApicvState::Inhibited
+    );
+    report.apicv_observed = log.observed(
+        created_ns,
+        prepared.plan.lever,
+        host_has_apicv,
+        &mut report.vcpus,
+        creation.is_some(),
+    );
+    Ok(report)
 }

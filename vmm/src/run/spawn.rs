@@ -1,6 +1,7 @@
 //! Stage 3 of a run: one thread per vCPU, named `vcpu{N}`, each opening its
 //! own counters and then waiting on a barrier, so that all start together.
 use super::devices::Devices;
+use super::inhibits::InhibitLog;
 use super::monitor::RunMonitor;
 use super::prepare::Prepared;
 use super::{host, RunError};
@@ -53,12 +54,25 @@ pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
     1 << (63 - pages.max(1).leading_zeros())
 }
 
+/// The tracepoint configuration of a run (None: tracepoints off), shared by
+/// the main thread (inhibits around VM creation) and every vCPU thread.
+pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
+    let c = &p.config;
+    let isa = p.host.as_ref().and_then(|h| h.backend.isa());
+    c.tracepoints.then(|| {
+        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone());
+        Arc::new(t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus)))
+    })
+}
+
 /// Start the vCPU threads of `vm` and release them together.
 pub fn spawn(
     vm: Vm,
     devices: Devices,
     p: &Prepared,
     started: Instant,
+    trace: Option<Arc<TraceConfig>>,
+    inhibits: Arc<InhibitLog>,
 ) -> Result<Running, RunError> {
     let c = &p.config;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
@@ -75,15 +89,11 @@ pub fn spawn(
         ended: ended.try_clone().map_err(host("eventfd"))?,
         first_message: OnceLock::new(),
         start: Barrier::new(c.vcpus + 1),
+        inhibits,
     });
     let mut monitor = EventManager::<RunMonitor>::new().map_err(host("event manager"))?;
     let watch = RunMonitor::new(ended, c.vcpus, c.timeout).map_err(host("watchdog timer"))?;
     let monitor_id = monitor.add_subscriber(watch);
-    let isa = p.host.as_ref().and_then(|h| h.backend.isa());
-    let trace = c.tracepoints.then(|| {
-        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone());
-        Arc::new(t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus)))
-    });
     let Vm {
         vcpus,
         memory,

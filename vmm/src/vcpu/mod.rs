@@ -32,6 +32,8 @@ pub struct Shared {
     pub first_message: OnceLock<Instant>,
     /// Released when every vCPU is set up, so all start together.
     pub start: Barrier,
+    /// The APICv inhibit changes every thread of the VM saw.
+    pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
 }
 
 impl Shared {
@@ -75,7 +77,14 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     if let Some(ua) = &env.user_apic {
         ua.register_thread(env.index);
     }
-    let mut sources = Sources::open(&vcpu, env.trace.clone(), env.user_apic.clone(), env.index);
+    let inhibits = env.shared.inhibits.clone();
+    let mut sources = Sources::open(
+        &vcpu,
+        env.trace.clone(),
+        env.user_apic.clone(),
+        env.index,
+        inhibits,
+    );
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.start.wait();
     let mut run_loop = RunLoop {
@@ -90,6 +99,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     };
     let end = run_loop.run();
     let exits = run_loop.exits;
+    sources.drain_inhibits();
     let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
     {
         let mut result = env.shared.result(env.index);

@@ -5,6 +5,7 @@ use crate::results::SourceStatus;
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
 use ipivmm_counters::sampler::exits::ExitSampler;
 use ipivmm_counters::sampler::ExitTally;
+use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_counters::specs::{kvm_specs, ExitReasonSelection};
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
@@ -98,6 +99,11 @@ impl TraceConfig {
         self
     }
 
+    /// The tracefs the counters use (None: not found, or not mountable).
+    pub fn tracefs(&self) -> Option<&Tracefs> {
+        self.resolved().tracefs.as_ref()
+    }
+
     fn resolved(&self) -> &Resolved {
         self.resolved.get_or_init(|| {
             let isa = (self.exit_reasons == ExitReasons::Counters)
@@ -161,6 +167,7 @@ pub fn raise_fd_limit() {
 pub struct ThreadTrace {
     set: TracepointSet,
     exits: Option<ExitSampler>,
+    inhibits: Option<InhibitSampler>,
 }
 
 impl ThreadTrace {
@@ -219,7 +226,13 @@ impl ThreadTrace {
             available: true,
             detail,
         };
-        (Some(Self { set, exits: None }), status)
+        let inhibits = InhibitSampler::open(tracefs, crate::run::inhibits::INHIBIT_RING_PAGES).ok();
+        let t = Self {
+            set,
+            exits: None,
+            inhibits,
+        };
+        (Some(t), status)
     }
 
     /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`).
@@ -254,6 +267,13 @@ impl ThreadTrace {
     pub fn with_exit_sampler(mut self, s: Option<ExitSampler>) -> Self {
         self.exits = s;
         self
+    }
+
+    /// Hand the APICv inhibit changes this thread saw to `log`.
+    pub fn drain_inhibits(&mut self, log: &crate::run::inhibits::InhibitLog) {
+        if let Some(s) = &mut self.inhibits {
+            log.drain(s);
+        }
     }
 
     /// Whether an exit sampler is attached.

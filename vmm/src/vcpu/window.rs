@@ -5,6 +5,7 @@ use super::trace::{ThreadTrace, TraceConfig};
 use super::user_apic::UserApic;
 use crate::results::exits::ExitCounts;
 use crate::results::{ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus};
+use crate::run::inhibits::InhibitLog;
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
 use ipivmm_counters::sampler::ExitTally;
@@ -31,6 +32,7 @@ enum TraceState {
 /// The counter sources of one vCPU (opened on its own thread).
 pub struct Sources {
     kvm_stats: Option<StatsReader>,
+    inhibits: Arc<InhibitLog>,
     trace: TraceState,
     user_apic: Option<(Arc<UserApic>, usize)>,
     /// Availability of every source, for the report.
@@ -40,6 +42,8 @@ pub struct Sources {
 /// All counters at one instant.
 pub struct Snapshot {
     at: Instant,
+    /// CLOCK_MONOTONIC ns, the samplers' clock.
+    mono_ns: u64,
     exits: ExitCounts,
     guest: GuestCounters,
     kvm: Option<StatsSnapshot>,
@@ -82,6 +86,7 @@ impl Sources {
         trace: Option<Arc<TraceConfig>>,
         user_apic: Option<Arc<UserApic>>,
         index: usize,
+        inhibits: Arc<InhibitLog>,
     ) -> Self {
         let mut status = vec![
             SourceStatus {
@@ -127,6 +132,7 @@ impl Sources {
         }
         Self {
             kvm_stats,
+            inhibits,
             trace: TraceState::Pending(trace),
             user_apic: user_apic.map(|u| (u, index)),
             status,
@@ -148,6 +154,14 @@ impl Sources {
         true
     }
 
+    /// Hand the APICv inhibit changes seen so far to the run's log (at each
+    /// phase marker and when the vCPU ends).
+    pub fn drain_inhibits(&mut self) {
+        if let TraceState::Opened(Some(t)) = &mut self.trace {
+            t.drain_inhibits(&self.inhibits);
+        }
+    }
+
     /// Drain the exit sampler (after every userspace exit, and at each phase
     /// marker, so the ring does not fill): what it saw belongs to the open
     /// phase, or to no phase between phases.
@@ -164,6 +178,7 @@ impl Sources {
     pub fn snapshot(&mut self, exits: &ExitCounts, guest: &GuestCounters) -> Snapshot {
         Snapshot {
             at: Instant::now(),
+            mono_ns: crate::run::inhibits::monotonic_ns(),
             exits: *exits,
             guest: *guest,
             kvm: self.kvm_stats.as_mut().and_then(|r| r.snapshot().ok()),
@@ -185,6 +200,7 @@ impl Sources {
     ) -> OpenPhase {
         // What the sampler holds from before the marker is no phase's.
         self.drain_exits(None);
+        self.drain_inhibits();
         OpenPhase {
             id,
             name,
@@ -201,6 +217,7 @@ impl Sources {
         guest: &GuestCounters,
     ) -> PhaseResult {
         self.drain_exits(Some(&mut open));
+        self.drain_inhibits();
         let end = self.snapshot(exits, guest);
         let exit_reasons = self.sampled_reasons(&open.exits);
         let b = &open.begin;
@@ -233,6 +250,7 @@ impl Sources {
             id: open.id,
             name: open.name,
             wall_ns: end.at.duration_since(b.at).as_nanos() as u64,
+            window_ns: (b.mono_ns, end.mono_ns),
             exits: end.exits.since(&b.exits),
             guest: guest_delta,
             kvm_stats,
@@ -240,6 +258,7 @@ impl Sources {
             user_lapic,
             icr_write_exits,
             exit_reasons,
+            apicv: None,
             latency: None,
             records: BTreeMap::new(),
             samples: Vec::new(),

@@ -86,6 +86,8 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         tracepoints,
         user_lapic: BTreeMap::new(),
         exit_reasons: None,
+        apicv: None,
+        window_ns: (0, 0),
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
             accelerated: 0,
@@ -145,6 +147,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
         observer_effect: None,
+        apicv_observed: None,
         host_settings: None,
         host_param: None,
         host: None,
