@@ -22,7 +22,9 @@
 #
 # Environment: IPIVMM_LAB_CACHE (downloads, default ~/.cache/ipivmm-lab),
 # LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048),
-# LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180).
+# LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180),
+# LAB_KERNEL_ARGS (extra guest kernel args, default loglevel=4; e.g.
+# "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog).
 # Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +34,8 @@ CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 SMP=${LAB_SMP:-2}
 # Seconds without a heartbeat from the guest before it counts as wedged.
 WEDGE_S=${LAB_WEDGE_S:-180}
+# Before the first heartbeat the kernel boots too: a little longer.
+BOOT_GRACE_S=60
 MEM=${LAB_MEM:-2048}
 PASS=quick
 UPDATE_DOCS=0
@@ -200,6 +204,8 @@ initramfs() {
         cp "$f" "$st$f"
     done
     ln -s "$ROOT/target/release/ipivmm" "$st/lab/bin/ipivmm"
+    # The VM the guest holds for the whole pass (why: scripts/lab/hold-vm.c).
+    cc -O2 -static -o "$st/lab/bin/hold-vm" "$LAB/hold-vm.c" || die "cc: cannot build scripts/lab/hold-vm.c"
     while read -r f; do
         ln -s "$f" "$st/lab/tests/$(basename "$f" | sed 's/-[0-9a-f]\{16\}$//')"
     done <"$WORK/test-binaries.txt"
@@ -227,8 +233,8 @@ boot_once() { # boot number, time limit, extra kernel args
     rm -f "$disk"
     truncate -s 1G "$disk"
     # The guest stops starting steps 60 s before QEMU's own limit.
-    # nokaslr: a wedged guest's RIPs (wedge-N.txt) read directly against System.map.
-    local append="console=ttyS0 panic=-1 nokaslr lab.pass=$PASS lab.deadline=$((limit - 60)) $extra"
+    # nokaslr: a wedged guest's RIPs (wedge-N.txt) are named from the kallsyms it saved at boot.
+    local append="console=ttyS0 panic=-1 nokaslr lab.pass=$PASS lab.boot=$n lab.deadline=$((limit - 60)) $extra"
     [ -n "$STEPS" ] && append="$append lab.steps=$STEPS"
     [ -n "$ITERATIONS" ] && append="$append lab.iterations=$ITERATIONS"
     append="$append ${LAB_KERNEL_ARGS:-loglevel=4}"
@@ -252,38 +258,26 @@ boot_once() { # boot number, time limit, extra kernel args
         [ "$beats" != "$seen" ] && { seen=$beats; last_beat=$now; }
         if [ $((now - start)) -ge "$limit" ]; then
             BOOT_RC=124
-        elif [ "$seen" -gt 0 ] && [ $((now - last_beat)) -ge "$WEDGE_S" ]; then
+        elif [ $((now - last_beat)) -ge $((WEDGE_S + (seen > 0 ? 0 : BOOT_GRACE_S))) ]; then
             BOOT_RC=125
             monitor_dump >"$WORK/wedge-$n.txt" 2>&1
         else
             continue
         fi
-        kill $QEMU_PID 2>/dev/null
+        # (QEMU may be gone by now: under set -e a failed kill must not end the lab.)
+        kill $QEMU_PID 2>/dev/null || true
         sleep 2
-        kill -9 $QEMU_PID 2>/dev/null
+        kill -9 $QEMU_PID 2>/dev/null || true
         break
     done
     wait $QEMU_PID 2>/dev/null || true
     return 0
 }
 
-# Every CPU's registers from the QEMU monitor (for a wedged guest), the
-# instruction pointers named from the kernel's System.map (booted nokaslr).
+# Every CPU's registers from the QEMU monitor (for a wedged guest).
 monitor_dump() {
-    python3 - "$WORK/monitor.sock" "$KROOT/boot/System.map-$KREL" <<'PY'
-import bisect, re, socket, sys
-syms = []
-try:
-    for line in open(sys.argv[2]):
-        a, t, name = line.split()[:3]
-        if t in "tTwW":
-            syms.append((int(a, 16), name))
-except OSError:
-    pass
-syms.sort()
-def name_of(addr):
-    i = bisect.bisect_right(syms, (addr, "~")) - 1
-    return f"{syms[i][1]}+{addr - syms[i][0]:#x}" if i >= 0 and addr - syms[i][0] < 1 << 20 else "?"
+    python3 - "$WORK/monitor.sock" <<'PY'
+import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 s.settimeout(3)
@@ -301,10 +295,31 @@ def read():
 read()
 for cmd in ["info cpus", "info registers -a"]:
     s.sendall(cmd.encode() + b"\n")
-    text = read().replace("\x1b[K", "").replace("\x1b[D", "")
-    for rip in re.findall(r"RIP=([0-9a-f]{16})", text):
-        print(f"RIP {rip} = {name_of(int(rip, 16))}")
-    print(text)
+    print(read().replace("\x1b[K", "").replace("\x1b[D", ""))
+PY
+}
+
+# Names every RIP of a wedge dump ($1) from the guest's own kallsyms ($2,
+# saved at boot: Debian's System.map is a stub; booted nokaslr), the lines
+# first in the file.
+symbolize() {
+    python3 - "$1" "$2" <<'PY'
+import bisect, re, sys
+syms = []
+try:
+    for line in open(sys.argv[2]):
+        f = line.split()
+        if len(f) >= 3:
+            syms.append((int(f[0], 16), f[2] + (" " + f[3] if len(f) > 3 else "")))
+except OSError:
+    pass
+syms.sort()
+def name_of(addr):
+    i = bisect.bisect_right(syms, (addr, "~")) - 1
+    return f"{syms[i][1]}+{addr - syms[i][0]:#x}" if i >= 0 and addr - syms[i][0] < 1 << 20 else "?"
+text = open(sys.argv[1]).read()
+names = [f"RIP {rip} = {name_of(int(rip, 16))}" for rip in re.findall(r"RIP=([0-9a-f]{16})", text)]
+open(sys.argv[1], "w").write("\n".join(names) + "\n\n" + text)
 PY
 }
 
@@ -338,6 +353,8 @@ boot() {
         running=$(grep '^lab: step ' "$WORK/console-$n.log" | tail -n 1 | sed -E 's/^lab: step ([^:]+):.*/\1/')
         WARNINGS+=("boot $n: guest wedged during step ${running:-?} (no heartbeat for ${WEDGE_S}s; CPU state in wedge-$n.txt); rebooted to resume after the steps that finished")
         cp "$WORK/wedge-$n.txt" "$new/" 2>/dev/null || true
+        [ -e "$new/wedge-$n.txt" ] && symbolize "$new/wedge-$n.txt" "$new/kallsyms.txt"
+        [ -e "$new/wedge-$n.txt" ] && log "boot $n: wedged at: $(grep '^RIP [0-9a-f]' "$new/wedge-$n.txt" | sort | uniq -c | tr -s ' ' | paste -sd';' -)"
         log "warning: ${WARNINGS[-1]}"
         [ $n -lt 3 ] && [ "$left" -gt 300 ] || break
         n=$((n + 1))

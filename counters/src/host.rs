@@ -328,117 +328,126 @@ pub fn verdicts(
     cpu: &CpuInfo,
     params: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> ApicvVerdicts {
-    let un = |s: &str| ApicvSupport::Unavailable(s.to_string());
     match backend {
         KvmBackend::KvmPvm => {
-            let r = "kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv";
-            ApicvVerdicts {
-                apicv: un(r),
-                ipiv: un(r),
-                avic: un(r),
-                x2avic: un(r),
-            }
+            ApicvVerdicts::none("kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv")
         }
-        KvmBackend::NestedOrUnknown => {
-            let r = "no VMX/SVM CPU flag and no kvm_intel/kvm_amd module: nested or unknown \
-                     KVM backend, hardware APIC virtualization not detectable";
-            ApicvVerdicts {
-                apicv: un(r),
-                ipiv: un(r),
-                avic: un(r),
-                x2avic: un(r),
-            }
+        KvmBackend::NestedOrUnknown => ApicvVerdicts::none(
+            "no VMX/SVM CPU flag and no kvm_intel/kvm_amd module: nested or unknown \
+             KVM backend, hardware APIC virtualization not detectable",
+        ),
+        KvmBackend::None => ApicvVerdicts::none("no usable /dev/kvm"),
+        KvmBackend::KvmIntel => intel_verdicts(params),
+        KvmBackend::KvmAmd => amd_verdicts(cpu, params),
+    }
+}
+
+fn unavailable(reason: &str) -> ApicvSupport {
+    ApicvSupport::Unavailable(reason.to_string())
+}
+
+impl ApicvVerdicts {
+    /// Every feature unavailable for one reason.
+    fn none(reason: &str) -> Self {
+        ApicvVerdicts {
+            apicv: unavailable(reason),
+            ipiv: unavailable(reason),
+            avic: unavailable(reason),
+            x2avic: unavailable(reason),
         }
-        KvmBackend::None => {
-            let r = "no usable /dev/kvm";
-            ApicvVerdicts {
-                apicv: un(r),
-                ipiv: un(r),
-                avic: un(r),
-                x2avic: un(r),
-            }
+    }
+}
+
+/// kvm_intel: APICv from `enable_apicv`, IPIv from `enable_ipiv` (needs APICv).
+fn intel_verdicts(params: &BTreeMap<String, BTreeMap<String, String>>) -> ApicvVerdicts {
+    let apicv = bool_verdict(
+        params,
+        "kvm_intel",
+        "enable_apicv",
+        "kvm_intel.enable_apicv not readable (module parameters missing)",
+        "APICv disabled by the module parameter or unsupported by the CPU",
+    );
+    let ipiv = if let ApicvSupport::Unavailable(r) = &apicv {
+        ApicvSupport::Unavailable(format!("IPIv needs APICv: {r}"))
+    } else {
+        bool_verdict(
+            params,
+            "kvm_intel",
+            "enable_ipiv",
+            "kernel has no kvm_intel.enable_ipiv (IPIv needs Linux 5.18+)",
+            "IPIv disabled or unsupported by the CPU (needs Sapphire Rapids or later)",
+        )
+    };
+    let r = "Intel host (kvm_intel): AVIC is AMD-only";
+    ApicvVerdicts {
+        apicv,
+        ipiv,
+        avic: unavailable(r),
+        x2avic: unavailable(r),
+    }
+}
+
+/// kvm_amd: AVIC from `avic` and the CPU flag (or `force_avic`), x2AVIC from
+/// its CPU flag, IPI acceleration from `enable_ipiv` where the kernel has it.
+fn amd_verdicts(
+    cpu: &CpuInfo,
+    params: &BTreeMap<String, BTreeMap<String, String>>,
+) -> ApicvVerdicts {
+    let avic = amd_avic(cpu, params);
+    let x2avic = match &avic {
+        ApicvSupport::Unavailable(r) => {
+            ApicvSupport::Unavailable(format!("x2AVIC needs AVIC: {r}"))
         }
-        KvmBackend::KvmIntel => {
-            let apicv = bool_verdict(
-                params,
-                "kvm_intel",
-                "enable_apicv",
-                "kvm_intel.enable_apicv not readable (module parameters missing)",
-                "APICv disabled by the module parameter or unsupported by the CPU",
-            );
-            let ipiv = if let ApicvSupport::Unavailable(r) = &apicv {
-                ApicvSupport::Unavailable(format!("IPIv needs APICv: {r}"))
-            } else {
-                bool_verdict(
-                    params,
-                    "kvm_intel",
-                    "enable_ipiv",
-                    "kernel has no kvm_intel.enable_ipiv (IPIv needs Linux 5.18+)",
-                    "IPIv disabled or unsupported by the CPU (needs Sapphire Rapids or later)",
-                )
-            };
-            let r = "Intel host (kvm_intel): AVIC is AMD-only";
-            ApicvVerdicts {
-                apicv,
-                ipiv,
-                avic: un(r),
-                x2avic: un(r),
-            }
+        ApicvSupport::Available if cpu.has("x2avic") => ApicvSupport::Available,
+        ApicvSupport::Available => unavailable(
+            "CPU has no x2avic flag: x2APIC guests run hybrid AVIC \
+             (x2APIC MSR accesses intercepted)",
+        ),
+    };
+    let ipiv = match &avic {
+        ApicvSupport::Unavailable(r) => {
+            ApicvSupport::Unavailable(format!("AVIC IPI acceleration needs AVIC: {r}"))
         }
-        KvmBackend::KvmAmd => {
-            let avic = match bool_verdict(
+        ApicvSupport::Available => match param(params, "kvm_amd", "enable_ipiv") {
+            // Kernels before kvm_amd.enable_ipiv always accelerate IPIs with AVIC.
+            None => ApicvSupport::Available,
+            Some(_) => bool_verdict(
                 params,
                 "kvm_amd",
-                "avic",
-                "kvm_amd.avic not readable (module parameters missing)",
-                "AVIC is off (load kvm_amd with avic=1)",
-            ) {
-                ApicvSupport::Available if !cpu.has("avic") => {
-                    let forced = param(params, "kvm_amd", "force_avic")
-                        .and_then(parse_bool_param)
-                        .unwrap_or(false);
-                    if forced {
-                        ApicvSupport::Available
-                    } else {
-                        un("kvm_amd.avic=Y but the CPU has no avic flag")
-                    }
-                }
-                v => v,
-            };
-            let x2avic = match &avic {
-                ApicvSupport::Unavailable(r) => {
-                    ApicvSupport::Unavailable(format!("x2AVIC needs AVIC: {r}"))
-                }
-                ApicvSupport::Available if cpu.has("x2avic") => ApicvSupport::Available,
-                ApicvSupport::Available => {
-                    un("CPU has no x2avic flag: x2APIC guests run hybrid AVIC \
-                     (x2APIC MSR accesses intercepted)")
-                }
-            };
-            let ipiv = match &avic {
-                ApicvSupport::Unavailable(r) => {
-                    ApicvSupport::Unavailable(format!("AVIC IPI acceleration needs AVIC: {r}"))
-                }
-                ApicvSupport::Available => match param(params, "kvm_amd", "enable_ipiv") {
-                    // Kernels before kvm_amd.enable_ipiv always accelerate IPIs with AVIC.
-                    None => ApicvSupport::Available,
-                    Some(_) => bool_verdict(
-                        params,
-                        "kvm_amd",
-                        "enable_ipiv",
-                        "",
-                        "AVIC IPI acceleration disabled by the module parameter",
-                    ),
-                },
-            };
-            let r = "AMD host (kvm_amd): APICv is Intel-only";
-            ApicvVerdicts {
-                apicv: un(r),
-                ipiv,
-                avic,
-                x2avic,
+                "enable_ipiv",
+                "",
+                "AVIC IPI acceleration disabled by the module parameter",
+            ),
+        },
+    };
+    ApicvVerdicts {
+        apicv: unavailable("AMD host (kvm_amd): APICv is Intel-only"),
+        ipiv,
+        avic,
+        x2avic,
+    }
+}
+
+/// AVIC: `kvm_amd.avic`, and the CPU's avic flag unless `force_avic` is set.
+fn amd_avic(cpu: &CpuInfo, params: &BTreeMap<String, BTreeMap<String, String>>) -> ApicvSupport {
+    match bool_verdict(
+        params,
+        "kvm_amd",
+        "avic",
+        "kvm_amd.avic not readable (module parameters missing)",
+        "AVIC is off (load kvm_amd with avic=1)",
+    ) {
+        ApicvSupport::Available if !cpu.has("avic") => {
+            let forced = param(params, "kvm_amd", "force_avic")
+                .and_then(parse_bool_param)
+                .unwrap_or(false);
+            if forced {
+                ApicvSupport::Available
+            } else {
+                unavailable("kvm_amd.avic=Y but the CPU has no avic flag")
             }
         }
+        v => v,
     }
 }
 

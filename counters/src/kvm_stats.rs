@@ -438,6 +438,33 @@ fn parse_desc(raw: &[u8], index: usize, name_size: usize) -> Result<StatDesc> {
     })
 }
 
+/// The bytes the stats' data spans from the data offset, after checking that
+/// names are unique and no two stats' data overlap.
+fn data_extent(descs: &[StatDesc]) -> Result<u64> {
+    let mut names = HashSet::new();
+    for d in descs {
+        if !names.insert(d.name.as_str()) {
+            return Err(malformed(format!("duplicate stat name {}", d.name)));
+        }
+    }
+    let mut by_offset: Vec<&StatDesc> = descs.iter().collect();
+    by_offset.sort_by_key(|d| d.offset);
+    for pair in by_offset.windows(2) {
+        let end = u64::from(pair[0].offset) + 8 * u64::from(pair[0].size);
+        if end > u64::from(pair[1].offset) {
+            return Err(malformed(format!(
+                "data of stats {} and {} overlap",
+                pair[0].name, pair[1].name
+            )));
+        }
+    }
+    Ok(descs
+        .iter()
+        .map(|d| u64::from(d.offset) + 8 * u64::from(d.size))
+        .max()
+        .unwrap_or(0))
+}
+
 fn parse_layout(file: &impl FileExt) -> Result<Layout> {
     let read = |buf: &mut [u8], off: u64, what: &'static str| {
         file.read_exact_at(buf, off)
@@ -490,28 +517,7 @@ fn parse_layout(file: &impl FileExt) -> Result<Layout> {
         .map(|(i, raw)| parse_desc(raw, i, name_size as usize))
         .collect::<Result<Vec<_>>>()?;
 
-    let mut names = HashSet::new();
-    for d in &descs {
-        if !names.insert(d.name.as_str()) {
-            return Err(malformed(format!("duplicate stat name {}", d.name)));
-        }
-    }
-    // Data ranges of the stats must not overlap one another.
-    let mut by_offset: Vec<&StatDesc> = descs.iter().collect();
-    by_offset.sort_by_key(|d| d.offset);
-    let mut data_len: u64 = 0;
-    for pair in by_offset.windows(2) {
-        let end = u64::from(pair[0].offset) + 8 * u64::from(pair[0].size);
-        if end > u64::from(pair[1].offset) {
-            return Err(malformed(format!(
-                "data of stats {} and {} overlap",
-                pair[0].name, pair[1].name
-            )));
-        }
-    }
-    for d in &descs {
-        data_len = data_len.max(u64::from(d.offset) + 8 * u64::from(d.size));
-    }
+    let data_len = data_extent(&descs)?;
     if data_len > MAX_DATA_LEN {
         return Err(malformed(format!(
             "data block of {data_len} bytes too large"

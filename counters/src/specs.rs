@@ -58,92 +58,107 @@ pub mod names {
 pub fn kvm_specs(isa: Option<Isa>, reasons: &ExitReasonSelection) -> Vec<CounterSpec> {
     let mut v = vec![CounterSpec::kvm("kvm_exit")];
     if let Some(isa) = isa {
-        for &(code, name) in exit_reasons(isa) {
-            let wanted = match reasons {
-                ExitReasonSelection::None => false,
-                ExitReasonSelection::All => true,
-                ExitReasonSelection::Only(codes) => codes.contains(&code),
-            };
-            if wanted {
-                v.push(CounterSpec::new(
-                    exit_counter_name(name),
-                    "kvm",
-                    "kvm_exit",
-                    Filter::Eq(vec![FieldEq::new(&["exit_reason"], u64::from(code))]),
-                ));
-            }
-        }
+        v.extend(exit_reason_specs(isa, reasons));
     }
-    v.push(CounterSpec::new(
-        names::APIC_ICR_WRITE,
-        "kvm",
-        "kvm_apic",
-        Filter::Eq(vec![
-            FieldEq::new(&["rw", "write"], 1),
-            FieldEq::new(&["reg"], 0x300),
-        ]),
-    ));
-    v.push(CounterSpec::new(
-        names::MSR_ICR_WRITE,
-        "kvm",
-        "kvm_msr",
-        Filter::Eq(vec![
-            FieldEq::new(&["write", "rw"], 1),
-            FieldEq::new(&["ecx", "index"], 0x830),
-        ]),
-    ));
-    v.push(CounterSpec::new(
-        names::HYPERCALL_SEND_IPI,
-        "kvm",
-        "kvm_hypercall",
-        Filter::Eq(vec![FieldEq::new(&["nr"], 10)]),
-    ));
-    v.push(CounterSpec::new(
-        names::AVIC_INCOMPLETE_BUSY,
-        "kvm",
-        "kvm_avic_incomplete_ipi",
-        Filter::Raw("(id == 0 || id == 2) && icrl & 0x1000".into()),
-    ));
-    v.push(CounterSpec::new(
-        names::WAKEUP_WAITED,
-        "kvm",
-        "kvm_vcpu_wakeup",
-        Filter::Eq(vec![FieldEq::new(&["waited"], 1)]),
-    ));
-    v.push(CounterSpec::new(
-        names::WAKEUP_POLLED,
-        "kvm",
-        "kvm_vcpu_wakeup",
-        Filter::Eq(vec![FieldEq::new(&["waited"], 0)]),
-    ));
-    for e in [
-        "kvm_entry",
-        "kvm_apic",
-        "kvm_msr",
-        "kvm_mmio",
-        "kvm_pio",
-        "kvm_fast_mmio",
-        "kvm_userspace_exit",
-        "kvm_apic_ipi",
-        "kvm_apic_accept_irq",
-        "kvm_apicv_accept_irq",
-        "kvm_inj_virq",
-        "kvm_eoi",
-        "kvm_pv_eoi",
-        "kvm_hypercall",
-        "kvm_vcpu_wakeup",
-        "kvm_halt_poll_ns",
-        "kvm_ple_window_update",
-        "kvm_apicv_inhibit_changed",
-        "kvm_avic_incomplete_ipi",
-        "kvm_avic_unaccelerated_access",
-        "kvm_avic_kick_vcpu_slowpath",
-        "kvm_avic_doorbell",
-    ] {
-        v.push(CounterSpec::kvm(e));
-    }
+    v.extend(filtered_specs());
+    v.extend(UNFILTERED_EVENTS.iter().map(|e| CounterSpec::kvm(e)));
     v
 }
+
+/// One `kvm_exit` counter per selected reason of `isa`.
+fn exit_reason_specs(isa: Isa, reasons: &ExitReasonSelection) -> Vec<CounterSpec> {
+    exit_reasons(isa)
+        .iter()
+        .filter(|(code, _)| match reasons {
+            ExitReasonSelection::None => false,
+            ExitReasonSelection::All => true,
+            ExitReasonSelection::Only(codes) => codes.contains(code),
+        })
+        .map(|&(code, name)| {
+            CounterSpec::new(
+                exit_counter_name(name),
+                "kvm",
+                "kvm_exit",
+                Filter::Eq(vec![FieldEq::new(&["exit_reason"], u64::from(code))]),
+            )
+        })
+        .collect()
+}
+
+/// The counters with an in-kernel filter: ICR writes, PV IPIs, AVIC's busy
+/// IPIs, wake-ups by kind.
+fn filtered_specs() -> Vec<CounterSpec> {
+    vec![
+        CounterSpec::new(
+            names::APIC_ICR_WRITE,
+            "kvm",
+            "kvm_apic",
+            Filter::Eq(vec![
+                FieldEq::new(&["rw", "write"], 1),
+                FieldEq::new(&["reg"], 0x300),
+            ]),
+        ),
+        CounterSpec::new(
+            names::MSR_ICR_WRITE,
+            "kvm",
+            "kvm_msr",
+            Filter::Eq(vec![
+                FieldEq::new(&["write", "rw"], 1),
+                FieldEq::new(&["ecx", "index"], 0x830),
+            ]),
+        ),
+        CounterSpec::new(
+            names::HYPERCALL_SEND_IPI,
+            "kvm",
+            "kvm_hypercall",
+            Filter::Eq(vec![FieldEq::new(&["nr"], 10)]),
+        ),
+        CounterSpec::new(
+            names::AVIC_INCOMPLETE_BUSY,
+            "kvm",
+            "kvm_avic_incomplete_ipi",
+            Filter::Raw("(id == 0 || id == 2) && icrl & 0x1000".into()),
+        ),
+        CounterSpec::new(
+            names::WAKEUP_WAITED,
+            "kvm",
+            "kvm_vcpu_wakeup",
+            Filter::Eq(vec![FieldEq::new(&["waited"], 1)]),
+        ),
+        CounterSpec::new(
+            names::WAKEUP_POLLED,
+            "kvm",
+            "kvm_vcpu_wakeup",
+            Filter::Eq(vec![FieldEq::new(&["waited"], 0)]),
+        ),
+    ]
+}
+
+/// Events counted whole, as context for attributing cost.
+const UNFILTERED_EVENTS: &[&str] = &[
+    "kvm_entry",
+    "kvm_apic",
+    "kvm_msr",
+    "kvm_mmio",
+    "kvm_pio",
+    "kvm_fast_mmio",
+    "kvm_userspace_exit",
+    "kvm_apic_ipi",
+    "kvm_apic_accept_irq",
+    "kvm_apicv_accept_irq",
+    "kvm_inj_virq",
+    "kvm_eoi",
+    "kvm_pv_eoi",
+    "kvm_hypercall",
+    "kvm_vcpu_wakeup",
+    "kvm_halt_poll_ns",
+    "kvm_ple_window_update",
+    "kvm_apicv_inhibit_changed",
+    "kvm_avic_incomplete_ipi",
+    "kvm_avic_unaccelerated_access",
+    "kvm_avic_kick_vcpu_slowpath",
+    "kvm_avic_doorbell",
+];
 
 /// ICR-write exits of a window from its tracepoint counters, the same on
 /// every vendor path (docs/kernel-paths.md, section 5): every ICR write KVM

@@ -81,3 +81,20 @@ def apicv_observed_mismatch:
       (select(.apicv_observed.lever != null and (.apicv_observed.lever.observed | not))
        | "\(runlabel): lever \(.apicv_observed.lever.reason) never set")
     end;
+
+# An exit flood: what the sampler lost is reported (complete: false when
+# any), and its count never exceeds KVM's exits stat.
+def flood_lost_mismatch:
+  .runs[] as $r | $r.vcpus[] as $v | $v | measured
+  | select(.exit_reasons)
+  | select((.exit_reasons.lost > 0 and .exit_reasons.complete) or .exit_reasons.exits > .kvm_stats.exits)
+  | "\($r | runlabel) vcpu\($v.index): sampled \(.exit_reasons.exits), lost \(.exit_reasons.lost), complete \(.exit_reasons.complete), KVM exits \(.kvm_stats.exits)";
+
+# One line per vCPU: what the flood's sampler saw and lost.
+def flood_summary:
+  .runs[] | .vcpus[] as $v | $v | measured | select(.exit_reasons)
+  | "vcpu\($v.index): \(.kvm_stats.exits) exits, \(.exit_reasons.exits) sampled, \(.exit_reasons.lost) records lost, complete=\(.exit_reasons.complete)";
+
+def overhead_summary:
+  .runs[0].observer_effect
+  | "exit reasons \(.exit_reasons): p50 \(.with_counters_p50 | floor) vs \(.without_counters_p50 | floor) cycles detached, ratio \(.ratio * 1000 | round / 1000) (\(.pairs) pairs)";

@@ -44,6 +44,13 @@ step() {
         ;;
     esac
     [ "$limit" -gt "$left" ] && limit=$left
+    # lab.wedge_at=STEP: a test of the host's watchdog and resume (first boot
+    # only): the heartbeat stops and user space sleeps, as in a real wedge.
+    if [ "$(arg wedge_at)" = "$name" ] && [ "$(arg boot)" = 1 ]; then
+        say "step $name: wedging on request (lab.wedge_at)"
+        kill "$HEARTBEAT_PID"
+        while :; do sleep 3600; done
+    fi
     say "step $name: $*"
     start=$(date +%s)
     # Its own session (through /init again, so shell functions can be steps),
@@ -302,8 +309,42 @@ hs_kill9() {
     expect "host --restore after a crash: npt=$npt0 avic=$avic0 back" originals_back
 }
 
+# The cost of counting on this kvm_amd: per-reason counters and the exit
+# sampler, each against the same runs with every counter detached
+# (--observer-effect: alternated pairs), x2APIC ping-pong to a halted target.
+overhead() { # $1: pairs
+    for how in counters sampled; do
+        ipivmm run --apic x2apic --target halt --iterations "${ITER:-200}" --warmup 10 -q \
+            --serial none --exit-reasons $how --observer-effect "$1" \
+            --json "$OUT/runs/overhead-$how.json" || return 1
+    done
+}
+
+# An exit flood between two drains of the sampler's ring: lost records must
+# be reported (complete: false), never under-counted silently.
+flood_lost() {
+    ipivmm run --workload flood --apic x2apic --iterations 200000 --warmup 10 -q --serial none \
+        --json "$OUT/runs/flood-lost.json"
+}
+
 reload_vendor() { # $@: module parameters
+    hold_vm stop
     rmmod "$VENDOR" && insmod "/lab/modules/$VENDOR.ko" "$@"
+    hold_vm start
+}
+
+# One empty VM held from module load to the end of the pass, released
+# around module reloads and the host-switch step (why: scripts/lab/hold-vm.c).
+hold_vm() { # start | stop
+    case $1 in
+    start) [ -c /dev/kvm ] && { hold-vm & echo $! >/run/hold-vm.pid; } ;;
+    stop)
+        [ -s /run/hold-vm.pid ] && kill "$(cat /run/hold-vm.pid)" 2>/dev/null
+        rm -f /run/hold-vm.pid
+        sleep 1
+        ;;
+    esac
+    return 0
 }
 
 # The results so far onto the output disk, after every step: a guest that
@@ -334,7 +375,12 @@ main() {
     say "pass $PASS on $(uname -r), $(nproc) CPUs"
     # The host's watchdog: a guest whose user space stops gets no heartbeat out.
     (while sleep 20; do echo "lab: heartbeat $(cut -d' ' -f1 /proc/uptime)"; done) &
+    HEARTBEAT_PID=$!
     load_modules
+    # Text symbols with their addresses (Debian's System.map is a stub): the
+    # host names a wedged guest's RIPs with them (scripts/lab.sh symbolize).
+    echo 0 >/proc/sys/kernel/kptr_restrict
+    grep -E '^[0-9a-f]+ [tTwW] ' /proc/kallsyms >$OUT/kallsyms.txt
     for p in /sys/module/kvm_amd/parameters/* /sys/module/kvm_intel/parameters/*; do
         [ -e "$p" ] && echo "$(basename "$(dirname "$(dirname "$p")")").$(basename "$p")=$(cat "$p")"
     done >$OUT/module-params.txt
@@ -345,6 +391,8 @@ main() {
     fi
     say "$VENDOR loaded: $(tr '\n' ' ' <$OUT/module-params.txt)"
     setup_modprobe
+    mkdir -p /run
+    hold_vm start
 
     ITER=$(arg iterations)
     DEADLINE=$(arg deadline)
@@ -358,9 +406,11 @@ main() {
             sweep) ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q ;;
             tests) run_tests "" ;;
             inhibit) step inhibit-repeats 1800 inhibit_repeats "${ITER:-3}" ;;
-            hostswitch) step hostswitch 900 host_switch ;;
+            hostswitch) hold_vm stop; step hostswitch 900 host_switch; hold_vm start ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
         stress) step stress 3000 stress_tests "${ITER:-20}" ;;
+            overhead) step overhead 1200 overhead 5 ;;
+            flood) step flood-lost 600 flood_lost ;;
             *) say "unknown step $s" ;;
             esac
         done
@@ -378,6 +428,7 @@ main() {
         ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q
         run_tests ""
         step inhibit-repeats 900 inhibit_repeats 3
+        hold_vm stop
         step hostswitch 900 host_switch
         reload_vendor npt=0
         step sweep-npt0 900 ipivmm sweep --irqchip kernel --apic xapic,x2apic --ipi icr,pv \
@@ -394,6 +445,9 @@ main() {
         run_tests ""
         step inhibit-repeats 1800 inhibit_repeats 20
         step inhibit-repeats-loaded 1800 under_load inhibit_repeats 20
+        step overhead 1200 overhead 5
+        step flood-lost 600 flood_lost
+        hold_vm stop
         step hostswitch 900 host_switch
         reload_vendor npt=0
         ipi_sweep sweep-npt0 --workload pingpong,broadcast --iterations "${ITER:-100}" --warmup 10 -q

@@ -60,6 +60,13 @@ if grep -q "^hostswitch	" "$dir/steps.tsv" 2>/dev/null; then
     [ -e "$dir/runs/sweep-hostparam.json" ] && hp=("$dir/runs/sweep-hostparam.json")
     check "sweep --host-param: both settings ran, each reads back as asked" 'host_param_sweep' "${hp[@]}"
 fi
+if [ -e "$dir/runs/flood-lost.json" ]; then
+    check "exit flood: lost records reported, never more exits than KVM's stat" 'flood_lost_mismatch' "$dir/runs/flood-lost.json"
+    jq -r -L "$LAB" 'include "checks"; flood_summary' "$dir/runs/flood-lost.json" | sed 's/^/  flood: /'
+fi
+for f in "$dir"/runs/overhead-*.json; do
+    [ -e "$f" ] && jq -r -L "$LAB" 'include "checks"; overhead_summary' "$f" | sed 's/^/  cost of counting: /'
+done
 inhibit=("$dir"/runs/inhibit-*.json)
 [ -e "${inhibit[0]}" ] && check "--apicv inhibit runs completed (${#inhibit[@]} runs)" 'failed_runs' "${inhibit[@]}"
 

@@ -248,8 +248,10 @@ fn apicv_state_agrees_with_the_kernels_inhibit_events() {
     match r.apicv.effective {
         ApicvState::Unavailable => {
             assert!(o.inhibits_at_end.iter().any(|i| i == "DISABLED"), "{o:?}");
+            // DISABLED, and on kvm_amd/kvm_intel ABSENT too: set at creation
+            // and never cleared, as the kernel skips every change without APICv.
             assert!(
-                !measure.active && measure.inhibits == ["DISABLED"],
+                !measure.active && measure.inhibits.iter().any(|i| i == "DISABLED"),
                 "{measure:?}"
             );
         }
