@@ -162,7 +162,12 @@ fn sampled_parts(e: &crate::results::ExitReasonCounts) -> Vec<String> {
         })
         .collect();
     if !e.complete {
-        parts.push(format!("INCOMPLETE: {} records lost", e.lost));
+        let missing = e
+            .missing
+            .filter(|m| *m > 0)
+            .map(|m| format!(", {m} exits of KVM's exits stat not sampled"))
+            .unwrap_or_default();
+        parts.push(format!("INCOMPLETE: {} records lost{missing}", e.lost));
     }
     parts
 }

@@ -194,6 +194,11 @@ pub struct ExitReasonCounts {
     pub lost: u64,
     /// Exits without a matching entry (or entries without an exit).
     pub unmatched: u64,
+    /// Exits in KVM's `exits` stat over the same window that were not
+    /// sampled (lost, or overwritten in a full ring before the kernel could
+    /// report them); None without the stat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<u64>,
     /// No record was lost, throttled or undecodable.
     pub complete: bool,
 }
@@ -220,6 +225,7 @@ impl ExitReasonCounts {
             exits: t.exits,
             lost: t.lost + t.throttled,
             unmatched: t.unmatched,
+            missing: None,
             complete: t.is_complete(),
         }
     }

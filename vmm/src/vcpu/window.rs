@@ -246,6 +246,7 @@ impl Sources {
             }),
             None => self.icr_exits(&tracepoints, &guest_delta),
         };
+        let exit_reasons = exit_reasons.map(|c| with_missing(c, &kvm_stats));
         PhaseResult {
             id: open.id,
             name: open.name,
@@ -282,5 +283,51 @@ impl Sources {
             accelerated: guest.icr_writes.saturating_sub(exits),
             source: ICR_EXITS_SOURCE.into(),
         })
+    }
+}
+
+/// `counts` checked against KVM's `exits` stat of the same window (an
+/// independent count): exits the sampler missed, e.g. records overwritten
+/// in a full ring before the kernel could report them lost.
+fn with_missing(
+    mut counts: ExitReasonCounts,
+    kvm_stats: &BTreeMap<String, u64>,
+) -> ExitReasonCounts {
+    if let Some(&stat) = kvm_stats.get("exits") {
+        let missing = stat.saturating_sub(counts.exits);
+        counts.missing = Some(missing);
+        if missing > 0 {
+            counts.complete = false;
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampled(exits: u64) -> ExitReasonCounts {
+        ExitReasonCounts {
+            by_reason: BTreeMap::new(),
+            exits,
+            lost: 0,
+            unmatched: 0,
+            missing: None,
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn exits_the_sampler_missed_are_counted_against_kvms_stat() {
+        let stats = BTreeMap::from([("exits".to_string(), 201_959)]);
+        // A flood overwrote part of the ring before the kernel reported it.
+        let c = with_missing(sampled(104_857), &stats);
+        assert_eq!((c.missing, c.complete), (Some(97_102), false));
+        let c = with_missing(sampled(201_959), &stats);
+        assert_eq!((c.missing, c.complete), (Some(0), true));
+        // Without the stat there is nothing to compare with.
+        let c = with_missing(sampled(5), &BTreeMap::new());
+        assert_eq!((c.missing, c.complete), (None, true));
     }
 }
