@@ -61,7 +61,7 @@ pub fn kvm_specs(isa: Option<Isa>, reasons: &ExitReasonSelection) -> Vec<Counter
         v.extend(exit_reason_specs(isa, reasons));
     }
     v.extend(filtered_specs());
-    v.extend(UNFILTERED_EVENTS.iter().map(|e| CounterSpec::kvm(e)));
+    v.extend(CORE_UNFILTERED_EVENTS.iter().map(|e| CounterSpec::kvm(e)));
     v
 }
 
@@ -134,8 +134,16 @@ fn filtered_specs() -> Vec<CounterSpec> {
     ]
 }
 
-/// Events counted whole, as context for attributing cost.
-const UNFILTERED_EVENTS: &[&str] = &[
+/// Events counted whole in every run: IPIs KVM's LAPIC sent, and AVIC's
+/// incomplete-IPI exits (part of [`icr_write_exits`]).
+const CORE_UNFILTERED_EVENTS: &[&str] = &["kvm_apic_ipi", "kvm_avic_incomplete_ipi"];
+
+/// Events counted whole only on request ([`context_specs`], `--context-events`),
+/// as context for attributing cost. Not by default: every per-thread event is
+/// scheduled out and in at each context switch of its vCPU thread, which
+/// measurably slows halted-target round trips (docs/counters.md, "The cost
+/// of counting").
+pub const CONTEXT_EVENTS: &[&str] = &[
     "kvm_entry",
     "kvm_apic",
     "kvm_msr",
@@ -143,7 +151,6 @@ const UNFILTERED_EVENTS: &[&str] = &[
     "kvm_pio",
     "kvm_fast_mmio",
     "kvm_userspace_exit",
-    "kvm_apic_ipi",
     "kvm_apic_accept_irq",
     "kvm_apicv_accept_irq",
     "kvm_inj_virq",
@@ -154,11 +161,15 @@ const UNFILTERED_EVENTS: &[&str] = &[
     "kvm_halt_poll_ns",
     "kvm_ple_window_update",
     "kvm_apicv_inhibit_changed",
-    "kvm_avic_incomplete_ipi",
     "kvm_avic_unaccelerated_access",
     "kvm_avic_kick_vcpu_slowpath",
     "kvm_avic_doorbell",
 ];
+
+/// The context events ([`CONTEXT_EVENTS`]), each counted whole.
+pub fn context_specs() -> Vec<CounterSpec> {
+    CONTEXT_EVENTS.iter().map(|e| CounterSpec::kvm(e)).collect()
+}
 
 /// ICR-write exits of a window from its tracepoint counters, the same on
 /// every vendor path (docs/kernel-paths.md, section 5): every ICR write KVM

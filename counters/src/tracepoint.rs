@@ -718,7 +718,8 @@ mod tests {
             eprintln!("skipping: cannot open /dev/kvm");
             return;
         };
-        let specs = kvm_specs(None, &ExitReasonSelection::None);
+        let mut specs = kvm_specs(None, &ExitReasonSelection::None);
+        specs.extend(crate::specs::context_specs());
         let main_set = TracepointSet::open(Some(&t), &specs);
         if main_set.available() == 0 {
             eprintln!("skipping: {:?}", main_set.statuses()[0].availability);

@@ -118,6 +118,11 @@ pub struct VmConfig {
     pub mount_tracefs: bool,
     /// How exits are counted by reason (needs `tracepoints`).
     pub exit_reasons: ExitReasons,
+    /// Also count the context tracepoints (`kvm_entry`, `kvm_mmio`,
+    /// `kvm_eoi`, ...: `ipivmm_counters::specs::CONTEXT_EVENTS`). Off by
+    /// default: each per-thread event adds to every context switch of a
+    /// vCPU thread (docs/counters.md, "The cost of counting").
+    pub context_events: bool,
     /// The KVM device node.
     pub kvm_device: PathBuf,
     /// Where tracefs is (None: found through /proc/mounts).
@@ -154,6 +159,7 @@ impl Default for VmConfig {
             tracepoints: true,
             mount_tracefs: false,
             exit_reasons: ExitReasons::Sampled,
+            context_events: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
             disable_exits: ExitControls::NONE,

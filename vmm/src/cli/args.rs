@@ -78,6 +78,9 @@ pub struct LeverArgs {
     /// How exits are counted by reason: sampled (kvm_exit/kvm_entry into a ring buffer: constant cost per exit, host time per reason), counters (one filtered counter per reason: for comparison), off.
     #[arg(long, value_name = "HOW", default_value = "sampled")]
     pub exit_reasons: ipivmm::config::ExitReasons,
+    /// Also count the context tracepoints (kvm_entry, kvm_mmio, kvm_eoi, kvm_inj_virq, ...); off by default, as each adds to every context switch of a vCPU thread.
+    #[arg(long)]
+    pub context_events: bool,
 }
 
 impl LeverArgs {
@@ -94,6 +97,7 @@ impl LeverArgs {
         c.tracepoints = !self.no_tracepoints;
         c.mount_tracefs = self.mount_tracefs;
         c.exit_reasons = self.exit_reasons;
+        c.context_events |= self.context_events;
     }
 }
 

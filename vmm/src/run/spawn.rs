@@ -61,7 +61,10 @@ pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
     let isa = p.host.as_ref().and_then(|h| h.backend.isa());
     c.tracepoints.then(|| {
         let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone());
-        Arc::new(t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus)))
+        Arc::new(
+            t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
+                .with_context_events(c.context_events),
+        )
     })
 }
 

@@ -63,6 +63,7 @@ pub struct TraceConfig {
     isa: Option<Isa>,
     exit_reasons: ExitReasons,
     ring_pages: usize,
+    context_events: bool,
     mount: bool,
     root: Option<PathBuf>,
     resolved: OnceLock<Resolved>,
@@ -85,6 +86,7 @@ impl TraceConfig {
             isa,
             exit_reasons: ExitReasons::Sampled,
             ring_pages: ipivmm_counters::sampler::exits::DEFAULT_DATA_PAGES,
+            context_events: false,
             mount,
             root,
             resolved: OnceLock::new(),
@@ -99,6 +101,12 @@ impl TraceConfig {
         self
     }
 
+    /// Also count the context events (`specs::CONTEXT_EVENTS`).
+    pub fn with_context_events(mut self, on: bool) -> Self {
+        self.context_events = on;
+        self
+    }
+
     /// The tracefs the counters use (None: not found, or not mountable).
     pub fn tracefs(&self) -> Option<&Tracefs> {
         self.resolved().tracefs.as_ref()
@@ -109,7 +117,11 @@ impl TraceConfig {
             let isa = (self.exit_reasons == ExitReasons::Counters)
                 .then_some(self.isa)
                 .flatten();
-            resolve(isa, self.vcpus, self.mount, self.root.as_deref())
+            let mut r = resolve(isa, self.vcpus, self.mount, self.root.as_deref());
+            if self.context_events {
+                r.specs.extend(ipivmm_counters::specs::context_specs());
+            }
+            r
         })
     }
 }
