@@ -95,13 +95,20 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, synced, then renamed over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let (tmp, mut f) = tempfile_in(dir)?;
-    let written = f
-        .write_all(bytes)
+    let written = fill(&mut f)
         .and_then(|_| f.sync_all())
         .and_then(|_| std::fs::rename(&tmp, path));
     if written.is_err() {
@@ -189,7 +196,14 @@ impl Outputs {
     pub fn write(&self, doc: &Document) -> Vec<String> {
         let mut errors = Vec::new();
         if let Some(d) = &self.json {
-            if let Err(e) = emit(d, doc.to_json().as_bytes()) {
+            // Streamed: a large document is not held twice (model and text).
+            let json = |w: &mut dyn Write| {
+                let mut w = std::io::BufWriter::new(w);
+                serde_json::to_writer_pretty(&mut w, doc)?;
+                w.write_all(b"\n")?;
+                w.flush()
+            };
+            if let Err(e) = emit_with(d, json) {
                 errors.push(format!("writing --json: {e}"));
             }
         }
@@ -218,12 +232,20 @@ impl Outputs {
 
 /// `bytes` to `d`.
 pub fn emit(d: &Dest, bytes: &[u8]) -> std::io::Result<()> {
+    emit_with(d, |w| w.write_all(bytes))
+}
+
+/// What `fill` writes, to `d`.
+pub fn emit_with(
+    d: &Dest,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     match d {
         Dest::Stdout => {
             let mut out = std::io::stdout().lock();
-            out.write_all(bytes).and_then(|_| out.flush())
+            fill(&mut out).and_then(|_| out.flush())
         }
-        Dest::File(p) => write_atomic(p, bytes),
+        Dest::File(p) => write_atomic_with(p, fill),
     }
 }
 

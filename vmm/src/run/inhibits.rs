@@ -184,9 +184,10 @@ mod tests {
             .unwrap()
             .extend([change(5, 0, true, 1), change(7, 9, true, 1 | 1 << 9)]);
         let mut v = vec![VcpuResult::new(0, 0)];
-        let mut phase = PhaseResult::default();
-        phase.window_ns = (8, 9);
-        v[0].phases.push(phase);
+        v[0].phases.push(PhaseResult {
+            window_ns: (8, 9),
+            ..Default::default()
+        });
         let o = log
             .observed(6, InhibitLever::PitReinject, true, &mut v, true)
             .unwrap();
