@@ -211,8 +211,8 @@ pub enum ConfigError {
     ScratchTooSmall {
         /// Iterations asked.
         iterations: u64,
-        /// Bytes needed.
-        need: u64,
+        /// Bytes needed (exact: 8 per iteration, beyond `u64` too).
+        need: u128,
         /// Bytes available.
         have: u64,
     },
@@ -265,8 +265,8 @@ impl VmConfig {
             return Err(ConfigError::NoIterations);
         }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
-        let need = self.iterations.saturating_mul(8);
-        if need > have {
+        let need = u128::from(self.iterations) * 8;
+        if need > u128::from(have) {
             return Err(ConfigError::ScratchTooSmall {
                 iterations: self.iterations,
                 need,
@@ -350,6 +350,10 @@ mod tests {
             c.validate(8),
             Err(ConfigError::ScratchTooSmall { .. })
         ));
+        // The bytes needed are exact, not saturated at u64::MAX.
+        c.iterations = u64::MAX;
+        let e = c.validate(8).unwrap_err().to_string();
+        assert!(e.contains("needs 147573952589676412920 bytes"), "{e}");
     }
 
     #[test]
