@@ -19,7 +19,9 @@ use ipivmm_abi::{
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
+use crate::budget::{DataKind, Excess, GuestBudget};
 use crate::bus::{BusDevice, DeviceEvent};
+use std::sync::Arc;
 
 /// Width in bytes of the control port (one 32-bit `out`).
 pub const CONTROL_PORT_LEN: u64 = 4;
@@ -83,6 +85,10 @@ pub enum ControlError {
     /// A `Samples` message names a unit other than [`UNIT_TSC_CYCLES`].
     #[error("unknown sample unit {0} (expected {UNIT_TSC_CYCLES} = TSC cycles)")]
     UnknownUnit(u64),
+    /// The samples do not fit in the run's guest memory budget (or their
+    /// allocation failed).
+    #[error("{0}")]
+    OverBudget(Excess),
 }
 
 /// A [`ControlMsg`] decoded from its 128 bytes, with magic, version and kind
@@ -251,18 +257,29 @@ fn read_guest(
     if len == 0 {
         return Ok(Vec::new());
     }
+    let ulen = check_range(mem, what, gpa, len)?;
+    let mut buf = vec![0u8; ulen];
+    mem.read_slice(&mut buf, GuestAddress(gpa))
+        .map_err(|_| ControlError::OutOfRam { what, gpa, len })?;
+    Ok(buf)
+}
+
+/// `gpa..gpa + len` lies in guest RAM; its length as a `usize`.
+fn check_range(
+    mem: &GuestMemoryMmap,
+    what: &'static str,
+    gpa: u64,
+    len: u64,
+) -> Result<usize, ControlError> {
     let out_of_ram = ControlError::OutOfRam { what, gpa, len };
     if gpa.checked_add(len).is_none() {
         return Err(out_of_ram);
     }
     let ulen = usize::try_from(len).map_err(|_| out_of_ram.clone())?;
-    if !GuestMemoryBackend::check_range(mem, GuestAddress(gpa), ulen) {
+    if len > 0 && !GuestMemoryBackend::check_range(mem, GuestAddress(gpa), ulen) {
         return Err(out_of_ram);
     }
-    let mut buf = vec![0u8; ulen];
-    mem.read_slice(&mut buf, GuestAddress(gpa))
-        .map_err(|_| out_of_ram)?;
-    Ok(buf)
+    Ok(ulen)
 }
 
 /// Read and validate a phase or record name.
@@ -299,11 +316,67 @@ fn read_text(mem: &GuestMemoryMmap, gpa: u64, len: u64) -> Result<String, Contro
 }
 
 /// Check a decoded message against the vCPU that sent it and follow its
-/// pointers into `mem`.
+/// pointers into `mem` (without a memory budget).
 pub fn resolve(
     raw: RawControlMsg,
     vcpu: usize,
     mem: &GuestMemoryMmap,
+) -> Result<ControlRequest, ControlError> {
+    resolve_within(raw, vcpu, mem, &GuestBudget::unlimited())
+}
+
+/// The samples at `gpa`: `count` of them charged to `budget` before they
+/// are read, into a fallible allocation, without an intermediate copy.
+fn read_samples(
+    mem: &GuestMemoryMmap,
+    budget: &GuestBudget,
+    vcpu: usize,
+    gpa: u64,
+    count: u64,
+) -> Result<Vec<u64>, ControlError> {
+    // count <= MAX_SAMPLES_PER_MSG = 2^20, so count * 8 cannot overflow.
+    let bytes = count * 8;
+    // Check the range before charging: a bad pointer is the guest's fault
+    // to report, not an excess.
+    check_range(mem, "samples", gpa, bytes)?;
+    budget
+        .charge(vcpu, DataKind::Samples, bytes)
+        .map_err(ControlError::OverBudget)?;
+    let mut samples = Vec::new();
+    if samples.try_reserve_exact(count as usize).is_err() {
+        budget.release(bytes);
+        let e = budget.allocation_failed(vcpu, DataKind::Samples, bytes);
+        return Err(ControlError::OverBudget(e));
+    }
+    let mut chunk = [0u8; 4096];
+    let mut at = gpa;
+    let mut left = bytes as usize;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        let out_of_ram = ControlError::OutOfRam {
+            what: "samples",
+            gpa,
+            len: bytes,
+        };
+        mem.read_slice(&mut chunk[..n], GuestAddress(at))
+            .map_err(|_| out_of_ram)?;
+        samples.extend(chunk[..n].chunks_exact(8).map(|c| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(c);
+            u64::from_le_bytes(v)
+        }));
+        at += n as u64;
+        left -= n;
+    }
+    Ok(samples)
+}
+
+/// [`resolve`], charging the samples a message hands over to `budget`.
+pub fn resolve_within(
+    raw: RawControlMsg,
+    vcpu: usize,
+    mem: &GuestMemoryMmap,
+    budget: &GuestBudget,
 ) -> Result<ControlRequest, ControlError> {
     if usize::try_from(raw.vcpu).ok() != Some(vcpu) {
         return Err(ControlError::VcpuMismatch {
@@ -327,16 +400,7 @@ pub fn resolve(
             if a2 != UNIT_TSC_CYCLES {
                 return Err(ControlError::UnknownUnit(a2));
             }
-            // a1 <= 2^20, so a1 * 8 cannot overflow.
-            let bytes = read_guest(mem, "samples", a0, a1 * 8)?;
-            let samples = bytes
-                .chunks_exact(8)
-                .map(|c| {
-                    let mut v = [0u8; 8];
-                    v.copy_from_slice(c);
-                    u64::from_le_bytes(v)
-                })
-                .collect();
+            let samples = read_samples(mem, budget, vcpu, a0, a1)?;
             ControlBody::Samples {
                 phase,
                 unit: a2,
@@ -368,13 +432,19 @@ pub fn resolve(
 #[derive(Debug)]
 pub struct ControlPort {
     mem: GuestMemoryMmap,
+    budget: Arc<GuestBudget>,
 }
 
 impl ControlPort {
     /// A control port reading messages from `mem` (a clone of the VM's
     /// guest memory; cloning shares the mappings).
     pub fn new(mem: GuestMemoryMmap) -> Self {
-        Self { mem }
+        Self::with_budget(mem, Arc::new(GuestBudget::unlimited()))
+    }
+
+    /// A control port whose samples are charged to `budget`.
+    pub fn with_budget(mem: GuestMemoryMmap, budget: Arc<GuestBudget>) -> Self {
+        Self { mem, budget }
     }
 
     /// Handle the message at `gpa` written by vCPU `vcpu`: read, decode,
@@ -384,7 +454,8 @@ impl ControlPort {
         let bytes = read_guest(&self.mem, "control message", gpa, CONTROL_MSG_SIZE as u64)?;
         let mut msg = [0u8; CONTROL_MSG_SIZE];
         msg.copy_from_slice(&bytes);
-        let result = decode_msg(&msg).and_then(|raw| resolve(raw, vcpu, &self.mem));
+        let result =
+            decode_msg(&msg).and_then(|raw| resolve_within(raw, vcpu, &self.mem, &self.budget));
         let reply = if result.is_ok() {
             REPLY_OK
         } else {

@@ -1,9 +1,11 @@
 //! Guest-facing devices of ipivmm.
 //!
+//! - [`budget`]: the one memory budget of a run for guest-driven data.
 //! - [`bus`]: port-I/O and MMIO dispatch by address range.
 //! - [`serial`]: the 16550 console (vm-superio) whose output reaches the user.
 //! - [`control`]: the control port: decodes the payload's [`ipivmm_abi::ControlMsg`].
 //! - [`lapic`]: ipivmm's own local APIC model for `--irqchip user`.
+pub mod budget;
 pub mod bus;
 pub mod control;
 pub mod lapic;

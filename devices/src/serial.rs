@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use vm_superio::serial::NoEvents;
 use vm_superio::{Serial, Trigger};
 
+use crate::budget::{DataKind, GuestBudget};
 use crate::bus::{BusDevice, DeviceEvent};
 
 /// Number of I/O ports the console occupies from its base.
@@ -101,23 +102,63 @@ struct Shared {
     tail: VecDeque<u8>,
     capture: Vec<u8>,
     capture_limit: usize,
+    /// Capture bytes charged to the budget so far (in blocks).
+    capture_charged: usize,
+    /// The vCPU whose port write is being handled.
+    vcpu: usize,
+    budget: Arc<GuestBudget>,
     capture_dropped: u64,
     total: u64,
     lines: LineBuffer,
 }
 
 impl Shared {
-    fn new(capture_limit: usize) -> Self {
+    fn new(capture_limit: usize, budget: Arc<GuestBudget>) -> Self {
         Self {
             tail: VecDeque::with_capacity(TAIL_CAPACITY),
             capture: Vec::new(),
             capture_limit,
+            capture_charged: 0,
+            vcpu: 0,
+            budget,
             capture_dropped: 0,
             total: 0,
             lines: LineBuffer::default(),
         }
     }
 }
+
+impl Shared {
+    /// Room for `more` captured bytes: charged to the budget in blocks of
+    /// [`CAPTURE_BLOCK`] and reserved fallibly. False when the budget (or
+    /// the allocator) refused: the bytes are dropped and the run stops.
+    fn make_room(&mut self, more: usize) -> bool {
+        let needed = self.capture.len() + more;
+        if needed > self.capture_charged {
+            let block = (needed - self.capture_charged).max(CAPTURE_BLOCK);
+            if self
+                .budget
+                .charge(self.vcpu, DataKind::Serial, block as u64)
+                .is_err()
+            {
+                return false;
+            }
+            self.capture_charged += block;
+        }
+        if self.capture.capacity() < needed {
+            let want = self.capture_charged - self.capture.len();
+            if self.capture.try_reserve_exact(want).is_err() {
+                self.budget
+                    .allocation_failed(self.vcpu, DataKind::Serial, want as u64);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Captured bytes are charged to the budget this many at a time.
+const CAPTURE_BLOCK: usize = 64 * 1024;
 
 /// Lock that survives poisoning: the shared state is plain bytes and
 /// counters, consistent after every statement.
@@ -157,7 +198,11 @@ impl Write for SinkWriter {
             }
             SerialSink::Capture => {
                 let room = s.capture_limit.saturating_sub(s.capture.len());
-                let keep = buf.len().min(room);
+                let keep = if s.make_room(buf.len().min(room)) {
+                    buf.len().min(room)
+                } else {
+                    0
+                };
                 s.capture.extend_from_slice(&buf[..keep]);
                 s.capture_dropped += (buf.len() - keep) as u64;
             }
@@ -246,17 +291,28 @@ impl SerialHandle {
 pub struct SerialConsole {
     serial: Serial<NoInterrupt, NoEvents, SinkWriter>,
     lost_bytes: u64,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl SerialConsole {
     /// A console writing to `sink`, and the handle the host keeps to read
     /// its output.
     pub fn new(sink: SerialSink) -> (Self, SerialHandle) {
-        Self::with_capture_limit(sink, CAPTURE_LIMIT)
+        Self::with_budget(sink, Arc::new(GuestBudget::unlimited()))
     }
 
-    fn with_capture_limit(sink: SerialSink, capture_limit: usize) -> (Self, SerialHandle) {
-        let shared = Arc::new(Mutex::new(Shared::new(capture_limit)));
+    /// [`new`](Self::new), with what [`SerialSink::Capture`] keeps charged
+    /// to `budget`.
+    pub fn with_budget(sink: SerialSink, budget: Arc<GuestBudget>) -> (Self, SerialHandle) {
+        Self::with_capture_limit(sink, CAPTURE_LIMIT, budget)
+    }
+
+    fn with_capture_limit(
+        sink: SerialSink,
+        capture_limit: usize,
+        budget: Arc<GuestBudget>,
+    ) -> (Self, SerialHandle) {
+        let shared = Arc::new(Mutex::new(Shared::new(capture_limit, budget)));
         let writer = SinkWriter {
             sink,
             shared: shared.clone(),
@@ -264,6 +320,7 @@ impl SerialConsole {
         let console = Self {
             serial: Serial::new(NoInterrupt, writer),
             lost_bytes: 0,
+            shared: shared.clone(),
         };
         (console, SerialHandle { sink, shared })
     }
@@ -284,7 +341,8 @@ impl BusDevice for SerialConsole {
         }
     }
 
-    fn write(&mut self, _vcpu: usize, offset: u64, data: &[u8]) -> Option<DeviceEvent> {
+    fn write(&mut self, vcpu: usize, offset: u64, data: &[u8]) -> Option<DeviceEvent> {
+        lock(&self.shared).vcpu = vcpu;
         for (reg, &b) in (offset..).zip(data.iter()) {
             let Ok(reg) = u8::try_from(reg) else { break };
             if u64::from(reg) >= SERIAL_PORT_LEN {
@@ -375,8 +433,32 @@ mod tests {
     }
 
     #[test]
+    fn capture_is_charged_to_the_budget_and_stops_at_it() {
+        let budget = Arc::new(GuestBudget::new(3 * CAPTURE_BLOCK as u64));
+        let (mut c, h) = SerialConsole::with_budget(SerialSink::Capture, budget.clone());
+        let data = vec![b'x'; 4 * CAPTURE_BLOCK];
+        for &b in &data {
+            c.write(2, THR, &[b]);
+        }
+        assert_eq!(h.captured().len(), 3 * CAPTURE_BLOCK);
+        assert_eq!(h.capture_dropped(), CAPTURE_BLOCK as u64);
+        assert_eq!(budget.used(), 3 * CAPTURE_BLOCK as u64);
+        let e = budget.excess().expect("the budget names the excess");
+        assert_eq!((e.vcpu, e.kind), (2, DataKind::Serial));
+        // Other sinks keep nothing and charge nothing.
+        let quiet = Arc::new(GuestBudget::new(1));
+        let (mut c, _h) = SerialConsole::with_budget(SerialSink::Discard, quiet.clone());
+        put(&mut c, &data);
+        assert_eq!((quiet.used(), quiet.excess()), (0, None));
+    }
+
+    #[test]
     fn capture_is_bounded() {
-        let (mut c, h) = SerialConsole::with_capture_limit(SerialSink::Capture, 4);
+        let (mut c, h) = SerialConsole::with_capture_limit(
+            SerialSink::Capture,
+            4,
+            Arc::new(GuestBudget::unlimited()),
+        );
         put(&mut c, b"abcdefg");
         assert_eq!(h.captured(), b"abcd");
         assert_eq!(h.capture_dropped(), 3);

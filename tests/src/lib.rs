@@ -57,6 +57,8 @@ pub fn code_payload(code: &[u8]) -> PayloadSource {
     PayloadSource::Bytes(minimal_elf(PAYLOAD_START, code))
 }
 
+pub mod floods;
+
 /// Machine code snippets (assembled by hand; the comment is the source).
 pub mod code {
     /// `ud2` with no IDT loaded: #UD -> #DF -> triple fault.

@@ -137,6 +137,11 @@ pub struct VmConfig {
     pub pin: Vec<usize>,
     /// Leave APICv/AVIC to the host or inhibit it for this VM.
     pub apicv: ApicvRequest,
+    /// Most bytes of guest-driven data the host keeps for the run (finished
+    /// phases, records, latency samples, captured serial output; all vCPUs
+    /// together). A guest that sends more stops the run with status
+    /// `over_budget`, keeping what was measured until then.
+    pub guest_memory_budget: u64,
 }
 
 impl Default for VmConfig {
@@ -167,6 +172,7 @@ impl Default for VmConfig {
             realtime_hint: false,
             pin: Vec::new(),
             apicv: ApicvRequest::Host,
+            guest_memory_budget: ipivmm_devices::budget::DEFAULT_BUDGET,
         }
     }
 }
@@ -211,8 +217,8 @@ pub enum ConfigError {
     ScratchTooSmall {
         /// Iterations asked.
         iterations: u64,
-        /// Bytes needed.
-        need: u64,
+        /// Bytes needed (exact: 8 per iteration, beyond `u64` too).
+        need: u128,
         /// Bytes available.
         have: u64,
     },
@@ -225,6 +231,9 @@ pub enum ConfigError {
     /// A timeout the watchdog timer cannot hold.
     #[error("--timeout {0} s (VmConfig::timeout) is too long: at most {MAX_TIMEOUT_S} s (a week)")]
     TimeoutTooLong(u64),
+    /// A guest memory budget too small to hold a phase, or absurd.
+    #[error("--guest-memory-budget (VmConfig::guest_memory_budget) of {0} bytes: must be between 64 KiB and {MAX_GUEST_MEMORY_BUDGET_MIB} MiB (the flag takes MiB)")]
+    GuestMemoryBudget(u64),
     /// A vector that cannot carry a fixed IPI.
     #[error("--vector {0:#x} (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe")]
     Vector(u8),
@@ -262,8 +271,8 @@ impl VmConfig {
             return Err(ConfigError::NoIterations);
         }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
-        let need = self.iterations.saturating_mul(8);
-        if need > have {
+        let need = u128::from(self.iterations) * 8;
+        if need > u128::from(have) {
             return Err(ConfigError::ScratchTooSmall {
                 iterations: self.iterations,
                 need,
@@ -279,6 +288,11 @@ impl VmConfig {
         if !(0x20..=0xfe).contains(&self.ipi_vector) {
             return Err(ConfigError::Vector(self.ipi_vector));
         }
+        if !(MIN_GUEST_MEMORY_BUDGET..=MAX_GUEST_MEMORY_BUDGET_MIB << 20)
+            .contains(&self.guest_memory_budget)
+        {
+            return Err(ConfigError::GuestMemoryBudget(self.guest_memory_budget));
+        }
         Ok(())
     }
 }
@@ -287,6 +301,13 @@ impl VmConfig {
 /// the guest on hardware and under the lab's emulator, short beside the
 /// halt-polling window (kvm.halt_poll_ns, 200 µs by default).
 pub const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
+
+/// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
+/// phases with every counter; the command line's smallest is 1 MiB).
+pub const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
+
+/// Largest [`VmConfig::guest_memory_budget`], MiB (1 TiB).
+pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
@@ -335,5 +356,27 @@ mod tests {
             c.validate(8),
             Err(ConfigError::ScratchTooSmall { .. })
         ));
+        // The bytes needed are exact, not saturated at u64::MAX.
+        c.iterations = u64::MAX;
+        let e = c.validate(8).unwrap_err().to_string();
+        assert!(e.contains("needs 147573952589676412920 bytes"), "{e}");
+    }
+
+    #[test]
+    fn the_guest_memory_budget_is_bounded() {
+        let mut c = VmConfig::default();
+        assert_eq!(c.guest_memory_budget, 512 << 20);
+        for bad in [
+            0,
+            MIN_GUEST_MEMORY_BUDGET - 1,
+            (MAX_GUEST_MEMORY_BUDGET_MIB << 20) + 1,
+        ] {
+            c.guest_memory_budget = bad;
+            let e = c.validate(8).unwrap_err();
+            assert_eq!(e, ConfigError::GuestMemoryBudget(bad));
+            assert!(e.to_string().starts_with("--guest-memory-budget"), "{e}");
+        }
+        c.guest_memory_budget = MIN_GUEST_MEMORY_BUDGET;
+        assert_eq!(c.validate(8), Ok(()));
     }
 }

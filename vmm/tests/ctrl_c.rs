@@ -92,6 +92,16 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
         stop_time < Duration::from_secs(10),
         "clean stop took {stop_time:?}"
     );
+    // Each signal is named as itself (SIGTERM is no "Ctrl-C").
+    let name = match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "SIGHUP",
+    };
+    assert!(
+        stderr.contains(&format!("cancelled by {name}")),
+        "stderr does not name {name}: {stderr}"
+    );
 
     let text = std::fs::read_to_string(&json).expect("partial JSON written");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -128,6 +138,14 @@ fn sigterm_stops_the_run_and_writes_partial_json() {
     interrupted_run_keeps_finished_phases(
         "sigterm_stops_the_run_and_writes_partial_json",
         libc::SIGTERM,
+    );
+}
+
+#[test]
+fn sighup_stops_the_run_like_sigterm_and_writes_partial_json() {
+    interrupted_run_keeps_finished_phases(
+        "sighup_stops_the_run_like_sigterm_and_writes_partial_json",
+        libc::SIGHUP,
     );
 }
 

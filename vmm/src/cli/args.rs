@@ -253,6 +253,9 @@ pub struct RunArgs {
     /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
     #[arg(long)]
     pub payload: Option<PathBuf>,
+    /// Most guest-driven data the host keeps for the run, MiB: phases, records, samples and captured serial output of all vCPUs together; a guest that sends more stops the run (status over_budget), keeping what was measured.
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    pub guest_memory_budget: u64,
     /// Workload parameter for the payload (BootInfo.params), repeatable, at most 8.
     #[arg(long = "param", value_parser = parse_u64)]
     pub params: Vec<u64>,
@@ -360,9 +363,20 @@ impl RunArgs {
                 self.memory
             )
         })?;
+        let guest_memory_budget =
+            self.guest_memory_budget
+                .checked_mul(1 << 20)
+                .ok_or_else(|| {
+                    format!(
+                        "--guest-memory-budget {} MiB: must be between 1 and {} MiB",
+                        self.guest_memory_budget,
+                        ipivmm::config::MAX_GUEST_MEMORY_BUDGET_MIB
+                    )
+                })?;
         let mut c = VmConfig {
             vcpus: self.vcpus,
             memory_bytes,
+            guest_memory_budget,
             irqchip: self.irqchip,
             apic: self.apic,
             ipi: self.ipi,

@@ -69,9 +69,23 @@ pub fn check_file(path: &Path, flag: &str) -> Result<(), String> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let probe = tempfile_in(dir).map_err(|e| fail(format!("{e}; pick a writable directory")))?;
+    let probe = tempfile_in(dir).map_err(|e| fail(why_not_writable(dir, &e)))?;
     let _ = std::fs::remove_file(probe.0);
     Ok(())
+}
+
+/// Why no file can be created in `dir`, with the fix. A directory that
+/// exists but answers "no such file" when a file is created in it is a
+/// pseudo file system (/proc, /sys): say so rather than ENOENT.
+fn why_not_writable(dir: &Path, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() {
+        format!(
+            "{} does not accept new files (a pseudo file system such as /proc or /sys?); pick a writable directory",
+            dir.display()
+        )
+    } else {
+        format!("{e}; pick a writable directory")
+    }
 }
 
 /// A new, empty file next to the destination.
@@ -95,13 +109,20 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, synced, then renamed over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let (tmp, mut f) = tempfile_in(dir)?;
-    let written = f
-        .write_all(bytes)
+    let written = fill(&mut f)
         .and_then(|_| f.sync_all())
         .and_then(|_| std::fs::rename(&tmp, path));
     if written.is_err() {
@@ -114,8 +135,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn prepare_dir(dir: &Path, flag: &str) -> Result<(), String> {
     let fail = |e: std::io::Error| {
         format!(
-            "cannot write {flag} {}: {e}; pick a writable directory",
-            dir.display()
+            "cannot write {flag} {}: {}",
+            dir.display(),
+            why_not_writable(dir, &e)
         )
     };
     if dir.exists() && !dir.is_dir() {
@@ -189,7 +211,14 @@ impl Outputs {
     pub fn write(&self, doc: &Document) -> Vec<String> {
         let mut errors = Vec::new();
         if let Some(d) = &self.json {
-            if let Err(e) = emit(d, doc.to_json().as_bytes()) {
+            // Streamed: a large document is not held twice (model and text).
+            let json = |w: &mut dyn Write| {
+                let mut w = std::io::BufWriter::new(w);
+                serde_json::to_writer_pretty(&mut w, doc)?;
+                w.write_all(b"\n")?;
+                w.flush()
+            };
+            if let Err(e) = emit_with(d, json) {
                 errors.push(format!("writing --json: {e}"));
             }
         }
@@ -218,12 +247,20 @@ impl Outputs {
 
 /// `bytes` to `d`.
 pub fn emit(d: &Dest, bytes: &[u8]) -> std::io::Result<()> {
+    emit_with(d, |w| w.write_all(bytes))
+}
+
+/// What `fill` writes, to `d`.
+pub fn emit_with(
+    d: &Dest,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     match d {
         Dest::Stdout => {
             let mut out = std::io::stdout().lock();
-            out.write_all(bytes).and_then(|_| out.flush())
+            fill(&mut out).and_then(|_| out.flush())
         }
-        Dest::File(p) => write_atomic(p, bytes),
+        Dest::File(p) => write_atomic_with(p, fill),
     }
 }
 
@@ -259,6 +296,14 @@ mod tests {
         assert!(e.contains("a device") && e.contains("atomically"), "{e}");
         let e = prepare_dir(Path::new("/proc/self/ipivmm-plots"), "--plot").unwrap_err();
         assert!(e.starts_with("cannot write --plot"), "{e}");
+        // /proc is no missing directory: it is one that takes no new files.
+        let e = prepare_dir(Path::new("/proc"), "--plot").unwrap_err();
+        assert!(
+            e.contains("does not accept new files") && !e.contains("os error 2"),
+            "{e}"
+        );
+        let e = check_file(Path::new("/proc/version"), "--json").unwrap_err();
+        assert!(e.contains("does not accept new files"), "{e}");
         let dir = tmpdir("plot");
         prepare_dir(&dir.join("a/b"), "--plot").unwrap();
         assert!(dir.join("a/b").is_dir());
@@ -279,6 +324,23 @@ mod tests {
         let e = Outputs::plan(Some(Path::new("-")), Some(Path::new("-")), None, &[]).unwrap_err();
         assert!(e.contains("cannot both write to stdout"), "{e}");
         assert!(Outputs::plan(Some(&f), Some(&dir.join("r.csv")), None, &[&payload]).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failing_output_does_not_stop_the_others() {
+        let dir = tmpdir("independent");
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let out =
+            Outputs::plan(Some(&a.join("r.json")), Some(&b.join("r.csv")), None, &[]).unwrap();
+        // The JSON's directory goes away after the checks: only it fails.
+        std::fs::remove_dir_all(&a).unwrap();
+        let errors = out.write(&Document::new(Vec::new(), Vec::new()));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("writing --json"), "{errors:?}");
+        assert!(std::fs::read_to_string(b.join("r.csv")).is_ok_and(|c| !c.is_empty()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -28,7 +28,8 @@ pub fn render(r: &RunReport) -> String {
         ms(r.timings.setup_ns),
         r.tsc_khz
     );
-    for (id, name) in phase_ids(r) {
+    let (shown, more) = phase_ids_bounded(r, MAX_TEXT_PHASES);
+    for (id, name) in shown {
         let _ = writeln!(out, "\nphase {id} '{name}'");
         let _ = writeln!(out, "{}", phase_table(r, id));
         for line in exit_reasons(r, id) {
@@ -44,17 +45,23 @@ pub fn render(r: &RunReport) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    if more > 0 {
+        let _ = writeln!(out, "\n... {more} more phases (see the JSON)");
+    }
     if let Some(o) = &r.observer_effect {
         let _ = writeln!(out, "\n{}", o.text());
     }
     let lat = latency_table(r);
-    if let Some(t) = lat {
+    if let Some((t, more)) = lat {
         let per = match &m.payload {
             Some(_) => "latency per sample (as the payload measured it), cycles and ns",
             None => "latency per IPI (round trip for ping-pong), cycles and ns",
         };
         let _ = writeln!(out, "\n{per}");
         let _ = writeln!(out, "{t}");
+        if more > 0 {
+            let _ = writeln!(out, "... {more} more rows (see the JSON)");
+        }
     }
     for v in &r.vcpus {
         if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
@@ -96,17 +103,34 @@ pub fn phase_header() -> Vec<&'static str> {
     header
 }
 
+/// Most phases the text report shows a table for; the JSON has them all.
+pub const MAX_TEXT_PHASES: usize = 32;
+/// Most records per vCPU and phase the text report lists.
+pub const MAX_TEXT_RECORDS: usize = 16;
+/// Most rows of the latency table.
+pub const MAX_TEXT_LATENCY_ROWS: usize = 64;
+
 /// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
 pub fn phase_ids(r: &RunReport) -> Vec<(u32, String)> {
+    phase_ids_bounded(r, usize::MAX).0
+}
+
+/// The first `max` of [`phase_ids`] and how many more there are (in time
+/// linear in the phases, whatever a guest sent).
+pub fn phase_ids_bounded(r: &RunReport, max: usize) -> (Vec<(u32, String)>, usize) {
+    let mut seen = std::collections::HashSet::new();
     let mut ids: Vec<(u32, String)> = Vec::new();
-    for v in &r.vcpus {
-        for p in &v.phases {
-            if !ids.iter().any(|(id, _)| *id == p.id) {
+    let mut more = 0;
+    for p in r.vcpus.iter().flat_map(|v| &v.phases) {
+        if seen.insert(p.id) {
+            if ids.len() < max {
                 ids.push((p.id, p.name.clone()));
+            } else {
+                more += 1;
             }
         }
     }
-    ids
+    (ids, more)
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -258,7 +282,16 @@ pub fn records(r: &RunReport, id: u32) -> Vec<String> {
         .filter_map(|v| {
             let p = v.phase(id)?;
             (!p.records.is_empty()).then(|| {
-                let kv: Vec<String> = p.records.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let mut kv: Vec<String> = p
+                    .records
+                    .iter()
+                    .take(MAX_TEXT_RECORDS)
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let more = p.records.len().saturating_sub(MAX_TEXT_RECORDS);
+                if more > 0 {
+                    kv.push(format!("... {more} more records (see the JSON)"));
+                }
                 format!("  vcpu{} records: {}", v.index, kv.join(" "))
             })
         })
@@ -287,13 +320,21 @@ fn phase_table(r: &RunReport, id: u32) -> Table {
     t
 }
 
-fn latency_table(r: &RunReport) -> Option<Table> {
-    let rows: Vec<(usize, &PhaseResult)> = r
+fn latency_table(r: &RunReport) -> Option<(Table, usize)> {
+    let all = r
         .vcpus
         .iter()
         .flat_map(|v| v.phases.iter().map(move |p| (v.index, p)))
-        .filter(|(_, p)| p.latency.is_some())
-        .collect();
+        .filter(|(_, p)| p.latency.is_some());
+    let mut rows: Vec<(usize, &PhaseResult)> = Vec::new();
+    let mut more = 0;
+    for row in all {
+        if rows.len() < MAX_TEXT_LATENCY_ROWS {
+            rows.push(row);
+        } else {
+            more += 1;
+        }
+    }
     if rows.is_empty() {
         return None;
     }
@@ -326,5 +367,5 @@ fn latency_table(r: &RunReport) -> Option<Table> {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    Some(t)
+    Some((t, more))
 }

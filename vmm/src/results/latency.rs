@@ -78,13 +78,22 @@ impl LatencyStats {
         }
         let mut s = samples.to_vec();
         s.sort_unstable();
+        Self::of_sorted(&s, tsc_khz)
+    }
+
+    /// [`from_samples`](Self::from_samples) of samples already in ascending
+    /// order (no copy).
+    pub fn of_sorted(s: &[u64], tsc_khz: u64) -> Option<Self> {
+        if s.is_empty() {
+            return None;
+        }
         let sum: u128 = s.iter().map(|&v| u128::from(v)).sum();
         let mean = sum as f64 / s.len() as f64;
         let (min, max) = (s[0], s[s.len() - 1]);
         let (p50, p90, p99) = (
-            percentile(&s, 50.0),
-            percentile(&s, 90.0),
-            percentile(&s, 99.0),
+            percentile(s, 50.0),
+            percentile(s, 90.0),
+            percentile(s, 99.0),
         );
         let ns = (tsc_khz > 0).then(|| LatencyNs {
             min: cycles_to_ns(min as f64, tsc_khz),
@@ -104,7 +113,7 @@ impl LatencyStats {
             mean,
             tsc_khz,
             ns,
-            histogram: Histogram::of_sorted(&s),
+            histogram: Histogram::of_sorted(s),
         })
     }
 }

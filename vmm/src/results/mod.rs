@@ -65,16 +65,31 @@ pub enum RunStatus {
         /// Where each unfinished vCPU was when stopped.
         stuck: String,
     },
+    /// A guest sent more data than the run's guest memory budget
+    /// (`--guest-memory-budget`) holds; the run was stopped and keeps what
+    /// was measured until then.
+    OverBudget {
+        /// The vCPU whose data did not fit.
+        vcpu: usize,
+        /// What it was sending: `phases`, `records`, `samples` or `serial`.
+        data: String,
+        /// The budget, bytes.
+        limit_bytes: u64,
+        /// What happened, in one line.
+        reason: String,
+    },
 }
 
 impl RunStatus {
-    /// The state's name: `completed`, `failed`, `cancelled`, `timed_out`.
+    /// The state's name: `completed`, `failed`, `cancelled`, `timed_out`,
+    /// `over_budget`.
     pub fn name(&self) -> &'static str {
         match self {
             RunStatus::Completed => "completed",
             RunStatus::Failed { .. } => "failed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::TimedOut { .. } => "timed_out",
+            RunStatus::OverBudget { .. } => "over_budget",
         }
     }
 
@@ -87,6 +102,9 @@ impl RunStatus {
             RunStatus::Failed { reason } => format!("failed: {reason}"),
             RunStatus::TimedOut { after_s, stuck } => format!(
                 "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations)"
+            ),
+            RunStatus::OverBudget { reason, .. } => format!(
+                "over budget: {reason}; the run was stopped, what was measured before is kept (raise --guest-memory-budget, VmConfig::guest_memory_budget, if the payload really needs it)"
             ),
         }
     }
@@ -465,6 +483,12 @@ mod tests {
             RunStatus::TimedOut {
                 after_s: 3,
                 stuck: "vcpu0 at rip=0x1".into(),
+            },
+            RunStatus::OverBudget {
+                vcpu: 3,
+                data: "samples".into(),
+                limit_bytes: 1 << 20,
+                reason: "vcpu3: the guest's samples exceeded".into(),
             },
         ] {
             let json = serde_json::to_string(&s).unwrap();

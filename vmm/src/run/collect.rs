@@ -29,11 +29,24 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
     drop(vm_fd);
     drop(memory);
     serial.flush();
+    // Taken, not cloned: a run near its guest memory budget must not need
+    // twice the budget here.
     let vcpus: Vec<VcpuResult> = (0..p.config.vcpus)
-        .map(|i| shared.result(i).clone())
+        .map(|i| {
+            let mut slot = shared.result(i);
+            let empty = VcpuResult::new(slot.index, slot.apic_id);
+            std::mem::replace(&mut *slot, empty)
+        })
         .collect();
     let status = if out.cancelled {
         RunStatus::Cancelled
+    } else if let Some(e) = shared.budget.excess() {
+        RunStatus::OverBudget {
+            vcpu: e.vcpu,
+            data: e.kind.name().to_string(),
+            limit_bytes: e.limit,
+            reason: e.to_string(),
+        }
     } else if out.timed_out {
         RunStatus::TimedOut {
             after_s: p.config.timeout.as_secs(),

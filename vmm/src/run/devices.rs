@@ -7,6 +7,7 @@ use crate::mode::{ApicMode, Irqchip};
 use crate::vcpu::user_apic::UserApic;
 use crate::vm::Vm;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
+use ipivmm_devices::budget::GuestBudget;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
 use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
@@ -22,11 +23,15 @@ pub struct Devices {
     pub serial: SerialHandle,
     /// The LAPIC model (`--irqchip user` only).
     pub user_apic: Option<Arc<UserApic>>,
+    /// The run's guest memory budget (samples and captured serial output
+    /// are charged by the devices, phases and records by the vCPU threads).
+    pub budget: Arc<GuestBudget>,
 }
 
 /// Put the devices of `config` on a bus for `vm`.
 pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, RunError> {
-    let (console, serial) = SerialConsole::new(sink);
+    let budget = Arc::new(GuestBudget::new(config.guest_memory_budget));
+    let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
     let mut bus = Bus::new();
     bus.insert(
         AddressSpace::Pio,
@@ -35,7 +40,7 @@ pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, Run
         Arc::new(Mutex::new(console)),
     )
     .map_err(host("serial on the bus"))?;
-    let control = ControlPort::new(vm.memory.clone());
+    let control = ControlPort::with_budget(vm.memory.clone(), budget.clone());
     bus.insert(
         AddressSpace::Pio,
         u64::from(CONTROL_PORT),
@@ -67,5 +72,6 @@ pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, Run
         bus: Arc::new(bus),
         serial,
         user_apic,
+        budget,
     })
 }

@@ -93,6 +93,7 @@ pub fn spawn(
         first_message: OnceLock::new(),
         start: Barrier::new(c.vcpus + 1),
         inhibits,
+        budget: devices.budget.clone(),
     });
     let mut monitor = EventManager::<RunMonitor>::new().map_err(host("event manager"))?;
     let watch = RunMonitor::new(ended, c.vcpus, c.timeout).map_err(host("watchdog timer"))?;

@@ -2,6 +2,7 @@
 //! running its own KVM_RUN loop and snapshotting its own counters.
 pub mod exit_handler;
 pub mod kick;
+pub mod store;
 pub mod trace;
 pub mod user_apic;
 pub mod window;
@@ -10,8 +11,9 @@ use crate::mode::ApicMode;
 use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, MsrHandler, Step};
 use ipivmm_abi::GuestCounters;
+use ipivmm_devices::budget::{Excess, GuestBudget};
 use ipivmm_devices::bus::{Bus, DeviceEvent};
-use ipivmm_devices::control::{ControlBody, ControlRequest};
+use ipivmm_devices::control::{ControlBody, ControlError, ControlRequest};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +36,8 @@ pub struct Shared {
     pub start: Barrier,
     /// The APICv inhibit changes every thread of the VM saw.
     pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
+    /// The run's guest memory budget.
+    pub budget: Arc<GuestBudget>,
 }
 
 impl Shared {
@@ -95,7 +99,6 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         guest: GuestCounters::default(),
         open: None,
         pending_samples: BTreeMap::new(),
-        samples_total: 0,
     };
     let end = run_loop.run();
     let exits = run_loop.exits;
@@ -122,12 +125,19 @@ struct RunLoop<'a> {
     guest: GuestCounters,
     open: Option<OpenPhase>,
     pending_samples: BTreeMap<u32, Vec<u64>>,
-    samples_total: u64,
 }
 
 impl RunLoop<'_> {
     fn run(&mut self) -> VcpuEnd {
         loop {
+            // A device (the serial capture) may have found this vCPU's guest
+            // over the run's budget.
+            if let Some(e) = self.env.shared.budget.excess() {
+                if e.vcpu == self.env.index {
+                    let reason = e.to_string();
+                    return self.fault(reason);
+                }
+            }
             if self.env.shared.stop.load(Ordering::SeqCst) {
                 return VcpuEnd::Stopped {
                     registers: registers(self.vcpu),
@@ -182,6 +192,9 @@ impl RunLoop<'_> {
                     }
                 },
                 Step::MsrGp(why) => log::debug!("vcpu{}: #GP for {why}", self.env.index),
+                Step::Event(DeviceEvent::Control(Err(ControlError::OverBudget(e)))) => {
+                    return self.over_budget(e);
+                }
                 Step::Event(DeviceEvent::Control(Err(e))) => {
                     let msg = format!("control port: {e}");
                     self.env
@@ -196,6 +209,27 @@ impl RunLoop<'_> {
                     let reason = self.describe(f);
                     return self.fault(reason);
                 }
+            }
+        }
+    }
+
+    /// Where this vCPU's guest data goes, charged to the run's budget.
+    fn store(&self) -> store::Store<'_> {
+        store::Store {
+            budget: &self.env.shared.budget,
+            vcpu: self.env.index,
+        }
+    }
+
+    /// The end of a vCPU whose guest data did not fit: a fault naming the
+    /// excess when it is the run's (the first), else stopped, as the run is
+    /// stopping for another vCPU's excess.
+    fn over_budget(&mut self, e: Excess) -> VcpuEnd {
+        if self.env.shared.budget.excess() == Some(&e) {
+            self.fault(e.to_string())
+        } else {
+            VcpuEnd::Stopped {
+                registers: registers(self.vcpu),
             }
         }
     }
@@ -268,11 +302,13 @@ impl RunLoop<'_> {
             }
             ControlBody::PhaseEnd { phase } => match self.open.take() {
                 Some(open) if open.id == phase => {
-                    let mut result = self.sources.end(open, &self.exits, &self.guest);
-                    if let Some(samples) = self.pending_samples.remove(&phase) {
-                        result.samples.extend(samples);
+                    let result = self.sources.end(open, &self.exits, &self.guest);
+                    let early = self.pending_samples.remove(&phase);
+                    let mut r = self.env.shared.result(index);
+                    if let Err(e) = self.store().phase(&mut r, result, early) {
+                        drop(r);
+                        return Some(self.over_budget(e));
                     }
-                    self.env.shared.result(index).phases.push(result);
                 }
                 other => {
                     let open =
@@ -283,34 +319,27 @@ impl RunLoop<'_> {
                 }
             },
             ControlBody::Samples { phase, samples, .. } => {
-                self.samples_total = self.samples_total.saturating_add(samples.len() as u64);
-                if self.samples_total > MAX_SAMPLES_PER_VCPU {
-                    return Some(self.fault(format!(
-                        "payload sent more than {MAX_SAMPLES_PER_VCPU} samples (phase {phase}); a measurement never needs that many"
-                    )));
-                }
                 let mut r = self.env.shared.result(index);
-                match r.phases.iter_mut().rev().find(|p| p.id == phase) {
-                    Some(p) => p.samples.extend(samples),
-                    None => self
-                        .pending_samples
-                        .entry(phase)
-                        .or_default()
-                        .extend(samples),
+                let store = store::Store {
+                    budget: &self.env.shared.budget,
+                    vcpu: index,
+                };
+                if let Err(e) = store.samples(&mut r, &mut self.pending_samples, phase, samples) {
+                    drop(r);
+                    return Some(self.over_budget(e));
                 }
             }
             ControlBody::Record { phase, name, value } => {
                 let mut r = self.env.shared.result(index);
-                match r.phases.iter_mut().rev().find(|p| p.id == phase) {
-                    Some(p) => {
-                        p.records.insert(name, value);
-                    }
-                    None => {
-                        drop(r);
-                        return Some(self.fault(format!(
-                            "payload recorded '{name}' for phase {phase}, which has not ended"
-                        )));
-                    }
+                let Some(p) = r.phases.iter_mut().rev().find(|p| p.id == phase) else {
+                    drop(r);
+                    return Some(self.fault(format!(
+                        "payload recorded '{name}' for phase {phase}, which has not ended"
+                    )));
+                };
+                if let Err(e) = self.store().record(p, name, value) {
+                    drop(r);
+                    return Some(self.over_budget(e));
                 }
             }
             ControlBody::Done { status, message } => {
@@ -324,15 +353,13 @@ impl RunLoop<'_> {
     }
 }
 
-/// Most samples one vCPU may hand over in a run (128 MiB of host memory):
-/// a guest cannot make the host run out of memory before the watchdog fires.
-pub const MAX_SAMPLES_PER_VCPU: u64 = 16 << 20;
-
 /// Compute the latency statistics of every phase that received samples
-/// (once, at the end of the run, not per Samples message).
+/// (once, at the end of the run, not per Samples message), sorting the
+/// samples in place rather than copying them.
 pub fn finish_latency(result: &mut VcpuResult, tsc_khz: u64) {
     for p in &mut result.phases {
-        p.latency = LatencyStats::from_samples(&p.samples, tsc_khz);
+        p.samples.sort_unstable();
+        p.latency = LatencyStats::of_sorted(&p.samples, tsc_khz);
     }
 }
 

@@ -198,13 +198,8 @@ impl ThreadTrace {
         };
         let cfg = cfg.resolved();
         let Some(tracefs) = &cfg.tracefs else {
-            let why = cfg.why_no_tracefs.clone().unwrap_or_default();
-            return (
-                None,
-                unavailable(format!(
-                    "{why} (mount tracefs or pass --mount-tracefs: VmConfig::mount_tracefs = true)"
-                )),
-            );
+            let why = cfg.why_no_tracefs.as_deref().unwrap_or_default();
+            return (None, unavailable(no_tracefs_detail(why)));
         };
         let set = TracepointSet::open(Some(tracefs), &cfg.specs);
         let statuses = set.statuses();
@@ -304,9 +299,28 @@ impl ThreadTrace {
     }
 }
 
+/// Why there are no tracepoints, with the fix once (some reasons, such as
+/// "not mounted", carry it already).
+fn no_tracefs_detail(why: &str) -> String {
+    if why.contains("--mount-tracefs") {
+        why.to_string()
+    } else {
+        format!("{why} (mount tracefs or pass --mount-tracefs: VmConfig::mount_tracefs = true)")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tracefs_hint_is_given_once() {
+        let not_mounted = ipivmm_counters::tracefs::TracefsError::NotMounted.to_string();
+        for why in [not_mounted.as_str(), "no tracefs at /x"] {
+            let d = no_tracefs_detail(why);
+            assert_eq!(d.matches("--mount-tracefs").count(), 1, "{d}");
+        }
+    }
 
     #[test]
     fn ipi_exit_reasons_all_have_codes() {
@@ -323,6 +337,7 @@ mod tests {
         assert!(!status.available);
         let detail = status.detail.unwrap();
         assert!(detail.contains("/nonexistent/tracefs") && detail.contains("--mount-tracefs"));
+        assert_eq!(detail.matches("--mount-tracefs").count(), 1, "{detail}");
         let (_, off) = ThreadTrace::open(None);
         assert!(off.detail.unwrap().contains("disabled"));
     }

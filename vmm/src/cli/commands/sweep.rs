@@ -329,6 +329,7 @@ fn row(r: &RunReport) -> Vec<String> {
         RunStatus::Cancelled => "cancelled",
         RunStatus::Failed { .. } => "FAILED",
         RunStatus::TimedOut { .. } => "TIMEOUT",
+        RunStatus::OverBudget { .. } => "OVER BUDGET",
     };
     vec![
         r.label(),
