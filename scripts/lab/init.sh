@@ -323,8 +323,21 @@ overhead() { # $1: pairs
 # An exit flood between two drains of the sampler's ring: lost records must
 # be reported (complete: false), never under-counted silently.
 flood_lost() {
-    ipivmm run --workload flood --apic x2apic --iterations 200000 --warmup 10 -q --serial none \
+    ipivmm run --workload flood --apic x2apic --iterations "${ITER:-200000}" --warmup 10 -q --serial none --timeout 300 \
         --json "$OUT/runs/flood-lost.json"
+}
+
+# Diagnosis of the flood stall: the same flood with each way of counting.
+flood_diag() {
+    fails=0
+    for i in 1 2; do
+        for how in sampled counters off; do
+            ipivmm run --workload flood --apic x2apic --iterations "${ITER:-20000}" --warmup 10 -q \
+                --serial none --exit-reasons $how --json "$OUT/runs/flood-diag-$how-$i.json" 2>&1 | tail -n 1
+            echo "flood-diag $how #$i: rc=$?"
+        done
+    done
+    return 0
 }
 
 reload_vendor() { # $@: module parameters
@@ -411,6 +424,7 @@ main() {
         stress) step stress 3000 stress_tests "${ITER:-20}" ;;
             overhead) step overhead 1200 overhead 5 ;;
             flood) step flood-lost 600 flood_lost ;;
+            flood-diag) step flood-diag 1200 flood_diag ;;
             *) say "unknown step $s" ;;
             esac
         done

@@ -157,8 +157,14 @@ fn kvm_stats_are_windowed_by_phase() {
     );
     assert_eq!(stats("halt_exits", "idle"), 0);
     assert_eq!(stats("irq_injections", "idle"), 0);
+    // As in the measure phase: an interrupt whose delivery faulted (shadow
+    // paging: npt=0) is injected again.
     let warm = phase(&r, 1, "warmup").guest.ipis_received;
-    assert_eq!(stats("irq_injections", "warmup"), warm);
+    let warm_injections = stats("irq_injections", "warmup");
+    assert!(
+        warm_injections >= warm && warm_injections <= warm + warm / 20 + 1,
+        "warmup irq_injections {warm_injections} for {warm} IPIs"
+    );
 }
 
 #[test]
