@@ -10,14 +10,15 @@ arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 say() { echo "lab: $*"; }
 
 # Kernel modules in dependency order (scripts/lab.sh resolved them from each
-# module's .modinfo and wrote this list).
+# module's .modinfo and wrote this list; scripts/lab/bochs.sh adds the ATA
+# disk's in order.extra).
 load_modules() { # $@: extra parameters for the vendor module
-    while read -r mod; do
+    cat /lab/modules/order /lab/modules/order.extra 2>/dev/null | while read -r mod; do
         case $mod in
         kvm-amd | kvm-intel) continue ;;
         esac
         insmod "/lab/modules/$mod.ko" 2>/dev/null || true
-    done </lab/modules/order
+    done
     if grep -qw svm /proc/cpuinfo; then VENDOR=kvm-amd; else VENDOR=kvm-intel; fi
     insmod "/lab/modules/$VENDOR.ko" "$@"
 }
@@ -308,12 +309,25 @@ reload_vendor() { # $@: module parameters
 
 # The results so far onto the output disk, after every step: a guest that
 # hangs later (or a host timeout) still leaves them to the host.
-save() { (cd $OUT && tar -cf /dev/vda .) && sync; }
+save() { (cd $OUT && tar -cf "$DISK" .) && sync; }
+
+# The output disk: lab.disk=, else the first of virtio (QEMU), ATA (Bochs:
+# libata probes asynchronously, so wait for it) or legacy IDE.
+find_disk() {
+    DISK=$(arg disk)
+    [ -n "$DISK" ] && return
+    for _ in $(seq 30); do
+        for DISK in /dev/vda /dev/sda /dev/hda; do [ -b $DISK ] && return; done
+        sleep 1
+    done
+    DISK=/dev/vda
+    say "no output disk found (vda, sda, hda)"
+}
 
 finish() {
     dmesg >$OUT/dmesg.txt
     cp /proc/cpuinfo $OUT/cpuinfo.txt
-    say "writing results to /dev/vda"
+    say "writing results to $DISK"
     save
     say "done"
     poweroff -f
@@ -334,7 +348,9 @@ main() {
     say "pass $PASS on $(uname -r), $(nproc) CPUs"
     # The host's watchdog: a guest whose user space stops gets no heartbeat out.
     (while sleep 20; do echo "lab: heartbeat $(cut -d' ' -f1 /proc/uptime)"; done) &
-    load_modules
+    # lab.kvm=a=1,b=2: parameters for kvm_intel/kvm_amd (e.g. enable_apicv=0).
+    load_modules $(arg kvm | tr ',' ' ')
+    find_disk
     for p in /sys/module/kvm_amd/parameters/* /sys/module/kvm_intel/parameters/*; do
         [ -e "$p" ] && echo "$(basename "$(dirname "$(dirname "$p")")").$(basename "$p")=$(cat "$p")"
     done >$OUT/module-params.txt
@@ -361,6 +377,7 @@ main() {
             hostswitch) step hostswitch 900 host_switch ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
         stress) step stress 3000 stress_tests "${ITER:-20}" ;;
+            extra) step extra 3000 /lab/extra.sh ;; # a script an extra initramfs archive brought
             *) say "unknown step $s" ;;
             esac
         done

@@ -1,0 +1,48 @@
+#!/bin/sh
+# Probe run as step `extra` in the lab's guest (scripts/lab/build-selftests.sh
+# packs it as /lab/extra.sh): do VMs with an in-kernel LAPIC enter under
+# kvm_intel's APICv? KVM selftests (the peer) and ipivmm side by side, then,
+# when lab.matrix=N is on the command line, the APICv matrix with N
+# iterations under enable_apicv=Y and again after reloading kvm_intel with
+# enable_apicv=0 (JSON in runs/sweep-apicv-on.json and runs/sweep-apicv-off.json).
+set -o pipefail
+export PATH=/bin:/lab/bin
+P=/sys/module/kvm_intel/parameters
+OUT=${OUT:-/out}
+arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+params() { echo "== kvm_intel: enable_apicv=$(cat $P/enable_apicv) enable_ipiv=$(cat $P/enable_ipiv 2>/dev/null) dump_invalid_vmcs=$(cat $P/dump_invalid_vmcs)"; }
+
+params
+grep -m1 -o 'vmx flags.*' /proc/cpuinfo
+for t in sync_regs_test userspace_io_test xapic_state_test; do
+    echo "== selftest $t"
+    timeout 300 /lab/selftests/$t 2>&1 | tail -n 12
+    echo "rc=$?"
+done
+echo "== selftest xapic_ipi_test -s 2"
+timeout 600 /lab/selftests/xapic_ipi_test -s 2 2>&1 | tail -n 20
+echo "rc=$?"
+for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --apic x2apic" \
+    "--irqchip split --apic x2apic" "--irqchip kernel --apic x2apic --ipi pv"; do
+    echo "== ipivmm run $m"
+    timeout 300 ipivmm run $m --iterations 10 --warmup 2 --timeout 120 --serial none 2>&1 | tail -n 45
+    echo "rc=$?"
+done
+
+N=$(arg matrix)
+if [ -n "$N" ]; then
+    fails=0
+    for pass in on off; do
+        if [ $pass = off ]; then
+            rmmod kvm_intel && insmod /lab/modules/kvm-intel.ko enable_apicv=0 || fails=$((fails + 1))
+        fi
+        params
+        echo "== sweep, enable_apicv $pass"
+        timeout 2400 ipivmm sweep --irqchip kernel,split --apic xapic,x2apic --ipi icr,pv \
+            --apicv host,inhibit --workload pingpong --iterations "$N" --warmup 3 \
+            --json "$OUT/runs/sweep-apicv-$pass.json" 2>&1 | tail -n 80 || fails=$((fails + 1))
+    done
+fi
+echo "== dmesg (last 200 lines)"
+dmesg | tail -n 200
+[ "${fails:-0}" = 0 ]
