@@ -351,6 +351,7 @@ main() {
     # lab.kvm=a=1,b=2: parameters for kvm_intel/kvm_amd (e.g. enable_apicv=0).
     load_modules $(arg kvm | tr ',' ' ')
     find_disk
+    export DISK # for /lab/extra.sh, to save partial results itself
     for p in /sys/module/kvm_amd/parameters/* /sys/module/kvm_intel/parameters/*; do
         [ -e "$p" ] && echo "$(basename "$(dirname "$(dirname "$p")")").$(basename "$p")=$(cat "$p")"
     done >$OUT/module-params.txt

@@ -4,12 +4,17 @@
 # kvm_intel's APICv? KVM selftests (the peer) and ipivmm side by side, then,
 # when lab.matrix=N is on the command line, the APICv matrix with N
 # iterations under enable_apicv=Y and again after reloading kvm_intel with
-# enable_apicv=0 (JSON in runs/sweep-apicv-on.json and runs/sweep-apicv-off.json).
+# enable_apicv=0 (JSON in runs/sweep-apicv-on.json and runs/sweep-apicv-off.json),
+# and kvm_intel is then reloaded as it was; with lab.faults=1 the guest_faults
+# tests one by one.
 set -o pipefail
 export PATH=/bin:/lab/bin
 P=/sys/module/kvm_intel/parameters
 OUT=${OUT:-/out}
 arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+# What is there so far onto the output disk (init.sh saves only after a step,
+# and a step that wedges the guest would take everything with it).
+save_partial() { [ -b "${DISK:-}" ] && (cd "$OUT" && tar -cf "$DISK" .) && sync; }
 params() { echo "== kvm_intel: enable_apicv=$(cat $P/enable_apicv) enable_ipiv=$(cat $P/enable_ipiv 2>/dev/null) dump_invalid_vmcs=$(cat $P/dump_invalid_vmcs)"; }
 
 params
@@ -29,6 +34,8 @@ for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --ap
     echo "rc=$?"
 done
 
+save_partial
+
 N=$(arg matrix)
 if [ -n "$N" ]; then
     fails=0
@@ -41,6 +48,27 @@ if [ -n "$N" ]; then
         timeout 2400 ipivmm sweep --irqchip kernel,split --apic xapic,x2apic --ipi icr,pv \
             --apicv host,inhibit --workload pingpong --iterations "$N" --warmup 3 \
             --json "$OUT/runs/sweep-apicv-$pass.json" 2>&1 | tail -n 80 || fails=$((fails + 1))
+        save_partial
+    done
+fi
+# Back to the parameters the guest booted with, for the steps after this one.
+if [ -n "$N" ]; then
+    rmmod kvm_intel && insmod /lab/modules/kvm-intel.ko $(arg kvm | tr ',' ' ') || fails=$((fails + 1))
+    params
+fi
+
+dmesg >"$OUT/dmesg-probe.txt"
+save_partial
+
+# lab.faults=1: the guest_faults tests one at a time, each announced on the
+# console first (a test that stops the whole guest is then still named).
+if [ -n "$(arg faults)" ] && [ -x /lab/tests/guest_faults ]; then
+    for t in $(/lab/tests/guest_faults --list 2>/dev/null | sed -n 's/: test$//p'); do
+        echo "lab: probe: guest_faults $t" >/dev/console
+        echo "== guest_faults $t"
+        IPIVMM_REQUIRE_KVM=1 timeout 300 /lab/tests/guest_faults --exact "$t" --test-threads=1 2>&1 | tail -n 15
+        echo "rc=$?"
+        echo "lab: probe: guest_faults $t done" >/dev/console
     done
 fi
 echo "== dmesg (last 200 lines)"
