@@ -8,7 +8,9 @@
 # alignment check: without it no APICv VM can enter).
 # Usage: scripts/lab/build-bochs.sh [--force]     prints the bochs binary's path
 # Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab), BOCHS_JOBS (make -j, 2),
-# BOCHS_PATCHES=none (build without the patches, into bochs-3.0-unpatched).
+# BOCHS_PATCHES=none (build without the patches, into bochs-3.0-unpatched) or
+# NAME[,NAME] (only these patches, into bochs-3.0-only-NAME...); scripts/lab/bochs.sh
+# passes it through.
 set -euo pipefail
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 DEST=$CACHE/bochs-3.0
@@ -19,10 +21,19 @@ LAB=$(cd "$(dirname "$0")" && pwd)
 # is redone when they change.
 PATCHES=("$LAB"/bochs-3.0-*.patch)
 # BOCHS_PATCHES=none: trixie's Bochs as it is, built beside the patched one
-# (to reproduce the VM-entry failure).
+# (to reproduce the VM-entry failure); BOCHS_PATCHES=NAME[,NAME]: only
+# bochs-3.0-NAME.patch (e.g. pid-align: to reproduce the hang the
+# vmentry-intr-mask patch fixes), into bochs-3.0-only-NAME[-NAME].
 if [ "${BOCHS_PATCHES:-}" = none ]; then
     PATCHES=()
     DEST=$DEST-unpatched
+elif [ -n "${BOCHS_PATCHES:-}" ]; then
+    PATCHES=()
+    for n in ${BOCHS_PATCHES//,/ }; do
+        [ -e "$LAB/bochs-3.0-$n.patch" ] || die "no $LAB/bochs-3.0-$n.patch"
+        PATCHES+=("$LAB/bochs-3.0-$n.patch")
+    done
+    DEST=$DEST-only-${BOCHS_PATCHES//,/-}
 fi
 # --disable-show-ips: the IPS display logs from a SIGALRM handler, which
 # deadlocks Bochs (futex, 0% CPU) when the alarm lands inside another log write.

@@ -313,7 +313,10 @@ save() { (cd $OUT && tar -cf "$DISK" .) && sync; }
 
 # The output disk: lab.disk=, else the first of virtio (QEMU), ATA (Bochs:
 # libata probes asynchronously, so wait for it) or legacy IDE.
+# Exported: steps run in a fresh /init (scripts such as /lab/extra.sh save
+# partial results onto it).
 find_disk() {
+    export DISK
     DISK=$(arg disk)
     [ -n "$DISK" ] && return
     for _ in $(seq 30); do
