@@ -10,14 +10,15 @@ arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 say() { echo "lab: $*"; }
 
 # Kernel modules in dependency order (scripts/lab.sh resolved them from each
-# module's .modinfo and wrote this list).
+# module's .modinfo and wrote this list; scripts/lab/bochs.sh adds the ATA
+# disk's in order.extra).
 load_modules() { # $@: extra parameters for the vendor module
-    while read -r mod; do
+    cat /lab/modules/order /lab/modules/order.extra 2>/dev/null | while read -r mod; do
         case $mod in
         kvm-amd | kvm-intel) continue ;;
         esac
         insmod "/lab/modules/$mod.ko" 2>/dev/null || true
-    done </lab/modules/order
+    done
     if grep -qw svm /proc/cpuinfo; then VENDOR=kvm-amd; else VENDOR=kvm-intel; fi
     insmod "/lab/modules/$VENDOR.ko" "$@"
 }
@@ -362,12 +363,28 @@ hold_vm() { # start | stop
 
 # The results so far onto the output disk, after every step: a guest that
 # hangs later (or a host timeout) still leaves them to the host.
-save() { (cd $OUT && tar -cf /dev/vda .) && sync; }
+save() { (cd $OUT && tar -cf "$DISK" .) && sync; }
+
+# The output disk: lab.disk=, else the first of virtio (QEMU), ATA (Bochs:
+# libata probes asynchronously, so wait for it) or legacy IDE.
+# Exported: steps run in a fresh /init (scripts such as /lab/extra.sh save
+# partial results onto it).
+find_disk() {
+    export DISK
+    DISK=$(arg disk)
+    [ -n "$DISK" ] && return
+    for _ in $(seq 30); do
+        for DISK in /dev/vda /dev/sda /dev/hda; do [ -b $DISK ] && return; done
+        sleep 1
+    done
+    DISK=/dev/vda
+    say "no output disk found (vda, sda, hda)"
+}
 
 finish() {
     dmesg >$OUT/dmesg.txt
     cp /proc/cpuinfo $OUT/cpuinfo.txt
-    say "writing results to /dev/vda"
+    say "writing results to $DISK"
     save
     say "done"
     poweroff -f
@@ -389,7 +406,10 @@ main() {
     # The host's watchdog: a guest whose user space stops gets no heartbeat out.
     (while sleep 20; do echo "lab: heartbeat $(cut -d' ' -f1 /proc/uptime)"; done) &
     HEARTBEAT_PID=$!
-    load_modules
+    # lab.kvm=a=1,b=2: parameters for kvm_intel/kvm_amd (e.g. enable_apicv=0).
+    load_modules $(arg kvm | tr ',' ' ')
+    find_disk
+    export DISK # for /lab/extra.sh, to save partial results itself
     # Text symbols with their addresses (Debian's System.map is a stub): the
     # host names a wedged guest's RIPs with them (scripts/lab.sh symbolize).
     echo 0 >/proc/sys/kernel/kptr_restrict
@@ -425,6 +445,9 @@ main() {
             overhead) step overhead 1200 overhead 5 ;;
             flood) step flood-lost 600 flood_lost ;;
             flood-diag) step flood-diag 1200 flood_diag ;;
+            # A script an extra initramfs archive brought (it may reload the
+            # vendor module: the held VM is released meanwhile).
+            extra) hold_vm stop; step extra 3000 /lab/extra.sh; hold_vm start ;;
             *) say "unknown step $s" ;;
             esac
         done

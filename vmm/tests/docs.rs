@@ -502,6 +502,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("boots the lab VM (QEMU, root, minutes); CI runs `scripts/lab.sh quick`"),
     ),
     (
+        "scripts/lab/build-selftests.sh scripts/lab/probe-apicv.sh target/lab-bochs/probe.cpio",
+        How::NotHere("builds KVM selftests and boots kvm_intel under Bochs (root, tens of minutes); not in CI"),
+    ),
+    (
         "RUSTFLAGS=\"-Cpasses=sancov-module",
         How::NotHere("needs a nightly toolchain"),
     ),
