@@ -27,15 +27,23 @@ pub use ipi::*;
 
 /// Version of this ABI; [`BootInfo::abi_version`] and [`ControlMsg::version`]
 /// carry it. Bump on any incompatible change.
-pub const ABI_VERSION: u16 = 1;
+pub const ABI_VERSION: u16 = 2;
 
 /// `BootInfo::magic`: "IPIVMMBI" little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IPIVMMBI");
 /// `ControlMsg::magic`: "IPIM" little-endian.
 pub const CONTROL_MAGIC: u32 = u32::from_le_bytes(*b"IPIM");
 
-/// Most vCPUs a VM can have: xAPIC physical IDs 0..=0xFE (0xFF is broadcast).
-pub const MAX_VCPUS: usize = 254;
+/// Most vCPUs a VM can have (x2APIC mode, 32-bit APIC IDs): x86 KVM's
+/// default `KVM_MAX_VCPUS`; [`BootInfo::apic_ids`] has this many slots.
+pub const MAX_VCPUS: usize = 1024;
+
+/// Most vCPUs a VM can have in xAPIC mode: physical IDs 0..=0xFE (0xFF is
+/// the broadcast destination).
+pub const MAX_XAPIC_VCPUS: usize = 255;
+
+/// Highest APIC ID an xAPIC vCPU may have (0xFF is broadcast).
+pub const MAX_XAPIC_ID: u32 = 0xFE;
 
 /// I/O port of the control device (32-bit `out`, value = GPA of a `ControlMsg`).
 pub const CONTROL_PORT: u16 = 0x0ce0;
@@ -59,6 +67,23 @@ pub const PAYLOAD_END: u64 = 0x0080_0000;
 
 /// xAPIC MMIO base (identity-mapped, uncached).
 pub const XAPIC_BASE: u64 = 0xfee0_0000;
+/// [`BootInfo::flags`]: more vCPUs than host CPUs (oversubscribed), so the
+/// SDK's barrier halts its waiters instead of spinning and the last vCPU to
+/// arrive wakes them with one all-but-self IPI on [`barrier_vector`] (a
+/// spinning waiter would hold a host CPU the others need to arrive).
+pub const BOOT_FLAG_HALTING_BARRIERS: u32 = 1;
+
+/// Vector of the barrier wake-ups ([`BOOT_FLAG_HALTING_BARRIERS`]): 0xFE,
+/// or 0xFD when the measured IPIs use 0xFE. The SDK's handler does not
+/// count it in the guest counters.
+pub const fn barrier_vector(ipi_vector: u8) -> u8 {
+    if ipi_vector == 0xfe {
+        0xfd
+    } else {
+        0xfe
+    }
+}
+
 /// Default vector of the measured IPIs.
 pub const DEFAULT_IPI_VECTOR: u8 = 0x40;
 /// Spurious-interrupt vector the payload programs in the SVR.
@@ -220,7 +245,7 @@ pub struct BootInfo {
     pub warmup: u64,
     /// Vector of the measured IPIs.
     pub ipi_vector: u32,
-    /// Reserved flags, zero.
+    /// `BOOT_FLAG_*` bits; the others are reserved, zero.
     pub flags: u32,
     /// GPA of the first vCPU's scratch area (free guest RAM for samples).
     pub scratch_base: u64,

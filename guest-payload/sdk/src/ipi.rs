@@ -86,6 +86,14 @@ pub fn send_shorthand(shorthand: Shorthand, vector: u8, targets: u64) {
     apic::current().write_icr(0, icr_low(vector, false, shorthand));
 }
 
+/// Wakes every other vCPU from a halting barrier: one all-but-self IPI on
+/// the barrier vector, not counted in the guest counters (it is not one of
+/// the workload's IPIs).
+pub fn wake_barrier_waiters() {
+    let vector = ipivmm_abi::barrier_vector(runtime::ipi_vector());
+    apic::current().write_icr(0, icr_low(vector, false, Shorthand::AllButSelf));
+}
+
 /// Fixed IPI of `vector` to logical destination `dest` (`targets` vCPUs).
 pub fn send_logical(dest: u32, vector: u8, targets: u64) {
     count(1, targets);

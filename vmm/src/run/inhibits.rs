@@ -184,8 +184,10 @@ mod tests {
             .unwrap()
             .extend([change(5, 0, true, 1), change(7, 9, true, 1 | 1 << 9)]);
         let mut v = vec![VcpuResult::new(0, 0)];
-        let mut phase = PhaseResult::default();
-        phase.window_ns = (8, 9);
+        let phase = PhaseResult {
+            window_ns: (8, 9),
+            ..Default::default()
+        };
         v[0].phases.push(phase);
         let o = log
             .observed(6, InhibitLever::PitReinject, true, &mut v, true)

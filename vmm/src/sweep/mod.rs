@@ -136,6 +136,10 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
                                     workload,
                                     vcpus,
                                     pin: pin.clone(),
+                                    memory_bytes: spec
+                                        .base
+                                        .memory_bytes
+                                        .max(crate::vm::layout::default_mem_bytes(vcpus)),
                                     ..spec.base.clone()
                                 };
                                 out.push((place.clone(), config));

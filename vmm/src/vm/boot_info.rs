@@ -4,8 +4,9 @@ use crate::config::VmConfig;
 use crate::vm::layout;
 use ipivmm_abi::{BootInfo, ABI_VERSION, BOOT_INFO_MAGIC, BOOT_INFO_SIZE, MAX_VCPUS};
 
-/// The BootInfo for `config` with APIC IDs `apic_ids` and TSC frequency `tsc_khz`.
-pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
+/// The BootInfo for `config` with APIC IDs `apic_ids`, TSC frequency
+/// `tsc_khz` and `BOOT_FLAG_*` bits `flags`.
+pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64, flags: u32) -> BootInfo {
     let mut ids = [0u32; MAX_VCPUS];
     for (slot, id) in ids.iter_mut().zip(apic_ids) {
         *slot = *id;
@@ -23,8 +24,8 @@ pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
         iterations: config.iterations,
         warmup: config.warmup,
         ipi_vector: u32::from(config.ipi_vector),
-        flags: 0,
-        scratch_base: layout::SCRATCH_BASE,
+        flags,
+        scratch_base: layout::scratch_base(config.vcpus),
         scratch_stride: layout::scratch_stride(config.memory_bytes, config.vcpus),
         params: config.params,
         apic_ids: ids,
@@ -81,7 +82,7 @@ mod tests {
             params: [1, 2, 3, 4, 5, 6, 7, 8],
             ..Default::default()
         };
-        let bi = build(&cfg, &[0, 1, 7], 2_500_000);
+        let bi = build(&cfg, &[0, 1, 7], 2_500_000, 1);
         let bytes = encode(&bi);
         assert_eq!(bytes.len(), BOOT_INFO_SIZE);
         assert_eq!(
@@ -93,9 +94,10 @@ mod tests {
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, iterations)), 77);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, warmup)), 5);
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, ipi_vector)), 0x40);
+        assert_eq!(field_u32(&bytes, offset_of!(BootInfo, flags)), 1);
         assert_eq!(
             field_u64(&bytes, offset_of!(BootInfo, scratch_base)),
-            layout::SCRATCH_BASE
+            layout::scratch_base(3)
         );
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, params) + 8 * 7), 8);
         let ids = offset_of!(BootInfo, apic_ids);
