@@ -129,7 +129,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 /// The seed experiments `sweep --preset` re-creates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited.
+    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows).
     AvicBroadcast,
     /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
     IpivUnicast,
@@ -158,9 +158,9 @@ pub struct SweepArgs {
     /// Workloads to sweep.
     #[arg(long, value_delimiter = ',')]
     pub workload: Option<Vec<Workload>>,
-    /// vCPUs per VM.
-    #[arg(long)]
-    pub vcpus: Option<usize>,
+    /// vCPUs per VM: a count, a list (2,4,8) or a powers-of-two range (2..1024 = 2,4,8,...,1024; 2..180 ends with 180); xAPIC rows above 255 are skipped.
+    #[arg(long, value_name = "COUNTS", value_parser = parse_vcpu_counts)]
+    pub vcpus: Option<VcpuCounts>,
     /// How IPI targets wait.
     #[arg(long)]
     pub target: Option<TargetWait>,
@@ -318,6 +318,14 @@ fn parse_host_param(s: &str) -> Result<HostParamValues, String> {
 /// A `--pin` CPU list (a newtype: clap treats a bare Vec as repeated values).
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
+
+/// `sweep --vcpus` counts (a newtype: clap treats a bare Vec as repeated values).
+#[derive(Clone, Debug)]
+pub struct VcpuCounts(pub Vec<usize>);
+
+fn parse_vcpu_counts(s: &str) -> Result<VcpuCounts, String> {
+    ipivmm::sweep::vcpus::parse(s).map(VcpuCounts)
+}
 
 fn parse_pin(s: &str) -> Result<CpuList, String> {
     ipivmm::mode::levers::parse_cpu_list(s).map(CpuList)
