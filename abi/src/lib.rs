@@ -27,7 +27,7 @@ pub use ipi::*;
 
 /// Version of this ABI; [`BootInfo::abi_version`] and [`ControlMsg::version`]
 /// carry it. Bump on any incompatible change.
-pub const ABI_VERSION: u16 = 2;
+pub const ABI_VERSION: u16 = 1;
 
 /// `BootInfo::magic`: "IPIVMMBI" little-endian.
 pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IPIVMMBI");
@@ -35,8 +35,14 @@ pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IPIVMMBI");
 pub const CONTROL_MAGIC: u32 = u32::from_le_bytes(*b"IPIM");
 
 /// Most vCPUs a VM can have (x2APIC mode, 32-bit APIC IDs): x86 KVM's
-/// default `KVM_MAX_VCPUS`; [`BootInfo::apic_ids`] has this many slots.
+/// default `KVM_MAX_VCPUS`. [`BootInfo::apic_ids`] holds the first
+/// [`BOOT_APIC_IDS`] APIC IDs and [`BootInfo::apic_ids_ext`] the rest
+/// ([`BootInfo::apic_id`] reads either).
 pub const MAX_VCPUS: usize = 1024;
+
+/// Slots of [`BootInfo::apic_ids`], the array's size since the first ABI
+/// (the block only grows at its end, so it stayed).
+pub const BOOT_APIC_IDS: usize = 254;
 
 /// Most vCPUs a VM can have in xAPIC mode: physical IDs 0..=0xFE (0xFF is
 /// the broadcast destination).
@@ -254,12 +260,31 @@ pub struct BootInfo {
     pub scratch_stride: u64,
     /// Workload-specific parameters (custom payloads: `--param`).
     pub params: [u64; 8],
-    /// APIC ID of vCPU i (index = vCPU index).
-    pub apic_ids: [u32; MAX_VCPUS],
+    /// APIC ID of vCPU i for i < [`BOOT_APIC_IDS`] (index = vCPU index).
+    pub apic_ids: [u32; BOOT_APIC_IDS],
     /// With [`TargetWait::Halt`]: how long a sender waits, in ns, after a
     /// target published that it is halting, so that its `hlt` has left the
     /// guest before the IPI is sent.
     pub halt_settle_ns: u64,
+    /// APIC ID of vCPU i for i >= [`BOOT_APIC_IDS`], at index
+    /// `i - BOOT_APIC_IDS` (appended when VMs grew past 254 vCPUs).
+    pub apic_ids_ext: [u32; MAX_VCPUS - BOOT_APIC_IDS],
+}
+
+impl BootInfo {
+    /// APIC ID of vCPU `vcpu` (from [`BootInfo::apic_ids`] or
+    /// [`BootInfo::apic_ids_ext`]); 0 beyond [`MAX_VCPUS`].
+    #[inline(always)]
+    pub fn apic_id(&self, vcpu: usize) -> u32 {
+        if vcpu < BOOT_APIC_IDS {
+            self.apic_ids[vcpu]
+        } else {
+            self.apic_ids_ext
+                .get(vcpu - BOOT_APIC_IDS)
+                .copied()
+                .unwrap_or(0)
+        }
+    }
 }
 
 /// What a [`ControlMsg`] asks the host to do.

@@ -63,7 +63,7 @@ impl VcpuSet {
 
 /// APIC ID of vCPU `v`.
 pub fn apic_id_of(v: usize) -> u32 {
-    percpu::boot_info().apic_ids[v]
+    percpu::boot_info().apic_id(v)
 }
 
 fn count(icr_writes: u64, targets: u64) {
