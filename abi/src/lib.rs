@@ -34,8 +34,22 @@ pub const BOOT_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IPIVMMBI");
 /// `ControlMsg::magic`: "IPIM" little-endian.
 pub const CONTROL_MAGIC: u32 = u32::from_le_bytes(*b"IPIM");
 
-/// Most vCPUs a VM can have: xAPIC physical IDs 0..=0xFE (0xFF is broadcast).
-pub const MAX_VCPUS: usize = 254;
+/// Most vCPUs a VM can have (x2APIC mode, 32-bit APIC IDs): x86 KVM's
+/// default `KVM_MAX_VCPUS`. [`BootInfo::apic_ids`] holds the first
+/// [`BOOT_APIC_IDS`] APIC IDs and [`BootInfo::apic_ids_ext`] the rest
+/// ([`BootInfo::apic_id`] reads either).
+pub const MAX_VCPUS: usize = 1024;
+
+/// Slots of [`BootInfo::apic_ids`], the array's size since the first ABI
+/// (the block only grows at its end, so it stayed).
+pub const BOOT_APIC_IDS: usize = 254;
+
+/// Most vCPUs a VM can have in xAPIC mode: physical IDs 0..=0xFE (0xFF is
+/// the broadcast destination).
+pub const MAX_XAPIC_VCPUS: usize = 255;
+
+/// Highest APIC ID an xAPIC vCPU may have (0xFF is broadcast).
+pub const MAX_XAPIC_ID: u32 = 0xFE;
 
 /// I/O port of the control device (32-bit `out`, value = GPA of a `ControlMsg`).
 pub const CONTROL_PORT: u16 = 0x0ce0;
@@ -59,6 +73,23 @@ pub const PAYLOAD_END: u64 = 0x0080_0000;
 
 /// xAPIC MMIO base (identity-mapped, uncached).
 pub const XAPIC_BASE: u64 = 0xfee0_0000;
+/// [`BootInfo::flags`]: more vCPUs than host CPUs (oversubscribed), so the
+/// SDK's barrier halts its waiters instead of spinning and the last vCPU to
+/// arrive wakes them with one all-but-self IPI on [`barrier_vector`] (a
+/// spinning waiter would hold a host CPU the others need to arrive).
+pub const BOOT_FLAG_HALTING_BARRIERS: u32 = 1;
+
+/// Vector of the barrier wake-ups ([`BOOT_FLAG_HALTING_BARRIERS`]): 0xFE,
+/// or 0xFD when the measured IPIs use 0xFE. The SDK's handler does not
+/// count it in the guest counters.
+pub const fn barrier_vector(ipi_vector: u8) -> u8 {
+    if ipi_vector == 0xfe {
+        0xfd
+    } else {
+        0xfe
+    }
+}
+
 /// Default vector of the measured IPIs.
 pub const DEFAULT_IPI_VECTOR: u8 = 0x40;
 /// Spurious-interrupt vector the payload programs in the SVR.
@@ -220,7 +251,7 @@ pub struct BootInfo {
     pub warmup: u64,
     /// Vector of the measured IPIs.
     pub ipi_vector: u32,
-    /// Reserved flags, zero.
+    /// `BOOT_FLAG_*` bits; the others are reserved, zero.
     pub flags: u32,
     /// GPA of the first vCPU's scratch area (free guest RAM for samples).
     pub scratch_base: u64,
@@ -229,12 +260,31 @@ pub struct BootInfo {
     pub scratch_stride: u64,
     /// Workload-specific parameters (custom payloads: `--param`).
     pub params: [u64; 8],
-    /// APIC ID of vCPU i (index = vCPU index).
-    pub apic_ids: [u32; MAX_VCPUS],
+    /// APIC ID of vCPU i for i < [`BOOT_APIC_IDS`] (index = vCPU index).
+    pub apic_ids: [u32; BOOT_APIC_IDS],
     /// With [`TargetWait::Halt`]: how long a sender waits, in ns, after a
     /// target published that it is halting, so that its `hlt` has left the
     /// guest before the IPI is sent.
     pub halt_settle_ns: u64,
+    /// APIC ID of vCPU i for i >= [`BOOT_APIC_IDS`], at index
+    /// `i - BOOT_APIC_IDS` (appended when VMs grew past 254 vCPUs).
+    pub apic_ids_ext: [u32; MAX_VCPUS - BOOT_APIC_IDS],
+}
+
+impl BootInfo {
+    /// APIC ID of vCPU `vcpu` (from [`BootInfo::apic_ids`] or
+    /// [`BootInfo::apic_ids_ext`]); 0 beyond [`MAX_VCPUS`].
+    #[inline(always)]
+    pub fn apic_id(&self, vcpu: usize) -> u32 {
+        if vcpu < BOOT_APIC_IDS {
+            self.apic_ids[vcpu]
+        } else {
+            self.apic_ids_ext
+                .get(vcpu - BOOT_APIC_IDS)
+                .copied()
+                .unwrap_or(0)
+        }
+    }
 }
 
 /// What a [`ControlMsg`] asks the host to do.

@@ -2,7 +2,7 @@
 use crate::mode::levers::ExitControls;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
 use crate::vm::layout;
-use ipivmm_abi::MAX_VCPUS;
+use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -187,7 +187,7 @@ impl Default for VmConfig {
 /// let e = VmConfig { vcpus: 0, ..VmConfig::default() }.validate(8).unwrap_err();
 /// assert_eq!(
 ///     e.to_string(),
-///     "--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 (the limit of this KVM and of the xAPIC ID space)"
+///     "--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 (the limit of this KVM and of ipivmm)"
 /// );
 /// let e = VmConfig { iterations: 0, ..VmConfig::default() }.validate(8).unwrap_err();
 /// assert!(e.to_string().contains("(VmConfig::iterations)"), "{e}");
@@ -195,15 +195,18 @@ impl Default for VmConfig {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     /// Zero or too many vCPUs.
-    #[error("--vcpus {got} (VmConfig::vcpus): must be between 1 and {max} (the limit of this KVM and of the xAPIC ID space)")]
+    #[error("--vcpus {got} (VmConfig::vcpus): must be between 1 and {max} (the limit of this KVM and of ipivmm)")]
     VcpuCount {
         /// Requested.
         got: usize,
         /// Allowed maximum.
         max: usize,
     },
+    /// More vCPUs than xAPIC's 8-bit APIC IDs can address.
+    #[error("--vcpus {0} with --apic xapic (VmConfig::apic): xAPIC has 8-bit APIC IDs, so at most {MAX_XAPIC_VCPUS} vCPUs; use --apic x2apic (32-bit IDs) for more")]
+    XapicVcpus(usize),
     /// Memory outside the supported range.
-    #[error("--memory {got_mib} MiB (VmConfig::memory_bytes): must be between {min_mib} and {max_mib} MiB")]
+    #[error("--memory {got_mib} MiB (VmConfig::memory_bytes): must be between {min_mib} and {max_mib} MiB (the minimum grows with --vcpus: 64 KiB of stack and 8 KiB of scratch per vCPU)")]
     Memory {
         /// Requested MiB.
         got_mib: u64,
@@ -217,7 +220,8 @@ pub enum ConfigError {
     ScratchTooSmall {
         /// Iterations asked.
         iterations: u64,
-        /// Bytes needed (exact: 8 per iteration, beyond `u64` too).
+        /// Bytes needed (exact, beyond `u64` too: 8 per iteration and the
+        /// per-vCPU block the SDK reserves).
         need: u128,
         /// Bytes available.
         have: u64,
@@ -260,10 +264,14 @@ impl VmConfig {
                 max,
             });
         }
-        if !(layout::MIN_MEM_BYTES..=layout::MAX_MEM_BYTES).contains(&self.memory_bytes) {
+        if self.apic == ApicMode::Xapic && self.vcpus > MAX_XAPIC_VCPUS {
+            return Err(ConfigError::XapicVcpus(self.vcpus));
+        }
+        let min_mem = layout::min_mem_bytes(self.vcpus);
+        if !(min_mem..=layout::MAX_MEM_BYTES).contains(&self.memory_bytes) {
             return Err(ConfigError::Memory {
                 got_mib: self.memory_bytes >> 20,
-                min_mib: layout::MIN_MEM_BYTES.div_ceil(1 << 20),
+                min_mib: min_mem.div_ceil(1 << 20),
                 max_mib: layout::MAX_MEM_BYTES >> 20,
             });
         }
@@ -271,7 +279,7 @@ impl VmConfig {
             return Err(ConfigError::NoIterations);
         }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
-        let need = u128::from(self.iterations) * 8;
+        let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
         if need > u128::from(have) {
             return Err(ConfigError::ScratchTooSmall {
                 iterations: self.iterations,
@@ -341,6 +349,48 @@ mod tests {
             c.validate(8).is_ok(),
             "too few vCPUs for a workload is mode::check's"
         );
+    }
+
+    #[test]
+    fn xapic_stops_at_255_vcpus_and_x2apic_goes_on() {
+        let mut c = VmConfig {
+            vcpus: 256,
+            memory_bytes: layout::default_mem_bytes(256),
+            ..Default::default()
+        };
+        assert_eq!(c.validate(1024), Err(ConfigError::XapicVcpus(256)));
+        assert!(c
+            .validate(1024)
+            .unwrap_err()
+            .to_string()
+            .contains("use --apic x2apic"));
+        c.vcpus = 255;
+        assert_eq!(c.validate(1024), Ok(()));
+        c.apic = ApicMode::X2apic;
+        c.vcpus = 1024;
+        c.memory_bytes = layout::default_mem_bytes(1024);
+        assert_eq!(c.validate(1024), Ok(()));
+        assert!(matches!(
+            c.validate(4096),
+            Ok(()) // capped by ipivmm's own MAX_VCPUS, which 1024 is
+        ));
+        c.vcpus = MAX_VCPUS + 1;
+        assert!(matches!(
+            c.validate(4096),
+            Err(ConfigError::VcpuCount { max: MAX_VCPUS, .. })
+        ));
+    }
+
+    #[test]
+    fn guest_memory_must_hold_every_vcpus_stack() {
+        let c = VmConfig {
+            vcpus: 1024,
+            apic: ApicMode::X2apic,
+            ..Default::default()
+        };
+        let e = c.validate(1024).unwrap_err();
+        assert!(matches!(e, ConfigError::Memory { got_mib: 64, .. }), "{e}");
+        assert!(e.to_string().contains("grows with --vcpus"), "{e}");
     }
 
     #[test]

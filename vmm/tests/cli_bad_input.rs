@@ -260,8 +260,8 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
             &["--vcpus 0 (VmConfig::vcpus): must be between 1 and"],
         ),
         (
-            &["--vcpus", "255"],
-            &["--vcpus 255 (VmConfig::vcpus): must be between 1 and"],
+            &["--vcpus", "256"],
+            &["--vcpus 256 with --apic xapic (VmConfig::apic): xAPIC has 8-bit APIC IDs, so at most 255 vCPUs; use --apic x2apic"],
         ),
         (
             &["--vcpus", "100000"],

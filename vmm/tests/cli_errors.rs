@@ -274,3 +274,38 @@ fn sweep_host_param_is_checked_before_any_run() {
     let o = ipivmm(&["sweep", "--host-param", "kvm_amd.avic=1,Y"]);
     assert_one_line_error(&o, "twice");
 }
+
+#[test]
+fn sweep_vcpu_lists_and_ranges_are_checked_like_run() {
+    for (bad, needle) in [
+        ("8..2", "the first count must not exceed the last"),
+        ("2,x", "'x' is not a vCPU count"),
+        ("0", "a vCPU count must be at least 1"),
+    ] {
+        assert_one_line_error(&ipivmm(&["sweep", "--vcpus", bad]), needle);
+    }
+    if !kvm_present("sweep_vcpu_lists_and_ranges_are_checked_like_run") {
+        return;
+    }
+    // Beyond KVM's limit: refused before any run, as `run` refuses it.
+    assert_one_line_error(
+        &ipivmm(&["sweep", "--vcpus", "2,100000"]),
+        "--vcpus 100000 (VmConfig::vcpus): must be between 1 and",
+    );
+    // xAPIC alone cannot go past 255: refused with the fix.
+    assert_one_line_error(
+        &ipivmm(&["sweep", "--apic", "xapic", "--vcpus", "2..256"]),
+        "use --apic x2apic",
+    );
+}
+
+#[test]
+fn xapic_beyond_255_vcpus_is_refused_with_the_fix() {
+    if !kvm_present("xapic_beyond_255_vcpus_is_refused_with_the_fix") {
+        return;
+    }
+    assert_one_line_error(
+        &ipivmm(&["run", "--vcpus", "300", "--apic", "xapic"]),
+        "xAPIC has 8-bit APIC IDs, so at most 255 vCPUs; use --apic x2apic",
+    );
+}

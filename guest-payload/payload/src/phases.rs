@@ -135,8 +135,13 @@ pub fn serve(phase: u32, wait: TargetWait) {
 pub struct HaltGate {
     on: bool,
     settle_cycles: u64,
-    last: [Option<u64>; MAX_VCPUS],
+    /// `halted_seq` of each target when last IPI'd, [`NOT_YET`] before
+    /// (a plain u64: the array lives on the sender's stack, 8 KiB at 1024 vCPUs).
+    last: [u64; MAX_VCPUS],
 }
+
+/// [`HaltGate`]'s mark of a target not IPI'd yet in this phase.
+const NOT_YET: u64 = u64::MAX;
 
 impl HaltGate {
     /// A gate for `wait` (targets not yet IPI'd in this phase).
@@ -145,7 +150,7 @@ impl HaltGate {
         Self {
             on: wait == TargetWait::Halt,
             settle_cycles: settle_ns.saturating_mul(ctx.boot.tsc_khz) / 1_000_000,
-            last: [None; MAX_VCPUS],
+            last: [NOT_YET; MAX_VCPUS],
         }
     }
 
@@ -157,12 +162,12 @@ impl HaltGate {
         }
         for t in targets.iter() {
             match self.last[t] {
-                None => wait_until("a target to halt", ACK_TIMEOUT_SECS, || percpu::is_halting(t)),
-                Some(seen) => wait_until("a target to halt again", ACK_TIMEOUT_SECS, || {
+                NOT_YET => wait_until("a target to halt", ACK_TIMEOUT_SECS, || percpu::is_halting(t)),
+                seen => wait_until("a target to halt again", ACK_TIMEOUT_SECS, || {
                     percpu::halted_seq(t) != seen
                 }),
             }
-            self.last[t] = Some(percpu::halted_seq(t));
+            self.last[t] = percpu::halted_seq(t);
         }
         let start = ipivmm_guest::tsc::now_plain();
         while ipivmm_guest::tsc::now_plain().wrapping_sub(start) < self.settle_cycles {

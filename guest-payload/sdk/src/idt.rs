@@ -179,6 +179,14 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
     let vector = frame.vector as u8;
     let pc = percpu::current();
     let c = &pc.counters;
+    if vector == ipivmm_abi::barrier_vector(crate::runtime::ipi_vector())
+        && percpu::boot_info().flags & ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS != 0
+    {
+        // A barrier wake-up (sync::Barrier::wait_with): not a workload IPI,
+        // not counted.
+        apic::current().eoi();
+        return;
+    }
     bump(&c.handler_entries, 1);
     if vector < 32 {
         exception(frame);

@@ -63,7 +63,7 @@ impl VcpuSet {
 
 /// APIC ID of vCPU `v`.
 pub fn apic_id_of(v: usize) -> u32 {
-    percpu::boot_info().apic_ids[v]
+    percpu::boot_info().apic_id(v)
 }
 
 fn count(icr_writes: u64, targets: u64) {
@@ -84,6 +84,14 @@ pub fn send_physical(v: usize, vector: u8) {
 pub fn send_shorthand(shorthand: Shorthand, vector: u8, targets: u64) {
     count(1, targets);
     apic::current().write_icr(0, icr_low(vector, false, shorthand));
+}
+
+/// Wakes every other vCPU from a halting barrier: one all-but-self IPI on
+/// the barrier vector, not counted in the guest counters (it is not one of
+/// the workload's IPIs).
+pub fn wake_barrier_waiters() {
+    let vector = ipivmm_abi::barrier_vector(runtime::ipi_vector());
+    apic::current().write_icr(0, icr_low(vector, false, Shorthand::AllButSelf));
 }
 
 /// Fixed IPI of `vector` to logical destination `dest` (`targets` vCPUs).

@@ -122,7 +122,7 @@ pub(crate) unsafe fn init(boot: &BootInfo, vcpu: usize) {
         core::ptr::write_bytes(p as *mut u8, 0, core::mem::size_of::<PerCpu>());
         (*p).self_ptr = p;
         (*p).vcpu = vcpu as u32;
-        (*p).apic_id = boot.apic_ids[vcpu];
+        (*p).apic_id = boot.apic_id(vcpu);
         cpu::wrmsr(cpu::MSR_GS_BASE, p as u64);
     }
 }

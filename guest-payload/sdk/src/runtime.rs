@@ -144,12 +144,12 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     let apic = apic::current();
     apic.enable();
     let id = apic.id();
-    if id != boot.apic_ids[vcpu] {
+    if id != boot.apic_id(vcpu) {
         // IPIs are addressed by BootInfo.apic_ids: a mismatch would send them
         // to the wrong vCPU (or nowhere), so stop here with both values.
         panic!(
             "APIC ID register reads {id:#x} but BootInfo.apic_ids[{vcpu}] = {:#x} ({mode:?})",
-            boot.apic_ids[vcpu]
+            boot.apic_id(vcpu)
         );
     }
     cpu::enable_interrupts();

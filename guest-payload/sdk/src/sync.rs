@@ -25,12 +25,28 @@ impl Barrier {
     /// Waits until `parties` vCPUs have called `wait` (interrupts are left as
     /// they are: IPIs keep being handled while spinning).
     pub fn wait(&self, parties: u32) {
+        self.wait_with(parties, false)
+    }
+
+    /// [`Barrier::wait`]; with `halting`, waiters `hlt` (interrupts on)
+    /// instead of spinning and the last arrival wakes them with one
+    /// all-but-self IPI on the barrier vector (`ipivmm_abi::barrier_vector`),
+    /// for when vCPUs outnumber host CPUs. Only for a barrier of every vCPU
+    /// (the wake-up reaches all of them).
+    pub fn wait_with(&self, parties: u32, halting: bool) {
         let gen = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == parties {
             // Reset before releasing: a released waiter may re-arrive at once.
             self.arrived.store(0, Ordering::Relaxed);
             self.generation
                 .store(gen.wrapping_add(1), Ordering::Release);
+            if halting && parties > 1 {
+                crate::ipi::wake_barrier_waiters();
+            }
+        } else if halting && cpu::interrupts_enabled() {
+            halt_until("barrier", BARRIER_TIMEOUT_SECS, || {
+                self.generation.load(Ordering::Acquire) != gen
+            });
         } else {
             wait_until("barrier", BARRIER_TIMEOUT_SECS, || {
                 self.generation.load(Ordering::Acquire) != gen
@@ -50,9 +66,32 @@ pub const BARRIER_TIMEOUT_SECS: u64 = 600;
 
 static GLOBAL: Barrier = Barrier::new();
 
-/// The barrier of all `BootInfo::vcpu_count` vCPUs.
+/// The barrier of all `BootInfo::vcpu_count` vCPUs (halting waiters when
+/// the host set `BOOT_FLAG_HALTING_BARRIERS`).
 pub fn barrier() {
-    GLOBAL.wait(percpu::boot_info().vcpu_count);
+    let boot = percpu::boot_info();
+    let halting = boot.flags & ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS != 0;
+    GLOBAL.wait_with(boot.vcpu_count, halting);
+}
+
+/// Like [`wait_until`], but halts between checks (called with interrupts
+/// on; the check runs with them off and `sti; hlt` follows atomically, so
+/// a wake-up IPI cannot slip in between). Does not publish the halt
+/// (`percpu::halt_until_interrupt` does, for IPI targets).
+fn halt_until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let start = tsc::now_plain();
+    let limit = tsc::cycles_for_secs(percpu::boot_info().tsc_khz, secs);
+    loop {
+        cpu::disable_interrupts();
+        if cond() {
+            cpu::enable_interrupts();
+            return;
+        }
+        cpu::enable_interrupts_and_halt();
+        if tsc::now_plain().wrapping_sub(start) > limit {
+            panic!("timed out after {secs} s waiting for {what}");
+        }
+    }
 }
 
 /// Spins (with `pause`) until `cond` holds; panics naming `what` after

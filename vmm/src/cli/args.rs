@@ -133,7 +133,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 /// The seed experiments `sweep --preset` re-creates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited.
+    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows).
     AvicBroadcast,
     /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
     IpivUnicast,
@@ -162,9 +162,9 @@ pub struct SweepArgs {
     /// Workloads to sweep.
     #[arg(long, value_delimiter = ',')]
     pub workload: Option<Vec<Workload>>,
-    /// vCPUs per VM.
-    #[arg(long)]
-    pub vcpus: Option<usize>,
+    /// vCPUs per VM: a count, a list (2,4,8) or a powers-of-two range (2..1024 = 2,4,8,...,1024; 2..180 ends with 180); xAPIC rows above 255 are skipped.
+    #[arg(long, value_name = "COUNTS", value_parser = parse_vcpu_counts)]
+    pub vcpus: Option<VcpuCounts>,
     /// How IPI targets wait.
     #[arg(long)]
     pub target: Option<TargetWait>,
@@ -214,7 +214,7 @@ pub struct HostArgs {
 /// Flags of `ipivmm run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Number of vCPUs (no more than KVM allows; 255 APIC IDs in xAPIC mode).
+    /// Number of vCPUs (up to KVM_CAP_MAX_VCPUS, at most 1024, in x2APIC mode; at most 255 in xAPIC mode).
     #[arg(long, default_value_t = 2)]
     pub vcpus: usize,
     /// Guest APIC mode: xapic (MMIO ICR at 0xFEE00300) or x2apic (WRMSR 0x830).
@@ -244,9 +244,9 @@ pub struct RunArgs {
     /// Vector of the measured IPIs (0x20..=0xfe; decimal or 0x-hex).
     #[arg(long, default_value = "0x40", value_parser = parse_u8)]
     pub vector: u8,
-    /// Guest RAM in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub memory: u64,
+    /// Guest RAM in MiB (default: 64 up to 2 vCPUs, plus 64 KiB of stack per further vCPU: 83 at 300, 128 at 1024).
+    #[arg(long)]
+    pub memory: Option<u64>,
     /// Watchdog: stop the run after this many seconds and report what each vCPU was doing.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
@@ -326,6 +326,14 @@ fn parse_host_param(s: &str) -> Result<HostParamValues, String> {
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
 
+/// `sweep --vcpus` counts (a newtype: clap treats a bare Vec as repeated values).
+#[derive(Clone, Debug)]
+pub struct VcpuCounts(pub Vec<usize>);
+
+fn parse_vcpu_counts(s: &str) -> Result<VcpuCounts, String> {
+    ipivmm::sweep::vcpus::parse(s).map(VcpuCounts)
+}
+
 fn parse_pin(s: &str) -> Result<CpuList, String> {
     ipivmm::mode::levers::parse_cpu_list(s).map(CpuList)
 }
@@ -354,15 +362,15 @@ impl RunArgs {
         }
         let mut params = [0u64; 8];
         params[..self.params.len()].copy_from_slice(&self.params);
-        let memory_bytes = self.memory.checked_mul(1 << 20).ok_or_else(|| {
-            // The MiB as typed: a byte count saturated here would misquote it.
-            let l = ipivmm::vm::layout::MIN_MEM_BYTES.div_ceil(1 << 20);
-            let h = ipivmm::vm::layout::MAX_MEM_BYTES >> 20;
-            format!(
-                "--memory {} MiB: must be between {l} and {h} MiB",
-                self.memory
-            )
-        })?;
+        let memory_bytes = match self.memory {
+            None => ipivmm::vm::layout::default_mem_bytes(self.vcpus),
+            Some(mib) => mib.checked_mul(1 << 20).ok_or_else(|| {
+                // The MiB as typed: a byte count saturated here would misquote it.
+                let l = ipivmm::vm::layout::min_mem_bytes(self.vcpus).div_ceil(1 << 20);
+                let h = ipivmm::vm::layout::MAX_MEM_BYTES >> 20;
+                format!("--memory {mib} MiB: must be between {l} and {h} MiB")
+            })?,
+        };
         let guest_memory_budget =
             self.guest_memory_budget
                 .checked_mul(1 << 20)

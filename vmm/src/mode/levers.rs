@@ -242,6 +242,13 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// Whether `vcpus` vCPUs outnumber the host CPUs this process may run on
+/// (oversubscribed: vCPU threads wait for each other's time slices).
+pub fn oversubscribed(vcpus: usize) -> bool {
+    let cpus = allowed_cpus().len();
+    cpus > 0 && vcpus > cpus
+}
+
 /// Check a pinning list against the vCPU count and the allowed CPUs.
 pub fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), LeverError> {
     if pin.is_empty() {

@@ -222,6 +222,16 @@ pub enum Infeasible {
     /// No lever inhibits APICv in this combination.
     #[error(transparent)]
     Apicv(#[from] ApicvError),
+    /// The APICv lever moves the highest xAPIC ID onto the broadcast ID.
+    #[error("--vcpus {vcpus} with --apic xapic and the {lever:?} APICv lever: the last vCPU would get APIC ID {id:#x}, beyond xAPIC's 0xFE; use --vcpus {} or fewer, or --apic x2apic", vcpus - 1)]
+    XapicIdSpace {
+        /// vCPUs asked for.
+        vcpus: usize,
+        /// The lever that shifts the IDs.
+        lever: apicv::InhibitLever,
+        /// The highest APIC ID it would give.
+        id: u32,
+    },
 }
 
 /// The one feasibility check: whether `c` can run on `host` (None: not
@@ -241,7 +251,16 @@ pub fn check(c: &VmConfig, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasi
             min,
         });
     }
-    Ok(apicv::plan(host, c.mode())?)
+    let plan = apicv::plan(host, c.mode())?;
+    let last = apicv::apic_id(plan.lever, c.vcpus.saturating_sub(1));
+    if c.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
+        return Err(Infeasible::XapicIdSpace {
+            vcpus: c.vcpus,
+            lever: plan.lever,
+            id: last,
+        });
+    }
+    Ok(plan)
 }
 
 /// Why a feasible combination would measure the same VM as another one on

@@ -88,10 +88,17 @@ pub fn header_line(m: &RunConfig, label: &str) -> String {
         Some(p) => format!("payload {p}"),
         None => format!("workload {} (target {})", m.workload, m.target),
     };
-    format!(
+    let mut line = format!(
         "ipivmm: mode {label}, {what}, {} vCPUs, {} iterations + {} warm-up",
         m.vcpus, m.iterations, m.warmup
-    )
+    );
+    if m.oversubscribed() {
+        line.push_str(&format!(
+            " (oversubscribed: {} vCPUs on {} host CPUs)",
+            m.vcpus, m.host_cpus
+        ));
+    }
+    line
 }
 
 /// The header row of the per-phase tables: vCPU, APIC, the columns of

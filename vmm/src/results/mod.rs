@@ -166,9 +166,19 @@ pub struct RunConfig {
     /// The custom payload, if not the built-in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
+    /// Host CPUs this process could run on (0: unknown, or recorded before
+    /// ipivmm recorded it); more vCPUs than that is oversubscribed.
+    #[serde(default)]
+    pub host_cpus: usize,
 }
 
 impl RunConfig {
+    /// Whether the vCPUs outnumbered the host CPUs (their threads then wait
+    /// for each other's time slices; the payload's barriers halt).
+    pub fn oversubscribed(&self) -> bool {
+        self.host_cpus > 0 && self.vcpus > self.host_cpus
+    }
+
     /// What `c` runs.
     pub fn of(c: &VmConfig) -> Self {
         Self {
@@ -191,6 +201,7 @@ impl RunConfig {
                 PayloadSource::File(p) => Some(p.display().to_string()),
                 PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
             },
+            host_cpus: crate::mode::levers::allowed_cpus().len(),
         }
     }
 

@@ -6,7 +6,7 @@ use super::RunError;
 use crate::config::VmConfig;
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::{self, levers};
-use crate::vm::{load_payload, max_vcpus, open_kvm};
+use crate::vm::{load_payload, max_vcpus, open_kvm, x2apic_api};
 use ipivmm_counters::host::HostInfo;
 use kvm_ioctls::Kvm;
 
@@ -22,6 +22,9 @@ pub struct Prepared {
     pub host: Option<HostInfo>,
     /// How APICv/AVIC is handled for this VM.
     pub plan: ApicvPlan,
+    /// Whether KVM_CAP_X2APIC_API (32-bit IDs, no broadcast quirk) is
+    /// enabled on the VM (`vm::x2apic_api`).
+    pub x2apic_api: bool,
 }
 
 /// Check `config` for a run here; nothing is created yet.
@@ -35,11 +38,15 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         .map_err(crate::vm::VmError::from)?;
     let host = ipivmm_counters::host::probe().ok();
     let plan = mode::check(config, host.as_ref())?;
+    let max_id = crate::mode::apicv::apic_id(plan.lever, config.vcpus.saturating_sub(1));
+    let x2apic_api = x2apic_api::decide(config, x2apic_api::supported(&kvm), max_id)
+        .map_err(crate::vm::VmError::from)?;
     Ok(Prepared {
         config: config.clone(),
         image,
         kvm,
         host,
         plan,
+        x2apic_api,
     })
 }

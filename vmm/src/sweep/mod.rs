@@ -7,6 +7,7 @@
 //! the vendor module to, re-probes the host, and plans with [`plan_stage`]
 //! against the host as it is then.
 pub mod topology;
+pub mod vcpus;
 
 use crate::config::VmConfig;
 use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
@@ -110,6 +111,9 @@ pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
 /// Why a combination is not run on `host`, if it is not: it cannot run
 /// ([`mode::check`]), or it duplicates another (when asked to skip those).
 pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
+    if c.apic == ApicMode::Xapic && c.vcpus > ipivmm_abi::MAX_XAPIC_VCPUS {
+        return Some(crate::config::ConfigError::XapicVcpus(c.vcpus).to_string());
+    }
     match mode::check(c, host) {
         Err(e) => Some(e.to_string()),
         Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => mode::duplicate_of(c, &plan),
@@ -136,6 +140,10 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
                                     workload,
                                     vcpus,
                                     pin: pin.clone(),
+                                    memory_bytes: spec
+                                        .base
+                                        .memory_bytes
+                                        .max(crate::vm::layout::default_mem_bytes(vcpus)),
                                     ..spec.base.clone()
                                 };
                                 out.push((place.clone(), config));

@@ -2,12 +2,16 @@
 //! field by field (no `unsafe` transmute of the struct).
 use crate::config::VmConfig;
 use crate::vm::layout;
-use ipivmm_abi::{BootInfo, ABI_VERSION, BOOT_INFO_MAGIC, BOOT_INFO_SIZE, MAX_VCPUS};
+use ipivmm_abi::{
+    BootInfo, ABI_VERSION, BOOT_APIC_IDS, BOOT_INFO_MAGIC, BOOT_INFO_SIZE, MAX_VCPUS,
+};
 
-/// The BootInfo for `config` with APIC IDs `apic_ids` and TSC frequency `tsc_khz`.
-pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
-    let mut ids = [0u32; MAX_VCPUS];
-    for (slot, id) in ids.iter_mut().zip(apic_ids) {
+/// The BootInfo for `config` with APIC IDs `apic_ids`, TSC frequency
+/// `tsc_khz` and `BOOT_FLAG_*` bits `flags`.
+pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64, flags: u32) -> BootInfo {
+    let mut ids = [0u32; BOOT_APIC_IDS];
+    let mut ext = [0u32; MAX_VCPUS - BOOT_APIC_IDS];
+    for (slot, id) in ids.iter_mut().chain(ext.iter_mut()).zip(apic_ids) {
         *slot = *id;
     }
     BootInfo {
@@ -23,12 +27,13 @@ pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64) -> BootInfo {
         iterations: config.iterations,
         warmup: config.warmup,
         ipi_vector: u32::from(config.ipi_vector),
-        flags: 0,
-        scratch_base: layout::SCRATCH_BASE,
+        flags,
+        scratch_base: layout::scratch_base(config.vcpus),
         scratch_stride: layout::scratch_stride(config.memory_bytes, config.vcpus),
         params: config.params,
         apic_ids: ids,
         halt_settle_ns: u64::try_from(config.halt_settle.as_nanos()).unwrap_or(u64::MAX),
+        apic_ids_ext: ext,
     }
 }
 
@@ -56,6 +61,9 @@ pub fn encode(b: &BootInfo) -> Vec<u8> {
         .iter()
         .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
     out.extend_from_slice(&b.halt_settle_ns.to_le_bytes());
+    b.apic_ids_ext
+        .iter()
+        .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
     out
 }
 
@@ -81,7 +89,7 @@ mod tests {
             params: [1, 2, 3, 4, 5, 6, 7, 8],
             ..Default::default()
         };
-        let bi = build(&cfg, &[0, 1, 7], 2_500_000);
+        let bi = build(&cfg, &[0, 1, 7], 2_500_000, 1);
         let bytes = encode(&bi);
         assert_eq!(bytes.len(), BOOT_INFO_SIZE);
         assert_eq!(
@@ -93,13 +101,37 @@ mod tests {
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, iterations)), 77);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, warmup)), 5);
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, ipi_vector)), 0x40);
+        assert_eq!(field_u32(&bytes, offset_of!(BootInfo, flags)), 1);
         assert_eq!(
             field_u64(&bytes, offset_of!(BootInfo, scratch_base)),
-            layout::SCRATCH_BASE
+            layout::scratch_base(3)
         );
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, params) + 8 * 7), 8);
         let ids = offset_of!(BootInfo, apic_ids);
         assert_eq!(field_u32(&bytes, ids + 8), 7);
         assert_eq!(field_u32(&bytes, ids + 12), 0);
+        // The first ABI's offsets stay where they were.
+        assert_eq!(ids, 144);
+        assert_eq!(offset_of!(BootInfo, halt_settle_ns), 1160);
+    }
+
+    #[test]
+    fn ids_past_254_go_to_the_extension() {
+        let cfg = VmConfig {
+            vcpus: 1024,
+            ..Default::default()
+        };
+        let all: Vec<u32> = (0..1024).map(|i| i + 1000).collect();
+        let bi = build(&cfg, &all, 0, 0);
+        let bytes = encode(&bi);
+        assert_eq!(bytes.len(), BOOT_INFO_SIZE);
+        for v in [0usize, 253, 254, 255, 1023] {
+            assert_eq!(bi.apic_id(v), all[v], "{v}");
+        }
+        let ext = offset_of!(BootInfo, apic_ids_ext);
+        assert_eq!(ext, 1168);
+        assert_eq!(field_u32(&bytes, ext), 1254);
+        assert_eq!(field_u32(&bytes, ext + 4 * (1023 - 254)), 2023);
+        assert_eq!(bi.apic_id(1024), 0);
     }
 }

@@ -8,6 +8,7 @@ pub mod arch;
 pub mod boot_info;
 pub mod kvm_extra;
 pub mod layout;
+pub mod x2apic_api;
 
 use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::{self, InhibitLever};
@@ -81,6 +82,9 @@ pub enum VmError {
     /// Loading the ELF failed.
     #[error("loading the payload ELF failed: {0}")]
     Load(String),
+    /// 32-bit x2APIC IDs needed and not offered.
+    #[error(transparent)]
+    X2apicApi(#[from] x2apic_api::X2apicApiMissing),
 }
 
 fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
@@ -164,6 +168,9 @@ impl Vm {
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
         vm_wide_setup(&fd, config, lever)?;
+        if p.x2apic_api {
+            x2apic_api::enable(&fd).map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X2APIC_API)"))?;
+        }
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
@@ -268,7 +275,12 @@ fn load_guest(
     image_bytes: &[u8],
 ) -> Result<(), VmError> {
     write_system_tables(memory, config.vcpus)?;
-    let info = boot_info::build(config, apic_ids, tsc_khz);
+    let flags = if levers::oversubscribed(config.vcpus) {
+        ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS
+    } else {
+        0
+    };
+    let info = boot_info::build(config, apic_ids, tsc_khz, flags);
     memory
         .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
         .map_err(|e| VmError::Memory(e.to_string()))?;

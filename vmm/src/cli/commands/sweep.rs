@@ -32,6 +32,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let (runs, mut skipped) = plan(&spec, host.as_ref());
+    if let Some(note) = oversubscription_note(&spec) {
+        if !args.quiet {
+            eprintln!("{note}");
+        }
+    }
     if runs.is_empty() && host_sweep.is_none() {
         return fail(format!(
             "nothing to run: all {} combinations are skipped ({})",
@@ -145,9 +150,21 @@ fn validate(spec: &SweepSpec) -> Result<(), String> {
     let max = open_kvm(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
         .map_err(|e| e.to_string())?;
+    // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
+    // usage error, when the sweep also has x2APIC rows.
+    let apic = if spec.apics.contains(&ApicMode::X2apic) {
+        ApicMode::X2apic
+    } else {
+        spec.apics.first().copied().unwrap_or(ApicMode::X2apic)
+    };
     for &vcpus in &spec.vcpus {
         let c = ipivmm::VmConfig {
             vcpus,
+            apic,
+            memory_bytes: spec
+                .base
+                .memory_bytes
+                .max(ipivmm::vm::layout::default_mem_bytes(vcpus)),
             ..spec.base.clone()
         };
         c.validate(max).map_err(|e| e.to_string())?;
@@ -176,8 +193,8 @@ pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
     if let Some(v) = &args.workload {
         spec.workloads = v.clone();
     }
-    if let Some(n) = args.vcpus {
-        spec.vcpus = vec![n];
+    if let Some(v) = &args.vcpus {
+        spec.vcpus = v.0.clone();
     }
     if let Some(v) = &args.host_param {
         spec.host_params = v.0.clone();
@@ -214,11 +231,21 @@ fn apply_preset(spec: &mut SweepSpec, p: Preset) {
         Preset::AvicBroadcast => {
             // Wanpeng Li's report: broadcast, xAPIC vs x2APIC, AVIC on vs off,
             // dedicated vCPUs (HLT exits off, realtime hint), one vCPU per host CPU.
+            // The regression showed at 180 vCPUs: the N curve up to there,
+            // or to what this KVM allows.
             spec.workloads = vec![Workload::Broadcast];
             spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
-            spec.vcpus = vec![host_cpus.len().clamp(2, ipivmm::abi::MAX_VCPUS)];
+            let kvm_max = open_kvm(&spec.base.kvm_device)
+                .map(|k| max_vcpus(&k))
+                .unwrap_or(2);
+            let top = AVIC_BROADCAST_VCPUS.min(kvm_max).max(2);
+            spec.vcpus = ipivmm::sweep::vcpus::range(2, top).unwrap_or_else(|_| vec![2]);
             spec.base.realtime_hint = true;
-            spec.base.disable_exits = hlt_if_allowed();
+            // Dedicated vCPUs: HLT exits off, unless vCPUs outnumber host
+            // CPUs (a vCPU halted in the guest would then hold its CPU).
+            if top <= host_cpus.len() {
+                spec.base.disable_exits = hlt_if_allowed();
+            }
         }
         Preset::IpivUnicast => {
             // The IPIv series: 2 vCPUs, spinning target, xAPIC and x2APIC.
@@ -248,6 +275,25 @@ fn apply_preset(spec: &mut SweepSpec, p: Preset) {
             ];
         }
     }
+}
+
+/// vCPUs of the seed's AVIC broadcast report.
+pub const AVIC_BROADCAST_VCPUS: usize = 180;
+
+/// A note for a sweep whose largest VM outnumbers the host CPUs, if it does.
+fn oversubscription_note(spec: &SweepSpec) -> Option<String> {
+    let cpus = ipivmm::mode::levers::allowed_cpus().len();
+    let n = spec.vcpus.iter().copied().max()?;
+    (cpus > 0 && n > cpus).then(|| {
+        let spin = if spec.base.target_wait == TargetWait::Spin {
+            "; spinning targets each need a time slice per IPI (--target halt-immediate is much faster)"
+        } else {
+            ""
+        };
+        format!(
+            "ipivmm: note: oversubscribed: up to {n} vCPUs on {cpus} host CPUs: rows above {cpus} vCPUs time-share the CPUs{spin}"
+        )
+    })
 }
 
 /// HLT-exit disabling where this KVM allows it (the seed's `cpu-pm=on`).
