@@ -73,7 +73,7 @@ pub const PAYLOAD_END: u64 = 0x0080_0000;
 
 /// xAPIC MMIO base (identity-mapped, uncached).
 pub const XAPIC_BASE: u64 = 0xfee0_0000;
-/// [`BootInfo::flags`]: more vCPUs than host CPUs (oversubscribed), so the
+/// [`BootInfo::flags`]: more than 4 vCPUs per host CPU (heavily oversubscribed), so the
 /// SDK's barrier halts its waiters instead of spinning and the last vCPU to
 /// arrive wakes them with one all-but-self IPI on [`barrier_vector`] (a
 /// spinning waiter would hold a host CPU the others need to arrive).

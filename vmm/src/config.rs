@@ -406,10 +406,11 @@ mod tests {
             c.validate(8),
             Err(ConfigError::ScratchTooSmall { .. })
         ));
-        // The bytes needed are exact, not saturated at u64::MAX.
+        // The bytes needed are exact, not saturated at u64::MAX (8 per
+        // iteration and the 4 KiB per-vCPU block).
         c.iterations = u64::MAX;
         let e = c.validate(8).unwrap_err().to_string();
-        assert!(e.contains("needs 147573952589676412920 bytes"), "{e}");
+        assert!(e.contains("needs 147573952589676417016 bytes"), "{e}");
     }
 
     #[test]

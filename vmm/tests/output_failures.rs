@@ -243,7 +243,7 @@ fn fifo_and_unbounded_inputs_are_refused_at_once() {
 #[test]
 fn sweep_refuses_bad_values_like_run_even_when_quiet() {
     for (flag, value) in [
-        ("--vcpus", "300"),
+        ("--vcpus", "5000"),
         ("--iterations", "0"),
         ("--iterations", "100000000"),
         ("--timeout", "999999999"),

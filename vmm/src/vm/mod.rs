@@ -275,7 +275,7 @@ fn load_guest(
     image_bytes: &[u8],
 ) -> Result<(), VmError> {
     write_system_tables(memory, config.vcpus)?;
-    let flags = if levers::oversubscribed(config.vcpus) {
+    let flags = if levers::halting_barriers(config.vcpus) {
         ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS
     } else {
         0
