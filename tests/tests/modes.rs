@@ -211,6 +211,12 @@ fn kvm_bindings_hlt() -> ipivmm::mode::levers::ExitControls {
         .collect()
 }
 
+/// vCPU 0's APICv state over the measured phase (VM-wide).
+fn measure_apicv(r: &RunReport) -> ipivmm::results::apicv::PhaseApicv {
+    let p = r.vcpus[0].phase_named("measure").expect("a measure phase");
+    p.apicv.clone().expect("APICv state decoded for the phase")
+}
+
 /// The APICv state ipivmm reports is read back from the kernel's own
 /// `kvm_apicv_inhibit_changed` events: without APICv/AVIC the VM is DISABLED
 /// from its creation and no phase is active; with it the measure phase is
@@ -239,12 +245,7 @@ fn apicv_state_agrees_with_the_kernels_inhibit_events() {
         );
         return;
     };
-    let measure = r.vcpus[0]
-        .phase_named("measure")
-        .unwrap()
-        .apicv
-        .clone()
-        .unwrap();
+    let measure = measure_apicv(&r);
     match r.apicv.effective {
         ApicvState::Unavailable => {
             assert!(o.inhibits_at_end.iter().any(|i| i == "DISABLED"), "{o:?}");
@@ -270,12 +271,7 @@ fn apicv_state_agrees_with_the_kernels_inhibit_events() {
                 "the lever {} never took effect: {o:?}",
                 lever.reason
             );
-            let measure = r.vcpus[0]
-                .phase_named("measure")
-                .unwrap()
-                .apicv
-                .clone()
-                .unwrap();
+            let measure = measure_apicv(&r);
             assert!(!measure.active, "{measure:?}");
         }
         other => panic!("APICv state {other:?} on a usable KVM"),
