@@ -395,7 +395,8 @@ main() {
     mount -t proc proc /proc
     mount -t sysfs sys /sys
     mount -t devtmpfs dev /dev
-    mount -t tmpfs tmp /tmp
+    # /tmp stays the initramfs's own (already in RAM): a tmpfs mounted over it
+    # would hide the binaries when the checkout itself lives under /tmp.
     mount -t tracefs nodev /sys/kernel/tracing
     mount -t debugfs nodev /sys/kernel/debug
     mkdir -p $OUT $OUT/tests $OUT/runs
