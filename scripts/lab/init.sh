@@ -102,6 +102,17 @@ run_tests() { # $1: label (suffix of the output names)
             IPIVMM_EXAMPLE_PAYLOAD=$(cat /lab/example-payload) \
             step "test-$n$1" 600 "$t" --test-threads=1 $(cat /lab/tests.skip)
         [ -e "$OUT/test-$n$1.log" ] || continue
+        # Once more after a failure: under TCG a nested guest now and then
+        # faults or stalls (docs/lab.md, "Open"). Both attempts are kept and
+        # the verdict lists every retried binary.
+        if ! grep -q '^test result: ok' "$OUT/test-$n$1.log"; then
+            mv "$OUT/test-$n$1.log" "$OUT/tests/$n$1.first-attempt.log"
+            echo "$n$1" >>"$OUT/retried.txt"
+            IPIVMM_REQUIRE_KVM=1 IPIVMM_REQUIRE_HW_KVM=1 IPIVMM_LIFECYCLE_CYCLES=20 \
+                IPIVMM_EXAMPLE_PAYLOAD=$(cat /lab/example-payload) \
+                step "test-$n$1-retry" 600 "$t" --test-threads=1 $(cat /lab/tests.skip)
+            [ -e "$OUT/test-$n$1-retry.log" ] && mv "$OUT/test-$n$1-retry.log" "$OUT/test-$n$1.log"
+        fi
         mv "$OUT/test-$n$1.log" "$OUT/tests/$n$1.txt"
         grep -E '^test result:' "$OUT/tests/$n$1.txt" | sed "s/^/lab:   $n: /"
     done

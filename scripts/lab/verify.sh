@@ -83,6 +83,10 @@ for t in "$dir"/tests/*.txt; do
     fi
 done
 
+if [ -s "$dir/retried.txt" ]; then
+    echo "test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):"
+    sed 's/^/  /' "$dir/retried.txt"
+fi
 if [ -s "$dir/warnings.txt" ]; then
     echo "warnings:"
     sed 's/^/  /' "$dir/warnings.txt"
