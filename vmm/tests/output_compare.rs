@@ -2,7 +2,8 @@
 //! missing, one-line errors for bad files.
 mod output_fixtures;
 
-use ipivmm::output::compare::{compare, render, Metric};
+use ipivmm::output::compare::{compare, compare_by, render, Dimension};
+use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
@@ -33,21 +34,24 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
         ],
     );
     let c = compare(&[a, b]);
-    assert_eq!(c.names, ["a.json", "b.json"]);
+    assert_eq!(c.columns, ["a.json", "b.json"]);
     let row = c
         .rows
         .iter()
-        .find(|r| r.mode == "kernel/xapic/icr" && r.group.workload == "pingpong")
+        .find(|r| {
+            r.key.mode.as_deref() == Some("kernel/xapic/icr")
+                && r.key.workload.starts_with("pingpong")
+        })
         .unwrap();
     let ratio = |m| row.ratio(m, 1).unwrap();
     // Samples scale linearly with the base: every percentile is 1.5x.
     assert!(
-        (ratio(Metric::P50Cycles) - 1.5).abs() < 1e-9,
+        (ratio(Metric::CyclesPerOpP50) - 1.5).abs() < 1e-9,
         "{}",
-        ratio(Metric::P50Cycles)
+        ratio(Metric::CyclesPerOpP50)
     );
-    assert!((ratio(Metric::P99Cycles) - 1.5).abs() < 1e-9);
-    assert!((ratio(Metric::P50Ns) - 1.5).abs() < 1e-9);
+    assert!((ratio(Metric::CyclesPerOpP99) - 1.5).abs() < 1e-9);
+    assert!((ratio(Metric::NsPerOpP50) - 1.5).abs() < 1e-9);
     // 6 vs 3 exits per IPI; ICR-write exits are one per IPI on both sides.
     assert!(
         (ratio(Metric::ExitsPerIpi) - 2.0).abs() < 1e-9,
@@ -55,34 +59,138 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
         ratio(Metric::ExitsPerIpi)
     );
     assert!((ratio(Metric::IcrExitsPerIpi) - 1.0).abs() < 1e-9);
-    assert_eq!(row.ratio(Metric::P50Cycles, 0), Some(1.0));
+    assert_eq!(row.ratio(Metric::CyclesPerOpP50, 0), Some(1.0));
 
     let x2 = c
         .rows
         .iter()
-        .find(|r| r.mode == "kernel/x2apic/icr")
+        .find(|r| r.key.mode.as_deref() == Some("kernel/x2apic/icr"))
         .unwrap();
-    assert!(x2.cells[1].is_none() && x2.ratio(Metric::P50Cycles, 1).is_none());
+    assert!(x2.cells[1].is_none() && x2.ratio(Metric::CyclesPerOpP50, 1).is_none());
+    // b.json ran pingpong but not in x2APIC: really missing. a.json never
+    // ran a broadcast: one line for the whole workload.
     assert!(
         c.flags
             .iter()
-            .any(|f| f.contains("kernel/x2apic/icr: mode missing in b.json")),
+            .any(|f| f.contains("kernel/x2apic/icr: missing in column b.json")),
         "{:?}",
         c.flags
     );
     assert!(
         c.flags
             .iter()
-            .any(|f| f.starts_with("workload broadcast, 3 vCPUs")
-                && f.ends_with("missing in a.json")),
+            .any(|f| f == "broadcast, target spin not in column a.json"),
         "{:?}",
         c.flags
     );
     let text = render(&c, 0.10, false);
-    assert!(text.contains("1.50 ▲") && text.contains("2.00 ▲"), "{text}");
+    assert!(
+        text.contains("×1.50 ▲") && text.contains("×2.00 ▲"),
+        "{text}"
+    );
     assert!(text.contains("missing"), "{text}");
+    // A broadcast delivers N-1 = 2 IPIs: its rows name the operation and
+    // show both the per-broadcast and the per-IPI figures.
+    assert!(
+        text.contains("cycles/broadcast p50") && text.contains("exits/broadcast"),
+        "{text}"
+    );
     assert!(!text.contains('\x1b'), "no colour when not asked");
     assert!(render(&c, 0.10, true).contains("\x1b[33mwarning"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compare_by_vcpus_lines_up_counts_and_explains_skipped_cells() {
+    let dir = temp_dir("compare-vcpus");
+    let runs: Vec<_> = [2usize, 4, 8]
+        .iter()
+        .flat_map(|n| {
+            let n = n.to_string();
+            let mut v = vec![report(
+                &["--workload", "broadcast", "--vcpus", &n, "--apic", "x2apic"],
+                1_000 * n.parse::<u64>().unwrap(),
+                2,
+            )];
+            if n != "8" {
+                v.push(report(
+                    &["--workload", "broadcast", "--vcpus", &n],
+                    1_000,
+                    2,
+                ));
+            }
+            v
+        })
+        .collect();
+    let path = dir.join("scale.json");
+    let skipped = vec![ipivmm::results::SkippedMode {
+        mode: "broadcast 8v kernel/xapic/icr".into(),
+        reason: "xAPIC IDs stop at 254 (test)".into(),
+    }];
+    std::fs::write(&path, Document::new(runs, skipped).to_json()).unwrap();
+    let docs = vec![("scale.json".to_string(), Document::load(&path).unwrap())];
+    let c = compare_by(&docs, Dimension::Vcpus, None).unwrap();
+    assert_eq!(c.columns, ["2", "4", "8"]);
+    let x2 = c
+        .rows
+        .iter()
+        .find(|r| r.key.mode.as_deref() == Some("kernel/x2apic/icr"))
+        .unwrap();
+    // Samples grow with N: 4x the cost at 8 vCPUs as at 2, and a broadcast
+    // to 8 vCPUs delivers 7 IPIs.
+    assert!((x2.ratio(Metric::CyclesPerOpP50, 2).unwrap() - 4.0).abs() < 1e-9);
+    let s8 = x2.cells[2].as_ref().unwrap();
+    assert_eq!(s8.ipis_per_operation(), Some(7.0));
+    let xa = c
+        .rows
+        .iter()
+        .find(|r| r.key.mode.as_deref() == Some("kernel/xapic/icr"))
+        .unwrap();
+    assert!(xa.cells[2].is_none());
+    assert_eq!(
+        xa.skipped[2].as_deref(),
+        Some("xAPIC IDs stop at 254 (test)")
+    );
+    // The skip is a note, not a warning: nothing is really missing.
+    assert!(c.flags.is_empty(), "{:?}", c.flags);
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    let text = render(&c, 0.10, false);
+    assert!(text.contains("N=8") && text.contains("skipped"), "{text}");
+    // A baseline names a column, or is refused with the choices.
+    let c = compare_by(&docs, Dimension::Vcpus, Some("4")).unwrap();
+    assert_eq!(c.columns, ["4", "2", "8"]);
+    let e = compare_by(&docs, Dimension::Vcpus, Some("16")).unwrap_err();
+    assert!(e.to_string().contains("2, 4, 8"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compare_by_mode_lines_up_modes_recorded_in_separate_files() {
+    let dir = temp_dir("compare-mode");
+    let a = record(&dir, "xapic.json", &[report(&[], 10_000, 4)]);
+    let b = record(
+        &dir,
+        "x2apic.json",
+        &[report(&["--apic", "x2apic"], 5_000, 2)],
+    );
+    let docs = [a, b];
+    // By file nothing lines up, and the comparison says what to do instead.
+    let c = compare(&docs);
+    assert_eq!(c.flags.len(), 1, "{:?}", c.flags);
+    assert!(c.flags[0].contains("--by mode"), "{:?}", c.flags);
+    let c = compare_by(&docs, Dimension::Mode, None).unwrap();
+    assert_eq!(c.columns, ["kernel/xapic/icr", "kernel/x2apic/icr"]);
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!(c.rows[0].key.file, None, "one run per cell: files merged");
+    assert!((c.rows[0].ratio(Metric::CyclesPerOpP50, 1).unwrap() - 0.5).abs() < 1e-9);
+    assert!((c.rows[0].ratio(Metric::ExitsPerIpi, 1).unwrap() - 0.5).abs() < 1e-9);
+    assert!(c.flags.is_empty(), "{:?}", c.flags);
+    // The same mode in both files: the file becomes part of the row.
+    let again = record(&dir, "xapic-again.json", &[report(&[], 11_000, 4)]);
+    let docs = [docs[0].clone(), again];
+    let c = compare_by(&docs, Dimension::Mode, None).unwrap();
+    assert_eq!(c.rows.len(), 2);
+    assert!(c.rows.iter().all(|r| r.key.file.is_some()));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -124,7 +232,7 @@ fn compare_command_reports_bad_files_in_one_line() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        out.contains("cycles/IPI p50") && out.contains("1.00"),
+        out.contains("cycles/round trip p50") && out.contains("×1.00"),
         "{out}"
     );
     assert!(!out.contains('\x1b'), "no colour on a pipe");

@@ -37,6 +37,21 @@ fn schema_round_trips_through_the_model() {
     let total: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
     assert_eq!(total, IPIS);
     assert_eq!(lat["histogram"]["sub_buckets"], 8);
+    // Each run carries its headline metrics, derived from the counters
+    // above: a round trip delivers one IPI, 3 exits per IPI in fixture a.
+    let m = &written["runs"][0]["metrics"];
+    assert_eq!(
+        (&m["operation"], &m["operations"], &m["ipis_delivered"]),
+        (
+            &serde_json::json!("round trip"),
+            &serde_json::json!(IPIS),
+            &serde_json::json!(IPIS)
+        )
+    );
+    assert_eq!(m["ipis_per_operation"], 1.0);
+    assert_eq!(m["exits_per_ipi"], 3.0);
+    assert_eq!(m["exits_per_operation"], 3.0);
+    assert_eq!(m["icr_write_exits_per_ipi"], 1.0);
     // Raw samples stay out of the JSON.
     assert!(written["runs"][0]["vcpus"][0]["phases"][1]
         .get("samples")
@@ -73,7 +88,11 @@ fn csv_parses_with_one_row_per_counter() {
                 .sum::<usize>()
         })
         .sum();
-    assert_eq!(rows.len(), expected);
+    // ... plus one `metrics` row per known headline metric of each run
+    // (a round trip delivers one IPI: all 9 metrics are known here).
+    let metric_rows = rows.iter().filter(|r| &r[14] == "metrics").count();
+    assert_eq!(metric_rows, 2 * ipivmm::results::metrics::Metric::ALL.len());
+    assert_eq!(rows.len(), expected + metric_rows);
     let find = |run: &str, vcpu: &str, phase: &str, source: &str, counter: &str| {
         rows.iter()
             .find(|r| {
@@ -100,6 +119,11 @@ fn csv_parses_with_one_row_per_counter() {
         (&p50[3], &p50[2], &p50[17]),
         ("kernel/xapic/icr", "pingpong", "cycles")
     );
+    // Headline metrics: all vCPUs (vcpu empty), named per operation and per IPI.
+    let m = find("1", "", "measure", "metrics", "exits_per_ipi");
+    assert_eq!((&m[16], &m[17]), ("2", "ratio"));
+    let m = find("0", "", "measure", "metrics", "cycles_per_operation_p50");
+    assert_eq!(&m[16], p50[16].to_string());
     let icr = find(
         "1",
         "0",
@@ -170,7 +194,7 @@ fn charts_are_well_formed_and_name_every_mode() {
     }
     let cycles = texts(&std::fs::read_to_string(&files[0]).unwrap());
     assert!(
-        cycles.contains("TSC cycles per IPI") && cycles.contains("whisker = p99"),
+        cycles.contains("TSC cycles per round trip") && cycles.contains("whisker = p99"),
         "{cycles}"
     );
     // p50 of the kernel/xapic run: 1.49 * 10000 cycles at 2 GHz = 7.45 µs.
@@ -188,6 +212,61 @@ fn charts_are_well_formed_and_name_every_mode() {
     let latency = texts(&std::fs::read_to_string(&files[2]).unwrap());
     assert!(latency.contains("% of samples") && latency.contains("log scale"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_workload_at_several_vcpu_counts_gets_a_scale_chart() {
+    // Broadcast at 2, 4 and 8 vCPUs in two APIC modes: cost doubles with N.
+    let runs: Vec<_> = [2u64, 4, 8]
+        .iter()
+        .flat_map(|&n| {
+            let vcpus = n.to_string();
+            ["xapic", "x2apic"].map(|apic| {
+                report(
+                    &["--workload", "broadcast", "--vcpus", &vcpus, "--apic", apic],
+                    1_000 * n,
+                    2,
+                )
+            })
+        })
+        .collect();
+    let dir = temp_dir("scale");
+    let refs: Vec<&_> = runs.iter().collect();
+    let files = svg::plot_runs(&refs, &dir).unwrap();
+    let scale = dir.join("broadcast-spin-scale.svg");
+    assert!(files.contains(&scale), "{files:?}");
+    let svg = std::fs::read_to_string(&scale).unwrap();
+    let t = texts(&svg);
+    for needle in [
+        "kernel/xapic/icr",
+        "kernel/x2apic/icr",
+        "cycles/broadcast p50",
+        "cycles/IPI p50",
+        "exits/broadcast",
+        "exits/IPI",
+        "vCPUs (log2)",
+    ] {
+        assert!(t.contains(needle), "no {needle:?} in:\n{t}");
+    }
+    // One line per mode in each of the four panels, a point per vCPU count.
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let lines: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter(|n| {
+            n.attribute("points")
+                .is_some_and(|p| p.split_whitespace().count() == 3)
+        })
+        .collect();
+    assert_eq!(lines.len(), 2 * 4, "{svg}");
+    // One vCPU count only: no scale chart.
+    let dir1 = temp_dir("scale-one");
+    let files = svg::plot_runs(&refs[..2], &dir1).unwrap();
+    assert!(files
+        .iter()
+        .all(|f| !f.file_name().unwrap().to_string_lossy().contains("scale")));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir1);
 }
 
 #[test]
@@ -297,8 +376,8 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
     m.latency = LatencyStats::from_samples(&samples, TSC_KHZ);
     m.samples = samples;
     let svg_text = svg::render_latency(
-        &ipivmm::output::summary::summarize(&r).group,
-        &svg::group(vec![(None, ipivmm::output::summary::summarize(&r))])[0].1,
+        &ipivmm::results::summary::summarize(&r).group,
+        &svg::group(vec![(None, ipivmm::results::summary::summarize(&r))])[0].1,
     )
     .unwrap();
     let xml = roxmltree::Document::parse(&svg_text).unwrap();

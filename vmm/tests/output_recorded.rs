@@ -1,8 +1,9 @@
 //! The output formats on results recorded on a development machine
 //! (docs/examples/): charts are well-formed XML naming every mode, compare
 //! gives the ratios the raw JSON implies, the CSV parses.
-use ipivmm::output::compare::{compare, Metric};
+use ipivmm::output::compare::compare;
 use ipivmm::output::{csv, svg};
+use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
 use std::path::PathBuf;
 
@@ -83,8 +84,8 @@ fn compare_of_two_recorded_runs_gives_the_ratios_of_the_raw_figures() {
     assert!(c.flags.is_empty(), "{:?}", c.flags);
     assert_eq!(c.rows.len(), 1);
     let row = &c.rows[0];
-    assert_eq!(row.mode, "kernel/xapic/icr");
-    let got = row.ratio(Metric::P50Cycles, 1).unwrap();
+    assert_eq!(row.key.mode.as_deref(), Some("kernel/xapic/icr"));
+    let got = row.ratio(Metric::CyclesPerOpP50, 1).unwrap();
     assert!((got - p50(&b) / p50(&a)).abs() < 1e-12, "{got}");
     let got = row.ratio(Metric::ExitsPerIpi, 1).unwrap();
     assert!(

@@ -4,7 +4,7 @@
 //! cycles), then a drain: one acked IPI per target, so nothing is still in
 //! flight when the phase ends. Records: ipis, cycles, ipis_per_sec.
 
-use crate::phases::{self, round_robin, serve, stop, Acks, Ctx, Workload};
+use crate::phases::{self, count_wake, round_robin, serve, stop, Acks, Ctx, Workload};
 use ipivmm_guest::ipi::VcpuSet;
 use ipivmm_guest::tsc;
 
@@ -37,6 +37,7 @@ impl Workload for Flood {
         let others = VcpuSet::all_but(0);
         stop(phase, ipivmm_abi::TargetWait::Spin, &others, || {});
         let acks = Acks::snapshot(&others);
+        count_wake(others.len());
         others.iter().for_each(|t| ctx.sender.unicast(t));
         acks.wait_all(&others);
     }

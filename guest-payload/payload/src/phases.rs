@@ -80,6 +80,7 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
     let (warmup, iterations) = (ctx.boot.warmup, ctx.boot.iterations);
     for ((id, name), iters, measure) in [(WARMUP, warmup, false), (MEASURE, iterations, true)] {
         ctx.samples.clear();
+        WAKE_IPIS.store(0, Ordering::Relaxed);
         control::phase_begin(id, name);
         barrier();
         w.body(ctx, id, iters, measure);
@@ -92,10 +93,26 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
             if ctx.samples.dropped() > 0 {
                 control::record(id, "samples_dropped", ctx.samples.dropped());
             }
+            // Only a phase's sender (vCPU 0 in every workload that stops
+            // its targets) counts wake-ups; the others read 0.
+            let wakes = WAKE_IPIS.load(Ordering::Relaxed);
+            if ctx.me == 0 && wakes > 0 {
+                control::record(id, "wake_ipis", wakes);
+            }
             w.records(ctx);
         }
         barrier();
     }
+}
+
+/// IPIs the phase's sender sent to end the phase (wake-ups of halted or
+/// draining targets), outside any measured operation: recorded as
+/// `wake_ipis` so the host can tell a workload's IPIs per operation exactly.
+static WAKE_IPIS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` end-of-phase wake-up IPIs (see [`WAKE_IPIS`]).
+pub fn count_wake(n: usize) {
+    WAKE_IPIS.fetch_add(n as u64, Ordering::Relaxed);
 }
 
 /// Set by a phase's sender to the phase id + 1 when its receivers may leave.
@@ -191,6 +208,7 @@ pub fn stop(phase: u32, wait: TargetWait, targets: &VcpuSet, wake: impl FnOnce()
     STOP.store(stop_value(phase), Ordering::Release);
     if wait != TargetWait::Spin {
         let acks = Acks::snapshot(targets);
+        count_wake(targets.len());
         wake();
         acks.wait_all(targets);
     }

@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::output::compare::Dimension;
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_counters::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
@@ -104,9 +105,15 @@ impl LeverArgs {
 /// Flags of `ipivmm compare`.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Results files (ipivmm.results/1 JSON); the first is the baseline. One file gives a summary.
+    /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline. One file gives a summary.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// What the columns are: one per file (hosts, kernels, dates), per mode label, or per vCPU count; the other dimensions key the rows.
+    #[arg(long, value_enum, default_value_t = Dimension::File)]
+    pub by: Dimension,
+    /// The column the others are divided by (a file name, mode label or vCPU count; default: the first).
+    #[arg(long, value_name = "VALUE")]
+    pub baseline: Option<String>,
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,

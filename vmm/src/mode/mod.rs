@@ -161,6 +161,20 @@ impl From<Workload> for ipivmm_abi::Workload {
 }
 
 impl Workload {
+    /// What one latency sample of the workload times, in tables and the
+    /// `operation` of the JSON metrics: a unicast round trip (one IPI, its
+    /// ack seen), one broadcast (N-1 IPIs), one multicast (one IPI per
+    /// target), one self-IPI, one fire-and-forget send.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Workload::Pingpong | Workload::PingpongHalt | Workload::AllToAll => "round trip",
+            Workload::Broadcast => "broadcast",
+            Workload::Multicast => "multicast",
+            Workload::SelfIpi => "self-IPI",
+            Workload::Flood => "send",
+        }
+    }
+
     /// Fewest vCPUs the workload can run on.
     pub fn min_vcpus(self) -> usize {
         match self {

@@ -4,8 +4,13 @@
 //! `host` (wall_ns), `userspace_exits`, `guest`, `kvm_stats`, `tracepoints`,
 //! `records` (values the payload recorded), the ICR-write-exit figures under
 //! the source they came from, and `latency` (count, min, p50, p90, p99, max,
-//! mean in cycles and, when the TSC rate is known, `*_ns`).
+//! mean in cycles and, when the TSC rate is known, `*_ns`). Each run ends
+//! with its headline metrics (source `metrics`, `vcpu` empty: all vCPUs of
+//! the measured phase; [`crate::results::metrics::Metric`]): per operation
+//! and per delivered IPI.
 use super::OutputError;
+use crate::results::metrics::Metric;
+use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
 
@@ -95,32 +100,57 @@ fn write_run<W: Write>(
     let (run, vcpus) = (index.to_string(), m.vcpus.to_string());
     let (label, workload) = (r.label(), m.workload_label());
     let payload = m.payload.clone().unwrap_or_default();
+    let mut row = |vcpu: &str, apic_id: &str, phase_id: &str, phase: &str, c: [&str; 4]| {
+        w.write_record([
+            origin,
+            &run,
+            &workload,
+            &label,
+            m.irqchip.name(),
+            m.apic.name(),
+            m.ipi.name(),
+            m.target.name(),
+            &vcpus,
+            r.status.name(),
+            vcpu,
+            apic_id,
+            phase_id,
+            phase,
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            &payload,
+        ])
+    };
     for v in &r.vcpus {
         let (vcpu, apic_id) = (v.index.to_string(), v.apic_id.to_string());
         for p in &v.phases {
             let phase_id = p.id.to_string();
             for (source, counter, value, unit) in phase_counters(p) {
-                w.write_record([
-                    origin,
-                    &run,
-                    &workload,
-                    &label,
-                    m.irqchip.name(),
-                    m.apic.name(),
-                    m.ipi.name(),
-                    m.target.name(),
-                    &vcpus,
-                    r.status.name(),
+                row(
                     &vcpu,
                     &apic_id,
                     &phase_id,
                     &p.name,
-                    &source,
-                    &counter,
-                    &value,
-                    unit,
-                    &payload,
-                ])?;
+                    [&source, &counter, &value, unit],
+                )?;
+            }
+        }
+    }
+    if let Some((id, name)) = measured_phase(r) {
+        let s = summarize(r);
+        for metric in Metric::ALL {
+            if let Some(v) = metric.value(&s) {
+                let id = id.to_string();
+                let value = v.to_string();
+                row(
+                    "",
+                    "",
+                    &id,
+                    &name,
+                    ["metrics", metric.key(), &value, metric.unit()],
+                )?;
             }
         }
     }

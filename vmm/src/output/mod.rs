@@ -5,7 +5,9 @@ pub mod compare;
 pub mod csv;
 pub mod dest;
 pub mod progress;
-pub mod summary;
+pub mod scale_chart;
+pub mod sweep_tables;
+
 pub mod svg;
 pub mod text;
 

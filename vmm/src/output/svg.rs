@@ -5,15 +5,20 @@
 //! name), one bar per mode and phase with samples
 //! ([`summary::summarize_phases`]; the built-in workloads sample only their
 //! `measure` phase, a custom payload may sample several):
-//! - `<group>-cycles.svg`: cycles per IPI (per sample for a custom payload)
-//!   at p50 with a p99 whisker;
-//! - `<group>-exits.svg`: VM exits per IPI (per sample), stacked by exit
-//!   reason;
+//! - `<group>-cycles.svg`: cycles per operation (what one sample times: a
+//!   round trip, a broadcast...; a sample for a custom payload) at p50 with
+//!   a p99 whisker;
+//! - `<group>-exits.svg`: VM exits per delivered IPI (per sample), stacked
+//!   by exit reason;
 //! - `<group>-latency.svg`: the latency histogram of every bar, one panel
-//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`]).
-use super::summary::{self, summarize_phases, GroupKey, RunSummary};
+//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`]);
+//! - `<workload>-<target>-scale.svg` where a workload ran at several vCPU
+//!   counts: its figures against N, a line per mode
+//!   ([`super::scale_chart`]).
+use super::scale_chart::{render_scale, scale_groups};
 use super::{human, human_ns, OutputError};
 use crate::results::latency::Histogram;
+use crate::results::summary::{self, summarize_phases, GroupKey, RunSummary};
 use crate::results::Document;
 use crate::run::RunReport;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
@@ -23,7 +28,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-type DrawResult<T> = Result<T, Box<dyn Error>>;
+pub(crate) type DrawResult<T> = Result<T, Box<dyn Error>>;
 
 /// A bar chart: category slots across, a linear value up.
 type BarChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Categories, RangedCoordf64>>;
@@ -47,14 +52,14 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Text anchored at its bottom centre (labels above bars).
 fn above() -> Pos {
     Pos::new(HPos::Center, VPos::Bottom)
 }
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -276,12 +281,13 @@ pub fn tick_label(v: f64) -> String {
     text + suffix
 }
 
-/// The cycles-per-IPI (per sample) chart of one group as SVG text.
+/// The cycles-per-operation chart of one group (per round trip, per
+/// broadcast...; per sample for a custom payload) as SVG text.
 pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let n = labels.len().max(1);
     let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
-    let unit = group.unit();
+    let unit = group.operation;
     let top = bars
         .iter()
         .filter_map(|b| b.summary.latency.as_ref())
@@ -582,7 +588,7 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         let root = root.titled(&format!("{group}: latency histogram per {per}"), (FONT, 24))?;
         let panels = root.split_evenly((n, 1));
         for (i, (b, area)) in bars.iter().zip(panels.iter()).enumerate() {
-            draw_latency_panel(area, i, b, x, group.unit())?;
+            draw_latency_panel(area, i, b, x, group.operation)?;
         }
         root.present()?;
     }
@@ -674,7 +680,7 @@ pub fn plot_summaries(entries: Vec<Entry>, dir: &Path) -> Result<Vec<PathBuf>, O
         problem: e.to_string(),
     })?;
     let mut written = Vec::new();
-    for (key, bars) in group(entries) {
+    for (key, bars) in group(entries.clone()) {
         let slug = key.slug();
         let charts: [(&str, Renderer); 3] = [
             ("cycles", render_cycles),
@@ -690,6 +696,15 @@ pub fn plot_summaries(entries: Vec<Entry>, dir: &Path) -> Result<Vec<PathBuf>, O
             write(&path, &svg)?;
             written.push(path);
         }
+    }
+    for g in scale_groups(&entries) {
+        let path = dir.join(format!("{}.svg", g.slug()));
+        let svg = render_scale(&g).map_err(|e| OutputError::Write {
+            what: path.display().to_string(),
+            problem: e.to_string(),
+        })?;
+        write(&path, &svg)?;
+        written.push(path);
     }
     Ok(written)
 }

@@ -207,7 +207,7 @@ fn sampled_parts(e: &crate::results::ExitReasonCounts) -> Vec<String> {
 fn stat_parts(p: &crate::results::PhaseResult) -> Vec<String> {
     let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
     let mut named = 0;
-    let mut parts: Vec<String> = crate::output::summary::KVM_STAT_REASONS
+    let mut parts: Vec<String> = crate::results::summary::KVM_STAT_REASONS
         .iter()
         .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
         .map(|(k, n)| {

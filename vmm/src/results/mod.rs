@@ -19,6 +19,8 @@ pub mod columns;
 pub mod exits;
 pub mod host;
 pub mod latency;
+pub mod metrics;
+pub mod summary;
 pub mod vcpu;
 
 pub use exits::{ExitCounts, ExitKind};
@@ -346,7 +348,9 @@ pub struct Document {
     /// Why the host could not be fingerprinted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_error: Option<String>,
-    /// The runs, in the order they ran.
+    /// The runs, in the order they ran; each written with its derived
+    /// `metrics` object ([`metrics::RunMetrics`]).
+    #[serde(serialize_with = "metrics::serialize_runs")]
     pub runs: Vec<RunReport>,
     /// Modes that were asked for but skipped.
     #[serde(default)]

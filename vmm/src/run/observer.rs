@@ -6,7 +6,7 @@
 //! halves see the same machine noise.
 use super::{run, RunError, RunOptions};
 use crate::config::{ExitReasons, VmConfig};
-use crate::output::summary;
+use crate::results::summary;
 use ipivmm_devices::serial::SerialSink;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;

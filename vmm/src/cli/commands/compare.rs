@@ -1,5 +1,6 @@
 //! `ipivmm compare A.json B.json ...`: recorded runs side by side, with
-//! ratios to the first file; optional CSV and charts of all of them.
+//! lined up by file, mode or vCPU count (`--by`) with ratios to a baseline;
+//! optional CSV and charts of all of them.
 use super::fail;
 use crate::cli::args::CompareArgs;
 use ipivmm::output::dest::{emit, print_text, Dest, Outputs};
@@ -21,6 +22,11 @@ pub fn main(args: &CompareArgs) -> ExitCode {
             Err(e) => return fail(e),
         }
     }
+    // A baseline that names no column is refused before anything is written.
+    let comparison = match compare::compare_by(&docs, args.by, args.baseline.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     let mut errors = Vec::new();
     if let Some(d) = &outputs.csv {
         let mut bytes = Vec::new();
@@ -47,8 +53,10 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         } else {
             color_stdout()
         };
-        let c = compare::compare(&docs);
-        print_text(&compare::render(&c, args.threshold, color), to_stderr);
+        print_text(
+            &compare::render(&comparison, args.threshold, color),
+            to_stderr,
+        );
     }
     for e in &errors {
         eprintln!("ipivmm: error: {e}");

@@ -3,16 +3,16 @@
 use super::sweep_host::{preflight, run_stages};
 use super::{fail, init_log, status_line};
 use crate::cli::args::{Preset, SweepArgs};
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use ipivmm::mode::levers::{allowed_exit_controls, ExitControl};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::output::dest::{print_text, Outputs};
-use ipivmm::output::{progress::SweepProgress, summary};
+use ipivmm::output::progress::SweepProgress;
+use ipivmm::output::sweep_tables;
 use ipivmm::results::SkippedMode;
 use ipivmm::sweep::{plan, topology, PlannedRun, SweepSpec};
 use ipivmm::vm::{max_vcpus, open_kvm};
 use ipivmm::SerialSink;
-use ipivmm::{run, Document, RunOptions, RunReport, RunStatus};
+use ipivmm::{run, Document, RunOptions, RunReport};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let doc = Document::new(reports, skipped);
     let errors = outputs.write(&doc);
     if !args.quiet {
-        print_text(&render(&doc, wall), outputs.uses_stdout());
+        print_text(&sweep_tables::render(&doc, wall), outputs.uses_stdout());
     }
     for e in errors.iter().chain(&switch_errors) {
         eprintln!("ipivmm: error: {e}");
@@ -305,121 +305,6 @@ fn hlt_if_allowed() -> ipivmm::mode::levers::ExitControls {
         .into_iter()
         .filter(|c| allowed.contains(*c))
         .collect()
-}
-
-fn fmt_opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.digits$}"))
-}
-
-/// One table per workload, a row per run (its label, vCPUs and APICv state),
-/// then the skipped combinations grouped by reason and a summary line.
-pub fn render(doc: &Document, wall: Duration) -> String {
-    let mut out = String::new();
-    let mut workloads: Vec<String> = Vec::new();
-    for r in &doc.runs {
-        let w = r.mode.workload_label();
-        if !workloads.contains(&w) {
-            workloads.push(w);
-        }
-    }
-    for w in workloads {
-        let mut t = Table::new();
-        t.load_style(UTF8_BORDERS_ONLY);
-        t.set_header(vec![
-            "mode",
-            "vCPUs",
-            "APICv",
-            "status",
-            "p50 cycles",
-            "p99 cycles",
-            "p50 µs",
-            "exits/IPI",
-            "ICR-exits/IPI",
-            "IPIs/s",
-        ]);
-        for r in doc.runs.iter().filter(|r| r.mode.workload_label() == w) {
-            t.add_row(row(r));
-        }
-        for c in 4..10 {
-            if let Some(col) = t.column_mut(c) {
-                col.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-        out.push_str(&format!("\n{w}\n{t}\n"));
-    }
-    if let Some((r, o)) = doc
-        .runs
-        .iter()
-        .find_map(|r| Some((r, r.observer_effect.as_ref()?)))
-    {
-        out.push_str(&format!("\n{}, measured on {}\n", o.text(), r.label()));
-    }
-    out.push_str(&skipped_text(&doc.skipped));
-    let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
-    out.push_str(&format!(
-        "\nsweep: {} runs ({} failed), {} skipped, {:.1} s\n",
-        doc.runs.len(),
-        failed,
-        doc.skipped.len(),
-        wall.as_secs_f64()
-    ));
-    out
-}
-
-fn row(r: &RunReport) -> Vec<String> {
-    let s = summary::summarize(r);
-    let lat = s.latency.as_ref();
-    let rate = ipis_per_sec(r, s.ipis, summary::measured_phase(r).map(|(id, _)| id));
-    let status = match &r.status {
-        RunStatus::Completed => "ok",
-        RunStatus::Cancelled => "cancelled",
-        RunStatus::Failed { .. } => "FAILED",
-        RunStatus::TimedOut { .. } => "TIMEOUT",
-        RunStatus::OverBudget { .. } => "OVER BUDGET",
-    };
-    vec![
-        r.label(),
-        r.mode.vcpus.to_string(),
-        r.apicv.effective.to_string(),
-        status.to_string(),
-        fmt_opt(lat.map(|l| l.p50), 0),
-        fmt_opt(lat.map(|l| l.p99), 0),
-        fmt_opt(lat.and_then(|l| l.p50_ns).map(|ns| ns / 1000.0), 1),
-        fmt_opt(s.exits_per_ipi(), 2),
-        fmt_opt(s.icr_exits_per_ipi(), 2),
-        fmt_opt(rate, 0),
-    ]
-}
-
-/// One line per reason: the combinations it covers, without repeating workloads.
-fn skipped_text(skipped: &[SkippedMode]) -> String {
-    if skipped.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("\nskipped {} combinations:\n", skipped.len());
-    let mut by_reason: Vec<(&str, Vec<&str>, usize)> = Vec::new();
-    for s in skipped {
-        let mode = s.mode.split_once(' ').map_or(s.mode.as_str(), |(_, m)| m);
-        match by_reason.iter_mut().find(|(r, _, _)| *r == s.reason) {
-            Some((_, modes, n)) => {
-                *n += 1;
-                if !modes.contains(&mode) {
-                    modes.push(mode);
-                }
-            }
-            None => by_reason.push((&s.reason, vec![mode], 1)),
-        }
-    }
-    for (reason, modes, n) in by_reason {
-        out.push_str(&format!("  {} ({n}): {reason}\n", modes.join(", ")));
-    }
-    out
-}
-
-/// IPIs per second over the measured phase (vCPU 0's window).
-fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<u32>) -> Option<f64> {
-    let wall = r.vcpus.first()?.phase(phase?)?.wall_ns;
-    (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
 }
 
 #[cfg(test)]

@@ -6,8 +6,12 @@
 //!   most latency samples, else the one with the most IPIs sent (tables and
 //!   `compare`); charts draw every phase that has samples
 //!   ([`summarize_phases`]);
-//! - IPIs = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
-//!   vCPU counted sends);
+//! - IPIs sent = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
+//!   vCPU counted sends); IPIs delivered = `ipis_received` summed (sent if
+//!   no vCPU counted receipts); operations = latency samples plus the
+//!   samples the guest dropped (one per round trip, broadcast, multicast,
+//!   self-IPI or send: [`crate::mode::Workload::operation`]); IPIs per
+//!   operation leave out the phase's end-of-phase wake-ups (`wake_ipis`);
 //! - latency: the vCPU's own figures when one vCPU recorded samples; with
 //!   several, p50 is the sample-weighted mean of their p50s and p99 the
 //!   largest p99 (`pooled_vcpus` says how many);
@@ -32,6 +36,9 @@ pub struct GroupKey {
     pub vcpus: usize,
     /// Target wait mode.
     pub target: String,
+    /// What one sample times ([`crate::mode::Workload::operation`]; `sample`
+    /// for a custom payload).
+    pub operation: &'static str,
 }
 
 impl GroupKey {
@@ -43,11 +50,11 @@ impl GroupKey {
         } else {
             format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target)
         };
-        super::slug(&stem)
+        crate::output::slug(&stem)
     }
 
-    /// What one sample (and the per-X figures) counts: `IPI` for the
-    /// built-in workloads, `sample` for a custom payload.
+    /// What the per-X exit figures count: a delivered `IPI` for the
+    /// built-in workloads, a `sample` for a custom payload.
     pub fn unit(&self) -> &'static str {
         if self.payload {
             "sample"
@@ -116,8 +123,18 @@ pub struct RunSummary {
     pub latency: Option<Headline>,
     /// Latency histogram merged over vCPUs.
     pub histogram: Histogram,
-    /// IPIs in the measured phase.
+    /// What one latency sample times ([`crate::mode::Workload::operation`];
+    /// `sample` for a custom payload).
+    pub operation: &'static str,
+    /// Operations in the phase: latency samples plus those the guest dropped.
+    pub operations: u64,
+    /// IPIs sent in the phase (per target).
     pub ipis: u64,
+    /// IPIs delivered in the phase (the targets' handlers counted them).
+    pub ipis_delivered: u64,
+    /// IPIs the sender sent to end the phase (waking its targets), outside
+    /// any operation (the payload's `wake_ipis` record).
+    pub wake_ipis: u64,
     /// ICR-write exits in the measured phase (all vCPUs), when known.
     pub icr_write_exits: Option<u64>,
     /// Exits by reason.
@@ -127,19 +144,59 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// Exits per IPI, when both are known.
+    /// Exits per delivered IPI, when both are known.
     pub fn exits_per_ipi(&self) -> Option<f64> {
         let e = self.exits.as_ref()?;
-        (self.ipis > 0).then(|| e.total as f64 / self.ipis as f64)
+        per(e.total, self.ipis_delivered)
+    }
+
+    /// Exits per operation, when both are known: exits per delivered IPI
+    /// times IPIs per operation, so the end-of-phase wake-ups' exits are
+    /// shared out like their IPIs (exits over operations where a custom
+    /// payload counts no IPIs).
+    pub fn exits_per_operation(&self) -> Option<f64> {
+        let e = self.exits.as_ref()?;
+        self.per_operation(e.total)
+    }
+
+    /// `count` (of the whole phase) per operation, the wake-ups shared out
+    /// as in [`RunSummary::exits_per_operation`].
+    fn per_operation(&self, count: u64) -> Option<f64> {
+        match (per(count, self.ipis_delivered), self.ipis_per_operation()) {
+            (Some(per_ipi), Some(k)) if k > 0.0 => Some(per_ipi * k),
+            _ => per(count, self.operations),
+        }
+    }
+
+    /// Delivered IPIs per operation (1 for a round trip, N-1 for a
+    /// broadcast): the phase's delivered IPIs less its end-of-phase wake-ups.
+    pub fn ipis_per_operation(&self) -> Option<f64> {
+        per(
+            self.ipis_delivered.saturating_sub(self.wake_ipis),
+            self.operations,
+        )
+    }
+
+    /// Median cycles per delivered IPI: the median operation's cycles spread
+    /// over the IPIs one operation delivers.
+    pub fn p50_cycles_per_ipi(&self) -> Option<f64> {
+        let l = self.latency.as_ref()?;
+        Some(l.p50 / self.ipis_per_operation().filter(|&k| k > 0.0)?)
+    }
+
+    /// ICR-write exits per operation, when both are known (shared out as
+    /// in [`RunSummary::exits_per_operation`]).
+    pub fn icr_exits_per_operation(&self) -> Option<f64> {
+        self.per_operation(self.icr_write_exits?)
     }
 
     /// How many of the group's unit ([`GroupKey::unit`]) the phase holds:
-    /// IPIs for the built-in workloads, samples for a custom payload.
+    /// delivered IPIs for the built-in workloads, samples for a custom payload.
     pub fn units(&self) -> u64 {
         if self.group.payload {
             self.latency.as_ref().map_or(0, |l| l.count)
         } else {
-            self.ipis
+            self.ipis_delivered
         }
     }
 
@@ -150,11 +207,14 @@ impl RunSummary {
         (n > 0).then(|| e.total as f64 / n as f64)
     }
 
-    /// ICR-write exits per IPI, when both are known.
+    /// ICR-write exits per delivered IPI, when both are known.
     pub fn icr_exits_per_ipi(&self) -> Option<f64> {
-        let e = self.icr_write_exits?;
-        (self.ipis > 0).then(|| e as f64 / self.ipis as f64)
+        per(self.icr_write_exits?, self.ipis_delivered)
     }
+}
+
+fn per(count: u64, of: u64) -> Option<f64> {
+    (of > 0).then(|| count as f64 / of as f64)
 }
 
 /// KVM binary stats that count exits of one kind (the rest of `exits` is `other`).
@@ -313,11 +373,16 @@ pub fn summarize_phases(run: &Run) -> Vec<RunSummary> {
 
 fn empty_summary(run: &Run) -> RunSummary {
     let m = &run.mode;
+    let operation = match m.payload {
+        Some(_) => "sample",
+        None => m.workload.operation(),
+    };
     let group = GroupKey {
         workload: m.workload_label(),
         payload: m.payload.is_some(),
         vcpus: m.vcpus,
         target: m.target.name().to_string(),
+        operation,
     };
     RunSummary {
         group,
@@ -326,7 +391,11 @@ fn empty_summary(run: &Run) -> RunSummary {
         phase: None,
         latency: None,
         histogram: Histogram::default(),
+        operation,
+        operations: 0,
         ipis: 0,
+        ipis_delivered: 0,
+        wake_ipis: 0,
         icr_write_exits: None,
         exits: None,
         tsc_khz: run.tsc_khz,
@@ -343,11 +412,17 @@ pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
         s.histogram.merge(&l.histogram);
     }
     let sent: u64 = ps.iter().map(|p| p.guest.ipis_sent).sum();
-    s.ipis = if sent > 0 {
-        sent
-    } else {
-        ps.iter().map(|p| p.guest.ipis_received).sum()
-    };
+    let received: u64 = ps.iter().map(|p| p.guest.ipis_received).sum();
+    s.ipis = if sent > 0 { sent } else { received };
+    s.ipis_delivered = if received > 0 { received } else { sent };
+    s.wake_ipis = ps.iter().filter_map(|p| p.records.get("wake_ipis")).sum();
+    s.operations = ps
+        .iter()
+        .map(|p| {
+            p.latency.as_ref().map_or(0, |l| l.count)
+                + p.records.get("samples_dropped").copied().unwrap_or(0)
+        })
+        .sum();
     let icr: Vec<u64> = ps
         .iter()
         .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))

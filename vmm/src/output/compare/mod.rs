@@ -1,0 +1,426 @@
+//! Recorded runs lined up along one dimension (`compare --by`): the files
+//! (different hosts, kernels, dates: the default), the modes, or the vCPU
+//! counts. Each value of that dimension is a column, the baseline first;
+//! every other dimension (file, workload and target wait, vCPUs, mode)
+//! keys the rows. A cell with no run is explained, not just flagged: a
+//! combination the sweep skipped shows its reason as a note; a warning is
+//! only for a run that should be there (its column has the row's workload)
+//! and is not, or one that did not complete. [`render`] writes the table.
+mod render;
+
+pub use render::render;
+
+use crate::results::summary::{summarize, RunSummary};
+use crate::results::{Document, SkippedMode};
+use std::fmt::Write;
+
+/// What the columns of a comparison are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, strum::Display)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Dimension {
+    /// One column per file: hosts, kernels, dates side by side.
+    #[default]
+    File,
+    /// One column per mode label (levers and host setting included).
+    Mode,
+    /// One column per vCPU count: how a figure grows with N.
+    Vcpus,
+}
+
+/// The rows' values of the dimensions that are not columns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowKey {
+    /// Workload (or custom payload) and target wait, e.g. `broadcast, target halt`.
+    pub workload: String,
+    /// File (when the columns are not files).
+    pub file: Option<String>,
+    /// vCPUs (when the columns are not vCPU counts).
+    pub vcpus: Option<usize>,
+    /// Mode label (when the columns are not modes), with "#n" for the n-th
+    /// repeat of a combination in one file.
+    pub mode: Option<String>,
+}
+
+impl std::fmt::Display for RowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.workload)?;
+        if let Some(n) = self.vcpus {
+            write!(f, ", {n} vCPU{}", if n == 1 { "" } else { "s" })?;
+        }
+        if let Some(m) = &self.mode {
+            write!(f, " / {m}")?;
+        }
+        if let Some(file) = &self.file {
+            write!(f, " ({file})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One row: the run of each column, if it has one.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// What the row holds fixed.
+    pub key: RowKey,
+    /// Per column, in column order (baseline first).
+    pub cells: Vec<Option<RunSummary>>,
+    /// Per column: why the cell is empty, when the file recorded a skip.
+    pub skipped: Vec<Option<String>>,
+}
+
+impl Row {
+    /// `metric` of column `col` divided by the baseline's (column 0).
+    pub fn ratio(&self, metric: crate::results::metrics::Metric, col: usize) -> Option<f64> {
+        let base = metric.value(self.cells.first()?.as_ref()?)?;
+        let v = metric.value(self.cells.get(col)?.as_ref()?)?;
+        (base > 0.0).then(|| v / base)
+    }
+
+    /// What one operation of the row is (a round trip, a broadcast...).
+    pub fn operation(&self) -> &'static str {
+        self.cells
+            .iter()
+            .flatten()
+            .map(|s| s.operation)
+            .next()
+            .unwrap_or("op")
+    }
+}
+
+/// The comparison of several documents.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// What the columns are.
+    pub by: Dimension,
+    /// Column values (file names, mode labels or vCPU counts), baseline first.
+    pub columns: Vec<String>,
+    /// Each file and one line describing its host, in input order.
+    pub files: Vec<(String, String)>,
+    /// Rows in order of first appearance.
+    pub rows: Vec<Row>,
+    /// Warnings: runs that should be there and are not, runs that did not
+    /// complete; plus a hint when no row has two columns to compare.
+    pub flags: Vec<String>,
+    /// Notes: cells the files recorded as skipped, grouped by reason.
+    pub notes: Vec<String>,
+}
+
+/// A baseline that names no column.
+#[derive(Debug, thiserror::Error)]
+#[error("--baseline {wanted}: no {by} of that name; the {by} values are: {}", .values.join(", "))]
+pub struct BaselineError {
+    wanted: String,
+    by: Dimension,
+    values: Vec<String>,
+}
+
+fn host_line(d: &Document) -> String {
+    let mut s = match &d.host {
+        Some(h) => format!(
+            "{} ({}), kernel {}, backend {}",
+            h.cpu_model, h.cpu_vendor, h.kernel_release, h.backend
+        ),
+        None => format!(
+            "host unknown ({})",
+            d.host_error.as_deref().unwrap_or("not recorded")
+        ),
+    };
+    let _ = write!(s, ", ipivmm {}", d.ipivmm_version);
+    if let Some(t) = d.recorded_at {
+        let _ = write!(s, ", recorded at {t} (Unix time)");
+    }
+    s
+}
+
+/// A summarized run placed in the comparison.
+struct Placed {
+    key: RowKey,
+    column: String,
+    file: usize,
+    summary: RunSummary,
+}
+
+fn workload_of(s: &RunSummary) -> String {
+    if s.group.payload {
+        format!("payload {}", s.group.workload)
+    } else {
+        format!("{}, target {}", s.group.workload, s.group.target)
+    }
+}
+
+/// Every run of every document with its row key and column value; a
+/// combination repeated in one file gets "#n" on its mode.
+fn place(docs: &[(String, Document)], by: Dimension) -> Vec<Placed> {
+    let mut out: Vec<Placed> = Vec::new();
+    for (fi, (name, d)) in docs.iter().enumerate() {
+        let first = out.len();
+        for run in &d.runs {
+            let s = summarize(run);
+            let (workload, vcpus, label) = (workload_of(&s), s.group.vcpus, s.mode.clone());
+            let repeat = out[first..]
+                .iter()
+                .filter(|p| {
+                    p.summary.mode == label
+                        && p.summary.group.vcpus == vcpus
+                        && workload_of(&p.summary) == workload
+                })
+                .count();
+            let mode = match repeat {
+                0 => label,
+                n => format!("{label} #{}", n + 1),
+            };
+            let (column, key) = match by {
+                Dimension::File => (
+                    name.clone(),
+                    RowKey {
+                        workload,
+                        file: None,
+                        vcpus: Some(vcpus),
+                        mode: Some(mode),
+                    },
+                ),
+                Dimension::Mode => (
+                    mode,
+                    RowKey {
+                        workload,
+                        file: Some(name.clone()),
+                        vcpus: Some(vcpus),
+                        mode: None,
+                    },
+                ),
+                Dimension::Vcpus => (
+                    vcpus.to_string(),
+                    RowKey {
+                        workload,
+                        file: Some(name.clone()),
+                        vcpus: None,
+                        mode: Some(mode),
+                    },
+                ),
+            };
+            out.push(Placed {
+                key,
+                column,
+                file: fi,
+                summary: s,
+            });
+        }
+    }
+    merge_files(&mut out);
+    out
+}
+
+/// Drops the file from the row keys when no cell would hold runs of two
+/// files: then modes (or vCPU counts) recorded in separate files line up.
+fn merge_files(placed: &mut [Placed]) {
+    let bare = |p: &Placed| RowKey {
+        file: None,
+        ..p.key.clone()
+    };
+    let clash = placed.iter().enumerate().any(|(i, a)| {
+        placed[..i]
+            .iter()
+            .any(|b| b.file != a.file && b.column == a.column && bare(b) == bare(a))
+    });
+    if !clash {
+        for p in placed.iter_mut() {
+            p.key.file = None;
+        }
+    }
+}
+
+/// The column values in order: files as given, modes as first seen, vCPU
+/// counts ascending.
+fn columns(docs: &[(String, Document)], placed: &[Placed], by: Dimension) -> Vec<String> {
+    let mut cols: Vec<String> = match by {
+        Dimension::File => docs.iter().map(|(n, _)| n.clone()).collect(),
+        _ => {
+            let mut c: Vec<String> = Vec::new();
+            for p in placed {
+                if !c.contains(&p.column) {
+                    c.push(p.column.clone());
+                }
+            }
+            c
+        }
+    };
+    if by == Dimension::Vcpus {
+        cols.sort_by_key(|c| c.parse::<usize>().unwrap_or(usize::MAX));
+    }
+    cols
+}
+
+/// Why `file` recorded no run for `key` in column `col`, if it skipped it
+/// (skips are labelled `workload Nv mode-label [setting]`).
+fn skip_reason(
+    skipped: &[SkippedMode],
+    by: Dimension,
+    key: &RowKey,
+    col: &str,
+    workload: &str,
+) -> Option<String> {
+    let vcpus = match by {
+        Dimension::Vcpus => col.parse().ok()?,
+        _ => key.vcpus?,
+    };
+    let mode = match by {
+        Dimension::Mode => col,
+        _ => key.mode.as_deref()?,
+    };
+    let prefix = format!("{workload} {vcpus}v ");
+    skipped.iter().find_map(|s| {
+        let rest = s.mode.strip_prefix(&prefix)?;
+        (rest == mode || mode.starts_with(rest) || rest.starts_with(mode)).then(|| s.reason.clone())
+    })
+}
+
+/// Lines up `docs` (name, document) by `by`; the baseline column is
+/// `baseline` when given (a file name, mode label or vCPU count), else the
+/// first.
+pub fn compare_by(
+    docs: &[(String, Document)],
+    by: Dimension,
+    baseline: Option<&str>,
+) -> Result<Comparison, BaselineError> {
+    let placed = place(docs, by);
+    let mut cols = columns(docs, &placed, by);
+    if let Some(b) = baseline {
+        let Some(i) = cols.iter().position(|c| c == b) else {
+            return Err(BaselineError {
+                wanted: b.to_string(),
+                by,
+                values: cols,
+            });
+        };
+        let c = cols.remove(i);
+        cols.insert(0, c);
+    }
+    Ok(line_up(docs, by, &placed, cols))
+}
+
+/// Lines up `docs` by file, the first the baseline.
+pub fn compare(docs: &[(String, Document)]) -> Comparison {
+    let placed = place(docs, Dimension::File);
+    let cols = columns(docs, &placed, Dimension::File);
+    line_up(docs, Dimension::File, &placed, cols)
+}
+
+/// The column of a placed run: its file's (a file given twice is two
+/// columns), else the one of its value.
+fn column_of(p: &Placed, by: Dimension, columns: &[String]) -> usize {
+    match by {
+        Dimension::File => p.file,
+        _ => columns.iter().position(|c| *c == p.column).unwrap_or(0),
+    }
+}
+
+/// The rows of `placed` in `columns`, with the flags and notes of the empty cells.
+fn line_up(
+    docs: &[(String, Document)],
+    by: Dimension,
+    placed: &[Placed],
+    columns: Vec<String>,
+) -> Comparison {
+    let n = columns.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut flags = Vec::new();
+    for p in placed {
+        let col = column_of(p, by, &columns);
+        if !p.summary.completed {
+            flags.push(format!(
+                "{} in column {}: did not complete",
+                p.key, columns[col]
+            ));
+        }
+        let i = match rows.iter().position(|r| r.key == p.key) {
+            Some(i) => i,
+            None => {
+                rows.push(Row {
+                    key: p.key.clone(),
+                    cells: vec![None; n],
+                    skipped: vec![None; n],
+                });
+                rows.len() - 1
+            }
+        };
+        rows[i].cells[col] = Some(p.summary.clone());
+    }
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut whole: Vec<String> = Vec::new();
+    for r in &mut rows {
+        let workload = r
+            .cells
+            .iter()
+            .flatten()
+            .next()
+            .map(|s| s.group.workload.clone());
+        for (ci, col) in columns.iter().enumerate() {
+            if r.cells[ci].is_some() {
+                continue;
+            }
+            // The files that could hold this cell.
+            let files: Vec<usize> = match (by, &r.key.file) {
+                (Dimension::File, _) => vec![ci],
+                (_, Some(f)) => docs.iter().position(|(n, _)| n == f).into_iter().collect(),
+                (_, None) => (0..docs.len()).collect(),
+            };
+            let reason = workload.as_deref().and_then(|w| {
+                files
+                    .iter()
+                    .find_map(|&f| skip_reason(&docs[f].1.skipped, by, &r.key, col, w))
+            });
+            if let Some(reason) = reason {
+                r.skipped[ci] = Some(reason.clone());
+                let what = format!("{} in column {col}", r.key);
+                match notes.iter_mut().find(|(x, _)| *x == reason) {
+                    Some((_, v)) => v.push(what),
+                    None => notes.push((reason, vec![what])),
+                }
+                continue;
+            }
+            // Whether the column measured this workload at all (same file
+            // when the rows are per file).
+            let has_workload = placed.iter().any(|p| {
+                column_of(p, by, &columns) == ci
+                    && p.key.workload == r.key.workload
+                    && r.key.file.as_ref().is_none_or(|f| docs[p.file].0 == *f)
+            });
+            if has_workload {
+                flags.push(format!("{}: missing in column {col}", r.key));
+            } else {
+                let w = format!("{} not in column {col}", r.key.workload);
+                if !whole.contains(&w) {
+                    whole.push(w);
+                }
+            }
+        }
+    }
+    flags.extend(whole);
+    if n > 1 && rows.iter().all(|r| r.cells.iter().flatten().count() < 2) {
+        // Every cell would be flagged: say why once instead.
+        flags.retain(|f| f.ends_with("did not complete"));
+        let others: Vec<String> = [Dimension::File, Dimension::Mode, Dimension::Vcpus]
+            .into_iter()
+            .filter(|d| *d != by)
+            .map(|d| format!("--by {d}"))
+            .collect();
+        flags.push(format!(
+            "no row has runs in two columns, so nothing is compared: the runs differ in more than the {by}; try {}",
+            others.join(" or ")
+        ));
+    }
+    Comparison {
+        by,
+        columns,
+        files: docs
+            .iter()
+            .map(|(n, d)| (n.clone(), host_line(d)))
+            .collect(),
+        rows,
+        flags,
+        notes: notes
+            .into_iter()
+            .map(|(reason, what)| format!("skipped ({reason}): {}", what.join("; ")))
+            .collect(),
+    }
+}

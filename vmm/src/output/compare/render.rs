@@ -1,0 +1,165 @@
+//! The comparison as text: the files and their hosts, one table (rows: the
+//! row key and a metric; columns: the compared values, each but the
+//! baseline with its ratio to it), then the notable changes, the warnings
+//! and the notes.
+use super::{Comparison, Dimension, Row};
+use crate::output::{paint, Tint};
+use crate::results::metrics::Metric;
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use std::fmt::Write;
+
+/// The metrics of a row ([`Metric::shown`]).
+fn metrics_of(r: &Row) -> &'static [Metric] {
+    Metric::shown(
+        r.cells
+            .iter()
+            .flatten()
+            .filter_map(|s| s.ipis_per_operation()),
+    )
+}
+
+fn column_header(c: &Comparison, i: usize) -> String {
+    match c.by {
+        Dimension::File => format!("[{}]", i + 1),
+        Dimension::Mode => c.columns[i].clone(),
+        Dimension::Vcpus => format!("N={}", c.columns[i]),
+    }
+}
+
+/// The row key as table cells: workload, then vCPUs, mode and file where
+/// they are not the columns.
+fn key_cells(c: &Comparison, r: &Row) -> Vec<String> {
+    let mut cells = vec![r.key.workload.clone()];
+    if let Some(n) = r.key.vcpus {
+        cells.push(n.to_string());
+    }
+    if let Some(m) = &r.key.mode {
+        cells.push(m.clone());
+    }
+    if let Some(f) = &r.key.file {
+        let i = c.files.iter().position(|(n, _)| n == f).unwrap_or(0);
+        cells.push(format!("[{}]", i + 1));
+    }
+    cells
+}
+
+fn key_headers(c: &Comparison) -> Vec<String> {
+    let mut h = vec!["workload".to_string()];
+    if c.by != Dimension::Vcpus {
+        h.push("vCPUs".into());
+    }
+    if c.by != Dimension::Mode {
+        h.push("mode".into());
+    }
+    if c.rows.iter().any(|r| r.key.file.is_some()) {
+        h.push("file".into());
+    }
+    h
+}
+
+/// The comparison as text, coloured when `color`; ratios at or beyond
+/// `1 ± threshold` are marked ▲ (higher) / ▼ (lower) and listed.
+pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
+    let mut out = String::new();
+    for (i, (name, host)) in c.files.iter().enumerate() {
+        let base = if c.by == Dimension::File && i == 0 {
+            " (baseline)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "[{}] {name}{base}: {host}", i + 1);
+    }
+    if c.by != Dimension::File {
+        if let Some(b) = c.columns.first() {
+            let _ = writeln!(out, "columns: one per {}, baseline {b}", c.by);
+        }
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    let mut header = key_headers(c);
+    let fixed = header.len() + 1;
+    header.push("metric".into());
+    header.extend((0..c.columns.len()).map(|i| column_header(c, i)));
+    t.set_header(header);
+    let mut notable = Vec::new();
+    for r in &c.rows {
+        for &m in metrics_of(r) {
+            let values: Vec<Option<f64>> = r
+                .cells
+                .iter()
+                .map(|s| s.as_ref().and_then(|s| m.value(s)))
+                .collect();
+            if values.iter().all(Option::is_none) {
+                continue;
+            }
+            let mut row = key_cells(c, r);
+            row.push(m.name(r.operation()));
+            for (i, v) in values.iter().enumerate() {
+                let Some(v) = v else {
+                    row.push(match (&r.cells[i], &r.skipped[i]) {
+                        (Some(_), _) => "-".into(),
+                        (None, Some(_)) => "skipped".into(),
+                        (None, None) => "missing".into(),
+                    });
+                    continue;
+                };
+                let mut cell = m.format(*v);
+                if i > 0 {
+                    if let Some(q) = r.ratio(m, i) {
+                        let mark = if q >= 1.0 + threshold {
+                            Some(("▲", Tint::Red))
+                        } else if q <= 1.0 / (1.0 + threshold) {
+                            Some(("▼", Tint::Green))
+                        } else {
+                            None
+                        };
+                        let _ = write!(cell, " ×{q:.2}");
+                        if let Some((arrow, tint)) = mark {
+                            cell.push(' ');
+                            cell.push_str(arrow);
+                            notable.push((
+                                format!(
+                                    "{} {}: {} is {q:.2}x {}",
+                                    r.key,
+                                    m.name(r.operation()),
+                                    column_header(c, i),
+                                    column_header(c, 0)
+                                ),
+                                tint,
+                            ));
+                        }
+                    }
+                }
+                row.push(cell);
+            }
+            t.add_row(row);
+        }
+    }
+    for col in fixed..(fixed + c.columns.len()) {
+        if let Some(col) = t.column_mut(col) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    let _ = writeln!(
+        out,
+        "×r: ratio to {}; ▲ = higher by {:.0}% or more (slower, more exits), ▼ = lower. \
+         An operation is what one sample times (a round trip, a broadcast...); IPI = one delivered IPI",
+        column_header(c, 0),
+        threshold * 100.0
+    );
+    for (line, tint) in notable {
+        let _ = writeln!(out, "{}", paint(&line, tint, color));
+    }
+    for f in &c.flags {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("warning: {f}"), Tint::Yellow, color)
+        );
+    }
+    for n in &c.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}

@@ -1,0 +1,233 @@
+//! The headline metrics of a run, one home for their names: per operation
+//! (what one latency sample times: one unicast round trip, one broadcast,
+//! one multicast, one self-IPI, one send; [`crate::mode::Workload::operation`])
+//! and per delivered IPI (a broadcast to N vCPUs delivers N-1). Tables,
+//! `compare`, the scale chart, the JSON `metrics` object and the CSV's
+//! `metrics` rows all take their names and figures from [`Metric`].
+use super::summary::RunSummary;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A headline figure of a run's measured phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Median TSC cycles per operation.
+    CyclesPerOpP50,
+    /// 99th-percentile TSC cycles per operation.
+    CyclesPerOpP99,
+    /// Median ns per operation (shown as µs).
+    NsPerOpP50,
+    /// Median cycles per operation divided by the IPIs one operation delivers.
+    CyclesPerIpiP50,
+    /// Delivered IPIs per operation.
+    IpisPerOp,
+    /// VM exits (all vCPUs) per operation.
+    ExitsPerOp,
+    /// VM exits (all vCPUs) per delivered IPI.
+    ExitsPerIpi,
+    /// ICR-write exits per operation.
+    IcrExitsPerOp,
+    /// ICR-write exits per delivered IPI.
+    IcrExitsPerIpi,
+}
+
+impl Metric {
+    /// Every metric, in table order.
+    pub const ALL: [Metric; 9] = [
+        Metric::CyclesPerOpP50,
+        Metric::CyclesPerOpP99,
+        Metric::NsPerOpP50,
+        Metric::CyclesPerIpiP50,
+        Metric::IpisPerOp,
+        Metric::ExitsPerOp,
+        Metric::ExitsPerIpi,
+        Metric::IcrExitsPerOp,
+        Metric::IcrExitsPerIpi,
+    ];
+
+    /// The metrics a table shows for runs whose operations deliver
+    /// `ipis_per_operation` IPIs each (None: unknown): all of them when an
+    /// operation delivers several; for one IPI per operation the per-IPI
+    /// figures would repeat the per-operation ones, so exits are shown per
+    /// IPI alone.
+    pub fn shown(ipis_per_operation: impl IntoIterator<Item = f64>) -> &'static [Metric] {
+        const UNICAST: [Metric; 5] = [
+            Metric::CyclesPerOpP50,
+            Metric::CyclesPerOpP99,
+            Metric::NsPerOpP50,
+            Metric::ExitsPerIpi,
+            Metric::IcrExitsPerIpi,
+        ];
+        if ipis_per_operation
+            .into_iter()
+            .all(|k| (k - 1.0).abs() < 1e-9)
+        {
+            &UNICAST
+        } else {
+            &Metric::ALL
+        }
+    }
+
+    /// The metrics of a scale table or chart (against the vCPU count): for
+    /// operations of several IPIs the cost per operation and per delivered
+    /// IPI and the exits per operation and per IPI; for unicast ones the
+    /// cost per operation and the exits per IPI.
+    pub fn scale(shown: &[Metric]) -> &'static [Metric] {
+        if shown.contains(&Metric::CyclesPerIpiP50) {
+            &[
+                Metric::CyclesPerOpP50,
+                Metric::CyclesPerIpiP50,
+                Metric::ExitsPerOp,
+                Metric::ExitsPerIpi,
+            ]
+        } else {
+            &[Metric::CyclesPerOpP50, Metric::ExitsPerIpi]
+        }
+    }
+
+    /// Key in the JSON `metrics` object and the CSV `counter` column.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::CyclesPerOpP50 => "cycles_per_operation_p50",
+            Metric::CyclesPerOpP99 => "cycles_per_operation_p99",
+            Metric::NsPerOpP50 => "ns_per_operation_p50",
+            Metric::CyclesPerIpiP50 => "cycles_per_ipi_p50",
+            Metric::IpisPerOp => "ipis_per_operation",
+            Metric::ExitsPerOp => "exits_per_operation",
+            Metric::ExitsPerIpi => "exits_per_ipi",
+            Metric::IcrExitsPerOp => "icr_write_exits_per_operation",
+            Metric::IcrExitsPerIpi => "icr_write_exits_per_ipi",
+        }
+    }
+
+    /// Unit in the CSV `unit` column.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::CyclesPerOpP50 | Metric::CyclesPerOpP99 | Metric::CyclesPerIpiP50 => "cycles",
+            Metric::NsPerOpP50 => "ns",
+            _ => "ratio",
+        }
+    }
+
+    /// Table header, naming the operation (`op`: "broadcast", "round trip",
+    /// or "op" where rows of several workloads share a column).
+    pub fn name(self, op: &str) -> String {
+        match self {
+            Metric::CyclesPerOpP50 => format!("cycles/{op} p50"),
+            Metric::CyclesPerOpP99 => format!("cycles/{op} p99"),
+            Metric::NsPerOpP50 => format!("µs/{op} p50"),
+            Metric::CyclesPerIpiP50 => "cycles/IPI p50".into(),
+            Metric::IpisPerOp => format!("IPIs/{op}"),
+            Metric::ExitsPerOp => format!("exits/{op}"),
+            Metric::ExitsPerIpi => "exits/IPI".into(),
+            Metric::IcrExitsPerOp => format!("ICR-write exits/{op}"),
+            Metric::IcrExitsPerIpi => "ICR-write exits/IPI".into(),
+        }
+    }
+
+    /// The figure of a run, when known.
+    pub fn value(self, s: &RunSummary) -> Option<f64> {
+        match self {
+            Metric::CyclesPerOpP50 => s.latency.as_ref().map(|l| l.p50),
+            Metric::CyclesPerOpP99 => s.latency.as_ref().map(|l| l.p99),
+            Metric::NsPerOpP50 => s.latency.as_ref().and_then(|l| l.p50_ns),
+            Metric::CyclesPerIpiP50 => s.p50_cycles_per_ipi(),
+            Metric::IpisPerOp => s.ipis_per_operation(),
+            Metric::ExitsPerOp => s.exits_per_operation(),
+            Metric::ExitsPerIpi => s.exits_per_ipi(),
+            Metric::IcrExitsPerOp => s.icr_exits_per_operation(),
+            Metric::IcrExitsPerIpi => s.icr_exits_per_ipi(),
+        }
+    }
+
+    /// The figure as a table shows it (cycles whole, ns as µs, ratios to
+    /// two places).
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Metric::CyclesPerOpP50 | Metric::CyclesPerOpP99 | Metric::CyclesPerIpiP50 => {
+                format!("{v:.0}")
+            }
+            Metric::NsPerOpP50 => format!("{:.2}", v / 1e3),
+            _ => format!("{v:.2}"),
+        }
+    }
+}
+
+/// The `metrics` object of a run in the JSON document: derived from the
+/// run's counters when written (readers recompute it; it is never read back).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunMetrics {
+    /// The measured phase.
+    pub phase: Option<String>,
+    /// What one operation is.
+    pub operation: &'static str,
+    /// Operations measured (latency samples plus those the guest dropped).
+    pub operations: u64,
+    /// IPIs sent (per target).
+    pub ipis_sent: u64,
+    /// IPIs delivered (counted by the targets' handlers).
+    pub ipis_delivered: u64,
+    /// IPIs sent to end the phase (wake-ups), in neither operation count.
+    pub wake_ipis: u64,
+    /// Where the exit counts came from (`tracepoints`, `kvm_stats`, `userspace_exits`).
+    pub exits_source: Option<&'static str>,
+    /// Every [`Metric`] that is known, by [`Metric::key`].
+    #[serde(flatten)]
+    pub values: BTreeMap<&'static str, f64>,
+}
+
+impl RunMetrics {
+    /// The metrics of a summary.
+    pub fn of(s: &RunSummary) -> Self {
+        Self {
+            phase: s.phase.clone(),
+            operation: s.operation,
+            operations: s.operations,
+            ipis_sent: s.ipis,
+            ipis_delivered: s.ipis_delivered,
+            wake_ipis: s.wake_ipis,
+            exits_source: s.exits.as_ref().map(|e| e.source),
+            values: Metric::ALL
+                .iter()
+                .filter_map(|m| Some((m.key(), m.value(s)?)))
+                .collect(),
+        }
+    }
+}
+
+/// Serializes `runs` each with its `metrics` object (the JSON document's
+/// `runs`), streamed: nothing is held twice.
+pub(super) fn serialize_runs<S: serde::Serializer>(
+    runs: &[super::RunReport],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct WithMetrics<'a> {
+        #[serde(flatten)]
+        run: &'a super::RunReport,
+        metrics: RunMetrics,
+    }
+    s.collect_seq(runs.iter().map(|run| WithMetrics {
+        run,
+        metrics: RunMetrics::of(&super::summary::summarize(run)),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_names_are_unique() {
+        for (i, m) in Metric::ALL.iter().enumerate() {
+            for o in &Metric::ALL[..i] {
+                assert_ne!(m.key(), o.key());
+                assert_ne!(m.name("op"), o.name("op"));
+            }
+        }
+        assert_eq!(
+            Metric::CyclesPerOpP50.name("broadcast"),
+            "cycles/broadcast p50"
+        );
+    }
+}
