@@ -1,0 +1,94 @@
+//! The headline metrics (per operation, per delivered IPI) against the
+//! guest's own counts: for every workload, IPIs per operation is the
+//! workload's fan-out (1 for a round trip, N-1 for a broadcast...), the
+//! end-of-phase wake-ups the payload records are exactly the IPIs sent
+//! outside any operation, and per-operation exits are per-IPI exits times
+//! the fan-out. Runs on any KVM (the counts are the guest's and KVM's).
+use ipivmm::config::VmConfig;
+use ipivmm::mode::{ApicMode, TargetWait, Workload};
+use ipivmm::results::summary::summarize;
+use ipivmm_tests::{kvm_available, run_ok};
+
+const VCPUS: usize = 4;
+const ITERS: u64 = 12;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
+    if !kvm_available("metrics_per_operation_and_per_ipi_agree_with_the_guest_counts") {
+        return;
+    }
+    let others = VCPUS as u64 - 1;
+    // (workload, IPIs one operation delivers, operations in the phase).
+    let cases = [
+        (Workload::Pingpong, 1.0, ITERS),
+        (Workload::Broadcast, others as f64, ITERS),
+        (Workload::Multicast, others as f64, ITERS),
+        (Workload::SelfIpi, 1.0, ITERS * VCPUS as u64),
+        (Workload::AllToAll, 1.0, ITERS * VCPUS as u64 * others),
+    ];
+    for (workload, fan_out, ops) in cases {
+        let c = VmConfig {
+            vcpus: VCPUS,
+            apic: ApicMode::X2apic,
+            workload,
+            target_wait: TargetWait::Halt,
+            iterations: ITERS,
+            warmup: 1,
+            ..Default::default()
+        };
+        let what = workload.name();
+        let r = run_ok(&c);
+        assert!(r.succeeded(), "{what}: {:?}", r.status);
+        let s = summarize(&r);
+        let phases: Vec<_> = r
+            .vcpus
+            .iter()
+            .map(|v| v.phase_named("measure").expect("measure phase"))
+            .collect();
+        let sent: u64 = phases.iter().map(|p| p.guest.ipis_sent).sum();
+        let received: u64 = phases.iter().map(|p| p.guest.ipis_received).sum();
+        assert_eq!(received, sent, "{what}: every IPI delivered");
+        assert_eq!(s.operations, ops, "{what}: one sample per operation");
+        // The wake-ups are what the guest sent beyond its operations.
+        assert_eq!(
+            s.wake_ipis as f64,
+            sent as f64 - ops as f64 * fan_out,
+            "{what}: wake-ups"
+        );
+        let k = s.ipis_per_operation().expect("IPIs per operation");
+        assert!(close(k, fan_out), "{what}: {k} IPIs per operation");
+        let (per_op, per_ipi) = (
+            s.exits_per_operation().expect("exits per operation"),
+            s.exits_per_ipi().expect("exits per IPI"),
+        );
+        assert!(
+            close(per_op, per_ipi * fan_out),
+            "{what}: {per_op} vs {per_ipi}"
+        );
+        let exits = s.exits.as_ref().map_or(0, |e| e.total);
+        assert!(close(per_ipi, exits as f64 / received as f64), "{what}");
+        // ICR writes per operation from the guest: one per broadcast, one per
+        // target for a physical multicast, one per unicast.
+        let icr: u64 = phases.iter().map(|p| p.guest.icr_writes).sum();
+        let icr_per_op = icr as f64 / received as f64 * k;
+        let want = if workload == Workload::Multicast {
+            fan_out
+        } else {
+            1.0
+        };
+        assert!(
+            close(icr_per_op, want),
+            "{what}: {icr_per_op} ICR writes per operation"
+        );
+        // The JSON carries the same figures.
+        let doc = ipivmm::Document::new(vec![r], Vec::new());
+        let json: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+        let m = &json["runs"][0]["metrics"];
+        assert_eq!(m["operation"], workload.operation(), "{what}");
+        assert_eq!(m["ipis_per_operation"].as_f64(), Some(k), "{what}");
+    }
+}
