@@ -358,8 +358,12 @@ pub struct GuestCounters {
     pub hypercalls: u64,
     /// Spurious interrupts taken.
     pub spurious: u64,
-    /// Reserved, zero.
-    pub reserved: u64,
+    /// ICR writes of the SDK's halting barriers (all-but-self wake-ups on
+    /// the barrier vector, `BOOT_FLAG_HALTING_BARRIERS`): not in
+    /// `icr_writes` (not the workload's IPIs), but they reach KVM's ICR
+    /// handling like any other write. Zero from payloads that predate it
+    /// (the field was reserved, zero).
+    pub barrier_icr_writes: u64,
 }
 
 /// One request through the control port. Lives in guest memory; the port

@@ -236,7 +236,7 @@ pub fn decode_msg(bytes: &[u8; CONTROL_MSG_SIZE]) -> Result<RawControlMsg, Contr
         eois: le_u64(bytes, c + offset_of!(GuestCounters, eois)),
         hypercalls: le_u64(bytes, c + offset_of!(GuestCounters, hypercalls)),
         spurious: le_u64(bytes, c + offset_of!(GuestCounters, spurious)),
-        reserved: le_u64(bytes, c + offset_of!(GuestCounters, reserved)),
+        barrier_icr_writes: le_u64(bytes, c + offset_of!(GuestCounters, barrier_icr_writes)),
     };
     Ok(RawControlMsg {
         kind,
@@ -512,7 +512,7 @@ mod tests {
             eois: 5,
             hypercalls: 6,
             spurious: 7,
-            reserved: 8,
+            barrier_icr_writes: 8,
         }
     }
 
@@ -552,7 +552,7 @@ mod tests {
             c.eois,
             c.hypercalls,
             c.spurious,
-            c.reserved,
+            c.barrier_icr_writes,
         ];
         for (i, v) in vals.iter().enumerate() {
             put(offset_of!(ControlMsg, counters) + 8 * i, &v.to_le_bytes());

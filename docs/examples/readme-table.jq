@@ -1,4 +1,4 @@
-["mode", "p50 cycles/IPI", "p99 cycles/IPI", "p50 µs", "exits/IPI", "ICR-write exits/IPI"],
+["mode", "cycles/round trip p50", "cycles/round trip p99", "µs/round trip p50", "exits/IPI", "ICR-write exits/IPI"],
 ["---", "---:", "---:", "---:", "---:", "---:"],
 (.[].runs[]
  | [.vcpus[].phases[] | select(.name == "measure")] as $m

@@ -27,8 +27,9 @@ def missing_exit_reasons:
 
 def icr_exit_mismatch:
   .runs[] | select(.mode.ipi == "icr") as $r | $r.vcpus[] as $v | $v | measured
-  | select(.guest.icr_writes > 0 and (.icr_write_exits.exits // -1) != .guest.icr_writes)
-  | "\($r | runlabel) vcpu\($v.index): \(.guest.icr_writes) ICR writes, \(.icr_write_exits.exits // "no") ICR-write exits (\(.icr_write_exits.source // "-"))";
+  | (.guest.icr_writes + (.guest.barrier_icr_writes // 0)) as $writes
+  | select(.guest.icr_writes > 0 and (.icr_write_exits.exits // -1) != $writes)
+  | "\($r | runlabel) vcpu\($v.index): \($writes) ICR writes (halting barriers included), \(.icr_write_exits.exits // "no") ICR-write exits (\(.icr_write_exits.source // "-"))";
 
 def pv_mismatch:
   .runs[] | select(.mode.ipi == "pv") as $r | $r.vcpus[] as $v | $v | measured

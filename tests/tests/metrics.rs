@@ -92,3 +92,51 @@ fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
         assert_eq!(m["ipis_per_operation"].as_f64(), Some(k), "{what}");
     }
 }
+
+#[test]
+fn halting_barrier_wakeups_are_counted_apart_from_the_workloads_icr_writes() {
+    let test = "halting_barrier_wakeups_are_counted_apart_from_the_workloads_icr_writes";
+    if !kvm_available(test) {
+        return;
+    }
+    // More vCPUs than 4 per host CPU: the payload's barriers halt, and the
+    // last vCPU to arrive wakes the others with an ICR write of its own.
+    let host_cpus = ipivmm::mode::levers::allowed_cpus().len().max(1);
+    let vcpus = (4 * host_cpus + 4).min(64);
+    let c = VmConfig {
+        vcpus,
+        apic: ApicMode::X2apic,
+        workload: Workload::Broadcast,
+        target_wait: TargetWait::Halt,
+        iterations: 6,
+        warmup: 1,
+        ..Default::default()
+    };
+    let r = run_ok(&c);
+    assert!(r.succeeded(), "{:?}", r.status);
+    let phases: Vec<_> = r
+        .vcpus
+        .iter()
+        .map(|v| v.phase_named("measure").expect("measure phase"))
+        .collect();
+    let barrier: u64 = phases.iter().map(|p| p.guest.barrier_icr_writes).sum();
+    let workload: u64 = phases.iter().map(|p| p.guest.icr_writes).sum();
+    assert!(
+        barrier > 0,
+        "{vcpus} vCPUs on {host_cpus} CPUs: halting barriers expected"
+    );
+    // 6 broadcasts and the wake-up, one ICR write each.
+    assert_eq!(workload, 7);
+    let s = summarize(&r);
+    assert_eq!(s.barrier_icr_writes, barrier);
+    if let Some(exits) = s.icr_write_exits {
+        // KVM saw every write; the metric keeps the workload's.
+        assert_eq!(exits, workload + barrier, "ICR-write exits");
+        let per_op = s.icr_exits_per_operation().expect("per operation");
+        assert!(close(per_op, 1.0), "{per_op} ICR-write exits per broadcast");
+    } else {
+        eprintln!(
+            "{test}: no ICR-write exit counter here (tracepoints); checked the guest counts only"
+        );
+    }
+}

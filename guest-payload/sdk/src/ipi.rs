@@ -87,9 +87,10 @@ pub fn send_shorthand(shorthand: Shorthand, vector: u8, targets: u64) {
 }
 
 /// Wakes every other vCPU from a halting barrier: one all-but-self IPI on
-/// the barrier vector, not counted in the guest counters (it is not one of
-/// the workload's IPIs).
+/// the barrier vector, counted apart (`barrier_icr_writes`: it is not one
+/// of the workload's IPIs, but the host sees its ICR write).
 pub fn wake_barrier_waiters() {
+    crate::percpu::bump(&crate::percpu::current().counters.barrier_icr_writes, 1);
     let vector = ipivmm_abi::barrier_vector(runtime::ipi_vector());
     apic::current().write_icr(0, icr_low(vector, false, Shorthand::AllButSelf));
 }

@@ -49,6 +49,8 @@ pub struct Counters {
     pub hypercalls: AtomicU64,
     /// Spurious interrupts taken.
     pub spurious: AtomicU64,
+    /// ICR writes of halting-barrier wake-ups (not in `icr_writes`).
+    pub barrier_icr_writes: AtomicU64,
 }
 
 impl Counters {
@@ -62,7 +64,7 @@ impl Counters {
             eois: self.eois.load(Ordering::Relaxed),
             hypercalls: self.hypercalls.load(Ordering::Relaxed),
             spurious: self.spurious.load(Ordering::Relaxed),
-            reserved: 0,
+            barrier_icr_writes: self.barrier_icr_writes.load(Ordering::Relaxed),
         }
     }
 }

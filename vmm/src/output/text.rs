@@ -54,14 +54,20 @@ pub fn render(r: &RunReport) -> String {
     let lat = latency_table(r);
     if let Some((t, more)) = lat {
         let per = match &m.payload {
-            Some(_) => "latency per sample (as the payload measured it), cycles and ns",
-            None => "latency per IPI (round trip for ping-pong), cycles and ns",
+            Some(_) => "latency per sample (as the payload measured it), cycles and ns".to_string(),
+            None => format!(
+                "latency per {} (what one sample times), cycles and ns",
+                m.workload.operation()
+            ),
         };
         let _ = writeln!(out, "\n{per}");
         let _ = writeln!(out, "{t}");
         if more > 0 {
             let _ = writeln!(out, "... {more} more rows (see the JSON)");
         }
+    }
+    if let Some(line) = metrics_line(r) {
+        let _ = writeln!(out, "\n{line}");
     }
     for v in &r.vcpus {
         if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
@@ -375,4 +381,23 @@ fn latency_table(r: &RunReport) -> Option<(Table, usize)> {
         }
     }
     Some((t, more))
+}
+/// The headline metrics of the measured phase in one line
+/// ([`crate::results::metrics::Metric::shown`]), e.g. `headline ('measure',
+/// all vCPUs): cycles/broadcast p50 26720070, ..., exits/IPI 13.71`.
+fn metrics_line(r: &RunReport) -> Option<String> {
+    let s = crate::results::summary::summarize(r);
+    let phase = s.phase.clone()?;
+    let shown = crate::results::metrics::Metric::shown(s.ipis_per_operation());
+    let parts: Vec<String> = shown
+        .iter()
+        .filter_map(|m| {
+            Some(format!(
+                "{} {}",
+                m.name(s.operation),
+                m.format(m.value(&s)?)
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("headline ('{phase}', all vCPUs): {}", parts.join(", ")))
 }

@@ -135,6 +135,11 @@ pub struct RunSummary {
     /// IPIs the sender sent to end the phase (waking its targets), outside
     /// any operation (the payload's `wake_ipis` record).
     pub wake_ipis: u64,
+    /// The workload's ICR writes in the phase (guest count, all vCPUs).
+    pub icr_writes: u64,
+    /// ICR writes of halting-barrier wake-ups in the phase (not the
+    /// workload's; counted by KVM's ICR handling all the same).
+    pub barrier_icr_writes: u64,
     /// ICR-write exits in the measured phase (all vCPUs), when known.
     pub icr_write_exits: Option<u64>,
     /// Exits by reason.
@@ -187,7 +192,22 @@ impl RunSummary {
     /// ICR-write exits per operation, when both are known (shared out as
     /// in [`RunSummary::exits_per_operation`]).
     pub fn icr_exits_per_operation(&self) -> Option<f64> {
-        self.per_operation(self.icr_write_exits?)
+        let e = self.workload_icr_exits()?;
+        match (self.ipis_delivered, self.ipis_per_operation()) {
+            (d, Some(k)) if d > 0 && k > 0.0 => Some(e / d as f64 * k),
+            _ => (self.operations > 0).then(|| e / self.operations as f64),
+        }
+    }
+
+    /// ICR-write exits of the workload's own writes: the phase's, less the
+    /// halting barriers' share (their writes exit like the others).
+    fn workload_icr_exits(&self) -> Option<f64> {
+        let exits = self.icr_write_exits? as f64;
+        let all = self.icr_writes + self.barrier_icr_writes;
+        Some(match all {
+            0 => exits,
+            _ => exits * self.icr_writes as f64 / all as f64,
+        })
     }
 
     /// How many of the group's unit ([`GroupKey::unit`]) the phase holds:
@@ -207,9 +227,11 @@ impl RunSummary {
         (n > 0).then(|| e.total as f64 / n as f64)
     }
 
-    /// ICR-write exits per delivered IPI, when both are known.
+    /// ICR-write exits of the workload's writes (the halting barriers'
+    /// wake-ups left out) per delivered IPI, when both are known.
     pub fn icr_exits_per_ipi(&self) -> Option<f64> {
-        per(self.icr_write_exits?, self.ipis_delivered)
+        let e = self.workload_icr_exits()?;
+        (self.ipis_delivered > 0).then(|| e / self.ipis_delivered as f64)
     }
 }
 
@@ -396,6 +418,8 @@ fn empty_summary(run: &Run) -> RunSummary {
         ipis: 0,
         ipis_delivered: 0,
         wake_ipis: 0,
+        icr_writes: 0,
+        barrier_icr_writes: 0,
         icr_write_exits: None,
         exits: None,
         tsc_khz: run.tsc_khz,
@@ -428,6 +452,8 @@ pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
         .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))
         .collect();
     s.icr_write_exits = (!icr.is_empty()).then(|| icr.iter().sum());
+    s.barrier_icr_writes = ps.iter().map(|p| p.guest.barrier_icr_writes).sum();
+    s.icr_writes = ps.iter().map(|p| p.guest.icr_writes).sum();
     s.exits = breakdown(&ps);
     s
 }

@@ -24,6 +24,10 @@ pub struct GuestDelta {
     pub hypercalls: u64,
     /// Spurious interrupts.
     pub spurious: u64,
+    /// ICR writes of the SDK's halting-barrier wake-ups (not in
+    /// `icr_writes`; 0 in older files).
+    #[serde(default)]
+    pub barrier_icr_writes: u64,
 }
 
 impl GuestDelta {
@@ -37,11 +41,20 @@ impl GuestDelta {
             eois: end.eois.saturating_sub(begin.eois),
             hypercalls: end.hypercalls.saturating_sub(begin.hypercalls),
             spurious: end.spurious.saturating_sub(begin.spurious),
+            barrier_icr_writes: end
+                .barrier_icr_writes
+                .saturating_sub(begin.barrier_icr_writes),
         }
     }
 
+    /// Every ICR write the vCPU issued: the workload's and the halting
+    /// barriers' (what KVM's ICR handling saw).
+    pub fn all_icr_writes(&self) -> u64 {
+        self.icr_writes.saturating_add(self.barrier_icr_writes)
+    }
+
     /// Every counter with its name, in the order of the ABI.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
+    pub fn named(&self) -> [(&'static str, u64); 8] {
         [
             ("icr_writes", self.icr_writes),
             ("ipis_sent", self.ipis_sent),
@@ -50,6 +63,7 @@ impl GuestDelta {
             ("eois", self.eois),
             ("hypercalls", self.hypercalls),
             ("spurious", self.spurious),
+            ("barrier_icr_writes", self.barrier_icr_writes),
         ]
     }
 }

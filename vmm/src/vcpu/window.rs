@@ -241,7 +241,7 @@ impl Sources {
             // With ipivmm's LAPIC every ICR write exits to userspace: exact.
             Some(&exits) => Some(IcrExits {
                 exits,
-                accelerated: guest_delta.icr_writes.saturating_sub(exits),
+                accelerated: guest_delta.all_icr_writes().saturating_sub(exits),
                 source: "user_lapic".into(),
             }),
             None => self.icr_exits(&tracepoints, &guest_delta),
@@ -280,7 +280,7 @@ impl Sources {
         let exits = ipivmm_counters::specs::icr_write_exits(trace)?;
         Some(IcrExits {
             exits,
-            accelerated: guest.icr_writes.saturating_sub(exits),
+            accelerated: guest.all_icr_writes().saturating_sub(exits),
             source: ICR_EXITS_SOURCE.into(),
         })
     }
