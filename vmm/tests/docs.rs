@@ -490,6 +490,17 @@ const SH_BLOCKS: &[(&str, How)] = &[
         },
     ),
     (
+        "ipivmm sweep --workload broadcast --apic xapic,x2apic --vcpus 2..1024 --target halt --iterations 5 --json scale.json --plot charts/",
+        How::Run {
+            cwd: TEMP,
+            kvm: true,
+            // The same commands at 2 and 4 vCPUs, one irqchip: seconds, not minutes.
+            subst: &[("2..1024 --target halt", "2..4 --target halt --irqchip kernel")],
+            setup: "",
+            expect: None,
+        },
+    ),
+    (
         "rustup target add x86_64-unknown-none",
         How::NotHere("needs the network and the x86_64-unknown-none target (the docs say it is untested here)"),
     ),

@@ -1,7 +1,8 @@
 //! The scale chart: how a workload's figures grow with the vCPU count, one
 //! line per mode, one panel per metric ([`Metric::scale`]: cost per
 //! operation and per delivered IPI, exits per operation and per IPI), the
-//! vCPU count across on a log2 axis. Written as `<workload>-<target>-scale.svg`
+//! vCPU count across on a log2 axis, a panel's values on a log axis when
+//! they span more than a factor of 20 (and none is below 1). Written as `<workload>-<target>-scale.svg`
 //! by `--plot` for every workload that ran at two or more vCPU counts.
 use super::svg::{color, DrawResult, Entry, LogAxis, FONT};
 use crate::results::metrics::Metric;
@@ -215,8 +216,8 @@ fn draw_panel(
         return Ok(());
     }
     let x_desc = "vCPUs (log2)";
-    if matches!(m, Metric::CyclesPerOpP50 | Metric::CyclesPerIpiP50) {
-        // Costs span decades as N grows: log scale.
+    if lo >= 1.0 && hi / lo > 20.0 {
+        // Figures that span decades as N grows (costs, exits per broadcast): log scale.
         let y = LogAxis::new(lo / 1.5, hi * 1.5);
         let mut chart = ChartBuilder::on(area)
             .margin(12)
