@@ -113,7 +113,11 @@ impl RunStatus {
 /// Timings of a run, in ns.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timings {
-    /// From the caller's start to the VM being ready.
+    /// From the caller's start to the VM being ready: every vCPU created
+    /// and set up, its thread started with its KVM stats open and waiting
+    /// to start (the last one's arrival). Tracepoints are opened later, at
+    /// each vCPU's first phase marker, so they show in `first_message_ns`
+    /// only as the spawning they delay.
     pub setup_ns: u64,
     /// From the caller's start to the payload's first control message.
     pub first_message_ns: Option<u64>,

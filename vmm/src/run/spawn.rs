@@ -92,6 +92,7 @@ pub fn spawn(
         ended: ended.try_clone().map_err(host("eventfd"))?,
         first_message: OnceLock::new(),
         start: Barrier::new(c.vcpus + 1),
+        ready: OnceLock::new(),
         inhibits,
         budget: devices.budget.clone(),
     });
@@ -124,8 +125,11 @@ pub fn spawn(
         // hold only their own fds, which the process exit reclaims.
         threads.push(spawned.map_err(|e| RunError::Host(format!("spawning vcpu{index}: {e}")))?);
     }
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    shared.start.wait();
+    shared.arrive();
+    // Ready when the last vCPU thread has opened its counters and waits:
+    // the threads set up in parallel with the spawning of the next ones.
+    let ready = shared.ready.get().copied().unwrap_or_else(Instant::now);
+    let setup_ns = ready.saturating_duration_since(started).as_nanos() as u64;
     Ok(Running {
         threads,
         shared,

@@ -34,6 +34,9 @@ pub struct Shared {
     pub first_message: OnceLock<Instant>,
     /// Released when every vCPU is set up, so all start together.
     pub start: Barrier,
+    /// When the last thread reached `start` (the VM was ready): set by the
+    /// barrier's leader.
+    pub ready: OnceLock<Instant>,
     /// The APICv inhibit changes every thread of the VM saw.
     pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
     /// The run's guest memory budget.
@@ -41,6 +44,13 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Wait on `start`; the thread that releases it records `ready`.
+    pub fn arrive(&self) {
+        if self.start.wait().is_leader() {
+            self.ready.get_or_init(Instant::now);
+        }
+    }
+
     /// The result slot of vCPU `index`, even if a thread panicked holding it.
     pub fn result(&self, index: usize) -> MutexGuard<'_, VcpuResult> {
         self.results[index]
@@ -90,7 +100,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         inhibits,
     );
     env.shared.result(env.index).sources = sources.status.clone();
-    env.shared.start.wait();
+    env.shared.arrive();
     let mut run_loop = RunLoop {
         vcpu: &mut vcpu,
         env: &env,
