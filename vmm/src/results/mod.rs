@@ -127,6 +127,12 @@ pub struct Timings {
     /// pages the payload touched.
     #[serde(default)]
     pub peak_rss_kib: Option<u64>,
+    /// Guest RAM resident at the end of the run (mincore), KiB: the part of
+    /// `peak_rss_kib` that is the guest's, so the VMM's own is about
+    /// `peak_rss_kib - guest_resident_kib` (guest pages are never freed
+    /// during a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_resident_kib: Option<u64>,
 }
 
 /// What a run ran: its mode, workload and levers (the `mode` object of the
