@@ -243,7 +243,7 @@ fn resolve(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&Path>) -> 
         None => Tracefs::find().map_err(|e| e.to_string()),
     };
     let (tracefs, why_no_tracefs) = match found {
-        Ok(t) => (Some(t), None),
+        Ok(t) => (Some(t.with_format_cache()), None),
         Err(e) => (None, Some(e)),
     };
     let selection = match isa {
