@@ -244,7 +244,7 @@ pub fn parse_id(text: &str) -> Result<u64> {
 
 /// Event formats parsed once and shared by every clone of a [`Tracefs`]
 /// made with [`Tracefs::with_format_cache`].
-type FormatCache = Arc<Mutex<HashMap<(String, String), EventFormat>>>;
+type FormatCache = Arc<Mutex<HashMap<(String, String), Arc<EventFormat>>>>;
 
 /// A located tracefs mount.
 #[derive(Debug, Clone)]
@@ -328,14 +328,26 @@ impl Tracefs {
 
     /// The parsed `format` of event `system:name`.
     pub fn event_format(&self, system: &str, name: &str) -> Result<EventFormat> {
+        self.event_format_shared(system, name)
+            .map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Tracefs::event_format`], shared: with a format cache, every caller
+    /// gets the one parsed copy.
+    pub fn event_format_shared(&self, system: &str, name: &str) -> Result<Arc<EventFormat>> {
+        let parse = || -> Result<Arc<EventFormat>> {
+            Ok(Arc::new(parse_format(
+                &self.read_event_file(system, name, "format")?,
+            )?))
+        };
         let Some(cache) = &self.formats else {
-            return parse_format(&self.read_event_file(system, name, "format")?);
+            return parse();
         };
         let key = (system.to_string(), name.to_string());
         if let Some(f) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(f);
         }
-        let f = parse_format(&self.read_event_file(system, name, "format")?)?;
+        let f = parse()?;
         if let Ok(mut c) = cache.lock() {
             c.insert(key, f.clone());
         }
