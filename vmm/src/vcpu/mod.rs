@@ -44,10 +44,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Wait on `start`; the thread that releases it records `ready`.
+    /// Wait on `start`; the thread that releases it (the last to arrive)
+    /// records when it arrived as `ready`, taken before the wait so that
+    /// no released thread runs before it.
     pub fn arrive(&self) {
+        let arrived = Instant::now();
         if self.start.wait().is_leader() {
-            self.ready.get_or_init(Instant::now);
+            self.ready.get_or_init(|| arrived);
         }
     }
 
