@@ -96,6 +96,7 @@ pub fn spawn(
         first_message: OnceLock::new(),
         start: Barrier::new(c.vcpus + 1),
         ready: OnceLock::new(),
+        stats_layout: OnceLock::new(),
         inhibits,
         budget: devices.budget.clone(),
     });

@@ -37,6 +37,9 @@ pub struct Shared {
     /// When the last thread reached `start` (the VM was ready): set by the
     /// barrier's leader.
     pub ready: OnceLock<Instant>,
+    /// The KVM stats layout of the VM's vCPUs, parsed by the first vCPU
+    /// thread and shared by the others (the same for every vCPU).
+    pub stats_layout: OnceLock<Arc<[ipivmm_counters::kvm_stats::StatDesc]>>,
     /// The APICv inhibit changes every thread of the VM saw.
     pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
     /// The run's guest memory budget.
@@ -101,6 +104,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         env.user_apic.clone(),
         env.index,
         inhibits,
+        &env.shared.stats_layout,
     );
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.arrive();
