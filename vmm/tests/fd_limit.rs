@@ -26,17 +26,18 @@ fn sources(doc: &serde_json::Value, vcpu: usize) -> Vec<(String, bool, String)> 
         .collect()
 }
 
-#[test]
-fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
-    let test = "a_low_fd_limit_leaves_a_reported_gap_not_a_crash";
-    if !kvm_available(test) {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("ipivmm-fd-limit-{}", std::process::id()));
+/// `ipivmm run` of `vcpus` x2APIC vCPUs under RLIMIT_NOFILE `limit`
+/// (soft and hard): its exit status, its stderr and its JSON (if written).
+fn run_limited(
+    vcpus: usize,
+    limit: u64,
+    tag: &str,
+) -> (std::process::ExitStatus, String, Option<serde_json::Value>) {
+    let dir = std::env::temp_dir().join(format!("ipivmm-fd-limit-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("run.json");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipivmm"));
-    cmd.args(["run", "--vcpus", &VCPUS.to_string()])
+    cmd.args(["run", "--vcpus", &vcpus.to_string()])
         .args(["--apic", "x2apic", "--workload", "broadcast", "--target"])
         .args(["halt", "--iterations", "3", "--warmup", "1", "--timeout"])
         .args(["120", "--serial", "none", "--quiet", "--json"])
@@ -44,15 +45,15 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let limit = libc::rlimit {
-        rlim_cur: LIMIT,
-        rlim_max: LIMIT,
+    let rlimit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
     };
     // SAFETY: runs in the forked child before exec; setrlimit(2) is
     // async-signal-safe and touches only the child's own limits.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) == 0 {
                 Ok(())
             } else {
                 Err(std::io::Error::last_os_error())
@@ -60,11 +61,23 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
         });
     }
     let out = cmd.output().expect("ipivmm runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ipivmm failed: {stderr}");
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("json");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).expect("json"));
     let _ = std::fs::remove_dir_all(&dir);
+    (out.status, stderr, doc)
+}
+
+#[test]
+fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
+    let test = "a_low_fd_limit_leaves_a_reported_gap_not_a_crash";
+    if !kvm_available(test) {
+        return;
+    }
+    let (status, stderr, doc) = run_limited(VCPUS, LIMIT, "gap");
+    assert!(status.success(), "ipivmm failed: {stderr}");
+    let doc = doc.expect("json written");
     assert_eq!(doc["runs"][0]["status"]["state"], "completed", "{stderr}");
     let trace = sources(&doc, 0)
         .into_iter()
@@ -110,4 +123,27 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
             .expect("tracepoints");
         assert_eq!(t.2, trace.2, "vcpu{vcpu} opened other counters than vcpu0");
     }
+}
+
+#[test]
+fn too_few_fds_for_the_vcpus_themselves_is_one_error_naming_the_fix() {
+    let test = "too_few_fds_for_the_vcpus_themselves_is_one_error_naming_the_fix";
+    if !kvm_available(test) {
+        return;
+    }
+    // 128 vCPU fds cannot fit under 100.
+    let (status, stderr, doc) = run_limited(128, 100, "emfile");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(doc.is_none(), "no results for a VM that was never built");
+    // Before it, the tracepoint warning may say the same of their fds.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("ipivmm: error:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one error line: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        lines[0].contains("RLIMIT_NOFILE 100") && lines[0].contains("ulimit -n"),
+        "{stderr}"
+    );
 }

@@ -73,6 +73,18 @@ pub enum VmError {
     /// Guest memory setup failed.
     #[error("guest memory: {0}")]
     Memory(String),
+    /// The vCPU fds do not fit in RLIMIT_NOFILE.
+    #[error("KVM_CREATE_VCPU failed for vCPU {index}: too many open files (EMFILE): RLIMIT_NOFILE {limit} is too low for {vcpus} vCPUs (each holds 2 fds, 14 with tracepoints); raise it (ulimit -n {want}) or run fewer vCPUs")]
+    FdLimit {
+        /// The vCPU that could not be created.
+        index: usize,
+        /// vCPUs of the VM.
+        vcpus: usize,
+        /// The soft limit.
+        limit: u64,
+        /// A limit that fits.
+        want: usize,
+    },
     /// A thread creating vCPUs could not be started or died.
     #[error("vCPU creation thread: {0}")]
     Thread(String),
@@ -213,9 +225,25 @@ fn create_vcpus(
         .map_or(1, usize::from)
         .clamp(1, apic_ids.len().max(1));
     let one = |index: usize| -> Result<VcpuFd, VmError> {
-        let vcpu = fd
-            .create_vcpu(index as u64)
-            .map_err(kvm_err("KVM_CREATE_VCPU"))?;
+        let vcpu = fd.create_vcpu(index as u64).map_err(|err| {
+            if err.errno() != libc::EMFILE {
+                return kvm_err("KVM_CREATE_VCPU")(err);
+            }
+            // The fds open before the VM existed are a few; count 16.
+            let fds = crate::vcpu::trace::FdLimit {
+                limit: rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                    .current
+                    .unwrap_or(u64::MAX),
+                open: 16,
+                vcpus: apic_ids.len(),
+            };
+            VmError::FdLimit {
+                index,
+                vcpus: apic_ids.len(),
+                limit: fds.limit,
+                want: fds.needed(12),
+            }
+        })?;
         setup(&vcpu, index, apic_ids[index])?;
         Ok(vcpu)
     };
