@@ -258,6 +258,22 @@ impl StatsReader {
         &self.descs
     }
 
+    /// The descriptors, to share with other readers of the same layout.
+    pub fn shared_descriptors(&self) -> Arc<[StatDesc]> {
+        Arc::clone(&self.descs)
+    }
+
+    /// Use `shared` instead of this reader's own descriptors when they are
+    /// the same (every vCPU of a VM has the same layout): one copy for the
+    /// VM rather than one per vCPU. False (own kept) when they differ.
+    pub fn share_descriptors(&mut self, shared: &Arc<[StatDesc]>) -> bool {
+        if *self.descs != **shared {
+            return false;
+        }
+        self.descs = Arc::clone(shared);
+        true
+    }
+
     /// Reads every stat with one `pread` of the data block.
     pub fn snapshot(&mut self) -> Result<StatsSnapshot> {
         self.file
@@ -655,6 +671,27 @@ mod tests {
         );
         assert_eq!(s.get("nope"), None);
         assert_eq!(s.to_map().len(), 5);
+    }
+
+    #[test]
+    fn readers_of_one_layout_share_one_copy_of_the_descriptors() {
+        let a =
+            StatsReader::new(build(&sample_stats(), &[1, 2, 3, 4, 0, 0, 0, 0], |_| {})).unwrap();
+        let mut b =
+            StatsReader::new(build(&sample_stats(), &[5, 6, 7, 8, 0, 0, 0, 0], |_| {})).unwrap();
+        let shared = a.shared_descriptors();
+        assert!(b.share_descriptors(&shared));
+        assert!(Arc::ptr_eq(&b.shared_descriptors(), &shared));
+        // Values are still this reader's own.
+        assert_eq!(b.snapshot().unwrap().get("exits"), Some(5));
+        let mut fewer = sample_stats();
+        fewer.pop();
+        let mut c = StatsReader::new(build(&fewer, &[1, 2, 3, 4], |_| {})).unwrap();
+        assert!(
+            !c.share_descriptors(&shared),
+            "another layout keeps its own"
+        );
+        assert_eq!(c.descriptors().len(), 4);
     }
 
     #[test]

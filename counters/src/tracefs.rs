@@ -4,8 +4,10 @@
 //! needs as `config` for `PERF_TYPE_TRACEPOINT`; field names for in-kernel
 //! filters come from the `format` file, parsed by [`parse_format`].
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -240,16 +242,42 @@ pub fn parse_id(text: &str) -> Result<u64> {
         .map_err(|_| perr("id", format!("bad event id {:?}", text.trim())))
 }
 
+/// Event formats parsed once and shared by every clone of a [`Tracefs`]
+/// made with [`Tracefs::with_format_cache`].
+type FormatCache = Arc<Mutex<HashMap<(String, String), Arc<EventFormat>>>>;
+
 /// A located tracefs mount.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Tracefs {
     root: PathBuf,
+    formats: Option<FormatCache>,
 }
+
+impl PartialEq for Tracefs {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Tracefs {}
 
 impl Tracefs {
     /// Uses `root` as the tracing directory (no check).
     pub fn at(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            formats: None,
+        }
+    }
+
+    /// This tracefs, remembering each event format it parses: for a run
+    /// whose threads each open the same events (a 1024-vCPU VM read and
+    /// parsed `kvm_exit`'s format, a few KiB, 1024 times, and the heap kept
+    /// ~10 MiB of it). Formats change only when KVM is reloaded, so the
+    /// cache belongs to one run, not to the process.
+    pub fn with_format_cache(mut self) -> Self {
+        self.formats = Some(FormatCache::default());
+        self
     }
 
     /// Finds the mounted tracing directory through /proc/mounts.
@@ -263,7 +291,7 @@ impl Tracefs {
         if !root.join("events").is_dir() {
             return Err(TracefsError::NotMounted);
         }
-        Ok(Self { root })
+        Ok(Self::at(root))
     }
 
     /// The tracing directory.
@@ -300,7 +328,30 @@ impl Tracefs {
 
     /// The parsed `format` of event `system:name`.
     pub fn event_format(&self, system: &str, name: &str) -> Result<EventFormat> {
-        parse_format(&self.read_event_file(system, name, "format")?)
+        self.event_format_shared(system, name)
+            .map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Tracefs::event_format`], shared: with a format cache, every caller
+    /// gets the one parsed copy.
+    pub fn event_format_shared(&self, system: &str, name: &str) -> Result<Arc<EventFormat>> {
+        let parse = || -> Result<Arc<EventFormat>> {
+            Ok(Arc::new(parse_format(
+                &self.read_event_file(system, name, "format")?,
+            )?))
+        };
+        let Some(cache) = &self.formats else {
+            return parse();
+        };
+        let key = (system.to_string(), name.to_string());
+        if let Some(f) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(f);
+        }
+        let f = parse()?;
+        if let Ok(mut c) = cache.lock() {
+            c.insert(key, f.clone());
+        }
+        Ok(f)
     }
 
     /// Names of the events of `system` (sorted), e.g. all `kvm:*` events.
@@ -445,6 +496,25 @@ mod tests {
         ));
         assert!(!t.has_event("kvm", "kvm_exit"));
         assert!(t.events("kvm").is_err());
+    }
+
+    #[test]
+    fn a_format_cache_parses_each_event_once_per_run() {
+        let root = std::env::temp_dir().join(format!("ipivmm-fmt-cache-{}", std::process::id()));
+        let dir = root.join("events/kvm/kvm_x");
+        std::fs::create_dir_all(&dir).unwrap();
+        let format =
+            "name: kvm_x\nID: 7\nformat:\n\tfield:unsigned int a;\toffset:8;\tsize:4;\tsigned:0;\n";
+        std::fs::write(dir.join("format"), format).unwrap();
+        let cached = Tracefs::at(&root).with_format_cache();
+        let shared = cached.clone();
+        assert_eq!(cached.event_format("kvm", "kvm_x").unwrap().id, 7);
+        std::fs::remove_file(dir.join("format")).unwrap();
+        // A clone shares the cache; an uncached tracefs reads the file.
+        assert_eq!(shared.event_format("kvm", "kvm_x").unwrap().id, 7);
+        assert!(Tracefs::at(&root).event_format("kvm", "kvm_x").is_err());
+        assert_eq!(Tracefs::at(&root), cached);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -398,10 +398,8 @@ impl TracepointSet {
     /// is not mounted; each counter that cannot be opened is kept as
     /// unavailable with its reason.
     pub fn open(tracefs: Option<&Tracefs>, specs: &[CounterSpec]) -> Self {
-        let mut formats: HashMap<
-            (String, String),
-            std::result::Result<(u64, EventFormat), String>,
-        > = HashMap::new();
+        type Parsed = std::result::Result<(u64, std::sync::Arc<EventFormat>), String>;
+        let mut formats: HashMap<(String, String), Parsed> = HashMap::new();
         let mut entries = Vec::with_capacity(specs.len());
         for spec in specs {
             let event = format!("{}:{}", spec.system, spec.event);
@@ -418,7 +416,7 @@ impl TracepointSet {
                     .entry((spec.system.clone(), spec.event.clone()))
                     .or_insert_with(|| {
                         let fmt = tracefs
-                            .event_format(&spec.system, &spec.event)
+                            .event_format_shared(&spec.system, &spec.event)
                             .map_err(|e| e.to_string())?;
                         Ok((fmt.id, fmt))
                     })

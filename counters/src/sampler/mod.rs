@@ -42,11 +42,17 @@ pub use inhibit::{decode_mask, inhibit_names, InhibitChange, InhibitSampler};
 use crate::tracefs::{EventFormat, Tracefs, TracefsError};
 
 /// The format of `system:name`, with a missing event reported with its fix.
-pub(crate) fn event_format(tracefs: &Tracefs, system: &str, name: &str) -> Result<EventFormat> {
-    tracefs.event_format(system, name).map_err(|e| match e {
-        TracefsError::NoSuchEvent { system, name } => {
-            SamplerError::NoSuchEvent(format!("{system}:{name}"))
-        }
-        e => SamplerError::Tracefs(e),
-    })
+pub(crate) fn event_format(
+    tracefs: &Tracefs,
+    system: &str,
+    name: &str,
+) -> Result<std::sync::Arc<EventFormat>> {
+    tracefs
+        .event_format_shared(system, name)
+        .map_err(|e| match e {
+            TracefsError::NoSuchEvent { system, name } => {
+                SamplerError::NoSuchEvent(format!("{system}:{name}"))
+            }
+            e => SamplerError::Tracefs(e),
+        })
 }

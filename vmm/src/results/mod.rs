@@ -115,7 +115,11 @@ impl RunStatus {
 /// Timings of a run, in ns.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timings {
-    /// From the caller's start to the VM being ready.
+    /// From the caller's start to the VM being ready: every vCPU created
+    /// and set up, its thread started with its KVM stats open and waiting
+    /// to start (the last one's arrival). Tracepoints are opened later, at
+    /// each vCPU's first phase marker, so they show in `first_message_ns`
+    /// only as the spawning they delay.
     pub setup_ns: u64,
     /// From the caller's start to the payload's first control message.
     pub first_message_ns: Option<u64>,
@@ -125,6 +129,12 @@ pub struct Timings {
     /// pages the payload touched.
     #[serde(default)]
     pub peak_rss_kib: Option<u64>,
+    /// Guest RAM resident at the end of the run (mincore), KiB: the part of
+    /// `peak_rss_kib` that is the guest's, so the VMM's own is about
+    /// `peak_rss_kib - guest_resident_kib` (guest pages are never freed
+    /// during a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_resident_kib: Option<u64>,
 }
 
 /// What a run ran: its mode, workload and levers (the `mode` object of the

@@ -5,6 +5,7 @@ use super::spawn::Running;
 use super::supervise::Outcome;
 use crate::results::{HostSettings, RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
 use std::time::Instant;
+use vm_memory::{GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
 /// The report of a run that `supervise` finished waiting for.
 pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunReport {
@@ -26,6 +27,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
             let _ = t.join();
         }
     }
+    let guest_resident_kib = resident_kib(&memory);
     drop(vm_fd);
     drop(memory);
     serial.flush();
@@ -69,6 +71,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
             first_message_ns,
             total_ns: started.elapsed().as_nanos() as u64,
             peak_rss_kib: peak_rss_kib(),
+            guest_resident_kib,
         },
         vcpus,
         serial_tail: serial.tail_text(),
@@ -78,6 +81,26 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         host_param: None,
         host: p.host.clone(),
     }
+}
+
+/// How much of guest RAM is resident (mincore(2) over every region), KiB.
+pub fn resident_kib(memory: &GuestMemoryMmap) -> Option<u64> {
+    const PAGE: usize = 4096;
+    let mut pages = 0u64;
+    for region in memory.iter() {
+        let addr = memory.get_host_address(region.start_addr()).ok()?;
+        let len = usize::try_from(region.len()).ok()?;
+        let mut vec = vec![0u8; len.div_ceil(PAGE)];
+        // SAFETY: [addr, addr + len) is one live mapping owned by `memory`
+        // (page-aligned, as mmap returns it); `vec` holds one byte per page
+        // of it, which is all mincore(2) writes.
+        let rc = unsafe { libc::mincore(addr.cast(), len, vec.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        pages += vec.iter().filter(|b| **b & 1 != 0).count() as u64;
+    }
+    Some(pages * (PAGE as u64) / 1024)
 }
 
 /// VmHWM of this process from /proc/self/status, in KiB.

@@ -6,7 +6,7 @@ use super::monitor::RunMonitor;
 use super::prepare::Prepared;
 use super::{host, RunError};
 use crate::results::VcpuResult;
-use crate::vcpu::trace::TraceConfig;
+use crate::vcpu::trace::{FdLimit, TraceConfig};
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
 use crate::vm::Vm;
 use event_manager::{EventManager, SubscriberId, SubscriberOps};
@@ -60,11 +60,14 @@ pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
     let c = &p.config;
     let isa = p.host.as_ref().and_then(|h| h.backend.isa());
     c.tracepoints.then(|| {
-        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone());
-        Arc::new(
-            t.with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
-                .with_context_events(c.context_events),
-        )
+        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
+            .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
+            .with_context_events(c.context_events)
+            .with_fd_limit(Some(FdLimit::now(c.vcpus)));
+        if let Some(why) = t.fd_shortfall() {
+            log::warn!("tracepoints: not every counter is opened: {why}");
+        }
+        Arc::new(t)
     })
 }
 
@@ -92,6 +95,8 @@ pub fn spawn(
         ended: ended.try_clone().map_err(host("eventfd"))?,
         first_message: OnceLock::new(),
         start: Barrier::new(c.vcpus + 1),
+        ready: OnceLock::new(),
+        stats_layout: OnceLock::new(),
         inhibits,
         budget: devices.budget.clone(),
     });
@@ -124,8 +129,11 @@ pub fn spawn(
         // hold only their own fds, which the process exit reclaims.
         threads.push(spawned.map_err(|e| RunError::Host(format!("spawning vcpu{index}: {e}")))?);
     }
-    let setup_ns = started.elapsed().as_nanos() as u64;
-    shared.start.wait();
+    shared.arrive();
+    // Ready when the last vCPU thread has opened its counters and waits:
+    // the threads set up in parallel with the spawning of the next ones.
+    let ready = shared.ready.get().copied().unwrap_or_else(Instant::now);
+    let setup_ns = ready.saturating_duration_since(started).as_nanos() as u64;
     Ok(Running {
         threads,
         shared,

@@ -34,6 +34,12 @@ pub struct Shared {
     pub first_message: OnceLock<Instant>,
     /// Released when every vCPU is set up, so all start together.
     pub start: Barrier,
+    /// When the last thread reached `start` (the VM was ready): set by the
+    /// barrier's leader.
+    pub ready: OnceLock<Instant>,
+    /// The KVM stats layout of the VM's vCPUs, parsed by the first vCPU
+    /// thread and shared by the others (the same for every vCPU).
+    pub stats_layout: OnceLock<Arc<[ipivmm_counters::kvm_stats::StatDesc]>>,
     /// The APICv inhibit changes every thread of the VM saw.
     pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
     /// The run's guest memory budget.
@@ -41,6 +47,16 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Wait on `start`; the thread that releases it (the last to arrive)
+    /// records when it arrived as `ready`, taken before the wait so that
+    /// no released thread runs before it.
+    pub fn arrive(&self) {
+        let arrived = Instant::now();
+        if self.start.wait().is_leader() {
+            self.ready.get_or_init(|| arrived);
+        }
+    }
+
     /// The result slot of vCPU `index`, even if a thread panicked holding it.
     pub fn result(&self, index: usize) -> MutexGuard<'_, VcpuResult> {
         self.results[index]
@@ -88,9 +104,10 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         env.user_apic.clone(),
         env.index,
         inhibits,
+        &env.shared.stats_layout,
     );
     env.shared.result(env.index).sources = sources.status.clone();
-    env.shared.start.wait();
+    env.shared.arrive();
     let mut run_loop = RunLoop {
         vcpu: &mut vcpu,
         env: &env,

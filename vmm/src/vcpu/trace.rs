@@ -66,7 +66,64 @@ pub struct TraceConfig {
     context_events: bool,
     mount: bool,
     root: Option<PathBuf>,
+    fds: Option<FdLimit>,
     resolved: OnceLock<Resolved>,
+}
+
+/// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
+/// its KVM stats fd.
+pub const OTHER_FDS_PER_VCPU: usize = 2;
+/// Descriptors kept free for the rest of the run: the VM, the event loop,
+/// eventfds, timers, the creation-time sampler, the result files.
+pub const RESERVED_FDS: usize = 64;
+
+/// RLIMIT_NOFILE as a run of `vcpus` vCPUs finds it, and the share of it
+/// each vCPU thread may spend on tracepoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdLimit {
+    /// The soft limit (after [`raise_fd_limit`]).
+    pub limit: u64,
+    /// Descriptors already open when the run started.
+    pub open: usize,
+    /// vCPUs of the run.
+    pub vcpus: usize,
+}
+
+impl FdLimit {
+    /// The limit now, raised to the hard limit first.
+    pub fn now(vcpus: usize) -> Self {
+        raise_fd_limit();
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        // The directory's own fd is listed too; unreadable: assume a few.
+        let open = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
+        Self { limit, open, vcpus }
+    }
+
+    /// Tracepoint fds each vCPU thread may open.
+    pub fn per_vcpu(&self) -> usize {
+        let n = self.vcpus.max(1);
+        let fixed = self.open + n * OTHER_FDS_PER_VCPU + RESERVED_FDS;
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        limit.saturating_sub(fixed) / n
+    }
+
+    /// The limit a run wanting `wanted` tracepoint fds per vCPU needs.
+    pub fn needed(&self, wanted: usize) -> usize {
+        self.open + self.vcpus * (OTHER_FDS_PER_VCPU + wanted) + RESERVED_FDS
+    }
+}
+
+/// What one vCPU thread opens within its share of the fd limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdShare {
+    /// The first this many counter specs.
+    pub counters: usize,
+    /// The exit sampler (two fds), when sampled.
+    pub exit_sampler: bool,
+    /// The APICv inhibit sampler (one fd).
+    pub inhibits: bool,
 }
 
 #[derive(Debug)]
@@ -89,8 +146,60 @@ impl TraceConfig {
             context_events: false,
             mount,
             root,
+            fds: None,
             resolved: OnceLock::new(),
         }
+    }
+
+    /// Open tracepoints within `fds` (None: no limit is checked).
+    pub fn with_fd_limit(mut self, fds: Option<FdLimit>) -> Self {
+        self.fds = fds;
+        self
+    }
+
+    /// Tracepoint fds one vCPU thread wants: one per counter, two for the
+    /// exit sampler, one for the inhibit sampler.
+    pub fn fds_wanted(&self) -> usize {
+        let sampler = if self.exit_reasons == ExitReasons::Sampled {
+            2
+        } else {
+            0
+        };
+        self.resolved().specs.len() + sampler + 1
+    }
+
+    /// What each vCPU thread opens: everything when it fits, else counters
+    /// first (in spec order), then the exit sampler, then the inhibit sampler.
+    pub fn fd_share(&self) -> FdShare {
+        let quota = self.fds.map_or(usize::MAX, |f| f.per_vcpu());
+        let counters = self.resolved().specs.len().min(quota);
+        let mut left = quota - counters;
+        let exit_sampler = self.exit_reasons == ExitReasons::Sampled && left >= 2;
+        if exit_sampler {
+            left -= 2;
+        }
+        FdShare {
+            counters,
+            exit_sampler,
+            inhibits: left >= 1,
+        }
+    }
+
+    /// When not every vCPU can open every tracepoint within RLIMIT_NOFILE:
+    /// why, with the fix (one line; each vCPU's sources list the gap).
+    pub fn fd_shortfall(&self) -> Option<String> {
+        let fds = self.fds?;
+        self.tracefs()?;
+        let wanted = self.fds_wanted();
+        let quota = fds.per_vcpu();
+        (quota < wanted).then(|| {
+            format!(
+                "RLIMIT_NOFILE {} leaves {quota} of the {wanted} tracepoint fds each of {} vCPUs wants; raise it: ulimit -n {}",
+                fds.limit,
+                fds.vcpus,
+                fds.needed(wanted)
+            )
+        })
     }
 
     /// Count exits by reason this way, with `ring_pages` data pages per
@@ -134,7 +243,7 @@ fn resolve(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&Path>) -> 
         None => Tracefs::find().map_err(|e| e.to_string()),
     };
     let (tracefs, why_no_tracefs) = match found {
-        Ok(t) => (Some(t), None),
+        Ok(t) => (Some(t.with_format_cache()), None),
         Err(e) => (None, Some(e)),
     };
     let selection = match isa {
@@ -196,20 +305,35 @@ impl ThreadTrace {
                 unavailable("disabled (--no-tracepoints, VmConfig::tracepoints = false)".into()),
             );
         };
+        let config = cfg;
         let cfg = cfg.resolved();
         let Some(tracefs) = &cfg.tracefs else {
             let why = cfg.why_no_tracefs.as_deref().unwrap_or_default();
             return (None, unavailable(no_tracefs_detail(why)));
         };
-        let set = TracepointSet::open(Some(tracefs), &cfg.specs);
+        let share = config.fd_share();
+        let shortfall = config.fd_shortfall();
+        let set = TracepointSet::open(Some(tracefs), &cfg.specs[..share.counters]);
         let statuses = set.statuses();
-        let missing: Vec<String> = statuses
+        let mut missing: Vec<String> = statuses
             .iter()
             .filter_map(|s| match &s.availability {
                 Availability::Available => None,
                 Availability::Unavailable(r) => Some(format!("{}: {r}", s.name)),
             })
             .collect();
+        if let Some(why) = &shortfall {
+            let mut left: Vec<&str> = cfg.specs[share.counters..]
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            if !share.inhibits {
+                left.push("the APICv inhibit sampler");
+            }
+            if !left.is_empty() {
+                missing.push(format!("not opened ({why}): {}", left.join(", ")));
+            }
+        }
         if set.available() == 0 {
             let first = missing
                 .first()
@@ -224,7 +348,7 @@ impl ThreadTrace {
             format!(
                 "{} of {} counters open; missing: {}",
                 set.available(),
-                statuses.len(),
+                cfg.specs.len(),
                 missing.join("; ")
             )
         });
@@ -233,7 +357,10 @@ impl ThreadTrace {
             available: true,
             detail,
         };
-        let inhibits = InhibitSampler::open(tracefs, crate::run::inhibits::INHIBIT_RING_PAGES).ok();
+        let inhibits = share
+            .inhibits
+            .then(|| InhibitSampler::open(tracefs, crate::run::inhibits::INHIBIT_RING_PAGES).ok())
+            .flatten();
         let t = Self {
             set,
             exits: None,
@@ -258,6 +385,10 @@ impl ThreadTrace {
         let Some(tracefs) = &cfg.resolved().tracefs else {
             return (None, status(false, "no tracefs".into()));
         };
+        if !cfg.fd_share().exit_sampler {
+            let why = cfg.fd_shortfall().unwrap_or_default();
+            return (None, status(false, format!("not opened ({why})")));
+        }
         match ExitSampler::open(tracefs, cfg.ring_pages) {
             Ok(s) => {
                 let kib = s.buffer_bytes() / 1024;
@@ -320,6 +451,67 @@ mod tests {
             let d = no_tracefs_detail(why);
             assert_eq!(d.matches("--mount-tracefs").count(), 1, "{d}");
         }
+    }
+
+    #[test]
+    fn the_fd_limit_is_shared_evenly_after_the_other_fds() {
+        let f = FdLimit {
+            limit: 20_000,
+            open: 10,
+            vcpus: 1024,
+        };
+        // 20000 - 10 - 2048 - 64 = 17878 → 17 per vCPU.
+        assert_eq!(f.per_vcpu(), 17);
+        assert_eq!(f.needed(12), 10 + 1024 * 14 + 64);
+        let tight = FdLimit { limit: 100, ..f };
+        assert_eq!(tight.per_vcpu(), 0, "never negative");
+        let unlimited = FdLimit {
+            limit: u64::MAX,
+            ..f
+        };
+        assert!(unlimited.per_vcpu() > 1 << 40);
+    }
+
+    #[test]
+    fn a_short_share_keeps_counters_first_then_the_exit_sampler() {
+        let root = std::env::temp_dir().join(format!("ipivmm-fdshare-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("events")).unwrap();
+        let cfg = |limit: u64| {
+            TraceConfig::new(4, None, false, Some(root.clone()))
+                .with_exit_reasons(ExitReasons::Sampled, 64)
+                .with_fd_limit(Some(FdLimit {
+                    limit,
+                    open: 0,
+                    vcpus: 4,
+                }))
+        };
+        let roomy = cfg(100_000);
+        let specs = roomy.resolved().specs.len();
+        assert_eq!(roomy.fds_wanted(), specs + 3);
+        assert!(roomy.fd_shortfall().is_none());
+        let all = roomy.fd_share();
+        assert_eq!(
+            (all.counters, all.exit_sampler, all.inhibits),
+            (specs, true, true)
+        );
+        // Exactly the counters and the exit sampler fit: no inhibit sampler.
+        let limit = (64 + 4 * (OTHER_FDS_PER_VCPU + specs + 2)) as u64;
+        let short = cfg(limit).fd_share();
+        assert_eq!(
+            (short.counters, short.exit_sampler, short.inhibits),
+            (specs, true, false)
+        );
+        let why = cfg(limit).fd_shortfall().expect("a shortfall");
+        assert!(
+            why.contains("ulimit -n") && why.contains(&format!("RLIMIT_NOFILE {limit}")),
+            "{why}"
+        );
+        let none = cfg(10).fd_share();
+        assert_eq!(
+            (none.counters, none.exit_sampler, none.inhibits),
+            (0, false, false)
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -7,12 +7,12 @@ use crate::results::exits::ExitCounts;
 use crate::results::{ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus};
 use crate::run::inhibits::InhibitLog;
 use ipivmm_abi::GuestCounters;
-use ipivmm_counters::kvm_stats::{stats_fd, StatsReader, StatsSnapshot};
+use ipivmm_counters::kvm_stats::{stats_fd, StatDesc, StatsReader, StatsSnapshot};
 use ipivmm_counters::sampler::ExitTally;
 use ipivmm_devices::lapic::LapicCounters;
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Where `icr_write_exits` comes from with an in-kernel LAPIC.
@@ -87,6 +87,7 @@ impl Sources {
         user_apic: Option<Arc<UserApic>>,
         index: usize,
         inhibits: Arc<InhibitLog>,
+        stats_layout: &OnceLock<Arc<[StatDesc]>>,
     ) -> Self {
         let mut status = vec![
             SourceStatus {
@@ -101,7 +102,10 @@ impl Sources {
             },
         ];
         let kvm_stats = match stats_fd(vcpu).and_then(StatsReader::new) {
-            Ok(r) => {
+            Ok(mut r) => {
+                // One copy of the descriptors per VM, not per vCPU.
+                let shared = stats_layout.get_or_init(|| r.shared_descriptors());
+                r.share_descriptors(shared);
                 status.push(SourceStatus {
                     source: "kvm_stats".into(),
                     available: true,

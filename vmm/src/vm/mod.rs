@@ -73,6 +73,21 @@ pub enum VmError {
     /// Guest memory setup failed.
     #[error("guest memory: {0}")]
     Memory(String),
+    /// The vCPU fds do not fit in RLIMIT_NOFILE.
+    #[error("KVM_CREATE_VCPU failed for vCPU {index}: too many open files (EMFILE): RLIMIT_NOFILE {limit} is too low for {vcpus} vCPUs (each holds 2 fds, 14 with tracepoints); raise it (ulimit -n {want}) or run fewer vCPUs")]
+    FdLimit {
+        /// The vCPU that could not be created.
+        index: usize,
+        /// vCPUs of the VM.
+        vcpus: usize,
+        /// The soft limit.
+        limit: u64,
+        /// A limit that fits.
+        want: usize,
+    },
+    /// A thread creating vCPUs could not be started or died.
+    #[error("vCPU creation thread: {0}")]
+    Thread(String),
     /// CPUID shaping failed.
     #[error(transparent)]
     Cpuid(#[from] cpuid::CpuidError),
@@ -177,25 +192,9 @@ impl Vm {
         let apic_ids: Vec<u32> = (0..config.vcpus)
             .map(|i| apicv::apic_id(lever, i))
             .collect();
-        let vcpus = apic_ids
-            .iter()
-            .enumerate()
-            .map(|(index, &apic_id)| {
-                let vcpu = fd
-                    .create_vcpu(index as u64)
-                    .map_err(kvm_err("KVM_CREATE_VCPU"))?;
-                setup_vcpu(
-                    &vcpu,
-                    &supported,
-                    config,
-                    index,
-                    apic_id,
-                    image.entry,
-                    lever,
-                )?;
-                Ok(vcpu)
-            })
-            .collect::<Result<Vec<_>, VmError>>()?;
+        let vcpus = create_vcpus(&fd, &apic_ids, |vcpu, index, apic_id| {
+            setup_vcpu(vcpu, &supported, config, index, apic_id, image.entry, lever)
+        })?;
         let tsc_khz = vcpus
             .first()
             .and_then(|v| v.get_tsc_khz().ok())
@@ -210,6 +209,82 @@ impl Vm {
             image,
         })
     }
+}
+
+/// Create and set up one vCPU per entry of `apic_ids`, on as many threads
+/// as the host has CPUs: KVM_CREATE_VCPU and the setup ioctls cost
+/// 50–300 µs each (KVM_CREATE_VCPU grows with the vCPUs already created),
+/// most of a large VM's setup. Worker `w` takes the indices `w`, `w + W`, …
+/// so the costly late creations are shared; the first error is returned.
+fn create_vcpus(
+    fd: &VmFd,
+    apic_ids: &[u32],
+    setup: impl Fn(&VcpuFd, usize, u32) -> Result<(), VmError> + Sync,
+) -> Result<Vec<VcpuFd>, VmError> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, apic_ids.len().max(1));
+    let one = |index: usize| -> Result<VcpuFd, VmError> {
+        let vcpu = fd.create_vcpu(index as u64).map_err(|err| {
+            if err.errno() != libc::EMFILE {
+                return kvm_err("KVM_CREATE_VCPU")(err);
+            }
+            // The fds open before the VM existed are a few; count 16.
+            let fds = crate::vcpu::trace::FdLimit {
+                limit: rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                    .current
+                    .unwrap_or(u64::MAX),
+                open: 16,
+                vcpus: apic_ids.len(),
+            };
+            VmError::FdLimit {
+                index,
+                vcpus: apic_ids.len(),
+                limit: fds.limit,
+                want: fds.needed(12),
+            }
+        })?;
+        setup(&vcpu, index, apic_ids[index])?;
+        Ok(vcpu)
+    };
+    let chunk = |w: usize| -> Result<Vec<(usize, VcpuFd)>, VmError> {
+        (w..apic_ids.len())
+            .step_by(workers)
+            .map(|i| one(i).map(|v| (i, v)))
+            .collect()
+    };
+    let parts: Vec<Result<Vec<(usize, VcpuFd)>, VmError>> = if workers == 1 {
+        vec![chunk(0)]
+    } else {
+        std::thread::scope(|s| {
+            // A worker that cannot be started leaves its share to this thread.
+            let others: Vec<_> = (1..workers)
+                .map(|w| {
+                    std::thread::Builder::new()
+                        .name(format!("vcpu-setup{w}"))
+                        .spawn_scoped(s, move || chunk(w))
+                        .map_err(|_| w)
+                })
+                .collect();
+            let mut parts = vec![chunk(0)];
+            for h in others {
+                parts.push(match h {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err(VmError::Thread("it panicked".into()))),
+                    Err(w) => chunk(w),
+                });
+            }
+            parts
+        })
+    };
+    let mut slots: Vec<Option<VcpuFd>> = (0..apic_ids.len()).map(|_| None).collect();
+    for part in parts {
+        for (i, vcpu) in part? {
+            slots[i] = Some(vcpu);
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
 }
 
 /// What must exist before any vCPU (api.rst): the irqchip, the exit
@@ -259,9 +334,19 @@ fn setup_vcpu(
     })
     .map_err(kvm_err("KVM_SET_MP_STATE"))?;
     let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
-    lapic_regs::program_lints(&mut lapic);
+    let mut changed = lapic_regs::program_lints(&mut lapic);
     if lever == InhibitLever::ApicIdModified {
         lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
+        changed = true;
+    }
+    // KVM_SET_LAPIC recomputes the VM's APIC map over every vCPU created so
+    // far (kvm_apic_set_state → kvm_recalculate_apic_map): O(N) per call,
+    // O(N²) per VM, 130 ms of a 1024-vCPU setup. It is made only when the
+    // change reaches delivery: KVM resets an AP's LINTs masked and the BSP's
+    // LINT0 already ExtINT (its LINT0_REENABLED quirk), so in practice only
+    // a modified APIC ID needs it.
+    if !changed {
+        return Ok(());
     }
     vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))
 }

@@ -26,12 +26,22 @@ pub fn set_reg(state: &mut kvm_lapic_state, offset: usize, value: u32) {
     }
 }
 
+/// The mask bit of an LVT entry.
+const LVT_MASKED: u32 = 1 << 16;
+
 /// Program LINT0 as ExtINT and LINT1 as NMI, as a PC BIOS does for the BSP.
-pub fn program_lints(state: &mut kvm_lapic_state) {
-    let lint0 = (get_reg(state, APIC_LVT0) & !DM_MASK) | DM_EXTINT;
-    let lint1 = (get_reg(state, APIC_LVT1) & !DM_MASK) | DM_NMI;
-    set_reg(state, APIC_LVT0, lint0);
-    set_reg(state, APIC_LVT1, lint1);
+/// True when an entry that changed is unmasked: only then does the change
+/// reach interrupt delivery (a masked entry delivers nothing whatever its
+/// mode, SDM 11.5.1), so only then must the state go back to KVM.
+pub fn program_lints(state: &mut kvm_lapic_state) -> bool {
+    let mut visible = false;
+    for (reg, mode) in [(APIC_LVT0, DM_EXTINT), (APIC_LVT1, DM_NMI)] {
+        let old = get_reg(state, reg);
+        let new = (old & !DM_MASK) | mode;
+        visible |= new != old && new & LVT_MASKED == 0;
+        set_reg(state, reg, new);
+    }
+    visible
 }
 
 #[cfg(test)]
@@ -43,8 +53,19 @@ mod tests {
         let mut s = kvm_lapic_state::default();
         set_reg(&mut s, APIC_LVT0, 0x0001_0000); // masked
         set_reg(&mut s, APIC_LVT1, 0x0001_0200);
-        program_lints(&mut s);
+        assert!(!program_lints(&mut s), "both masked: nothing to deliver");
         assert_eq!(get_reg(&s, APIC_LVT0), 0x0001_0700);
         assert_eq!(get_reg(&s, APIC_LVT1), 0x0001_0400);
+    }
+
+    #[test]
+    fn an_unmasked_lint_that_changes_is_visible() {
+        let mut s = kvm_lapic_state::default();
+        set_reg(&mut s, APIC_LVT0, 0x0000_0700); // KVM's BSP: ExtINT, unmasked
+        set_reg(&mut s, APIC_LVT1, 0x0001_0000);
+        assert!(!program_lints(&mut s), "LINT0 already ExtINT, LINT1 masked");
+        set_reg(&mut s, APIC_LVT1, 0x0000_0000);
+        assert!(program_lints(&mut s));
+        assert_eq!(get_reg(&s, APIC_LVT1), 0x0000_0400);
     }
 }
