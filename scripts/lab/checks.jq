@@ -38,6 +38,21 @@ def pv_mismatch:
   | select($hc != .guest.hypercalls or (.icr_write_exits.exits // 0) != 0 or (.icr_write_exits.accelerated // 0) != 0)
   | "\($r | runlabel) vcpu\($v.index): \(.guest.hypercalls) hypercalls, \($hc) hypercall exits, ICR-write exits \(.icr_write_exits.exits // "-"), accelerated \(.icr_write_exits.accelerated // "-")";
 
+# The headline metrics (runs[].metrics) against what the workload must
+# give: a broadcast delivers N-1 IPIs per operation, a round trip one; one
+# ICR-write exit per operation on the ICR path unless APICv is active,
+# none on the PV path; exits per operation = exits per IPI x the fan-out.
+def metrics_mismatch:
+  .runs[] | select(.mode.workload == "broadcast" or .mode.workload == "pingpong") as $r
+  | select($r.status.state == "completed")
+  | (if $r.mode.workload == "broadcast" then $r.mode.vcpus - 1 else 1 end) as $fan
+  | (if $r.mode.ipi == "pv" then 0 elif $r.apicv.effective == "active" then null else 1 end) as $icr
+  | $r.metrics as $m
+  | select(($m.ipis_per_operation // -1) != $fan
+      or ($icr != null and (($m.icr_write_exits_per_operation // $icr) - $icr | fabs) > 1e-9)
+      or ((($m.exits_per_operation // 0) - ($m.exits_per_ipi // 0) * $fan) | fabs) > 1e-6)
+  | "\($r | runlabel): \($m.ipis_per_operation) IPIs per \($m.operation) (want \($fan)), \($m.icr_write_exits_per_operation) ICR-write exits per operation (want \($icr)), exits/op \($m.exits_per_operation) vs exits/IPI \($m.exits_per_ipi)";
+
 # Flood IPIs may coalesce in the IRR by design; every other workload delivers each one.
 def lost_ipis:
   .runs[] | select(.mode.workload != "flood")

@@ -53,6 +53,7 @@ check "sampled exits == kvm_exit counter == KVM exits stat" 'sampled_exit_mismat
 check "ICR-write exits == ICR writes on every sender (icr, no APICv)" 'icr_exit_mismatch' "${existing[@]}"
 check "PV: hypercall exits == hypercalls, 0 ICR-write exits, none counted accelerated" 'pv_mismatch' "${existing[@]}"
 check "every IPI sent was delivered" 'lost_ipis' "${existing[@]}"
+check "headline metrics: IPIs per operation = fan-out, ICR-write exits per operation 1 (ICR) / 0 (PV)" 'metrics_mismatch' "${existing[@]}"
 check "APICv inhibit events agree with the host verdict" 'apicv_observed_mismatch' "${existing[@]}"
 }
 if grep -q "^hostswitch	" "$dir/steps.tsv" 2>/dev/null; then
