@@ -128,8 +128,9 @@ fn scale_table(workload: &str, op: &str, runs: &[(&RunReport, RunSummary)]) -> S
     let mut header = vec!["mode".to_string(), "metric".to_string()];
     header.extend(counts.iter().map(|n| format!("N={n}")));
     t.set_header(header);
+    let metrics = Metric::scale(metrics_of(runs));
     for mode in &modes {
-        for &m in Metric::scale(metrics_of(runs)) {
+        for &m in metrics {
             let mut cells = vec![mode.clone(), m.name(op)];
             for n in &counts {
                 // The first run of this mode at N (a repeat shows in the table above).

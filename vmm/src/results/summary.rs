@@ -161,15 +161,16 @@ impl RunSummary {
     /// payload counts no IPIs).
     pub fn exits_per_operation(&self) -> Option<f64> {
         let e = self.exits.as_ref()?;
-        self.per_operation(e.total)
+        self.per_operation(e.total as f64)
     }
 
     /// `count` (of the whole phase) per operation, the wake-ups shared out
     /// as in [`RunSummary::exits_per_operation`].
-    fn per_operation(&self, count: u64) -> Option<f64> {
-        match (per(count, self.ipis_delivered), self.ipis_per_operation()) {
+    fn per_operation(&self, count: f64) -> Option<f64> {
+        let over = |n: u64| (n > 0).then(|| count / n as f64);
+        match (over(self.ipis_delivered), self.ipis_per_operation()) {
             (Some(per_ipi), Some(k)) if k > 0.0 => Some(per_ipi * k),
-            _ => per(count, self.operations),
+            _ => over(self.operations),
         }
     }
 
@@ -192,11 +193,7 @@ impl RunSummary {
     /// ICR-write exits per operation, when both are known (shared out as
     /// in [`RunSummary::exits_per_operation`]).
     pub fn icr_exits_per_operation(&self) -> Option<f64> {
-        let e = self.workload_icr_exits()?;
-        match (self.ipis_delivered, self.ipis_per_operation()) {
-            (d, Some(k)) if d > 0 && k > 0.0 => Some(e / d as f64 * k),
-            _ => (self.operations > 0).then(|| e / self.operations as f64),
-        }
+        self.per_operation(self.workload_icr_exits()?)
     }
 
     /// ICR-write exits of the workload's own writes: the phase's, less the
