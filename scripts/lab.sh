@@ -55,8 +55,10 @@ QEMU_PKG=qemu-system-x86
 # The modules the guest loads, dependencies resolved at build time.
 MODULES="kvm-amd kvm-intel virtio_blk virtio_pci"
 
-die() { echo "lab: error: $*" >&2; exit 2; }
-log() { echo "lab: $*" >&2; }
+LAB_NAME=lab
+TIMINGS=$WORK/timings.txt
+# shellcheck source=lab/common.sh
+. "$LAB/common.sh"
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -88,22 +90,7 @@ flock -n 9 || die "another lab is running in this checkout ($WORK/.lock)"
 
 WARNINGS=()
 t0=$(date +%s)
-timed() { # name, command...: run and record the wall time
-    local name=$1 s
-    shift
-    s=$(date +%s)
-    "$@"
-    echo "$name $(($(date +%s) - s))" >>"$WORK/timings.txt"
-}
-: >"$WORK/timings.txt"
-
-apt_install() { # packages...: install what is missing (needs root)
-    [ "$(id -u)" = 0 ] || die "need $* installed (run as root, or: apt-get install $*)"
-    log "installing $*"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; } ||
-        die "apt-get install $* failed"
-}
+: >"$TIMINGS"
 
 tools() {
     command -v qemu-system-x86_64 >/dev/null || apt_install "$QEMU_PKG"

@@ -42,8 +42,9 @@ KARGS=()
 # The ATA disk's drivers: Bochs has no virtio; Debian builds libata as modules.
 ATA_MODULES="ata_piix sd_mod"
 
-die() { echo "bochs-lab: error: $*" >&2; exit 2; }
-log() { echo "bochs-lab: $*" >&2; }
+LAB_NAME=bochs-lab
+# shellcheck source=common.sh
+. "$LAB/common.sh"
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -81,23 +82,9 @@ cleanup() {
 trap cleanup EXIT
 rm -rf "$RUN"
 mkdir -p "$RUN"
-: >"$RUN/timings.txt"
+TIMINGS=$RUN/timings.txt
+: >"$TIMINGS"
 WARNINGS=()
-timed() { # name, command...
-    local name=$1 s
-    shift
-    s=$(date +%s)
-    "$@"
-    echo "$name $(($(date +%s) - s))" >>"$RUN/timings.txt"
-}
-
-apt_install() {
-    [ "$(id -u)" = 0 ] || die "need $* installed (run as root, or: apt-get install $*)"
-    log "installing $*"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; } ||
-        die "apt-get install $* failed"
-}
 
 tools() {
     local need=()
