@@ -24,7 +24,10 @@
 # LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048),
 # LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180),
 # LAB_KERNEL_ARGS (extra guest kernel args, default loglevel=4; e.g.
-# "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog).
+# "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog),
+# LAB_QEMU (the QEMU binary, default qemu-system-x86_64; e.g. the AVIC build
+# of scripts/lab/build-qemu.sh), LAB_CPIO (newc archives appended to the
+# initramfs, space-separated; e.g. scripts/lab/build-selftests.sh's).
 # Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +55,7 @@ KERNEL_VER=6.1.176-1
 BUSYBOX_PKG=busybox-static
 BUSYBOX_VER=1:1.35.0-4+deb12u1+b1
 QEMU_PKG=qemu-system-x86
+QEMU=${LAB_QEMU:-qemu-system-x86_64}
 # The modules the guest loads, dependencies resolved at build time.
 MODULES="kvm-amd kvm-intel virtio_blk virtio_pci"
 
@@ -138,7 +142,7 @@ fetch() {
     KREL=${VMLINUZ##*/vmlinuz-}
     echo "kernel $(basename "$kdeb")" >"$WORK/versions.txt"
     echo "busybox $(basename "$bdeb")" >>"$WORK/versions.txt"
-    echo "qemu $(qemu-system-x86_64 --version | head -n 1)" >>"$WORK/versions.txt"
+    echo "qemu $("$QEMU" --version | head -n 1) ($QEMU)" >>"$WORK/versions.txt"
 }
 
 # ipivmm, the KVM test binaries (their absolute paths kept, so tests that
@@ -210,6 +214,7 @@ initramfs() {
         cp -L "$lib" "$st$lib"
     done
     (cd "$st" && find . | "$BBROOT/bin/busybox" cpio -o -H newc 2>/dev/null) >"$WORK/initrd.cpio"
+    for f in ${LAB_CPIO:-}; do cat "$f" >>"$WORK/initrd.cpio" || die "LAB_CPIO: cannot read $f"; done
     rm -rf "$st"
 }
 
@@ -232,7 +237,7 @@ boot_once() { # boot number, time limit, extra kernel args
     append="$append ${LAB_KERNEL_ARGS:-loglevel=4}"
     log "boot $n: $KREL under QEMU TCG ($SMP vCPUs, $MEM MiB), pass '$PASS', at most ${limit}s"
     : >"$log"
-    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+    "$QEMU" -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
         -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" -append "$append" \
         -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot \
         -serial "file:$log" -monitor "unix:$WORK/monitor.sock,server=on,wait=off" </dev/null &
@@ -368,7 +373,7 @@ collect() {
 shell_boot() {
     local disk=$WORK/out-shell.img
     truncate -s 1G "$disk"
-    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
+    "$QEMU" -accel tcg,thread=multi -cpu max -smp "$SMP" -m "$MEM" \
         -kernel "$VMLINUZ" -initrd "$WORK/initrd.cpio" \
         -append "console=ttyS0 panic=-1 lab.pass=shell lab.deadline=999999" \
         -drive "file=$disk,format=raw,if=virtio" -display none -nodefaults -no-reboot -serial stdio

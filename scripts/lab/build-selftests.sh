@@ -7,10 +7,11 @@
 # Usage: scripts/lab/build-selftests.sh PROBE_SCRIPT OUT.cpio
 #   PROBE_SCRIPT   a busybox sh script, installed as /lab/extra.sh
 #                  (e.g. scripts/lab/probe-apicv.sh)
-# Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab).
+# Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab), SELFTESTS (the
+# tests to build, paths under tools/testing/selftests/kvm; default the four above).
 set -euo pipefail
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
-TESTS="x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/sync_regs_test x86_64/userspace_io_test"
+TESTS=${SELFTESTS:-x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/sync_regs_test x86_64/userspace_io_test}
 die() { echo "selftests: error: $*" >&2; exit 2; }
 [ $# = 2 ] || die "usage: $0 PROBE_SCRIPT OUT.cpio"
 PROBE=$(realpath "$1")
