@@ -90,6 +90,18 @@ pub const fn barrier_vector(ipi_vector: u8) -> u8 {
     }
 }
 
+/// The built-in payload's phases, `(id, name)`, in the order it runs them:
+/// the host's reports (the measured phase) and timeout hints (the warm-up)
+/// rely on them.
+pub mod builtin_phases {
+    /// No IPIs: the exits of an idle guest.
+    pub const IDLE: (u32, &str) = (0, "idle");
+    /// Warm-up, no samples.
+    pub const WARMUP: (u32, &str) = (1, "warmup");
+    /// The measured phase; its samples are sent after its end.
+    pub const MEASURE: (u32, &str) = (2, "measure");
+}
+
 /// Default vector of the measured IPIs.
 pub const DEFAULT_IPI_VECTOR: u8 = 0x40;
 /// Spurious-interrupt vector the payload programs in the SVR.

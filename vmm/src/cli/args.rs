@@ -190,8 +190,8 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure.
-    #[arg(long, value_name = "PAIRS", default_value_t = 1)]
+    /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
+    #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
     /// Outputs.
     #[command(flatten)]
@@ -287,8 +287,8 @@ pub struct RunArgs {
     /// KVM device node.
     #[arg(long, default_value = "/dev/kvm")]
     pub kvm_device: PathBuf,
-    /// Also measure what counting costs: N pairs of runs, with every counter detached and attached, before the run.
-    #[arg(long, value_name = "PAIRS", default_value_t = 0)]
+    /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
+    #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
@@ -351,6 +351,18 @@ fn parse_u64(s: &str) -> Result<u64, String> {
         None => s.parse(),
     };
     r.map_err(|e| format!("'{s}' is not a number: {e}"))
+}
+
+/// `--observer-effect PAIRS`: each pair is two whole runs, so the count is
+/// bounded (ipivmm::run::observer::MAX_PAIRS).
+fn parse_observer_pairs(s: &str) -> Result<u32, String> {
+    let max = ipivmm::run::observer::MAX_PAIRS;
+    let v = parse_u64(s)?;
+    u32::try_from(v).ok().filter(|v| *v <= max).ok_or_else(|| {
+        format!(
+            "{s} pairs: at most {max} (each pair is two whole runs; 0 turns the measurement off)"
+        )
+    })
 }
 
 fn parse_u8(s: &str) -> Result<u8, String> {

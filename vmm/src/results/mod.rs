@@ -64,8 +64,14 @@ pub enum RunStatus {
     TimedOut {
         /// The timeout in seconds.
         after_s: u64,
-        /// Where each unfinished vCPU was when stopped.
+        /// Where each unfinished vCPU was when stopped (every one of them;
+        /// the one-line text shows the first few).
         stuck: String,
+        /// What to change, from why the run could not finish in time (a
+        /// vCPU waiting for a SIPI, the warm-up, the halt settle time, or
+        /// the iterations).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        hint: String,
     },
     /// A guest sent more data than the run's guest memory budget
     /// (`--guest-memory-budget`) holds; the run was stopped and keeps what
@@ -102,14 +108,46 @@ impl RunStatus {
             RunStatus::Completed => "completed".into(),
             RunStatus::Cancelled => "cancelled (a signal stopped it)".into(),
             RunStatus::Failed { reason } => format!("failed: {reason}"),
-            RunStatus::TimedOut { after_s, stuck } => format!(
-                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations)"
-            ),
+            RunStatus::TimedOut {
+                after_s,
+                stuck,
+                hint,
+            } => {
+                let hint = if hint.is_empty() {
+                    DEFAULT_TIMEOUT_HINT
+                } else {
+                    hint
+                };
+                format!(
+                    "timed out after {after_s} s, stopped {} ({hint})",
+                    first_few(stuck, STUCK_SHOWN)
+                )
+            }
             RunStatus::OverBudget { reason, .. } => format!(
                 "over budget: {reason}; the run was stopped, what was measured before is kept (raise --guest-memory-budget, VmConfig::guest_memory_budget, if the payload really needs it)"
             ),
         }
     }
+}
+
+/// The fix a timeout names when nothing more specific explains it.
+pub const DEFAULT_TIMEOUT_HINT: &str =
+    "raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations";
+
+/// Stuck vCPUs a timeout's one line names; the JSON keeps them all.
+pub const STUCK_SHOWN: usize = 4;
+
+/// The first `n` of the comma-separated `list`, then "... and N more".
+fn first_few(list: &str, n: usize) -> String {
+    let items: Vec<&str> = list.split(", ").collect();
+    if items.len() <= n {
+        return list.to_string();
+    }
+    format!(
+        "{} ... and {} more (all in the JSON)",
+        items[..n].join(", "),
+        items.len() - n
+    )
 }
 
 /// Timings of a run, in ns.
@@ -417,10 +455,17 @@ impl Document {
             what: what.to_string(),
             problem,
         };
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let schema = value
-            .get("schema")
+        // The schema first, skipping everything else without building it
+        // (a serde_json::Value of the whole document would take several
+        // times the text's size: issue 20, case 17).
+        #[derive(Deserialize)]
+        struct Probe {
+            schema: Option<serde_json::Value>,
+        }
+        let probe: Probe = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let schema = probe
+            .schema
+            .as_ref()
             .and_then(|s| s.as_str())
             .ok_or_else(|| bad("not an ipivmm results document (no \"schema\" field)".into()))?;
         match schema.strip_prefix(SCHEMA_PREFIX) {
@@ -436,7 +481,7 @@ impl Document {
                 )))
             }
         }
-        Document::deserialize(&value).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
+        serde_json::from_str(text).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
     }
 
     /// Reads and parses a results file: a regular file of at most
@@ -499,6 +544,35 @@ mod tests {
         assert_eq!(d.ipivmm_version, "9");
     }
 
+    /// Issue 20, case 19: the one line names a few stuck vCPUs and the
+    /// count of the others (1024 of them made a 39.8 KB line).
+    #[test]
+    fn a_timeout_line_names_a_few_vcpus_and_counts_the_rest() {
+        let stuck: Vec<String> = (0..1024)
+            .map(|i| format!("vcpu{i} at rip=0x102125 rsp=0x8ff000"))
+            .collect();
+        let s = RunStatus::TimedOut {
+            after_s: 60,
+            stuck: stuck.join(", "),
+            hint: String::new(),
+        };
+        let t = s.text();
+        assert!(t.len() < 400, "{} bytes: {t}", t.len());
+        assert!(t.contains("vcpu3 at") && !t.contains("vcpu4 at"), "{t}");
+        assert!(t.contains("... and 1020 more"), "{t}");
+        assert!(t.contains(DEFAULT_TIMEOUT_HINT), "{t}");
+        let two = RunStatus::TimedOut {
+            after_s: 1,
+            stuck: "vcpu0 at rip=0x1, vcpu1 at rip=0x2".into(),
+            hint: "lower --warmup".into(),
+        };
+        assert!(
+            two.text().ends_with("vcpu1 at rip=0x2 (lower --warmup)"),
+            "{}",
+            two.text()
+        );
+    }
+
     #[test]
     fn every_status_round_trips() {
         for s in [
@@ -508,6 +582,12 @@ mod tests {
             RunStatus::TimedOut {
                 after_s: 3,
                 stuck: "vcpu0 at rip=0x1".into(),
+                hint: String::new(),
+            },
+            RunStatus::TimedOut {
+                after_s: 3,
+                stuck: "vcpu0 at rip=0x1".into(),
+                hint: "lower --warmup".into(),
             },
             RunStatus::OverBudget {
                 vcpu: 3,

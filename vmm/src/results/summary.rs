@@ -262,7 +262,10 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
             ids.push((p.id, p.name.clone()));
         }
     }
-    if let Some(m) = ids.iter().find(|(_, n)| n == "measure") {
+    if let Some(m) = ids
+        .iter()
+        .find(|(_, n)| n == ipivmm_abi::builtin_phases::MEASURE.1)
+    {
         return Some(m.clone());
     }
     let samples = |id: u32| -> u64 {

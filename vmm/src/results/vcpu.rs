@@ -278,6 +278,13 @@ pub enum VcpuEnd {
     Stopped {
         /// Register dump at the stop.
         registers: Option<Registers>,
+        /// The phase the vCPU had begun and not ended when it was stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+        /// It was waiting for a SIPI (it had received an INIT): it could
+        /// not have finished, whatever the timeout.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait_for_sipi: bool,
     },
 }
 

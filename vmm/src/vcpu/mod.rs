@@ -156,9 +156,7 @@ impl RunLoop<'_> {
                 }
             }
             if self.env.shared.stop.load(Ordering::SeqCst) {
-                return VcpuEnd::Stopped {
-                    registers: registers(self.vcpu),
-                };
+                return self.stopped();
             }
             if let Some(ua) = &self.env.user_apic {
                 if let Err(e) = ua.before_run(self.env.index, self.vcpu) {
@@ -245,9 +243,20 @@ impl RunLoop<'_> {
         if self.env.shared.budget.excess() == Some(&e) {
             self.fault(e.to_string())
         } else {
-            VcpuEnd::Stopped {
-                registers: registers(self.vcpu),
-            }
+            self.stopped()
+        }
+    }
+
+    /// The end of a vCPU the host stopped: where it was, the phase it was
+    /// in and whether it waited for a SIPI (what the timeout hint names).
+    fn stopped(&mut self) -> VcpuEnd {
+        VcpuEnd::Stopped {
+            registers: registers(self.vcpu),
+            phase: self.open.as_ref().map(|p| p.name.clone()),
+            wait_for_sipi: self
+                .vcpu
+                .get_mp_state()
+                .is_ok_and(|m| m.mp_state == kvm_bindings::KVM_MP_STATE_INIT_RECEIVED),
         }
     }
 

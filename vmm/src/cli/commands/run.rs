@@ -40,11 +40,14 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         started,
         cancel: Some(ipivmm::interrupt::cancel_flag()),
     };
+    // A pair that cannot start does not stop the run itself: its own
+    // outcome (and JSON) is what the user asked for.
     let observer =
-        match ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone()) {
-            Ok(o) => o,
-            Err(e) => return fail(e),
-        };
+        ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone())
+            .unwrap_or_else(|e| {
+                log::warn!("counting cost not measured: {e}");
+                None
+            });
     let mut report = match run(&config, opts) {
         Ok(r) => r,
         Err(e) => return fail(e),
