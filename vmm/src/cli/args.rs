@@ -5,7 +5,7 @@ use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::output::compare::Dimension;
 use ipivmm::{PayloadSource, VmConfig};
-use ipivmm_counters::module_switch::{parse_param_values, parse_settings, ModuleSetting};
+use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ pub mod levers;
 
 use crate::config::VmConfig;
 use apicv::{ApicvError, ApicvPlan};
-use ipivmm_counters::host::{HostInfo, KvmBackend};
+use ipivmm_host::facts::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
 /// Derives shared by every mode part: clap parses it, serde and strum name

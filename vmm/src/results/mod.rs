@@ -35,7 +35,7 @@ use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::levers::ExitControls;
 use crate::mode::{ApicMode, IpiPath, Irqchip, Mode, TargetWait, Workload};
-use ipivmm_counters::host::HostInfo;
+use ipivmm_host::facts::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -421,7 +421,7 @@ impl Document {
     pub fn new(runs: Vec<RunReport>, skipped: Vec<SkippedMode>) -> Self {
         let probed = match runs.iter().find_map(|r| r.host.clone()) {
             Some(h) => Ok(h),
-            None => ipivmm_counters::host::probe().map_err(|e| e.to_string()),
+            None => ipivmm_host::facts::probe().map_err(|e| e.to_string()),
         };
         let (host, host_error) = match probed {
             Ok(h) => (Some(h), None),

@@ -12,8 +12,8 @@ pub mod vcpus;
 use crate::config::VmConfig;
 use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use crate::results::SkippedMode;
-use ipivmm_counters::host::HostInfo;
-use ipivmm_counters::module_switch::ModuleSetting;
+use ipivmm_host::facts::HostInfo;
+use ipivmm_host::module_switch::ModuleSetting;
 
 /// The dimensions a sweep crosses.
 #[derive(Clone, Debug)]
@@ -192,7 +192,7 @@ pub fn plan_stage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_counters::host::{ApicvSupport, ApicvVerdicts, KvmBackend};
+    use ipivmm_host::facts::{ApicvSupport, ApicvVerdicts, KvmBackend};
 
     fn host(backend: KvmBackend) -> HostInfo {
         let no = || ApicvSupport::Unavailable("no VMX/SVM".into());
@@ -291,7 +291,7 @@ mod tests {
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr, IpiPath::Pv],
             workloads: vec![Workload::Pingpong],
-            host_params: ipivmm_counters::module_switch::parse_param_values("kvm_amd.avic=0,1")
+            host_params: ipivmm_host::module_switch::parse_param_values("kvm_amd.avic=0,1")
                 .unwrap(),
             ..Default::default()
         };

@@ -6,7 +6,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::host::{probe, ApicvSupport, HostInfo};
 use ipivmm::vm::open_kvm;
-use ipivmm_counters::module_switch::{read_state, State, DEFAULT_STATE_FILE};
+use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;

@@ -3,8 +3,8 @@
 //! in a state file until restored), and the lines that describe a switch,
 //! a restore and a switch left pending, shared with `sweep --host-param`.
 use super::fail;
-use ipivmm_counters::host::{probe, ApicvVerdicts, HostInfo};
-use ipivmm_counters::module_switch::{
+use ipivmm_host::facts::{probe, ApicvVerdicts, HostInfo};
+use ipivmm_host::module_switch::{
     read_state, Applied, ModuleSetting, ModuleTree, Restored, State, VmCheck,
 };
 use serde::Serialize;
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 #[derive(Serialize)]
 struct SetReport<'a> {
     applied: &'a Applied,
-    mismatches: Vec<ipivmm_counters::module_switch::Mismatch>,
+    mismatches: Vec<ipivmm_host::module_switch::Mismatch>,
     host: Option<HostInfo>,
 }
 
@@ -156,7 +156,7 @@ fn settings_text(settings: &[ModuleSetting]) -> String {
 
 /// `APICv ..., IPIv ..., AVIC ...` in one line.
 pub fn verdict_line(v: &ApicvVerdicts) -> String {
-    let one = |name: &str, s: &ipivmm_counters::host::ApicvSupport| {
+    let one = |name: &str, s: &ipivmm_host::facts::ApicvSupport| {
         if s.is_available() {
             format!("{name} available")
         } else {
@@ -213,7 +213,7 @@ fn originals_text(state: &State) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_counters::module_switch::{parse_settings, write_state, Skipped};
+    use ipivmm_host::module_switch::{parse_settings, write_state, Skipped};
     use std::collections::BTreeMap;
     use std::path::PathBuf;
 
@@ -263,7 +263,7 @@ mod tests {
         assert_eq!(pending_line(&path), None);
         let a = applied(true);
         let mut state = State {
-            format: ipivmm_counters::module_switch::STATE_FORMAT.into(),
+            format: ipivmm_host::module_switch::STATE_FORMAT.into(),
             module: "kvm_amd".into(),
             original: a.original,
             settings: a.requested,

@@ -17,8 +17,8 @@ use super::sweep::run_all;
 use ipivmm::results::SkippedMode;
 use ipivmm::sweep::{plan_stage, SweepSpec};
 use ipivmm::RunReport;
-use ipivmm_counters::host::{HostInfo, KvmBackend};
-use ipivmm_counters::module_switch::{read_state, ModuleSetting, ModuleTree, SwitchError};
+use ipivmm_host::facts::{HostInfo, KvmBackend};
+use ipivmm_host::module_switch::{read_state, ModuleSetting, ModuleTree, SwitchError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A host-parameter sweep that passed its guards.
@@ -168,7 +168,7 @@ fn say(lines: &[String], quiet: bool) {
 mod tests {
     use super::*;
     use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
-    use ipivmm_counters::module_switch::{parse_param_values, FakeModprobe};
+    use ipivmm_host::module_switch::{parse_param_values, FakeModprobe};
     use std::path::Path;
     use std::sync::Arc;
     use vmm_sys_util::tempdir::TempDir;

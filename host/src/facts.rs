@@ -9,8 +9,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit_reasons::Isa;
-
 /// CPU flags that matter for interrupt virtualization.
 pub const VIRT_FLAGS: &[&str] = &[
     "vmx",
@@ -110,17 +108,6 @@ impl std::fmt::Display for KvmBackend {
             Self::NestedOrUnknown => "nested_or_unknown",
             Self::None => "none",
         })
-    }
-}
-
-impl KvmBackend {
-    /// The exit-reason ISA of the backend, if it has one.
-    pub fn isa(&self) -> Option<Isa> {
-        match self {
-            Self::KvmIntel => Some(Isa::Vmx),
-            Self::KvmAmd => Some(Isa::Svm),
-            _ => None,
-        }
     }
 }
 
@@ -225,9 +212,6 @@ pub enum HostError {
     /// /proc/cpuinfo could not be read.
     #[error("reading /proc/cpuinfo: {0}")]
     CpuInfo(#[source] std::io::Error),
-    /// uname failed.
-    #[error("uname failed: {0}")]
-    Uname(#[source] std::io::Error),
 }
 
 /// Parses a boolean module parameter (`Y`/`N`/`1`/`0`, any case, trimmed).
@@ -503,20 +487,11 @@ pub fn probe_dev_kvm() -> DevKvm {
 }
 
 /// `uname -r`.
-pub fn kernel_release() -> Result<String, HostError> {
-    // SAFETY: utsname is plain old data; all-zero is a valid value.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable utsname the kernel fills in.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return Err(HostError::Uname(std::io::Error::last_os_error()));
-    }
-    let bytes: Vec<u8> = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+pub fn kernel_release() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Assembles [`HostInfo`] from pre-read inputs (pure).
@@ -554,7 +529,7 @@ pub fn probe() -> Result<HostInfo, HostError> {
     let sys_module = Path::new("/sys/module");
     Ok(host_info_from(
         &cpu,
-        kernel_release()?,
+        kernel_release(),
         probe_dev_kvm(),
         loaded_modules(sys_module),
         read_params(sys_module),
@@ -642,8 +617,6 @@ vmx flags\t: vnmi preemption_timer posted_intr invvpid ept_x_only flexpriority a
             KvmBackend::NestedOrUnknown
         );
         assert_eq!(detect_backend(&[], &amd, false), KvmBackend::None);
-        assert_eq!(KvmBackend::KvmAmd.isa(), Some(Isa::Svm));
-        assert_eq!(KvmBackend::KvmPvm.isa(), None);
     }
 
     #[test]

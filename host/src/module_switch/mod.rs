@@ -95,7 +95,7 @@ pub const STATE_FORMAT: &str = "ipivmm.module-switch/1";
 
 #[cfg(test)]
 use {
-    crate::host::KvmBackend,
+    crate::facts::KvmBackend,
     settings::MAX_VALUE_LEN,
     std::collections::BTreeMap,
     std::path::{Path, PathBuf},
