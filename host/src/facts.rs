@@ -206,6 +206,38 @@ pub struct HostInfo {
     pub verdicts: ApicvVerdicts,
 }
 
+impl HostInfo {
+    /// A made-up host of `backend` whose APICv, IPIv, AVIC and x2AVIC are
+    /// all available (`hardware`) or all unavailable for kvm_pvm's reason:
+    /// the one fixture of the tests that plan against a host.
+    pub fn synthetic(backend: KvmBackend, hardware: bool) -> Self {
+        let v = if hardware {
+            ApicvSupport::Available
+        } else {
+            ApicvSupport::Unavailable("kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv".into())
+        };
+        let amd = backend == KvmBackend::KvmAmd;
+        HostInfo {
+            cpu_vendor: if amd { "AuthenticAMD" } else { "GenuineIntel" }.into(),
+            cpu_model: "synthetic".into(),
+            cpu_family_model: (None, None),
+            logical_cpus: 2,
+            virt_flags: Default::default(),
+            kernel_release: "6.18".into(),
+            dev_kvm: Default::default(),
+            backend,
+            modules: vec![],
+            params: Default::default(),
+            verdicts: ApicvVerdicts {
+                apicv: v.clone(),
+                ipiv: v.clone(),
+                avic: v.clone(),
+                x2avic: v,
+            },
+        }
+    }
+}
+
 /// Errors of host probing.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {

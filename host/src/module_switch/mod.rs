@@ -64,6 +64,7 @@
 //! [`Applied::kvm_changed`] lists them.
 
 mod error;
+pub mod report;
 mod runner;
 mod settings;
 mod state;

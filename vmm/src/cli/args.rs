@@ -137,16 +137,8 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The seed experiments `sweep --preset` re-creates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
-    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows).
-    AvicBroadcast,
-    /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
-    IpivUnicast,
-    /// Xen APICv topology: ping-pong with vCPUs close together vs spread apart.
-    ApicvTopology,
-}
+/// The seed experiments `sweep --preset` re-creates (library data).
+pub use ipivmm::sweep::presets::Preset;
 
 /// Flags of `ipivmm sweep`. Lists are comma-separated; each defaults to every value.
 #[derive(Args, Debug)]

@@ -130,6 +130,19 @@ impl RunStatus {
     }
 }
 
+impl RunStatus {
+    /// [`RunStatus::text`], naming the signal that cancelled the run when
+    /// this process received one (`cancelled by SIGTERM`).
+    pub fn line(&self) -> String {
+        match (self, crate::interrupt::received()) {
+            (RunStatus::Cancelled, Some(sig)) => {
+                format!("cancelled by {}", crate::interrupt::signal_name(sig))
+            }
+            _ => self.text(),
+        }
+    }
+}
+
 /// The fix a timeout names when nothing more specific explains it.
 pub const DEFAULT_TIMEOUT_HINT: &str =
     "raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations";
@@ -336,6 +349,10 @@ pub struct RunReport {
     /// under, e.g. `kvm_amd.avic=1` (None outside such a sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_param: Option<String>,
+    /// The named vCPU placement of a sweep this run ran with (`close`,
+    /// `spread`: the `apicv-topology` preset; `mode.pin` has the CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
     /// APICv/AVIC inhibits as the kernel reported them during the run
     /// (`kvm_apicv_inhibit_changed`; needs tracepoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -362,13 +379,17 @@ impl RunReport {
     }
 
     /// The one label of a run: [`Mode::label`], the levers that differ
-    /// from the defaults and the host setting of a `--host-param` sweep,
-    /// e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt kvm_amd.avic=1`.
+    /// from the defaults, the named placement and the host setting of a
+    /// `--host-param` sweep, e.g.
+    /// `kernel/x2apic/icr apicv-inhibit -exits:hlt rt pin:0,1 close kvm_amd.avic=1`
+    /// (docs/modes.md, "Labels", explains every part).
     pub fn label(&self) -> String {
-        match &self.host_param {
-            Some(setting) => format!("{} {setting}", self.mode.label(self.apicv.requested)),
-            None => self.mode.label(self.apicv.requested),
+        let mut l = self.mode.label(self.apicv.requested);
+        for extra in [&self.placement, &self.host_param].into_iter().flatten() {
+            l.push(' ');
+            l.push_str(extra);
         }
+        l
     }
 }
 
@@ -379,6 +400,37 @@ pub struct SkippedMode {
     pub mode: String,
     /// Why it was not run.
     pub reason: String,
+}
+
+/// What a `sweep --preset` answers on the host it ran on (the `preset`
+/// object of the JSON document).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetReport {
+    /// The preset, e.g. `avic-broadcast`.
+    pub preset: String,
+    /// The question it answers.
+    pub question: String,
+    /// What the seed report found, with its direction.
+    pub seed: String,
+    /// Why this host cannot answer the question (or part of it); empty
+    /// when it can.
+    pub host: Vec<String>,
+    /// Every row of the plan.
+    pub rows: Vec<PresetRow>,
+}
+
+/// One row of a preset: whether it ran, and why it cannot answer the
+/// question here if it cannot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetRow {
+    /// The row's label (`workload Nv mode ...`).
+    pub row: String,
+    /// It ran (false: skipped).
+    pub runs: bool,
+    /// Why it does not answer the question on this host (for a skipped
+    /// row, the skip reason); None: it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
 }
 
 /// The JSON document of `run` and `sweep`.
@@ -403,6 +455,9 @@ pub struct Document {
     /// Modes that were asked for but skipped.
     #[serde(default)]
     pub skipped: Vec<SkippedMode>,
+    /// With `sweep --preset`: the question and what this host can answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<PresetReport>,
 }
 
 /// A results document that cannot be read. One line, naming the input.
@@ -438,6 +493,7 @@ impl Document {
             host_error,
             runs,
             skipped,
+            preset: None,
         }
     }
 

@@ -80,6 +80,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         apicv_observed: None,
         host_settings: p.host.as_ref().map(HostSettings::of),
         host_param: None,
+        placement: None,
         host: p.host.clone(),
     }
 }

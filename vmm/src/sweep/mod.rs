@@ -6,6 +6,9 @@
 //! dimension: each value is a stage ([`stages`]) that the command switches
 //! the vendor module to, re-probes the host, and plans with [`plan_stage`]
 //! against the host as it is then.
+pub mod execute;
+pub mod host_stages;
+pub mod presets;
 pub mod topology;
 pub mod vcpus;
 
@@ -14,6 +17,9 @@ use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use crate::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
+
+pub use execute::{execute, Quiet, SweepEvents, SweepOptions, SweepOutcome};
+pub use host_stages::{preflight, HostSweep};
 
 /// The dimensions a sweep crosses.
 #[derive(Clone, Debug)]
@@ -74,6 +80,9 @@ pub struct PlannedRun {
     /// The host setting this run is planned under (`kvm_amd.avic=1`), for
     /// [`RunReport::host_param`](crate::results::RunReport::host_param).
     pub host_param: Option<String>,
+    /// The named placement of this run (`close`, `spread`), for
+    /// [`RunReport::placement`](crate::results::RunReport::placement).
+    pub placement: Option<String>,
 }
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
@@ -183,6 +192,7 @@ pub fn plan_stage(
                 label,
                 config,
                 host_param: host_param.clone(),
+                placement: (!place.is_empty()).then(|| place.clone()),
             }),
         }
     }

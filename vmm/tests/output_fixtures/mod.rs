@@ -150,6 +150,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         apicv_observed: None,
         host_settings: None,
         host_param: None,
+        placement: None,
         host: None,
     }
 }

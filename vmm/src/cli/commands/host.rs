@@ -30,7 +30,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
         return host_switch::restore(args.json);
     }
     let state_file = Path::new(DEFAULT_STATE_FILE);
-    if let Some(line) = host_switch::pending_line(state_file) {
+    if let Some(line) = ipivmm_host::module_switch::report::pending_line(state_file) {
         eprintln!("ipivmm: {line}");
     }
     let host = match probe() {

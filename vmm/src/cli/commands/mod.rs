@@ -5,9 +5,7 @@ pub mod host_switch;
 pub mod new_payload;
 pub mod run;
 pub mod sweep;
-pub mod sweep_host;
 
-use ipivmm::RunStatus;
 use std::process::ExitCode;
 
 /// Print a one-line error and return the exit code for bad input (2).
@@ -21,14 +19,4 @@ pub fn init_log(level: &str) {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
         .format_target(false)
         .try_init();
-}
-
-/// The status of a run in one line, naming the signal that cancelled it.
-pub fn status_line(s: &RunStatus) -> String {
-    match (s, ipivmm::interrupt::received()) {
-        (RunStatus::Cancelled, Some(sig)) => {
-            format!("cancelled by {}", ipivmm::interrupt::signal_name(sig))
-        }
-        _ => s.text(),
-    }
 }

@@ -1,5 +1,5 @@
 //! `ipivmm run`: one VM, one workload; results files first, then the table.
-use super::{fail, init_log, status_line};
+use super::{fail, init_log};
 use crate::cli::args::{RunArgs, SerialArg};
 use ipivmm::output::dest::{print_text, Outputs};
 use ipivmm::output::text;
@@ -71,10 +71,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         eprintln!("ipivmm: error: {e}");
     }
     if !report.succeeded() {
-        eprintln!(
-            "ipivmm: run did not complete: {}",
-            status_line(&report.status)
-        );
+        eprintln!("ipivmm: run did not complete: {}", report.status.line());
     }
     if report.succeeded() && errors.is_empty() {
         ExitCode::SUCCESS
