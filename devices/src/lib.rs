@@ -10,3 +10,4 @@ pub mod bus;
 pub mod control;
 pub mod lapic;
 pub mod serial;
+pub mod text;

@@ -79,18 +79,7 @@ impl LineBuffer {
     }
 
     fn take(&mut self) -> String {
-        let text = String::from_utf8_lossy(&self.line)
-            .chars()
-            .flat_map(|c| {
-                let escape = c.is_control() && c != '\t';
-                let (a, b) = if escape {
-                    (None, Some(c.escape_default()))
-                } else {
-                    (Some(c), None)
-                };
-                a.into_iter().chain(b.into_iter().flatten())
-            })
-            .collect();
+        let text = crate::text::escape_controls(&String::from_utf8_lossy(&self.line));
         self.line.clear();
         text
     }

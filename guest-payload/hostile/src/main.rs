@@ -65,10 +65,14 @@ fn max_samples(boot: &BootInfo, vcpu: usize) {
     let room = boot.scratch_stride.saturating_sub(percpu::PERCPU_RESERVED) / 8;
     let count = MAX_SAMPLES_PER_MSG.min(room);
     let ptr = base as *mut u64;
+    // `rep stosq`: one emulated instruction per u64, not per byte.
     // SAFETY: vCPU 0's scratch after the SDK's per-vCPU block is free guest
     // RAM of `room >= count` u64s (BootInfo), identity-mapped, used by
-    // nobody else (this case takes no `percpu::Samples`).
-    unsafe { core::ptr::write_bytes(ptr, 0xff, count as usize) };
+    // nobody else (this case takes no `percpu::Samples`); DF is clear (ABI).
+    unsafe {
+        asm!("rep stosq", inout("rcx") count => _, inout("rdi") ptr => _, in("rax") u64::MAX,
+            options(nostack, preserves_flags))
+    };
     for _ in 0..messages {
         // The SDK's `samples` takes a slice; this one is `count` u64s above.
         // SAFETY: as above; initialised by the write_bytes.

@@ -119,12 +119,20 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     };
     let end = run_loop.run();
     let exits = run_loop.exits;
+    // Samples still waiting for their phase: it never ended on this vCPU.
+    let without_phase: BTreeMap<u32, u64> = run_loop
+        .pending_samples
+        .iter()
+        .map(|(id, s)| (*id, s.len() as u64))
+        .collect();
+    drop(run_loop);
     sources.drain_inhibits();
     let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
     {
         let mut result = env.shared.result(env.index);
         result.end = Some(end);
         result.exits = exits;
+        result.samples_without_phase = without_phase;
         finish_latency(&mut result, env.tsc_khz);
     }
     if failed {
@@ -336,12 +344,14 @@ impl RunLoop<'_> {
                 }
             },
             ControlBody::Samples { phase, samples, .. } => {
+                let open = self.open.as_ref().is_some_and(|o| o.id == phase);
                 let mut r = self.env.shared.result(index);
                 let store = store::Store {
                     budget: &self.env.shared.budget,
                     vcpu: index,
                 };
-                if let Err(e) = store.samples(&mut r, &mut self.pending_samples, phase, samples) {
+                let pending = &mut self.pending_samples;
+                if let Err(e) = store.samples(&mut r, pending, phase, open, samples) {
                     drop(r);
                     return Some(self.over_budget(e));
                 }
