@@ -76,6 +76,13 @@ pub fn render(r: &RunReport) -> String {
     for line in samples_without_phase(r) {
         let _ = writeln!(out, "{line}");
     }
+    if r.serial_dropped_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "guest serial output: {} bytes dropped: stdout did not take them (a slow or stuck reader)",
+            r.serial_dropped_bytes
+        );
+    }
     for v in &r.vcpus {
         if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
             let _ = writeln!(out, "vcpu{}: {reason}", v.index);

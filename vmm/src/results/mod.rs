@@ -62,6 +62,10 @@ pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
     values.into_iter().fold(0, u64::saturating_add)
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -300,6 +304,11 @@ pub struct RunReport {
     pub vcpus: Vec<VcpuResult>,
     /// The last part of the guest's serial output.
     pub serial_tail: String,
+    /// Bytes of guest serial output dropped on the way to stdout
+    /// (`--serial stdout`): its queue was full because stdout did not take
+    /// them (a slow or stuck reader). 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub serial_dropped_bytes: u64,
     /// What counting cost this configuration, when it was measured (paired
     /// runs with the counters detached: `run --observer-effect`, and the first
     /// run of every sweep).

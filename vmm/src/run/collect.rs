@@ -75,6 +75,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         },
         vcpus,
         serial_tail: serial.tail_text(),
+        serial_dropped_bytes: serial.stdout_dropped(),
         observer_effect: None,
         apicv_observed: None,
         host_settings: p.host.as_ref().map(HostSettings::of),
