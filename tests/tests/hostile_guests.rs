@@ -67,7 +67,10 @@ fn phase_that_never_ends_is_stopped_by_the_watchdog_and_earlier_phase_kept() {
     assert!(
         matches!(
             r.vcpus[0].end,
-            Some(VcpuEnd::Stopped { registers: Some(_) })
+            Some(VcpuEnd::Stopped {
+                registers: Some(_),
+                ..
+            })
         ),
         "{:?}",
         r.vcpus[0].end

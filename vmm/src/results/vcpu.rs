@@ -278,6 +278,10 @@ pub enum VcpuEnd {
     Stopped {
         /// Register dump at the stop.
         registers: Option<Registers>,
+        /// It was waiting for a start-up IPI (an INIT had reset it and no
+        /// SIPI followed); false in older files.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait_for_sipi: bool,
     },
 }
 

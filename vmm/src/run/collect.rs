@@ -116,10 +116,20 @@ pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
     let stuck: Vec<String> = vcpus
         .iter()
         .filter_map(|v| match &v.end {
-            Some(VcpuEnd::Stopped { registers }) => Some(match registers {
-                Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
-                None => format!("vcpu{} (registers unreadable)", v.index),
-            }),
+            Some(VcpuEnd::Stopped {
+                registers,
+                wait_for_sipi,
+            }) => {
+                let at = match registers {
+                    Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
+                    None => format!("vcpu{} (registers unreadable)", v.index),
+                };
+                Some(if *wait_for_sipi {
+                    format!("{at} in wait-for-SIPI (INIT received, no start-up IPI)")
+                } else {
+                    at
+                })
+            }
             None => Some(format!("vcpu{} did not stop", v.index)),
             _ => None,
         })
