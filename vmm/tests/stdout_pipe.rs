@@ -42,6 +42,20 @@ fn a_stdout_nobody_reads_does_not_hold_the_exit() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ipivmm starts");
+    // One page of pipe (the smallest), so the guest fills it within the
+    // timeout even on a loaded host.
+    if let Some(out) = &child.stdout {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_SETPIPE_SZ on the read end of the child's stdout pipe,
+        // which `child` owns and keeps open; no memory is passed.
+        let rc = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        let e = std::io::Error::last_os_error();
+        // EBUSY: it already holds more than a page, on its way to full.
+        assert!(
+            rc >= 4096 || e.raw_os_error() == Some(libc::EBUSY),
+            "F_SETPIPE_SZ: {e}"
+        );
+    }
     let mut json_at = None;
     let deadline = started + Duration::from_secs(60);
     let status = loop {
