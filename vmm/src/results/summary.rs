@@ -2,6 +2,11 @@
 //! phase, cycles per IPI (p50/p99), IPIs, and VM exits per IPI by reason.
 //!
 //! Rules (docs/results-schema.md repeats them):
+//! - a phase is its (id, name): an id reused under another name is another
+//!   phase; the same (id, name) run again (on a vCPU, or on several) is one
+//!   phase whose figures count every run ([`phase_keys`]);
+//! - every sum saturates ([`crate::results::saturating_sum`]): guest
+//!   counters are whatever the guest sends;
 //! - the measured phase is the one named `measure`, else the phase with the
 //!   most latency samples, else the one with the most IPIs sent (tables and
 //!   `compare`); charts draw every phase that has samples
