@@ -291,3 +291,36 @@ fn compare_holds_one_document_at_a_time() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 20, case 11: a results file whose two vCPUs each count 2^63 IPIs
+/// (a guest can send such counters). `compare` summed them wrapping, to 0:
+/// "IPIs/round trip 0.00". Sums now saturate at 2^64 - 1.
+#[test]
+fn compare_saturates_counters_that_overflow() {
+    let dir = temp_dir("compare-overflow");
+    let mut r = report(&[], 10_000, 3);
+    for v in &mut r.vcpus {
+        for p in v.phases.iter_mut().filter(|p| p.name == "measure") {
+            p.guest.ipis_sent = 1 << 63;
+            p.guest.ipis_received = 1 << 63;
+            p.guest.icr_writes = 1 << 63;
+        }
+    }
+    let a = record(&dir, "huge.json", std::slice::from_ref(&r));
+    let text = std::fs::read_to_string(dir.join("huge.json")).unwrap();
+    assert!(text.contains("9223372036854775808"), "the file holds 2^63");
+    let c = compare(&[a.clone(), a]);
+    let s = c.rows[0].cells[0].as_ref().expect("the run's summary");
+    assert_eq!(
+        (s.ipis, s.ipis_delivered, s.icr_writes),
+        (u64::MAX, u64::MAX, u64::MAX)
+    );
+    let per_op = s.ipis_per_operation().expect("IPIs per round trip");
+    assert!(per_op > 1e15, "IPIs per round trip {per_op}");
+    let out = render(&c, 0.1, false);
+    let line = out
+        .lines()
+        .find(|l| l.contains("IPIs/round trip"))
+        .unwrap_or_else(|| panic!("no IPIs/round trip row:\n{out}"));
+    assert!(!line.contains(" 0.00 "), "{line}");
+}

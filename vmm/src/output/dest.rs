@@ -353,14 +353,22 @@ pub fn emit_with(
 }
 
 /// Prints `text` to stdout (or stderr): a closed or full stream is not an
-/// error worth losing results over, so failures are ignored (never a panic).
+/// error worth losing results over, so failures are ignored (never a
+/// panic). Stdout goes through [`ipivmm_devices::stdout`] (after the guest's
+/// serial output, in order), waiting only while stdout takes bytes: after
+/// [`ipivmm_devices::stdout::STALL`] without progress it gives up with a
+/// line on stderr, so the exit never hangs on a pipe nobody reads.
 pub fn print_text(text: &str, to_stderr: bool) {
-    let _ = if to_stderr {
-        std::io::stderr().lock().write_all(text.as_bytes())
-    } else {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes()).and_then(|_| out.flush())
-    };
+    if to_stderr {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        return;
+    }
+    // Through the stdout queue, after the guest's serial output, and never
+    // waiting on a stdout that takes nothing (the exit stays bounded).
+    let out = ipivmm_devices::stdout::stdout();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.drain()) {
+        eprintln!("ipivmm: the report was not printed in full: {e}; the results files have it all");
+    }
 }
 
 #[cfg(test)]

@@ -120,11 +120,7 @@ pub fn render(doc: &Document, wall: Duration) -> String {
 }
 
 fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
-    let rate = ipis_per_sec(
-        r,
-        s.ipis_delivered,
-        summary::measured_phase(r).map(|(id, _)| id),
-    );
+    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
     let status = match &r.status {
         RunStatus::Completed => "ok",
         RunStatus::Cancelled => "cancelled",
@@ -215,7 +211,8 @@ fn skipped_text(skipped: &[SkippedMode]) -> String {
 }
 
 /// Delivered IPIs per second over the measured phase (vCPU 0's window).
-fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<u32>) -> Option<f64> {
-    let wall = r.vcpus.first()?.phase(phase?)?.wall_ns;
+fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<(u32, String)>) -> Option<f64> {
+    let (id, name) = phase?;
+    let wall = r.vcpus.first()?.phase_of(id, &name)?.wall_ns;
     (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
 }

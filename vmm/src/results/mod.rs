@@ -47,6 +47,25 @@ const SCHEMA_PREFIX: &str = "ipivmm.results/";
 /// sweep is a few MiB), small enough that a wrong path cannot exhaust memory.
 pub const MAX_RESULTS_FILE: u64 = 256 << 20;
 
+/// The sum of `values`, saturating at `u64::MAX` instead of wrapping: the
+/// one way results are summed. Guest counters ride in every control message
+/// and a results file can hold anything, so two vCPUs' 2^63 IPIs must add up
+/// to "a lot", not to 0.
+///
+/// ```
+/// use ipivmm::results::saturating_sum;
+///
+/// assert_eq!(saturating_sum([1u64 << 63, 1 << 63]), u64::MAX);
+/// assert_eq!(saturating_sum([2u64, 3]), 5);
+/// ```
+pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -336,6 +355,11 @@ pub struct RunReport {
     pub vcpus: Vec<VcpuResult>,
     /// The last part of the guest's serial output.
     pub serial_tail: String,
+    /// Bytes of guest serial output dropped on the way to stdout
+    /// (`--serial stdout`): its queue was full because stdout did not take
+    /// them (a slow or stuck reader). 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub serial_dropped_bytes: u64,
     /// What counting cost this configuration, when it was measured (paired
     /// runs with the counters detached: `run --observer-effect`, and the first
     /// run of every sweep).

@@ -76,6 +76,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         },
         vcpus,
         serial_tail: serial.tail_text(),
+        serial_dropped_bytes: serial.stdout_dropped(),
         observer_effect: None,
         apicv_observed: None,
         host_settings: p.host.as_ref().map(HostSettings::of),
@@ -117,10 +118,21 @@ pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
     let stuck: Vec<String> = vcpus
         .iter()
         .filter_map(|v| match &v.end {
-            Some(VcpuEnd::Stopped { registers, .. }) => Some(match registers {
-                Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
-                None => format!("vcpu{} (registers unreadable)", v.index),
-            }),
+            Some(VcpuEnd::Stopped {
+                registers,
+                wait_for_sipi,
+                ..
+            }) => {
+                let at = match registers {
+                    Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
+                    None => format!("vcpu{} (registers unreadable)", v.index),
+                };
+                Some(if *wait_for_sipi {
+                    format!("{at} in wait-for-SIPI (INIT received, no start-up IPI)")
+                } else {
+                    at
+                })
+            }
             None => Some(format!("vcpu{} did not stop", v.index)),
             _ => None,
         })

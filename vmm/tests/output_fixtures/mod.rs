@@ -146,6 +146,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         },
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
+        serial_dropped_bytes: 0,
         observer_effect: None,
         apicv_observed: None,
         host_settings: None,
