@@ -58,6 +58,24 @@ pub struct OutputArgs {
     pub plot: Option<PathBuf>,
 }
 
+/// Expectations a CI gates on (docs/ci.md).
+#[derive(Args, Debug, Default, Clone)]
+pub struct GateArgs {
+    /// An expectation on the results, e.g. 'exits_per_ipi < 1.5', 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01', 'vcpu1.guest.ipis_received >= 1000', 'ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1' (repeatable). Exit 0 when all hold, 1 when one fails, 4 when none could be judged.
+    #[arg(long = "expect", value_name = "EXPR", value_parser = parse_expectation)]
+    pub expect: Vec<ipivmm::expect::Expectation>,
+    /// Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr).
+    #[arg(long, requires = "expect")]
+    pub tap: bool,
+    /// Write the expectations' verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE", requires = "expect")]
+    pub junit: Option<PathBuf>,
+}
+
+fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
+    s.parse().map_err(|e: ipivmm::expect::ParseError| e.problem)
+}
+
 /// Levers every run of a command gets.
 #[derive(Args, Debug, Default, Clone)]
 pub struct LeverArgs {
@@ -117,6 +135,9 @@ pub struct CompareArgs {
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,
+    /// Exit 1 when a figure is worse than the baseline's by --threshold or more (more cycles, more exits), listing each; a gate for CI.
+    #[arg(long)]
+    pub fail_on_regression: bool,
     /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -188,6 +209,9 @@ pub struct SweepArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// No tables, no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -261,6 +285,9 @@ pub struct RunArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Where guest serial output goes: stdout, log (with --verbose), none.
     #[arg(long, default_value = "stdout")]
     pub serial: SerialArg,

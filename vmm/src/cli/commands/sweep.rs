@@ -1,10 +1,10 @@
 //! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
 //! one table per workload, a row per mode, side by side. Planning, the
 //! presets and running the plan are the library's (`ipivmm::sweep`).
-use super::{fail, init_log};
+use super::{fail, finish, init_log, plan_outputs};
 use crate::cli::args::SweepArgs;
 use ipivmm::mode::{ApicMode, TargetWait};
-use ipivmm::output::dest::{print_text, Outputs};
+use ipivmm::output::dest::print_text;
 use ipivmm::output::progress::SweepProgress;
 use ipivmm::output::sweep_tables;
 use ipivmm::sweep::presets::PresetHost;
@@ -46,8 +46,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             skipped.first().map_or(String::new(), |s| s.reason.clone())
         ));
     }
-    let o = &args.output;
-    let outputs = match Outputs::plan(o.json.as_deref(), o.csv.as_deref(), o.plot.as_deref(), &[]) {
+    let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
         Ok(out) => out,
         Err(e) => return fail(e),
     };
@@ -75,16 +74,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if !args.quiet {
         print_text(&sweep_tables::render(&doc, wall), outputs.uses_stdout());
     }
-    for e in errors.iter().chain(&out.errors) {
-        eprintln!("ipivmm: error: {e}");
-    }
     let cancelled = cancel.load(Ordering::SeqCst);
-    let failed = !errors.is_empty() || !out.errors.is_empty();
-    if cancelled || ran == 0 || failed || doc.runs.iter().any(|r| !r.succeeded()) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    let ok =
+        !cancelled && ran > 0 && out.errors.is_empty() && doc.runs.iter().all(|r| r.succeeded());
+    let errors: Vec<String> = errors.into_iter().chain(out.errors).collect();
+    finish(&doc, &args.gate, &outputs, "ipivmm sweep", ok, errors)
 }
 
 /// The sweep's events on the terminal: a progress bar per stage (hidden

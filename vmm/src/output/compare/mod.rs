@@ -77,6 +77,18 @@ impl Row {
         (base > 0.0).then(|| v / base)
     }
 
+    /// The metrics the row shows ([`Metric::shown`]).
+    ///
+    /// [`Metric::shown`]: crate::results::metrics::Metric::shown
+    pub fn metrics(&self) -> &'static [crate::results::metrics::Metric] {
+        crate::results::metrics::Metric::shown(
+            self.cells
+                .iter()
+                .flatten()
+                .filter_map(|s| s.ipis_per_operation()),
+        )
+    }
+
     /// What one operation of the row is (a round trip, a broadcast...).
     pub fn operation(&self) -> &'static str {
         self.cells
@@ -104,6 +116,32 @@ pub struct Comparison {
     pub flags: Vec<String>,
     /// Notes: cells the files recorded as skipped, grouped by reason.
     pub notes: Vec<String>,
+}
+
+impl Comparison {
+    /// Every figure worse than the baseline's by `threshold` or more
+    /// (a ratio of at least `1 + threshold` where higher is worse), one
+    /// line each: what `compare --fail-on-regression` fails on.
+    pub fn regressions(&self, threshold: f64) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &self.rows {
+            for &m in r.metrics().iter().filter(|m| m.higher_is_worse()) {
+                for col in 1..self.columns.len() {
+                    if let Some(q) = r.ratio(m, col).filter(|q| *q >= 1.0 + threshold) {
+                        out.push(format!(
+                            "{} {}: {} is {q:.2}x {} (threshold {:.0}%)",
+                            r.key,
+                            m.name(r.operation()),
+                            render::column_header(self, col),
+                            render::column_header(self, 0),
+                            threshold * 100.0
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A baseline that names no column.
