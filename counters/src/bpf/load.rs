@@ -1,0 +1,402 @@
+//! Loading and attaching the exit counter, and the vCPU threads' handles.
+
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aya::maps::{Array, HashMap, MapData};
+use aya::programs::{RawTracePoint, TracePoint};
+use aya::{Ebpf, EbpfLoader};
+
+use super::layout::{Config, VcpuCounts, VCPU_BYTES};
+use super::window::BpfSnapshot;
+use crate::exit_reasons::Isa;
+use crate::tracefs::{EventFormat, Tracefs};
+
+/// Why the exit counter could not be used (each message says what to do).
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    /// Built without clang.
+    #[error("BPF exit counter not built: {0}")]
+    NotBuilt(&'static str),
+    /// The tracepoint's format lacks the field, or it is not a u32.
+    #[error("{event} has no u32 field {field}")]
+    Field {
+        /// `system:event`.
+        event: String,
+        /// The field wanted.
+        field: String,
+    },
+    /// Reading tracefs failed.
+    #[error("tracefs: {0}")]
+    Tracefs(#[from] crate::tracefs::TracefsError),
+    /// The kernel refused to load or verify the programs or maps.
+    #[error("loading the BPF exit counter failed: {0} (needs root or CAP_BPF+CAP_PERFMON, and a kernel with BPF)")]
+    Load(String),
+    /// The kernel refused to attach a program.
+    #[error("attaching the BPF exit counter to {what} failed: {why}")]
+    Attach {
+        /// The attach point.
+        what: String,
+        /// The kernel's answer.
+        why: String,
+    },
+    /// The loaded maps do not have the layout this crate reads.
+    #[error("BPF map {0} has an unexpected layout (object and crate disagree)")]
+    Layout(&'static str),
+    /// More vCPU threads registered than the maps were sized for.
+    #[error("BPF exit counter sized for {0} vCPU threads, all registered")]
+    Full(usize),
+    /// A map operation failed.
+    #[error("BPF map {what}: {why}")]
+    Map {
+        /// The map and operation.
+        what: &'static str,
+        /// The kernel's answer.
+        why: String,
+    },
+}
+
+/// Where the programs attach: `kvm:kvm_exit` and `kvm_entry` for real; the
+/// tests use tracepoints that fire on any host.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    /// The tracepoint whose record carries the reason (system, event).
+    pub exit: (String, String),
+    /// The reason field's names (the first that exists is read; a u32).
+    pub reason: Vec<String>,
+    /// The ISA field's names (none: the host's ISA is assumed).
+    pub isa: Vec<String>,
+    /// The raw tracepoint that ends an exit (re-entry).
+    pub entry: String,
+}
+
+impl Attach {
+    /// `kvm:kvm_exit` (`exit_reason`, `isa`) and `kvm_entry`.
+    pub fn kvm() -> Self {
+        Self {
+            exit: ("kvm".into(), "kvm_exit".into()),
+            reason: vec!["exit_reason".into()],
+            isa: vec!["isa".into()],
+            entry: "kvm_entry".into(),
+        }
+    }
+
+    fn config(&self, format: &EventFormat, isa: Option<Isa>) -> Result<Config, BpfError> {
+        let u32_field = |names: &[String]| {
+            names.iter().find_map(|n| {
+                let f = format.field(n)?;
+                (f.size == 4).then_some(f.offset)
+            })
+        };
+        let event = format!("{}:{}", self.exit.0, self.exit.1);
+        let reason_offset = u32_field(&self.reason).ok_or_else(|| BpfError::Field {
+            event: event.clone(),
+            field: self.reason.join(" or "),
+        })?;
+        Ok(Config {
+            reason_offset,
+            isa_offset: u32_field(&self.isa).unwrap_or(0),
+            default_isa: isa.map_or(0, |i| i as u32),
+            pad: 0,
+        })
+    }
+}
+
+/// The `VCPUS` map's memory, shared with the kernel.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; each element is read and
+// written only by the thread that registered it (BpfThread, not Clone),
+// and by the BPF program running in that same thread's context.
+unsafe impl Send for Mapping {}
+// SAFETY: as above: no element is touched by two threads.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; no BpfThread
+        // outlives the BpfExits that owns this (they hold an Arc of it).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// The exit counter of one run: programs loaded and attached, maps sized
+/// for `capacity` vCPU threads. Detached when dropped.
+pub struct BpfExits {
+    // Field order is drop order: the mapping before the maps and programs.
+    mapping: Mapping,
+    threads: Mutex<HashMap<MapData, u32, u32>>,
+    ebpf: Mutex<Ebpf>,
+    capacity: usize,
+    next: AtomicUsize,
+    isa: Option<Isa>,
+}
+
+impl std::fmt::Debug for BpfExits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BpfExits")
+            .field("capacity", &self.capacity)
+            .field("registered", &self.next.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn load_err(e: impl std::fmt::Display) -> BpfError {
+    BpfError::Load(e.to_string())
+}
+
+fn map_err(what: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
+    move |e| BpfError::Map {
+        what,
+        why: e.to_string(),
+    }
+}
+
+impl BpfExits {
+    /// Loads the counter for `capacity` vCPU threads on `kvm:kvm_exit` /
+    /// `kvm_entry` (`isa`: the host's, for records without an `isa` field).
+    pub fn load_kvm(
+        tracefs: &Tracefs,
+        capacity: usize,
+        isa: Option<Isa>,
+    ) -> Result<Self, BpfError> {
+        Self::load(tracefs, &Attach::kvm(), capacity, isa)
+    }
+
+    /// Loads the counter and attaches it to `at`.
+    pub fn load(
+        tracefs: &Tracefs,
+        at: &Attach,
+        capacity: usize,
+        isa: Option<Isa>,
+    ) -> Result<Self, BpfError> {
+        let object = super::object().map_err(BpfError::NotBuilt)?;
+        let format = tracefs.event_format_shared(&at.exit.0, &at.exit.1)?;
+        let config = at.config(&format, isa)?;
+        let capacity = capacity.max(1);
+        let entries = u32::try_from(capacity).map_err(|_| BpfError::Full(capacity))?;
+        let mut ebpf = EbpfLoader::new()
+            .set_max_entries("THREADS", entries)
+            .set_max_entries("VCPUS", entries)
+            .load(object)
+            .map_err(load_err)?;
+        {
+            let mut cfg: Array<_, Config> = ebpf
+                .map_mut("CONFIG")
+                .ok_or(BpfError::Layout("CONFIG"))?
+                .try_into()
+                .map_err(|_| BpfError::Layout("CONFIG"))?;
+            cfg.set(0, config, 0).map_err(map_err("CONFIG set"))?;
+        }
+        let vcpus = ebpf.map("VCPUS").ok_or(BpfError::Layout("VCPUS"))?;
+        let aya::maps::Map::Array(data) = vcpus else {
+            return Err(BpfError::Layout("VCPUS"));
+        };
+        let info = data.info().map_err(map_err("VCPUS info"))?;
+        if info.value_size() as usize != VCPU_BYTES {
+            return Err(BpfError::Layout("VCPUS"));
+        }
+        let mapping = map_vcpus(data, capacity)?;
+        let threads = ebpf
+            .take_map("THREADS")
+            .ok_or(BpfError::Layout("THREADS"))?;
+        let threads: HashMap<MapData, u32, u32> = threads
+            .try_into()
+            .map_err(|_| BpfError::Layout("THREADS"))?;
+        attach(&mut ebpf, at)?;
+        Ok(Self {
+            mapping,
+            threads: Mutex::new(threads),
+            ebpf: Mutex::new(ebpf),
+            capacity,
+            next: AtomicUsize::new(0),
+            isa,
+        })
+    }
+
+    /// Registers the calling thread (a vCPU thread, before its first
+    /// KVM_RUN): its exits are counted in its own element from now on,
+    /// while its switch is on (it starts off).
+    pub fn register(self: &Arc<Self>) -> Result<BpfThread, BpfError> {
+        let index = self.next.fetch_add(1, Ordering::Relaxed);
+        if index >= self.capacity {
+            return Err(BpfError::Full(self.capacity));
+        }
+        let tid = rustix::thread::gettid()
+            .as_raw_nonzero()
+            .get()
+            .unsigned_abs();
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        // usize -> u32 cannot fail: capacity fit in a u32 at load.
+        threads
+            .insert(tid, index as u32, 0)
+            .map_err(map_err("THREADS insert"))?;
+        Ok(BpfThread {
+            exits: self.clone(),
+            index,
+            tid,
+        })
+    }
+
+    /// How many vCPU threads the maps hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Runs so far of each program (the kernel's `run_cnt`; counted only
+    /// while `kernel.bpf_stats_enabled` is 1): (exit, entry).
+    pub fn run_counts(&self) -> (Option<u64>, Option<u64>) {
+        let ebpf = self.ebpf.lock().unwrap_or_else(|p| p.into_inner());
+        let count = |name| {
+            ebpf.program(name)
+                .and_then(|p| p.info().ok())
+                .map(|i| i.run_count())
+        };
+        (count("on_exit"), count("on_entry"))
+    }
+
+    fn element(&self, index: usize) -> *mut VcpuCounts {
+        debug_assert!(index < self.capacity);
+        // SAFETY: index < capacity, and the mapping holds capacity elements
+        // of VCPU_BYTES (checked against the map's value size at load).
+        unsafe { self.mapping.ptr.as_ptr().add(index * VCPU_BYTES).cast() }
+    }
+}
+
+fn map_vcpus(data: &MapData, capacity: usize) -> Result<Mapping, BpfError> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let len = (capacity * VCPU_BYTES).div_ceil(page) * page;
+    let fd = data.fd().as_fd_raw();
+    // SAFETY: a fresh shared mapping of the BPF_F_MMAPABLE array's fd; the
+    // kernel checks the length against the map. Nothing else aliases it.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(BpfError::Map {
+            what: "VCPUS mmap",
+            why: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    let ptr = NonNull::new(ptr.cast()).ok_or(BpfError::Layout("VCPUS"))?;
+    Ok(Mapping { ptr, len })
+}
+
+trait RawMapFd {
+    fn as_fd_raw(&self) -> i32;
+}
+
+impl RawMapFd for aya::maps::MapFd {
+    fn as_fd_raw(&self) -> i32 {
+        use std::os::fd::AsFd;
+        self.as_fd().as_raw_fd()
+    }
+}
+
+fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
+    let what = format!("{}:{}", at.exit.0, at.exit.1);
+    let attach_err = |what: &str| {
+        let what = what.to_string();
+        move |e: aya::programs::ProgramError| BpfError::Attach {
+            what: what.clone(),
+            why: e.to_string(),
+        }
+    };
+    let exit: &mut TracePoint = ebpf
+        .program_mut("on_exit")
+        .ok_or(BpfError::Layout("on_exit"))?
+        .try_into()
+        .map_err(|_| BpfError::Layout("on_exit"))?;
+    exit.load().map_err(load_err)?;
+    exit.attach(&at.exit.0, &at.exit.1)
+        .map_err(attach_err(&what))?;
+    let entry: &mut RawTracePoint = ebpf
+        .program_mut("on_entry")
+        .ok_or(BpfError::Layout("on_entry"))?
+        .try_into()
+        .map_err(|_| BpfError::Layout("on_entry"))?;
+    entry.load().map_err(load_err)?;
+    entry
+        .attach(&at.entry)
+        .map_err(attach_err(&format!("raw tracepoint {}", at.entry)))?;
+    Ok(())
+}
+
+/// One vCPU thread's element: its switch and snapshots. Used only by the
+/// thread that registered it (not Clone; Send so it can be stored, but the
+/// counts are those of the registering thread).
+pub struct BpfThread {
+    exits: Arc<BpfExits>,
+    index: usize,
+    tid: u32,
+}
+
+impl std::fmt::Debug for BpfThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BpfThread")
+            .field("index", &self.index)
+            .field("tid", &self.tid)
+            .finish()
+    }
+}
+
+impl BpfThread {
+    /// Turns counting of this thread's exits on or off: one store into the
+    /// shared map, no syscall. The exit in progress (this thread is in
+    /// userspace, handling it) is left untimed.
+    pub fn set_counting(&mut self, on: bool) {
+        let e = self.exits.element(self.index);
+        // SAFETY: our own element (see Mapping); the BPF program runs for
+        // this thread only while it is in KVM_RUN, not now.
+        unsafe {
+            std::ptr::addr_of_mut!((*e).pending).write_volatile(0);
+            std::ptr::addr_of_mut!((*e).counting).write_volatile(u32::from(on));
+        }
+    }
+
+    /// Whether this thread's exits are being counted.
+    pub fn counting(&self) -> bool {
+        let e = self.exits.element(self.index);
+        // SAFETY: our own element (see Mapping).
+        unsafe { std::ptr::addr_of!((*e).counting).read_volatile() != 0 }
+    }
+
+    /// Everything counted so far. The exit in progress (the marker this
+    /// thread is handling) stays counted and is left untimed, so marker
+    /// round trips through userspace never reach a reason's host time.
+    pub fn snapshot(&mut self) -> BpfSnapshot {
+        let e = self.exits.element(self.index);
+        // SAFETY: our own element (see Mapping); VcpuCounts is plain
+        // integers, any bit pattern is valid.
+        let counts: VcpuCounts = unsafe { e.read_volatile() };
+        // SAFETY: as above.
+        unsafe { std::ptr::addr_of_mut!((*e).pending).write_volatile(0) };
+        BpfSnapshot::new(Box::new(counts), self.exits.isa)
+    }
+
+    /// The index of this thread's element.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for BpfThread {
+    fn drop(&mut self) {
+        self.set_counting(false);
+        let mut threads = self.exits.threads.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = threads.remove(&self.tid);
+    }
+}
