@@ -2,6 +2,7 @@
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::config::ExitReasons;
 use crate::results::SourceStatus;
+use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
 use ipivmm_counters::sampler::exits::ExitSampler;
 use ipivmm_counters::sampler::ExitTally;
@@ -11,7 +12,7 @@ use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Exit reasons that say where IPI cost goes; counted one by one when
 /// counting every reason would cost too many file descriptors.
@@ -68,6 +69,8 @@ pub struct TraceConfig {
     root: Option<PathBuf>,
     fds: Option<FdLimit>,
     resolved: OnceLock<Resolved>,
+    /// The run's BPF exit counter (with `ExitReasons::Bpf`), loaded once.
+    bpf: OnceLock<Result<Arc<BpfExits>, String>>,
 }
 
 /// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
@@ -148,6 +151,7 @@ impl TraceConfig {
             root,
             fds: None,
             resolved: OnceLock::new(),
+            bpf: OnceLock::new(),
         }
     }
 
@@ -160,11 +164,7 @@ impl TraceConfig {
     /// Tracepoint fds one vCPU thread wants: one per counter, two for the
     /// exit sampler, one for the inhibit sampler.
     pub fn fds_wanted(&self) -> usize {
-        let sampler = if self.exit_reasons == ExitReasons::Sampled {
-            2
-        } else {
-            0
-        };
+        let sampler = if self.samples_exits() { 2 } else { 0 };
         self.resolved().specs.len() + sampler + 1
     }
 
@@ -174,7 +174,7 @@ impl TraceConfig {
         let quota = self.fds.map_or(usize::MAX, |f| f.per_vcpu());
         let counters = self.resolved().specs.len().min(quota);
         let mut left = quota - counters;
-        let exit_sampler = self.exit_reasons == ExitReasons::Sampled && left >= 2;
+        let exit_sampler = self.samples_exits() && left >= 2;
         if exit_sampler {
             left -= 2;
         }
@@ -208,6 +208,29 @@ impl TraceConfig {
         self.exit_reasons = how;
         self.ring_pages = ring_pages;
         self
+    }
+
+    /// Whether exits are sampled: asked for, or BPF could not load.
+    fn samples_exits(&self) -> bool {
+        match self.exit_reasons {
+            ExitReasons::Sampled => true,
+            ExitReasons::Bpf => self.bpf().is_some_and(|b| b.is_err()),
+            ExitReasons::Counters | ExitReasons::Off => false,
+        }
+    }
+
+    /// The run's BPF exit counter, loaded by the first caller (None: not
+    /// asked for; Err: why it could not load, the sampler counts instead).
+    pub fn bpf(&self) -> Option<&Result<Arc<BpfExits>, String>> {
+        if self.exit_reasons != ExitReasons::Bpf {
+            return None;
+        }
+        Some(self.bpf.get_or_init(|| {
+            let tracefs = self.tracefs().ok_or_else(|| "no tracefs".to_string())?;
+            BpfExits::load_kvm(tracefs, self.vcpus, self.isa)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        }))
     }
 
     /// Also count the context events (`specs::CONTEXT_EVENTS`).
@@ -284,10 +307,32 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// The tracepoint counters of the calling thread, and its exit sampler.
+/// How one vCPU thread counts its exits by reason.
+pub enum ExitSource {
+    /// In the kernel: this thread's element of the run's BPF map, and its
+    /// snapshot at the last phase marker.
+    Bpf(BpfThread, BpfSnapshot),
+    /// Sampled into this thread's ring.
+    Sampled(ExitSampler),
+}
+
+impl ExitSource {
+    fn set_counting(&mut self, on: bool) -> Result<Option<ExitTally>, String> {
+        match self {
+            ExitSource::Bpf(t, _) => {
+                t.set_counting(on);
+                Ok(None)
+            }
+            ExitSource::Sampled(s) if on => s.enable().map(|()| None).map_err(|e| e.to_string()),
+            ExitSource::Sampled(s) => s.disable().map(Some).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The tracepoint counters of the calling thread, and its exit source.
 pub struct ThreadTrace {
     set: TracepointSet,
-    exits: Option<ExitSampler>,
+    exits: Option<ExitSource>,
     inhibits: Option<InhibitSampler>,
 }
 
@@ -369,17 +414,61 @@ impl ThreadTrace {
         (Some(t), status)
     }
 
-    /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`).
-    pub fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
+    /// Open the exit source of the calling thread: its element of the
+    /// run's BPF counter (`ExitReasons::Bpf`, counting from now on), else
+    /// its exit sampler (`Sampled`, or `Bpf` where BPF could not load: the
+    /// status says why). The status's detail starts with the mechanism.
+    pub fn open_exit_source(cfg: Option<&TraceConfig>) -> (Option<ExitSource>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
             source: "exit_reasons".into(),
             available,
             detail: Some(detail),
         };
-        let Some(cfg) = cfg.filter(|c| c.exit_reasons == ExitReasons::Sampled) else {
+        let not_bpf = match cfg.and_then(TraceConfig::bpf) {
+            Some(Ok(bpf)) => match bpf.register() {
+                Ok(mut t) => {
+                    t.set_counting(true);
+                    let at = t.snapshot();
+                    return (
+                        Some(ExitSource::Bpf(t, at)),
+                        status(
+                            true,
+                            "bpf: counted in the kernel (kvm:kvm_exit, raw kvm_entry), per vCPU thread".into(),
+                        ),
+                    );
+                }
+                Err(e) => Some(e.to_string()),
+            },
+            Some(Err(why)) => Some(why.clone()),
+            None => None,
+        };
+        let (sampler, st) = Self::open_exit_sampler(cfg);
+        let st = match not_bpf {
+            Some(why) => SourceStatus {
+                detail: st.detail.map(|d| format!("{d} (bpf unavailable: {why})")),
+                ..st
+            },
+            None => st,
+        };
+        (sampler.map(ExitSource::Sampled), st)
+    }
+
+    /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`,
+    /// or `Bpf` where BPF could not load).
+    fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
+        let status = |available, detail: String| SourceStatus {
+            source: "exit_reasons".into(),
+            available,
+            detail: Some(detail),
+        };
+        let Some(cfg) = cfg.filter(|c| c.samples_exits()) else {
+            let how = cfg.map_or(ExitReasons::Off, |c| c.exit_reasons);
             return (
                 None,
-                status(false, "not sampled (exit_reasons is not `sampled`)".into()),
+                status(
+                    false,
+                    format!("{how}: not by reason (exit_reasons is `{how}`)"),
+                ),
             );
         };
         let Some(tracefs) = &cfg.resolved().tracefs else {
@@ -394,15 +483,18 @@ impl ThreadTrace {
                 let kib = s.buffer_bytes() / 1024;
                 (
                     Some(s),
-                    status(true, format!("kvm_exit/kvm_entry sampled, {kib} KiB ring")),
+                    status(
+                        true,
+                        format!("sampled: kvm_exit/kvm_entry into a {kib} KiB ring"),
+                    ),
                 )
             }
             Err(e) => (None, status(false, e.to_string())),
         }
     }
 
-    /// Attach an exit sampler.
-    pub fn with_exit_sampler(mut self, s: Option<ExitSampler>) -> Self {
+    /// Attach an exit source.
+    pub fn with_exit_source(mut self, s: Option<ExitSource>) -> Self {
         self.exits = s;
         self
     }
@@ -414,14 +506,48 @@ impl ThreadTrace {
         }
     }
 
-    /// Whether an exit sampler is attached.
-    pub fn has_exit_sampler(&self) -> bool {
+    /// Whether an exit source is attached.
+    pub fn has_exit_source(&self) -> bool {
         self.exits.is_some()
     }
 
-    /// Everything the exit sampler saw since the last drain (None: no sampler).
+    /// Everything the exit sampler saw since the last drain (None: no
+    /// sampler; the BPF counter has nothing to drain).
     pub fn drain_exits(&mut self) -> Option<ExitTally> {
-        self.exits.as_mut().map(ExitSampler::drain)
+        match &mut self.exits {
+            Some(ExitSource::Sampled(s)) => Some(s.drain()),
+            _ => None,
+        }
+    }
+
+    /// At a phase marker: the exits since the previous marker (the
+    /// sampler's drain, or the BPF counter's window).
+    pub fn mark_exits(&mut self) -> Option<ExitTally> {
+        match &mut self.exits {
+            Some(ExitSource::Sampled(s)) => Some(s.drain()),
+            Some(ExitSource::Bpf(t, last)) => {
+                let now = t.snapshot();
+                let window = now.since(last);
+                *last = now;
+                Some(window)
+            }
+            None => None,
+        }
+    }
+
+    /// Turns every per-exit counter of this thread off or on (at a phase
+    /// marker, by the vCPU thread itself): the BPF switch (a store into
+    /// the shared map), or `PERF_EVENT_IOC_DISABLE`/`ENABLE` on the exit
+    /// sampler and on each tracepoint counter. Switching the sampler off
+    /// drains it: what it held is returned (it belongs to the open phase).
+    /// Err: what could not be switched (the rest was).
+    pub fn set_counting(&mut self, on: bool) -> Result<Option<ExitTally>, String> {
+        let set = self.set.set_enabled(on).map_err(|e| e.to_string());
+        let exits = match &mut self.exits {
+            Some(e) => e.set_counting(on)?,
+            None => None,
+        };
+        set.map(|()| exits)
     }
 
     /// Read every counter.
@@ -511,6 +637,37 @@ mod tests {
             (none.counters, none.exit_sampler, none.inhibits),
             (0, false, false)
         );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn without_bpf_the_sampler_counts_and_the_source_says_why() {
+        // A tracefs without kvm events: BPF cannot load (no kvm_exit format),
+        // so the exit sampler is what this thread would open, and fails the
+        // same way; the status names both.
+        let root = std::env::temp_dir().join(format!("ipivmm-nobpf-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("events")).unwrap();
+        let cfg = TraceConfig::new(2, None, false, Some(root.clone()))
+            .with_exit_reasons(ExitReasons::Bpf, 64);
+        let why = cfg.bpf().expect("bpf asked for").as_ref().unwrap_err();
+        assert!(
+            why.contains("kvm_exit") || why.contains("not built"),
+            "{why}"
+        );
+        assert!(cfg.samples_exits(), "the sampler takes over");
+        assert_eq!(cfg.fds_wanted(), cfg.resolved().specs.len() + 3);
+        let (src, status) = ThreadTrace::open_exit_source(Some(&cfg));
+        assert!(src.is_none());
+        let detail = status.detail.unwrap();
+        assert!(
+            detail.contains("bpf unavailable: ") && detail.contains(why.as_str()),
+            "{detail}"
+        );
+        let off = TraceConfig::new(2, None, false, Some(root.clone()))
+            .with_exit_reasons(ExitReasons::Off, 64);
+        assert!(off.bpf().is_none() && !off.samples_exits());
+        let (_, status) = ThreadTrace::open_exit_source(Some(&off));
+        assert!(status.detail.unwrap().starts_with("off: "));
         let _ = std::fs::remove_dir_all(&root);
     }
 
