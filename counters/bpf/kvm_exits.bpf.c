@@ -11,6 +11,11 @@
 // - on_entry, on the raw tracepoint `kvm_entry` (no record needed): adds the
 //   time since that exit to the slot's host time.
 //
+// - on_kvm_apic, on_kvm_msr, ... (raw tracepoints: their arguments, in the
+//   order of each event's TP_PROTO, which the loader checks against the
+//   event's format): the per-vCPU event counters (ICR writes, PV IPIs,
+//   wake-ups...), so nothing else per vCPU needs a perf event.
+//
 // Only threads listed in THREADS (tid -> vCPU index) are counted, each in its
 // own VCPUS element, and only while that element's `counting` switch is set
 // (the vCPU thread flips it itself, through the mmap of VCPUS, at its phase
@@ -41,6 +46,21 @@ static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (vo
 #define SLOT_OTHER 243
 #define ISA_SVM 2
 
+// Event counters (src/bpf/layout.rs: EVENT_NAMES).
+#define EVENTS 8
+#define EV_APIC_ICR_WRITE 0   // kvm_apic: rw == 1 && reg == 0x300
+#define EV_MSR_ICR_WRITE 1    // kvm_msr: write == 1 && ecx == 0x830
+#define EV_HYPERCALL_SEND_IPI 2 // kvm_hypercall: nr == 10
+#define EV_AVIC_INCOMPLETE 3  // kvm_avic_incomplete_ipi
+#define EV_AVIC_INCOMPLETE_BUSY 4 // ... && (id == 0 || id == 2) && icrl & 0x1000
+#define EV_WAKEUP_WAITED 5    // kvm_vcpu_wakeup: waited
+#define EV_WAKEUP_POLLED 6    // kvm_vcpu_wakeup: !waited
+#define EV_APIC_IPI 7         // kvm_apic_ipi
+
+struct raw_args {
+	u64 args[5];
+};
+
 struct config {
 	u32 reason_offset; // of kvm_exit's exit_reason (u32) in the record
 	u32 isa_offset;    // of its isa (u32); 0: absent
@@ -58,6 +78,7 @@ struct vcpu {
 	u64 other_code;   // the last code counted in SLOT_OTHER
 	u64 isa;          // the last isa seen
 	u64 reserved;
+	u64 events[EVENTS]; // the event counters, by EV_*
 	u64 count[SLOTS];
 	u64 timed[SLOTS];
 	u64 host_ns[SLOTS];
@@ -169,6 +190,73 @@ int on_entry(void *ctx)
 	v->timed[s]++;
 	v->host_ns[s] += now - v->exit_ns;
 	v->pending = 0;
+	return 0;
+}
+
+#define COUNT(ev) \
+	do { \
+		struct vcpu *v = counting_vcpu(); \
+		if (v) \
+			v->events[ev]++; \
+	} while (0)
+
+// kvm_apic(unsigned int rw, unsigned int reg, u64 val)
+SEC("raw_tracepoint/kvm_apic")
+int on_kvm_apic(struct raw_args *ctx)
+{
+	if ((u32)ctx->args[0] == 1 && (u32)ctx->args[1] == 0x300)
+		COUNT(EV_APIC_ICR_WRITE);
+	return 0;
+}
+
+// kvm_msr(unsigned write, u32 ecx, u64 data, bool exception)
+SEC("raw_tracepoint/kvm_msr")
+int on_kvm_msr(struct raw_args *ctx)
+{
+	if ((u32)ctx->args[0] == 1 && (u32)ctx->args[1] == 0x830)
+		COUNT(EV_MSR_ICR_WRITE);
+	return 0;
+}
+
+// kvm_hypercall(unsigned long nr, unsigned long a0, ... a3)
+SEC("raw_tracepoint/kvm_hypercall")
+int on_kvm_hypercall(struct raw_args *ctx)
+{
+	if (ctx->args[0] == 10)
+		COUNT(EV_HYPERCALL_SEND_IPI);
+	return 0;
+}
+
+// kvm_avic_incomplete_ipi(u32 vcpu, u32 icrh, u32 icrl, u32 id, u32 index)
+SEC("raw_tracepoint/kvm_avic_incomplete_ipi")
+int on_kvm_avic_incomplete_ipi(struct raw_args *ctx)
+{
+	struct vcpu *v = counting_vcpu();
+	if (!v)
+		return 0;
+	u32 icrl = ctx->args[2], id = ctx->args[3];
+	v->events[EV_AVIC_INCOMPLETE]++;
+	if ((id == 0 || id == 2) && (icrl & 0x1000))
+		v->events[EV_AVIC_INCOMPLETE_BUSY]++;
+	return 0;
+}
+
+// kvm_vcpu_wakeup(__u64 ns, bool waited, bool valid)
+SEC("raw_tracepoint/kvm_vcpu_wakeup")
+int on_kvm_vcpu_wakeup(struct raw_args *ctx)
+{
+	if ((ctx->args[1] & 0xff) != 0)
+		COUNT(EV_WAKEUP_WAITED);
+	else
+		COUNT(EV_WAKEUP_POLLED);
+	return 0;
+}
+
+// kvm_apic_ipi(__u32 icr_low, __u32 dest_id)
+SEC("raw_tracepoint/kvm_apic_ipi")
+int on_kvm_apic_ipi(struct raw_args *ctx)
+{
+	COUNT(EV_APIC_IPI);
 	return 0;
 }
 

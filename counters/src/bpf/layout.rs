@@ -8,6 +8,90 @@ pub const SLOTS: usize = 244;
 /// The slot of every code that has no slot of its own.
 pub const SLOT_OTHER: usize = 243;
 
+/// Event counters per vCPU.
+pub const EVENTS: usize = 8;
+
+/// One event counter the BPF object keeps per vCPU thread, under the name
+/// of the tracepoint counter it replaces (`crate::specs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventCounter {
+    /// The counter's name (as `crate::specs` names it).
+    pub name: &'static str,
+    /// Its `kvm:` event (and raw tracepoint).
+    pub event: &'static str,
+    /// The program counting it.
+    pub program: &'static str,
+    /// The event's first fields, in order: the raw tracepoint's arguments
+    /// the program reads by position (checked against the `format`).
+    pub args: &'static [&'static str],
+    /// Its index in [`VcpuCounts::events`].
+    pub index: usize,
+}
+
+/// Every event counter, as `bpf/kvm_exits.bpf.c` numbers them (`EV_*`).
+pub const EVENT_COUNTERS: &[EventCounter] = &[
+    EventCounter {
+        name: crate::specs::names::APIC_ICR_WRITE,
+        event: "kvm_apic",
+        program: "on_kvm_apic",
+        args: &["rw", "reg"],
+        index: 0,
+    },
+    EventCounter {
+        name: crate::specs::names::MSR_ICR_WRITE,
+        event: "kvm_msr",
+        program: "on_kvm_msr",
+        args: &["write", "ecx"],
+        index: 1,
+    },
+    EventCounter {
+        name: crate::specs::names::HYPERCALL_SEND_IPI,
+        event: "kvm_hypercall",
+        program: "on_kvm_hypercall",
+        args: &["nr"],
+        index: 2,
+    },
+    EventCounter {
+        name: crate::specs::names::AVIC_INCOMPLETE,
+        event: "kvm_avic_incomplete_ipi",
+        program: "on_kvm_avic_incomplete_ipi",
+        args: &["vcpu", "icrh", "icrl", "id"],
+        index: 3,
+    },
+    EventCounter {
+        name: crate::specs::names::AVIC_INCOMPLETE_BUSY,
+        event: "kvm_avic_incomplete_ipi",
+        program: "on_kvm_avic_incomplete_ipi",
+        args: &["vcpu", "icrh", "icrl", "id"],
+        index: 4,
+    },
+    EventCounter {
+        name: crate::specs::names::WAKEUP_WAITED,
+        event: "kvm_vcpu_wakeup",
+        program: "on_kvm_vcpu_wakeup",
+        args: &["ns", "waited"],
+        index: 5,
+    },
+    EventCounter {
+        name: crate::specs::names::WAKEUP_POLLED,
+        event: "kvm_vcpu_wakeup",
+        program: "on_kvm_vcpu_wakeup",
+        args: &["ns", "waited"],
+        index: 6,
+    },
+    EventCounter {
+        name: "kvm_apic_ipi",
+        event: "kvm_apic_ipi",
+        program: "on_kvm_apic_ipi",
+        args: &["icr_low", "dest_id"],
+        index: 7,
+    },
+];
+
+/// The name the exits total is reported under (the unfiltered `kvm_exit`
+/// counter's).
+pub const EXITS_COUNTER: &str = "kvm_exit";
+
 /// `CONFIG[0]`: where the exit reason is in `kvm:kvm_exit`'s record.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +132,8 @@ pub struct VcpuCounts {
     pub isa: u64,
     /// Zero.
     pub reserved: u64,
+    /// The event counters ([`EVENT_COUNTERS`]).
+    pub events: [u64; EVENTS],
     /// Exits per slot.
     pub count: [u64; SLOTS],
     /// Of those, the exits whose next entry was seen.
@@ -68,6 +154,7 @@ impl Default for VcpuCounts {
             other_code: 0,
             isa: 0,
             reserved: 0,
+            events: [0; EVENTS],
             count: [0; SLOTS],
             timed: [0; SLOTS],
             host_ns: [0; SLOTS],
@@ -122,9 +209,20 @@ mod tests {
     fn the_layout_is_the_c_structs() {
         // struct config: 4 u32; struct vcpu: 2 u32, 7 u64, 3 x SLOTS u64.
         assert_eq!(std::mem::size_of::<Config>(), 16);
-        assert_eq!(VCPU_BYTES, 8 + 7 * 8 + 3 * SLOTS * 8);
+        assert_eq!(VCPU_BYTES, 8 + 7 * 8 + EVENTS * 8 + 3 * SLOTS * 8);
         assert_eq!(std::mem::offset_of!(VcpuCounts, exits), 16);
-        assert_eq!(std::mem::offset_of!(VcpuCounts, count), 64);
+        assert_eq!(std::mem::offset_of!(VcpuCounts, events), 64);
+        assert_eq!(std::mem::offset_of!(VcpuCounts, count), 64 + EVENTS * 8);
+        // Every slot of `events` is one counter, and every counter has a spec.
+        let mut idx: Vec<usize> = EVENT_COUNTERS.iter().map(|e| e.index).collect();
+        idx.sort_unstable();
+        assert_eq!(idx, (0..EVENTS).collect::<Vec<_>>());
+        let specs = crate::specs::kvm_specs(None, &crate::specs::ExitReasonSelection::None);
+        for e in EVENT_COUNTERS {
+            let spec = specs.iter().find(|s| s.name == e.name).expect(e.name);
+            assert_eq!(spec.event, e.event, "{}", e.name);
+        }
+        assert!(specs.iter().any(|s| s.name == EXITS_COUNTER));
         assert_eq!(VCPU_BYTES % 8, 0, "array elements are 8-byte aligned");
     }
 

@@ -9,7 +9,7 @@ use aya::maps::{Array, HashMap, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
-use super::layout::{Config, VcpuCounts, VCPU_BYTES};
+use super::layout::{Config, EventCounter, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER, VCPU_BYTES};
 use super::window::BpfSnapshot;
 use crate::exit_reasons::Isa;
 use crate::tracefs::{EventFormat, Tracefs};
@@ -70,6 +70,8 @@ pub struct Attach {
     pub isa: Vec<String>,
     /// The raw tracepoint that ends an exit (re-entry).
     pub entry: String,
+    /// Attach the event counters ([`EVENT_COUNTERS`]) too.
+    pub events: bool,
 }
 
 impl Attach {
@@ -80,6 +82,7 @@ impl Attach {
             reason: vec!["exit_reason".into()],
             isa: vec!["isa".into()],
             entry: "kvm_entry".into(),
+            events: true,
         }
     }
 
@@ -135,6 +138,8 @@ pub struct BpfExits {
     capacity: usize,
     next: AtomicUsize,
     isa: Option<Isa>,
+    counters: Vec<&'static str>,
+    unavailable: Vec<(&'static str, String)>,
 }
 
 impl std::fmt::Debug for BpfExits {
@@ -209,6 +214,12 @@ impl BpfExits {
             .try_into()
             .map_err(|_| BpfError::Layout("THREADS"))?;
         attach(&mut ebpf, at)?;
+        let (mut counters, unavailable) = if at.events {
+            attach_events(&mut ebpf, tracefs)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        counters.push(EXITS_COUNTER);
         Ok(Self {
             mapping,
             threads: Mutex::new(threads),
@@ -216,6 +227,8 @@ impl BpfExits {
             capacity,
             next: AtomicUsize::new(0),
             isa,
+            counters,
+            unavailable,
         })
     }
 
@@ -241,6 +254,19 @@ impl BpfExits {
             index,
             tid,
         })
+    }
+
+    /// The tracepoint counters this object keeps per vCPU thread (names as
+    /// `crate::specs` gives them; the `kvm_exit` total among them): a run
+    /// needs no perf counter for these.
+    pub fn counters(&self) -> &[&'static str] {
+        &self.counters
+    }
+
+    /// Event counters that could not be attached, with why (their perf
+    /// counters are needed instead).
+    pub fn unavailable(&self) -> &[(&'static str, String)] {
+        &self.unavailable
     }
 
     /// How many vCPU threads the maps hold.
@@ -335,6 +361,60 @@ fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
     Ok(())
 }
 
+/// Attaches the event counters whose event exists and whose arguments are
+/// where the programs read them: (attached counter names, the others with why).
+fn attach_events(
+    ebpf: &mut Ebpf,
+    tracefs: &Tracefs,
+) -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    let mut done: Vec<(&str, Result<(), String>)> = Vec::new();
+    for e in EVENT_COUNTERS {
+        let r = match done.iter().find(|(p, _)| *p == e.program) {
+            Some((_, r)) => r.clone(),
+            None => {
+                let r = attach_event(ebpf, tracefs, e);
+                done.push((e.program, r.clone()));
+                r
+            }
+        };
+        match r {
+            Ok(()) => ok.push(e.name),
+            Err(why) => bad.push((e.name, why)),
+        }
+    }
+    (ok, bad)
+}
+
+fn attach_event(ebpf: &mut Ebpf, tracefs: &Tracefs, e: &EventCounter) -> Result<(), String> {
+    let format = tracefs
+        .event_format_shared("kvm", e.event)
+        .map_err(|err| err.to_string())?;
+    let fields: Vec<&str> = format
+        .fields
+        .iter()
+        .filter(|f| !f.common)
+        .map(|f| f.name.as_str())
+        .collect();
+    if !fields.starts_with(e.args) {
+        return Err(format!(
+            "kvm:{}'s fields are ({}), not ({}, ...) as the BPF program reads its arguments",
+            e.event,
+            fields.join(", "),
+            e.args.join(", ")
+        ));
+    }
+    let prog: &mut RawTracePoint = ebpf
+        .program_mut(e.program)
+        .ok_or("not in the BPF object")?
+        .try_into()
+        .map_err(|_| "not a raw tracepoint program".to_string())?;
+    prog.load().map_err(|err| err.to_string())?;
+    prog.attach(e.event).map_err(|err| err.to_string())?;
+    Ok(())
+}
+
 /// One vCPU thread's element: its switch and snapshots. Used only by the
 /// thread that registered it (not Clone; Send so it can be stored, but the
 /// counts are those of the registering thread).
@@ -385,6 +465,11 @@ impl BpfThread {
         // SAFETY: as above.
         unsafe { std::ptr::addr_of_mut!((*e).pending).write_volatile(0) };
         BpfSnapshot::new(Box::new(counts), self.exits.isa)
+    }
+
+    /// The run's counter (its event counters, `run_counts`).
+    pub fn exits(&self) -> &Arc<BpfExits> {
+        &self.exits
     }
 
     /// The index of this thread's element.

@@ -26,6 +26,7 @@ fn syscall_attach() -> Attach {
         reason: vec!["__syscall_nr".into()],
         isa: vec![],
         entry: "sys_exit".into(),
+        events: false,
     }
 }
 
@@ -125,4 +126,13 @@ fn the_kvm_program_loads_and_attaches() {
     // No vCPU runs on this thread: nothing to count, but counting is live.
     assert_eq!(t.snapshot().since(&a).exits, 0);
     assert_eq!(bpf.capacity(), 4);
+    // The event counters attach where the kvm events are as the programs read them.
+    assert!(bpf.unavailable().is_empty(), "{:?}", bpf.unavailable());
+    assert_eq!(
+        bpf.counters().len(),
+        super::layout::EVENT_COUNTERS.len() + 1
+    );
+    let v = t.snapshot().counter_values(bpf.counters());
+    assert_eq!(v.len(), bpf.counters().len());
+    assert_eq!(v[crate::specs::names::APIC_ICR_WRITE], 0);
 }

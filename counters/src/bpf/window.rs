@@ -1,8 +1,9 @@
 //! Snapshots of one vCPU thread's counts, and windows between two.
 
-use super::layout::{code_of, VcpuCounts, SLOTS, SLOT_OTHER};
+use super::layout::{code_of, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER, SLOTS, SLOT_OTHER};
 use crate::exit_reasons::Isa;
 use crate::sampler::{ExitTally, ReasonTally};
+use std::collections::BTreeMap;
 
 /// One vCPU thread's counts at a phase marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +22,24 @@ impl BpfSnapshot {
     /// The raw counts.
     pub fn counts(&self) -> &VcpuCounts {
         &self.counts
+    }
+
+    /// The totals of the tracepoint counters `names` (as `crate::specs`
+    /// names them) this snapshot holds, for windows like the perf
+    /// counters' (`later - earlier`).
+    pub fn counter_values(&self, names: &[&str]) -> BTreeMap<String, u64> {
+        let c = &self.counts;
+        names
+            .iter()
+            .filter_map(|&n| {
+                let v = if n == EXITS_COUNTER {
+                    c.exits
+                } else {
+                    c.events[EVENT_COUNTERS.iter().find(|e| e.name == n)?.index]
+                };
+                Some((n.to_string(), v))
+            })
+            .collect()
     }
 
     /// What happened between `earlier` and this snapshot, in the sampler's

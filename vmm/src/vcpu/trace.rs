@@ -71,6 +71,8 @@ pub struct TraceConfig {
     resolved: OnceLock<Resolved>,
     /// The run's BPF exit counter (with `ExitReasons::Bpf`), loaded once.
     bpf: OnceLock<Result<Arc<BpfExits>, String>>,
+    /// The counter specs opened as perf events: those BPF does not count.
+    perf_specs: OnceLock<Vec<CounterSpec>>,
 }
 
 /// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
@@ -152,6 +154,7 @@ impl TraceConfig {
             fds: None,
             resolved: OnceLock::new(),
             bpf: OnceLock::new(),
+            perf_specs: OnceLock::new(),
         }
     }
 
@@ -165,14 +168,14 @@ impl TraceConfig {
     /// exit sampler, one for the inhibit sampler.
     pub fn fds_wanted(&self) -> usize {
         let sampler = if self.samples_exits() { 2 } else { 0 };
-        self.resolved().specs.len() + sampler + 1
+        self.perf_specs().len() + sampler + 1
     }
 
     /// What each vCPU thread opens: everything when it fits, else counters
     /// first (in spec order), then the exit sampler, then the inhibit sampler.
     pub fn fd_share(&self) -> FdShare {
         let quota = self.fds.map_or(usize::MAX, |f| f.per_vcpu());
-        let counters = self.resolved().specs.len().min(quota);
+        let counters = self.perf_specs().len().min(quota);
         let mut left = quota - counters;
         let exit_sampler = self.samples_exits() && left >= 2;
         if exit_sampler {
@@ -231,6 +234,22 @@ impl TraceConfig {
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
         }))
+    }
+
+    /// The counter specs each vCPU thread opens as perf events: every spec
+    /// but those the run's BPF object counts in the kernel.
+    fn perf_specs(&self) -> &[CounterSpec] {
+        self.perf_specs.get_or_init(|| {
+            let specs = &self.resolved().specs;
+            match self.bpf() {
+                Some(Ok(b)) => specs
+                    .iter()
+                    .filter(|s| !b.counters().contains(&s.name.as_str()))
+                    .cloned()
+                    .collect(),
+                _ => specs.clone(),
+            }
+        })
     }
 
     /// Also count the context events (`specs::CONTEXT_EVENTS`).
@@ -358,7 +377,8 @@ impl ThreadTrace {
         };
         let share = config.fd_share();
         let shortfall = config.fd_shortfall();
-        let set = TracepointSet::open(Some(tracefs), &cfg.specs[..share.counters]);
+        let specs = config.perf_specs();
+        let set = TracepointSet::open(Some(tracefs), &specs[..share.counters]);
         let statuses = set.statuses();
         let mut missing: Vec<String> = statuses
             .iter()
@@ -368,7 +388,7 @@ impl ThreadTrace {
             })
             .collect();
         if let Some(why) = &shortfall {
-            let mut left: Vec<&str> = cfg.specs[share.counters..]
+            let mut left: Vec<&str> = specs[share.counters..]
                 .iter()
                 .map(|s| s.name.as_str())
                 .collect();
@@ -379,7 +399,8 @@ impl ThreadTrace {
                 missing.push(format!("not opened ({why}): {}", left.join(", ")));
             }
         }
-        if set.available() == 0 {
+        // With BPF counting them all, no perf counter is needed at all.
+        if set.available() == 0 && !specs.is_empty() {
             let first = missing
                 .first()
                 .cloned()
@@ -389,13 +410,22 @@ impl ThreadTrace {
                 unavailable(format!("no tracepoint could be opened ({first})")),
             );
         }
-        let detail = (!missing.is_empty()).then(|| {
-            format!(
-                "{} of {} counters open; missing: {}",
-                set.available(),
-                cfg.specs.len(),
-                missing.join("; ")
-            )
+        let in_bpf = cfg.specs.len() - specs.len();
+        let detail = (!missing.is_empty() || in_bpf > 0).then(|| {
+            let mut d = format!(
+                "{} of {} counters open",
+                set.available() + in_bpf,
+                cfg.specs.len()
+            );
+            if in_bpf > 0 {
+                d.push_str(&format!(
+                    " ({in_bpf} counted in the kernel by the BPF object)"
+                ));
+            }
+            if !missing.is_empty() {
+                d.push_str(&format!("; missing: {}", missing.join("; ")));
+            }
+            d
         });
         let status = SourceStatus {
             source: "tracepoints".into(),
@@ -550,9 +580,15 @@ impl ThreadTrace {
         set.map(|()| exits)
     }
 
-    /// Read every counter.
+    /// Read every counter: the perf counters now, and those the BPF object
+    /// counts as of the last phase marker ([`ThreadTrace::mark_exits`],
+    /// which the windows call first).
     pub fn read(&mut self) -> BTreeMap<String, u64> {
-        self.set.read_all().values
+        let mut values = self.set.read_all().values;
+        if let Some(ExitSource::Bpf(t, last)) = &self.exits {
+            values.extend(last.counter_values(t.exits().counters()));
+        }
+        values
     }
 }
 
