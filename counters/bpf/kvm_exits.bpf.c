@@ -15,6 +15,8 @@
 //   order of each event's TP_PROTO, which the loader checks against the
 //   event's format): the per-vCPU event counters (ICR writes, PV IPIs,
 //   wake-ups...), so nothing else per vCPU needs a perf event.
+// - on_inhibit_changed (raw tracepoint kvm_apicv_inhibit_changed): every
+//   APICv inhibit change of this process's threads, appended to INHIBITS.
 //
 // Only threads listed in THREADS (tid -> vCPU index) are counted, each in its
 // own VCPUS element, and only while that element's `counting` switch is set
@@ -65,7 +67,7 @@ struct config {
 	u32 reason_offset; // of kvm_exit's exit_reason (u32) in the record
 	u32 isa_offset;    // of its isa (u32); 0: absent
 	u32 default_isa;   // the host's, when the record has none
-	u32 pad;
+	u32 tgid;          // the process whose inhibit changes are logged
 };
 
 struct vcpu {
@@ -90,6 +92,31 @@ struct {
 	__type(key, u32);
 	__type(value, struct config);
 } CONFIG SEC(".maps");
+
+#define INHIBIT_LOG 255
+
+struct inhibit_change {
+	u64 time_ns;  // CLOCK_MONOTONIC
+	u64 inhibits; // every reason in effect after the change
+	u32 reason;
+	u32 set;
+	u32 tid;
+	u32 pad;
+};
+
+struct inhibit_log {
+	u64 next; // changes seen; those past INHIBIT_LOG are lost
+	u64 pad;
+	struct inhibit_change e[INHIBIT_LOG];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, u32);
+	__type(value, struct inhibit_log);
+} INHIBITS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -257,6 +284,31 @@ SEC("raw_tracepoint/kvm_apic_ipi")
 int on_kvm_apic_ipi(struct raw_args *ctx)
 {
 	COUNT(EV_APIC_IPI);
+	return 0;
+}
+
+// kvm_apicv_inhibit_changed(int reason, bool set, unsigned long inhibits)
+SEC("raw_tracepoint/kvm_apicv_inhibit_changed")
+int on_inhibit_changed(struct raw_args *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&CONFIG, &zero);
+	if (!c || (u32)(pid_tgid >> 32) != c->tgid)
+		return 0;
+	struct inhibit_log *log = bpf_map_lookup_elem(&INHIBITS, &zero);
+	if (!log)
+		return 0;
+	u64 i = __sync_fetch_and_add(&log->next, 1);
+	asm volatile("" : "+r"(i));
+	if (i >= INHIBIT_LOG)
+		return 0;
+	struct inhibit_change *e = &log->e[i];
+	e->reason = (u32)ctx->args[0];
+	e->set = ctx->args[1] & 0xff;
+	e->inhibits = ctx->args[2];
+	e->tid = (u32)pid_tgid;
+	e->time_ns = bpf_ktime_get_ns();
 	return 0;
 }
 

@@ -102,9 +102,45 @@ pub struct Config {
     pub isa_offset: u32,
     /// The ISA assumed when the record has none (1 VMX, 2 SVM).
     pub default_isa: u32,
+    /// The process whose APICv inhibit changes are logged.
+    pub tgid: u32,
+}
+
+/// Changes [`InhibitLog`] holds; later ones are counted, not kept.
+pub const INHIBIT_LOG: usize = 255;
+
+/// One APICv inhibit change (`struct inhibit_change`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InhibitEntry {
+    /// CLOCK_MONOTONIC ns.
+    pub time_ns: u64,
+    /// Every reason in effect after the change (bit = enum value).
+    pub inhibits: u64,
+    /// The reason that changed.
+    pub reason: u32,
+    /// 1: set, 0: cleared.
+    pub set: u32,
+    /// The thread that changed it.
+    pub tid: u32,
     /// Zero.
     pub pad: u32,
 }
+
+/// `INHIBITS[0]`: every inhibit change of the process (`struct inhibit_log`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct InhibitLog {
+    /// Changes seen (those past [`INHIBIT_LOG`] are lost).
+    pub next: u64,
+    /// Zero.
+    pub pad: u64,
+    /// The first [`INHIBIT_LOG`] changes.
+    pub entries: [InhibitEntry; INHIBIT_LOG],
+}
+
+/// The arguments `on_inhibit_changed` reads, in order.
+pub const INHIBIT_ARGS: &[&str] = &["reason", "set", "inhibits"];
 
 // SAFETY: Config is repr(C), four u32 without padding: every bit pattern is
 // valid and it has no pointers (aya copies it into the map as bytes).
@@ -209,6 +245,8 @@ mod tests {
     fn the_layout_is_the_c_structs() {
         // struct config: 4 u32; struct vcpu: 2 u32, 7 u64, 3 x SLOTS u64.
         assert_eq!(std::mem::size_of::<Config>(), 16);
+        assert_eq!(std::mem::size_of::<InhibitEntry>(), 32);
+        assert_eq!(std::mem::size_of::<InhibitLog>(), 16 + 32 * INHIBIT_LOG);
         assert_eq!(VCPU_BYTES, 8 + 7 * 8 + EVENTS * 8 + 3 * SLOTS * 8);
         assert_eq!(std::mem::offset_of!(VcpuCounts, exits), 16);
         assert_eq!(std::mem::offset_of!(VcpuCounts, events), 64);

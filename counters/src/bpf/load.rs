@@ -9,10 +9,15 @@ use aya::maps::{Array, HashMap, MapData};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
-use super::layout::{Config, EventCounter, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER, VCPU_BYTES};
+use super::layout::{
+    Config, EventCounter, InhibitLog, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER, INHIBIT_ARGS,
+    INHIBIT_LOG, VCPU_BYTES,
+};
 use super::window::BpfSnapshot;
 use crate::exit_reasons::Isa;
+use crate::sampler::InhibitChange;
 use crate::tracefs::{EventFormat, Tracefs};
+use std::collections::BTreeMap;
 
 /// Why the exit counter could not be used (each message says what to do).
 #[derive(Debug, thiserror::Error)]
@@ -102,12 +107,12 @@ impl Attach {
             reason_offset,
             isa_offset: u32_field(&self.isa).unwrap_or(0),
             default_isa: isa.map_or(0, |i| i as u32),
-            pad: 0,
+            tgid: std::process::id(),
         })
     }
 }
 
-/// The `VCPUS` map's memory, shared with the kernel.
+/// A map's memory, shared with the kernel.
 struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
@@ -140,6 +145,9 @@ pub struct BpfExits {
     isa: Option<Isa>,
     counters: Vec<&'static str>,
     unavailable: Vec<(&'static str, String)>,
+    /// The inhibit log's memory and the reason names, when attached.
+    inhibits: Option<(Mapping, BTreeMap<u32, String>)>,
+    why_no_inhibits: Option<String>,
 }
 
 impl std::fmt::Debug for BpfExits {
@@ -206,7 +214,7 @@ impl BpfExits {
         if info.value_size() as usize != VCPU_BYTES {
             return Err(BpfError::Layout("VCPUS"));
         }
-        let mapping = map_vcpus(data, capacity)?;
+        let mapping = map_array(data, capacity * VCPU_BYTES, "VCPUS mmap")?;
         let threads = ebpf
             .take_map("THREADS")
             .ok_or(BpfError::Layout("THREADS"))?;
@@ -220,6 +228,14 @@ impl BpfExits {
             (Vec::new(), Vec::new())
         };
         counters.push(EXITS_COUNTER);
+        let (inhibits, why_no_inhibits) = if at.events {
+            match attach_inhibits(&mut ebpf, tracefs) {
+                Ok(i) => (Some(i), None),
+                Err(why) => (None, Some(why)),
+            }
+        } else {
+            (None, Some("not asked for".into()))
+        };
         Ok(Self {
             mapping,
             threads: Mutex::new(threads),
@@ -229,6 +245,8 @@ impl BpfExits {
             isa,
             counters,
             unavailable,
+            inhibits,
+            why_no_inhibits,
         })
     }
 
@@ -269,6 +287,38 @@ impl BpfExits {
         &self.unavailable
     }
 
+    /// Whether every APICv inhibit change of this process is logged (from
+    /// the load on: load before creating the VM), else why not.
+    pub fn logs_inhibits(&self) -> Result<(), &str> {
+        match (&self.inhibits, &self.why_no_inhibits) {
+            (Some(_), _) => Ok(()),
+            (None, why) => Err(why.as_deref().unwrap_or("not attached")),
+        }
+    }
+
+    /// Every APICv inhibit change logged so far, oldest first, with the
+    /// number of changes past the log's room, and the reason names (None:
+    /// not logged). Read when the vCPU threads are done.
+    pub fn inhibit_changes(&self) -> Option<(Vec<InhibitChange>, u64, &BTreeMap<u32, String>)> {
+        let (m, names) = self.inhibits.as_ref()?;
+        // SAFETY: the mapping is one InhibitLog (checked at load), plain
+        // integers; the program only appends, each entry complete before
+        // the thread that wrote it went on.
+        let log: InhibitLog = unsafe { m.ptr.as_ptr().cast::<InhibitLog>().read_volatile() };
+        let n = usize::try_from(log.next).unwrap_or(usize::MAX);
+        let mut changes: Vec<InhibitChange> = log.entries[..n.min(INHIBIT_LOG)]
+            .iter()
+            .map(|e| InhibitChange {
+                time_ns: e.time_ns,
+                reason: e.reason,
+                set: e.set != 0,
+                inhibits: e.inhibits,
+            })
+            .collect();
+        changes.sort_by_key(|c| c.time_ns);
+        Some((changes, log.next.saturating_sub(INHIBIT_LOG as u64), names))
+    }
+
     /// How many vCPU threads the maps hold.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -294,10 +344,10 @@ impl BpfExits {
     }
 }
 
-fn map_vcpus(data: &MapData, capacity: usize) -> Result<Mapping, BpfError> {
+fn map_array(data: &MapData, bytes: usize, what: &'static str) -> Result<Mapping, BpfError> {
     // SAFETY: sysconf has no preconditions.
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let len = (capacity * VCPU_BYTES).div_ceil(page) * page;
+    let len = bytes.div_ceil(page) * page;
     let fd = data.fd().as_fd_raw();
     // SAFETY: a fresh shared mapping of the BPF_F_MMAPABLE array's fd; the
     // kernel checks the length against the map. Nothing else aliases it.
@@ -313,7 +363,7 @@ fn map_vcpus(data: &MapData, capacity: usize) -> Result<Mapping, BpfError> {
     };
     if ptr == libc::MAP_FAILED {
         return Err(BpfError::Map {
-            what: "VCPUS mmap",
+            what,
             why: std::io::Error::last_os_error().to_string(),
         });
     }
@@ -413,6 +463,53 @@ fn attach_event(ebpf: &mut Ebpf, tracefs: &Tracefs, e: &EventCounter) -> Result<
     prog.load().map_err(|err| err.to_string())?;
     prog.attach(e.event).map_err(|err| err.to_string())?;
     Ok(())
+}
+
+/// Attaches the inhibit log: (its mapping, the reason names) or why not.
+fn attach_inhibits(
+    ebpf: &mut Ebpf,
+    tracefs: &Tracefs,
+) -> Result<(Mapping, BTreeMap<u32, String>), String> {
+    let event = "kvm_apicv_inhibit_changed";
+    let format = tracefs
+        .event_format_shared("kvm", event)
+        .map_err(|e| e.to_string())?;
+    let fields: Vec<&str> = format
+        .fields
+        .iter()
+        .filter(|f| !f.common)
+        .map(|f| f.name.as_str())
+        .collect();
+    if !fields.starts_with(INHIBIT_ARGS) {
+        return Err(format!(
+            "kvm:{event}'s fields are ({}), not ({}, ...)",
+            fields.join(", "),
+            INHIBIT_ARGS.join(", ")
+        ));
+    }
+    let Some(aya::maps::Map::Array(data)) = ebpf.map("INHIBITS") else {
+        return Err("no INHIBITS map in the BPF object".into());
+    };
+    let info = data.info().map_err(|e| e.to_string())?;
+    if info.value_size() as usize != std::mem::size_of::<InhibitLog>() {
+        return Err("INHIBITS has an unexpected layout".into());
+    }
+    let mapping = map_array(data, std::mem::size_of::<InhibitLog>(), "INHIBITS mmap")
+        .map_err(|e| e.to_string())?;
+    let prog: &mut RawTracePoint = ebpf
+        .program_mut("on_inhibit_changed")
+        .ok_or("no on_inhibit_changed in the BPF object")?
+        .try_into()
+        .map_err(|_| "on_inhibit_changed is not a raw tracepoint program".to_string())?;
+    prog.load().map_err(|e| e.to_string())?;
+    prog.attach(event).map_err(|e| e.to_string())?;
+    let names = crate::sampler::inhibit_names(&format.print_fmt)
+        .or_else(|| {
+            let release = crate::host::kernel_release().ok()?;
+            crate::sampler::inhibit::fallback_inhibit_names(&release)
+        })
+        .unwrap_or_default();
+    Ok((mapping, names))
 }
 
 /// One vCPU thread's element: its switch and snapshots. Used only by the

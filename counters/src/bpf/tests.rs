@@ -135,4 +135,23 @@ fn the_kvm_program_loads_and_attaches() {
     let v = t.snapshot().counter_values(bpf.counters());
     assert_eq!(v.len(), bpf.counters().len());
     assert_eq!(v[crate::specs::names::APIC_ICR_WRITE], 0);
+    // Inhibit changes are logged from the load on: a VM created now with no
+    // in-kernel LAPIC (or without APICv on the host) sets one at creation.
+    assert_eq!(bpf.logs_inhibits(), Ok(()));
+    let before = bpf.inhibit_changes().unwrap().0.len();
+    let kvm = match kvm_ioctls::Kvm::new() {
+        Ok(k) => k,
+        Err(e) => {
+            skip(test, Need::Kvm, &format!("no /dev/kvm: {e}"));
+            return;
+        }
+    };
+    let vm = kvm.create_vm().unwrap();
+    let (changes, lost, names) = bpf.inhibit_changes().unwrap();
+    assert_eq!(lost, 0);
+    assert!(
+        changes.len() > before,
+        "creation logged a change: {changes:?} (names {names:?})"
+    );
+    drop(vm);
 }

@@ -168,7 +168,8 @@ impl TraceConfig {
     /// exit sampler, one for the inhibit sampler.
     pub fn fds_wanted(&self) -> usize {
         let sampler = if self.samples_exits() { 2 } else { 0 };
-        self.perf_specs().len() + sampler + 1
+        let inhibits = usize::from(self.bpf_inhibit_log().is_none());
+        self.perf_specs().len() + sampler + inhibits
     }
 
     /// What each vCPU thread opens: everything when it fits, else counters
@@ -184,7 +185,7 @@ impl TraceConfig {
         FdShare {
             counters,
             exit_sampler,
-            inhibits: left >= 1,
+            inhibits: left >= 1 && self.bpf_inhibit_log().is_none(),
         }
     }
 
@@ -234,6 +235,15 @@ impl TraceConfig {
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
         }))
+    }
+
+    /// The run's BPF object when it logs every APICv inhibit change of the
+    /// process (no inhibit sampler is opened then, on any thread).
+    pub fn bpf_inhibit_log(&self) -> Option<Arc<BpfExits>> {
+        match self.bpf() {
+            Some(Ok(b)) if b.logs_inhibits().is_ok() => Some(b.clone()),
+            _ => None,
+        }
     }
 
     /// The counter specs each vCPU thread opens as perf events: every spec
@@ -392,7 +402,7 @@ impl ThreadTrace {
                 .iter()
                 .map(|s| s.name.as_str())
                 .collect();
-            if !share.inhibits {
+            if !share.inhibits && config.bpf_inhibit_log().is_none() {
                 left.push("the APICv inhibit sampler");
             }
             if !left.is_empty() {
