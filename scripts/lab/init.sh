@@ -325,12 +325,14 @@ hs_kill9() {
 # x2APIC and xAPIC ping-pong to a halted and to a spinning target, each
 # mechanism (--exit-reasons bpf, sampled, counters, off) against the same
 # runs with every counter detached (--observer-effect: alternated pairs in
-# one process). lab.overhead_rounds=N repeats it all (hunting the sampled
+# one process). lab.overhead_pairs=N sets the pairs, lab.overhead_rounds=N repeats it all (hunting the sampled
 # run's hang); every run is watched (watch_run) and one that stalls leaves
 # its threads' kernel stacks in the log. A failed run is listed, the rest
 # still run; its JSON is written all the same (ipivmm does).
-overhead() { # $1: pairs
+overhead() { # $1: pairs (lab.overhead_pairs=N overrides)
     fails=0
+    pairs=$(arg overhead_pairs)
+    set -- "${pairs:-$1}"
     rounds=$(arg overhead_rounds)
     for round in $(seq "${rounds:-1}"); do
         for apic in x2apic xapic; do
