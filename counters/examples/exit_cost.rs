@@ -46,7 +46,9 @@ fn main() {
     let enter = tracefs
         .event_format("syscalls", "sys_enter_getppid")
         .expect("syscalls:sys_enter_getppid");
-    let exit_id = tracefs.event_id("raw_syscalls", "sys_exit").expect("raw_syscalls:sys_exit");
+    let exit_id = tracefs
+        .event_id("raw_syscalls", "sys_exit")
+        .expect("raw_syscalls:sys_exit");
     let at = Attach {
         exit: ("syscalls".into(), "sys_enter_getppid".into()),
         reason: vec!["__syscall_nr".into()],
@@ -54,7 +56,14 @@ fn main() {
         entry: "sys_exit".into(),
         events: false,
     };
-    let names = ["detached", "bpf switched off", "bpf counting", "sampler", "counters x10", "counters x110"];
+    let names = [
+        "detached",
+        "bpf switched off",
+        "bpf counting",
+        "sampler",
+        "counters x10",
+        "counters x110",
+    ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for _ in 0..rounds {
         results[0].push(calls(n));
@@ -69,7 +78,10 @@ fn main() {
         }
         {
             let mut s = SampledEvents::open(
-                &[(enter.id, "syscalls:sys_enter_getppid"), (exit_id, "raw_syscalls:sys_exit")],
+                &[
+                    (enter.id, "syscalls:sys_enter_getppid"),
+                    (exit_id, "raw_syscalls:sys_exit"),
+                ],
                 1024,
             )
             .expect("sampler");
@@ -85,8 +97,11 @@ fn main() {
         for (slot, k) in [(4, 10u64), (5, 110)] {
             let cs: Vec<TracepointCounter> = (0..k)
                 .map(|i| {
-                    TracepointCounter::open(enter.id, Some(&format!("__syscall_nr == {}", 1000 + i)))
-                        .expect("counter")
+                    TracepointCounter::open(
+                        enter.id,
+                        Some(&format!("__syscall_nr == {}", 1000 + i)),
+                    )
+                    .expect("counter")
                 })
                 .collect();
             results[slot].push(calls(n));
@@ -94,7 +109,9 @@ fn main() {
         }
     }
     let base = median(results[0].clone());
-    println!("ns per traced call (median of {rounds} rounds x {n} calls), and added over detached:");
+    println!(
+        "ns per traced call (median of {rounds} rounds x {n} calls), and added over detached:"
+    );
     for (name, r) in names.iter().zip(results) {
         let m = median(r);
         println!("{name:>18}: {m:8.1} ns  {:+8.1} ns", m - base);
