@@ -25,9 +25,9 @@
 # LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180),
 # LAB_KERNEL_ARGS (extra guest kernel args, default loglevel=4; e.g.
 # "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog),
+# LAB_EXTRA_CPIO (initramfs archives to append, e.g. build-selftests.sh's),
 # LAB_QEMU (the QEMU binary, default qemu-system-x86_64; e.g. the AVIC build
-# of scripts/lab/build-qemu.sh), LAB_CPIO (newc archives appended to the
-# initramfs, space-separated; e.g. scripts/lab/build-selftests.sh's).
+# of scripts/lab/build-qemu.sh).
 # Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -214,7 +214,9 @@ initramfs() {
         cp -L "$lib" "$st$lib"
     done
     (cd "$st" && find . | "$BBROOT/bin/busybox" cpio -o -H newc 2>/dev/null) >"$WORK/initrd.cpio"
-    for f in ${LAB_CPIO:-}; do cat "$f" >>"$WORK/initrd.cpio" || die "LAB_CPIO: cannot read $f"; done
+    # LAB_EXTRA_CPIO: archives appended as they are (e.g. the KVM selftests of
+    # scripts/lab/build-selftests.sh, for the steps extra and faults).
+    for f in ${LAB_EXTRA_CPIO:-}; do cat "$f" >>"$WORK/initrd.cpio"; done
     rm -rf "$st"
 }
 
