@@ -1,37 +1,56 @@
 #!/usr/bin/env bash
-# Builds QEMU 7.2 (Debian bookworm's source package, the version the lab's
-# qemu-system-x86 package is) with AVIC emulated in TCG's SVM, once, into
-# $CACHE/qemu-7.2-avic/bin/qemu-system-x86_64 (the AMD lab's AVIC pass:
-# LAB_QEMU=... scripts/lab.sh, or scripts/lab/avic.sh). Only the
-# x86_64-softmmu target, no optional features; the firmware comes from the
-# system's qemu-system-data and seabios packages (installed with
-# qemu-system-x86). scripts/lab/qemu-7.2-avic-*.patch are applied in order
-# (docs/lab.md, "AVIC").
+# Builds QEMU 7.2 (Debian bookworm's source package, the version of the lab's
+# qemu-system-x86 package) with AVIC emulated in TCG's SVM, once, into
+# $CACHE/qemu-7.2/STAMP/bin/qemu-system-x86_64, for the AMD lab's AVIC pass
+# (scripts/lab/avic.sh; docs/lab.md, "AVIC"). Only the x86_64-softmmu
+# target, no optional features; the firmware comes from the system's
+# qemu-system-data and seabios packages. The patches of
+# scripts/lab/qemu-7.2.series are applied in that order (each made on top
+# of the ones before it; a patch file the series does not name is an error).
 # Usage: scripts/lab/build-qemu.sh [--force]     prints the binary's path
 # Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab), QEMU_JOBS (ninja -j, 2),
-# QEMU_PATCHES=none (build without the patches, into qemu-7.2-unpatched) or
-# N[,N] (only patches 1..N of the series, into qemu-7.2-avic-N: each
-# prefix of the series builds).
+# QEMU_PATCHES=none (bookworm's QEMU as it is) or NAME[,NAME] (only these
+# patches, in series order: a prefix of the series builds, e.g.
+# svm-exitintinfo-type,svm-avic-vmcb). Every build lands in
+# $CACHE/qemu-7.2/<hash of its patches' diffs and configure flags>/.
 set -euo pipefail
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
-DEST=$CACHE/qemu-7.2-avic
 log() { echo "qemu-build: $*" >&2; }
 die() { echo "qemu-build: error: $*" >&2; exit 2; }
 LAB=$(cd "$(dirname "$0")" && pwd)
-PATCHES=("$LAB"/qemu-7.2-avic-*.patch)
+SERIES=()
+while read -r n; do
+    n=${n%%#*}
+    n=${n//[[:space:]]/}
+    [ -z "$n" ] || SERIES+=("$n")
+done <"$LAB/qemu-7.2.series"
+for f in "$LAB"/qemu-7.2-*.patch; do
+    [ -e "$f" ] || continue
+    n=${f##*/qemu-7.2-}
+    n=${n%.patch}
+    case " ${SERIES[*]} " in *" $n "*) ;; *) die "$f is not in $LAB/qemu-7.2.series" ;; esac
+done
+WANT=" ${SERIES[*]} "
 if [ "${QEMU_PATCHES:-}" = none ]; then
-    PATCHES=()
-    DEST=$CACHE/qemu-7.2-unpatched
+    WANT=" "
 elif [ -n "${QEMU_PATCHES:-}" ]; then
-    [[ $QEMU_PATCHES =~ ^[0-9]+$ ]] || die "QEMU_PATCHES is none or a number of patches"
-    PATCHES=("${PATCHES[@]:0:$QEMU_PATCHES}")
-    DEST=$CACHE/qemu-7.2-avic-$QEMU_PATCHES
+    WANT=" ${QEMU_PATCHES//,/ } "
+    for n in $WANT; do
+        case " ${SERIES[*]} " in *" $n "*) ;; *) die "no patch $n in $LAB/qemu-7.2.series" ;; esac
+    done
 fi
+PATCHES=()
+for n in "${SERIES[@]}"; do
+    case "$WANT" in *" $n "*) PATCHES+=("$LAB/qemu-7.2-$n.patch") ;; esac
+done
 FIRMWARE=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 CONFIGURE=(--target-list=x86_64-softmmu --without-default-features --enable-tcg
     --disable-docs --disable-werror --disable-user --disable-tools --disable-guest-agent
     "--firmwarepath=$FIRMWARE")
-STAMP=$({ for p in "${PATCHES[@]}"; do cat "$p"; done; echo "${CONFIGURE[*]}"; } | sha256sum | cut -c1-16)
+# The stamp covers the diffs, not the headers (descriptions change without
+# changing QEMU).
+STAMP=$({ for p in "${PATCHES[@]}"; do sed -n '/^--- /,$p' "$p"; done; echo "${CONFIGURE[*]}"; } | sha256sum | cut -c1-16)
+DEST=$CACHE/qemu-7.2/$STAMP
 [ "${1:-}" = --force ] && rm -rf "$DEST"
 if [ -x "$DEST/bin/qemu-system-x86_64" ] && [ "$(cat "$DEST/.done" 2>/dev/null)" = "$STAMP" ]; then
     echo "$DEST/bin/qemu-system-x86_64"
@@ -83,7 +102,6 @@ log "unpacking $(basename "$DSC") with Debian's patches"
 dpkg-source --no-check -x "$DSC" "$BUILD/src" >"$BUILD/unpack.log" 2>&1 ||
     { tail -n 20 "$BUILD/unpack.log" >&2; die "dpkg-source -x failed"; }
 for p in "${PATCHES[@]}"; do
-    [ -e "$p" ] || continue
     log "applying $(basename "$p")"
     patch -d "$BUILD/src" -p1 -s <"$p" || die "$(basename "$p") does not apply"
 done
