@@ -66,6 +66,8 @@ def a8_mismatch:
 def a5_mismatch:
   .runs[] | select(.apicv.effective == "active" and .mode.apic == "x2apic" and .mode.ipi == "icr") as $r
   | $r | sender_phases
+  # only where the run traced it (--context-events; the preset does not)
+  | select(.tracepoints | has("kvm_apicv_accept_irq"))
   | select(tp("kvm_apicv_accept_irq") < .guest.ipis_sent)
   | "\($r | runlabel): \(.guest.ipis_sent) IPIs sent, kvm_apicv_accept_irq \(tp("kvm_apicv_accept_irq"))";
 

@@ -14,7 +14,7 @@ check() { # name, jq filter yielding offending lines, files...
     local name=$1 filter=$2 out
     shift 2
     [ $# -gt 0 ] && [ -e "$1" ] || { bad "$name: no results file"; return; }
-    out=$(jq -r -L "$LAB" "include \"checks-avic\"; $filter" "$@" 2>&1)
+    out=$(jq -r -L "$LAB" "include \"checks\"; include \"checks-avic\"; $filter" "$@" 2>&1)
     if [ -z "$out" ]; then ok "$name"; else bad "$name" "$out"; fi
 }
 
@@ -31,7 +31,7 @@ if grep -qx 'kvm_amd.avic=Y' "$p" 2>/dev/null && grep -qx 'kvm_amd.force_avic=N'
 else
     bad "kvm_amd avic=Y without force_avic" "$(grep -E 'avic|npt' "$p" 2>/dev/null)"
 fi
-v=$(jq -r '.verdicts.avic.state // empty' "$dir/host-avic.json" 2>/dev/null)
+v=$(jq -r '(.host.verdicts // .verdicts).avic.state // empty' "$dir/host-avic.json" 2>/dev/null)
 [ "$v" = available ] && ok "ipivmm host: AVIC usable" ||
     bad "ipivmm host: AVIC usable" "$(grep -E 'AVIC' "$dir/host-avic.txt" 2>/dev/null)"
 
@@ -61,7 +61,7 @@ if [ ${#on[@]} -gt 0 ]; then
     check "A7: unicast to a running target accelerated (no exit)" 'a7_mismatch' "${on[@]}"
     check "A8: unicast to a halted target: AVIC_INCOMPLETE_IPI, no kvm_apic/kvm_apic_ipi" 'a8_mismatch' "${on[@]}"
     check "A5: hybrid AVIC (x2APIC): every IPI through kvm_apicv_accept_irq" 'a5_mismatch' "${on[@]}"
-    jq -r -L "$LAB" 'include "checks-avic"; avic_summary' "${on[@]}" | sed 's/^/  avic: /'
+    jq -r -L "$LAB" 'include "checks"; include "checks-avic"; avic_summary' "${on[@]}" | sed 's/^/  avic: /'
 fi
 if [ ${#off[@]} -gt 0 ]; then
     check "AVIC-off runs completed" 'failed_runs' "${off[@]}"
