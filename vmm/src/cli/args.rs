@@ -23,16 +23,34 @@ pub struct Cli {
 pub enum Command {
     /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
     #[command(allow_negative_numbers = true)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a mode x workload matrix side by side (or a preset re-creating a known experiment).
     #[command(allow_negative_numbers = true)]
-    Sweep(SweepArgs),
+    Sweep(Box<SweepArgs>),
     /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities; switch them (--set, --restore).
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
     /// Write a new guest payload crate (SDK included) and print how to build and run it.
     NewPayload(NewPayloadArgs),
+    /// Run a plan (TOML: named runs and sweeps with their expectations) and print TAP; exit 0 all hold, 1 one fails, 4 none could be judged.
+    Check(CheckArgs),
+}
+
+/// Flags of `ipivmm check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The plan (e.g. plans/kvm-paths.toml; docs/ci.md).
+    pub plan: PathBuf,
+    /// Also write the verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write each experiment's results (ipivmm.results/1 JSON) into DIR, one file per experiment.
+    #[arg(long, value_name = "DIR")]
+    pub json_dir: Option<PathBuf>,
+    /// Do not name each experiment on stderr as it starts.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Flags of `ipivmm new-payload`.
@@ -58,6 +76,24 @@ pub struct OutputArgs {
     pub plot: Option<PathBuf>,
 }
 
+/// Expectations a CI gates on (docs/ci.md).
+#[derive(Args, Debug, Default, Clone)]
+pub struct GateArgs {
+    /// An expectation on the results, e.g. 'exits_per_ipi < 1.5', 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01', 'vcpu1.guest.ipis_received >= 1000', 'ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1' (repeatable). Exit 0 when all hold, 1 when one fails, 4 when none could be judged.
+    #[arg(long = "expect", value_name = "EXPR", value_parser = parse_expectation)]
+    pub expect: Vec<ipivmm::expect::Expectation>,
+    /// Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr).
+    #[arg(long, requires = "expect")]
+    pub tap: bool,
+    /// Write the expectations' verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE", requires = "expect")]
+    pub junit: Option<PathBuf>,
+}
+
+fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
+    s.parse().map_err(|e: ipivmm::expect::ParseError| e.problem)
+}
+
 /// Levers every run of a command gets.
 #[derive(Args, Debug, Default, Clone)]
 pub struct LeverArgs {
@@ -76,8 +112,8 @@ pub struct LeverArgs {
     /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
     #[arg(long)]
     pub mount_tracefs: bool,
-    /// How exits are counted by reason: sampled (kvm_exit/kvm_entry into a ring buffer: constant cost per exit, host time per reason), counters (one filtered counter per reason: for comparison), off.
-    #[arg(long, value_name = "HOW", default_value = "sampled")]
+    /// How exits are counted by reason: bpf (in the kernel, per vCPU thread: host time per reason, nothing per exit leaves the kernel; the sampler where BPF cannot load), sampled (kvm_exit/kvm_entry into a ring buffer: the raw event trace), counters (one filtered counter per reason: for comparison), off.
+    #[arg(long, value_name = "HOW", default_value = "bpf")]
     pub exit_reasons: ipivmm::config::ExitReasons,
     /// Also count the context tracepoints (kvm_entry, kvm_mmio, kvm_eoi, kvm_inj_virq, ...); off by default, as each adds to every context switch of a vCPU thread.
     #[arg(long)]
@@ -117,6 +153,9 @@ pub struct CompareArgs {
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,
+    /// Exit 1 when a figure is worse than the baseline's by --threshold or more (more cycles, more exits), listing each; a gate for CI.
+    #[arg(long)]
+    pub fail_on_regression: bool,
     /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -188,6 +227,9 @@ pub struct SweepArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// No tables, no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -261,6 +303,9 @@ pub struct RunArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Where guest serial output goes: stdout, log (with --verbose), none.
     #[arg(long, default_value = "stdout")]
     pub serial: SerialArg,
@@ -429,7 +474,7 @@ mod tests {
         let mut argv = vec!["ipivmm", "run"];
         argv.extend_from_slice(flags);
         Cli::try_parse_from(argv).map(|c| match c.command {
-            Command::Run(a) => a,
+            Command::Run(a) => *a,
             _ => unreachable!("run was parsed"),
         })
     }

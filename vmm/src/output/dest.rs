@@ -24,8 +24,27 @@ pub struct Outputs {
     pub json: Option<Dest>,
     /// `--csv`.
     pub csv: Option<Dest>,
-    /// `--plot` directory (created).
+    /// `--plot` directory (created when the charts are written).
     pub plot: Option<PathBuf>,
+    /// `--junit`: the expectations' verdicts as JUnit XML.
+    pub junit: Option<Dest>,
+    /// `--tap`: the expectations' verdicts as TAP on stdout.
+    pub tap: bool,
+}
+
+/// The outputs a command was asked for, before they are checked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Requested<'a> {
+    /// `--json`.
+    pub json: Option<&'a Path>,
+    /// `--csv`.
+    pub csv: Option<&'a Path>,
+    /// `--plot`.
+    pub plot: Option<&'a Path>,
+    /// `--junit`.
+    pub junit: Option<&'a Path>,
+    /// `--tap`.
+    pub tap: bool,
 }
 
 /// The path as the file system would resolve it, for comparing names of
@@ -240,6 +259,27 @@ impl Outputs {
         plot: Option<&Path>,
         inputs: &[&Path],
     ) -> Result<Self, String> {
+        Self::plan_all(
+            Requested {
+                json,
+                csv,
+                plot,
+                ..Requested::default()
+            },
+            inputs,
+        )
+    }
+
+    /// [`Outputs::plan`] of every output a command may have, the
+    /// expectations' TAP and JUnit included.
+    pub fn plan_all(r: Requested<'_>, inputs: &[&Path]) -> Result<Self, String> {
+        let Requested {
+            json,
+            csv,
+            plot,
+            junit,
+            tap,
+        } = r;
         let dest = |p: Option<&Path>, flag: &str| -> Result<Option<Dest>, String> {
             match p {
                 None => Ok(None),
@@ -251,17 +291,33 @@ impl Outputs {
             json: dest(json, "--json")?,
             csv: dest(csv, "--csv")?,
             plot: plot.map(Path::to_path_buf),
+            junit: dest(junit, "--junit")?,
+            tap,
         };
-        if out.json == Some(Dest::Stdout) && out.csv == Some(Dest::Stdout) {
-            return Err(
-                "--json - and --csv - cannot both write to stdout; send one to a file".into(),
-            );
+        let on_stdout: Vec<&str> = [
+            ("--json -", out.json == Some(Dest::Stdout)),
+            ("--csv -", out.csv == Some(Dest::Stdout)),
+            ("--junit -", out.junit == Some(Dest::Stdout)),
+            ("--tap", tap),
+        ]
+        .into_iter()
+        .filter_map(|(f, on)| on.then_some(f))
+        .collect();
+        if let [a, b, ..] = on_stdout[..] {
+            return Err(format!(
+                "{a} and {b} cannot both write to stdout; send one to a file"
+            ));
         }
-        let named: Vec<(&str, &Path)> = [("--json", json), ("--csv", csv), ("--plot", plot)]
-            .into_iter()
-            .filter_map(|(f, p)| Some((f, p?)))
-            .filter(|(_, p)| p.as_os_str() != "-")
-            .collect();
+        let named: Vec<(&str, &Path)> = [
+            ("--json", json),
+            ("--csv", csv),
+            ("--plot", plot),
+            ("--junit", junit),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| Some((f, p?)))
+        .filter(|(_, p)| p.as_os_str() != "-")
+        .collect();
         for (i, (flag, p)) in named.iter().enumerate() {
             if let Some((other, _)) = named[..i].iter().find(|(_, q)| resolved(q) == resolved(p)) {
                 return Err(format!(
@@ -275,7 +331,11 @@ impl Outputs {
         }
         if let Some(dir) = &out.plot {
             prepare_dir(dir, "--plot")?;
-            for (flag, d) in [("--json", &out.json), ("--csv", &out.csv)] {
+            for (flag, d) in [
+                ("--json", &out.json),
+                ("--csv", &out.csv),
+                ("--junit", &out.junit),
+            ] {
                 if let Some(Dest::File(p)) = d {
                     if is_chart_name_in(p, dir) {
                         return Err(format!(
@@ -289,9 +349,29 @@ impl Outputs {
         Ok(out)
     }
 
-    /// Whether JSON or CSV go to stdout (tables then go to stderr).
+    /// Whether JSON, CSV, JUnit or TAP go to stdout (tables then go to
+    /// stderr).
     pub fn uses_stdout(&self) -> bool {
-        self.json == Some(Dest::Stdout) || self.csv == Some(Dest::Stdout)
+        self.tap || [&self.json, &self.csv, &self.junit].contains(&&Some(Dest::Stdout))
+    }
+
+    /// Writes the verdicts of expectations: TAP on stdout (`--tap`) and
+    /// JUnit (`--junit`); named `suite`. Returns one line per failure.
+    pub fn write_verdicts(&self, v: &crate::expect::Verdicts, suite: &str) -> Vec<String> {
+        let mut errors = Vec::new();
+        if self.tap {
+            if let Err(e) = emit(&Dest::Stdout, super::tap::render(v, suite).as_bytes()) {
+                errors.push(format!("writing --tap: {e}"));
+            }
+        }
+        if let Some(d) = &self.junit {
+            let written = super::junit::render(v, suite)
+                .and_then(|xml| emit(d, xml.as_bytes()).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                errors.push(format!("writing --junit: {e}"));
+            }
+        }
+        errors
     }
 
     /// Writes every output of `doc`, each on its own: a failing one does not
@@ -423,6 +503,16 @@ mod tests {
         assert!(e.contains("is an input of this run"), "{e}");
         let e = Outputs::plan(Some(Path::new("-")), Some(Path::new("-")), None, &[]).unwrap_err();
         assert!(e.contains("cannot both write to stdout"), "{e}");
+        let tap_and_json = Requested {
+            json: Some(Path::new("-")),
+            tap: true,
+            ..Requested::default()
+        };
+        let e = Outputs::plan_all(tap_and_json, &[]).unwrap_err();
+        assert_eq!(
+            e,
+            "--json - and --tap cannot both write to stdout; send one to a file"
+        );
         assert!(Outputs::plan(Some(&f), Some(&dir.join("r.csv")), None, &[&payload]).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -4,11 +4,13 @@
 pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod junit;
 pub mod progress;
 pub mod scale_chart;
 pub mod sweep_tables;
 
 pub mod svg;
+pub mod tap;
 pub mod text;
 
 use std::io::IsTerminal;

@@ -248,13 +248,29 @@ pub struct RunConfig {
     /// The custom payload, if not the built-in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
+    /// `BootInfo::params` (`--param`; the multicast's target set), when
+    /// any is set.
+    #[serde(default, skip_serializing_if = "is_zero_params")]
+    pub params: [u64; 8],
     /// Host CPUs this process could run on (0: unknown, or recorded before
     /// ipivmm recorded it); more vCPUs than that is oversubscribed.
     #[serde(default)]
     pub host_cpus: usize,
 }
 
+fn is_zero_params(p: &[u64; 8]) -> bool {
+    p.iter().all(|v| *v == 0)
+}
+
 impl RunConfig {
+    /// The IPIs one operation of the built-in workload delivers in this
+    /// run (its description's fan-out); None for a custom payload.
+    pub fn fan_out(&self) -> Option<u64> {
+        self.payload
+            .is_none()
+            .then(|| self.workload.spec().fan_out.ipis(self.vcpus, &self.params))
+    }
+
     /// Whether the vCPUs outnumbered the host CPUs (their threads then wait
     /// for each other's time slices; the payload's barriers halt).
     pub fn oversubscribed(&self) -> bool {
@@ -284,6 +300,7 @@ impl RunConfig {
                 PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
             },
             host_cpus: crate::mode::levers::allowed_cpus().len(),
+            params: c.params,
         }
     }
 
@@ -392,14 +409,17 @@ impl RunReport {
         self.status == RunStatus::Completed
     }
 
-    /// The mode of the run.
-    pub fn run_mode(&self) -> Mode {
-        Mode {
-            irqchip: self.mode.irqchip,
-            apic: self.mode.apic,
-            ipi: self.mode.ipi,
-            apicv: self.apicv.requested,
-        }
+    /// The headline metrics of the run's measured phase: the `metrics`
+    /// object the JSON carries for it (`runs[].metrics`), per operation and
+    /// per delivered IPI.
+    ///
+    /// ```no_run
+    /// let report = ipivmm::run(&ipivmm::VmConfig::default(), ipivmm::RunOptions::default()).unwrap();
+    /// let m = report.metrics();
+    /// assert_eq!(m.values.get("ipis_per_operation"), Some(&1.0));
+    /// ```
+    pub fn metrics(&self) -> metrics::RunMetrics {
+        metrics::RunMetrics::of(&summary::summarize(self))
     }
 
     /// The one label of a run: [`Mode::label`], the levers that differ

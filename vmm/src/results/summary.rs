@@ -140,6 +140,10 @@ pub struct RunSummary {
     /// IPIs the sender sent to end the phase (waking its targets), outside
     /// any operation (the payload's `wake_ipis` record).
     pub wake_ipis: u64,
+    /// The IPIs one operation should deliver ([`RunConfig::fan_out`]).
+    ///
+    /// [`RunConfig::fan_out`]: crate::results::RunConfig::fan_out
+    pub fan_out: Option<u64>,
     /// The workload's ICR writes in the phase (guest count, all vCPUs).
     pub icr_writes: u64,
     /// ICR writes of halting-barrier wake-ups in the phase (not the
@@ -438,6 +442,7 @@ fn empty_summary(run: &Run) -> RunSummary {
         operations: 0,
         ipis: 0,
         ipis_delivered: 0,
+        fan_out: m.fan_out(),
         wake_ipis: 0,
         icr_writes: 0,
         barrier_icr_writes: 0,

@@ -85,7 +85,15 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    if errors.is_empty() {
+    let regressions = if args.fail_on_regression {
+        comparison.regressions(args.threshold)
+    } else {
+        Vec::new()
+    };
+    for r in &regressions {
+        eprintln!("ipivmm: regression: {r}");
+    }
+    if errors.is_empty() && regressions.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
