@@ -248,6 +248,10 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
     if vector == NMI_VECTOR {
         let hook = NMI_HOOK.load(Ordering::Acquire);
         if hook != 0 {
+            // An NMI is not held back by `sti`'s shadow on every CPU (SDM
+            // vol. 2, STI: "may be blocked"), so one can come with RIP at
+            // the `hlt` of `sti; hlt` on any host: as for interrupts.
+            resume_after_hlt(frame);
             bump(&c.handler_entries, 1);
             bump(&pc.nmis_received, 1);
             // SAFETY: NMI_HOOK only ever holds 0 or a `fn(&InterruptFrame)`
@@ -295,6 +299,8 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
 /// hang"). Returning to the `hlt` would halt with the wake-up already
 /// consumed: the sender waits for a halt that never comes. So the handler
 /// returns after the `hlt`, as a CPU that honoured the shadow would have.
+/// Hooked NMIs do the same (a wait loop around `sti; hlt` re-checks its
+/// condition, so skipping one `hlt` is never wrong).
 fn resume_after_hlt(frame: &mut InterruptFrame) {
     const HLT: u8 = 0xf4;
     // SAFETY: `frame.rip` is the interrupted instruction of this payload's
