@@ -3,12 +3,14 @@
 //! every delivery mode the SDK sends without `unsafe` (fixed, lowest
 //! priority, NMI) to every destination kind (physical, logical, the
 //! shorthands), in xAPIC and x2APIC mode (and the xAPIC cluster model), on
-//! the kernel irqchip. Each run checks that the IPIs arrived (NMIs: that the
-//! hook ran, `percpu::nmis_received`) and that the guest counters the host
-//! reports add up: the sender's `icr_writes` and `ipis_sent` are what the
-//! SDK counted per ICR, every IPI sent was taken, nothing else was.
+//! the kernel irqchip and on ipivmm's own LAPIC model (`--irqchip user`).
+//! Each run checks that the IPIs arrived (NMIs: that the hook ran,
+//! `percpu::nmis_received`) and that the guest counters the host reports
+//! add up: the sender's `icr_writes` and `ipis_sent` are what the SDK
+//! counted per ICR, every IPI sent was taken, nothing else was.
 //! INIT and start-up IPIs (the `InitThenHalts` / `InitSipiThenHalts`
 //! cases, sent with the same builders) are counted too.
+use ipivmm::mode::Irqchip;
 use ipivmm::results::summary::summarize;
 use ipivmm::results::PhaseResult;
 use ipivmm::run::{RunReport, RunStatus};
@@ -17,16 +19,30 @@ use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};
 
 const MODES: [ApicMode; 2] = [ApicMode::Xapic, ApicMode::X2apic];
+const CHIPS: [Irqchip; 2] = [Irqchip::Kernel, Irqchip::User];
+
+/// Every (irqchip, APIC mode) pair.
+fn setups() -> impl Iterator<Item = (Irqchip, ApicMode)> {
+    CHIPS
+        .into_iter()
+        .flat_map(|chip| MODES.into_iter().map(move |apic| (chip, apic)))
+}
 
 /// One run of `kind` on `vcpus` vCPUs (`cluster`: the xAPIC cluster model).
-fn run_kind(kind: SdkSend, apic: ApicMode, vcpus: usize, cluster: bool) -> RunReport {
+fn run_kind(
+    kind: SdkSend,
+    (chip, apic): (Irqchip, ApicMode),
+    vcpus: usize,
+    cluster: bool,
+) -> RunReport {
     let mut c = hostile_config(Case::SdkSend, vcpus, 120, &[kind as u64, cluster as u64]);
+    c.irqchip = chip;
     c.apic = apic;
     let r = run_ok(&c);
     assert_eq!(
         r.status,
         RunStatus::Completed,
-        "{kind:?} {apic:?}: {}",
+        "{kind:?} {chip} {apic:?}: {}",
         r.status.text()
     );
     r
@@ -54,8 +70,8 @@ struct Want {
 }
 
 /// Checks the counters of a run of `kind` against `want`.
-fn check(kind: SdkSend, apic: ApicMode, r: &RunReport, want: &Want) {
-    let what = format!("{kind:?} {apic:?}");
+fn check(kind: SdkSend, (chip, apic): (Irqchip, ApicMode), r: &RunReport, want: &Want) {
+    let what = format!("{kind:?} {chip} {apic:?}");
     let n = r.vcpus.len();
     let sender = measure(r, 0);
     assert_eq!(record(sender, "icrs"), want.icrs, "{what}: ICRs per round");
@@ -123,7 +139,7 @@ fn fixed_ipis_reach_every_destination_and_are_counted() {
         return;
     }
     let n = 3;
-    for apic in MODES {
+    for setup in setups() {
         let cases = [
             (SdkSend::FixedPhysical, n - 1, n - 1, others(n)),
             (SdkSend::FixedLogical, 1, n - 1, others(n)),
@@ -132,13 +148,13 @@ fn fixed_ipis_reach_every_destination_and_are_counted() {
             (SdkSend::FixedAllButSelf, 1, n - 1, others(n)),
         ];
         for (kind, icrs, targets, takers) in cases {
-            let r = run_kind(kind, apic, n, false);
+            let r = run_kind(kind, setup, n, false);
             let want = Want {
                 icrs: icrs as u64,
                 targets: targets as u64,
                 takers: Some(takers),
             };
-            check(kind, apic, &r, &want);
+            check(kind, setup, &r, &want);
         }
     }
 }
@@ -150,22 +166,22 @@ fn lowest_priority_ipis_reach_one_target_each_and_are_counted() {
         return;
     }
     let n = 3;
-    for apic in MODES {
+    for setup in setups() {
         let cases = [
             (SdkSend::LowestPriorityPhysical, Some(vec![1])),
             (SdkSend::LowestPriorityLogical, None),
             (SdkSend::LowestPriorityAllButSelf, None),
         ];
         for (kind, takers) in cases {
-            let r = run_kind(kind, apic, n, false);
+            let r = run_kind(kind, setup, n, false);
             let want = Want {
                 icrs: 1,
                 targets: 1,
                 takers,
             };
-            check(kind, apic, &r, &want);
-            // KVM chose among the others only: the sender took none.
-            assert_eq!(measure(&r, 0).guest.ipis_received, 0, "{kind:?} {apic:?}");
+            check(kind, setup, &r, &want);
+            // The APIC chose among the others only: the sender took none.
+            assert_eq!(measure(&r, 0).guest.ipis_received, 0, "{kind:?} {setup:?}");
         }
     }
 }
@@ -177,20 +193,20 @@ fn nmis_run_the_hook_on_every_destination_and_are_counted() {
         return;
     }
     let n = 3;
-    for apic in MODES {
+    for setup in setups() {
         let cases = [
             (SdkSend::NmiPhysical, n - 1),
             (SdkSend::NmiLogical, 1),
             (SdkSend::NmiAllButSelf, 1),
         ];
         for (kind, icrs) in cases {
-            let r = run_kind(kind, apic, n, false);
+            let r = run_kind(kind, setup, n, false);
             let want = Want {
                 icrs: icrs as u64,
                 targets: n as u64 - 1,
                 takers: Some(others(n)),
             };
-            check(kind, apic, &r, &want);
+            check(kind, setup, &r, &want);
         }
     }
 }
@@ -210,14 +226,17 @@ fn xapic_cluster_destinations_take_one_icr_per_cluster() {
         (SdkSend::LowestPriorityLogical, 2, None),
         (SdkSend::NmiLogical, n as u64 - 1, Some(others(n))),
     ];
-    for (kind, targets, takers) in cases {
-        let r = run_kind(kind, ApicMode::Xapic, n, true);
-        let want = Want {
-            icrs: 2,
-            targets,
-            takers,
-        };
-        check(kind, ApicMode::Xapic, &r, &want);
+    for chip in CHIPS {
+        for (kind, targets, takers) in cases.clone() {
+            let setup = (chip, ApicMode::Xapic);
+            let r = run_kind(kind, setup, n, true);
+            let want = Want {
+                icrs: 2,
+                targets,
+                takers,
+            };
+            check(kind, setup, &r, &want);
+        }
     }
 }
 
@@ -230,23 +249,24 @@ fn init_and_startup_ipis_are_counted() {
     if !kvm_available(name) {
         return;
     }
-    for apic in MODES {
+    for (chip, apic) in setups() {
         let mut c = hostile_config(Case::InitSipiThenHalts, 2, 20, &[]);
+        c.irqchip = chip;
         c.apic = apic;
         let r = run_ok(&c);
         assert_eq!(
             r.status,
             RunStatus::Completed,
-            "{apic:?}: {}",
+            "{chip} {apic:?}: {}",
             r.status.text()
         );
         let p = r.vcpus[0]
             .phase_of(0, EVENT_PHASE)
-            .unwrap_or_else(|| panic!("{apic:?}: vcpu0 has no phase '{EVENT_PHASE}'"));
+            .unwrap_or_else(|| panic!("{chip} {apic:?}: vcpu0 has no phase '{EVENT_PHASE}'"));
         assert_eq!(
             (p.guest.icr_writes, p.guest.ipis_sent),
             (3, 2),
-            "{apic:?}: INIT, INIT de-assert, SIPI"
+            "{chip} {apic:?}: INIT, INIT de-assert, SIPI"
         );
     }
 }
@@ -261,30 +281,38 @@ fn an_nmi_inside_an_ipi_handler_returns_into_it() {
     if !kvm_available(name) {
         return;
     }
-    for apic in MODES {
+    for (chip, apic) in setups() {
         let mut c = hostile_config(Case::NmiInIpiHandler, 2, 60, &[]);
+        c.irqchip = chip;
         c.apic = apic;
         let r = run_ok(&c);
         assert_eq!(
             r.status,
             RunStatus::Completed,
-            "{apic:?}: {}",
+            "{chip} {apic:?}: {}",
             r.status.text()
         );
         let sender = measure(&r, 0);
         assert_eq!(
             (sender.guest.icr_writes, sender.guest.ipis_sent),
             (2 * NMI_NEST_ROUNDS, 2 * NMI_NEST_ROUNDS),
-            "{apic:?}"
+            "{chip} {apic:?}"
         );
         let target = measure(&r, 1);
-        assert_eq!(record(target, "nmis_received"), NMI_NEST_ROUNDS, "{apic:?}");
-        assert_eq!(target.guest.ipis_received, NMI_NEST_ROUNDS, "{apic:?}");
-        assert_eq!(target.guest.eois, NMI_NEST_ROUNDS, "{apic:?}");
+        assert_eq!(
+            record(target, "nmis_received"),
+            NMI_NEST_ROUNDS,
+            "{chip} {apic:?}"
+        );
+        assert_eq!(
+            target.guest.ipis_received, NMI_NEST_ROUNDS,
+            "{chip} {apic:?}"
+        );
+        assert_eq!(target.guest.eois, NMI_NEST_ROUNDS, "{chip} {apic:?}");
         assert_eq!(
             target.guest.handler_entries,
             2 * NMI_NEST_ROUNDS,
-            "{apic:?}"
+            "{chip} {apic:?}"
         );
     }
 }
