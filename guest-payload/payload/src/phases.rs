@@ -175,7 +175,9 @@ impl HaltGate {
         }
         for t in targets.iter() {
             match self.last[t] {
-                NOT_YET => wait_until("a target to halt", ACK_TIMEOUT_SECS, || percpu::is_halting(t)),
+                NOT_YET => wait_until("a target to halt", ACK_TIMEOUT_SECS, || {
+                    percpu::is_halting(t)
+                }),
                 seen => wait_until("a target to halt again", ACK_TIMEOUT_SECS, || {
                     percpu::halted_seq(t) != seen
                 }),
