@@ -13,7 +13,10 @@
 #                 enable_ipiv=N (runs/sweep-apicv-on.json) and enable_apicv=0
 #                 (runs/sweep-apicv-off.json);
 #   lab.off=1     the selftests again under enable_ipiv=N and enable_apicv=0;
-#   lab.faults=1  the guest_faults tests one by one (lab.faults=NAME,NAME: only these),
+#   lab.faults=1  the guest_faults tests one by one (lab.faults=NAME,NAME: only these);
+#   lab.trace=1   KVM's event injections (kvm_inj_virq, kvm_inj_exception) traced
+#                 around each selftest, the re-injected ones listed
+#                 (trace-NAME.txt): where a spurious event in a guest comes from,
 # kvm_intel back to the booted parameters in between.
 set -o pipefail
 export PATH=/bin:/lab/bin
@@ -37,6 +40,24 @@ reload() { # enable_apicv enable_ipiv
 yn01() { [ "$1" = Y ] && echo 1 || echo 0; }
 APICV0=$(yn01 "$(cat $P/enable_apicv)")
 IPIV0=$(yn01 "$(cat $P/enable_ipiv 2>/dev/null)")
+T=/sys/kernel/tracing
+trace_on() {
+    [ -n "$(arg trace)" ] && [ -d $T/events/kvm ] || return 0
+    echo 0 >$T/tracing_on
+    echo >$T/trace
+    echo 1 >$T/events/kvm/kvm_inj_virq/enable
+    echo 1 >$T/events/kvm/kvm_inj_exception/enable
+    echo 1 >$T/tracing_on
+}
+trace_off() { # name
+    [ -n "$(arg trace)" ] && [ -d $T/events/kvm ] || return 0
+    echo 0 >$T/tracing_on
+    grep -v '^#' $T/trace >"$OUT/trace-$1.txt"
+    echo "   injections: $(grep -c 'kvm_inj_' "$OUT/trace-$1.txt"), re-injected: $(grep -c 'reinjected' "$OUT/trace-$1.txt")"
+    grep 'reinjected' "$OUT/trace-$1.txt" | sed 's/.*kvm_inj_/kvm_inj_/' | sort | uniq -c | sed 's/^/   /'
+    echo 0 >$T/events/kvm/kvm_inj_virq/enable
+    echo 0 >$T/events/kvm/kvm_inj_exception/enable
+}
 # Every selftest packed (build-selftests.sh), each with its own time limit.
 selftests() { # label
     for t in /lab/selftests/*; do
@@ -44,12 +65,16 @@ selftests() { # label
         a=""
         [ "$n" = xapic_ipi_test ] && a="-s 2"
         echo "== selftest $n $a ($1)"
+        echo "lab: probe: selftest $n ($1)" >/dev/console
+        trace_on
         timeout 600 "$t" $a 2>&1 | tail -n 15
         echo "rc=$?"
+        trace_off "$n-$(echo "$1" | tr -c 'a-zA-Z0-9_\n' _)"
     done
 }
 ipivmm_run() { # flags...
     echo "== ipivmm run $*"
+    echo "lab: probe: ipivmm run $*" >/dev/console
     timeout 300 ipivmm run "$@" --iterations 10 --warmup 2 --timeout 120 --serial none 2>&1 | tail -n 45
     echo "rc=$?"
 }
@@ -74,6 +99,7 @@ if [ -n "$N" ]; then
         n=$1
         shift
         echo "== sweep $n"
+        echo "lab: probe: sweep $n" >/dev/console
         timeout 1500 ipivmm sweep "$@" --host-param kvm_intel.enable_ipiv=Y,N --iterations "$N" --warmup 3 \
             --json "$OUT/runs/$n.json" 2>&1 | tail -n 60 || fails=$((fails + 1))
         params
@@ -93,6 +119,7 @@ if [ -n "$N" ]; then
         v=${pass#*:}
         reload "${v%:*}" "${v#*:}"
         echo "== sweep, APICv matrix $name"
+        echo "lab: probe: APICv matrix $name" >/dev/console
         timeout 2400 ipivmm sweep --irqchip kernel,split --apic xapic,x2apic --ipi icr,pv \
             --apicv host,inhibit --workload pingpong --iterations "$N" --warmup 3 \
             --json "$OUT/runs/sweep-apicv-$name.json" 2>&1 | tail -n 80 || fails=$((fails + 1))

@@ -12,7 +12,7 @@ pub mod apicv;
 pub mod levers;
 
 use crate::config::VmConfig;
-use apicv::{ApicvError, ApicvPlan};
+use apicv::ApicvPlan;
 use ipivmm_counters::host::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
@@ -233,9 +233,6 @@ pub enum Infeasible {
         /// Its minimum.
         min: usize,
     },
-    /// No lever inhibits APICv in this combination.
-    #[error(transparent)]
-    Apicv(#[from] ApicvError),
     /// The APICv lever moves the highest xAPIC ID onto the broadcast ID.
     #[error("--vcpus {vcpus} with --apic xapic and the {lever:?} APICv lever: the last vCPU would get APIC ID {id:#x}, beyond xAPIC's 0xFE; use --vcpus {} or fewer, or --apic x2apic", vcpus - 1)]
     XapicIdSpace {
@@ -265,7 +262,7 @@ pub fn check(c: &VmConfig, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasi
             min,
         });
     }
-    let plan = apicv::plan(host, c.mode())?;
+    let plan = apicv::plan(host, c.mode());
     let last = apicv::apic_id(plan.lever, c.vcpus.saturating_sub(1));
     if c.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
         return Err(Infeasible::XapicIdSpace {
