@@ -501,6 +501,19 @@ const SH_BLOCKS: &[(&str, How)] = &[
         },
     ),
     (
+        // docs/ci.md's LAVA-style script: the whole kvm-paths plan (tens of
+        // seconds here), its TAP turned into test cases; it fails when the
+        // plan fails on this host.
+        "results=$(mktemp -d)",
+        How::Run {
+            cwd: ".",
+            kvm: true,
+            subst: &[],
+            setup: "",
+            expect: None,
+        },
+    ),
+    (
         "rustup target add x86_64-unknown-none",
         How::NotHere("needs the network and the x86_64-unknown-none target (the docs say it is untested here)"),
     ),
