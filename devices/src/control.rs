@@ -14,8 +14,8 @@
 use core::mem::offset_of;
 
 use ipivmm_abi::{
-    ControlMsg, GuestCounters, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_MSG_SIZE, MAX_NAME_LEN,
-    MAX_SAMPLES_PER_MSG, MAX_TEXT_LEN, REPLY_OK, REPLY_REJECTED, UNIT_TSC_CYCLES,
+    phase_flags, ControlMsg, GuestCounters, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_MSG_SIZE,
+    MAX_NAME_LEN, MAX_SAMPLES_PER_MSG, MAX_TEXT_LEN, REPLY_OK, REPLY_REJECTED, UNIT_TSC_CYCLES,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
@@ -59,6 +59,9 @@ pub enum ControlError {
         /// Length of the range in bytes.
         len: u64,
     },
+    /// `PhaseBegin` flags with bits no [`phase_flags`] constant defines.
+    #[error("unknown phase flags {0:#x} (defined: {all:#x})", all = phase_flags::ALL)]
+    UnknownPhaseFlags(u64),
     /// A phase or record name is longer than [`MAX_NAME_LEN`].
     #[error("name too long: {0} bytes (at most {MAX_NAME_LEN})")]
     NameTooLong(u64),
@@ -121,6 +124,9 @@ pub enum ControlBody {
         phase: u32,
         /// Phase name (valid UTF-8, no control characters, 1..=64 bytes).
         name: String,
+        /// The uncounted part of a measured phase
+        /// ([`ipivmm_abi::phase_flags::UNCOUNTED`]): per-exit counters off.
+        uncounted: bool,
     },
     /// Phase `phase` ends on this vCPU: snapshot again, close the window.
     PhaseEnd {
@@ -390,10 +396,16 @@ pub fn resolve_within(
     let phase = raw.phase;
     let body = match raw.kind {
         MsgKind::Hello => ControlBody::Hello { features: a0 },
-        MsgKind::PhaseBegin => ControlBody::PhaseBegin {
-            phase,
-            name: read_name(mem, a0, a1)?,
-        },
+        MsgKind::PhaseBegin => {
+            if a2 & !phase_flags::ALL != 0 {
+                return Err(ControlError::UnknownPhaseFlags(a2));
+            }
+            ControlBody::PhaseBegin {
+                phase,
+                name: read_name(mem, a0, a1)?,
+                uncounted: a2 & phase_flags::UNCOUNTED != 0,
+            }
+        }
         MsgKind::PhaseEnd => ControlBody::PhaseEnd { phase },
         MsgKind::Samples => {
             if a1 > MAX_SAMPLES_PER_MSG {
@@ -640,6 +652,15 @@ mod tests {
                 ControlBody::PhaseBegin {
                     phase: 5,
                     name: "pingpong".into(),
+                    uncounted: false,
+                },
+            ),
+            (
+                msg(2, 2, 5, [DATA, 8, phase_flags::UNCOUNTED, 0]),
+                ControlBody::PhaseBegin {
+                    phase: 5,
+                    name: "pingpong".into(),
+                    uncounted: true,
                 },
             ),
             (msg(3, 2, 5, [0; 4]), ControlBody::PhaseEnd { phase: 5 }),
@@ -794,7 +815,25 @@ mod tests {
         mem.write_slice(name.as_bytes(), GuestAddress(DATA))
             .unwrap();
         let req = send(&mem, MSG, 0, &msg(2, 0, 1, [DATA, MAX_NAME_LEN, 0, 0])).unwrap();
-        assert_eq!(req.body, ControlBody::PhaseBegin { phase: 1, name });
+        assert_eq!(
+            req.body,
+            ControlBody::PhaseBegin {
+                phase: 1,
+                name,
+                uncounted: false
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_phase_flags_are_rejected() {
+        let mem = mem();
+        mem.write_slice(b"p", GuestAddress(DATA)).unwrap();
+        for flags in [2, 1 << 63, u64::MAX] {
+            let got = send(&mem, MSG, 0, &msg(2, 0, 1, [DATA, 1, flags, 0]));
+            assert_eq!(got, Err(ControlError::UnknownPhaseFlags(flags)));
+            assert_eq!(reply_at(&mem, MSG), REPLY_REJECTED);
+        }
     }
 
     #[test]

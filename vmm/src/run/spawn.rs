@@ -66,11 +66,21 @@ pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
         let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
             .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
             .with_context_events(c.context_events)
-            .with_fd_limit(Some(FdLimit::now(c.vcpus)));
+            .with_fd_limit(Some(FdLimit::now(c.vcpus)))
+            .with_silent_exits(silent_exits(p));
         if let Some(why) = t.fd_shortfall() {
             log::warn!("tracepoints: not every counter is opened: {why}");
         }
         Arc::new(t)
+    })
+}
+
+/// Why `kvm:kvm_exit` never fires on the run's KVM, when it does not.
+fn silent_exits(p: &Prepared) -> Option<String> {
+    use ipivmm_host::facts::KvmBackend;
+    let backend = &p.host.as_ref()?.backend;
+    (*backend == KvmBackend::KvmPvm).then(|| {
+        "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason; totals and kinds come from KVM's binary stats".to_string()
     })
 }
 

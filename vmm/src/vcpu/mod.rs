@@ -343,7 +343,11 @@ impl RunLoop<'_> {
             ControlBody::Hello { .. } => {
                 self.env.shared.first_message.get_or_init(Instant::now);
             }
-            ControlBody::PhaseBegin { phase, name } => {
+            ControlBody::PhaseBegin {
+                phase,
+                name,
+                uncounted,
+            } => {
                 if let Some(open) = &self.open {
                     return Some(self.fault(format!(
                         "payload began phase {phase} '{name}' while phase {} '{}' was still open",
@@ -353,11 +357,30 @@ impl RunLoop<'_> {
                 if self.sources.open_trace() {
                     self.env.shared.result(index).sources = self.sources.status.clone();
                 }
-                self.open = Some(self.sources.begin(phase, name, &self.exits, &self.guest));
+                let mut open = self.sources.begin(phase, name, &self.exits, &self.guest);
+                if uncounted {
+                    // After the begin snapshot: the marker's own exit is
+                    // counted, nothing of the part is.
+                    if let Err(e) = self.sources.set_counting(false, Some(&mut open)) {
+                        return Some(self.fault(format!(
+                            "switching the counters off for the uncounted phase {phase} failed: {e}"
+                        )));
+                    }
+                    open.uncounted = true;
+                }
+                self.open = Some(open);
             }
             ControlBody::PhaseEnd { phase } => match self.open.take() {
                 Some(open) if open.id == phase => {
+                    let uncounted = open.uncounted;
                     let result = self.sources.end(open, &self.exits, &self.guest);
+                    if uncounted {
+                        if let Err(e) = self.sources.set_counting(true, None) {
+                            return Some(self.fault(format!(
+                                "switching the counters back on after the uncounted phase {phase} failed: {e}"
+                            )));
+                        }
+                    }
                     let early = self.pending_samples.remove(&phase);
                     let mut r = self.env.shared.result(index);
                     if let Err(e) = self.store().phase(&mut r, result, early) {

@@ -73,6 +73,9 @@ pub struct TraceConfig {
     bpf: OnceLock<Result<Arc<BpfExits>, String>>,
     /// The counter specs opened as perf events: those BPF does not count.
     perf_specs: OnceLock<Vec<CounterSpec>>,
+    /// Why `kvm:kvm_exit` never fires on this host's KVM, when it does not
+    /// (kvm_pvm): the exit_reasons source says so.
+    silent_exits: Option<String>,
 }
 
 /// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
@@ -155,7 +158,15 @@ impl TraceConfig {
             resolved: OnceLock::new(),
             bpf: OnceLock::new(),
             perf_specs: OnceLock::new(),
+            silent_exits: None,
         }
+    }
+
+    /// On a KVM whose `kvm:kvm_exit` never fires (`why`), the exit_reasons
+    /// source is reported unavailable with `why`, whatever was attached.
+    pub fn with_silent_exits(mut self, why: Option<String>) -> Self {
+        self.silent_exits = why;
+        self
     }
 
     /// Open tracepoints within `fds` (None: no limit is checked).
@@ -459,6 +470,24 @@ impl ThreadTrace {
     /// its exit sampler (`Sampled`, or `Bpf` where BPF could not load: the
     /// status says why). The status's detail starts with the mechanism.
     pub fn open_exit_source(cfg: Option<&TraceConfig>) -> (Option<ExitSource>, SourceStatus) {
+        let (source, status) = Self::open_exit_source_as_configured(cfg);
+        match cfg.and_then(|c| c.silent_exits.as_deref()) {
+            Some(why) if status.available => {
+                let how = status.detail.as_deref().unwrap_or("attached");
+                let status = SourceStatus {
+                    available: false,
+                    detail: Some(format!("{why} ({how}: every exit counts as missing)")),
+                    ..status
+                };
+                (source, status)
+            }
+            _ => (source, status),
+        }
+    }
+
+    fn open_exit_source_as_configured(
+        cfg: Option<&TraceConfig>,
+    ) -> (Option<ExitSource>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
             source: "exit_reasons".into(),
             available,
