@@ -6,7 +6,7 @@
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
-use ipivmm::mode::{self, ApicMode, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::payload::image::{check, minimal_elf, ImageError};
 use ipivmm::vm::layout;
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
@@ -187,7 +187,7 @@ proptest! {
                 prop_assert!(!c.timeout.is_zero());
                 // What validate leaves to the mode check, the mode check refuses.
                 let pv_user = c.ipi == IpiPath::Pv && c.irqchip == Irqchip::User;
-                prop_assert!(!pv_user || mode::check(&c, None).is_err());
+                prop_assert!(!pv_user || c.check_mode(None).is_err());
             }
             Err(ConfigError::VcpuCount { got, .. }) => prop_assert_eq!(got, c.vcpus),
             Err(e) => prop_assert!(!e.to_string().is_empty()),

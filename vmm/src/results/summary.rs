@@ -60,7 +60,7 @@ impl GroupKey {
         } else {
             format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target)
         };
-        crate::output::slug(&stem)
+        super::slug::slug(&stem)
     }
 
     /// What the per-X exit figures count: a delivered `IPI` for the

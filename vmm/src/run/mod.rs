@@ -5,13 +5,15 @@
 //! kicks) → [`collect::report`] what they produced.
 pub mod collect;
 pub mod devices;
-pub mod inhibits;
 pub mod monitor;
 pub mod observer;
 pub mod prepare;
 pub mod spawn;
 pub mod supervise;
 
+/// The APICv inhibit log, now beside the results it becomes (kept here
+/// for callers of `run::inhibits`).
+pub use crate::results::inhibits;
 pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
 pub use prepare::{prepare, Prepared};
 

@@ -123,9 +123,11 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
     if c.apic == ApicMode::Xapic && c.vcpus > ipivmm_abi::MAX_XAPIC_VCPUS {
         return Some(crate::config::ConfigError::XapicVcpus(c.vcpus).to_string());
     }
-    match mode::check(c, host) {
+    match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
-        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => mode::duplicate_of(c, &plan),
+        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => {
+            mode::duplicate_of(c.mode(), &plan)
+        }
         Ok(_) => None,
     }
 }

@@ -41,7 +41,7 @@ pub struct Shared {
     /// thread and shared by the others (the same for every vCPU).
     pub stats_layout: OnceLock<Arc<[ipivmm_counters::kvm_stats::StatDesc]>>,
     /// The APICv inhibit changes every thread of the VM saw.
-    pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
+    pub inhibits: Arc<crate::results::inhibits::InhibitLog>,
     /// The run's guest memory budget.
     pub budget: Arc<GuestBudget>,
 }

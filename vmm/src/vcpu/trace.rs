@@ -455,7 +455,9 @@ impl ThreadTrace {
         };
         let inhibits = share
             .inhibits
-            .then(|| InhibitSampler::open(tracefs, crate::run::inhibits::INHIBIT_RING_PAGES).ok())
+            .then(|| {
+                InhibitSampler::open(tracefs, crate::results::inhibits::INHIBIT_RING_PAGES).ok()
+            })
             .flatten();
         let t = Self {
             set,
@@ -569,7 +571,7 @@ impl ThreadTrace {
     }
 
     /// Hand the APICv inhibit changes this thread saw to `log`.
-    pub fn drain_inhibits(&mut self, log: &crate::run::inhibits::InhibitLog) {
+    pub fn drain_inhibits(&mut self, log: &crate::results::inhibits::InhibitLog) {
         if let Some(s) = &mut self.inhibits {
             log.drain(s);
         }

@@ -4,10 +4,10 @@
 use super::trace::{ThreadTrace, TraceConfig};
 use super::user_apic::UserApic;
 use crate::results::exits::ExitCounts;
+use crate::results::inhibits::InhibitLog;
 use crate::results::{
     saturating_sum as sum, ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus,
 };
-use crate::run::inhibits::InhibitLog;
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatDesc, StatsReader, StatsSnapshot};
 use ipivmm_counters::sampler::ExitTally;
@@ -200,7 +200,7 @@ impl Sources {
     pub fn snapshot(&mut self, exits: &ExitCounts, guest: &GuestCounters) -> Snapshot {
         Snapshot {
             at: Instant::now(),
-            mono_ns: crate::run::inhibits::monotonic_ns(),
+            mono_ns: crate::results::inhibits::monotonic_ns(),
             exits: *exits,
             guest: *guest,
             kvm: self.kvm_stats.as_mut().and_then(|r| r.snapshot().ok()),
