@@ -14,20 +14,7 @@ use proptest::prelude::*;
 use std::str::FromStr;
 use std::time::Duration;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 /// A configuration with arbitrary fields, edges included.
 fn vm_config() -> impl Strategy<Value = (VmConfig, usize)> {

@@ -4,7 +4,7 @@
 //! Per vCPU: [Hello, sent by the SDK runtime] barrier;
 //! phase 0 "idle": begin, barrier, end (no IPIs); barrier;
 //! phase 1 "warmup": begin, barrier, body, barrier, end, barrier;
-//! phase 2 measured both ways (`control::measure_both_ways`): its uncounted
+//! phase 2 measured both ways (`measure::measure_both_ways` in the SDK): its uncounted
 //! part "measure-uncounted" (per-exit counters off: the headline latency),
 //! then its counted part "measure" (the exits), each: begin, barrier, body,
 //! barrier, end, [senders: Samples(2) then Records(2)], barrier;
@@ -18,7 +18,8 @@ use ipivmm_abi::{BootInfo, TargetWait, MAX_VCPUS};
 use ipivmm_guest::ipi::{Sender, VcpuSet};
 use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
-use ipivmm_guest::control::{self, Step};
+use ipivmm_guest::control;
+use ipivmm_guest::measure::{measure_both_ways, Step};
 use ipivmm_guest::cpu;
 
 /// Phase ids and names (one definition, shared with the host).
@@ -91,7 +92,7 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
 
     let mut round = 1;
     let id = MEASURE.0;
-    control::measure_both_ways(id, MEASURE.1, |step| match step {
+    measure_both_ways(id, MEASURE.1, |step| match step {
         Step::Before(_) => {
             ctx.samples.clear();
             WAKE_IPIS.store(0, Ordering::Relaxed);

@@ -91,7 +91,8 @@ pub fn phase_end(id: u32) {
 /// [`phase_end`] the host switches every per-exit counter of this vCPU off,
 /// so what the part times is not the counters' cost. The part is named
 /// `name` + `-uncounted` (`name` clipped to fit 64 bytes). See
-/// [`measure_both_ways`], which pairs it with the counted part.
+/// [`crate::measure::measure_both_ways`], which pairs it with the counted
+/// part.
 pub fn phase_begin_uncounted(id: u32, name: &str) {
     let suffix = phase_flags::UNCOUNTED_SUFFIX.as_bytes();
     let base = clip(name, MAX_NAME_LEN - suffix.len() as u64).as_bytes();
@@ -106,50 +107,6 @@ pub fn phase_begin_uncounted(id: u32, name: &str) {
     );
 }
 
-/// The two parts of a phase measured both ways ([`measure_both_ways`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// Every per-exit counter off: the headline latency.
-    Uncounted,
-    /// Counting on: the exits by reason, ICR-write exits.
-    Counted,
-}
-
-/// Where [`measure_both_ways`] is in a part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Before the part's begin marker (reset what the part counts).
-    Before(Part),
-    /// Between the barriers after the begin and before the end marker:
-    /// the measured work.
-    Run(Part),
-    /// After the end marker: send the part's samples and records (they
-    /// belong to the part that ended last).
-    Ended(Part),
-}
-
-/// Measures phase `id` named `name` both ways, on every vCPU that calls it
-/// (all of them must): first its uncounted part ([`phase_begin_uncounted`]),
-/// then its counted part, each `Before`, begin marker, barrier, `Run`,
-/// barrier, end marker, `Ended`, barrier. The host takes the headline
-/// latency from the uncounted part's samples and the exits from the
-/// counted part, and reports their ratio (what counting cost). `step` is
-/// called for each step with the part; run the same work in both parts.
-pub fn measure_both_ways(id: u32, name: &str, mut step: impl FnMut(Step)) {
-    for part in [Part::Uncounted, Part::Counted] {
-        step(Step::Before(part));
-        match part {
-            Part::Uncounted => phase_begin_uncounted(id, name),
-            Part::Counted => phase_begin(id, name),
-        }
-        crate::sync::barrier();
-        step(Step::Run(part));
-        crate::sync::barrier();
-        phase_end(id);
-        step(Step::Ended(part));
-        crate::sync::barrier();
-    }
-}
 
 /// Latency samples (TSC cycles) of phase `id`, in chunks of at most
 /// `MAX_SAMPLES_PER_MSG`. The host reads them by GPA (identity map).

@@ -1,6 +1,7 @@
 //! Results for people and programs, all from the one results model
 //! ([`crate::results`]): the text report, CSV rows, SVG charts, the
 //! side-by-side comparison of recorded runs, and the sweep progress bar.
+pub mod atomic;
 pub mod chart_kit;
 pub mod compare;
 pub mod csv;

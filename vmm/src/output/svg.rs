@@ -536,10 +536,10 @@ fn draw_percentile_marks(chart: &mut LogChart, l: &summary::Headline, ymax: f64)
     Ok(())
 }
 
-/// A chart, written like every results file (`dest::write_atomic`): whole
+/// A chart, written like every results file (`atomic::write_atomic`): whole
 /// or not at all, and a link at its name is replaced, never written through.
 fn write(path: &Path, text: &str) -> Result<(), OutputError> {
-    super::dest::write_atomic(path, text.as_bytes()).map_err(|e| OutputError::Write {
+    super::atomic::write_atomic(path, text.as_bytes()).map_err(|e| OutputError::Write {
         what: path.display().to_string(),
         problem: e.to_string(),
     })

@@ -5,8 +5,9 @@ use super::inhibits::InhibitLog;
 use super::monitor::RunMonitor;
 use super::prepare::Prepared;
 use super::{host, RunError};
+use crate::host::fds::FdLimit;
 use crate::results::VcpuResult;
-use crate::vcpu::trace::{FdLimit, TraceConfig};
+use crate::vcpu::trace::TraceConfig;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
 use crate::vm::Vm;
 use event_manager::{EventManager, SubscriberId, SubscriberOps};
@@ -95,7 +96,6 @@ pub fn spawn(
 ) -> Result<Running, RunError> {
     let c = &p.config;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
-    crate::vcpu::trace::raise_fd_limit();
     let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
     let shared = Arc::new(Shared {
         stop: false.into(),
@@ -129,7 +129,6 @@ pub fn spawn(
             index,
             bus: devices.bus.clone(),
             shared: shared.clone(),
-            apic: c.apic,
             tsc_khz,
             trace: trace.clone(),
             pin: c.pin.get(index).copied(),

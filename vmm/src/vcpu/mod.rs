@@ -7,7 +7,6 @@ pub mod trace;
 pub mod user_apic;
 pub mod window;
 
-use crate::mode::ApicMode;
 use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, MsrHandler, Step};
 use ipivmm_abi::GuestCounters;
@@ -73,8 +72,6 @@ pub struct VcpuEnv {
     pub bus: Arc<Bus>,
     /// Shared run state.
     pub shared: Arc<Shared>,
-    /// Guest APIC mode (picks the ICR-write counter).
-    pub apic: ApicMode,
     /// TSC frequency for ns figures.
     pub tsc_khz: u64,
     /// Tracepoints to count, if any.

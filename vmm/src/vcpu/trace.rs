@@ -1,6 +1,7 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::config::ExitReasons;
+pub use crate::host::fds::{raise_fd_limit, FdLimit, OTHER_FDS_PER_VCPU, RESERVED_FDS};
 use crate::results::SourceStatus;
 use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
@@ -76,51 +77,6 @@ pub struct TraceConfig {
     /// Why `kvm:kvm_exit` never fires on this host's KVM, when it does not
     /// (kvm_pvm): the exit_reasons source says so.
     silent_exits: Option<String>,
-}
-
-/// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
-/// its KVM stats fd.
-pub const OTHER_FDS_PER_VCPU: usize = 2;
-/// Descriptors kept free for the rest of the run: the VM, the event loop,
-/// eventfds, timers, the creation-time sampler, the result files.
-pub const RESERVED_FDS: usize = 64;
-
-/// RLIMIT_NOFILE as a run of `vcpus` vCPUs finds it, and the share of it
-/// each vCPU thread may spend on tracepoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FdLimit {
-    /// The soft limit (after [`raise_fd_limit`]).
-    pub limit: u64,
-    /// Descriptors already open when the run started.
-    pub open: usize,
-    /// vCPUs of the run.
-    pub vcpus: usize,
-}
-
-impl FdLimit {
-    /// The limit now, raised to the hard limit first.
-    pub fn now(vcpus: usize) -> Self {
-        raise_fd_limit();
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(u64::MAX);
-        // The directory's own fd is listed too; unreadable: assume a few.
-        let open = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
-        Self { limit, open, vcpus }
-    }
-
-    /// Tracepoint fds each vCPU thread may open.
-    pub fn per_vcpu(&self) -> usize {
-        let n = self.vcpus.max(1);
-        let fixed = self.open + n * OTHER_FDS_PER_VCPU + RESERVED_FDS;
-        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
-        limit.saturating_sub(fixed) / n
-    }
-
-    /// The limit a run wanting `wanted` tracepoint fds per vCPU needs.
-    pub fn needed(&self, wanted: usize) -> usize {
-        self.open + self.vcpus * (OTHER_FDS_PER_VCPU + wanted) + RESERVED_FDS
-    }
 }
 
 /// What one vCPU thread opens within its share of the fd limit.
@@ -333,18 +289,6 @@ fn ipi_exit_codes(isa: Isa) -> Vec<u32> {
         .filter(|(i, _)| *i == isa)
         .flat_map(|(_, names)| names.iter().filter_map(|n| exit_reason_code(isa, n)))
         .collect()
-}
-
-/// Tracepoint counters cost one fd each per vCPU thread: lift the soft
-/// RLIMIT_NOFILE to the hard limit (failure only means fewer counters, each
-/// reported unavailable with EMFILE).
-pub fn raise_fd_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut lim = getrlimit(Resource::Nofile);
-    if lim.current < lim.maximum {
-        lim.current = lim.maximum;
-        let _ = setrlimit(Resource::Nofile, lim);
-    }
 }
 
 /// How one vCPU thread counts its exits by reason.

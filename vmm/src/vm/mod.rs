@@ -231,7 +231,7 @@ fn create_vcpus(
                 return kvm_err("KVM_CREATE_VCPU")(err);
             }
             // The fds open before the VM existed are a few; count 16.
-            let fds = crate::vcpu::trace::FdLimit {
+            let fds = crate::host::fds::FdLimit {
                 limit: rustix::process::getrlimit(rustix::process::Resource::Nofile)
                     .current
                     .unwrap_or(u64::MAX),
