@@ -5,8 +5,10 @@
 # Usage: scripts/lab/bochs.sh [2.7|3.0] [options] [kernel args...]
 #   2.7   Debian bookworm's bochs package: VMX without posted interrupts, so
 #         kvm_intel loads with enable_apicv=N (default cpu model broadwell_ult)
-#   3.0   Debian trixie's source package, built once into the cache
-#         (scripts/lab/build-bochs.sh): APICv emulated (default corei7_skylake_x)
+#   3.0   Debian trixie's source package with scripts/lab/bochs-3.0.series
+#         applied, built once per patch set into the cache
+#         (scripts/lab/build-bochs.sh; BOCHS_PATCHES passes through): APICv and
+#         IPI virtualization emulated (default corei7_skylake_x)
 # Options:
 #   --timeout S      wall-clock limit for Bochs (default 3600)
 #   --cpu MODEL      Bochs cpu model
@@ -264,6 +266,7 @@ collect() {
     tail -c 64k "$RUN/bochs.out" >"$new/bochs.out" 2>/dev/null || true
     {
         echo "bochs $VER $BOCHS ($CPU, ips $IPS)"
+        [ -e "$(dirname "$BOCHS")/../patches.txt" ] && echo "patches $(paste -sd' ' "$(dirname "$BOCHS")/../patches.txt")"
         echo "kernel $(basename "$VMLINUZ")"
         echo "args ${KARGS[*]}"
     } >"$new/versions.txt"
