@@ -114,6 +114,42 @@ fn bad_expectations_and_gate_flags_are_usage_errors() {
     }
 }
 
+/// A gate on a host where nothing can run skips every expectation with the
+/// reason (TAP `# SKIP`, JUnit skipped) and exits 4, like kselftest; without
+/// expectations the same run is an error (exit 2). A misspelt counter
+/// source is a usage error, not a skip.
+#[test]
+fn nothing_that_can_run_is_a_skip_with_the_reason() {
+    let d = dir("skip");
+    let junit = d.join("j.xml");
+    let o = ipivmm(&[
+        "run",
+        "--kvm-device",
+        "/nonexistent/kvm",
+        "--expect",
+        "exits_per_ipi < 5",
+        "--tap",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{out}");
+    assert!(out.starts_with("TAP version 13"), "{out}");
+    assert!(
+        out.contains("ok 1 - exits_per_ipi < 5 # SKIP cannot open /nonexistent/kvm"),
+        "{out}"
+    );
+    let xml = std::fs::read_to_string(&junit).expect("JUnit written");
+    assert!(xml.contains("<skipped"), "{xml}");
+    let o = ipivmm(&["run", "--kvm-device", "/nonexistent/kvm"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = ipivmm(&["run", "--expect", "vcpus.kvm_stat.exits > 0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no counter source 'kvm_stat'"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn compare_fails_on_a_regression_past_the_threshold() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");

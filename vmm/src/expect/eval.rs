@@ -188,16 +188,33 @@ fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
 }
 
 /// Counter `source.name` of `r`'s measured phase on each vCPU (index,
-/// value); Err when the source did not run.
-fn counter_values(r: &RunReport, source: &str, name: &str) -> Result<Vec<(usize, u64)>, String> {
+/// value), or on vCPU `only` alone; Err when the source did not run, or is
+/// reported unavailable (its zeros would not be counts).
+fn counter_values(
+    r: &RunReport,
+    source: &str,
+    name: &str,
+    only: Option<usize>,
+) -> Result<Vec<(usize, u64)>, String> {
     let Some((id, phase_name)) = measured_phase(r) else {
         return Err("the run has no measured phase".into());
     };
     let mut out = Vec::new();
-    for v in &r.vcpus {
+    for v in r.vcpus.iter().filter(|v| only.is_none_or(|i| v.index == i)) {
         let Some(p) = v.phases.iter().find(|p| p.id == id && p.name == phase_name) else {
             continue;
         };
+        if let Some(s) = v
+            .sources
+            .iter()
+            .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+        {
+            let why = s.detail.as_deref().unwrap_or("unavailable");
+            return Err(format!(
+                "vcpu{}: '{source}' is unavailable ({why})",
+                v.index
+            ));
+        }
         let counters: Vec<(&str, &str, u64)> =
             p.counters().filter(|(s, _, _)| *s == source).collect();
         let value = counters.iter().find(|(_, n, _)| *n == name).map(|c| c.2);
@@ -270,7 +287,11 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
             source,
             name,
         } => {
-            let values = match counter_values(r, source, name) {
+            let only = match vcpus {
+                Vcpus::One(i) => Some(*i),
+                _ => None,
+            };
+            let values = match counter_values(r, source, name, only) {
                 Ok(v) => v,
                 Err(why) if why.contains("has no counter") => return Outcome::Fail(why),
                 Err(why) => return Outcome::Skip(why),

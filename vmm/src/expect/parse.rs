@@ -192,12 +192,31 @@ fn subject(s: &str) -> Result<Subject, String> {
             "'{s}': a counter is vcpuN.SOURCE.COUNTER, e.g. vcpu1.guest.ipis_received or vcpus.kvm_stats.exits"
         ));
     };
+    if !COUNTER_SOURCES.contains(&source) {
+        return Err(format!(
+            "'{s}': no counter source '{source}' (sources: {})",
+            COUNTER_SOURCES.join(", ")
+        ));
+    }
     Ok(Subject::Counter {
         vcpus,
         source: source.to_string(),
         name: name.to_string(),
     })
 }
+
+/// The sources a phase's counters come from (`PhaseResult::counters`, the
+/// CSV's `source` column).
+pub const COUNTER_SOURCES: [&str; 8] = [
+    "guest",
+    "userspace_exits",
+    "kvm_stats",
+    "tracepoints",
+    "exit_reasons",
+    "exit_reasons_host_ns",
+    "user_lapic",
+    "records",
+];
 
 #[cfg(test)]
 mod tests {

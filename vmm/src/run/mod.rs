@@ -59,6 +59,24 @@ pub enum RunError {
     Host(String),
 }
 
+impl RunError {
+    /// Whether the run cannot start because of this host, not the request:
+    /// no usable /dev/kvm, or a mode this host cannot run. A gate reports
+    /// such a run's expectations as skipped (kselftest's exit 4).
+    pub fn host_cannot_run(&self) -> bool {
+        matches!(
+            self,
+            RunError::Mode(_)
+                | RunError::Vm(
+                    VmError::NoKvm(_)
+                        | VmError::KvmPermission(_)
+                        | VmError::KvmOpen(..)
+                        | VmError::NotKvm(_)
+                )
+        )
+    }
+}
+
 /// A [`RunError::Host`] naming `what` failed.
 fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError {
     move |e| RunError::Host(format!("{what}: {e}"))

@@ -47,6 +47,34 @@ pub fn plan_outputs(
 /// (0 all hold, 1 one fails or a run failed, 4 none could be judged),
 /// written as TAP and JUnit; without, 0 when `ok`. Any output error makes
 /// it 1.
+/// Nothing could run here (`why`): with expectations, each is a skip with
+/// the reason, in TAP and JUnit as asked, and the exit is 4 (kselftest's
+/// SKIP); without, the error as usual (exit 2).
+pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> ExitCode {
+    if gate.expect.is_empty() {
+        return fail(why);
+    }
+    let verdicts = ipivmm::expect::Verdicts(
+        gate.expect
+            .iter()
+            .map(|e| ipivmm::expect::Verdict {
+                name: e.text.clone(),
+                outcome: ipivmm::expect::Outcome::Skip(why.to_string()),
+            })
+            .collect(),
+    );
+    let errors = outputs.write_verdicts(&verdicts, suite);
+    eprintln!("ipivmm: nothing ran: {why}");
+    eprintln!(
+        "ipivmm: expectations: 0 passed, 0 failed, {} skipped",
+        verdicts.0.len()
+    );
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    ExitCode::from(if errors.is_empty() { 4 } else { 1 })
+}
+
 pub fn finish(
     doc: &Document,
     gate: &GateArgs,

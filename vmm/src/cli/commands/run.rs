@@ -1,5 +1,5 @@
 //! `ipivmm run`: one VM, one workload; results files first, then the table.
-use super::{fail, finish, init_log, plan_outputs};
+use super::{fail, finish, init_log, plan_outputs, skip_all};
 use crate::cli::args::{RunArgs, SerialArg};
 use ipivmm::output::dest::print_text;
 use ipivmm::output::text;
@@ -44,6 +44,9 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
             });
     let mut report = match run(&config, opts) {
         Ok(r) => r,
+        Err(e) if e.host_cannot_run() => {
+            return skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string())
+        }
         Err(e) => return fail(e),
     };
     report.observer_effect = observer;

@@ -1,7 +1,7 @@
 //! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
 //! one table per workload, a row per mode, side by side. Planning, the
 //! presets and running the plan are the library's (`ipivmm::sweep`).
-use super::{fail, finish, init_log, plan_outputs};
+use super::{fail, finish, init_log, plan_outputs, skip_all};
 use crate::cli::args::SweepArgs;
 use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::output::dest::print_text;
@@ -36,9 +36,39 @@ pub struct Swept {
     pub ok: bool,
 }
 
+/// Why a sweep was not planned.
+#[derive(Debug)]
+pub enum PlanError {
+    /// The request itself is wrong (exit 2).
+    Usage(String),
+    /// Every combination is skipped on this host: with expectations, each
+    /// is a skip (exit 4).
+    NothingToRun(String),
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::Usage(s) | PlanError::NothingToRun(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<String> for PlanError {
+    fn from(s: String) -> Self {
+        PlanError::Usage(s)
+    }
+}
+
+impl From<PlanError> for String {
+    fn from(e: PlanError) -> Self {
+        e.to_string()
+    }
+}
+
 /// Checks `args` and plans the sweep on this host; an error is a usage
-/// error or a plan with nothing to run (exit 2).
-pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, String> {
+/// error or a plan with nothing to run.
+pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
     let host = ipivmm::host::probe().ok();
     let preset_host = args
         .preset
@@ -48,11 +78,11 @@ pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, String> {
     let host_sweep = preflight(&spec.host_params, host.as_ref())?;
     let (runs, skipped) = plan(&spec, host.as_ref());
     if runs.is_empty() && host_sweep.is_none() {
-        return Err(format!(
+        return Err(PlanError::NothingToRun(format!(
             "nothing to run: all {} combinations are skipped ({})",
             skipped.len(),
             skipped.first().map_or(String::new(), |s| s.reason.clone())
-        ));
+        )));
     }
     let preset = args
         .preset
@@ -113,8 +143,15 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     init_log("warn");
     // Signals from here on cancel the sweep cleanly (host switch included).
     let cancel = ipivmm::interrupt::cancel_flag();
+    let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
     let planned = match plan_sweep(args) {
         Ok(p) => p,
+        Err(PlanError::NothingToRun(why)) => {
+            return skip_all(&args.gate, &outputs, "ipivmm sweep", &why)
+        }
         Err(e) => return fail(e),
     };
     if let Some(note) = oversubscription_note(&planned.spec) {
@@ -122,10 +159,6 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             eprintln!("{note}");
         }
     }
-    let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
-        Ok(out) => out,
-        Err(e) => return fail(e),
-    };
     // What the preset asks and what this host can answer, before anything runs.
     if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
