@@ -1,0 +1,281 @@
+//! The lab's tables in the docs, from results documents: exits per IPI by
+//! reason for every mode on the lab's kvm_amd beside this machine's own KVM
+//! (docs/lab.md), and the Intel lab's APICv matrix under enable_apicv=Y and
+//! =N (docs/lab-intel.md). Markdown, rewritten between the doc's markers.
+use anyhow::{bail, Context, Result};
+use ipivmm::results::{Document, PhaseResult, RunReport};
+use ipivmm::{ApicvRequest, Workload};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A ratio as the tables show it: two places at most, no trailing zeros.
+pub fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(v) => format!("{}", (v * 100.0).round() / 100.0),
+        None => "–".into(),
+    }
+}
+
+/// `irqchip/apic/ipi` of a run.
+fn mode(r: &RunReport) -> String {
+    format!(
+        "{}/{}/{}",
+        r.mode.irqchip.name(),
+        r.mode.apic.name(),
+        r.mode.ipi.name()
+    )
+}
+
+/// The phases named `measure` of a vCPU.
+fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
+    v.phases.iter().filter(|p| p.name == "measure").collect()
+}
+
+/// The measured phase of vCPU 0 (the sender), and those of every other vCPU.
+fn sender_and_receivers(r: &RunReport) -> Option<(&PhaseResult, Vec<&PhaseResult>)> {
+    let (first, rest) = r.vcpus.split_first()?;
+    let sender = *measured(first).first()?;
+    Some((sender, rest.iter().flat_map(measured).collect()))
+}
+
+/// `reason n.nn` per IPI for every exit reason the phases counted, the
+/// biggest first ("–" when none).
+fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for p in phases {
+        for (k, v) in p.exits_by_reason() {
+            *sum.entry(k).or_default() += v;
+        }
+    }
+    let mut v: Vec<(String, u64)> = sum.into_iter().filter(|(_, n)| *n > 0).collect();
+    if v.is_empty() {
+        return "–".into();
+    }
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{k} {}", fmt(Some(*n as f64 / ipis as f64))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// KVM's exits stat of the phases per IPI.
+fn kvm_exits(phases: &[&PhaseResult], ipis: u64) -> String {
+    let n: u64 = phases
+        .iter()
+        .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
+        .sum();
+    fmt(Some(n as f64 / ipis as f64))
+}
+
+/// The sender's ICR-write exits per IPI.
+fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
+    fmt(sender
+        .icr_write_exits
+        .as_ref()
+        .map(|e| e.exits as f64 / ipis as f64))
+}
+
+/// The backend a document was recorded on (`kvm_amd`...).
+fn backend(d: &Document) -> String {
+    d.host
+        .as_ref()
+        .map_or_else(|| "unknown".into(), |h| h.backend.to_string())
+}
+
+/// docs/lab.md's table: one row per mode and backend of the `--apicv host`
+/// runs of `workload` in `docs` (the lab's and this machine's sweeps).
+pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for d in docs {
+        let b = backend(d);
+        for r in d
+            .runs
+            .iter()
+            .filter(|r| r.apicv.requested == ApicvRequest::Host && r.mode.workload == workload)
+        {
+            let Some((s, recv)) = sender_and_receivers(r) else {
+                continue;
+            };
+            let ipis = s.guest.ipis_sent;
+            if ipis == 0 {
+                continue;
+            }
+            let row = format!(
+                "| {} | {b} | {} | {} | {} | {} | {} | {} |",
+                mode(r),
+                kvm_exits(&[s], ipis),
+                reasons(&[s], ipis),
+                kvm_exits(&recv, ipis),
+                reasons(&recv, ipis),
+                icr_per_ipi(s, ipis),
+                s.latency
+                    .as_ref()
+                    .map_or_else(|| "–".into(), |l| l.p50.to_string()),
+            );
+            rows.push((mode(r), b.clone(), row));
+        }
+    }
+    rows.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut out = vec![
+        "| mode | backend | sender exits/IPI | sender exits/IPI by reason (kvm_exit) | receiver exits/IPI | receiver exits/IPI by reason | ICR-write exits/IPI | p50 cycles |".to_string(),
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: |".to_string(),
+    ];
+    out.extend(rows.into_iter().map(|(_, _, r)| r));
+    out
+}
+
+/// APICv in a measured phase, in words.
+fn apicv_phase(p: &PhaseResult) -> String {
+    match &p.apicv {
+        None => "–".into(),
+        Some(a) if a.active => "active".into(),
+        Some(a) if a.inhibits.is_empty() => "not active".into(),
+        Some(a) => format!("inhibited ({})", a.inhibits.join(", ")),
+    }
+}
+
+/// docs/lab-intel.md's table: every run of the APICv matrix, kvm_intel
+/// loaded with enable_apicv=Y (`on`) and =N (`off`).
+pub fn intel_table(on: &Document, off: &Document) -> Vec<String> {
+    let mut runs: Vec<(&str, &RunReport)> = on
+        .runs
+        .iter()
+        .map(|r| ("Y", r))
+        .chain(off.runs.iter().map(|r| ("N", r)))
+        .collect();
+    runs.sort_by_key(|(p, r)| {
+        (
+            r.mode.workload.name(),
+            r.mode.irqchip.name(),
+            r.mode.apic.name(),
+            r.mode.ipi.name(),
+            *p != "Y",
+            r.apicv.requested.name(),
+        )
+    });
+    let mut out = vec![
+        "| mode | enable_apicv | --apicv | APICv in the measure phase | sender exits/IPI by reason | receiver exits/IPI by reason | ICR-write exits/IPI |".to_string(),
+        "| --- | --- | --- | --- | --- | --- | ---: |".to_string(),
+    ];
+    for (p, r) in runs {
+        let label = match r.mode.workload {
+            Workload::Pingpong => mode(r),
+            w => format!("{} {}", mode(r), w.name()),
+        };
+        let req = r.apicv.requested.name();
+        let state = r.status.name();
+        if state != "completed" && r.vcpus.is_empty() {
+            out.push(format!("| {label} | {p} | {req} | {state} | – | – | – |"));
+            continue;
+        }
+        let Some((s, recv)) = sender_and_receivers(r) else {
+            continue;
+        };
+        let ipis = s.guest.ipis_sent;
+        if ipis == 0 {
+            out.push(format!(
+                "| {label} | {p} | {req} | {state}, no IPI measured | – | – | – |"
+            ));
+            continue;
+        }
+        out.push(format!(
+            "| {label} | {p} | {req} | {} | {} | {} | {} |",
+            apicv_phase(s),
+            reasons(&[s], ipis),
+            reasons(&recv, ipis),
+            icr_per_ipi(s, ipis)
+        ));
+    }
+    out
+}
+
+/// `doc` with the lines between `<!-- NAME:begin -->` and `<!-- NAME:end -->` replaced.
+pub fn replace_between(doc: &str, name: &str, lines: &[String]) -> Result<String> {
+    let (begin, end) = (
+        format!("<!-- {name}:begin -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let mut out = Vec::new();
+    let mut skipping = false;
+    let mut found = false;
+    for l in doc.lines() {
+        if l.contains(&begin) {
+            out.push(l.to_string());
+            out.extend(lines.iter().cloned());
+            skipping = true;
+            found = true;
+        } else if l.contains(&end) {
+            skipping = false;
+            out.push(l.to_string());
+        } else if !skipping {
+            out.push(l.to_string());
+        }
+    }
+    if !found {
+        bail!("no {begin} marker");
+    }
+    if skipping {
+        bail!("no {end} marker");
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// Rewrites the table `name` of the doc at `path`.
+pub fn update_doc(path: &Path, name: &str, lines: &[String]) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let new = replace_between(&text, name, lines).with_context(|| path.display().to_string())?;
+    let tmp = path.with_extension("md.new");
+    std::fs::write(&tmp, new)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Today's date, `YYYY-MM-DD` (UTC).
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date(secs / 86_400)
+}
+
+/// `YYYY-MM-DD` of day `days` since 1970-01-01 (proleptic Gregorian).
+fn civil_date(days: u64) -> String {
+    // Howard Hinnant's days-to-civil, for days on or after the epoch.
+    let z = days as i64 + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_and_dates_print_as_the_docs_have_them() {
+        assert_eq!(fmt(Some(1.0)), "1");
+        assert_eq!(fmt(Some(2.5333)), "2.53");
+        assert_eq!(fmt(Some(0.0333)), "0.03");
+        assert_eq!(fmt(Some(1.1)), "1.1");
+        assert_eq!(fmt(None), "–");
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_454), "2026-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    #[test]
+    fn tables_replace_what_is_between_their_markers() {
+        let doc = "a\n<!-- t:begin -->\nold\nold\n<!-- t:end -->\nb\n";
+        let new = replace_between(doc, "t", &["x".into(), "y".into()]).unwrap();
+        assert_eq!(new, "a\n<!-- t:begin -->\nx\ny\n<!-- t:end -->\nb\n");
+        assert!(replace_between("a\n", "t", &[]).is_err());
+        assert!(replace_between("<!-- t:begin -->\n", "t", &[]).is_err());
+    }
+}
