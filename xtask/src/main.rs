@@ -7,7 +7,11 @@ use std::process::ExitCode;
 mod lab;
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "The ipivmm project's own tasks")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "The ipivmm project's own tasks"
+)]
 struct Cli {
     #[command(subcommand)]
     task: Task,
@@ -31,5 +35,14 @@ fn main() -> ExitCode {
             eprintln!("lab: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }
