@@ -226,16 +226,29 @@ debug: action=ignore
         )
     }
 
-    /// What goes into versions.txt.
+    /// What goes into versions.txt (with the patches of the build, when
+    /// build-bochs.sh lists them in patches.txt beside its bin/).
     pub fn versions(&self, kargs: &[String]) -> Vec<String> {
-        vec![
-            format!(
-                "bochs {} {} ({}, ips {})",
-                self.version.name(),
-                self.binary.display(),
-                self.cpu,
-                self.ips
-            ),
+        let patches = self
+            .binary
+            .parent()
+            .and_then(Path::parent)
+            .and_then(|d| fs::read_to_string(d.join("patches.txt")).ok())
+            .map(|p| {
+                format!(
+                    "patches {}",
+                    p.split_whitespace().collect::<Vec<_>>().join(" ")
+                )
+            });
+        let mut v = vec![format!(
+            "bochs {} {} ({}, ips {})",
+            self.version.name(),
+            self.binary.display(),
+            self.cpu,
+            self.ips
+        )];
+        v.extend(patches);
+        v.extend([
             format!(
                 "kernel {}",
                 self.kernel
@@ -244,7 +257,8 @@ debug: action=ignore
                     .unwrap_or_default()
             ),
             format!("args {}", kargs.join(" ")),
-        ]
+        ]);
+        v
     }
 }
 

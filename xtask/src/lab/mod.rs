@@ -53,6 +53,7 @@ Environment:
   LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
                     wedges the first boot there: a test of the watchdog)
   LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing)
+  LAB_EXTRA_CPIO    initramfs archives to append (space-separated; as --cpio)
   BOCHS_PATCHES, BOCHS_JOBS   passed to scripts/lab/build-bochs.sh (Bochs 3.0)
 Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.";
 
@@ -75,7 +76,7 @@ pub enum Action {
     /// Check a results tree again (--results; the pass it ran is in its pass.txt)
     Verify,
     /// Rewrite the docs' table from a results tree (QEMU: docs/lab.md, with the same sweep on
-    /// this machine; Bochs: docs/lab-intel.md from runs/sweep-apicv-{on,off}.json)
+    /// this machine; Bochs: docs/lab-intel.md from every runs/*.json)
     Table,
 }
 
@@ -139,8 +140,8 @@ pub struct Args {
     #[arg(long, requires = "initrd", help_heading = "Bochs")]
     pub kernel: Option<PathBuf>,
     /// Append this newc archive to the initramfs (repeatable): the kernel unpacks concatenated
-    /// archives, later files win (e.g. scripts/lab/build-selftests.sh's)
-    #[arg(long, help_heading = "Bochs")]
+    /// archives, later files win (e.g. scripts/lab/build-selftests.sh's, for the step extra)
+    #[arg(long)]
     pub cpio: Vec<PathBuf>,
     /// Guest kernel arguments after `--` (scripts/lab/init.sh reads lab.*=), e.g.
     /// `-- lab.matrix=10 lab.kvm=enable_apicv=0`; lab.pass=, lab.steps= and lab.iterations= are
@@ -175,6 +176,8 @@ struct Settings {
     mem_mib: u32,
     wedge_s: u64,
     kernel_args: Vec<String>,
+    /// `--cpio` and LAB_EXTRA_CPIO: archives appended to the initramfs.
+    extra_cpio: Vec<PathBuf>,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -206,6 +209,14 @@ impl Settings {
             Err(_) => vec!["loglevel=4".into()],
         };
         kernel_args.extend(args.kernel_args.iter().cloned());
+        let env_cpio = std::env::var("LAB_EXTRA_CPIO").unwrap_or_default();
+        let extra_cpio = args
+            .cpio
+            .iter()
+            .cloned()
+            .chain(env_cpio.split_whitespace().map(PathBuf::from))
+            .map(|c| std::path::absolute(&c).unwrap_or(c))
+            .collect();
         Ok(Self {
             root,
             cache,
@@ -216,6 +227,7 @@ impl Settings {
             mem_mib: env_num("LAB_MEM", 2048)?,
             wedge_s: env_num("LAB_WEDGE_S", 180)?,
             kernel_args,
+            extra_cpio,
         })
     }
 
@@ -349,6 +361,22 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
     })
 }
 
+/// The initramfs `initrd` with `archives` appended (the kernel unpacks
+/// concatenated newc archives, later files win), in `work`.
+fn with_archives(work: &Path, initrd: &Path, archives: &[PathBuf]) -> Result<PathBuf> {
+    if archives.is_empty() {
+        return Ok(initrd.to_path_buf());
+    }
+    let out = work.join("initrd-extra.cpio");
+    let mut bytes =
+        std::fs::read(initrd).with_context(|| format!("cannot read {}", initrd.display()))?;
+    for a in archives {
+        bytes.extend(std::fs::read(a).with_context(|| format!("cannot read {}", a.display()))?);
+    }
+    std::fs::write(&out, bytes)?;
+    Ok(out)
+}
+
 /// A pass: build, boot, collect, verify.
 fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     let stop = host::interrupt_flag()?;
@@ -395,6 +423,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     let (mut emu, timeout): (Box<dyn boot::Emulator>, u64) = match args.emulator {
         EmulatorKind::Qemu => {
             let binary = qemu_binary.context("QEMU")?;
+            let initrd = with_archives(&work.dir, &image.initrd, &s.extra_cpio)?;
             versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
             let q = qemu::Qemu {
                 binary,
@@ -402,7 +431,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
                 mem_mib: s.mem_mib,
                 wedge_s: s.wedge_s,
                 kernel: image.kernel.clone(),
-                initrd: image.initrd.clone(),
+                initrd,
                 monitor: work.dir.join("monitor.sock"),
             };
             if args.action == Action::Shell {
@@ -436,11 +465,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
                 kernel: image.kernel.clone(),
                 initrd: image.initrd.clone(),
                 ata,
-                extra: args
-                    .cpio
-                    .iter()
-                    .map(|c| std::path::absolute(c).unwrap_or_else(|_| c.clone()))
-                    .collect(),
+                extra: s.extra_cpio.clone(),
             };
             versions = b.versions(&args.kernel_args);
             (Box::new(b), timeout.unwrap_or(3600))
@@ -518,6 +543,7 @@ fn collect(
         if (n.starts_with("out-") && n.ends_with(".img"))
             || (n.starts_with("console-") && n.ends_with(".log"))
             || n == "initrd.cpio"
+            || n == "initrd-extra.cpio"
         {
             let _ = fs::remove_file(e.path());
         }
@@ -608,10 +634,16 @@ fn update_docs(s: &Settings, args: &Args, results: &Path) -> Result<()> {
             log(format!("table: updated {}", doc.display()));
         }
         EmulatorKind::Bochs => {
-            let on = load(&results.join("runs/sweep-apicv-on.json"))?;
-            let off = load(&results.join("runs/sweep-apicv-off.json"))?;
+            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
+                .with_context(|| format!("no runs in {}", results.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+            let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
             let doc = s.root.join("docs/lab-intel.md");
-            tables::update_doc(&doc, "intel-table", &tables::intel_table(&on, &off))?;
+            tables::update_doc(&doc, "intel-table", &tables::intel_table(&docs))?;
             log(format!("table: updated {}", doc.display()));
         }
     }

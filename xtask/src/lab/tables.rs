@@ -134,38 +134,69 @@ fn apicv_phase(p: &PhaseResult) -> String {
     }
 }
 
-/// docs/lab-intel.md's table: every run of the APICv matrix, kvm_intel
-/// loaded with enable_apicv=Y (`on`) and =N (`off`).
-pub fn intel_table(on: &Document, off: &Document) -> Vec<String> {
-    let mut runs: Vec<(&str, &RunReport)> = on
-        .runs
-        .iter()
-        .map(|r| ("Y", r))
-        .chain(off.runs.iter().map(|r| ("N", r)))
-        .collect();
-    runs.sort_by_key(|(p, r)| {
+/// A kvm_intel parameter as the run read it back: `Y`, `N`, `?` when not
+/// recorded, or the value itself.
+fn intel_param(r: &RunReport, p: &str) -> String {
+    match r
+        .host_settings
+        .as_ref()
+        .and_then(|h| h.param(&format!("kvm_intel.{p}")))
+    {
+        None => "?".into(),
+        Some("Y" | "y" | "1") => "Y".into(),
+        Some("N" | "n" | "0") => "N".into(),
+        Some(v) => v.into(),
+    }
+}
+
+/// docs/lab-intel.md's table: one row per combination of the runs in
+/// `docs` (a later file's duplicate of a row left out), with kvm_intel's
+/// enable_apicv and enable_ipiv as each run read them back, so any mix of
+/// results files works (scripts/lab/probe-apicv.sh's APICv matrix passes,
+/// its IPIv sweeps); enable_apicv and enable_ipiv Y before N.
+pub fn intel_table(docs: &[&Document]) -> Vec<String> {
+    type Key = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        bool,
+        bool,
+        &'static str,
+    );
+    let key = |r: &RunReport| -> Key {
         (
             r.mode.workload.name(),
+            r.mode.target.name(),
             r.mode.irqchip.name(),
             r.mode.apic.name(),
             r.mode.ipi.name(),
-            *p != "Y",
+            intel_param(r, "enable_apicv") != "Y",
+            intel_param(r, "enable_ipiv") != "Y",
             r.apicv.requested.name(),
         )
-    });
+    };
+    let mut runs: Vec<&RunReport> = docs.iter().flat_map(|d| &d.runs).collect();
+    runs.sort_by_key(|r| key(r));
+    runs.dedup_by_key(|r| key(r));
     let mut out = vec![
-        "| mode | enable_apicv | --apicv | APICv in the measure phase | sender exits/IPI by reason | receiver exits/IPI by reason | ICR-write exits/IPI |".to_string(),
-        "| --- | --- | --- | --- | --- | --- | ---: |".to_string(),
+        "| mode | workload, target | enable_apicv | enable_ipiv | --apicv | APICv in the measure phase | sender exits/IPI by reason | receiver exits/IPI by reason | ICR-write exits/IPI | accelerated ICR writes/IPI |".to_string(),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: |".to_string(),
     ];
-    for (p, r) in runs {
-        let label = match r.mode.workload {
-            Workload::Pingpong => mode(r),
-            w => format!("{} {}", mode(r), w.name()),
-        };
-        let req = r.apicv.requested.name();
+    for r in runs {
+        let cells = format!(
+            "| {} | {} {} | {} | {} | {}",
+            mode(r),
+            r.mode.workload.name(),
+            r.mode.target.name(),
+            intel_param(r, "enable_apicv"),
+            intel_param(r, "enable_ipiv"),
+            r.apicv.requested.name()
+        );
         let state = r.status.name();
         if state != "completed" && r.vcpus.is_empty() {
-            out.push(format!("| {label} | {p} | {req} | {state} | – | – | – |"));
+            out.push(format!("{cells} | {state} | – | – | – | – |"));
             continue;
         }
         let Some((s, recv)) = sender_and_receivers(r) else {
@@ -174,16 +205,21 @@ pub fn intel_table(on: &Document, off: &Document) -> Vec<String> {
         let ipis = s.guest.ipis_sent;
         if ipis == 0 {
             out.push(format!(
-                "| {label} | {p} | {req} | {state}, no IPI measured | – | – | – |"
+                "{cells} | {state}, no IPI measured | – | – | – | – |"
             ));
             continue;
         }
+        let accelerated = s
+            .icr_write_exits
+            .as_ref()
+            .map(|e| e.accelerated as f64 / ipis as f64);
         out.push(format!(
-            "| {label} | {p} | {req} | {} | {} | {} | {} |",
+            "{cells} | {} | {} | {} | {} | {} |",
             apicv_phase(s),
             reasons(&[s], ipis),
             reasons(&recv, ipis),
-            icr_per_ipi(s, ipis)
+            icr_per_ipi(s, ipis),
+            fmt(accelerated)
         ));
     }
     out
@@ -268,6 +304,59 @@ mod tests {
         assert_eq!(civil_date(0), "1970-01-01");
         assert_eq!(civil_date(20_454), "2026-01-01");
         assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    fn fixture(apicv: &str) -> Document {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/lab-quick/runs/sweep.json"
+        );
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for r in v["runs"].as_array_mut().unwrap() {
+            r["host_settings"]["params"]["kvm_intel"] =
+                serde_json::json!({"enable_apicv": apicv, "enable_ipiv": "N"});
+        }
+        Document::from_json(&v.to_string(), "fixture").unwrap()
+    }
+
+    #[test]
+    fn the_lab_table_has_a_row_per_mode_and_backend() {
+        let d = fixture("Y");
+        let t = lab_table(&[&d], Workload::Pingpong);
+        assert_eq!(t.len(), 2 + 2, "{t:#?}");
+        assert_eq!(
+            t[2],
+            "| kernel/x2apic/icr | kvm_amd | 2.93 | interrupt 1.9, msr 1, io 0.03 | 2.77 | interrupt 1.73, msr 1, io 0.03 | 1 | 16777906 |"
+        );
+        assert!(
+            t[3].starts_with("| kernel/xapic/pv | kvm_amd | "),
+            "{}",
+            t[3]
+        );
+    }
+
+    #[test]
+    fn the_intel_table_has_a_row_per_combination_apicv_on_first() {
+        let (on, off) = (fixture("Y"), fixture("0"));
+        let t = intel_table(&[&off, &on, &on]);
+        assert_eq!(t.len(), 2 + 8, "duplicates left out: {t:#?}");
+        assert!(
+            t[2].starts_with("| user/xapic/icr | broadcast spin | Y | N | host | "),
+            "{}",
+            t[2]
+        );
+        assert!(
+            t[3].starts_with("| user/xapic/icr | broadcast spin | N | N | host | "),
+            "{}",
+            t[3]
+        );
+        assert!(
+            t[4].starts_with("| kernel/x2apic/icr | pingpong spin | Y | N | host | "),
+            "{}",
+            t[4]
+        );
+        assert!(t[4].ends_with(" | 1 | 0 |"), "{}", t[4]);
     }
 
     #[test]
