@@ -366,6 +366,48 @@ pub fn boot(
     Ok(())
 }
 
+/// Moves the merged results `new` to `results` with what the host knows:
+/// the console, versions, wall times so far, warnings, the pass and the
+/// test binaries the guest had.
+pub fn collect(
+    work: &mut Work,
+    new: &Path,
+    results: &Path,
+    pass: &str,
+    versions: &[String],
+    tests: &[String],
+) -> Result<()> {
+    let _ = fs::copy(work.dir.join("console.log"), new.join("console.log"));
+    fs::write(new.join("versions.txt"), versions.join("\n") + "\n")?;
+    let _ = fs::copy(work.dir.join("timings.txt"), new.join("timings.txt"));
+    if !new.join("steps.tsv").is_file() {
+        work.warn("no result archive on the output disk".into());
+    }
+    let w: String = work.warnings.iter().map(|w| format!("{w}\n")).collect();
+    fs::write(new.join("warnings.txt"), w)?;
+    fs::write(new.join("pass.txt"), format!("{pass}\n"))?;
+    if !tests.is_empty() {
+        fs::write(new.join("test-binaries.txt"), tests.join("\n") + "\n")?;
+    }
+    let _ = fs::remove_dir_all(results);
+    if let Some(p) = results.parent() {
+        fs::create_dir_all(p)?;
+    }
+    fs::rename(new, results)
+        .with_context(|| format!("cannot move {} to {}", new.display(), results.display()))?;
+    for e in fs::read_dir(&work.dir)?.filter_map(|e| e.ok()) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if (n.starts_with("out-") && n.ends_with(".img"))
+            || (n.starts_with("console-") && n.ends_with(".log"))
+            || n == "initrd.cpio"
+            || n == "initrd-extra.cpio"
+        {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

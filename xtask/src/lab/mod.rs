@@ -11,6 +11,7 @@ mod binaries;
 mod bochs;
 mod boot;
 mod checks;
+mod cli;
 mod console;
 mod debs;
 mod host;
@@ -21,134 +22,14 @@ mod tables;
 mod verify;
 mod wedge;
 
+pub use cli::Args;
+
 use anyhow::{bail, Context, Result};
-use clap::ValueEnum;
+use cli::{absorb_kernel_args, Action, EmulatorKind};
 use host::{log, Work};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use verify::Expect;
-
-/// The steps `--steps` may name (init.sh's `lab.steps=` cases; a test keeps
-/// the two lists the same).
-pub const STEPS: &[&str] = &[
-    "host",
-    "sweep",
-    "tests",
-    "inhibit",
-    "inhibit-loaded",
-    "hostswitch",
-    "stress",
-    "overhead",
-    "flood",
-    "flood-diag",
-    "extra",
-];
-
-const ENVIRONMENT: &str = "\
-Environment:
-  IPIVMM_LAB_CACHE  downloads and the Bochs 3.0 build (default ~/.cache/ipivmm-lab)
-  LAB_SMP           vCPUs of the emulated machine (2; --smp)
-  LAB_MEM           its memory, MiB (2048)
-  LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
-  LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
-                    wedges the first boot there: a test of the watchdog)
-  LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing)
-  LAB_EXTRA_CPIO    initramfs archives to append (space-separated; as --cpio)
-  BOCHS_PATCHES, BOCHS_JOBS   passed to scripts/lab/build-bochs.sh (Bochs 3.0)
-Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.";
-
-/// What `cargo xtask lab` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Action {
-    /// Host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit), the KVM
-    /// test binaries with every skip a failure, --apicv inhibit repeats, the host switches, an
-    /// npt=0 reload (CI runs this)
-    Quick,
-    /// Every workload, halted targets, the presets, repeats under load, the npt=0 pass with the
-    /// tests again
-    Full,
-    /// Boot with everything loaded and drop to a shell on this terminal (QEMU)
-    Shell,
-    /// Only build the initramfs and print its path and the kernel's (for other emulators)
-    Initrd,
-    /// Remove the lab's work directory (target/lab, target/lab-bochs); with --cache the downloads too
-    Clean,
-    /// Check a results tree again (--results; the pass it ran is in its pass.txt)
-    Verify,
-    /// Rewrite the docs' table from a results tree (QEMU: docs/lab.md, with the same sweep on
-    /// this machine; Bochs: docs/lab-intel.md from every runs/*.json)
-    Table,
-}
-
-/// The emulated machine.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum EmulatorKind {
-    /// kvm_amd under QEMU TCG (docs/lab.md)
-    #[default]
-    Qemu,
-    /// kvm_intel under Bochs (docs/lab-intel.md)
-    Bochs,
-}
-
-/// `cargo xtask lab`'s arguments.
-#[derive(clap::Args, Debug)]
-#[command(after_help = ENVIRONMENT)]
-pub struct Args {
-    /// What to do
-    #[arg(value_enum, default_value_t = Action::Quick)]
-    pub action: Action,
-    /// The emulated machine
-    #[arg(long, value_enum, default_value_t)]
-    pub emulator: EmulatorKind,
-    /// Only these steps of the pass (for working on one; the verdict then covers only them)
-    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STEPS))]
-    pub steps: Option<Vec<String>>,
-    /// Iterations per run of the sweeps (repeats per APIC mode for inhibit)
-    #[arg(long)]
-    pub iterations: Option<u32>,
-    /// Also rewrite the docs' table from this pass's results (see `table`)
-    #[arg(long)]
-    pub update_docs: bool,
-    /// With `clean`: the downloads too
-    #[arg(long)]
-    pub cache: bool,
-    /// vCPUs of the emulated machine [default: LAB_SMP, else 2]
-    #[arg(long)]
-    pub smp: Option<u32>,
-    /// Wall-clock limit of the pass, s [default: quick 1500, full 7200, shell 86400; Bochs 3600]
-    #[arg(long)]
-    pub timeout: Option<u64>,
-    /// Where the results go [default: target/lab/results, target/lab-bochs/results-VERSION]
-    #[arg(long)]
-    pub results: Option<PathBuf>,
-    /// Do not check the results (leave them for `verify`)
-    #[arg(long)]
-    pub no_verify: bool,
-    /// Bochs release: 2.7 (bookworm's package, no posted interrupts) or 3.0 (built from trixie's source, APICv)
-    #[arg(long, value_enum, default_value_t, help_heading = "Bochs")]
-    pub bochs: bochs::Version,
-    /// Bochs CPU model [default: 2.7 broadwell_ult, 3.0 corei7_skylake_x]
-    #[arg(long, help_heading = "Bochs")]
-    pub cpu: Option<String>,
-    /// Bochs instructions per emulated second
-    #[arg(long, default_value_t = 60_000_000, help_heading = "Bochs")]
-    pub ips: u64,
-    /// Boot this initramfs instead of building one (`initrd` prints one); needs --kernel
-    #[arg(long, requires = "kernel", help_heading = "Bochs")]
-    pub initrd: Option<PathBuf>,
-    /// The kernel to boot with --initrd (its modules beside it, as Debian's package has them)
-    #[arg(long, requires = "initrd", help_heading = "Bochs")]
-    pub kernel: Option<PathBuf>,
-    /// Append this newc archive to the initramfs (repeatable): the kernel unpacks concatenated
-    /// archives, later files win (e.g. scripts/lab/build-selftests.sh's, for the step extra)
-    #[arg(long)]
-    pub cpio: Vec<PathBuf>,
-    /// Guest kernel arguments after `--` (scripts/lab/init.sh reads lab.*=), e.g.
-    /// `-- lab.matrix=10 lab.kvm=enable_apicv=0`; lab.pass=, lab.steps= and lab.iterations= are
-    /// taken as the options they name
-    #[arg(last = true)]
-    pub kernel_args: Vec<String>,
-}
 
 /// How the lab ended.
 pub enum Verdict {
@@ -251,37 +132,6 @@ impl Settings {
     }
 }
 
-/// Takes `lab.pass=`, `lab.steps=` and `lab.iterations=` out of the kernel
-/// arguments into the options they name (the Bochs lab's command lines).
-fn absorb_kernel_args(args: &mut Args) -> Result<()> {
-    let mut rest = Vec::new();
-    for a in std::mem::take(&mut args.kernel_args) {
-        if let Some(p) = a.strip_prefix("lab.pass=") {
-            args.action = match p {
-                "quick" => Action::Quick,
-                "full" => Action::Full,
-                "shell" => Action::Shell,
-                _ => bail!("lab.pass={p}: the passes are quick, full and shell"),
-            };
-        } else if let Some(s) = a.strip_prefix("lab.steps=") {
-            let steps: Vec<String> = s.split(',').map(str::to_string).collect();
-            if let Some(bad) = steps.iter().find(|s| !STEPS.contains(&s.as_str())) {
-                bail!(
-                    "lab.steps: unknown step '{bad}' (the steps: {})",
-                    STEPS.join(", ")
-                );
-            }
-            args.steps = Some(steps);
-        } else if let Some(n) = a.strip_prefix("lab.iterations=") {
-            args.iterations = Some(n.parse().with_context(|| format!("lab.iterations={n}"))?);
-        } else {
-            rest.push(a);
-        }
-    }
-    args.kernel_args = rest;
-    Ok(())
-}
-
 /// `cargo xtask lab`.
 pub fn main(mut args: Args) -> Result<Verdict> {
     absorb_kernel_args(&mut args)?;
@@ -298,7 +148,7 @@ pub fn main(mut args: Args) -> Result<Verdict> {
             Ok(print_verdict(expect, &dir))
         }
         Action::Table => {
-            update_docs(&s, &args, &s.results(&args))?;
+            tables::update_docs(&s.root, args.emulator, &s.results(&args))?;
             Ok(Verdict::Passed)
         }
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
@@ -487,7 +337,14 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         Expect::named(pass).unwrap_or(Expect::Custom)
     };
     let results = s.results(args);
-    collect(&mut work, &new, &results, expect, &versions, &image.tests)?;
+    boot::collect(
+        &mut work,
+        &new,
+        &results,
+        expect.name(),
+        &versions,
+        &image.tests,
+    )?;
     emu.collect(&results)?;
     std::fs::write(
         results.join("timings.txt"),
@@ -500,250 +357,10 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         verdict = print_verdict(expect, &results);
     }
     if args.update_docs {
-        if let Err(e) = update_docs(s, args, &results) {
+        if let Err(e) = tables::update_docs(&s.root, args.emulator, &results) {
             eprintln!("lab: error: {e:#}");
             verdict = Verdict::Failed;
         }
     }
     Ok(verdict)
-}
-
-/// Moves the merged results `new` to `results` with what the host knows:
-/// the console, versions, wall times so far, warnings, the pass and the
-/// test binaries the guest had.
-fn collect(
-    work: &mut Work,
-    new: &Path,
-    results: &Path,
-    expect: Expect,
-    versions: &[String],
-    tests: &[String],
-) -> Result<()> {
-    use std::fs;
-    let _ = fs::copy(work.dir.join("console.log"), new.join("console.log"));
-    fs::write(new.join("versions.txt"), versions.join("\n") + "\n")?;
-    let _ = fs::copy(work.dir.join("timings.txt"), new.join("timings.txt"));
-    if !new.join("steps.tsv").is_file() {
-        work.warn("no result archive on the output disk".into());
-    }
-    let w: String = work.warnings.iter().map(|w| format!("{w}\n")).collect();
-    fs::write(new.join("warnings.txt"), w)?;
-    fs::write(new.join("pass.txt"), format!("{}\n", expect.name()))?;
-    if !tests.is_empty() {
-        fs::write(new.join("test-binaries.txt"), tests.join("\n") + "\n")?;
-    }
-    let _ = fs::remove_dir_all(results);
-    if let Some(p) = results.parent() {
-        fs::create_dir_all(p)?;
-    }
-    fs::rename(new, results)
-        .with_context(|| format!("cannot move {} to {}", new.display(), results.display()))?;
-    for e in fs::read_dir(&work.dir)?.filter_map(|e| e.ok()) {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if (n.starts_with("out-") && n.ends_with(".img"))
-            || (n.starts_with("console-") && n.ends_with(".log"))
-            || n == "initrd.cpio"
-            || n == "initrd-extra.cpio"
-        {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-    Ok(())
-}
-
-/// The docs' table from `results`: docs/lab.md for QEMU (beside the same
-/// sweep on this machine), docs/lab-intel.md for Bochs.
-fn update_docs(s: &Settings, args: &Args, results: &Path) -> Result<()> {
-    let load = |p: &Path| ipivmm::results::Document::load(p).map_err(anyhow::Error::msg);
-    match args.emulator {
-        EmulatorKind::Qemu => {
-            let lab = load(&results.join("runs/sweep.json"))?;
-            let host_json = results.join("host-sweep.json");
-            // The same matrix on this machine (PV is skipped where hypercalls cannot run).
-            let ok = Command::new(s.root.join("target/release/ipivmm"))
-                .args([
-                    "sweep",
-                    "--irqchip",
-                    "kernel,split,user",
-                    "--apic",
-                    "xapic,x2apic",
-                ])
-                .args([
-                    "--ipi",
-                    "icr,pv",
-                    "--workload",
-                    "pingpong",
-                    "--iterations",
-                    "30",
-                ])
-                .args(["--warmup", "3", "-q", "--json"])
-                .arg(&host_json)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|st| st.success());
-            if !ok {
-                log(format!(
-                    "table: the host sweep reported failures (see {})",
-                    host_json.display()
-                ));
-            }
-            let here = load(&host_json)?;
-            let params =
-                std::fs::read_to_string(results.join("module-params.txt")).unwrap_or_default();
-            let npt = params
-                .lines()
-                .find(|l| l.starts_with("kvm_amd.npt="))
-                .map(|l| l.chars().take("kvm_amd.npt=".len() + 1).collect::<String>())
-                .unwrap_or_default();
-            let host_of = |d: &ipivmm::results::Document| {
-                d.host.as_ref().map_or_else(
-                    || {
-                        (
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                        )
-                    },
-                    |h| {
-                        (
-                            h.kernel_release.clone(),
-                            h.cpu_model.clone(),
-                            h.backend.to_string(),
-                        )
-                    },
-                )
-            };
-            let (gk, gcpu, _) = host_of(&lab);
-            let (hk, _, hb) = host_of(&here);
-            let mut lines = vec![
-                format!(
-                    "Ping-pong, 2 vCPUs, spinning target, 30 round trips (`cargo xtask lab quick --update-docs`, {});",
-                    tables::today()
-                ),
-                format!("guest: {gk} on {gcpu}, {npt};"),
-                format!("host: {hk}, {hb}."),
-                String::new(),
-            ];
-            lines.extend(tables::lab_table(
-                &[&lab, &here],
-                ipivmm::Workload::Pingpong,
-            ));
-            let doc = s.root.join("docs/lab.md");
-            tables::update_doc(&doc, "lab-table", &lines)?;
-            log(format!("table: updated {}", doc.display()));
-        }
-        EmulatorKind::Bochs => {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
-                .with_context(|| format!("no runs in {}", results.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
-            let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
-            let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
-            let doc = s.root.join("docs/lab-intel.md");
-            tables::update_doc(&doc, "intel-table", &tables::intel_table(&docs))?;
-            log(format!("table: updated {}", doc.display()));
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        lab: Args,
-    }
-
-    fn parse(a: &[&str]) -> Result<Args> {
-        let mut args = Cli::try_parse_from(std::iter::once("lab").chain(a.iter().copied()))?.lab;
-        absorb_kernel_args(&mut args)?;
-        Ok(args)
-    }
-
-    #[test]
-    fn the_old_command_lines_parse() {
-        let a = parse(&[
-            "quick",
-            "--steps",
-            "host,tests",
-            "--iterations",
-            "5",
-            "--update-docs",
-        ])
-        .unwrap();
-        assert_eq!(a.action, Action::Quick);
-        assert_eq!(
-            a.steps.as_deref(),
-            Some(&["host".to_string(), "tests".into()][..])
-        );
-        assert!(a.update_docs && a.iterations == Some(5));
-        assert!(parse(&["quick", "--steps", "host,nosuch"]).is_err());
-        let a = parse(&[
-            "--emulator",
-            "bochs",
-            "--bochs",
-            "2.7",
-            "--cpio",
-            "x.cpio",
-            "--",
-            "lab.steps=host,extra",
-            "lab.matrix=10",
-            "lab.iterations=3",
-        ])
-        .unwrap();
-        assert_eq!(
-            (a.emulator, a.bochs),
-            (EmulatorKind::Bochs, bochs::Version::V2_7)
-        );
-        assert_eq!(
-            a.steps.as_ref().map(|s| s.join(",")).as_deref(),
-            Some("host,extra")
-        );
-        assert_eq!(
-            (a.iterations, a.kernel_args.as_slice()),
-            (Some(3), &["lab.matrix=10".to_string()][..])
-        );
-        assert!(parse(&["--", "lab.steps=bogus"]).is_err());
-        assert_eq!(
-            parse(&["--", "lab.pass=full"]).unwrap().action,
-            Action::Full
-        );
-        assert!(parse(&["clean", "--cache"]).unwrap().cache);
-        assert!(
-            parse(&["--initrd", "x"]).is_err(),
-            "--initrd needs --kernel"
-        );
-    }
-
-    #[test]
-    fn steps_are_the_guests() {
-        let init = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/lab/init.sh"
-        ))
-        .unwrap();
-        // The cases of init.sh's `for s in $(echo "$STEPS" ...)` loop.
-        let block = init
-            .split("for s in $(echo \"$STEPS\"")
-            .nth(1)
-            .and_then(|b| b.split("esac").next())
-            .expect("init.sh's lab.steps loop");
-        let mut cases: Vec<&str> = block
-            .lines()
-            .filter_map(|l| l.trim_start().split_once(") "))
-            .map(|(c, _)| c)
-            .filter(|c| !c.starts_with('*') && !c.contains(' ') && !c.starts_with("case"))
-            .collect();
-        cases.sort_unstable();
-        let mut ours = STEPS.to_vec();
-        ours.sort_unstable();
-        assert_eq!(cases, ours);
-    }
 }

@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 use ipivmm::results::{Document, PhaseResult, RunReport};
 use ipivmm::{ApicvRequest, Workload};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// A ratio as the tables show it: two places at most, no trailing zeros.
 pub fn fmt(v: Option<f64>) -> String {
@@ -288,6 +289,103 @@ fn civil_date(days: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The docs' table from `results`: docs/lab.md for QEMU (beside the same
+/// sweep on this machine), docs/lab-intel.md for Bochs.
+pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Path) -> Result<()> {
+    use super::cli::EmulatorKind;
+    let load = |p: &Path| ipivmm::results::Document::load(p).map_err(anyhow::Error::msg);
+    match emulator {
+        EmulatorKind::Qemu => {
+            let lab = load(&results.join("runs/sweep.json"))?;
+            let host_json = results.join("host-sweep.json");
+            // The same matrix on this machine (PV is skipped where hypercalls cannot run).
+            let ok = Command::new(root.join("target/release/ipivmm"))
+                .args([
+                    "sweep",
+                    "--irqchip",
+                    "kernel,split,user",
+                    "--apic",
+                    "xapic,x2apic",
+                ])
+                .args([
+                    "--ipi",
+                    "icr,pv",
+                    "--workload",
+                    "pingpong",
+                    "--iterations",
+                    "30",
+                ])
+                .args(["--warmup", "3", "-q", "--json"])
+                .arg(&host_json)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|st| st.success());
+            if !ok {
+                super::host::log(format!(
+                    "table: the host sweep reported failures (see {})",
+                    host_json.display()
+                ));
+            }
+            let here = load(&host_json)?;
+            let params =
+                std::fs::read_to_string(results.join("module-params.txt")).unwrap_or_default();
+            let npt = params
+                .lines()
+                .find(|l| l.starts_with("kvm_amd.npt="))
+                .map(|l| l.chars().take("kvm_amd.npt=".len() + 1).collect::<String>())
+                .unwrap_or_default();
+            let host_of = |d: &ipivmm::results::Document| {
+                d.host.as_ref().map_or_else(
+                    || {
+                        (
+                            "unknown".to_string(),
+                            "unknown".to_string(),
+                            "unknown".to_string(),
+                        )
+                    },
+                    |h| {
+                        (
+                            h.kernel_release.clone(),
+                            h.cpu_model.clone(),
+                            h.backend.to_string(),
+                        )
+                    },
+                )
+            };
+            let (gk, gcpu, _) = host_of(&lab);
+            let (hk, _, hb) = host_of(&here);
+            let mut lines = vec![
+                format!(
+                    "Ping-pong, 2 vCPUs, spinning target, 30 round trips (`cargo xtask lab quick --update-docs`, {});",
+                    today()
+                ),
+                format!("guest: {gk} on {gcpu}, {npt};"),
+                format!("host: {hk}, {hb}."),
+                String::new(),
+            ];
+            lines.extend(lab_table(&[&lab, &here], ipivmm::Workload::Pingpong));
+            let doc = root.join("docs/lab.md");
+            update_doc(&doc, "lab-table", &lines)?;
+            super::host::log(format!("table: updated {}", doc.display()));
+        }
+        EmulatorKind::Bochs => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
+                .with_context(|| format!("no runs in {}", results.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+            let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
+            let doc = root.join("docs/lab-intel.md");
+            update_doc(&doc, "intel-table", &intel_table(&docs))?;
+            super::host::log(format!("table: updated {}", doc.display()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
