@@ -361,3 +361,51 @@ impl Emulator for Bochs {
             .with_context(|| format!("cannot start {}", self.binary.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bochsrc_names_the_boots_files_and_the_machine() {
+        let b = Bochs {
+            version: Version::V2_7,
+            binary: "bochs".into(),
+            cpu: Version::V2_7.default_cpu().into(),
+            ips: 60_000_000,
+            smp: 2,
+            mem_mib: 2048,
+            run: std::env::temp_dir().join(format!("xtask-bochs-{}", std::process::id())),
+            kernel: "/k/boot/vmlinuz-6.1.0-50-amd64".into(),
+            initrd: "/w/initrd.cpio".into(),
+            ata: "/w/run/ata.cpio".into(),
+            extra: Vec::new(),
+        };
+        let spec = BootSpec {
+            append: String::new(),
+            disk: "/w/out-1.img".into(),
+            console: "/w/console-1.log".into(),
+        };
+        let rc = b.bochsrc(&spec, Path::new("/w/run/lab.iso"));
+        for line in [
+            "display_library: rfb, options=\"timeout=0\"",
+            "memory: guest=2048, host=2048",
+            "cpu: model=broadwell_ult, count=2, ips=60000000, reset_on_triple_fault=1, ignore_bad_msrs=1",
+            "ata0-master: type=disk, path=\"/w/out-1.img\", mode=flat, cylinders=520, heads=16, spt=63",
+            "ata1-master: type=cdrom, path=\"/w/run/lab.iso\", status=inserted",
+            "com1: enabled=1, mode=file, dev=\"/w/console-1.log\"",
+        ] {
+            assert!(rc.lines().any(|l| l == line), "{line} not in\n{rc}");
+        }
+        assert_eq!(b.disk_bytes(), 520 * 16 * 63 * 512);
+        assert_eq!(
+            b.versions(&["lab.matrix=10".into()]),
+            [
+                "bochs 2.7 bochs (broadwell_ult, ips 60000000)",
+                "kernel vmlinuz-6.1.0-50-amd64",
+                "args lab.matrix=10"
+            ]
+        );
+        assert!(rc.contains(&format!("log: \"{}\"", b.run.join("bochs.log").display())));
+    }
+}

@@ -73,6 +73,11 @@ impl Follower {
         let Ok(mut f) = File::open(&self.path) else {
             return Vec::new();
         };
+        // An emulator that opens its console file truncates it: start over.
+        if f.metadata().is_ok_and(|m| m.len() < self.pos) {
+            self.pos = 0;
+            self.partial.clear();
+        }
         let mut buf = Vec::new();
         if f.seek(SeekFrom::Start(self.pos)).is_err() || f.read_to_end(&mut buf).is_err() {
             return Vec::new();
@@ -135,6 +140,12 @@ mod tests {
         std::io::Write::write_all(&mut file, b"o\nrest").unwrap();
         assert_eq!(f.poll(), ["lab: two"]);
         assert!(f.poll().is_empty());
+        std::fs::write(&path, "lab: again\n").unwrap();
+        assert_eq!(
+            f.poll(),
+            ["lab: again"],
+            "a truncated console is read from its start"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
