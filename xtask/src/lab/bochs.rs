@@ -6,7 +6,7 @@
 //! disk is ATA (no virtio: the drivers go in an extra initramfs archive),
 //! and it has no -no-reboot: the boot core stops it once the guest is done.
 use super::boot::{BootSpec, Emulator};
-use super::host::{apt_install, have, log, output};
+use super::host::{apt_install, have, output};
 use super::{initramfs, modules};
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -348,11 +348,6 @@ impl Emulator for Bochs {
             c.arg("-rc").arg(dbg);
         }
         let out = fs::File::create(self.run.join("bochs.out"))?;
-        log(format!(
-            "booting {} under {}",
-            self.kernel.display(),
-            self.name()
-        ));
         c.current_dir(&self.run)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
