@@ -317,7 +317,15 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
                 ata,
                 extra: s.extra_cpio.clone(),
             };
-            versions = b.versions(&args.kernel_args);
+            // The guest arguments as they were given (lab.steps= as well).
+            let mut given: Vec<String> = args
+                .steps
+                .iter()
+                .map(|s| format!("lab.steps={}", s.join(",")))
+                .chain(args.iterations.map(|i| format!("lab.iterations={i}")))
+                .collect();
+            given.extend(args.kernel_args.iter().cloned());
+            versions = b.versions(&given);
             (Box::new(b), timeout.unwrap_or(3600))
         }
     };
