@@ -5,5 +5,6 @@
 #   scripts/lab.sh [quick|full|shell|initrd|clean|verify|table] [--steps ...] [--update-docs] ...
 # `scripts/lab.sh --help` lists them all.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-exec cargo xtask lab "$@"
+# `cargo xtask` (.cargo/config.toml) from any directory; relative paths stay
+# the caller's.
+exec cargo run --quiet --release --manifest-path "$(dirname "$0")/../Cargo.toml" --package xtask -- lab "$@"

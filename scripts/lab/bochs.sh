@@ -6,7 +6,6 @@
 #                        [--cpio F]... [--results DIR] [--no-verify] [kernel args...]
 # e.g. scripts/lab/bochs.sh 3.0 --cpio probe.cpio lab.steps=host,extra lab.matrix=10
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 args=(--emulator bochs)
 kargs=()
 while [ $# -gt 0 ]; do
@@ -18,4 +17,4 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-exec cargo xtask lab "${args[@]}" -- "${kargs[@]}"
+exec "$(dirname "$0")/../lab.sh" "${args[@]}" -- "${kargs[@]}"
