@@ -43,6 +43,11 @@ impl ObserverEffect {
     }
 }
 
+/// Most pairs [`measure`] runs: each pair is two whole runs, and the
+/// per-pair figures are kept, so the count is bounded (the command line
+/// refuses more).
+pub const MAX_PAIRS: u32 = 1000;
+
 /// The median of `v` (NaN-free input; empty gives 0).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -80,8 +85,18 @@ pub fn measure(
         tracepoints: false,
         ..config.clone()
     };
-    let mut runs = Vec::with_capacity(pairs as usize);
-    for _ in 0..pairs {
+    let cancelled = || {
+        cancel
+            .as_deref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    let mut runs = Vec::with_capacity(pairs.min(MAX_PAIRS) as usize);
+    for _ in 0..pairs.min(MAX_PAIRS) {
+        // A signal ends the measurement at once: the pairs so far are kept
+        // and the caller's own run then ends as cancelled.
+        if cancelled() {
+            break;
+        }
         let a = p50_of(&without, &cancel)?;
         let b = p50_of(config, &cancel)?;
         if let (Some(a), Some(b)) = (a, b) {
