@@ -7,12 +7,14 @@
 //! - [`tracepoint`]: per-thread `perf_event_open` counters on `kvm:*` tracepoints.
 //! - [`specs`]: the default `kvm:*` counters (exit reasons, ICR writes, IPIs, ...).
 //! - [`apicv`]: decoding of `kvm:kvm_apicv_inhibit_changed`.
+//! - [`bpf`]: exits by reason with host time counted in the kernel (an eBPF program on `kvm_exit`/`kvm_entry`), per vCPU thread, with a counting switch.
 //! - [`sampler`]: per-thread perf ring buffers sampling `kvm_exit`/`kvm_entry` (exit reasons, host time) and APICv inhibit changes.
 //!
 //! Host facts and module switching are `ipivmm-host`'s. See
 //! `docs/counters.md` for definitions and availability rules.
 
 pub mod apicv;
+pub mod bpf;
 pub mod exit_reasons;
 pub mod kvm_stats;
 pub mod sampler;

@@ -9,6 +9,12 @@ use std::time::Duration;
 crate::mode::mode_part! {
     /// How VM exits are counted by reason (with tracepoints on).
     pub enum ExitReasons {
+        /// Counted in the kernel by an eBPF program on `kvm_exit`/`kvm_entry`
+        /// (per vCPU thread, read at the phase markers): nothing per exit
+        /// leaves the kernel, host time per reason. Where it cannot load
+        /// (no clang at build time, no BPF or no rights at run time), the
+        /// sampler counts instead and `sources` says why.
+        Bpf,
         /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
         /// decoded in userspace: a constant cost per exit, host time per reason.
         Sampled,
@@ -24,7 +30,7 @@ crate::mode::mode_part! {
 #[allow(clippy::derivable_impls)]
 impl Default for ExitReasons {
     fn default() -> Self {
-        ExitReasons::Sampled
+        ExitReasons::Bpf
     }
 }
 
@@ -163,7 +169,7 @@ impl Default for VmConfig {
             payload: PayloadSource::Builtin,
             tracepoints: true,
             mount_tracefs: false,
-            exit_reasons: ExitReasons::Sampled,
+            exit_reasons: ExitReasons::Bpf,
             context_events: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,

@@ -94,8 +94,8 @@ pub struct LeverArgs {
     /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
     #[arg(long)]
     pub mount_tracefs: bool,
-    /// How exits are counted by reason: sampled (kvm_exit/kvm_entry into a ring buffer: constant cost per exit, host time per reason), counters (one filtered counter per reason: for comparison), off.
-    #[arg(long, value_name = "HOW", default_value = "sampled")]
+    /// How exits are counted by reason: bpf (in the kernel, per vCPU thread: host time per reason, nothing per exit leaves the kernel; the sampler where BPF cannot load), sampled (kvm_exit/kvm_entry into a ring buffer: the raw event trace), counters (one filtered counter per reason: for comparison), off.
+    #[arg(long, value_name = "HOW", default_value = "bpf")]
     pub exit_reasons: ipivmm::config::ExitReasons,
     /// Also count the context tracepoints (kvm_entry, kvm_mmio, kvm_eoi, kvm_inj_virq, ...); off by default, as each adds to every context switch of a vCPU thread.
     #[arg(long)]
