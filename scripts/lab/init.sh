@@ -128,6 +128,21 @@ ipi_sweep() { # $1: name, then extra flags
         --ipi icr,pv --apicv host,inhibit --json "$OUT/runs/$name.json" "$@"
 }
 
+# The counting invariants any KVM host must satisfy (plans/kvm-paths.toml,
+# `ipivmm check`, docs/kernel-paths.md): TAP into $OUT/kvm-paths.tap (the
+# host's verdict reads it), JUnit beside it, each experiment's results in
+# runs/kvm-paths/. The host carries the plan in /lab/plans when its tree has
+# one; without it there is nothing to run and the verdict says so.
+kvm_paths() {
+    plan=/lab/plans/kvm-paths.toml
+    if [ ! -e $plan ]; then
+        echo "no $plan: the tree the lab was built from has no plans/kvm-paths.toml"
+        return 0
+    fi
+    mkdir -p $OUT/runs/kvm-paths
+    ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap
+}
+
 # Repeats of the configuration that once hung, alone and beside two busy loops.
 inhibit_repeats() { # $1: runs per APIC mode
     fails=0
@@ -506,6 +521,7 @@ main() {
             host) step host 60 host_facts ;;
             sweep) ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q ;;
             tests) run_tests "" ;;
+            kvm-paths) step kvm-paths 1200 kvm_paths ;;
             inhibit) step inhibit-repeats 1800 inhibit_repeats "${ITER:-3}" ;;
             hostswitch) hold_vm stop; step hostswitch 900 host_switch; hold_vm start ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
@@ -531,6 +547,7 @@ main() {
     quick)
         step host 60 host_facts
         ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q
+        step kvm-paths 1200 kvm_paths
         run_tests ""
         step inhibit-repeats 900 inhibit_repeats 3
         hold_vm stop
@@ -547,6 +564,7 @@ main() {
             step "preset-$p" 1800 ipivmm sweep --preset "$p" --iterations "${ITER:-100}" --warmup 10 -q \
                 --json "$OUT/runs/preset-$p.json"
         done
+        step kvm-paths 1200 kvm_paths
         run_tests ""
         step inhibit-repeats 1800 inhibit_repeats 20
         step inhibit-repeats-loaded 1800 under_load inhibit_repeats 20

@@ -368,7 +368,7 @@ pub fn boot(
 
 /// Moves the merged results `new` to `results` with what the host knows:
 /// the console, versions, wall times so far, warnings, the pass and the
-/// test binaries the guest had.
+/// test binaries and plans the guest had.
 pub fn collect(
     work: &mut Work,
     new: &Path,
@@ -376,6 +376,7 @@ pub fn collect(
     pass: &str,
     versions: &[String],
     tests: &[String],
+    plans: &[String],
 ) -> Result<()> {
     let _ = fs::copy(work.dir.join("console.log"), new.join("console.log"));
     fs::write(new.join("versions.txt"), versions.join("\n") + "\n")?;
@@ -388,6 +389,9 @@ pub fn collect(
     fs::write(new.join("pass.txt"), format!("{pass}\n"))?;
     if !tests.is_empty() {
         fs::write(new.join("test-binaries.txt"), tests.join("\n") + "\n")?;
+    }
+    if !plans.is_empty() {
+        fs::write(new.join("plans.txt"), plans.join("\n") + "\n")?;
     }
     let _ = fs::remove_dir_all(results);
     if let Some(p) = results.parent() {

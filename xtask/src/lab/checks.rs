@@ -57,7 +57,10 @@ pub const RUN_CHECKS: &[(&str, Check)] = &[
     ("every run of every sweep completed", failed_runs),
     ("nothing skipped that this host can run", unexpected_skips),
     ("exits counted by reason (kvm_exit) per vCPU and phase", missing_exit_reasons),
-    ("sampled exits == kvm_exit counter == KVM exits stat", sampled_exit_mismatch),
+    (
+        "exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat",
+        sampled_exit_mismatch,
+    ),
     (
         "ICR-write exits == ICR writes on every sender (icr, no APICv; with IPIv only the shorthand writes)",
         icr_exit_mismatch,
@@ -170,7 +173,8 @@ pub fn missing_exit_reasons(f: &RunsFile) -> Vec<String> {
     out
 }
 
-/// The exit sampler's count (with what it lost), the kvm_exit counter and
+/// Exits counted by reason (`--exit-reasons bpf` in the kernel or the
+/// sampler, with what it lost), the kvm_exit counter (where one ran) and
 /// KVM's exits stat over the same window disagree.
 pub fn sampled_exit_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
@@ -505,19 +509,59 @@ pub fn flood_summary(f: &RunsFile) -> Vec<String> {
     out
 }
 
-/// What counting cost (`run --observer-effect`), one line.
-pub fn overhead_summary(f: &RunsFile) -> String {
-    match f.doc.runs.first().and_then(|r| r.observer_effect.as_ref()) {
-        Some(o) => format!(
-            "exit reasons {}: p50 {} vs {} cycles detached, ratio {} ({} pairs)",
-            o.exit_reasons,
-            o.with_counters_p50.floor(),
-            o.without_counters_p50.floor(),
-            (o.ratio * 1000.0).round() / 1000.0,
-            o.pairs
-        ),
-        None => format!("{}: no observer effect recorded", f.name()),
+/// Overhead runs (`run --observer-effect`) that did not complete, and the
+/// runs of their pairs that failed (ipivmm lists them and goes on).
+pub fn overhead_failures(f: &RunsFile) -> Vec<String> {
+    let mut out = failed_runs(f);
+    for r in &f.doc.runs {
+        let Some(o) = &r.observer_effect else {
+            continue;
+        };
+        out.extend(
+            o.failed
+                .iter()
+                .map(|e| format!("{} --exit-reasons {}: {e}", label(r), o.exit_reasons)),
+        );
     }
+    out
+}
+
+/// What counting cost in one overhead run, one line: mode, mechanism,
+/// counted / detached p50, exits per operation (the counted run's measured
+/// phase) and the host ns each exit gained, plus the runs of its pairs
+/// that failed.
+pub fn overhead_summary(f: &RunsFile) -> String {
+    let Some(r) = f.doc.runs.first() else {
+        return format!("{}: no runs", f.name());
+    };
+    let mode = format!("{} {}", r.mode.apic.name(), r.mode.target.name());
+    let Some(o) = &r.observer_effect else {
+        return format!("{mode}: no observer effect (run {})", r.status.name());
+    };
+    let exits = Metric::ExitsPerOp
+        .value(&summary::summarize(r))
+        .unwrap_or(0.0);
+    let gained_ns = (o.with_counters_p50 - o.without_counters_p50) * 1e6 / r.tsc_khz.max(1) as f64;
+    let per_exit = if exits > 0.0 {
+        format!("{}", (gained_ns / exits).round())
+    } else {
+        "-".into()
+    };
+    let failed = if o.failed.is_empty() {
+        String::new()
+    } else {
+        format!("; failed: {}", o.failed.join("; "))
+    };
+    format!(
+        "{mode} exit reasons {}: p50 {} vs {} cycles detached, ratio {} ({} pairs), {} exits per {}, {per_exit} ns more per exit{failed}",
+        o.exit_reasons,
+        o.with_counters_p50.floor(),
+        o.without_counters_p50.floor(),
+        (o.ratio * 1000.0).round() / 1000.0,
+        o.pairs,
+        (exits * 100.0).round() / 100.0,
+        r.mode.workload.operation(),
+    )
 }
 
 #[cfg(test)]
@@ -531,7 +575,19 @@ mod tests {
 
     /// The fixture sweep, edited by `edit` (its JSON), as a results file.
     fn edited(edit: impl FnOnce(&mut Value)) -> RunsFile {
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(SWEEP).unwrap()).unwrap();
+        edited_file(SWEEP, edit)
+    }
+
+    fn overhead_path(how: &str) -> String {
+        format!(
+            "{}/fixtures/overhead/overhead-x2apic-halt-{how}.json",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    }
+
+    /// The results file `path`, edited by `edit` (its JSON).
+    fn edited_file(path: &str, edit: impl FnOnce(&mut Value)) -> RunsFile {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         edit(&mut v);
         let dir = std::env::temp_dir().join(format!(
             "xtask-checks-{}-{:?}",
@@ -539,7 +595,7 @@ mod tests {
             std::thread::current().id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sweep.json");
+        let path = dir.join("edited.json");
         std::fs::write(&path, v.to_string()).unwrap();
         let f = RunsFile::load(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -584,17 +640,67 @@ mod tests {
         );
         assert_eq!(
             overhead_summary(&f),
-            "sweep.json: no observer effect recorded"
+            "x2apic spin: no observer effect (run completed)"
         );
-        // The first run of the lab's sweep measured it.
-        let f = edited(|v| {
-            v["runs"][0]["observer_effect"] = serde_json::json!({"pairs": 1, "exit_reasons": "sampled",
-                "with_counters_p50": 16761366.0, "without_counters_p50": 297272.0,
-                "ratio": 56.38393794235582, "runs": [[297272.0, 16761366.0]]});
+    }
+
+    /// A real overhead step's results (kvm_amd under QEMU TCG, branch `bpf`
+    /// at 02ab4e0): x2APIC ping-pong to a halted target counted by BPF and
+    /// with counting off, each against detached runs; the second counted
+    /// run of the `off` file's pairs hit the STI-shadow panic since fixed.
+    fn overhead(how: &str) -> RunsFile {
+        RunsFile::load(Path::new(&overhead_path(how))).unwrap()
+    }
+
+    #[test]
+    fn the_cost_of_counting_and_its_failed_pairs() {
+        // What checks.jq's overhead_summary printed for the same files.
+        let bpf = overhead("bpf");
+        assert_eq!(
+            overhead_summary(&bpf),
+            "x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit"
+        );
+        assert!(overhead_failures(&bpf).is_empty());
+        assert!(sampled_exit_mismatch(&bpf).is_empty());
+        let off = overhead("off");
+        let line = overhead_summary(&off);
+        assert!(
+            line.starts_with("x2apic halt exit reasons off: p50 1091520 vs 783120 cycles detached, ratio 1.394 (3 pairs), 3.25 exits per round trip, 45204 ns more per exit; failed: pair 2, counted: failed: vcpu1: payload panic: "),
+            "{line}"
+        );
+        let failed = overhead_failures(&off);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].starts_with(
+                "pingpong kernel/x2apic/icr apicv=host --exit-reasons off: pair 2, counted: failed: vcpu1: payload panic"
+            ),
+            "{failed:?}"
+        );
+        // The measured run itself failing is an offence too.
+        let f = edited_file(&overhead_path("bpf"), |v| {
+            v["runs"][0]["status"] =
+                serde_json::json!({"state": "failed", "reason": "vcpu1: fault"})
+        });
+        assert_eq!(
+            overhead_failures(&f),
+            ["pingpong kernel/x2apic/icr apicv=host: failed vcpu1: fault"]
+        );
+        // Counted by BPF, one exit more than KVM's stat.
+        let f = edited_file(&overhead_path("bpf"), |v| {
+            let e = &mut measure(v, 0, 0)["exit_reasons"]["exits"];
+            *e = (e.as_u64().unwrap() + 1).into();
+        });
+        assert_eq!(sampled_exit_mismatch(&f).len(), 1);
+        // A run that measured no observer effect says so.
+        let f = edited_file(&overhead_path("bpf"), |v| {
+            v["runs"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("observer_effect");
         });
         assert_eq!(
             overhead_summary(&f),
-            "exit reasons sampled: p50 16761366 vs 297272 cycles detached, ratio 56.384 (1 pairs)"
+            "x2apic halt: no observer effect (run completed)"
         );
     }
 

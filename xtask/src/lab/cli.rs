@@ -11,6 +11,7 @@ use std::path::PathBuf;
 pub const STEPS: &[&str] = &[
     "host",
     "sweep",
+    "kvm-paths",
     "tests",
     "inhibit",
     "inhibit-loaded",

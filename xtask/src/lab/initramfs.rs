@@ -1,7 +1,8 @@
 //! The guest's initramfs: busybox, the kernel modules in load order,
 //! ipivmm and the KVM test binaries at their host paths (with the libraries
-//! `ldd` names), the held VM (scripts/lab/hold-vm.c), and
-//! scripts/lab/init.sh as `/init` — the guest side of the lab.
+//! `ldd` names), the held VM (scripts/lab/hold-vm.c), the plans of
+//! `plans/` (`ipivmm check`) in `/lab/plans`, and scripts/lab/init.sh as
+//! `/init` — the guest side of the lab.
 use super::binaries::{test_name, Binaries};
 use super::debs::Unpacked;
 use super::host::run;
@@ -112,8 +113,32 @@ pub fn add_modules(st: &Path, modules: &[PathBuf], list: &str) -> Result<()> {
     Ok(())
 }
 
-/// Builds `work/initrd.cpio` and returns its path.
-pub fn build(root: &Path, work: &Path, debs: &Unpacked, bins: &Binaries) -> Result<PathBuf> {
+/// The plans (`plans/*.toml`) of the tree at `root`, sorted; none when it
+/// has no `plans/`.
+fn plans(root: &Path) -> Result<Vec<PathBuf>> {
+    let dir = root.join("plans");
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut v = Vec::new();
+    for e in fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            v.push(p);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Builds `work/initrd.cpio`; returns its path and the names of the plans
+/// it carries (in `/lab/plans`).
+pub fn build(
+    root: &Path,
+    work: &Path,
+    debs: &Unpacked,
+    bins: &Binaries,
+) -> Result<(PathBuf, Vec<String>)> {
     let lab = root.join("scripts/lab");
     let st = work.join("initramfs");
     let _ = fs::remove_dir_all(&st);
@@ -122,6 +147,7 @@ pub fn build(root: &Path, work: &Path, debs: &Unpacked, bins: &Binaries) -> Resu
         "lab/bin",
         "lab/tests",
         "lab/modules",
+        "lab/plans",
         "proc",
         "sys",
         "dev",
@@ -162,6 +188,12 @@ pub fn build(root: &Path, work: &Path, debs: &Unpacked, bins: &Binaries) -> Resu
         st.join("lab/example-payload"),
         format!("{}\n", bins.example.display()),
     )?;
+    let mut plan_names = Vec::new();
+    for p in plans(root)? {
+        let name = p.file_name().context("plan file name")?;
+        copy(&p, &st.join("lab/plans").join(name))?;
+        plan_names.push(name.to_string_lossy().into_owned());
+    }
     let skip: Vec<String> = SKIPPED_TESTS
         .iter()
         .map(|t| format!("--skip {t}"))
@@ -175,5 +207,5 @@ pub fn build(root: &Path, work: &Path, debs: &Unpacked, bins: &Binaries) -> Resu
     let out = work.join("initrd.cpio");
     pack(&st, &debs.busybox, &out)?;
     fs::remove_dir_all(&st)?;
-    Ok(out)
+    Ok((out, plan_names))
 }

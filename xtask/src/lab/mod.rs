@@ -19,6 +19,7 @@ mod initramfs;
 mod modules;
 mod qemu;
 mod tables;
+mod tap;
 mod verify;
 mod wedge;
 
@@ -186,6 +187,8 @@ struct Image {
     versions: Vec<String>,
     /// Names of the KVM test binaries in the initramfs (none when given one).
     tests: Vec<String>,
+    /// Names of the plans in its /lab/plans (none when given one).
+    plans: Vec<String>,
 }
 
 /// Fetches, builds and packs the guest's image into `work`.
@@ -196,7 +199,7 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
     let debs = work.timed("fetch", |w| debs::fetch(w, &s.cache))?;
     let bins = work.timed("build", |_| binaries::build(&s.root))?;
     let dir = work.dir.clone();
-    let initrd = work.timed("initramfs", |_| {
+    let (initrd, plans) = work.timed("initramfs", |_| {
         initramfs::build(&s.root, &dir, &debs, &bins)
     })?;
     Ok(Image {
@@ -208,6 +211,7 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
             format!("busybox {}", debs.busybox_deb),
         ],
         tests: bins.tests.iter().map(|t| binaries::test_name(t)).collect(),
+        plans,
     })
 }
 
@@ -259,6 +263,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
                 kernel.file_name().unwrap_or_default().to_string_lossy()
             )],
             tests: Vec::new(),
+            plans: Vec::new(),
         },
         _ => build_image(s, &mut work)?,
     };
@@ -352,6 +357,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         expect.name(),
         &versions,
         &image.tests,
+        &image.plans,
     )?;
     emu.collect(&results)?;
     std::fs::write(

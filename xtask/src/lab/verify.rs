@@ -2,6 +2,7 @@
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
 use super::checks::{self, RunsFile};
+use super::tap::{self, Tap};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -84,6 +85,9 @@ pub enum Item {
         name: String,
         detail: Vec<String>,
     },
+    /// A check this pass could not make, and why (the verdict says so;
+    /// it fails nothing).
+    Skip { name: String, why: String },
     /// Information (flood figures, warnings, wall times).
     Info(String),
 }
@@ -111,6 +115,13 @@ impl Report {
         });
     }
 
+    fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
+        self.items.push(Item::Skip {
+            name: name.into(),
+            why: why.into(),
+        });
+    }
+
     fn info(&mut self, line: impl Into<String>) {
         self.items.push(Item::Info(line.into()));
     }
@@ -127,8 +138,16 @@ impl Report {
     pub fn counts(&self) -> (usize, usize) {
         self.items.iter().fold((0, 0), |(n, f), i| match i {
             Item::Check { ok, .. } => (n + 1, f + usize::from(!ok)),
-            Item::Info(_) => (n, f),
+            Item::Skip { .. } | Item::Info(_) => (n, f),
         })
+    }
+
+    /// Checks skipped.
+    pub fn skipped(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| matches!(i, Item::Skip { .. }))
+            .count()
     }
 
     /// Whether every check passed.
@@ -151,7 +170,8 @@ impl Report {
     }
 
     /// The verdict as printed: `  PASS  name`, `  FAIL  name` with up to 20
-    /// lines of detail, the information lines, and the summary.
+    /// lines of detail, `  SKIP  name: why`, the information lines, and the
+    /// summary.
     pub fn text(&self) -> String {
         let mut s = String::new();
         for i in &self.items {
@@ -165,6 +185,9 @@ impl Report {
                         let _ = writeln!(s, "        ... {} more", detail.len() - 20);
                     }
                 }
+                Item::Skip { name, why } => {
+                    let _ = writeln!(s, "  SKIP  {name}: {why}");
+                }
                 Item::Info(line) => {
                     let _ = writeln!(s, "{line}");
                 }
@@ -174,6 +197,12 @@ impl Report {
         let _ = write!(s, "lab: {}/{n} checks passed", n - failed);
         if failed > 0 {
             let _ = write!(s, ", {failed} FAILED");
+        }
+        match self.skipped() {
+            0 => {}
+            k => {
+                let _ = write!(s, ", {k} skipped");
+            }
         }
         s.push('\n');
         s
@@ -344,13 +373,26 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
             }
         }
     }
-    for f in json_files(&runs, "overhead-") {
-        match RunsFile::load(&f) {
-            Ok(rf) => r.info(format!(
-                "  cost of counting: {}",
-                checks::overhead_summary(&rf)
-            )),
-            Err(e) => r.bad("cost of counting recorded", vec![e]),
+    let overhead = json_files(&runs, "overhead-");
+    if !overhead.is_empty() {
+        let name = format!(
+            "overhead: every run and every run of its pairs completed ({} runs)",
+            overhead.len()
+        );
+        files.check(&mut r, &name, &overhead, checks::overhead_failures);
+        files.check(
+            &mut r,
+            "overhead: exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat",
+            &overhead,
+            checks::sampled_exit_mismatch,
+        );
+        for f in &overhead {
+            if let Some(Ok(rf)) = files.0.get(f) {
+                r.info(format!(
+                    "  cost of counting: {}",
+                    checks::overhead_summary(rf)
+                ));
+            }
         }
     }
     let inhibit = json_files(&runs, "inhibit-");
@@ -359,6 +401,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         files.check(&mut r, &name, &inhibit, checks::failed_runs);
     }
 
+    plan(&mut r, expect, dir, &steps);
     tests(&mut r, expect, dir, &steps);
 
     let listing = |file: &str| -> Vec<String> {
@@ -388,6 +431,46 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         r.info(format!("wall times (s): {}", timings.join(" ")));
     }
     r
+}
+
+/// The guest's `ipivmm check plans/kvm-paths.toml` (init.sh's `kvm-paths`
+/// step): its TAP is the check. Where the tree the lab was built from had
+/// no such plan (plans.txt lists what the initramfs carried), the verdict
+/// says so with a skip; once the tree has it, a missing TAP fails.
+fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
+    let name = format!("ipivmm check plans/{}", tap::PLAN);
+    let carried = fs::read_to_string(dir.join("plans.txt"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == tap::PLAN);
+    let ran = steps.iter().any(|(n, _, _)| n == tap::STEP);
+    let file = format!("{}.tap", tap::STEP);
+    match fs::read_to_string(dir.join(&file)) {
+        Ok(text) => {
+            let t = Tap::parse(&text);
+            let (held, failed, skipped) = t.counts();
+            r.check(
+                &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
+                t.offences(),
+            );
+            for s in t.skips() {
+                r.info(format!("  {} skip: {s}", tap::STEP));
+            }
+        }
+        Err(_) if carried && (expect != Expect::Custom || ran) => r.bad(
+            name,
+            vec![if ran {
+                format!("step {} wrote no {file}", tap::STEP)
+            } else {
+                format!("step {} did not run", tap::STEP)
+            }],
+        ),
+        Err(_) if expect != Expect::Custom => r.skip(
+            name,
+            format!("the tree the lab was built from has no plans/{}", tap::PLAN),
+        ),
+        Err(_) => {}
+    }
 }
 
 /// The KVM test binaries' outputs: each passed, and (where the pass ran
@@ -500,7 +583,56 @@ mod tests {
         assert!(text.starts_with("lab quick pass: "), "{text}");
         assert!(text.contains("\n  PASS  step sweep (26s)\n"), "{text}");
         assert!(text.contains("\n  PASS  tests pingpong: 6 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.44s\n"));
-        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 21/21 checks passed\n"), "{text}");
+        // A pass from a tree without plans/kvm-paths.toml (it predates it).
+        assert!(text.contains("\n  SKIP  ipivmm check plans/kvm-paths.toml: the tree the lab was built from has no plans/kvm-paths.toml\n"), "{text}");
+        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 21/21 checks passed, 1 skipped\n"), "{text}");
+    }
+
+    #[test]
+    fn the_kvm_paths_plans_tap_is_a_check() {
+        let t = Tree::new("plan");
+        fs::write(t.0.join("plans.txt"), "kvm-paths.toml\nseeds.toml\n").unwrap();
+        // The initramfs carried the plan: its TAP must be there.
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["ipivmm check plans/kvm-paths.toml"]
+        );
+        assert!(verify(Expect::Quick, &t.0).text().contains(
+            "  FAIL  ipivmm check plans/kvm-paths.toml\n        step kvm-paths did not run\n"
+        ));
+        t.edit("steps.tsv", |s| s + "kvm-paths\t0\t140\n");
+        let held = "TAP version 13\n# kvm-paths\n1..3\nok 1 - unicast: ipis_per_operation == fan_out\n  ---\n  value: 1\n  ...\nok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n  ...\nok 3 - pv: icr_write_exits_per_operation == 0 # SKIP not run here: no PV\n# 2 passed, 0 failed, 1 skipped\n";
+        fs::write(t.0.join("kvm-paths.tap"), held).unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(r.failures(), Vec::<&str>::new(), "{}", r.text());
+        let text = r.text();
+        assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
+        assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
+        assert!(text.ends_with("lab: 23/23 checks passed\n"), "{text}");
+        // One expectation that does not hold fails the pass, with its message.
+        t.edit("kvm-paths.tap", |s| {
+            s.replace("ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n", "not ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  message: \"got 2.0000, want <= 1.0000\"\n  severity: fail\n")
+        });
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            ["ipivmm check plans/kvm-paths.toml: 1 held, 1 failed, 1 skipped"]
+        );
+        assert!(r.text().contains("        not ok 2 - unicast: icr_write_exits_per_operation <= 1: got 2.0000, want <= 1.0000\n"), "{}", r.text());
+        // The step ran (and ipivmm check exited 1), its TAP cut short.
+        t.edit("steps.tsv", |s| {
+            s.replace("kvm-paths\t0\t", "kvm-paths\t1\t")
+        });
+        t.edit("kvm-paths.tap", |s| {
+            s.lines().take(4).map(|l| format!("{l}\n")).collect()
+        });
+        assert_eq!(
+            t.failures(Expect::Quick),
+            [
+                "step kvm-paths: exit 1 (140s)",
+                "ipivmm check plans/kvm-paths.toml: 1 held, 0 failed, 0 skipped"
+            ]
+        );
     }
 
     #[test]
@@ -613,6 +745,32 @@ mod tests {
     }
 
     #[test]
+    fn overhead_runs_and_their_pairs_are_checked() {
+        let t = Tree::new("overhead");
+        for how in ["bpf", "off"] {
+            let name = format!("overhead-x2apic-halt-{how}.json");
+            fs::copy(
+                format!("{}/fixtures/overhead/{name}", env!("CARGO_MANIFEST_DIR")),
+                t.0.join("runs").join(&name),
+            )
+            .unwrap();
+        }
+        let r = verify(Expect::Quick, &t.0);
+        // The `off` file's second counted pair failed (the STI-shadow panic).
+        assert_eq!(
+            r.failures(),
+            ["overhead: every run and every run of its pairs completed (2 runs)"]
+        );
+        let text = r.text();
+        assert!(text.contains("\n  PASS  overhead: exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat\n"), "{text}");
+        assert!(text.contains("\n  cost of counting: x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit\n"), "{text}");
+        assert!(
+            text.contains("        overhead-x2apic-halt-off.json: pingpong kernel/x2apic/icr apicv=host --exit-reasons off: pair 2, counted: failed: vcpu1: payload panic"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn every_test_binary_must_pass_and_run() {
         let t = Tree::new("tests");
         t.edit("tests/pingpong.txt", |s| {
@@ -658,6 +816,6 @@ mod tests {
         });
         let text = verify(Expect::Quick, &t.0).text();
         assert!(text.contains("test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
-        assert!(text.ends_with("lab: 21/21 checks passed\n"));
+        assert!(text.ends_with("lab: 21/21 checks passed, 1 skipped\n"));
     }
 }
