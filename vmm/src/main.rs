@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => commands::sweep::main(&args),
         Command::Compare(args) => commands::compare::main(&args),
         Command::NewPayload(args) => commands::new_payload::main(&args),
+        Command::Check(args) => commands::check::main(&args),
     }
 }
 
@@ -39,10 +40,19 @@ fn clap_error(e: clap::Error) -> ExitCode {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("bad arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            // clap lists the choices on a later line: keep them on this one.
-            let choices = match e.get(ContextKind::ValidValue) {
-                Some(ContextValue::Strings(v)) if !v.is_empty() => {
+            // clap lists the choices (or the missing flags) on later lines:
+            // keep them on this one.
+            let choices = match (
+                e.get(ContextKind::ValidValue),
+                e.get(ContextKind::InvalidArg),
+            ) {
+                (Some(ContextValue::Strings(v)), _) if !v.is_empty() => {
                     format!(": expected one of {}", v.join(", "))
+                }
+                (_, Some(ContextValue::Strings(v)))
+                    if e.kind() == ErrorKind::MissingRequiredArgument =>
+                {
+                    format!(" {}", v.join(", "))
                 }
                 _ => String::new(),
             };

@@ -342,6 +342,16 @@ impl Lapic {
         self.sipi_pending.take()
     }
 
+    /// Drops a start-up IPI that arrived while the vCPU runs or halts (it is
+    /// ignored outside wait-for-SIPI), unless an INIT is pending ahead of
+    /// it: INIT then SIPI sent to a halted vCPU must both be taken, in that
+    /// order, when it next runs (KVM's `kvm_apic_accept_events`).
+    pub fn drop_stray_sipi(&mut self) {
+        if !self.init_pending {
+            self.sipi_pending = None;
+        }
+    }
+
     /// Whether an NMI, INIT or SIPI is waiting to be taken.
     pub fn has_pending_event(&self) -> bool {
         self.nmi_pending || self.init_pending || self.sipi_pending.is_some()

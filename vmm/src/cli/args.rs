@@ -23,16 +23,34 @@ pub struct Cli {
 pub enum Command {
     /// Boot a VM, run an IPI workload in the guest and report per vCPU and phase.
     #[command(allow_negative_numbers = true)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a mode x workload matrix side by side (or a preset re-creating a known experiment).
     #[command(allow_negative_numbers = true)]
-    Sweep(SweepArgs),
+    Sweep(Box<SweepArgs>),
     /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities; switch them (--set, --restore).
     Host(HostArgs),
     /// Compare recorded results (--json files) side by side, with ratios to the first.
     Compare(CompareArgs),
     /// Write a new guest payload crate (SDK included) and print how to build and run it.
     NewPayload(NewPayloadArgs),
+    /// Run a plan (TOML: named runs and sweeps with their expectations) and print TAP; exit 0 all hold, 1 one fails, 4 none could be judged.
+    Check(CheckArgs),
+}
+
+/// Flags of `ipivmm check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The plan (e.g. plans/kvm-paths.toml; docs/ci.md).
+    pub plan: PathBuf,
+    /// Also write the verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write each experiment's results (ipivmm.results/1 JSON) into DIR, one file per experiment.
+    #[arg(long, value_name = "DIR")]
+    pub json_dir: Option<PathBuf>,
+    /// Do not name each experiment on stderr as it starts.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Flags of `ipivmm new-payload`.
@@ -456,7 +474,7 @@ mod tests {
         let mut argv = vec!["ipivmm", "run"];
         argv.extend_from_slice(flags);
         Cli::try_parse_from(argv).map(|c| match c.command {
-            Command::Run(a) => a,
+            Command::Run(a) => *a,
             _ => unreachable!("run was parsed"),
         })
     }

@@ -26,7 +26,7 @@ fn parse_run(args: &[String]) -> Result<RunArgs, clap::Error> {
         .map(String::from)
         .chain(args.iter().cloned());
     match Cli::try_parse_from(argv)?.command {
-        Command::Run(r) => Ok(r),
+        Command::Run(r) => Ok(*r),
         _ => Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand)),
     }
 }

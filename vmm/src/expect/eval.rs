@@ -1,6 +1,6 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
-use super::{Expectation, Rhs, Scope, Subject, Vcpus};
+use super::{Expectation, Rhs, Scope, Subject, VcpuCount, Vcpus};
 use crate::results::metrics::RunMetrics;
 use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, RunReport};
@@ -64,13 +64,58 @@ fn full_label(r: &RunReport) -> String {
     )
 }
 
-fn matches(scope: &Scope, r: &RunReport) -> bool {
-    scope
-        .workload
-        .as_ref()
-        .is_none_or(|w| *w == r.mode.workload_label())
-        && scope.vcpus.is_none_or(|n| n == r.mode.vcpus)
-        && scope.label.as_ref().is_none_or(|l| *l == r.label())
+/// A label's mode (its first word, with `apicv-inhibit` when that follows)
+/// and the rest of its words (levers, placement, host setting).
+fn mode_and_extras(label: &str) -> (String, Vec<&str>) {
+    let mut words: Vec<&str> = label.split_whitespace().collect();
+    let mut mode = if words.is_empty() {
+        String::new()
+    } else {
+        words.remove(0).to_string()
+    };
+    if words.first() == Some(&"apicv-inhibit") {
+        mode.push_str(" apicv-inhibit");
+        words.remove(0);
+    }
+    (mode, words)
+}
+
+/// Whether a label matches a scope's: the same mode, and every extra of
+/// the scope among the label's.
+fn label_matches(scope: &str, label: &str) -> bool {
+    let (want_mode, want) = mode_and_extras(scope);
+    let (mode, extras) = mode_and_extras(label);
+    want_mode == mode && want.iter().all(|w| extras.contains(w))
+}
+
+/// Whether `r` matches `scope` (its `maxv` taken as matching any count:
+/// [`runs_of`] picks the largest).
+fn matches_but_count(scope: &Scope, workload: &str, label: &str) -> bool {
+    scope.workload.as_ref().is_none_or(|w| w == workload)
+        && scope.label.as_ref().is_none_or(|l| label_matches(l, label))
+}
+
+/// The runs of `doc` that `scope` names.
+fn runs_of<'d>(doc: &'d Document, scope: &Scope) -> Vec<&'d RunReport> {
+    let candidates: Vec<&RunReport> = doc
+        .runs
+        .iter()
+        .filter(|r| matches_but_count(scope, &r.mode.workload_label(), &r.label()))
+        .collect();
+    match scope.vcpus {
+        None => candidates,
+        Some(VcpuCount::Exactly(n)) => candidates
+            .into_iter()
+            .filter(|r| r.mode.vcpus == n)
+            .collect(),
+        Some(VcpuCount::Max) => {
+            let top = candidates.iter().map(|r| r.mode.vcpus).max();
+            candidates
+                .into_iter()
+                .filter(|r| Some(r.mode.vcpus) == top)
+                .collect()
+        }
+    }
 }
 
 fn scope_text(s: &Scope) -> String {
@@ -78,8 +123,10 @@ fn scope_text(s: &Scope) -> String {
     if let Some(w) = &s.workload {
         parts.push(w.clone());
     }
-    if let Some(n) = s.vcpus {
-        parts.push(format!("{n}v"));
+    match s.vcpus {
+        Some(VcpuCount::Exactly(n)) => parts.push(format!("{n}v")),
+        Some(VcpuCount::Max) => parts.push("maxv".into()),
+        None => {}
     }
     if let Some(l) = &s.label {
         parts.push(l.clone());
@@ -95,10 +142,12 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
         let workload = words.next()?;
         let vcpus = words.next()?.strip_suffix('v')?.parse::<usize>().ok()?;
         let label = words.collect::<Vec<_>>().join(" ");
-        let ok = scope.workload.as_ref().is_none_or(|w| w == workload)
-            && scope.vcpus.is_none_or(|n| n == vcpus)
-            && scope.label.as_ref().is_none_or(|l| *l == label);
-        ok.then(|| format!("not run here: {}", s.reason))
+        let count_ok = match scope.vcpus {
+            Some(VcpuCount::Exactly(n)) => n == vcpus,
+            _ => true,
+        };
+        (count_ok && matches_but_count(scope, workload, &label))
+            .then(|| format!("not run here: {}", s.reason))
     })
 }
 
@@ -262,7 +311,7 @@ fn fmt(v: f64) -> String {
 
 /// The one run of `scope` a ratio reads (the first, when several match).
 fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<f64, Outcome> {
-    let Some(r) = doc.runs.iter().find(|r| matches(scope, r)) else {
+    let Some(r) = runs_of(doc, scope).into_iter().next() else {
         return Err(match skipped_reason(doc, scope) {
             Some(why) => Outcome::Skip(format!("{}: {why}", scope_text(scope))),
             None => Outcome::Fail(format!("no run of {}", scope_text(scope))),
@@ -305,7 +354,7 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
             });
             continue;
         }
-        let runs: Vec<&RunReport> = doc.runs.iter().filter(|r| matches(&e.scope, r)).collect();
+        let runs = runs_of(doc, &e.scope);
         if runs.is_empty() {
             let outcome = match skipped_reason(doc, &e.scope) {
                 Some(why) => Outcome::Skip(why),

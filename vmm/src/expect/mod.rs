@@ -6,7 +6,11 @@
 //! ```text
 //! [SCOPE:] SUBJECT OP NUMBER [± TOL]
 //!
-//! SCOPE    a run's label, optionally after its workload and vCPU count:
+//! SCOPE    [WORKLOAD] [Nv | maxv] [MODE [apicv-inhibit] [LEVER...]]: the runs
+//!          of that workload, vCPU count (`maxv`: the largest that ran) and
+//!          mode (`kernel/x2apic/icr`; `apicv-inhibit` is part of the mode),
+//!          with at least those levers, placement or host setting
+//!          (`-exits:hlt`, `rt`, `pin:0,1`, `close`, `kvm_amd.avic=1`):
 //!          `kernel/x2apic/icr`, `broadcast 4v kernel/xapic/icr apicv-inhibit`
 //!          (without a scope: every run)
 //! SUBJECT  a headline metric, as in the JSON's runs[].metrics:
@@ -93,9 +97,19 @@ pub struct Scope {
     /// The workload (built-in name or the payload's workload label).
     pub workload: Option<String>,
     /// The vCPU count.
-    pub vcpus: Option<usize>,
-    /// The run's label (`RunReport::label`), exactly.
+    pub vcpus: Option<VcpuCount>,
+    /// The mode and the extras of the run's label (`RunReport::label`).
     pub label: Option<String>,
+}
+
+/// A scope's vCPU count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VcpuCount {
+    /// `Nv`: exactly N.
+    Exactly(usize),
+    /// `maxv`: the largest count among the runs the rest of the scope
+    /// matches (a preset's N curve ends where this host's KVM stops).
+    Max,
 }
 
 /// What an expectation reads.

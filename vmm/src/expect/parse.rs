@@ -1,5 +1,5 @@
 //! The expectation grammar (see the module doc of [`super`]).
-use super::{metric_keys, Expectation, Op, Rhs, Scope, Subject, Vcpus};
+use super::{metric_keys, Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
 
 /// An expectation that cannot be read, with what was expected instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +129,14 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
         ..Scope::default()
     };
     for w in &words[..label_at] {
-        match w.strip_suffix('v').and_then(|n| n.parse::<usize>().ok()) {
+        let count = match *w {
+            "maxv" => Some(VcpuCount::Max),
+            _ => w
+                .strip_suffix('v')
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(VcpuCount::Exactly),
+        };
+        match count {
             Some(n) if scope.vcpus.is_none() => scope.vcpus = Some(n),
             _ if scope.workload.is_none() && scope.vcpus.is_none() => scope.workload = Some((*w).to_string()),
             _ => {
@@ -220,7 +227,7 @@ mod tests {
             e.scope,
             Scope {
                 workload: Some("broadcast".into()),
-                vcpus: Some(4),
+                vcpus: Some(VcpuCount::Exactly(4)),
                 label: Some("kernel/xapic/icr pin:0,1".into())
             }
         );

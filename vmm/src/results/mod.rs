@@ -409,14 +409,17 @@ impl RunReport {
         self.status == RunStatus::Completed
     }
 
-    /// The mode of the run.
-    pub fn run_mode(&self) -> Mode {
-        Mode {
-            irqchip: self.mode.irqchip,
-            apic: self.mode.apic,
-            ipi: self.mode.ipi,
-            apicv: self.apicv.requested,
-        }
+    /// The headline metrics of the run's measured phase: the `metrics`
+    /// object the JSON carries for it (`runs[].metrics`), per operation and
+    /// per delivered IPI.
+    ///
+    /// ```no_run
+    /// let report = ipivmm::run(&ipivmm::VmConfig::default(), ipivmm::RunOptions::default()).unwrap();
+    /// let m = report.metrics();
+    /// assert_eq!(m.values.get("ipis_per_operation"), Some(&1.0));
+    /// ```
+    pub fn metrics(&self) -> metrics::RunMetrics {
+        metrics::RunMetrics::of(&summary::summarize(self))
     }
 
     /// The one label of a run: [`Mode::label`], the levers that differ

@@ -162,7 +162,9 @@ impl PhaseResult {
     }
 
     /// The exit sampler's figures as counters: per reason its count
-    /// (`<reason>`) and host time (`<reason>:host_ns`), then `lost`.
+    /// (`<reason>`) and host time (`<reason>:host_ns`), then `lost` and
+    /// `missing` (KVM's exits stat minus the exits counted by reason, where
+    /// known).
     fn sampled_counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
         let e = self.exit_reasons.as_ref();
         let reasons = e.into_iter().flat_map(|e| {
@@ -173,7 +175,15 @@ impl PhaseResult {
                 ]
             })
         });
-        reasons.chain(e.map(|e| ("exit_reasons", "lost", e.lost)))
+        let totals = e.into_iter().flat_map(|e| {
+            [
+                ("exit_reasons", "lost", Some(e.lost)),
+                ("exit_reasons", "missing", e.missing),
+            ]
+            .into_iter()
+            .filter_map(|(s, n, v)| Some((s, n, v?)))
+        });
+        reasons.chain(totals)
     }
 }
 

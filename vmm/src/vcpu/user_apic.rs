@@ -194,11 +194,13 @@ impl UserApic {
 
     /// KVM_EXIT_HLT: park until something ends the halt
     /// ([`Lapic::wakes_from_halt`] with the guest's RFLAGS.IF `if_flag`) or
-    /// `stop` is set. A start-up IPI that arrives meanwhile is dropped.
+    /// `stop` is set. A start-up IPI that arrives meanwhile is dropped,
+    /// unless an INIT precedes it (the INIT wakes the vCPU, and the SIPI
+    /// then starts it: see [`Lapic::drop_stray_sipi`]).
     pub fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
         self.park(index, stop, |l| {
             // Ignored outside wait-for-SIPI (and not waking the vCPU).
-            let _ = l.take_sipi();
+            l.drop_stray_sipi();
             l.wakes_from_halt(if_flag)
         });
     }

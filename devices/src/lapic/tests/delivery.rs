@@ -329,6 +329,25 @@ fn what_ends_a_halt_and_a_wait_for_sipi() {
     assert!(!l.has_pending_event() && !l.wakes_from_halt(true));
 }
 
+/// The CI race of the user irqchip: INIT and SIPI both land before the
+/// halted vCPU's thread looks. The halt drops stray SIPIs, but not one an
+/// INIT precedes; a SIPI alone is dropped.
+#[test]
+fn a_sipi_behind_an_init_survives_the_halt() {
+    let mut g = group(2, false);
+    let _ = g.deliver(&xreq(0, INIT, 1));
+    let _ = g.deliver(&xreq(0, SIPI | 0x9A, 1));
+    let l = g.get_mut(1).expect("vCPU");
+    l.drop_stray_sipi();
+    assert!(l.wakes_from_halt(false));
+    assert!(l.take_init());
+    assert_eq!(l.take_sipi(), Some(0x9A), "kept behind the INIT");
+    let _ = g.deliver(&xreq(0, SIPI | 0x9B, 1));
+    let l = g.get_mut(1).expect("vCPU");
+    l.drop_stray_sipi();
+    assert!(!l.has_pending_event(), "dropped without an INIT");
+}
+
 #[test]
 fn init_level_deassert_is_a_no_op() {
     let mut g = group(4, false);

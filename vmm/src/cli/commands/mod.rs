@@ -1,4 +1,5 @@
 //! One module per subcommand; `main.rs` only dispatches.
+pub mod check;
 pub mod compare;
 pub mod host;
 pub mod host_switch;

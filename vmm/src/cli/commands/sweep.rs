@@ -16,69 +16,139 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// A sweep checked and planned: what it will run on this host.
+pub struct Planned {
+    spec: SweepSpec,
+    host: Option<ipivmm::host::HostInfo>,
+    host_sweep: Option<ipivmm::sweep::HostSweep>,
+    preset: Option<ipivmm::results::PresetReport>,
+}
+
+/// A sweep that ran.
+pub struct Swept {
+    /// Its results.
+    pub doc: Document,
+    /// Host-switch errors.
+    pub errors: Vec<String>,
+    /// How long it took.
+    pub wall: Duration,
+    /// Whether every run completed (and any ran, and nothing was cancelled).
+    pub ok: bool,
+}
+
+/// Checks `args` and plans the sweep on this host; an error is a usage
+/// error or a plan with nothing to run (exit 2).
+pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, String> {
+    let host = ipivmm::host::probe().ok();
+    let preset_host = args
+        .preset
+        .map(|_| PresetHost::probe(std::path::Path::new("/dev/kvm"), host.clone()));
+    let spec = spec_of(args, preset_host.as_ref())?;
+    validate(&spec)?;
+    let host_sweep = preflight(&spec.host_params, host.as_ref())?;
+    let (runs, skipped) = plan(&spec, host.as_ref());
+    if runs.is_empty() && host_sweep.is_none() {
+        return Err(format!(
+            "nothing to run: all {} combinations are skipped ({})",
+            skipped.len(),
+            skipped.first().map_or(String::new(), |s| s.reason.clone())
+        ));
+    }
+    let preset = args
+        .preset
+        .zip(preset_host.as_ref())
+        .map(|(p, h)| p.report(h, &runs, &skipped));
+    Ok(Planned {
+        spec,
+        host,
+        host_sweep,
+        preset,
+    })
+}
+
+impl Planned {
+    /// What the preset asks and this host can answer, if it is a preset.
+    pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
+        self.preset.as_ref()
+    }
+
+    /// Runs the plan, telling `events`; stops at `cancel`.
+    pub fn run(
+        self,
+        observer_pairs: u32,
+        cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+        events: &dyn SweepEvents,
+    ) -> Swept {
+        let started = Instant::now();
+        let opts = SweepOptions {
+            observer_pairs,
+            cancel: cancel.clone(),
+        };
+        let out = execute(
+            &self.spec,
+            self.host.as_ref(),
+            self.host_sweep.as_ref(),
+            &opts,
+            events,
+        );
+        let wall = started.elapsed();
+        let ran = out.reports.len();
+        let mut doc = Document::new(out.reports, out.skipped);
+        doc.preset = self.preset;
+        let ok = !cancel.load(Ordering::SeqCst)
+            && ran > 0
+            && out.errors.is_empty()
+            && doc.runs.iter().all(|r| r.succeeded());
+        Swept {
+            doc,
+            errors: out.errors,
+            wall,
+            ok,
+        }
+    }
+}
+
 /// Run the `sweep` subcommand.
 pub fn main(args: &SweepArgs) -> ExitCode {
     init_log("warn");
     // Signals from here on cancel the sweep cleanly (host switch included).
     let cancel = ipivmm::interrupt::cancel_flag();
-    let host = ipivmm::host::probe().ok();
-    let preset_host = args
-        .preset
-        .map(|_| PresetHost::probe(std::path::Path::new("/dev/kvm"), host.clone()));
-    let spec = match spec_of(args, preset_host.as_ref()).and_then(|s| validate(&s).map(|_| s)) {
-        Ok(s) => s,
+    let planned = match plan_sweep(args) {
+        Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let host_sweep = match preflight(&spec.host_params, host.as_ref()) {
-        Ok(h) => h,
-        Err(e) => return fail(e),
-    };
-    let (runs, skipped) = plan(&spec, host.as_ref());
-    if let Some(note) = oversubscription_note(&spec) {
+    if let Some(note) = oversubscription_note(&planned.spec) {
         if !args.quiet {
             eprintln!("{note}");
         }
-    }
-    if runs.is_empty() && host_sweep.is_none() {
-        return fail(format!(
-            "nothing to run: all {} combinations are skipped ({})",
-            skipped.len(),
-            skipped.first().map_or(String::new(), |s| s.reason.clone())
-        ));
     }
     let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
         Ok(out) => out,
         Err(e) => return fail(e),
     };
     // What the preset asks and what this host can answer, before anything runs.
-    let preset = args
-        .preset
-        .zip(preset_host.as_ref())
-        .map(|(p, h)| p.report(h, &runs, &skipped));
-    if let (Some(p), false) = (&preset, args.quiet) {
+    if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
     }
-    let started = Instant::now();
-    let opts = SweepOptions {
-        observer_pairs: args.observer_effect,
-        cancel: cancel.clone(),
-    };
     let progress = Progress::new(args.quiet);
-    let out = execute(&spec, host.as_ref(), host_sweep.as_ref(), &opts, &progress);
+    let swept = planned.run(args.observer_effect, &cancel, &progress);
     drop(progress);
-    let wall = started.elapsed();
-    let ran = out.reports.len();
-    let mut doc = Document::new(out.reports, out.skipped);
-    doc.preset = preset;
-    let errors = outputs.write(&doc);
+    let errors = outputs.write(&swept.doc);
     if !args.quiet {
-        print_text(&sweep_tables::render(&doc, wall), outputs.uses_stdout());
+        print_text(
+            &sweep_tables::render(&swept.doc, swept.wall),
+            outputs.uses_stdout(),
+        );
     }
-    let cancelled = cancel.load(Ordering::SeqCst);
-    let ok =
-        !cancelled && ran > 0 && out.errors.is_empty() && doc.runs.iter().all(|r| r.succeeded());
-    let errors: Vec<String> = errors.into_iter().chain(out.errors).collect();
-    finish(&doc, &args.gate, &outputs, "ipivmm sweep", ok, errors)
+    let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
+    finish(
+        &swept.doc,
+        &args.gate,
+        &outputs,
+        "ipivmm sweep",
+        swept.ok,
+        errors,
+    )
 }
 
 /// The sweep's events on the terminal: a progress bar per stage (hidden
@@ -228,7 +298,7 @@ mod tests {
         let mut argv = vec!["ipivmm", "sweep"];
         argv.extend_from_slice(flags);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Sweep(a) => a,
+            Command::Sweep(a) => *a,
             _ => unreachable!("sweep was parsed"),
         }
     }

@@ -26,6 +26,122 @@ pub enum Dimension {
     Mode,
     /// One column per vCPU count: how a figure grows with N.
     Vcpus,
+    /// One column per target wait (spin, halt, halt-immediate).
+    Target,
+    /// One column per interrupt controller (kernel, split, user).
+    Irqchip,
+    /// One column per guest APIC mode (xapic, x2apic).
+    Apic,
+    /// One column per IPI path (icr, pv).
+    Ipi,
+    /// One column per APICv request (apicv-host, apicv-inhibit).
+    Apicv,
+    /// One column per host setting of a `sweep --host-param` (e.g. kvm_amd.avic=0, =1).
+    HostParam,
+}
+
+impl Dimension {
+    /// Every dimension.
+    pub const ALL: [Dimension; 9] = [
+        Dimension::File,
+        Dimension::Mode,
+        Dimension::Vcpus,
+        Dimension::Target,
+        Dimension::Irqchip,
+        Dimension::Apic,
+        Dimension::Ipi,
+        Dimension::Apicv,
+        Dimension::HostParam,
+    ];
+}
+
+/// What a run is along every dimension but the file, as `compare` reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunParts {
+    /// The run's label (`RunReport::label`).
+    pub label: String,
+    /// Workload (or payload) without the target wait.
+    pub workload: String,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Target wait.
+    pub target: String,
+    /// Interrupt controller.
+    pub irqchip: String,
+    /// Guest APIC mode.
+    pub apic: String,
+    /// IPI path.
+    pub ipi: String,
+    /// `apicv-host` or `apicv-inhibit`.
+    pub apicv: String,
+    /// The `--host-param` setting, or `host as it is`.
+    pub host_param: String,
+}
+
+impl RunParts {
+    /// The parts of `r`.
+    pub fn of(r: &crate::results::RunReport) -> Self {
+        let m = &r.mode;
+        Self {
+            label: r.label(),
+            workload: match &m.payload {
+                Some(_) => format!("payload {}", m.workload_label()),
+                None => m.workload_label(),
+            },
+            vcpus: m.vcpus,
+            target: m.target.name().to_string(),
+            irqchip: m.irqchip.name().to_string(),
+            apic: m.apic.name().to_string(),
+            ipi: m.ipi.name().to_string(),
+            apicv: format!("apicv-{}", r.apicv.requested),
+            host_param: r
+                .host_param
+                .clone()
+                .unwrap_or_else(|| "host as it is".into()),
+        }
+    }
+
+    /// The value along `by` (None for the file, which is not a run's).
+    pub fn value(&self, by: Dimension) -> Option<String> {
+        Some(match by {
+            Dimension::File => return None,
+            Dimension::Mode => self.label.clone(),
+            Dimension::Vcpus => self.vcpus.to_string(),
+            Dimension::Target => self.target.clone(),
+            Dimension::Irqchip => self.irqchip.clone(),
+            Dimension::Apic => self.apic.clone(),
+            Dimension::Ipi => self.ipi.clone(),
+            Dimension::Apicv => self.apicv.clone(),
+            Dimension::HostParam => self.host_param.clone(),
+        })
+    }
+
+    /// The label with the part `by` stands for taken out (`*` in the
+    /// mode's `irqchip/apic/ipi`), so the runs that differ only there
+    /// share a row.
+    fn label_without(&self, by: Dimension) -> String {
+        let mut words: Vec<String> = self.label.split_whitespace().map(String::from).collect();
+        match by {
+            Dimension::Irqchip | Dimension::Apic | Dimension::Ipi => {
+                if let Some(first) = words.first_mut() {
+                    let mut parts: Vec<&str> = first.split('/').collect();
+                    let i = match by {
+                        Dimension::Irqchip => 0,
+                        Dimension::Apic => 1,
+                        _ => 2,
+                    };
+                    if let Some(p) = parts.get_mut(i) {
+                        *p = "*";
+                    }
+                    *first = parts.join("/");
+                }
+            }
+            Dimension::Apicv => words.retain(|w| w != "apicv-inhibit"),
+            Dimension::HostParam => words.retain(|w| *w != self.host_param),
+            _ => {}
+        }
+        words.join(" ")
+    }
 }
 
 /// The rows' values of the dimensions that are not columns.
@@ -164,6 +280,8 @@ pub struct Recorded {
     pub skipped: Vec<SkippedMode>,
     /// Each run's summary, in the document's order.
     pub runs: Vec<RunSummary>,
+    /// Each run's parts, in the same order.
+    pub parts: Vec<RunParts>,
 }
 
 impl Recorded {
@@ -173,6 +291,7 @@ impl Recorded {
             host: host_line(d),
             skipped: d.skipped.clone(),
             runs: d.runs.iter().map(summarize).collect(),
+            parts: d.runs.iter().map(RunParts::of).collect(),
         }
     }
 }
@@ -218,7 +337,7 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
     for (fi, (name, d)) in docs.iter().enumerate() {
         // Runs of this file seen so far per (mode, vCPUs, workload).
         let mut seen: HashMap<(String, usize, String), usize> = HashMap::new();
-        for s in &d.runs {
+        for (s, parts) in d.runs.iter().zip(&d.parts) {
             let s = s.clone();
             let (workload, vcpus, label) = (workload_of(&s), s.group.vcpus, s.mode.clone());
             let n = seen
@@ -226,9 +345,9 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                 .or_default();
             let repeat = *n;
             *n += 1;
-            let mode = match repeat {
-                0 => label,
-                n => format!("{label} #{}", n + 1),
+            let numbered = |m: String| match repeat {
+                0 => m,
+                n => format!("{m} #{}", n + 1),
             };
             let (column, key) = match by {
                 Dimension::File => (
@@ -237,11 +356,11 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload,
                         file: None,
                         vcpus: Some(vcpus),
-                        mode: Some(mode),
+                        mode: Some(numbered(label)),
                     },
                 ),
                 Dimension::Mode => (
-                    mode,
+                    numbered(label),
                     RowKey {
                         workload,
                         file: Some(name.clone()),
@@ -255,7 +374,25 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload,
                         file: Some(name.clone()),
                         vcpus: None,
-                        mode: Some(mode),
+                        mode: Some(numbered(label)),
+                    },
+                ),
+                Dimension::Target => (
+                    parts.target.clone(),
+                    RowKey {
+                        workload: parts.workload.clone(),
+                        file: Some(name.clone()),
+                        vcpus: Some(vcpus),
+                        mode: Some(numbered(label)),
+                    },
+                ),
+                part => (
+                    parts.value(part).unwrap_or_default(),
+                    RowKey {
+                        workload,
+                        file: Some(name.clone()),
+                        vcpus: Some(vcpus),
+                        mode: Some(numbered(parts.label_without(part))),
                     },
                 ),
             };
@@ -394,6 +531,38 @@ fn column_of(p: &Placed, by: Dimension, columns: &[String]) -> usize {
     }
 }
 
+/// Why no row has two columns, and what to compare by instead: the
+/// dimensions along which the runs do differ (besides `by`).
+fn no_pairs_hint(docs: &[(String, Recorded)], by: Dimension) -> String {
+    let parts: Vec<&RunParts> = docs.iter().flat_map(|(_, d)| &d.parts).collect();
+    let differ: Vec<Dimension> = Dimension::ALL
+        .into_iter()
+        .filter(|d| *d != by && *d != Dimension::Mode)
+        .filter(|d| match d {
+            Dimension::File => docs.len() > 1,
+            _ => {
+                let mut values: Vec<Option<String>> = parts.iter().map(|p| p.value(*d)).collect();
+                values.sort();
+                values.dedup();
+                values.len() > 1
+            }
+        })
+        .collect();
+    let names: Vec<String> = differ.iter().map(|d| d.to_string()).collect();
+    match differ.len() {
+        0 => format!("no row has runs in two columns, so nothing is compared: the runs differ in the {by} only where their other dimensions differ too"),
+        1 => format!(
+            "no row has runs in two columns, so nothing is compared: the runs differ in their {}: try --by {}",
+            names[0], names[0]
+        ),
+        _ => format!(
+            "no row has runs in two columns, so nothing is compared: the runs differ in {} at once, so no single --by lines them up (try --by {} to see each)",
+            names.join(", "),
+            names.join(" or --by ")
+        ),
+    }
+}
+
 /// The rows of `placed` in `columns`, with the flags and notes of the empty cells.
 fn line_up(
     docs: &[(String, Recorded)],
@@ -490,15 +659,7 @@ fn line_up(
     if n > 1 && rows.iter().all(|r| r.cells.iter().flatten().count() < 2) {
         // Every cell would be flagged: say why once instead.
         flags.retain(|f| f.ends_with("did not complete"));
-        let others: Vec<String> = [Dimension::File, Dimension::Mode, Dimension::Vcpus]
-            .into_iter()
-            .filter(|d| *d != by)
-            .map(|d| format!("--by {d}"))
-            .collect();
-        flags.push(format!(
-            "no row has runs in two columns, so nothing is compared: the runs differ in more than the {by}; try {}",
-            others.join(" or ")
-        ));
+        flags.push(no_pairs_hint(docs, by));
     }
     Comparison {
         by,

@@ -11,8 +11,8 @@ use std::fmt::Write;
 pub(super) fn column_header(c: &Comparison, i: usize) -> String {
     match c.by {
         Dimension::File => format!("[{}]", i + 1),
-        Dimension::Mode => c.columns[i].clone(),
         Dimension::Vcpus => format!("N={}", c.columns[i]),
+        _ => c.columns[i].clone(),
     }
 }
 
@@ -39,6 +39,7 @@ fn key_headers(c: &Comparison) -> Vec<String> {
         h.push("vCPUs".into());
     }
     if c.by != Dimension::Mode {
+        // Where a part of it is the columns, `*` stands for that part.
         h.push("mode".into());
     }
     if c.rows.iter().any(|r| r.key.file.is_some()) {

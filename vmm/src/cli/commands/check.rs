@@ -1,0 +1,328 @@
+//! `ipivmm check PLAN.toml`: a suite as data (like kvm-unit-tests'
+//! `unittests.cfg`): named experiments, each a `run` or a `sweep` written as
+//! its command line, with the expectations that must hold, and what the
+//! host must have for them to mean anything. The verdicts go out as TAP on
+//! stdout (and JUnit with `--junit`); the exit code is kselftest's: 0 all
+//! hold, 1 one fails, 4 none could be judged. docs/ci.md.
+use super::sweep::plan_sweep;
+use super::{fail, init_log};
+use crate::cli::args::{CheckArgs, Cli, Command, RunArgs, SweepArgs};
+use clap::Parser;
+use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
+use ipivmm::host::HostInfo;
+use ipivmm::output::dest::{emit, write_atomic, Dest};
+use ipivmm::sweep::Quiet;
+use ipivmm::{Document, RunOptions, SerialSink};
+use serde::Deserialize;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// A plan file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plan {
+    /// The suite's name (the TAP comment, the JUnit suite).
+    name: String,
+    /// What the suite checks.
+    #[serde(default)]
+    about: String,
+    /// The experiments, in order.
+    #[serde(rename = "experiment")]
+    experiments: Vec<Experiment>,
+}
+
+/// One experiment of a plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Experiment {
+    /// Its name (prefixes its test points).
+    name: String,
+    /// What it shows.
+    #[serde(default)]
+    about: String,
+    /// `ipivmm run` flags.
+    run: Option<String>,
+    /// `ipivmm sweep` flags.
+    sweep: Option<String>,
+    /// What the host must have: apicv, ipiv, avic, x2avic, hardware-kvm,
+    /// two-sockets; without it every expectation is a skip with the reason.
+    #[serde(default)]
+    requires: Vec<String>,
+    /// The expectations.
+    expect: Vec<String>,
+}
+
+/// An experiment checked: its command parsed, its expectations read.
+enum Job {
+    Run(Box<RunArgs>),
+    Sweep(Box<SweepArgs>),
+}
+
+/// What the host lacks of `need`, if anything.
+fn unmet(need: &str, host: Option<&HostInfo>) -> Result<Option<String>, String> {
+    let verdict = |pick: fn(&ipivmm::host::ApicvVerdicts) -> &ipivmm::host::ApicvSupport| match host
+        .map(|h| pick(&h.verdicts))
+    {
+        Some(ipivmm::host::ApicvSupport::Available) => None,
+        Some(ipivmm::host::ApicvSupport::Unavailable(why)) => Some(format!("needs {need}: {why}")),
+        None => Some(format!("needs {need}: the host facts could not be read")),
+    };
+    Ok(match need {
+        "apicv" => verdict(|v| &v.apicv),
+        "ipiv" => verdict(|v| &v.ipiv),
+        "avic" => verdict(|v| &v.avic),
+        "x2avic" => verdict(|v| &v.x2avic),
+        "apicv-or-avic" => verdict(|v| &v.apicv).and(verdict(|v| &v.avic)),
+        "hardware-kvm" => match host.map(|h| &h.backend) {
+            Some(ipivmm::host::KvmBackend::KvmIntel | ipivmm::host::KvmBackend::KvmAmd) => None,
+            Some(b) => Some(format!("needs a hardware KVM (kvm_intel or kvm_amd); this is {b}")),
+            None => Some("needs a hardware KVM: the host facts could not be read".into()),
+        },
+        "two-sockets" => {
+            let cpus = ipivmm::mode::levers::allowed_cpus();
+            let places = ipivmm::sweep::topology::read_places(Path::new("/sys/devices/system/cpu"), &cpus);
+            let mut sockets: Vec<i64> = places.iter().map(|p| p.package).collect();
+            sockets.sort_unstable();
+            sockets.dedup();
+            (sockets.len() < 2).then(|| format!("needs two sockets; this host has {}", sockets.len()))
+        }
+        other => {
+            return Err(format!(
+                "requires '{other}': not one of apicv, ipiv, avic, x2avic, apicv-or-avic, hardware-kvm, two-sockets"
+            ))
+        }
+    })
+}
+
+/// Parses `flags` as the flags of `ipivmm <command>`.
+fn parse_job(command: &str, flags: &str) -> Result<Job, String> {
+    let words = shlex::split(flags)
+        .ok_or_else(|| format!("cannot split '{flags}' into words (unbalanced quotes?)"))?;
+    let argv = ["ipivmm", command]
+        .into_iter()
+        .map(String::from)
+        .chain(words);
+    match Cli::try_parse_from(argv)
+        .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?
+        .command
+    {
+        Command::Run(a) => Ok(Job::Run(a)),
+        Command::Sweep(a) => Ok(Job::Sweep(a)),
+        _ => unreachable!("the command word is run or sweep"),
+    }
+}
+
+/// The plan read and every experiment checked, before anything runs.
+/// A job of the plan with its parsed expectations.
+type Checked = (Job, Vec<Expectation>);
+
+fn load(path: &Path) -> Result<(Plan, Vec<Checked>), String> {
+    let text =
+        ipivmm::inputs::read_text(path, 1 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
+    let plan: Plan =
+        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+    let mut jobs = Vec::new();
+    for x in &plan.experiments {
+        let at = |e: String| format!("{}: experiment '{}': {e}", path.display(), x.name);
+        let job = match (&x.run, &x.sweep) {
+            (Some(r), None) => parse_job("run", r),
+            (None, Some(s)) => parse_job("sweep", s),
+            _ => Err("give one of run = \"FLAGS\" or sweep = \"FLAGS\"".into()),
+        }
+        .map_err(at)?;
+        let expectations = x
+            .expect
+            .iter()
+            .map(|e| e.parse::<Expectation>().map_err(|e| at(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if expectations.is_empty() {
+            return Err(at("no expectation: add expect = [\"...\"]".into()));
+        }
+        for need in &x.requires {
+            unmet(need, None).map_err(at)?;
+        }
+        jobs.push((job, expectations));
+    }
+    if jobs.is_empty() {
+        return Err(format!("{}: no [[experiment]]", path.display()));
+    }
+    Ok((plan, jobs))
+}
+
+/// Every expectation of an experiment that could not be judged, as a skip.
+fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
+    expectations
+        .iter()
+        .map(|e| Verdict {
+            name: format!("{name}: {}", e.text),
+            outcome: Outcome::Skip(why.to_string()),
+        })
+        .collect()
+}
+
+/// Runs one experiment: its document, or why it could not run.
+fn execute(
+    job: &Job,
+    cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Document, String> {
+    match job {
+        Job::Run(args) => {
+            let config = args.to_config()?;
+            let opts = RunOptions {
+                serial: SerialSink::Discard,
+                cancel: Some(cancel.clone()),
+                ..RunOptions::default()
+            };
+            let report = ipivmm::run(&config, opts).map_err(|e| e.to_string())?;
+            Ok(Document::new(vec![report], Vec::new()))
+        }
+        Job::Sweep(args) => {
+            let planned = plan_sweep(args)?;
+            Ok(planned.run(args.observer_effect, cancel, &Quiet).doc)
+        }
+    }
+}
+
+/// Run the `check` subcommand.
+pub fn main(args: &CheckArgs) -> ExitCode {
+    init_log("warn");
+    let (plan, jobs) = match load(&args.plan) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let junit = match &args.junit {
+        Some(p) => match ipivmm::output::dest::check_file(p, "--junit") {
+            Ok(()) => Some(p.clone()),
+            Err(e) => return fail(e),
+        },
+        None => None,
+    };
+    if let Some(dir) = &args.json_dir {
+        if let Err(e) = ipivmm::output::dest::prepare_dir(dir, "--json-dir") {
+            return fail(e);
+        }
+    }
+    let cancel = ipivmm::interrupt::cancel_flag();
+    let host = ipivmm::host::probe().ok();
+    let mut verdicts = Vec::new();
+    let mut errors = Vec::new();
+    for (x, (job, expectations)) in plan.experiments.iter().zip(&jobs) {
+        if !args.quiet {
+            eprintln!(
+                "ipivmm: check: {}{}",
+                x.name,
+                if x.about.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", x.about)
+                }
+            );
+        }
+        let missing: Vec<String> = x
+            .requires
+            .iter()
+            .filter_map(|need| unmet(need, host.as_ref()).ok().flatten())
+            .collect();
+        if !missing.is_empty() {
+            verdicts.extend(all_skipped(&x.name, expectations, &missing.join("; ")));
+            continue;
+        }
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            verdicts.extend(all_skipped(&x.name, expectations, "not run: cancelled"));
+            continue;
+        }
+        let doc = match execute(job, &cancel) {
+            Ok(d) => d,
+            Err(why) => {
+                verdicts.extend(all_skipped(
+                    &x.name,
+                    expectations,
+                    &format!("could not run here: {why}"),
+                ));
+                continue;
+            }
+        };
+        if let Some(dir) = &args.json_dir {
+            let slug = ipivmm::output::slug(&x.name);
+            let written = std::fs::create_dir_all(dir).and_then(|_| {
+                write_atomic(&dir.join(format!("{slug}.json")), doc.to_json().as_bytes())
+            });
+            if let Err(e) = written {
+                errors.push(format!("writing --json-dir {}: {e}", dir.display()));
+            }
+        }
+        for mut v in evaluate(&doc, expectations).0 {
+            v.name = format!("{}: {}", x.name, v.name);
+            verdicts.push(v);
+        }
+    }
+    let verdicts = Verdicts(verdicts);
+    let suite = if plan.about.is_empty() {
+        plan.name.clone()
+    } else {
+        format!("{}: {}", plan.name, plan.about)
+    };
+    if let Err(e) = emit(
+        &Dest::Stdout,
+        ipivmm::output::tap::render(&verdicts, &suite).as_bytes(),
+    ) {
+        errors.push(format!("writing TAP: {e}"));
+    }
+    if let Some(p) = junit {
+        let written = ipivmm::output::junit::render(&verdicts, &plan.name)
+            .and_then(|xml| write_atomic(&p, xml.as_bytes()).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            errors.push(format!("writing --junit: {e}"));
+        }
+    }
+    let (passed, failed, skipped) = verdicts.counts();
+    eprintln!(
+        "ipivmm: check {}: {passed} passed, {failed} failed, {skipped} skipped",
+        plan.name
+    );
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    if errors.is_empty() {
+        ExitCode::from(verdicts.exit_code())
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> std::path::PathBuf {
+        let p =
+            std::env::temp_dir().join(format!("ipivmm-plan-{}-{name}.toml", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn the_shipped_plans_load() {
+        for plan in ["kvm-paths", "seeds"] {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plans/{plan}.toml"));
+            let (plan, jobs) = load(&p).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(plan.experiments.len(), jobs.len());
+        }
+    }
+
+    #[test]
+    fn bad_plans_are_one_line_errors_naming_the_experiment() {
+        for (text, needle) in [
+            ("name = \"x\"\n", "missing field `experiment`"),
+            ("name = \"x\"\n[[experiment]]\nname = \"a\"\nexpect = [\"exits_per_ipi < 1\"]\n", "give one of run"),
+            ("name = \"x\"\n[[experiment]]\nname = \"a\"\nrun = \"--vcpus two\"\nexpect = [\"exits_per_ipi < 1\"]\n", "experiment 'a'"),
+            ("name = \"x\"\n[[experiment]]\nname = \"a\"\nrun = \"\"\nexpect = [\"exits_per_ip < 1\"]\n", "no metric 'exits_per_ip'"),
+            ("name = \"x\"\n[[experiment]]\nname = \"a\"\nrun = \"\"\nrequires = [\"avx\"]\nexpect = [\"exits_per_ipi < 1\"]\n", "requires 'avx'"),
+            ("name = \"x\"\n[[experiment]]\nname = \"a\"\nrun = \"\"\nexpect = []\n", "no expectation"),
+            ("name = \"x\"\nbogus = 1\n", "unknown field"),
+        ] {
+            let e = load(&write("bad", text)).err().unwrap_or_else(|| panic!("accepted: {text}"));
+            assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
+        }
+    }
+}
