@@ -2,7 +2,9 @@
 //! invariants of docs/kernel-paths.md that any KVM host must satisfy) as the
 //! lab reads it back: its TAP version 13 on stdout, written by ipivmm's own
 //! `output::tap`, one test point per expectation (`ok N - name`,
-//! `not ok N - name` with a YAML `message:`, `ok N - name # SKIP why`).
+//! `not ok N - name` with a YAML `message:`, `ok N - name # SKIP why`),
+//! and the JUnit XML it wrote beside it (`output::junit`), which must tell
+//! the same story.
 
 /// The plan the quick and full passes run (`plans/` in the tree, carried
 /// in the initramfs's `/lab/plans`).
@@ -54,7 +56,7 @@ fn directive(rest: &str) -> (String, Option<String>) {
             let skip = d
                 .get(..4)
                 .filter(|w| w.eq_ignore_ascii_case("skip"))
-                .map(|_| d[4..].trim().to_string());
+                .map(|_| unescape(d[4..].trim()));
             return (unescape(&rest[..at]), skip);
         }
         from = at + 3;
@@ -156,6 +158,47 @@ impl Tap {
     }
 }
 
+/// How a JUnit report written by `ipivmm check --junit` disagrees with the
+/// TAP of the same run, or what in it is a failure: not XML, a test case
+/// that failed or errored, a skip without a message, other counts than the
+/// TAP's.
+pub fn junit_offences(xml: &str, tap: &Tap) -> Vec<String> {
+    let doc = match roxmltree::Document::parse(xml) {
+        Ok(d) => d,
+        Err(e) => return vec![format!("not XML: {e}")],
+    };
+    let mut out = Vec::new();
+    let (mut cases, mut skipped) = (0, 0);
+    for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
+        cases += 1;
+        let name = case.attribute("name").unwrap_or("?");
+        for n in case.children().filter(|n| n.is_element()) {
+            match n.tag_name().name() {
+                "failure" | "error" => out.push(format!(
+                    "{name}: {} {}",
+                    n.tag_name().name(),
+                    n.attribute("message").unwrap_or("")
+                )),
+                "skipped" => {
+                    skipped += 1;
+                    if n.attribute("message").is_none_or(|m| m.trim().is_empty()) {
+                        out.push(format!("{name}: skipped without a message"));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let (_, _, tap_skipped) = tap.counts();
+    if (cases, skipped) != (tap.points.len(), tap_skipped) {
+        out.push(format!(
+            "{cases} test cases ({skipped} skipped), the TAP {} points ({tap_skipped} skipped)",
+            tap.points.len()
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +211,10 @@ mod tests {
     /// on this machine's kvm_pvm (ipivmm's own TAP writer, `output::tap`):
     /// one point fails, the PV one is a skip (hypercalls hang here).
     const REAL: &str = include_str!("../../fixtures/tap/sweep-expect.tap");
+
+    /// `ipivmm check plans/kvm-paths.toml --junit` on this machine's kvm_pvm.
+    const CHECK_TAP: &str = include_str!("../../fixtures/tap/check-kvm-paths.tap");
+    const CHECK_JUNIT: &str = include_str!("../../fixtures/tap/check-kvm-paths.junit.xml");
 
     #[test]
     fn ipivmms_tap_is_read_back() {
@@ -199,6 +246,31 @@ mod tests {
             (t.points[0].name.as_str(), t.points[0].skip.as_deref()),
             ("a # b", Some("why"))
         );
+    }
+
+    /// The JUnit `ipivmm check --junit` wrote with the TAP of
+    /// fixtures/tap/check-kvm-paths.tap (this machine, kvm_pvm).
+    #[test]
+    fn the_junit_tells_the_taps_story() {
+        let tap = Tap::parse(CHECK_TAP);
+        assert_eq!(junit_offences(CHECK_JUNIT, &tap), Vec::<String>::new());
+        let (held, failed, skipped) = tap.counts();
+        assert!(held > 0 && skipped > 0 && failed == 0, "{tap:?}");
+        // One case fewer than the TAP has points.
+        let cut = CHECK_JUNIT.replacen("<testcase ", "<dropped ", 1);
+        let cut = cut.replacen("</testcase>", "</dropped>", 1);
+        assert_eq!(junit_offences(&cut, &tap).len(), 1, "{cut}");
+        // A failure.
+        let failed = CHECK_JUNIT.replacen(
+            "classname=\"ipivmm\">",
+            "classname=\"ipivmm\"><failure message=\"got 2\"/>",
+            1,
+        );
+        assert_eq!(
+            junit_offences(&failed, &tap),
+            ["unicast: ipis_per_operation == fan_out [pingpong 2v kernel/xapic/icr]: failure got 2"]
+        );
+        assert_eq!(junit_offences("<testsuites", &tap).len(), 1);
     }
 
     #[test]

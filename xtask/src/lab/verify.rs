@@ -342,6 +342,8 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     let runs = dir.join("runs");
     let mut sweeps = json_files(&runs, "sweep");
     sweeps.extend(json_files(&runs, "preset-"));
+    // What `ipivmm check plans/kvm-paths.toml` ran (--json-dir).
+    sweeps.extend(json_files(&runs.join(tap::STEP), ""));
     if !sweeps.is_empty() || expect != Expect::Custom {
         for (name, check) in checks::RUN_CHECKS {
             files.check(&mut r, name, &sweeps, *check);
@@ -452,6 +454,14 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
             r.check(
                 &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
                 t.offences(),
+            );
+            let junit = format!("{}.junit.xml", tap::STEP);
+            r.check(
+                &format!("{name}: its JUnit ({junit}) says the same"),
+                match fs::read_to_string(dir.join(&junit)) {
+                    Ok(xml) => tap::junit_offences(&xml, &t),
+                    Err(e) => vec![format!("{junit}: {e}")],
+                },
             );
             for s in t.skips() {
                 r.info(format!("  {} skip: {s}", tap::STEP));
@@ -603,12 +613,23 @@ mod tests {
         t.edit("steps.tsv", |s| s + "kvm-paths\t0\t140\n");
         let held = "TAP version 13\n# kvm-paths\n1..3\nok 1 - unicast: ipis_per_operation == fan_out\n  ---\n  value: 1\n  ...\nok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n  ...\nok 3 - pv: icr_write_exits_per_operation == 0 # SKIP not run here: no PV\n# 2 passed, 0 failed, 1 skipped\n";
         fs::write(t.0.join("kvm-paths.tap"), held).unwrap();
+        // Without its JUnit the TAP alone does not pass.
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"]
+        );
+        let junit = r#"<testsuites><testsuite name="kvm-paths">
+            <testcase name="unicast: ipis_per_operation == fan_out"/>
+            <testcase name="unicast: icr_write_exits_per_operation &lt;= 1"/>
+            <testcase name="pv: icr_write_exits_per_operation == 0"><skipped message="not run here: no PV"/></testcase>
+            </testsuite></testsuites>"#;
+        fs::write(t.0.join("kvm-paths.junit.xml"), junit).unwrap();
         let r = verify(Expect::Quick, &t.0);
         assert_eq!(r.failures(), Vec::<&str>::new(), "{}", r.text());
         let text = r.text();
         assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
-        assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
-        assert!(text.ends_with("lab: 23/23 checks passed\n"), "{text}");
+        assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  PASS  ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
+        assert!(text.ends_with("lab: 24/24 checks passed\n"), "{text}");
         // One expectation that does not hold fails the pass, with its message.
         t.edit("kvm-paths.tap", |s| {
             s.replace("ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n", "not ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  message: \"got 2.0000, want <= 1.0000\"\n  severity: fail\n")
@@ -630,7 +651,8 @@ mod tests {
             t.failures(Expect::Quick),
             [
                 "step kvm-paths: exit 1 (140s)",
-                "ipivmm check plans/kvm-paths.toml: 1 held, 0 failed, 0 skipped"
+                "ipivmm check plans/kvm-paths.toml: 1 held, 0 failed, 0 skipped",
+                "ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"
             ]
         );
     }
