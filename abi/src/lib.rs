@@ -98,8 +98,29 @@ pub mod builtin_phases {
     pub const IDLE: (u32, &str) = (0, "idle");
     /// Warm-up, no samples.
     pub const WARMUP: (u32, &str) = (1, "warmup");
-    /// The measured phase; its samples are sent after its end.
+    /// The measured phase's counted part (exits by reason, ICR-write
+    /// exits); its samples are sent after its end.
     pub const MEASURE: (u32, &str) = (2, "measure");
+    /// The measured phase's uncounted part, run first with the same
+    /// iterations: its latency is the headline (nothing per-exit counted).
+    pub const MEASURE_UNCOUNTED: (u32, &str) = (2, "measure-uncounted");
+}
+
+/// Bits of `PhaseBegin`'s `arg[2]`.
+pub mod phase_flags {
+    /// The uncounted part of a measured phase: from this begin marker to
+    /// its end marker the host switches every per-exit counter of the vCPU
+    /// off (exit sampler, BPF exit counter, tracepoint counters), so the
+    /// latency the part measures is not the counters' (KVM's binary stats,
+    /// the guest's own counters and ipivmm's LAPIC model still count: they
+    /// cost nothing per exit). Its counted part is the phase of the same id
+    /// without the flag; the host takes exits from that one and the
+    /// headline latency from this one.
+    pub const UNCOUNTED: u64 = 1 << 0;
+    /// Every defined bit (the host rejects others).
+    pub const ALL: u64 = UNCOUNTED;
+    /// What the SDK appends to a phase's name for its uncounted part.
+    pub const UNCOUNTED_SUFFIX: &str = "-uncounted";
 }
 
 /// Default vector of the measured IPIs.
@@ -185,7 +206,9 @@ pub enum MsgKind {
     /// feature bits (informational).
     Hello = 1,
     /// Begin measured phase `phase`; `arg[0]`/`arg[1]` = GPA/length of its
-    /// UTF-8 name (at most [`MAX_NAME_LEN`] bytes). Counters are snapshot.
+    /// UTF-8 name (at most [`MAX_NAME_LEN`] bytes), `arg[2]` = flags
+    /// ([`phase_flags`]; 0 from payloads that predate them). Counters are
+    /// snapshot.
     PhaseBegin = 2,
     /// End phase `phase`; counters are snapshot again and the window closed.
     PhaseEnd = 3,

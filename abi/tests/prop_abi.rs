@@ -12,20 +12,7 @@ use ipivmm_abi::{
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 fn shorthand() -> impl Strategy<Value = Shorthand> {
     prop_oneof![

@@ -28,76 +28,44 @@ use serde::Serialize;
 
 use crate::tracefs::{EventFormat, Tracefs, TracefsError};
 
-/// `PERF_TYPE_TRACEPOINT`.
-pub const PERF_TYPE_TRACEPOINT: u32 = 2;
-/// `PERF_ATTR_SIZE_VER5`: the size of [`PerfEventAttr`] we pass.
-pub const PERF_ATTR_SIZE_VER5: u32 = 112;
-/// `PERF_FLAG_FD_CLOEXEC`.
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-/// Bit 0 of the attr flag word: `disabled`.
-pub(crate) const ATTR_FLAG_DISABLED: u64 = 1;
+/// `struct perf_event_attr`, from perf-event-open-sys's bindings.
+pub use perf_event_open_sys::bindings::perf_event_attr as PerfEventAttr;
+use perf_event_open_sys::bindings::{
+    PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_TRACEPOINT,
+};
+pub(crate) use perf_event_open_sys::ioctls;
 
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (Linux 4.1+).
-///
-/// The bitfield word (`disabled`, `inherit`, `exclude_*`, ...) is `flags`.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PerfEventAttr {
-    /// Major type (`PERF_TYPE_*`).
-    pub type_: u32,
-    /// Size of this struct.
-    pub size: u32,
-    /// Type-specific config (tracepoint id).
-    pub config: u64,
-    /// `sample_period` / `sample_freq`.
-    pub sample_period: u64,
-    /// `PERF_SAMPLE_*` bits.
-    pub sample_type: u64,
-    /// `PERF_FORMAT_*` bits.
-    pub read_format: u64,
-    /// The bitfield word (`disabled` is bit 0, `inherit` bit 1, ...).
-    pub flags: u64,
-    /// `wakeup_events` / `wakeup_watermark`.
-    pub wakeup_events: u32,
-    /// Breakpoint type.
-    pub bp_type: u32,
-    /// `bp_addr` / `kprobe_func` / `uprobe_path` / `config1`.
-    pub config1: u64,
-    /// `bp_len` / `kprobe_addr` / `probe_offset` / `config2`.
-    pub config2: u64,
-    /// `PERF_SAMPLE_BRANCH_*` bits.
-    pub branch_sample_type: u64,
-    /// User registers to sample.
-    pub sample_regs_user: u64,
-    /// User stack size to sample.
-    pub sample_stack_user: u32,
-    /// Clock for time fields.
-    pub clockid: i32,
-    /// Interrupt registers to sample.
-    pub sample_regs_intr: u64,
-    /// AUX watermark.
-    pub aux_watermark: u32,
-    /// Max stack depth for callchains.
-    pub sample_max_stack: u16,
-    /// Reserved, must be 0.
-    pub reserved_2: u16,
+/// The attributes of an event on tracepoint `id` (tracefs id), opened
+/// disabled; the size passed is `PERF_ATTR_SIZE_VER5` (Linux 4.1+), which
+/// every field set here fits in.
+pub(crate) fn tracepoint_attr(id: u64) -> PerfEventAttr {
+    let mut attr = PerfEventAttr {
+        type_: PERF_TYPE_TRACEPOINT,
+        size: PERF_ATTR_SIZE_VER5,
+        config: id,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    attr
 }
 
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER5 as usize);
-
-pub(crate) mod ioctls {
-    // '$' = 0x24: include/uapi/linux/perf_event.h
-    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_ENABLE, 0x24, 0);
-    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_DISABLE, 0x24, 1);
-    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_RESET, 0x24, 3);
-    vmm_sys_util::ioctl_io_nr!(PERF_EVENT_IOC_SET_OUTPUT, 0x24, 5);
-    vmm_sys_util::ioctl_ior_nr!(PERF_EVENT_IOC_ID, 0x24, 7, *mut u64);
-    vmm_sys_util::ioctl_iow_nr!(
-        PERF_EVENT_IOC_SET_FILTER,
-        0x24,
-        6,
-        *const std::os::raw::c_char
-    );
+/// An ioctl of perf-event-open-sys on `file`: -1 becomes the OS error.
+pub(crate) fn perf_ioctl<A>(
+    file: &File,
+    ioctl: unsafe fn(libc::c_int, A) -> libc::c_int,
+    arg: A,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `file` is a perf event this process owns, open for the call;
+    // every ioctl passed here (ENABLE, DISABLE, RESET, SET_OUTPUT, ID,
+    // SET_FILTER) takes the argument type its binding declares, and the
+    // callers pass pointers that are valid for the call (ID: a live u64,
+    // SET_FILTER: a NUL-terminated string the kernel copies).
+    let ret = unsafe { ioctl(file.as_raw_fd(), arg) };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Errors of a single tracepoint counter.
@@ -170,19 +138,19 @@ pub type Result<T> = std::result::Result<T, TracepointError>;
 
 /// `perf_event_open(attr, pid = 0, cpu = -1, group_fd = -1, FD_CLOEXEC)`:
 /// an event that follows the calling thread on every CPU.
-pub(crate) fn perf_event_open_self(attr: &PerfEventAttr) -> std::io::Result<File> {
+pub(crate) fn perf_event_open_self(mut attr: PerfEventAttr) -> std::io::Result<File> {
     let (pid, cpu, group_fd): (libc::pid_t, libc::c_int, libc::c_int) = (0, -1, -1);
-    // SAFETY: `attr` is a valid, initialized perf_event_attr whose `size`
-    // field matches its layout; the kernel only reads it. The other
-    // arguments are plain integers.
+    // SAFETY: `attr` is an initialized perf_event_attr (zeroed, then set)
+    // whose `size` is no larger than the struct; the kernel reads it and may
+    // write the size it expects back into our copy. The other arguments are
+    // plain integers.
     let ret = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
+        perf_event_open_sys::perf_event_open(
+            &mut attr,
             pid,
             cpu,
             group_fd,
-            PERF_FLAG_FD_CLOEXEC,
+            libc::c_ulong::from(PERF_FLAG_FD_CLOEXEC),
         )
     };
     if ret < 0 {
@@ -205,55 +173,36 @@ impl TracepointCounter {
     /// Opens a counter for tracepoint `id` on the calling thread, with an
     /// optional in-kernel filter; counting starts before this returns.
     pub fn open(id: u64, filter: Option<&str>) -> Result<Self> {
-        let attr = PerfEventAttr {
-            type_: PERF_TYPE_TRACEPOINT,
-            size: PERF_ATTR_SIZE_VER5,
-            config: id,
-            flags: ATTR_FLAG_DISABLED,
-            ..Default::default()
-        };
-        let file =
-            perf_event_open_self(&attr).map_err(|source| TracepointError::Open { id, source })?;
+        let file = perf_event_open_self(tracepoint_attr(id))
+            .map_err(|source| TracepointError::Open { id, source })?;
         let counter = Self { file };
         if let Some(f) = filter {
             counter.set_filter(f)?;
         }
-        counter.ioctl(ioctls::PERF_EVENT_IOC_RESET(), "PERF_EVENT_IOC_RESET")?;
-        counter.ioctl(ioctls::PERF_EVENT_IOC_ENABLE(), "PERF_EVENT_IOC_ENABLE")?;
+        counter.ioctl(ioctls::RESET, "PERF_EVENT_IOC_RESET")?;
+        counter.ioctl(ioctls::ENABLE, "PERF_EVENT_IOC_ENABLE")?;
         Ok(counter)
     }
 
     fn set_filter(&self, filter: &str) -> Result<()> {
         let c = CString::new(filter).map_err(|_| TracepointError::FilterNul(filter.into()))?;
-        // SAFETY: the argument is a valid NUL-terminated string that outlives
-        // the call; the kernel copies it (strndup_user) and does not keep it.
-        let ret = unsafe {
-            vmm_sys_util::ioctl::ioctl_with_ptr(
-                &self.file,
-                ioctls::PERF_EVENT_IOC_SET_FILTER(),
-                c.as_ptr(),
-            )
-        };
-        if ret < 0 {
-            return Err(TracepointError::Filter {
+        // The string outlives the call; the kernel copies it (strndup_user)
+        // and does not keep it or write through it.
+        perf_ioctl(&self.file, ioctls::SET_FILTER, c.as_ptr().cast_mut()).map_err(|source| {
+            TracepointError::Filter {
                 filter: filter.into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(())
+                source,
+            }
+        })
     }
 
-    fn ioctl(&self, req: libc::c_ulong, what: &'static str) -> Result<()> {
-        // SAFETY: ENABLE, DISABLE and RESET take an integer flag argument (0 = this
-        // event only) and touch no user memory; the fd is a perf event we own.
-        let ret = unsafe { vmm_sys_util::ioctl::ioctl_with_val(&self.file, req, 0) };
-        if ret < 0 {
-            return Err(TracepointError::Ioctl {
-                what,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(())
+    /// ENABLE, DISABLE or RESET of this event only (argument 0).
+    fn ioctl(
+        &self,
+        ioctl: unsafe fn(libc::c_int, libc::c_uint) -> libc::c_int,
+        what: &'static str,
+    ) -> Result<()> {
+        perf_ioctl(&self.file, ioctl, 0).map_err(|source| TracepointError::Ioctl { what, source })
     }
 
     /// Stops (`false`) or resumes (`true`) counting: one ioctl, so a vCPU
@@ -261,9 +210,9 @@ impl TracepointCounter {
     /// total counted while enabled.
     pub fn set_enabled(&self, on: bool) -> Result<()> {
         if on {
-            self.ioctl(ioctls::PERF_EVENT_IOC_ENABLE(), "PERF_EVENT_IOC_ENABLE")
+            self.ioctl(ioctls::ENABLE, "PERF_EVENT_IOC_ENABLE")
         } else {
-            self.ioctl(ioctls::PERF_EVENT_IOC_DISABLE(), "PERF_EVENT_IOC_DISABLE")
+            self.ioctl(ioctls::DISABLE, "PERF_EVENT_IOC_DISABLE")
         }
     }
 
@@ -523,13 +472,14 @@ mod tests {
     use crate::tracefs::mount_tracefs;
 
     #[test]
-    fn attr_layout() {
-        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 112);
-        assert_eq!(std::mem::offset_of!(PerfEventAttr, config), 8);
-        assert_eq!(std::mem::offset_of!(PerfEventAttr, flags), 40);
-        assert_eq!(std::mem::offset_of!(PerfEventAttr, wakeup_events), 48);
-        assert_eq!(std::mem::offset_of!(PerfEventAttr, sample_regs_intr), 96);
+    fn the_attr_we_pass_fits_the_size_we_declare() {
+        let a = tracepoint_attr(42);
+        assert!(std::mem::size_of::<PerfEventAttr>() >= a.size as usize);
         assert_eq!(std::mem::offset_of!(PerfEventAttr, sample_max_stack), 108);
+        assert_eq!(
+            (a.type_, a.config, a.disabled()),
+            (PERF_TYPE_TRACEPOINT, 42, 1)
+        );
     }
 
     #[test]

@@ -18,20 +18,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use vmm_sys_util::tempfile::TempFile;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 thread_local! {
     /// One scratch file per test thread, rewritten for every case.

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use crate::control::{ControlError, ControlRequest};
+use crate::control_msg::{ControlError, ControlRequest};
 
 /// Which address space an access targets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -325,7 +325,7 @@ impl Bus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ControlError;
+    use crate::control_msg::ControlError;
 
     /// Records every access; reads return `offset as u8 + i`.
     #[derive(Default)]

@@ -14,182 +14,18 @@
 use core::mem::offset_of;
 
 use ipivmm_abi::{
-    ControlMsg, GuestCounters, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_MSG_SIZE, MAX_NAME_LEN,
-    MAX_SAMPLES_PER_MSG, MAX_TEXT_LEN, REPLY_OK, REPLY_REJECTED, UNIT_TSC_CYCLES,
+    phase_flags, ControlMsg, GuestCounters, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_MSG_SIZE,
+    MAX_NAME_LEN, MAX_SAMPLES_PER_MSG, MAX_TEXT_LEN, REPLY_OK, REPLY_REJECTED, UNIT_TSC_CYCLES,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
-use crate::budget::{DataKind, Excess, GuestBudget};
+use crate::budget::{DataKind, GuestBudget};
 use crate::bus::{BusDevice, DeviceEvent};
+pub use crate::control_msg::{ControlBody, ControlError, ControlRequest, RawControlMsg};
 use std::sync::Arc;
 
 /// Width in bytes of the control port (one 32-bit `out`).
 pub const CONTROL_PORT_LEN: u64 = 4;
-
-/// Why a control-port access or message was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
-    /// The port was written with a width other than 4 bytes.
-    #[error("control port access width {0} bytes (expected a 32-bit out)")]
-    BadAccessWidth(usize),
-    /// `ControlMsg::magic` is wrong.
-    #[error("bad magic {0:#010x} (expected {CONTROL_MAGIC:#010x})")]
-    BadMagic(u32),
-    /// `ControlMsg::version` is not [`ABI_VERSION`].
-    #[error("ABI version {0} (expected {ABI_VERSION})")]
-    BadVersion(u16),
-    /// `ControlMsg::kind` is not a [`MsgKind`].
-    #[error("unknown message kind {0}")]
-    UnknownKind(u16),
-    /// `ControlMsg::vcpu` names a different vCPU than the one that wrote the port.
-    #[error("message from vCPU {claimed} sent by vCPU {actual}")]
-    VcpuMismatch {
-        /// The `vcpu` field of the message.
-        claimed: u32,
-        /// The vCPU that wrote the port.
-        actual: usize,
-    },
-    /// A guest range the message points at is not entirely in guest RAM.
-    #[error("{what}: GPA {gpa:#x} + {len} bytes outside guest RAM")]
-    OutOfRam {
-        /// What the range holds ("control message", "name", ...).
-        what: &'static str,
-        /// Start of the range.
-        gpa: u64,
-        /// Length of the range in bytes.
-        len: u64,
-    },
-    /// A phase or record name is longer than [`MAX_NAME_LEN`].
-    #[error("name too long: {0} bytes (at most {MAX_NAME_LEN})")]
-    NameTooLong(u64),
-    /// A phase or record name has length 0.
-    #[error("empty name")]
-    EmptyName,
-    /// A phase or record name is not valid UTF-8.
-    #[error("non-UTF-8 name (invalid byte at offset {valid_up_to})")]
-    NameNotUtf8 {
-        /// Length of the valid UTF-8 prefix.
-        valid_up_to: usize,
-    },
-    /// A phase or record name contains a control character.
-    #[error("name contains control character U+{code:04X} at byte offset {offset}")]
-    NameControlChar {
-        /// Byte offset of the character.
-        offset: usize,
-        /// The character's code point.
-        code: u32,
-    },
-    /// A `Samples` message carries more than [`MAX_SAMPLES_PER_MSG`] samples.
-    #[error("sample count {0} over limit {MAX_SAMPLES_PER_MSG}")]
-    TooManySamples(u64),
-    /// A `Samples` message names a unit other than [`UNIT_TSC_CYCLES`].
-    #[error("unknown sample unit {0} (expected {UNIT_TSC_CYCLES} = TSC cycles)")]
-    UnknownUnit(u64),
-    /// The samples do not fit in the run's guest memory budget (or their
-    /// allocation failed).
-    #[error("{0}")]
-    OverBudget(Excess),
-}
-
-/// A [`ControlMsg`] decoded from its 128 bytes, with magic, version and kind
-/// checked; pointers not yet followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawControlMsg {
-    /// The message kind.
-    pub kind: MsgKind,
-    /// Sender vCPU as claimed by the message.
-    pub vcpu: u32,
-    /// Phase id.
-    pub phase: u32,
-    /// Kind-specific arguments.
-    pub arg: [u64; 4],
-    /// The sender's counters.
-    pub counters: GuestCounters,
-}
-
-/// What a control message asks for, with its pointers resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ControlBody {
-    /// The payload is running on this vCPU.
-    Hello {
-        /// Guest feature bits (informational).
-        features: u64,
-    },
-    /// Phase `phase` begins on this vCPU: snapshot its counters.
-    PhaseBegin {
-        /// Phase id.
-        phase: u32,
-        /// Phase name (valid UTF-8, no control characters, 1..=64 bytes).
-        name: String,
-    },
-    /// Phase `phase` ends on this vCPU: snapshot again, close the window.
-    PhaseEnd {
-        /// Phase id.
-        phase: u32,
-    },
-    /// Latency samples of phase `phase`.
-    Samples {
-        /// Phase id.
-        phase: u32,
-        /// Unit; always [`UNIT_TSC_CYCLES`] in ABI version 1.
-        unit: u64,
-        /// The samples, in the order the guest stored them.
-        samples: Vec<u64>,
-    },
-    /// A named value of phase `phase`.
-    Record {
-        /// Phase id.
-        phase: u32,
-        /// Record name (same rules as phase names).
-        name: String,
-        /// The value.
-        value: u64,
-    },
-    /// This vCPU is finished; do not resume it.
-    Done {
-        /// 0 = success.
-        status: u64,
-        /// Optional message (lossy UTF-8, possibly truncated; empty if none).
-        message: String,
-    },
-    /// The payload failed on this vCPU; do not resume it, fail the run.
-    Panic {
-        /// The panic message (lossy UTF-8, possibly truncated).
-        message: String,
-    },
-}
-
-impl ControlBody {
-    /// The [`MsgKind`] this body came from.
-    pub fn kind(&self) -> MsgKind {
-        match self {
-            ControlBody::Hello { .. } => MsgKind::Hello,
-            ControlBody::PhaseBegin { .. } => MsgKind::PhaseBegin,
-            ControlBody::PhaseEnd { .. } => MsgKind::PhaseEnd,
-            ControlBody::Samples { .. } => MsgKind::Samples,
-            ControlBody::Record { .. } => MsgKind::Record,
-            ControlBody::Done { .. } => MsgKind::Done,
-            ControlBody::Panic { .. } => MsgKind::Panic,
-        }
-    }
-
-    /// Whether the sending vCPU continues after this message (false for
-    /// `Done` and `Panic`).
-    pub fn resumes_vcpu(&self) -> bool {
-        !matches!(self, ControlBody::Done { .. } | ControlBody::Panic { .. })
-    }
-}
-
-/// A validated control message from one vCPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlRequest {
-    /// The vCPU that sent it (checked against the exiting vCPU).
-    pub vcpu: usize,
-    /// The sender's counters at the time of the message (absolute values).
-    pub counters: GuestCounters,
-    /// What it asks for.
-    pub body: ControlBody,
-}
 
 fn le_u16(b: &[u8; CONTROL_MSG_SIZE], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
@@ -390,10 +226,16 @@ pub fn resolve_within(
     let phase = raw.phase;
     let body = match raw.kind {
         MsgKind::Hello => ControlBody::Hello { features: a0 },
-        MsgKind::PhaseBegin => ControlBody::PhaseBegin {
-            phase,
-            name: read_name(mem, a0, a1)?,
-        },
+        MsgKind::PhaseBegin => {
+            if a2 & !phase_flags::ALL != 0 {
+                return Err(ControlError::UnknownPhaseFlags(a2));
+            }
+            ControlBody::PhaseBegin {
+                phase,
+                name: read_name(mem, a0, a1)?,
+                uncounted: a2 & phase_flags::UNCOUNTED != 0,
+            }
+        }
         MsgKind::PhaseEnd => ControlBody::PhaseEnd { phase },
         MsgKind::Samples => {
             if a1 > MAX_SAMPLES_PER_MSG {
@@ -640,6 +482,15 @@ mod tests {
                 ControlBody::PhaseBegin {
                     phase: 5,
                     name: "pingpong".into(),
+                    uncounted: false,
+                },
+            ),
+            (
+                msg(2, 2, 5, [DATA, 8, phase_flags::UNCOUNTED, 0]),
+                ControlBody::PhaseBegin {
+                    phase: 5,
+                    name: "pingpong".into(),
+                    uncounted: true,
                 },
             ),
             (msg(3, 2, 5, [0; 4]), ControlBody::PhaseEnd { phase: 5 }),
@@ -794,7 +645,25 @@ mod tests {
         mem.write_slice(name.as_bytes(), GuestAddress(DATA))
             .unwrap();
         let req = send(&mem, MSG, 0, &msg(2, 0, 1, [DATA, MAX_NAME_LEN, 0, 0])).unwrap();
-        assert_eq!(req.body, ControlBody::PhaseBegin { phase: 1, name });
+        assert_eq!(
+            req.body,
+            ControlBody::PhaseBegin {
+                phase: 1,
+                name,
+                uncounted: false
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_phase_flags_are_rejected() {
+        let mem = mem();
+        mem.write_slice(b"p", GuestAddress(DATA)).unwrap();
+        for flags in [2, 1 << 63, u64::MAX] {
+            let got = send(&mem, MSG, 0, &msg(2, 0, 1, [DATA, 1, flags, 0]));
+            assert_eq!(got, Err(ControlError::UnknownPhaseFlags(flags)));
+            assert_eq!(reply_at(&mem, MSG), REPLY_REJECTED);
+        }
     }
 
     #[test]

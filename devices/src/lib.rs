@@ -8,6 +8,7 @@
 pub mod budget;
 pub mod bus;
 pub mod control;
+pub mod control_msg;
 pub mod lapic;
 pub mod serial;
 pub mod stdout;

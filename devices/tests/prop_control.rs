@@ -22,20 +22,7 @@ const LOW: (u64, usize) = (0, 0x10000);
 const HIGH: (u64, usize) = (0x20000, 0x10000);
 const RAM_END: u64 = 0x30000;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 fn mem() -> GuestMemoryMmap {
     GuestMemoryMmap::<()>::from_ranges(&[

@@ -13,20 +13,7 @@ use ipivmm_devices::lapic::{
 };
 use proptest::prelude::*;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 /// Bits of the ICR low word the model decodes.
 const ICR_LOW_DECODED: u32 = 0xff | 0x700 | 1 << 11 | 1 << 14 | 1 << 15 | 3 << 18;

@@ -185,6 +185,26 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Cases per property test: `IPIVMM_PROPTEST_CASES`, else 256 (CI and the
+/// docs' reliability commands set fewer or more).
+pub fn proptest_cases() -> u32 {
+    std::env::var("IPIVMM_PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
+}
+
+/// The one configuration of every property test of the workspace:
+/// [`proptest_cases`] cases, no failure-persistence files written into the
+/// source tree (a failure prints its minimal input; rerun it from there).
+pub fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: proptest_cases(),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! tests skip elsewhere (saying so) and run in the lab (scripts/lab.sh), which
 //! sets IPIVMM_REQUIRE_HW_KVM=1 so that a skip fails there.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::results::PhaseResult;
 use ipivmm::RunReport;
 use ipivmm_tests::{hardware_kvm, run_ok};
@@ -153,7 +153,7 @@ fn apicv_inhibit_runs_complete_repeatedly() {
             apicv: ApicvRequest::Inhibit,
             ..config(apic, IpiPath::Icr, TargetWait::Halt)
         };
-        if let Err(why) = mode::check(&c, host.as_ref()) {
+        if let Err(why) = c.check_mode(host.as_ref()) {
             // Intel's lever needs xAPIC: no x2APIC inhibit to repeat there.
             eprintln!("apicv_inhibit_runs_complete_repeatedly: {apic:?} not run: {why}");
             continue;

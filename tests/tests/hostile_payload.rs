@@ -146,7 +146,10 @@ fn a_reused_phase_id_is_a_phase_per_name() {
     assert_eq!(l.count, 2 * REUSE_SAMPLES);
     let mean = (reuse_value(3) + reuse_value(4)) as f64 / 2.0;
     assert!(l.p50 == mean && l.p99 == reuse_value(4) as f64, "{l:?}");
-    assert!(report.contains("headline ('same', all vCPUs)"), "{report}");
+    assert!(
+        report.contains("headline ('same'; exits and IPIs summed over all vCPUs)"),
+        "{report}"
+    );
     // Every phase with samples gets its own summary (the charts).
     let phases: Vec<_> = ipivmm::results::summary::summarize_phases(&r)
         .into_iter()

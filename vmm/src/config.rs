@@ -266,8 +266,26 @@ impl VmConfig {
         }
     }
 
+    /// The run's shape for the mode check: vCPUs, and the built-in
+    /// workload (None with a custom payload).
+    pub fn shape(&self) -> crate::mode::Shape {
+        crate::mode::Shape {
+            vcpus: self.vcpus,
+            workload: self.payload.is_builtin().then_some(self.workload),
+        }
+    }
+
+    /// Whether this configuration's mode can run on `host`, and its APICv
+    /// plan: [`crate::mode::check`], the one check.
+    pub fn check_mode(
+        &self,
+        host: Option<&ipivmm_host::facts::HostInfo>,
+    ) -> Result<crate::mode::apicv::ApicvPlan, crate::mode::Infeasible> {
+        crate::mode::check(self.mode(), self.shape(), host)
+    }
+
     /// Check the configuration's own values against the host's vCPU limit
-    /// (whether its mode can run on a host is [`crate::mode::check`]).
+    /// (whether its mode can run on a host is [`VmConfig::check_mode`]).
     pub fn validate(&self, max_vcpus: usize) -> Result<(), ConfigError> {
         let max = max_vcpus.min(MAX_VCPUS);
         if self.vcpus == 0 || self.vcpus > max {

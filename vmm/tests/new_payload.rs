@@ -137,7 +137,9 @@ fn new_payload_builds_and_runs_with_the_printed_command() {
     let t = text(&o);
     assert!(o.status.success(), "{line}:\n{t}");
     assert!(
-        t.contains("demo: done") && t.contains("phase 0 'cpuid'"),
+        t.contains("demo: done")
+            && t.contains("phase 0 'cpuid-uncounted' (uncounted part")
+            && t.contains("phase 0 'cpuid' (counted part"),
         "{t}"
     );
     assert!(t.contains("records: max_leaf="), "{t}");

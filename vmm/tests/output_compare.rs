@@ -177,7 +177,7 @@ fn compare_by_mode_lines_up_modes_recorded_in_separate_files() {
     // By file nothing lines up, and the comparison says what to do instead.
     let c = compare(&docs);
     assert_eq!(c.flags.len(), 1, "{:?}", c.flags);
-    assert!(c.flags[0].contains("--by mode"), "{:?}", c.flags);
+    assert!(c.flags[0].contains("--by apic"), "{:?}", c.flags);
     let c = compare_by(&docs, Dimension::Mode, None).unwrap();
     assert_eq!(c.columns, ["kernel/xapic/icr", "kernel/x2apic/icr"]);
     assert_eq!(c.rows.len(), 1);

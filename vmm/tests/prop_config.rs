@@ -6,7 +6,7 @@
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
-use ipivmm::mode::{self, ApicMode, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::payload::image::{check, minimal_elf, ImageError};
 use ipivmm::vm::layout;
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
@@ -14,20 +14,7 @@ use proptest::prelude::*;
 use std::str::FromStr;
 use std::time::Duration;
 
-fn cases() -> u32 {
-    std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 /// A configuration with arbitrary fields, edges included.
 fn vm_config() -> impl Strategy<Value = (VmConfig, usize)> {
@@ -187,7 +174,7 @@ proptest! {
                 prop_assert!(!c.timeout.is_zero());
                 // What validate leaves to the mode check, the mode check refuses.
                 let pv_user = c.ipi == IpiPath::Pv && c.irqchip == Irqchip::User;
-                prop_assert!(!pv_user || mode::check(&c, None).is_err());
+                prop_assert!(!pv_user || c.check_mode(None).is_err());
             }
             Err(ConfigError::VcpuCount { got, .. }) => prop_assert_eq!(got, c.vcpus),
             Err(e) => prop_assert!(!e.to_string().is_empty()),

@@ -19,10 +19,7 @@
 
 use std::fs::File;
 
-use crate::tracepoint::{
-    ioctls, perf_event_open_self, PerfEventAttr, ATTR_FLAG_DISABLED, PERF_ATTR_SIZE_VER5,
-    PERF_TYPE_TRACEPOINT,
-};
+use crate::tracepoint::{ioctls, perf_event_open_self, perf_ioctl, tracepoint_attr, PerfEventAttr};
 
 use super::error::{Result, SamplerError};
 use super::ring::{
@@ -31,11 +28,6 @@ use super::ring::{
 
 /// The `sample_type` of every sampling event.
 pub const SAMPLE_TYPE: u64 = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-
-/// Attr flag bit 14: `watermark` (wake-ups by bytes, not by events).
-const ATTR_FLAG_WATERMARK: u64 = 1 << 14;
-/// Attr flag bit 25: `use_clockid`.
-const ATTR_FLAG_USE_CLOCKID: u64 = 1 << 25;
 
 /// One sampling tracepoint event of the calling thread.
 #[derive(Debug)]
@@ -48,25 +40,23 @@ pub struct SamplingEvent {
 
 /// The attributes of a sampling tracepoint event (opened disabled).
 pub fn sampling_attr(tracepoint: u64) -> PerfEventAttr {
-    PerfEventAttr {
-        type_: PERF_TYPE_TRACEPOINT,
-        size: PERF_ATTR_SIZE_VER5,
-        config: tracepoint,
-        sample_period: 1,
-        sample_type: SAMPLE_TYPE,
-        flags: ATTR_FLAG_DISABLED | ATTR_FLAG_WATERMARK | ATTR_FLAG_USE_CLOCKID,
-        // wakeup_watermark: the kernel clamps it to the data size.
-        wakeup_events: u32::MAX,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..Default::default()
-    }
+    let mut attr = tracepoint_attr(tracepoint);
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.sample_type = SAMPLE_TYPE;
+    // Wake-ups by bytes, not events; the kernel clamps the watermark to
+    // the data size, so the reader is never woken: it drains at markers.
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = u32::MAX;
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
 }
 
 impl SamplingEvent {
     /// Opens tracepoint `tracepoint` (tracefs id; `name` = `system:event`,
     /// for messages) on the calling thread, disabled.
     pub fn open(tracepoint: u64, name: &str) -> Result<Self> {
-        let file = perf_event_open_self(&sampling_attr(tracepoint)).map_err(|source| {
+        let file = perf_event_open_self(sampling_attr(tracepoint)).map_err(|source| {
             SamplerError::Open {
                 event: name.to_string(),
                 id: tracepoint,
@@ -85,51 +75,31 @@ impl SamplingEvent {
 
     fn query_id(&self) -> Result<u64> {
         let mut id = 0u64;
-        // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which
-        // is valid and exclusively borrowed for the call.
-        let ret = unsafe {
-            vmm_sys_util::ioctl::ioctl_with_mut_ref(
-                &self.file,
-                ioctls::PERF_EVENT_IOC_ID(),
-                &mut id,
-            )
-        };
-        check(ret, "PERF_EVENT_IOC_ID")?;
+        // PERF_EVENT_IOC_ID writes one u64 through the pointer, which is
+        // valid and exclusively borrowed for the call.
+        perf_ioctl(&self.file, ioctls::ID, &mut id as *mut u64)
+            .map_err(|e| ioctl_error("PERF_EVENT_IOC_ID", e))?;
         Ok(id)
-    }
-
-    fn ioctl_val(&self, req: libc::c_ulong, val: libc::c_ulong, what: &'static str) -> Result<()> {
-        // SAFETY: ENABLE/DISABLE take a flag word and SET_OUTPUT a file
-        // descriptor by value; none touches user memory. The fd is a perf
-        // event we own.
-        let ret = unsafe { vmm_sys_util::ioctl::ioctl_with_val(&self.file, req, val) };
-        check(ret, what)
     }
 
     /// Starts sampling (`PERF_EVENT_IOC_ENABLE`).
     pub fn enable(&self) -> Result<()> {
-        self.ioctl_val(ioctls::PERF_EVENT_IOC_ENABLE(), 0, "PERF_EVENT_IOC_ENABLE")
+        perf_ioctl(&self.file, ioctls::ENABLE, 0)
+            .map_err(|e| ioctl_error("PERF_EVENT_IOC_ENABLE", e))
     }
 
     /// Stops sampling (`PERF_EVENT_IOC_DISABLE`); the tracepoint costs
     /// (almost) nothing while disabled.
     pub fn disable(&self) -> Result<()> {
-        self.ioctl_val(
-            ioctls::PERF_EVENT_IOC_DISABLE(),
-            0,
-            "PERF_EVENT_IOC_DISABLE",
-        )
+        perf_ioctl(&self.file, ioctls::DISABLE, 0)
+            .map_err(|e| ioctl_error("PERF_EVENT_IOC_DISABLE", e))
     }
 
     /// Sends this event's samples to `target`'s ring (`target` mapped first).
     pub fn set_output(&self, target: &SamplingEvent) -> Result<()> {
         use std::os::fd::AsRawFd;
-        let fd = libc::c_ulong::try_from(target.file.as_raw_fd()).unwrap_or(libc::c_ulong::MAX);
-        self.ioctl_val(
-            ioctls::PERF_EVENT_IOC_SET_OUTPUT(),
-            fd,
-            "PERF_EVENT_IOC_SET_OUTPUT",
-        )
+        perf_ioctl(&self.file, ioctls::SET_OUTPUT, target.file.as_raw_fd())
+            .map_err(|e| ioctl_error("PERF_EVENT_IOC_SET_OUTPUT", e))
     }
 
     /// Maps a ring of `data_pages` pages (a power of two) on this event.
@@ -153,14 +123,8 @@ impl SamplingEvent {
     }
 }
 
-fn check(ret: libc::c_int, what: &'static str) -> Result<()> {
-    if ret < 0 {
-        return Err(SamplerError::Ioctl {
-            what,
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+fn ioctl_error(what: &'static str, source: std::io::Error) -> SamplerError {
+    SamplerError::Ioctl { what, source }
 }
 
 /// Free space (bytes) below which the ring counts as full at a read: more

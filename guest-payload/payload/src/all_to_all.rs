@@ -12,7 +12,7 @@ use ipivmm_guest::{percpu, tsc};
 pub struct AllToAll;
 
 impl Workload for AllToAll {
-    fn body(&mut self, ctx: &mut Ctx, _phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, _round: u32, iters: u64, measure: bool) {
         for _ in 0..iters {
             for r in 1..ctx.n {
                 let t = (ctx.me + r) % ctx.n;

@@ -9,9 +9,9 @@ use ipivmm_guest::tsc;
 pub struct Broadcast;
 
 impl Workload for Broadcast {
-    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, round: u32, iters: u64, measure: bool) {
         if ctx.me != 0 {
-            serve(phase, ctx.wait);
+            serve(round, ctx.wait);
             return;
         }
         let others = VcpuSet::all_but(0);
@@ -27,6 +27,6 @@ impl Workload for Broadcast {
                 ctx.samples.push(t1.wrapping_sub(t0));
             }
         }
-        stop(phase, ctx.wait, &others, || ctx.sender.all_but_self());
+        stop(round, ctx.wait, &others, || ctx.sender.all_but_self());
     }
 }

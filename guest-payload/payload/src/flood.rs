@@ -15,9 +15,9 @@ pub struct Flood {
 }
 
 impl Workload for Flood {
-    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, round: u32, iters: u64, measure: bool) {
         if ctx.me != 0 {
-            serve(phase, ctx.wait);
+            serve(round, ctx.wait);
             return;
         }
         let start = tsc::now();
@@ -35,7 +35,7 @@ impl Workload for Flood {
         // Drain (and wake halted receivers): the ack of a later IPI of the
         // same vector means no earlier one is still pending.
         let others = VcpuSet::all_but(0);
-        stop(phase, ipivmm_abi::TargetWait::Spin, &others, || {});
+        stop(round, ipivmm_abi::TargetWait::Spin, &others, || {});
         let acks = Acks::snapshot(&others);
         count_wake(others.len());
         others.iter().for_each(|t| ctx.sender.unicast(t));

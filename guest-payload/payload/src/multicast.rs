@@ -47,9 +47,9 @@ impl Workload for Multicast {
         }
     }
 
-    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, round: u32, iters: u64, measure: bool) {
         if ctx.me != 0 {
-            serve(phase, ctx.wait);
+            serve(round, ctx.wait);
             return;
         }
         let mut gate = HaltGate::new(ctx, ctx.wait);
@@ -66,7 +66,7 @@ impl Workload for Multicast {
         }
         // Everyone outside the set spins or halts too: wake them all.
         let others = VcpuSet::all_but(0);
-        stop(phase, ctx.wait, &others, || {
+        stop(round, ctx.wait, &others, || {
             ctx.sender.multicast(&others, ipi::Multicast::Physical)
         });
     }

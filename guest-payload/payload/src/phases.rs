@@ -3,9 +3,13 @@
 //!
 //! Per vCPU: [Hello, sent by the SDK runtime] barrier;
 //! phase 0 "idle": begin, barrier, end (no IPIs); barrier;
-//! phase 1 "warmup" and phase 2 "measure", each: begin, barrier, body,
-//! barrier, end, [measure, senders: Samples(2) then Records(2)], barrier;
-//! then Done(0) (sent by the runtime when `main` returns).
+//! phase 1 "warmup": begin, barrier, body, barrier, end, barrier;
+//! phase 2 measured both ways (`measure::measure_both_ways` in the SDK): its uncounted
+//! part "measure-uncounted" (per-exit counters off: the headline latency),
+//! then its counted part "measure" (the exits), each: begin, barrier, body,
+//! barrier, end, [senders: Samples(2) then Records(2)], barrier;
+//! then Done(0) (sent by the runtime when `main` returns). Each body is a
+//! round of its own (`stop` needs a fresh value per body).
 //! Every IPI of a phase, wake-ups included, is sent and taken between the
 //! two barriers around its body, so inside every vCPU's own window.
 
@@ -14,10 +18,13 @@ use ipivmm_abi::{BootInfo, TargetWait, MAX_VCPUS};
 use ipivmm_guest::ipi::{Sender, VcpuSet};
 use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
-use ipivmm_guest::{control, cpu};
+use ipivmm_guest::control;
+use ipivmm_guest::measure::{measure_both_ways, Step};
+use ipivmm_guest::cpu;
 
 /// Phase ids and names (one definition, shared with the host).
 pub use ipivmm_abi::builtin_phases::{IDLE, MEASURE, WARMUP};
+// MEASURE_UNCOUNTED is MEASURE's uncounted part, named by the SDK.
 
 /// Longest wait for one IPI acknowledgement before failing loudly.
 pub const ACK_TIMEOUT_SECS: u64 = 60;
@@ -53,9 +60,10 @@ pub trait Workload {
     }
     /// Per-vCPU set-up before the first barrier.
     fn setup(&mut self, _ctx: &mut Ctx) {}
-    /// The body of phase `phase` (`iters` iterations); push samples into
-    /// `ctx.samples` when `measure`.
-    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool);
+    /// The body of round `round` (`iters` iterations; pass `round` to
+    /// [`serve`] and [`stop`]); push samples into `ctx.samples` when
+    /// `measure`.
+    fn body(&mut self, ctx: &mut Ctx, round: u32, iters: u64, measure: bool);
     /// Named values of the measure phase, sent after the samples.
     fn records(&mut self, _ctx: &mut Ctx) {}
 }
@@ -74,15 +82,24 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
     barrier();
 
     let (warmup, iterations) = (ctx.boot.warmup, ctx.boot.iterations);
-    for ((id, name), iters, measure) in [(WARMUP, warmup, false), (MEASURE, iterations, true)] {
-        ctx.samples.clear();
-        WAKE_IPIS.store(0, Ordering::Relaxed);
-        control::phase_begin(id, name);
-        barrier();
-        w.body(ctx, id, iters, measure);
-        barrier();
-        control::phase_end(id);
-        if measure {
+    WAKE_IPIS.store(0, Ordering::Relaxed);
+    control::phase_begin(WARMUP.0, WARMUP.1);
+    barrier();
+    w.body(ctx, 1, warmup, false);
+    barrier();
+    control::phase_end(WARMUP.0);
+    barrier();
+
+    let mut round = 1;
+    let id = MEASURE.0;
+    measure_both_ways(id, MEASURE.1, |step| match step {
+        Step::Before(_) => {
+            ctx.samples.clear();
+            WAKE_IPIS.store(0, Ordering::Relaxed);
+            round += 1;
+        }
+        Step::Run(_) => w.body(ctx, round, iterations, true),
+        Step::Ended(_) => {
             if !ctx.samples.as_slice().is_empty() {
                 control::samples(id, ctx.samples.as_slice());
             }
@@ -97,8 +114,7 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
             }
             w.records(ctx);
         }
-        barrier();
-    }
+    });
 }
 
 /// IPIs the phase's sender sent to end the phase (wake-ups of halted or
@@ -111,17 +127,17 @@ pub fn count_wake(n: usize) {
     WAKE_IPIS.fetch_add(n as u64, Ordering::Relaxed);
 }
 
-/// Set by a phase's sender to the phase id + 1 when its receivers may leave.
+/// Set by a round's sender to the round + 1 when its receivers may leave.
 static STOP: AtomicU64 = AtomicU64::new(0);
 
-fn stop_value(phase: u32) -> u64 {
-    phase as u64 + 1
+fn stop_value(round: u32) -> u64 {
+    round as u64 + 1
 }
 
-/// Receiver side of a phase: takes IPIs (in the SDK handler) until the
-/// sender stops the phase, spinning or halting per `wait`.
-pub fn serve(phase: u32, wait: TargetWait) {
-    let stop = stop_value(phase);
+/// Receiver side of a round: takes IPIs (in the SDK handler) until the
+/// sender stops the round, spinning or halting per `wait`.
+pub fn serve(round: u32, wait: TargetWait) {
+    let stop = stop_value(round);
     match wait {
         TargetWait::Spin => wait_until("the end of the phase", u64::MAX / 4, || {
             STOP.load(Ordering::Acquire) >= stop
@@ -196,12 +212,12 @@ impl HaltGate {
     }
 }
 
-/// Sender side: lets the receivers of `phase` leave [`serve`]. Halted
-/// receivers need an IPI to notice; the caller sends it with `wake` (after
-/// this, so the woken receiver sees the flag) and it is counted and acked
-/// like any other IPI of the phase.
-pub fn stop(phase: u32, wait: TargetWait, targets: &VcpuSet, wake: impl FnOnce()) {
-    STOP.store(stop_value(phase), Ordering::Release);
+/// Sender side: lets the receivers of round `round` leave [`serve`].
+/// Halted receivers need an IPI to notice; the caller sends it with `wake`
+/// (after this, so the woken receiver sees the flag) and it is counted and
+/// acked like any other IPI of the phase.
+pub fn stop(round: u32, wait: TargetWait, targets: &VcpuSet, wake: impl FnOnce()) {
+    STOP.store(stop_value(round), Ordering::Release);
     if wait != TargetWait::Spin {
         let acks = Acks::snapshot(targets);
         count_wake(targets.len());

@@ -29,10 +29,10 @@ impl Pingpong {
 }
 
 impl Workload for Pingpong {
-    fn body(&mut self, ctx: &mut Ctx, phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, round: u32, iters: u64, measure: bool) {
         let wait = self.wait(ctx);
         if ctx.me != 0 {
-            serve(phase, wait);
+            serve(round, wait);
             return;
         }
         let mut gate = HaltGate::new(ctx, wait);
@@ -49,7 +49,7 @@ impl Workload for Pingpong {
             }
         }
         let others = VcpuSet::all_but(0);
-        stop(phase, wait, &others, || {
+        stop(round, wait, &others, || {
             others.iter().for_each(|t| ctx.sender.unicast(t))
         });
     }

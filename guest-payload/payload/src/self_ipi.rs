@@ -12,7 +12,7 @@ impl Workload for SelfIpi {
         1
     }
 
-    fn body(&mut self, ctx: &mut Ctx, _phase: u32, iters: u64, measure: bool) {
+    fn body(&mut self, ctx: &mut Ctx, _round: u32, iters: u64, measure: bool) {
         for _ in 0..iters {
             let before = percpu::received(ctx.me);
             let t0 = tsc::now();

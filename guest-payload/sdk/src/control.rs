@@ -5,7 +5,7 @@
 
 use crate::{cpu, percpu};
 use ipivmm_abi::{
-    ControlMsg, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_PORT, MAX_NAME_LEN,
+    phase_flags, ControlMsg, MsgKind, ABI_VERSION, CONTROL_MAGIC, CONTROL_PORT, MAX_NAME_LEN,
     MAX_SAMPLES_PER_MSG, MAX_TEXT_LEN, REPLY_OK, UNIT_TSC_CYCLES,
 };
 
@@ -86,6 +86,27 @@ pub fn phase_begin(id: u32, name: &str) {
 pub fn phase_end(id: u32) {
     send(MsgKind::PhaseEnd, id, [0; 4]);
 }
+
+/// Begins the uncounted part of phase `id` named `name`: until its
+/// [`phase_end`] the host switches every per-exit counter of this vCPU off,
+/// so what the part times is not the counters' cost. The part is named
+/// `name` + `-uncounted` (`name` clipped to fit 64 bytes). See
+/// [`crate::measure::measure_both_ways`], which pairs it with the counted
+/// part.
+pub fn phase_begin_uncounted(id: u32, name: &str) {
+    let suffix = phase_flags::UNCOUNTED_SUFFIX.as_bytes();
+    let base = clip(name, MAX_NAME_LEN - suffix.len() as u64).as_bytes();
+    let mut buf = [0u8; MAX_NAME_LEN as usize];
+    buf[..base.len()].copy_from_slice(base);
+    buf[base.len()..base.len() + suffix.len()].copy_from_slice(suffix);
+    let len = (base.len() + suffix.len()) as u64;
+    send(
+        MsgKind::PhaseBegin,
+        id,
+        [buf.as_ptr() as u64, len, phase_flags::UNCOUNTED, 0],
+    );
+}
+
 
 /// Latency samples (TSC cycles) of phase `id`, in chunks of at most
 /// `MAX_SAMPLES_PER_MSG`. The host reads them by GPA (identity map).

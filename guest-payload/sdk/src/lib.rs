@@ -18,6 +18,7 @@ pub mod control;
 pub mod cpu;
 pub mod idt;
 pub mod ipi;
+pub mod measure;
 mod mem;
 mod panic;
 pub mod percpu;

@@ -7,17 +7,7 @@ use super::args::{Cli, Command, RunArgs};
 use clap::Parser;
 use proptest::prelude::*;
 
-fn config() -> ProptestConfig {
-    let cases = std::env::var("IPIVMM_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use ipivmm_testkit::proptest_config as config;
 
 /// `ipivmm run ARGS...` as clap parses it (never exits the process).
 fn parse_run(args: &[String]) -> Result<RunArgs, clap::Error> {

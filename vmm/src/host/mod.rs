@@ -1,6 +1,7 @@
 //! The host: its facts (CPU, KVM backend, APICv/AVIC/IPIv verdicts, module
 //! parameters; from `ipivmm-counters`) and what its KVM device can do.
 pub mod caps;
+pub mod fds;
 
 pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
 

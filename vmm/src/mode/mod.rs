@@ -14,7 +14,6 @@ pub mod levers;
 
 pub use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
 
-use crate::config::VmConfig;
 use apicv::{ApicvError, ApicvPlan};
 use ipivmm_host::facts::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
@@ -133,28 +132,39 @@ pub enum Infeasible {
     },
 }
 
-/// The one feasibility check: whether `c` can run on `host` (None: not
-/// fingerprinted; only host-independent rules apply), and the APICv plan it
-/// runs with. `run` refuses what fails it; `sweep` skips it with the reason.
-pub fn check(c: &VmConfig, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
-    if c.ipi == IpiPath::Pv && c.irqchip == Irqchip::User {
+/// What a mode check needs of a run besides its [`Mode`]: its size and
+/// what it runs (`VmConfig::shape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// vCPUs.
+    pub vcpus: usize,
+    /// The built-in workload, or None for a custom payload (whose needs
+    /// are its own).
+    pub workload: Option<Workload>,
+}
+
+/// The one feasibility check: whether mode `m` of a run of `shape` can run
+/// on `host` (None: not fingerprinted; only host-independent rules apply),
+/// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
+/// skips it with the reason (both through `VmConfig::check_mode`).
+pub fn check(m: Mode, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
+    if m.ipi == IpiPath::Pv && m.irqchip == Irqchip::User {
         return Err(Infeasible::PvNeedsKernelLapic);
     }
-    if c.ipi == IpiPath::Pv && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
+    if m.ipi == IpiPath::Pv && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
         return Err(Infeasible::PvOnKvmPvm);
     }
-    let min = c.workload.min_vcpus();
-    if c.payload.is_builtin() && c.vcpus < min {
-        return Err(Infeasible::TooFewVcpus {
-            workload: c.workload,
-            min,
-        });
+    if let Some(workload) = shape.workload {
+        let min = workload.min_vcpus();
+        if shape.vcpus < min {
+            return Err(Infeasible::TooFewVcpus { workload, min });
+        }
     }
-    let plan = apicv::plan(host, c.mode())?;
-    let last = apicv::apic_id(plan.lever, c.vcpus.saturating_sub(1));
-    if c.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
+    let plan = apicv::plan(host, m)?;
+    let last = apicv::apic_id(plan.lever, shape.vcpus.saturating_sub(1));
+    if m.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
         return Err(Infeasible::XapicIdSpace {
-            vcpus: c.vcpus,
+            vcpus: shape.vcpus,
             lever: plan.lever,
             id: last,
         });
@@ -165,11 +175,11 @@ pub fn check(c: &VmConfig, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasi
 /// Why a feasible combination would measure the same VM as another one on
 /// this host, if it would: sweeps skip such duplicates instead of running
 /// them twice (presets always; explicit lists keep them unless asked).
-pub fn duplicate_of(c: &VmConfig, plan: &ApicvPlan) -> Option<String> {
-    if c.apicv != ApicvRequest::Inhibit {
+pub fn duplicate_of(m: Mode, plan: &ApicvPlan) -> Option<String> {
+    if m.apicv != ApicvRequest::Inhibit {
         return None;
     }
-    if c.irqchip == Irqchip::User {
+    if m.irqchip == Irqchip::User {
         return Some("identical to the apicv=host row: APICv is already inhibited without an in-kernel irqchip (ABSENT)".into());
     }
     (plan.effective != apicv::ApicvState::Active && plan.effective != apicv::ApicvState::Inhibited)
@@ -233,24 +243,40 @@ mod tests {
 
     #[test]
     fn pv_rules_and_minimum_vcpus() {
-        let pv_user = VmConfig {
+        let icr = Mode {
+            irqchip: Irqchip::Kernel,
+            apic: ApicMode::Xapic,
+            ipi: IpiPath::Icr,
+            apicv: ApicvRequest::Host,
+        };
+        let pv_user = Mode {
             ipi: IpiPath::Pv,
             irqchip: Irqchip::User,
-            ..Default::default()
+            ..icr
         };
-        assert_eq!(check(&pv_user, None), Err(Infeasible::PvNeedsKernelLapic));
-        let one = VmConfig {
-            vcpus: 1,
-            ..Default::default()
+        let two = Shape {
+            vcpus: 2,
+            workload: Some(Workload::Pingpong),
         };
+        assert_eq!(
+            check(pv_user, two, None),
+            Err(Infeasible::PvNeedsKernelLapic)
+        );
+        let one = Shape { vcpus: 1, ..two };
         assert!(matches!(
-            check(&one, None),
+            check(icr, one, None),
             Err(Infeasible::TooFewVcpus { min: 2, .. })
         ));
-        let selfipi = VmConfig {
-            workload: Workload::SelfIpi,
+        let selfipi = Shape {
+            workload: Some(Workload::SelfIpi),
             ..one
         };
-        assert!(check(&selfipi, None).is_ok());
+        assert!(check(icr, selfipi, None).is_ok());
+        // A custom payload's needs are its own.
+        let custom = Shape {
+            workload: None,
+            ..one
+        };
+        assert!(check(icr, custom, None).is_ok());
     }
 }

@@ -144,11 +144,13 @@ fn write_run<W: Write>(
             if let Some(v) = metric.value(&s) {
                 let id = id.to_string();
                 let value = v.to_string();
+                // Latency rows name the part they came from.
+                let phase = metric.phase(&s).unwrap_or(&name);
                 row(
                     "",
                     "",
                     &id,
-                    &name,
+                    phase,
                     ["metrics", metric.key(), &value, metric.unit()],
                 )?;
             }

@@ -4,7 +4,7 @@
 //! vCPU count across on a log2 axis, a panel's values on a log axis when
 //! they span more than a factor of 20 (and none is below 1). Written as `<workload>-<target>-scale.svg`
 //! by `--plot` for every workload that ran at two or more vCPU counts.
-use super::svg::{color, DrawResult, Entry, LogAxis, FONT};
+use super::chart_kit::{color, DrawResult, Entry, LogAxis, FONT};
 use crate::results::metrics::Metric;
 use crate::results::summary::RunSummary;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};

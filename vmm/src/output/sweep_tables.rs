@@ -128,11 +128,17 @@ fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
         RunStatus::TimedOut { .. } => "TIMEOUT",
         RunStatus::OverBudget { .. } => "OVER BUDGET",
     };
+    // A run that did not complete shows the figures of the phase it got
+    // to (a timeout in the measured phase shows the warm-up's): say which.
+    let status = match (&r.status, &s.phase) {
+        (RunStatus::Completed, _) | (_, None) => status.to_string(),
+        (_, Some(p)) => format!("{status} (figures: '{p}')"),
+    };
     let mut cells = vec![
         r.label(),
         r.mode.vcpus.to_string(),
         r.apicv.effective.to_string(),
-        status.to_string(),
+        status,
     ];
     cells.extend(
         metrics

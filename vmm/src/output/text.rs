@@ -31,7 +31,7 @@ pub fn render(r: &RunReport) -> String {
     let (shown, more) = phase_ids_bounded(r, MAX_TEXT_PHASES);
     for (id, name) in &shown {
         let key = (*id, name.as_str());
-        let _ = writeln!(out, "\nphase {id} '{name}'");
+        let _ = writeln!(out, "\nphase {id} '{name}'{}", part_note(r, key));
         let _ = writeln!(out, "{}", phase_table(r, key));
         for line in repeats(r, key) {
             let _ = writeln!(out, "{line}");
@@ -470,5 +470,34 @@ fn metrics_line(r: &RunReport) -> Option<String> {
             ))
         })
         .collect();
-    (!parts.is_empty()).then(|| format!("headline ('{phase}', all vCPUs): {}", parts.join(", ")))
+    let from = match &s.latency_phase {
+        Some(l) if *l != phase => {
+            format!("latency from '{l}' (nothing per-exit counted), exits from '{phase}'")
+        }
+        _ => format!("'{phase}'"),
+    };
+    (!parts.is_empty()).then(|| {
+        format!(
+            "headline ({from}; exits and IPIs summed over all vCPUs): {}",
+            parts.join(", ")
+        )
+    })
+}
+
+/// What the phase header says of a measured phase's two parts: the
+/// uncounted one (per-exit counters off, the headline latency) and the
+/// counted one (the exits).
+fn part_note(r: &RunReport, (id, name): Key) -> &'static str {
+    let mut ps = r.vcpus.iter().flat_map(|v| v.phases_of(id, name));
+    match ps.next() {
+        Some(p) if p.uncounted => {
+            " (uncounted part: every per-exit counter off; the headline latency)"
+        }
+        Some(_)
+            if crate::results::summary::uncounted_part(r, id, name).is_some() =>
+        {
+            " (counted part: exits by reason, ICR-write exits; its latency shows what counting cost)"
+        }
+        _ => "",
+    }
 }

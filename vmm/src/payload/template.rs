@@ -246,7 +246,7 @@ mod tests {
         };
         assert!(get("Cargo.toml").contains("name = \"demo\""));
         assert!(!get("Cargo.toml").contains("{name}"));
-        assert!(get("src/main.rs").contains("phase_begin(PHASE, \"cpuid\")"));
+        assert!(get("src/main.rs").contains("measure_both_ways(PHASE, \"cpuid\""));
         assert!(get("src/main.rs").contains("println!(\"demo: done\")"));
         for f in ["guest/src/lib.rs", "guest/src/runtime.rs", "abi/src/lib.rs"] {
             assert!(!get(&format!("ipivmm-sdk/{f}")).is_empty(), "{f}");

@@ -29,11 +29,16 @@ pub enum Metric {
     IcrExitsPerOp,
     /// ICR-write exits per delivered IPI.
     IcrExitsPerIpi,
+    /// What counting cost the median: the counted part's p50 over the
+    /// uncounted part's (the headline's), in the same run.
+    ObserverP50,
+    /// The same for the 99th percentile.
+    ObserverP99,
 }
 
 impl Metric {
     /// Every metric, in table order.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 11] = [
         Metric::CyclesPerOpP50,
         Metric::CyclesPerOpP99,
         Metric::NsPerOpP50,
@@ -43,6 +48,8 @@ impl Metric {
         Metric::ExitsPerIpi,
         Metric::IcrExitsPerOp,
         Metric::IcrExitsPerIpi,
+        Metric::ObserverP50,
+        Metric::ObserverP99,
     ];
 
     /// The metrics a table shows for runs whose operations deliver
@@ -51,12 +58,14 @@ impl Metric {
     /// figures would repeat the per-operation ones, so exits are shown per
     /// IPI alone.
     pub fn shown(ipis_per_operation: impl IntoIterator<Item = f64>) -> &'static [Metric] {
-        const UNICAST: [Metric; 5] = [
+        const UNICAST: [Metric; 7] = [
             Metric::CyclesPerOpP50,
             Metric::CyclesPerOpP99,
             Metric::NsPerOpP50,
             Metric::ExitsPerIpi,
             Metric::IcrExitsPerIpi,
+            Metric::ObserverP50,
+            Metric::ObserverP99,
         ];
         if ipis_per_operation
             .into_iter()
@@ -97,14 +106,32 @@ impl Metric {
             Metric::ExitsPerIpi => "exits_per_ipi",
             Metric::IcrExitsPerOp => "icr_write_exits_per_operation",
             Metric::IcrExitsPerIpi => "icr_write_exits_per_ipi",
+            Metric::ObserverP50 => "counted_over_uncounted_p50",
+            Metric::ObserverP99 => "counted_over_uncounted_p99",
+        }
+    }
+
+    /// The phase the figure comes from: latency figures from the latency
+    /// phase (the uncounted part of a phase measured both ways), the rest
+    /// from the measured phase.
+    pub fn phase(self, s: &RunSummary) -> Option<&str> {
+        match self {
+            Metric::CyclesPerOpP50
+            | Metric::CyclesPerOpP99
+            | Metric::NsPerOpP50
+            | Metric::CyclesPerIpiP50 => s.latency_phase.as_deref(),
+            _ => s.phase.as_deref(),
         }
     }
 
     /// Whether a higher figure is a regression (cycles, exits); the IPIs
-    /// an operation delivers are the workload's fan-out, neither better
-    /// nor worse.
+    /// an operation delivers are the workload's fan-out, and the counting
+    /// cost is the instrument's, not the system's: neither better nor worse.
     pub fn higher_is_worse(self) -> bool {
-        self != Metric::IpisPerOp
+        !matches!(
+            self,
+            Metric::IpisPerOp | Metric::ObserverP50 | Metric::ObserverP99
+        )
     }
 
     /// Unit in the CSV `unit` column.
@@ -129,6 +156,8 @@ impl Metric {
             Metric::ExitsPerIpi => "exits/IPI".into(),
             Metric::IcrExitsPerOp => format!("ICR-write exits/{op}"),
             Metric::IcrExitsPerIpi => "ICR-write exits/IPI".into(),
+            Metric::ObserverP50 => "counted÷uncounted p50".into(),
+            Metric::ObserverP99 => "counted÷uncounted p99".into(),
         }
     }
 
@@ -144,6 +173,8 @@ impl Metric {
             Metric::ExitsPerIpi => s.exits_per_ipi(),
             Metric::IcrExitsPerOp => s.icr_exits_per_operation(),
             Metric::IcrExitsPerIpi => s.icr_exits_per_ipi(),
+            Metric::ObserverP50 => s.observer_p50(),
+            Metric::ObserverP99 => s.observer_p99(),
         }
     }
 
@@ -155,6 +186,7 @@ impl Metric {
                 format!("{v:.0}")
             }
             Metric::NsPerOpP50 => format!("{:.2}", v / 1e3),
+            Metric::ObserverP50 | Metric::ObserverP99 => format!("×{v:.2}"),
             _ => format!("{v:.2}"),
         }
     }
@@ -164,8 +196,13 @@ impl Metric {
 /// run's counters when written (readers recompute it; it is never read back).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunMetrics {
-    /// The measured phase.
+    /// The measured phase (its counted part: the exits).
     pub phase: Option<String>,
+    /// The phase the latency figures came from: the measured phase's
+    /// uncounted part where it has one (nothing per-exit counted), else
+    /// the measured phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_phase: Option<String>,
     /// What one operation is.
     pub operation: &'static str,
     /// Operations measured (latency samples plus those the guest dropped).
@@ -193,6 +230,7 @@ impl RunMetrics {
     pub fn of(s: &RunSummary) -> Self {
         Self {
             phase: s.phase.clone(),
+            latency_phase: s.latency_phase.clone(),
             operation: s.operation,
             operations: s.operations,
             ipis_sent: s.ipis,

@@ -18,8 +18,11 @@ pub mod apicv;
 pub mod columns;
 pub mod exits;
 pub mod host;
+pub mod inhibits;
 pub mod latency;
 pub mod metrics;
+pub mod observer;
+pub mod slug;
 pub mod summary;
 pub mod vcpu;
 
@@ -381,7 +384,7 @@ pub struct RunReport {
     /// runs with the counters detached: `run --observer-effect`, and the first
     /// run of every sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observer_effect: Option<crate::run::observer::ObserverEffect>,
+    pub observer_effect: Option<observer::ObserverEffect>,
     /// The host's module parameters, CPU flags and APICv/AVIC/IPIv verdicts
     /// when this run was prepared (None: not probed, or an older file).
     #[serde(default)]

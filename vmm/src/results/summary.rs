@@ -7,10 +7,15 @@
 //!   phase whose figures count every run ([`phase_keys`]);
 //! - every sum saturates ([`crate::results::saturating_sum`]): guest
 //!   counters are whatever the guest sends;
-//! - the measured phase is the one named `measure`, else the phase with the
-//!   most latency samples, else the one with the most IPIs sent (tables and
-//!   `compare`); charts draw every phase that has samples
+//! - the measured phase is the one named `measure`, else the counted phase
+//!   with the most latency samples, else the one with the most IPIs sent
+//!   (tables and `compare`); charts draw every phase that has samples
 //!   ([`summarize_phases`]);
+//! - a measured phase with an uncounted part (a phase of the same id with
+//!   the `uncounted` flag: every per-exit counter off) takes its headline
+//!   latency from that part and everything else (IPIs, operations, exits)
+//!   from the counted phase; the counted part's latency is kept beside it
+//!   and their ratio is what counting cost ([`RunSummary::observer_p50`]);
 //! - IPIs sent = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
 //!   vCPU counted sends); IPIs delivered = `ipis_received` summed (sent if
 //!   no vCPU counted receipts); operations = latency samples plus the
@@ -55,7 +60,7 @@ impl GroupKey {
         } else {
             format!("{}-{}vcpu-{}", self.workload, self.vcpus, self.target)
         };
-        crate::output::slug(&stem)
+        super::slug::slug(&stem)
     }
 
     /// What the per-X exit figures count: a delivered `IPI` for the
@@ -124,9 +129,17 @@ pub struct RunSummary {
     /// Name of the summarized phase (the measured one, or one of every
     /// phase with samples: [`summarize_phases`]).
     pub phase: Option<String>,
-    /// Latency of the measured phase.
+    /// Latency of the measured phase: of its uncounted part where it has
+    /// one ([`RunSummary::latency_phase`]).
     pub latency: Option<Headline>,
-    /// Latency histogram merged over vCPUs.
+    /// The phase `latency` came from: the measured phase, or its uncounted
+    /// part.
+    pub latency_phase: Option<String>,
+    /// Latency of the counted phase, when `latency` came from its
+    /// uncounted part (the figure counting distorted, kept to show by how
+    /// much).
+    pub counted_latency: Option<Headline>,
+    /// Latency histogram merged over vCPUs (of `latency_phase`).
     pub histogram: Histogram,
     /// What one latency sample times ([`crate::mode::Workload::operation`];
     /// `sample` for a custom payload).
@@ -158,6 +171,20 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// What counting cost the median: the counted part's p50 over the
+    /// uncounted part's (1.03: counting added 3%), when the phase was
+    /// measured both ways.
+    pub fn observer_p50(&self) -> Option<f64> {
+        let (c, u) = (self.counted_latency.as_ref()?, self.latency.as_ref()?);
+        (u.p50 > 0.0).then(|| c.p50 / u.p50)
+    }
+
+    /// [`RunSummary::observer_p50`] for the 99th percentile.
+    pub fn observer_p99(&self) -> Option<f64> {
+        let (c, u) = (self.counted_latency.as_ref()?, self.latency.as_ref()?);
+        (u.p99 > 0.0).then(|| c.p99 / u.p99)
+    }
+
     /// Exits per delivered IPI, when both are known.
     pub fn exits_per_ipi(&self) -> Option<f64> {
         let e = self.exits.as_ref()?;
@@ -302,8 +329,26 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
             .map(|l| l.count))
     };
     let sent = |id: u32, name: &str| sum(phases(run, id, name).map(|p| p.guest.ipis_sent));
+    // An uncounted part is its phase's latency, never the phase itself
+    // (unless a payload ran nothing else).
+    let counted = |id: u32, name: &str| phases(run, id, name).any(|p| !p.uncounted);
     keys.into_iter()
-        .max_by_key(|(id, name)| (samples(*id, name), sent(*id, name), *id))
+        .max_by_key(|(id, name)| (counted(*id, name), samples(*id, name), sent(*id, name), *id))
+}
+
+/// The uncounted part of phase `id` (`name`): the (id, name) of a phase
+/// with the same id, flagged uncounted, that has latency samples.
+pub fn uncounted_part(run: &Run, id: u32, name: &str) -> Option<(u32, String)> {
+    run.vcpus
+        .iter()
+        .flat_map(|v| &v.phases)
+        .find(|p| {
+            p.id == id
+                && p.uncounted
+                && p.name != name
+                && p.latency.as_ref().is_some_and(|l| l.count > 0)
+        })
+        .map(|p| (p.id, p.name.clone()))
 }
 
 fn headline(run: &Run, id: u32, name: &str) -> Option<Headline> {
@@ -386,12 +431,25 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     })
 }
 
-/// Headline figures of `run`, from its measured phase ([`measured_phase`]).
+/// Headline figures of `run`, from its measured phase ([`measured_phase`]),
+/// the latency from its uncounted part where it has one.
 pub fn summarize(run: &Run) -> RunSummary {
-    match measured_phase(run) {
-        Some((id, name)) => summarize_phase(run, id, name),
-        None => empty_summary(run),
+    let Some((id, name)) = measured_phase(run) else {
+        return empty_summary(run);
+    };
+    let uncounted = uncounted_part(run, id, &name);
+    let mut s = summarize_phase(run, id, name);
+    if let Some((uid, uname)) = uncounted {
+        if let Some(clean) = headline(run, uid, &uname) {
+            s.counted_latency = s.latency.replace(clean);
+            s.histogram = Histogram::default();
+            for l in phases(run, uid, &uname).filter_map(|p| p.latency.as_ref()) {
+                s.histogram.merge(&l.histogram);
+            }
+            s.latency_phase = Some(uname);
+        }
     }
+    s
 }
 
 /// `*acc += v`, saturating.
@@ -437,6 +495,8 @@ fn empty_summary(run: &Run) -> RunSummary {
         completed: run.succeeded(),
         phase: None,
         latency: None,
+        latency_phase: None,
+        counted_latency: None,
         histogram: Histogram::default(),
         operation,
         operations: 0,
@@ -483,6 +543,7 @@ pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
     s.icr_writes = sum(ps.iter().map(|p| p.guest.icr_writes));
 
     s.exits = breakdown(&ps);
+    s.latency_phase = s.latency.is_some().then(|| name.clone());
     s.phase = Some(name);
     s
 }

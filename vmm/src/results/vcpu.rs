@@ -68,6 +68,10 @@ impl GuestDelta {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// One measured phase of one vCPU.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PhaseResult {
@@ -97,6 +101,18 @@ pub struct PhaseResult {
     /// APICv/AVIC during the phase, from the observed inhibits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apicv: Option<super::apicv::PhaseApicv>,
+    /// The uncounted part of a measured phase (`PhaseBegin` flag
+    /// `UNCOUNTED`): every per-exit counter was off, so it has no
+    /// tracepoints, exit reasons or (outside the user irqchip) ICR-write
+    /// exits; its latency is the headline. Its counted part is the phase of
+    /// the same id without the flag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncounted: bool,
+    /// In an uncounted part: what the per-exit counters counted although
+    /// they were switched off (tracepoint counts plus exits by reason): 0
+    /// when the switch worked, so a check of it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub counted_while_off: u64,
     /// Latency of the phase's samples.
     pub latency: Option<LatencyStats>,
     /// Named values the payload recorded.

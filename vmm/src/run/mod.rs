@@ -5,13 +5,15 @@
 //! kicks) → [`collect::report`] what they produced.
 pub mod collect;
 pub mod devices;
-pub mod inhibits;
 pub mod monitor;
 pub mod observer;
 pub mod prepare;
 pub mod spawn;
 pub mod supervise;
 
+/// The APICv inhibit log, now beside the results it becomes (kept here
+/// for callers of `run::inhibits`).
+pub use crate::results::inhibits;
 pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
 pub use prepare::{prepare, Prepared};
 
@@ -68,7 +70,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     let prepared = prepare(config)?;
     // Every vCPU holds fds from its creation on (its own, its stats fd):
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
-    crate::vcpu::trace::raise_fd_limit();
+    crate::host::fds::raise_fd_limit();
     let trace = spawn::trace_config(&prepared);
     // Inhibits set while the VM is created show on this thread only.
     let created_ns = inhibits::monotonic_ns();

@@ -5,55 +5,13 @@
 //! medians of the measured p50 give the ratio. Runs alternate so that both
 //! halves see the same machine noise.
 use super::{run, RunError, RunOptions};
-use crate::config::{ExitReasons, VmConfig};
+use crate::config::VmConfig;
 use crate::results::summary;
 use ipivmm_devices::serial::SerialSink;
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// What counting cost one configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ObserverEffect {
-    /// Pairs of runs measured.
-    pub pairs: u32,
-    /// How exits were counted by reason in the counted runs.
-    pub exit_reasons: ExitReasons,
-    /// Median p50 latency with the counters attached, TSC cycles.
-    pub with_counters_p50: f64,
-    /// Median p50 latency with every counter detached, TSC cycles.
-    pub without_counters_p50: f64,
-    /// `with / without`: 1.03 means counting added 3%.
-    pub ratio: f64,
-    /// Every run's p50, in run order: (without, with).
-    pub runs: Vec<(f64, f64)>,
-    /// Runs of the pairs that failed (their pair is left out), one line
-    /// each: which run, and how it ended. The measured run itself still
-    /// runs and its results are written.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed: Vec<String>,
-}
-
-impl ObserverEffect {
-    /// One line for reports.
-    pub fn text(&self) -> String {
-        let failed = match self.failed.len() {
-            0 => String::new(),
-            n => format!("; {n} runs failed: {}", self.failed.join("; ")),
-        };
-        if self.pairs == 0 {
-            return format!("counting cost: not measured{failed}");
-        }
-        format!(
-            "counting cost: p50 {:.0} cycles with the counters (exit reasons {}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
-            self.with_counters_p50,
-            self.exit_reasons,
-            self.without_counters_p50,
-            (self.ratio - 1.0) * 100.0,
-            self.pairs
-        )
-    }
-}
+pub use crate::results::observer::ObserverEffect;
 
 /// Most pairs [`measure`] runs: each pair is two whole runs, and the
 /// per-pair figures are kept, so the count is bounded (the command line
@@ -146,24 +104,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn medians_and_the_text() {
+    fn medians() {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&mut []), 0.0);
-        let e = ObserverEffect {
-            pairs: 3,
-            exit_reasons: ExitReasons::Sampled,
-            with_counters_p50: 1030.0,
-            without_counters_p50: 1000.0,
-            ratio: 1.03,
-            runs: vec![],
-            failed: vec![],
-        };
-        assert!(
-            e.text().contains("+3.0%") && e.text().contains("sampled"),
-            "{}",
-            e.text()
-        );
     }
 
     #[test]

@@ -4,28 +4,9 @@
 //! what the later stages trust without checking again.
 use super::RunError;
 use crate::config::VmConfig;
-use crate::mode::apicv::ApicvPlan;
-use crate::mode::{self, levers};
+use crate::mode::levers;
+pub use crate::vm::Prepared;
 use crate::vm::{load_payload, max_vcpus, open_kvm, x2apic_api};
-use ipivmm_host::facts::HostInfo;
-use kvm_ioctls::Kvm;
-
-/// A configuration that passed every check, with what the checks produced.
-pub struct Prepared {
-    /// The validated configuration.
-    pub config: VmConfig,
-    /// The checked payload ELF.
-    pub image: Vec<u8>,
-    /// The open KVM device.
-    pub kvm: Kvm,
-    /// The host, fingerprinted once for the whole run (None if it could not be).
-    pub host: Option<HostInfo>,
-    /// How APICv/AVIC is handled for this VM.
-    pub plan: ApicvPlan,
-    /// Whether KVM_CAP_X2APIC_API (32-bit IDs, no broadcast quirk) is
-    /// enabled on the VM (`vm::x2apic_api`).
-    pub x2apic_api: bool,
-}
 
 /// Check `config` for a run here; nothing is created yet.
 pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
@@ -37,7 +18,7 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())
         .map_err(crate::vm::VmError::from)?;
     let host = ipivmm_host::facts::probe().ok();
-    let plan = mode::check(config, host.as_ref())?;
+    let plan = config.check_mode(host.as_ref())?;
     let max_id = crate::mode::apicv::apic_id(plan.lever, config.vcpus.saturating_sub(1));
     let x2apic_api = x2apic_api::decide(config, x2apic_api::supported(&kvm), max_id)
         .map_err(crate::vm::VmError::from)?;

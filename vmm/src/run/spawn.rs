@@ -5,8 +5,9 @@ use super::inhibits::InhibitLog;
 use super::monitor::RunMonitor;
 use super::prepare::Prepared;
 use super::{host, RunError};
+use crate::host::fds::FdLimit;
 use crate::results::VcpuResult;
-use crate::vcpu::trace::{FdLimit, TraceConfig};
+use crate::vcpu::trace::TraceConfig;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
 use crate::vm::Vm;
 use event_manager::{EventManager, SubscriberId, SubscriberOps};
@@ -66,11 +67,21 @@ pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
         let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
             .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
             .with_context_events(c.context_events)
-            .with_fd_limit(Some(FdLimit::now(c.vcpus)));
+            .with_fd_limit(Some(FdLimit::now(c.vcpus)))
+            .with_silent_exits(silent_exits(p));
         if let Some(why) = t.fd_shortfall() {
             log::warn!("tracepoints: not every counter is opened: {why}");
         }
         Arc::new(t)
+    })
+}
+
+/// Why `kvm:kvm_exit` never fires on the run's KVM, when it does not.
+fn silent_exits(p: &Prepared) -> Option<String> {
+    use ipivmm_host::facts::KvmBackend;
+    let backend = &p.host.as_ref()?.backend;
+    (*backend == KvmBackend::KvmPvm).then(|| {
+        "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason; totals and kinds come from KVM's binary stats".to_string()
     })
 }
 
@@ -85,7 +96,6 @@ pub fn spawn(
 ) -> Result<Running, RunError> {
     let c = &p.config;
     kick::install_kick_handler().map_err(host("installing the kick signal handler"))?;
-    crate::vcpu::trace::raise_fd_limit();
     let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
     let shared = Arc::new(Shared {
         stop: false.into(),
@@ -119,7 +129,6 @@ pub fn spawn(
             index,
             bus: devices.bus.clone(),
             shared: shared.clone(),
-            apic: c.apic,
             tsc_khz,
             trace: trace.clone(),
             pin: c.pin.get(index).copied(),

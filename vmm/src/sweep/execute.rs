@@ -3,12 +3,10 @@
 //! cancel) recorded as skipped with the reason. What happens along the way
 //! goes to a [`SweepEvents`] (the command line draws a progress bar; `check`
 //! and library callers can stay quiet with [`Quiet`]).
-use super::host_stages::{run_stages, HostSweep};
-use super::{plan, PlannedRun, SweepSpec};
+use super::PlannedRun;
 use crate::results::{RunReport, SkippedMode};
 use crate::run::{run, RunOptions};
 use ipivmm_devices::serial::SerialSink;
-use ipivmm_host::facts::HostInfo;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,29 +48,6 @@ pub struct SweepOutcome {
     pub skipped: Vec<SkippedMode>,
     /// Host switch or restore errors (`--host-param`), one line each.
     pub errors: Vec<String>,
-}
-
-/// Plans `spec` on `host` and runs it: under each host setting in turn
-/// when `host_sweep` (from [`super::host_stages::preflight`]) is given.
-pub fn execute(
-    spec: &SweepSpec,
-    host: Option<&HostInfo>,
-    host_sweep: Option<&HostSweep>,
-    opts: &SweepOptions,
-    events: &dyn SweepEvents,
-) -> SweepOutcome {
-    match host_sweep {
-        Some(hs) => run_stages(spec, hs, opts, events),
-        None => {
-            let (runs, mut skipped) = plan(spec, host);
-            let reports = run_all(&runs, &mut skipped, opts, opts.observer_pairs, events);
-            SweepOutcome {
-                reports,
-                skipped,
-                errors: Vec::new(),
-            }
-        }
-    }
 }
 
 /// Runs `runs` in order; runs that could not start (or were not started

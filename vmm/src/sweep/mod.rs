@@ -18,7 +18,8 @@ use crate::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
 
-pub use execute::{execute, Quiet, SweepEvents, SweepOptions, SweepOutcome};
+pub use execute::{run_all, Quiet, SweepEvents, SweepOptions, SweepOutcome};
+use host_stages::run_stages;
 pub use host_stages::{preflight, HostSweep};
 
 /// The dimensions a sweep crosses.
@@ -123,9 +124,11 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
     if c.apic == ApicMode::Xapic && c.vcpus > ipivmm_abi::MAX_XAPIC_VCPUS {
         return Some(crate::config::ConfigError::XapicVcpus(c.vcpus).to_string());
     }
-    match mode::check(c, host) {
+    match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
-        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => mode::duplicate_of(c, &plan),
+        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => {
+            mode::duplicate_of(c.mode(), &plan)
+        }
         Ok(_) => None,
     }
 }
@@ -197,6 +200,29 @@ pub fn plan_stage(
         }
     }
     (runs, skips)
+}
+
+/// Plans `spec` on `host` and runs it: under each host setting in turn
+/// when `host_sweep` (from [`host_stages::preflight`]) is given.
+pub fn execute(
+    spec: &SweepSpec,
+    host: Option<&HostInfo>,
+    host_sweep: Option<&HostSweep>,
+    opts: &SweepOptions,
+    events: &dyn SweepEvents,
+) -> SweepOutcome {
+    match host_sweep {
+        Some(hs) => run_stages(spec, hs, opts, events),
+        None => {
+            let (runs, mut skipped) = plan(spec, host);
+            let reports = run_all(&runs, &mut skipped, opts, opts.observer_pairs, events);
+            SweepOutcome {
+                reports,
+                skipped,
+                errors: Vec::new(),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

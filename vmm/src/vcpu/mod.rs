@@ -7,7 +7,6 @@ pub mod trace;
 pub mod user_apic;
 pub mod window;
 
-use crate::mode::ApicMode;
 use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, MsrHandler, Step};
 use ipivmm_abi::GuestCounters;
@@ -41,7 +40,7 @@ pub struct Shared {
     /// thread and shared by the others (the same for every vCPU).
     pub stats_layout: OnceLock<Arc<[ipivmm_counters::kvm_stats::StatDesc]>>,
     /// The APICv inhibit changes every thread of the VM saw.
-    pub inhibits: Arc<crate::run::inhibits::InhibitLog>,
+    pub inhibits: Arc<crate::results::inhibits::InhibitLog>,
     /// The run's guest memory budget.
     pub budget: Arc<GuestBudget>,
 }
@@ -73,8 +72,6 @@ pub struct VcpuEnv {
     pub bus: Arc<Bus>,
     /// Shared run state.
     pub shared: Arc<Shared>,
-    /// Guest APIC mode (picks the ICR-write counter).
-    pub apic: ApicMode,
     /// TSC frequency for ns figures.
     pub tsc_khz: u64,
     /// Tracepoints to count, if any.
@@ -343,7 +340,11 @@ impl RunLoop<'_> {
             ControlBody::Hello { .. } => {
                 self.env.shared.first_message.get_or_init(Instant::now);
             }
-            ControlBody::PhaseBegin { phase, name } => {
+            ControlBody::PhaseBegin {
+                phase,
+                name,
+                uncounted,
+            } => {
                 if let Some(open) = &self.open {
                     return Some(self.fault(format!(
                         "payload began phase {phase} '{name}' while phase {} '{}' was still open",
@@ -353,11 +354,30 @@ impl RunLoop<'_> {
                 if self.sources.open_trace() {
                     self.env.shared.result(index).sources = self.sources.status.clone();
                 }
-                self.open = Some(self.sources.begin(phase, name, &self.exits, &self.guest));
+                let mut open = self.sources.begin(phase, name, &self.exits, &self.guest);
+                if uncounted {
+                    // After the begin snapshot: the marker's own exit is
+                    // counted, nothing of the part is.
+                    if let Err(e) = self.sources.set_counting(false, Some(&mut open)) {
+                        return Some(self.fault(format!(
+                            "switching the counters off for the uncounted phase {phase} failed: {e}"
+                        )));
+                    }
+                    open.uncounted = true;
+                }
+                self.open = Some(open);
             }
             ControlBody::PhaseEnd { phase } => match self.open.take() {
                 Some(open) if open.id == phase => {
+                    let uncounted = open.uncounted;
                     let result = self.sources.end(open, &self.exits, &self.guest);
+                    if uncounted {
+                        if let Err(e) = self.sources.set_counting(true, None) {
+                            return Some(self.fault(format!(
+                                "switching the counters back on after the uncounted phase {phase} failed: {e}"
+                            )));
+                        }
+                    }
                     let early = self.pending_samples.remove(&phase);
                     let mut r = self.env.shared.result(index);
                     if let Err(e) = self.store().phase(&mut r, result, early) {

@@ -1,6 +1,7 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::config::ExitReasons;
+pub use crate::host::fds::{raise_fd_limit, FdLimit, OTHER_FDS_PER_VCPU, RESERVED_FDS};
 use crate::results::SourceStatus;
 use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
@@ -73,51 +74,9 @@ pub struct TraceConfig {
     bpf: OnceLock<Result<Arc<BpfExits>, String>>,
     /// The counter specs opened as perf events: those BPF does not count.
     perf_specs: OnceLock<Vec<CounterSpec>>,
-}
-
-/// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
-/// its KVM stats fd.
-pub const OTHER_FDS_PER_VCPU: usize = 2;
-/// Descriptors kept free for the rest of the run: the VM, the event loop,
-/// eventfds, timers, the creation-time sampler, the result files.
-pub const RESERVED_FDS: usize = 64;
-
-/// RLIMIT_NOFILE as a run of `vcpus` vCPUs finds it, and the share of it
-/// each vCPU thread may spend on tracepoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FdLimit {
-    /// The soft limit (after [`raise_fd_limit`]).
-    pub limit: u64,
-    /// Descriptors already open when the run started.
-    pub open: usize,
-    /// vCPUs of the run.
-    pub vcpus: usize,
-}
-
-impl FdLimit {
-    /// The limit now, raised to the hard limit first.
-    pub fn now(vcpus: usize) -> Self {
-        raise_fd_limit();
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(u64::MAX);
-        // The directory's own fd is listed too; unreadable: assume a few.
-        let open = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count());
-        Self { limit, open, vcpus }
-    }
-
-    /// Tracepoint fds each vCPU thread may open.
-    pub fn per_vcpu(&self) -> usize {
-        let n = self.vcpus.max(1);
-        let fixed = self.open + n * OTHER_FDS_PER_VCPU + RESERVED_FDS;
-        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
-        limit.saturating_sub(fixed) / n
-    }
-
-    /// The limit a run wanting `wanted` tracepoint fds per vCPU needs.
-    pub fn needed(&self, wanted: usize) -> usize {
-        self.open + self.vcpus * (OTHER_FDS_PER_VCPU + wanted) + RESERVED_FDS
-    }
+    /// Why `kvm:kvm_exit` never fires on this host's KVM, when it does not
+    /// (kvm_pvm): the exit_reasons source says so.
+    silent_exits: Option<String>,
 }
 
 /// What one vCPU thread opens within its share of the fd limit.
@@ -155,7 +114,15 @@ impl TraceConfig {
             resolved: OnceLock::new(),
             bpf: OnceLock::new(),
             perf_specs: OnceLock::new(),
+            silent_exits: None,
         }
+    }
+
+    /// On a KVM whose `kvm:kvm_exit` never fires (`why`), the exit_reasons
+    /// source is reported unavailable with `why`, whatever was attached.
+    pub fn with_silent_exits(mut self, why: Option<String>) -> Self {
+        self.silent_exits = why;
+        self
     }
 
     /// Open tracepoints within `fds` (None: no limit is checked).
@@ -324,18 +291,6 @@ fn ipi_exit_codes(isa: Isa) -> Vec<u32> {
         .collect()
 }
 
-/// Tracepoint counters cost one fd each per vCPU thread: lift the soft
-/// RLIMIT_NOFILE to the hard limit (failure only means fewer counters, each
-/// reported unavailable with EMFILE).
-pub fn raise_fd_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut lim = getrlimit(Resource::Nofile);
-    if lim.current < lim.maximum {
-        lim.current = lim.maximum;
-        let _ = setrlimit(Resource::Nofile, lim);
-    }
-}
-
 /// How one vCPU thread counts its exits by reason.
 pub enum ExitSource {
     /// In the kernel: this thread's element of the run's BPF map, and its
@@ -444,7 +399,9 @@ impl ThreadTrace {
         };
         let inhibits = share
             .inhibits
-            .then(|| InhibitSampler::open(tracefs, crate::run::inhibits::INHIBIT_RING_PAGES).ok())
+            .then(|| {
+                InhibitSampler::open(tracefs, crate::results::inhibits::INHIBIT_RING_PAGES).ok()
+            })
             .flatten();
         let t = Self {
             set,
@@ -459,6 +416,24 @@ impl ThreadTrace {
     /// its exit sampler (`Sampled`, or `Bpf` where BPF could not load: the
     /// status says why). The status's detail starts with the mechanism.
     pub fn open_exit_source(cfg: Option<&TraceConfig>) -> (Option<ExitSource>, SourceStatus) {
+        let (source, status) = Self::open_exit_source_as_configured(cfg);
+        match cfg.and_then(|c| c.silent_exits.as_deref()) {
+            Some(why) if status.available => {
+                let how = status.detail.as_deref().unwrap_or("attached");
+                let status = SourceStatus {
+                    available: false,
+                    detail: Some(format!("{why} ({how}: every exit counts as missing)")),
+                    ..status
+                };
+                (source, status)
+            }
+            _ => (source, status),
+        }
+    }
+
+    fn open_exit_source_as_configured(
+        cfg: Option<&TraceConfig>,
+    ) -> (Option<ExitSource>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
             source: "exit_reasons".into(),
             available,
@@ -540,7 +515,7 @@ impl ThreadTrace {
     }
 
     /// Hand the APICv inhibit changes this thread saw to `log`.
-    pub fn drain_inhibits(&mut self, log: &crate::run::inhibits::InhibitLog) {
+    pub fn drain_inhibits(&mut self, log: &crate::results::inhibits::InhibitLog) {
         if let Some(s) = &mut self.inhibits {
             log.drain(s);
         }

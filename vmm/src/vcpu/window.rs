@@ -4,8 +4,10 @@
 use super::trace::{ThreadTrace, TraceConfig};
 use super::user_apic::UserApic;
 use crate::results::exits::ExitCounts;
-use crate::results::{ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus};
-use crate::run::inhibits::InhibitLog;
+use crate::results::inhibits::InhibitLog;
+use crate::results::{
+    saturating_sum as sum, ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus,
+};
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatDesc, StatsReader, StatsSnapshot};
 use ipivmm_counters::sampler::ExitTally;
@@ -77,6 +79,9 @@ pub struct OpenPhase {
     begin: Snapshot,
     /// The exit sampler's drains since the begin marker, merged.
     exits: ExitTally,
+    /// The uncounted part of a measured phase: every per-exit counter off
+    /// from the begin marker to the end marker (`Sources::set_counting`).
+    pub uncounted: bool,
 }
 
 impl Sources {
@@ -195,7 +200,7 @@ impl Sources {
     pub fn snapshot(&mut self, exits: &ExitCounts, guest: &GuestCounters) -> Snapshot {
         Snapshot {
             at: Instant::now(),
-            mono_ns: crate::run::inhibits::monotonic_ns(),
+            mono_ns: crate::results::inhibits::monotonic_ns(),
             exits: *exits,
             guest: *guest,
             kvm: self.kvm_stats.as_mut().and_then(|r| r.snapshot().ok()),
@@ -225,6 +230,7 @@ impl Sources {
             name,
             begin: self.snapshot(exits, guest),
             exits: ExitTally::default(),
+            uncounted: false,
         }
     }
 
@@ -270,6 +276,23 @@ impl Sources {
             None => self.icr_exits(&tracepoints, &guest_delta),
         };
         let exit_reasons = exit_reasons.map(|c| with_missing(c, &kvm_stats));
+        // An uncounted part's per-exit counters were off: their zeros are
+        // not measurements, so the part carries none of them (the model's
+        // ICR-write exits are exact and cost nothing: kept).
+        // What they counted anyway is kept as a check of the switch.
+        let counted_while_off = match open.uncounted {
+            true => sum(tracepoints.values().copied())
+                .saturating_add(exit_reasons.as_ref().map_or(0, |e| e.exits)),
+            false => 0,
+        };
+        let (tracepoints, exit_reasons, icr_write_exits) = match open.uncounted {
+            true => (
+                BTreeMap::new(),
+                None,
+                icr_write_exits.filter(|i| i.source == "user_lapic"),
+            ),
+            false => (tracepoints, exit_reasons, icr_write_exits),
+        };
         PhaseResult {
             id: open.id,
             name: open.name,
@@ -283,6 +306,8 @@ impl Sources {
             icr_write_exits,
             exit_reasons,
             apicv: None,
+            uncounted: open.uncounted,
+            counted_while_off,
             latency: None,
             records: BTreeMap::new(),
             samples: Vec::new(),

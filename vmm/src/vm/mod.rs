@@ -8,6 +8,7 @@ pub mod arch;
 pub mod boot_info;
 pub mod kvm_extra;
 pub mod layout;
+mod prepared;
 pub mod x2apic_api;
 
 use crate::config::{PayloadSource, VmConfig};
@@ -15,7 +16,6 @@ use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
 use crate::mode::{ApicMode, IpiPath, Irqchip};
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::run::Prepared;
 use crate::vm::arch::{cpuid, gdt, lapic_regs, paging, regs};
 use kvm_bindings::{
     kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region,
@@ -25,6 +25,7 @@ use kvm_bindings::{
 };
 use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
+pub use prepared::Prepared;
 use std::io::Cursor;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
@@ -230,7 +231,7 @@ fn create_vcpus(
                 return kvm_err("KVM_CREATE_VCPU")(err);
             }
             // The fds open before the VM existed are a few; count 16.
-            let fds = crate::vcpu::trace::FdLimit {
+            let fds = crate::host::fds::FdLimit {
                 limit: rustix::process::getrlimit(rustix::process::Resource::Nofile)
                     .current
                     .unwrap_or(u64::MAX),

@@ -87,6 +87,8 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         user_lapic: BTreeMap::new(),
         exit_reasons: None,
         apicv: None,
+        uncounted: false,
+        counted_while_off: 0,
         window_ns: (0, 0),
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
