@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 const SKIPPED_TESTS: &[&str] = &[
     "builds_as_a_static",
     "payload_has_no_sse",
+    "payloads_have_no_sse",
     "library_only_example",
     "at_300_vcpus",
 ];
