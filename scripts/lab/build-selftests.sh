@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds a few KVM selftests (Debian bookworm's linux-source-6.1, statically
+# Builds the APIC/IPI KVM selftests (Debian bookworm's linux-source-6.1, statically
 # linked) as a peer of ipivmm in the lab's guest, and packs them with a probe
 # script into an initramfs archive to append (scripts/lab/bochs.sh --cpio):
 # /lab/selftests/* and /lab/extra.sh, which the guest runs as step `extra`
@@ -10,11 +10,20 @@
 # Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab).
 set -euo pipefail
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
-TESTS="x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/sync_regs_test x86_64/userspace_io_test"
+# The APIC and IPI tests of tools/testing/selftests/kvm/x86_64 (6.1) and two
+# plain ones: xapic_ipi_test (xAPIC fixed IPIs to a halted vCPU: the ICR
+# writes IPIv virtualizes), xapic_state_test (xAPIC and x2APIC register and
+# ICR round trips, IPIs to vCPUs that exist and that do not), smm_test (an
+# x2APIC SMI to self: an ICR write IPIv must not virtualize), debug_regs (an
+# x2APIC fixed self-IPI by shorthand), kvm_pv_test (KVM_HC_SEND_IPI among the
+# PV features), ucna_injection_test (an xAPIC LVT interrupt and its EOI).
+TESTS="x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/smm_test x86_64/debug_regs
+    x86_64/kvm_pv_test x86_64/ucna_injection_test x86_64/sync_regs_test x86_64/userspace_io_test"
 die() { echo "selftests: error: $*" >&2; exit 2; }
 [ $# = 2 ] || die "usage: $0 PROBE_SCRIPT OUT.cpio"
 PROBE=$(realpath "$1")
 OUTFILE=$(realpath -m "$2")
+mkdir -p "$(dirname "$OUTFILE")"
 SRC=$CACHE/linux-source-6.1
 if [ ! -e "$SRC/.done" ]; then
     mkdir -p "$CACHE/src"
@@ -36,13 +45,27 @@ targets=()
 for t in $TESTS; do targets+=("$K/$t"); done
 nice -n 10 make -s -C "$K" -j2 LDFLAGS="-static -pthread -no-pie" "${targets[@]}" >/dev/null 2>&1 ||
     die "make -C $K failed"
-BUSYBOX=$(ls "$CACHE"/root/busybox-static_*/bin/busybox 2>/dev/null | head -n 1)
-[ -x "$BUSYBOX" ] || die "no busybox in $CACHE (scripts/lab.sh initrd fetches it)"
+# newc archives: the host's cpio, else the lab's busybox (scripts/lab.sh
+# fetches it), else cpio installed (a fresh clone has neither).
+if command -v cpio >/dev/null; then
+    CPIO=(cpio)
+else
+    BUSYBOX=$(ls "$CACHE"/root/busybox-static_*/bin/busybox 2>/dev/null | head -n 1 || true)
+    if [ -x "$BUSYBOX" ]; then
+        CPIO=("$BUSYBOX" cpio)
+    else
+        [ "$(id -u)" = 0 ] || die "need cpio (apt-get install cpio)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cpio >/dev/null 2>&1 ||
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cpio >/dev/null; } ||
+            die "apt-get install cpio failed"
+        CPIO=(cpio)
+    fi
+fi
 st=$(mktemp -d)
 trap 'rm -rf "$st"' EXIT
 mkdir -p "$st/lab/selftests"
 for t in "${targets[@]}"; do cp "$t" "$st/lab/selftests/"; done
 cp "$PROBE" "$st/lab/extra.sh"
 chmod +x "$st/lab/extra.sh"
-(cd "$st" && find . | "$BUSYBOX" cpio -o -H newc 2>/dev/null) >"$OUTFILE"
+(cd "$st" && find . | "${CPIO[@]}" -o -H newc 2>/dev/null) >"$OUTFILE"
 echo "$OUTFILE"

@@ -632,3 +632,76 @@ fn sh_commands_are_parsed_like_a_shell_reads_them() {
         ["objdump -d x | grep -cE '%xmm|#no'", "echo \"a # b\""]
     );
 }
+
+/// What the fragments of docs/payload-sdk.md may name without defining it:
+/// `main`'s arguments, a vector `v`, a logical destination `dest` and a
+/// phase `id`, and the SDK's modules.
+const SDK_FRAGMENT_PRELUDE: &str = "#![no_std]
+#![no_main]
+#![allow(unused)]
+
+use ipivmm_guest::ipi::{self, Icr, Ipi};
+use ipivmm_guest::{apic, control, idt, percpu, runtime, sync, BootInfo};
+";
+
+/// Every ```rust block of docs/payload-sdk.md compiles against this
+/// build's SDK, in a crate `ipivmm new-payload` writes: a block with
+/// `entry!` as the crate's whole `src/main.rs`, every other block as the
+/// body of a function with [`SDK_FRAGMENT_PRELUDE`] in scope (cargo
+/// needed: a visible skip without it).
+#[test]
+fn payload_sdk_rust_blocks_compile() {
+    const TEST: &str = "payload_sdk_rust_blocks_compile";
+    let file = "docs/payload-sdk.md";
+    let rust: Vec<Block> = blocks(file, &read(file))
+        .into_iter()
+        .filter(|b| b.lang == "rust")
+        .collect();
+    let (programs, fragments): (Vec<&Block>, Vec<&Block>) = rust
+        .iter()
+        .partition(|b| b.lines.iter().any(|l| l.contains("entry!(")));
+    // The minimal payload, and the calls of the SDK's sections.
+    assert!(
+        programs.len() == 1 && fragments.len() >= 6,
+        "{file}: {} whole payloads, {} fragments",
+        programs.len(),
+        fragments.len()
+    );
+    if !has("cargo") {
+        skip(TEST, Need::Setup, "cargo cannot be run here");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("payload-sdk-blocks");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args(["new-payload", "sdkdocs"])
+        .arg(&dir)
+        .output()
+        .expect("ipivmm runs");
+    assert!(o.status.success(), "new-payload: {}", text_of(&o));
+
+    let mut wrapped = SDK_FRAGMENT_PRELUDE.to_string();
+    for (i, b) in fragments.iter().enumerate() {
+        wrapped.push_str(&format!(
+            "\n// {}:{}\nfn fragment_{i}(boot: &'static BootInfo, vcpu: usize, v: u8, dest: u32, id: u32) {{\n{}\n}}\n",
+            b.file,
+            b.line,
+            b.lines.join("\n")
+        ));
+    }
+    wrapped.push_str("\nfn main(_: &'static BootInfo, _: usize) {}\nipivmm_guest::entry!(main);\n");
+    let mut sources = vec![("the fragments".to_string(), wrapped)];
+    for b in &programs {
+        sources.push((format!("{}:{}", b.file, b.line), b.lines.join("\n")));
+    }
+    for (what, main_rs) in sources {
+        std::fs::write(dir.join("src/main.rs"), &main_rs).unwrap();
+        let o = bash("cargo build --release --offline", &dir);
+        assert!(
+            o.status.success(),
+            "{what} of {file} do not build:\n{}\n--- src/main.rs:\n{main_rs}",
+            text_of(&o)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

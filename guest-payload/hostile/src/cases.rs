@@ -20,7 +20,8 @@ pub enum Case {
     /// and sends Done(0); vCPU 0 waits for it, sends it an NMI and Done(0).
     NmiThenHalts = 3,
     /// (6) As [`Case::NmiThenHalts`] with an INIT (level assert, then
-    /// de-assert) instead of the NMI.
+    /// de-assert) instead of the NMI, sent inside vCPU 0's phase 0
+    /// [`EVENT_PHASE`].
     InitThenHalts = 4,
     /// (6) As [`Case::InitThenHalts`], then a start-up IPI of vector
     /// [`SIPI_VECTOR`]: vCPU 0 first copies a real-mode trampoline to
@@ -47,11 +48,30 @@ pub enum Case {
     /// counters grow by [`HUGE_COUNTER`] (each of icr_writes, ipis_sent,
     /// ipis_received, eois): two vCPUs together overflow a u64.
     HugeCounters = 10,
+    /// Not hostile: the SDK's ICR builders end to end. vCPU 0 sends
+    /// [`SDK_ROUNDS`] rounds of the [`SdkSend`] of `params[1]` (an
+    /// `ipi::Ipi` per ICR, built once) on `BootInfo::ipi_vector` and, after
+    /// each round, waits until the vCPUs have taken as many IPIs (NMIs) as
+    /// the ICRs' `Ipi::targets` add up to. Every vCPU sets up its logical
+    /// ID first (the mode's model; xAPIC cluster when `params[2]` is 1) and,
+    /// for NMIs, an NMI hook, and runs phase 0 [`SDK_PHASE`] with
+    /// `phase_begin_synced` / `phase_end_synced`; after it every vCPU
+    /// records `nmis_received` (its NMIs of the phase) and vCPU 0 `icrs`
+    /// and `targets` (ICRs per round and the vCPUs they reach).
+    SdkSend = 11,
+    /// Not hostile: the SDK's NMI stack. 2 vCPUs, phase 0 [`SDK_PHASE`]
+    /// as in [`Case::SdkSend`]: [`NMI_NEST_ROUNDS`] times, vCPU 0 sends a
+    /// fixed IPI to vCPU 1, whose IPI hook waits (interrupts off, on the
+    /// interrupt stack) until an NMI arrives; vCPU 0 sends that NMI once the
+    /// hook runs, then waits for the hook to return. The NMI runs on its own
+    /// stack (IST2): on the interrupt stack's top it would overwrite the
+    /// IPI handler's frame. Records as [`Case::SdkSend`].
+    NmiInIpiHandler = 12,
 }
 
 impl Case {
     /// Every case, in order.
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 12] = [
         Case::MaxSamples,
         Case::PrintForever,
         Case::NmiThenHalts,
@@ -62,6 +82,8 @@ impl Case {
         Case::PhaseIdReuse,
         Case::OrphanSamples,
         Case::HugeCounters,
+        Case::SdkSend,
+        Case::NmiInIpiHandler,
     ];
 
     /// The case of `BootInfo::params[0]`.
@@ -85,6 +107,9 @@ pub const MAX_SAMPLES_MESSAGES: u64 = 8;
 /// [`Case::PrintForever`]: what vCPU 0 prints, again and again.
 pub const PRINT_LINE: &str = "hostile: printing forever\n";
 
+/// [`Case::InitThenHalts`], [`Case::InitSipiThenHalts`]: vCPU 0's phase 0
+/// around its ICR writes (sent with the SDK's builders, counted).
+pub const EVENT_PHASE: &str = "send";
 /// [`Case::NmiThenHalts`] and the INIT cases: `cli; hlt` of vCPU 1.
 pub const HALTS: u64 = 100_000;
 /// [`Case::InitSipiThenHalts`]: the start-up vector (trampoline at
@@ -121,3 +146,94 @@ pub const ORPHAN_NEVER_ENDED: u32 = 8;
 
 /// [`Case::HugeCounters`]: what each counter grows by over the phase.
 pub const HUGE_COUNTER: u64 = 1 << 63;
+
+/// [`Case::SdkSend`]: rounds of vCPU 0.
+pub const SDK_ROUNDS: u64 = 40;
+/// [`Case::NmiInIpiHandler`]: rounds of vCPU 0.
+pub const NMI_NEST_ROUNDS: u64 = 10;
+/// [`Case::SdkSend`], [`Case::NmiInIpiHandler`]: the phase.
+pub const SDK_PHASE: &str = "measure";
+
+/// [`Case::SdkSend`]: what vCPU 0 sends each round (`params[1]`); "the
+/// others" are vCPUs 1.. of the VM.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdkSend {
+    /// Fixed, one physical ICR per other vCPU.
+    FixedPhysical = 0,
+    /// Fixed, one logical ICR per logical group of the others.
+    FixedLogical = 1,
+    /// Fixed, shorthand self.
+    FixedSelf = 2,
+    /// Fixed, shorthand all including self.
+    FixedAll = 3,
+    /// Fixed, shorthand all excluding self.
+    FixedAllButSelf = 4,
+    /// Lowest priority, physical, to vCPU 1.
+    LowestPriorityPhysical = 5,
+    /// Lowest priority, one logical ICR per logical group of the others.
+    LowestPriorityLogical = 6,
+    /// Lowest priority, shorthand all excluding self.
+    LowestPriorityAllButSelf = 7,
+    /// NMI, one physical ICR per other vCPU.
+    NmiPhysical = 8,
+    /// NMI, one logical ICR per logical group of the others.
+    NmiLogical = 9,
+    /// NMI, shorthand all excluding self.
+    NmiAllButSelf = 10,
+}
+
+impl SdkSend {
+    /// Every kind, in order.
+    pub const ALL: [SdkSend; 11] = [
+        SdkSend::FixedPhysical,
+        SdkSend::FixedLogical,
+        SdkSend::FixedSelf,
+        SdkSend::FixedAll,
+        SdkSend::FixedAllButSelf,
+        SdkSend::LowestPriorityPhysical,
+        SdkSend::LowestPriorityLogical,
+        SdkSend::LowestPriorityAllButSelf,
+        SdkSend::NmiPhysical,
+        SdkSend::NmiLogical,
+        SdkSend::NmiAllButSelf,
+    ];
+
+    /// The kind of `params[1]`.
+    pub fn from_raw(raw: u64) -> Option<SdkSend> {
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            if Self::ALL[i] as u64 == raw {
+                return Some(Self::ALL[i]);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Sends NMIs (else the measured vector).
+    pub fn is_nmi(self) -> bool {
+        matches!(
+            self,
+            SdkSend::NmiPhysical | SdkSend::NmiLogical | SdkSend::NmiAllButSelf
+        )
+    }
+
+    /// Lowest-priority delivery.
+    pub fn is_lowest_priority(self) -> bool {
+        matches!(
+            self,
+            SdkSend::LowestPriorityPhysical
+                | SdkSend::LowestPriorityLogical
+                | SdkSend::LowestPriorityAllButSelf
+        )
+    }
+
+    /// Logical destinations.
+    pub fn is_logical(self) -> bool {
+        matches!(
+            self,
+            SdkSend::FixedLogical | SdkSend::LowestPriorityLogical | SdkSend::NmiLogical
+        )
+    }
+}

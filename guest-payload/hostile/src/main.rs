@@ -9,12 +9,13 @@ mod cases;
 
 use cases::*;
 use core::arch::{asm, global_asm};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use ipivmm_abi::ApicMode;
 use ipivmm_abi::{
     ControlMsg, GuestCounters, MsgKind, ABI_VERSION, CONTROL_MAGIC, MAX_SAMPLES_PER_MSG,
 };
-use ipivmm_guest::apic::{self, Apic};
-use ipivmm_guest::{control, cpu, ipi, percpu, print, sync, BootInfo};
+use ipivmm_guest::ipi::{Icr, Ipi, LogicalModel, VcpuSet};
+use ipivmm_guest::{apic, control, cpu, idt, ipi, percpu, print, runtime, sync, BootInfo};
 
 fn main(boot: &'static BootInfo, vcpu: usize) {
     let Some(case) = Case::from_raw(boot.params[0]) else {
@@ -32,6 +33,8 @@ fn main(boot: &'static BootInfo, vcpu: usize) {
         Case::PhaseIdReuse => phase_id_reuse(vcpu),
         Case::OrphanSamples => orphan_samples(vcpu),
         Case::HugeCounters => huge_counters(),
+        Case::SdkSend => sdk_send(boot, vcpu),
+        Case::NmiInIpiHandler => nmi_in_ipi_handler(vcpu),
     }
 }
 
@@ -101,13 +104,6 @@ enum Event {
 /// vCPU 1 is about to halt.
 static READY: AtomicBool = AtomicBool::new(false);
 
-/// ICR low words (SDM 11.6.1): delivery mode in bits 10:8, level (14) and
-/// trigger (15).
-const ICR_NMI: u32 = 0b100 << 8 | 1 << 14;
-const ICR_INIT_ASSERT: u32 = 0b101 << 8 | 1 << 14 | 1 << 15;
-const ICR_INIT_DEASSERT: u32 = 0b101 << 8 | 1 << 15;
-const ICR_STARTUP: u32 = 0b110 << 8 | 1 << 14;
-
 // The start-up trampoline (real mode, copied to SIPI_VECTOR << 12 by vCPU
 // 0): a 32-bit `out` of the GPA of the Done message vCPU 0 prepared, then
 // halt. Kept in .rodata (it is data to copy, never run in place).
@@ -172,17 +168,29 @@ fn event_then_halts(vcpu: usize, event: Event) {
                 prepare_startup();
             }
             sync::wait_until("vCPU 1 to be ready", 10, || READY.load(Ordering::Acquire));
-            let a = apic::current();
             let target = ipi::apic_id_of(1);
+            // No phase around the NMI: vCPU 1's panic may end the run
+            // before a PhaseEnd.
+            if event != Event::Nmi {
+                control::phase_begin(0, EVENT_PHASE);
+            }
             match event {
-                Event::Nmi => a.write_icr(target, ICR_NMI),
+                Event::Nmi => ipi::send(Icr::nmi().physical(target)),
                 Event::Init | Event::InitSipi => {
-                    a.write_icr(target, ICR_INIT_ASSERT);
-                    a.write_icr(target, ICR_INIT_DEASSERT);
+                    ipi::send(Icr::init().physical(target));
+                    ipi::send(Icr::init_deassert().physical(target));
                 }
             }
             if event == Event::InitSipi {
-                a.write_icr(target, ICR_STARTUP | u32::from(SIPI_VECTOR));
+                // SAFETY: prepare_startup put the trampoline at SIPI_VECTOR
+                // << 12; it only sends vCPU 1's Done and halts.
+                match unsafe { Ipi::new_startup(Icr::startup(SIPI_VECTOR).physical(target)) } {
+                    Ok(sipi) => sipi.send(),
+                    Err(e) => panic!("start-up IPI refused: {e}"),
+                }
+            }
+            if event != Event::Nmi {
+                control::phase_end(0);
             }
         }
         1 => {
@@ -241,4 +249,161 @@ fn huge_counters() {
     }
     samples_of(0, 1000, 10);
     control::phase_end(0);
+}
+
+/// [`Case::SdkSend`].
+fn sdk_send(boot: &BootInfo, vcpu: usize) {
+    let Some(kind) = SdkSend::from_raw(boot.params[1]) else {
+        control::done(2, "ipivmm-hostile: unknown SdkSend in BootInfo::params[1]")
+    };
+    let model = match (apic::mode(), boot.params[2]) {
+        (ApicMode::Xapic, 1) => LogicalModel::XapicCluster,
+        (mode, _) => LogicalModel::default_for(mode),
+    };
+    if kind.is_logical() && apic::setup_logical(model).is_none() {
+        panic!("vCPU {vcpu} has no logical ID in {model:?}");
+    }
+    if kind.is_nmi() {
+        idt::set_nmi_hook(|_| {});
+    }
+    let nmis = percpu::nmis_received(vcpu);
+    control::phase_begin_synced(0, SDK_PHASE);
+    let (icrs, targets) = if vcpu == 0 {
+        sdk_rounds(kind, boot.vcpu_count as usize)
+    } else {
+        (0, 0)
+    };
+    control::phase_end_synced(0);
+    control::record(0, "nmis_received", percpu::nmis_received(vcpu) - nmis);
+    if vcpu == 0 {
+        control::record(0, "icrs", icrs);
+        control::record(0, "targets", targets);
+    }
+}
+
+/// The IPIs (NMIs) all vCPUs have taken.
+fn taken(n: usize, nmi: bool) -> u64 {
+    (0..n)
+        .map(|v| {
+            if nmi {
+                percpu::nmis_received(v)
+            } else {
+                percpu::received(v)
+            }
+        })
+        .sum()
+}
+
+/// vCPU 0's rounds of [`Case::SdkSend`]; returns (ICRs, targets) per round.
+fn sdk_rounds(kind: SdkSend, n: usize) -> (u64, u64) {
+    let v = runtime::ipi_vector();
+    let base = if kind.is_nmi() {
+        Icr::nmi()
+    } else if kind.is_lowest_priority() {
+        Icr::lowest_priority(v)
+    } else {
+        Icr::fixed(v)
+    };
+    let others = VcpuSet::all_but(0);
+    let mut list: [Option<Icr>; 64] = [None; 64];
+    let mut len = 0;
+    let mut push = |icr: Icr| {
+        if len < list.len() {
+            list[len] = Some(icr);
+            len += 1;
+        }
+    };
+    match kind {
+        SdkSend::FixedPhysical | SdkSend::NmiPhysical => others
+            .iter()
+            .for_each(|t| push(base.physical(ipi::apic_id_of(t)))),
+        SdkSend::LowestPriorityPhysical => push(base.physical(ipi::apic_id_of(1))),
+        SdkSend::FixedLogical | SdkSend::LowestPriorityLogical | SdkSend::NmiLogical => {
+            let mut logical = [0u32; 64];
+            let mut groups = 0;
+            ipi::for_each_logical_group(
+                &others,
+                |dest, _| {
+                    if groups < logical.len() {
+                        logical[groups] = dest;
+                        groups += 1;
+                    }
+                },
+                |t| panic!("vCPU {t} has no logical ID"),
+            );
+            logical[..groups]
+                .iter()
+                .for_each(|&d| push(base.logical(d)));
+        }
+        SdkSend::FixedSelf => push(base.self_only()),
+        SdkSend::FixedAll => push(base.all_including_self()),
+        SdkSend::FixedAllButSelf | SdkSend::LowestPriorityAllButSelf | SdkSend::NmiAllButSelf => {
+            push(base.all_but_self())
+        }
+    }
+    let mut ipis = [None; 64];
+    let mut per_round = 0;
+    for (slot, icr) in ipis.iter_mut().zip(list[..len].iter().flatten()) {
+        let ipi = Ipi::new(*icr).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        per_round += ipi.targets();
+        *slot = Some(ipi);
+    }
+    for round in 0..SDK_ROUNDS {
+        let before = taken(n, kind.is_nmi());
+        ipis[..len].iter().flatten().for_each(Ipi::send);
+        sync::wait_until("the round's IPIs to be taken", 30, || {
+            taken(n, kind.is_nmi()) - before >= per_round
+        });
+        let _ = round;
+    }
+    (len as u64, per_round)
+}
+
+/// [`Case::NmiInIpiHandler`]: vCPU 1's IPI hook entries and returns.
+static HOOK_ENTERED: AtomicU64 = AtomicU64::new(0);
+static HOOK_LEFT: AtomicU64 = AtomicU64::new(0);
+
+/// vCPU 1's IPI hook of [`Case::NmiInIpiHandler`]: waits for an NMI.
+fn wait_for_nmi_in_handler(vector: u8) {
+    let me = percpu::current().vcpu as usize;
+    if me != 1 || vector != runtime::ipi_vector() {
+        return;
+    }
+    let before = percpu::nmis_received(me);
+    HOOK_ENTERED.fetch_add(1, Ordering::Release);
+    sync::wait_until("an NMI inside the IPI handler", 10, || {
+        percpu::nmis_received(me) != before
+    });
+    HOOK_LEFT.fetch_add(1, Ordering::Release);
+}
+
+/// [`Case::NmiInIpiHandler`].
+fn nmi_in_ipi_handler(vcpu: usize) {
+    idt::set_nmi_hook(|_| {});
+    idt::set_ipi_hook(wait_for_nmi_in_handler);
+    let nmis = percpu::nmis_received(vcpu);
+    control::phase_begin_synced(0, SDK_PHASE);
+    if vcpu == 0 {
+        let target = ipi::apic_id_of(1);
+        let refused = |e: ipi::SendError| -> Ipi { panic!("{e}") };
+        let fixed =
+            Ipi::new(Icr::fixed(runtime::ipi_vector()).physical(target)).unwrap_or_else(refused);
+        let nmi = Ipi::new(Icr::nmi().physical(target)).unwrap_or_else(refused);
+        for round in 1..=NMI_NEST_ROUNDS {
+            fixed.send();
+            sync::wait_until("vCPU 1's IPI hook", 10, || {
+                HOOK_ENTERED.load(Ordering::Acquire) == round
+            });
+            nmi.send();
+            sync::wait_until("vCPU 1's IPI hook to return", 10, || {
+                HOOK_LEFT.load(Ordering::Acquire) == round
+            });
+        }
+    }
+    control::phase_end_synced(0);
+    control::record(0, "nmis_received", percpu::nmis_received(vcpu) - nmis);
+    if vcpu == 0 {
+        control::record(0, "icrs", 2);
+        control::record(0, "targets", 2);
+    }
 }

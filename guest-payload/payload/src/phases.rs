@@ -15,12 +15,12 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use ipivmm_abi::{BootInfo, TargetWait, MAX_VCPUS};
+use ipivmm_guest::control;
+use ipivmm_guest::cpu;
 use ipivmm_guest::ipi::{Sender, VcpuSet};
+use ipivmm_guest::measure::{measure_both_ways, Step};
 use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
-use ipivmm_guest::control;
-use ipivmm_guest::measure::{measure_both_ways, Step};
-use ipivmm_guest::cpu;
 
 /// Phase ids and names (one definition, shared with the host).
 pub use ipivmm_abi::builtin_phases::{IDLE, MEASURE, WARMUP};
@@ -191,7 +191,9 @@ impl HaltGate {
         }
         for t in targets.iter() {
             match self.last[t] {
-                NOT_YET => wait_until("a target to halt", ACK_TIMEOUT_SECS, || percpu::is_halting(t)),
+                NOT_YET => wait_until("a target to halt", ACK_TIMEOUT_SECS, || {
+                    percpu::is_halting(t)
+                }),
                 seen => wait_until("a target to halt again", ACK_TIMEOUT_SECS, || {
                     percpu::halted_seq(t) != seen
                 }),

@@ -3,9 +3,9 @@
 //! chosen at run time from `BootInfo::apic_mode`. The trait is raw register
 //! access; `crate::ipi` builds the counted send operations on top of it.
 
-use crate::cpu;
+use crate::{cpu, percpu};
 use core::sync::atomic::{AtomicU32, Ordering};
-use ipivmm_abi::{x2apic_logical_id, ApicMode, SPURIOUS_VECTOR, XAPIC_BASE};
+use ipivmm_abi::{x2apic_logical_id, ApicMode, Icr, LogicalModel, SPURIOUS_VECTOR, XAPIC_BASE};
 
 /// Register offsets (xAPIC MMIO offset; x2APIC MSR = 0x800 + offset / 16).
 mod reg {
@@ -37,9 +37,32 @@ pub trait Apic {
     /// destination), `low` = the low word (vector, modes, shorthand). Sends
     /// the IPI. Does not wait for delivery status: KVM never reports busy.
     fn write_icr(&self, dest: u32, low: u32);
+    /// Writes `icr` as is: not checked, not counted (`crate::ipi::send`
+    /// does both). For payloads that test what KVM does with odd commands.
+    #[inline(always)]
+    fn write_icr_raw(&self, icr: Icr) {
+        self.write_icr(icr.dest(), icr.low())
+    }
     /// Makes this APIC addressable in logical mode as vCPU `vcpu` and returns
     /// its logical ID, or None if it cannot be (xAPIC flat model: 8 vCPUs).
+    /// The model is [`LogicalModel::default_for`] the APIC mode.
     fn setup_logical(&self, vcpu: usize) -> Option<u32>;
+    /// As [`Apic::setup_logical`] in `model`: None if the APIC mode has no
+    /// such model (x2APIC: cluster only) or it has no room for `vcpu`
+    /// ([`LogicalModel::logical_id`]). Every vCPU of a VM should use the same
+    /// model (KVM's fast path needs it; each APIC still matches by its own).
+    fn setup_logical_model(&self, vcpu: usize, model: LogicalModel) -> Option<u32> {
+        let _ = (vcpu, model);
+        None
+    }
+}
+
+/// Programs this vCPU's logical destination in `model` (the SDK's IDs:
+/// [`LogicalModel::logical_id`]) and returns its logical ID; None if the
+/// APIC mode has no such model or no room for this vCPU. Run it on every
+/// target, then a barrier, before sending to logical destinations.
+pub fn setup_logical(model: LogicalModel) -> Option<u32> {
+    current().setup_logical_model(percpu::current().vcpu as usize, model)
 }
 
 /// xAPIC: MMIO registers, identity-mapped uncached by the host.
@@ -86,10 +109,17 @@ impl Apic for XApic {
     }
 
     fn setup_logical(&self, vcpu: usize) -> Option<u32> {
-        // Flat model: one bit of the 8-bit logical ID per vCPU.
-        self.write(reg::DFR, 0xffff_ffff);
-        let id = if vcpu < 8 { 1u32 << vcpu } else { 0 };
+        self.setup_logical_model(vcpu, LogicalModel::XapicFlat)
+    }
+
+    fn setup_logical_model(&self, vcpu: usize, model: LogicalModel) -> Option<u32> {
+        // DFR first, then the 8-bit logical ID in LDR bits 31:24 (0, which
+        // matches nothing but the broadcast, when the model has no room).
+        let dfr = model.dfr()?;
+        let id = model.logical_id(vcpu, self.id()).unwrap_or(0);
+        self.write(reg::DFR, dfr);
         self.write(reg::LDR, id << 24);
+        percpu::set_logical(model, id);
         (id != 0).then_some(id)
     }
 }
@@ -144,9 +174,18 @@ impl Apic for X2Apic {
         unsafe { cpu::wrmsr(Self::msr(reg::ICR_LOW), (dest as u64) << 32 | low as u64) }
     }
 
-    fn setup_logical(&self, _vcpu: usize) -> Option<u32> {
+    fn setup_logical(&self, vcpu: usize) -> Option<u32> {
+        self.setup_logical_model(vcpu, LogicalModel::X2apicCluster)
+    }
+
+    fn setup_logical_model(&self, _vcpu: usize, model: LogicalModel) -> Option<u32> {
         // The x2APIC LDR is read-only, derived from the ID (cluster mode).
-        Some(x2apic_logical_id(self.id()))
+        if model != LogicalModel::X2apicCluster {
+            return None;
+        }
+        let id = x2apic_logical_id(self.id());
+        percpu::set_logical(model, id);
+        Some(id)
     }
 }
 
@@ -190,6 +229,12 @@ impl Apic for AnyApic {
         match self {
             AnyApic::X(a) => a.setup_logical(vcpu),
             AnyApic::X2(a) => a.setup_logical(vcpu),
+        }
+    }
+    fn setup_logical_model(&self, vcpu: usize, model: LogicalModel) -> Option<u32> {
+        match self {
+            AnyApic::X(a) => a.setup_logical_model(vcpu, model),
+            AnyApic::X2(a) => a.setup_logical_model(vcpu, model),
         }
     }
 }

@@ -87,6 +87,26 @@ pub fn phase_end(id: u32) {
     send(MsgKind::PhaseEnd, id, [0; 4]);
 }
 
+/// Begins phase `id` named `name`, then waits in the barrier of all vCPUs
+/// (`sync::barrier`): when it returns, every vCPU's window is open. Use it
+/// (on every vCPU) before the first IPI of a phase: with a bare
+/// [`phase_begin`] a sender's first IPI can reach a target that has not
+/// begun yet, and lands in no phase of the target's (or in the one before).
+pub fn phase_begin_synced(id: u32, name: &str) {
+    phase_begin(id, name);
+    crate::sync::barrier();
+}
+
+/// Waits in the barrier of all vCPUs, then ends phase `id`: every vCPU is
+/// past its last send of the phase before any window closes. With the
+/// senders' waits for acknowledgements before it, every IPI of the phase
+/// is then sent and taken inside both its sender's and its target's
+/// windows.
+pub fn phase_end_synced(id: u32) {
+    crate::sync::barrier();
+    phase_end(id);
+}
+
 /// Begins the uncounted part of phase `id` named `name`: until its
 /// [`phase_end`] the host switches every per-exit counter of this vCPU off,
 /// so what the part times is not the counters' cost. The part is named
@@ -106,7 +126,6 @@ pub fn phase_begin_uncounted(id: u32, name: &str) {
         [buf.as_ptr() as u64, len, phase_flags::UNCOUNTED, 0],
     );
 }
-
 
 /// Latency samples (TSC cycles) of phase `id`, in chunks of at most
 /// `MAX_SAMPLES_PER_MSG`. The host reads them by GPA (identity map).

@@ -154,3 +154,26 @@ pub fn cr2() -> u64 {
     unsafe { asm!("mov {}, cr2", out(reg) v, options(nomem, nostack, preserves_flags)) };
     v
 }
+
+/// The GDTR: base of this vCPU's GDT (`sgdt`).
+pub fn gdt_base() -> u64 {
+    #[repr(C, packed)]
+    struct Gdtr {
+        limit: u16,
+        base: u64,
+    }
+    let mut gdtr = Gdtr { limit: 0, base: 0 };
+    // SAFETY: `sgdt` stores 10 bytes into `gdtr`, which is 10 bytes.
+    unsafe {
+        asm!("sgdt [{}]", in(reg) core::ptr::addr_of_mut!(gdtr), options(nostack, preserves_flags))
+    };
+    gdtr.base
+}
+
+/// The task register's selector (`str`).
+pub fn task_register() -> u16 {
+    let sel: u16;
+    // SAFETY: `str` only reads TR into a register.
+    unsafe { asm!("str {:x}", out(reg) sel, options(nomem, nostack, preserves_flags)) };
+    sel
+}

@@ -1,17 +1,32 @@
 //! One IDT shared by all vCPUs (same contents everywhere; each vCPU loads it).
 //! Every gate is a 64-bit interrupt gate (IF cleared on entry) running on
-//! IST1, the per-vCPU interrupt stack the host points the TSS at. A handler
-//! finds its vCPU through GS base, so the shared handlers are per-vCPU
-//! reentrant. Vectors 0..32 report the exception as a Panic message;
-//! [`SPURIOUS_VECTOR`] is counted and not EOI'd; every other vector counts
-//! as an IPI, runs the registered hook, and is EOI'd.
+//! IST1, the per-vCPU interrupt stack the host points the TSS at, except
+//! the NMI's, which runs on IST2 (the lower half of that stack, see
+//! [`NMI_STACK_BYTES`]): an NMI can arrive inside another handler, whose
+//! frame a second entry at the IST1 top would overwrite. A handler finds
+//! its vCPU through GS base, so the shared handlers are per-vCPU reentrant.
+//! Vectors 0..32 report the exception as a Panic message, except the NMI
+//! (vector 2) once [`set_nmi_hook`] registered a hook: it is counted and
+//! runs the hook (no EOI: an NMI is not in the ISR); [`SPURIOUS_VECTOR`] is
+//! counted and not EOI'd; every other vector counts as an IPI, runs the
+//! registered hook, and is EOI'd.
 
 use crate::apic::{self, Apic};
+use crate::cpu;
 use crate::{percpu, percpu::bump};
 use core::arch::{asm, global_asm};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use ipivmm_abi::{CODE64_SELECTOR, INTERRUPT_IST, SPURIOUS_VECTOR};
+
+/// The NMI's vector.
+pub const NMI_VECTOR: u8 = 2;
+/// IST index of the NMI gate.
+pub const NMI_IST: u8 = 2;
+/// Bytes below the IST1 top where IST2 (the NMI stack) starts: the host's
+/// 16 KiB interrupt stack (docs/guest-abi.md) is split in two halves, the
+/// upper for every other handler, the lower for NMIs.
+pub const NMI_STACK_BYTES: u64 = 8 << 10;
 
 /// Saved state of the interrupted code, as the stubs below push it.
 #[repr(C)]
@@ -117,11 +132,11 @@ impl Gate {
         reserved: 0,
     };
 
-    fn new(handler: u64) -> Gate {
+    fn new(handler: u64, ist: u8) -> Gate {
         Gate {
             offset_low: handler as u16,
             selector: CODE64_SELECTOR,
-            ist: INTERRUPT_IST,
+            ist,
             type_attr: INTERRUPT_GATE,
             offset_mid: (handler >> 16) as u16,
             offset_high: (handler >> 32) as u32,
@@ -149,9 +164,15 @@ pub(crate) fn init_and_load() {
         // IDT before `call` returns.
         let gates = unsafe { &mut *IDT.0.get() };
         for (v, gate) in gates.iter_mut().enumerate() {
-            *gate = Gate::new(base + 16 * v as u64);
+            let ist = if v == NMI_VECTOR as usize {
+                NMI_IST
+            } else {
+                INTERRUPT_IST
+            };
+            *gate = Gate::new(base + 16 * v as u64, ist);
         }
     });
+    install_nmi_stack();
     #[repr(C, packed)]
     struct Pointer {
         limit: u16,
@@ -165,6 +186,32 @@ pub(crate) fn init_and_load() {
     unsafe { asm!("lidt [{}]", in(reg) &ptr, options(readonly, nostack, preserves_flags)) };
 }
 
+/// Points this vCPU's TSS IST2 at [`NMI_STACK_BYTES`] below its IST1 (the
+/// TSS is found through TR and the GDT: its address is the host's). Runs
+/// before `lidt`, so no NMI can use the gate before its stack exists.
+fn install_nmi_stack() {
+    // 64-bit TSS descriptor (SDM 8.2.3): base 15:0 at +2, 23:16 at +4,
+    // 31:24 at +7, 63:32 at +8. 64-bit TSS (SDM 8.7): IST1 at +0x24, IST2
+    // at +0x2c (both 4-byte aligned only).
+    let desc = cpu::gdt_base() + u64::from(cpu::task_register() & !7);
+    // SAFETY: TR selects this vCPU's 16-byte TSS descriptor in its GDT,
+    // identity-mapped host-built tables (entry convention); the TSS it
+    // names is this vCPU's own, and only IST2, which nothing else uses, is
+    // written. Unaligned accesses, as the layout requires.
+    unsafe {
+        let d = desc as *const u8;
+        let base = u64::from(core::ptr::read_unaligned(d.add(2) as *const u16))
+            | u64::from(*d.add(4)) << 16
+            | u64::from(*d.add(7)) << 24
+            | u64::from(core::ptr::read_unaligned(d.add(8) as *const u32)) << 32;
+        let ist1 = core::ptr::read_unaligned((base + 0x24) as *const u64);
+        if ist1 < NMI_STACK_BYTES {
+            crate::control::panic("TSS IST1 is unset: no interrupt stack to split for NMIs");
+        }
+        core::ptr::write_unaligned((base + 0x2c) as *mut u64, ist1 - NMI_STACK_BYTES);
+    }
+}
+
 /// Called in every IPI handler (any vector but exceptions and spurious) after
 /// the counters are bumped and before the EOI. 0 = none.
 static HOOK: AtomicUsize = AtomicUsize::new(0);
@@ -175,6 +222,22 @@ pub fn set_ipi_hook(hook: fn(u8)) {
     HOOK.store(hook as usize, Ordering::Release);
 }
 
+/// Called in the NMI handler once set. 0 = none: an NMI is an exception.
+static NMI_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers `hook(frame)` to run in the NMI handler of this and every
+/// other vCPU, with the interrupted state. Without a hook an NMI fails the
+/// run (`exception 2 (NMI)`), as any unexpected exception. Each NMI taken
+/// with a hook adds 1 to this vCPU's `handler_entries` and to
+/// [`percpu::nmis_received`] (the SDK's own count: the ABI's counters have
+/// no slot for it); no EOI. The hook runs with interrupts off and further
+/// NMIs blocked until it returns, on the NMI stack ([`NMI_STACK_BYTES`]),
+/// possibly in the middle of other code of this vCPU, another handler
+/// included: it must not take a lock that code may hold.
+pub fn set_nmi_hook(hook: fn(&InterruptFrame)) {
+    NMI_HOOK.store(hook as usize, Ordering::Release);
+}
+
 extern "C" fn dispatch(frame: &mut InterruptFrame) {
     let vector = frame.vector as u8;
     if vector >= 32 {
@@ -182,6 +245,22 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
     }
     let pc = percpu::current();
     let c = &pc.counters;
+    if vector == NMI_VECTOR {
+        let hook = NMI_HOOK.load(Ordering::Acquire);
+        if hook != 0 {
+            // An NMI is not held back by `sti`'s shadow on every CPU (SDM
+            // vol. 2, STI: "may be blocked"), so one can come with RIP at
+            // the `hlt` of `sti; hlt` on any host: as for interrupts.
+            resume_after_hlt(frame);
+            bump(&c.handler_entries, 1);
+            bump(&pc.nmis_received, 1);
+            // SAFETY: NMI_HOOK only ever holds 0 or a `fn(&InterruptFrame)`
+            // stored by `set_nmi_hook`.
+            let f = unsafe { core::mem::transmute::<usize, fn(&InterruptFrame)>(hook) };
+            f(frame);
+            return;
+        }
+    }
     if vector == ipivmm_abi::barrier_vector(crate::runtime::ipi_vector())
         && percpu::boot_info().flags & ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS != 0
     {
@@ -220,6 +299,8 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
 /// hang"). Returning to the `hlt` would halt with the wake-up already
 /// consumed: the sender waits for a halt that never comes. So the handler
 /// returns after the `hlt`, as a CPU that honoured the shadow would have.
+/// Hooked NMIs do the same (a wait loop around `sti; hlt` re-checks its
+/// condition, so skipping one `hlt` is never wrong).
 fn resume_after_hlt(frame: &mut InterruptFrame) {
     const HLT: u8 = 0xf4;
     // SAFETY: `frame.rip` is the interrupted instruction of this payload's

@@ -1,16 +1,25 @@
-//! Counted IPI sends by vCPU index, over the ICR ([`crate::apic`]) or the KVM
-//! PV IPI hypercall. Every send updates this vCPU's counters: `icr_writes`
-//! +1 per ICR write, `hypercalls` +1 per hypercall (a PV IPI writes no ICR:
+//! Counted IPI sends, over the ICR ([`crate::apic`]) or the KVM PV IPI
+//! hypercall. Every send updates this vCPU's counters: `icr_writes` +1 per
+//! ICR write, `hypercalls` +1 per hypercall (a PV IPI writes no ICR:
 //! counting it there made the host report it as an accelerated ICR write),
 //! `ipis_sent` + number of target vCPUs.
+//!
+//! Two levels: [`send`] / [`Ipi`] take any [`Icr`] the builders of
+//! `ipivmm_abi` make (every delivery mode, physical or logical destination,
+//! any shorthand), check it and count the vCPUs it reaches
+//! ([`ipivmm_abi::icr_targets`]); [`Sender`] and `send_physical` /
+//! `send_shorthand` / `send_logical` are the fixed-delivery hot paths of
+//! the built-in payload, by vCPU index, with the PV path as an alternative.
 
 use crate::apic::{self, Apic};
 use crate::percpu::{self, bump};
 use crate::runtime;
 use core::arch::asm;
+use core::fmt;
 use ipivmm_abi::{
-    icr_low, pv_ipi_calls, IpiPath, PvIpiCall, Shorthand, KVM_HC_SEND_IPI, MAX_VCPUS,
+    icr_low, icr_targets, pv_ipi_calls, IpiPath, PvIpiCall, KVM_HC_SEND_IPI, MAX_VCPUS,
 };
+pub use ipivmm_abi::{DeliveryMode, Destination, Icr, IcrError, LogicalModel, Shorthand};
 
 /// A set of vCPU indices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,6 +79,151 @@ fn count(icr_writes: u64, targets: u64) {
     let c = &percpu::current().counters;
     bump(&c.icr_writes, icr_writes);
     bump(&c.ipis_sent, targets);
+}
+
+/// Why [`Ipi::new`] refuses a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The SDM's rules refuse it ([`Icr::check`]).
+    Icr(IcrError),
+    /// A fixed or lowest-priority vector below 32: the SDK's handlers treat
+    /// vectors 0..32 as exceptions.
+    ExceptionVector(u8),
+    /// SMI: nothing in an ipivmm VM handles system management mode.
+    Smi,
+    /// A start-up IPI runs code of the payload's choosing in real mode:
+    /// [`Ipi::new_startup`] (unsafe).
+    Startup,
+    /// [`Ipi::new_startup`] given another delivery mode.
+    NotStartup,
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Icr(e) => e.fmt(f),
+            SendError::ExceptionVector(v) => {
+                write!(
+                    f,
+                    "vector {v} is an exception vector to the SDK's handlers (use 32..=254)"
+                )
+            }
+            SendError::Smi => f.write_str("the SDK sends no SMI (no SMM handler in the VM)"),
+            SendError::Startup => f.write_str("a start-up IPI needs Ipi::new_startup (unsafe)"),
+            SendError::NotStartup => f.write_str("Ipi::new_startup takes a start-up IPI only"),
+        }
+    }
+}
+
+/// A checked [`Icr`] and the number of vCPUs it reaches: built once, sent
+/// (and counted: `icr_writes` +1, `ipis_sent` + [`Ipi::targets`]) as often
+/// as needed.
+///
+/// ```ignore
+/// use ipivmm_guest::ipi::{self, Icr, Ipi};
+/// let lp = Ipi::new(Icr::lowest_priority(vector).logical(0b1110))?;
+/// lp.send(); // one of vCPUs 1..4 takes it (xAPIC flat, after apic::setup_logical)
+/// ipi::send(Icr::nmi().all_but_self()); // check, count and send at once
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipi {
+    icr: Icr,
+    targets: u64,
+}
+
+impl Ipi {
+    /// Checks `icr` ([`Icr::check`] in this VM's APIC mode, a vector of
+    /// 32..=255 for fixed and lowest-priority delivery, no SMI, no start-up
+    /// IPI) and counts the vCPUs it reaches now ([`targets_of`]: logical
+    /// destinations as the targets' `apic::setup_logical` programmed them).
+    ///
+    /// What each delivery mode does on KVM: fixed and lowest-priority raise
+    /// the vector (lowest priority on one of the addressed vCPUs, picked by
+    /// KVM); an NMI runs the targets' NMI hook (`idt::set_nmi_hook`), or
+    /// fails the run where none is set; an INIT stops the targets: they wait
+    /// for a start-up IPI in the INIT state (real mode at `F000:FFF0`) and
+    /// run no payload code until one comes ([`Ipi::new_startup`]); an INIT
+    /// level de-assert ([`Icr::init_deassert`]) does nothing (0 targets).
+    pub fn new(icr: Icr) -> Result<Ipi, SendError> {
+        match icr.delivery_mode() {
+            Some(DeliveryMode::StartUp) => Err(SendError::Startup),
+            _ => Self::checked(icr),
+        }
+    }
+
+    /// As [`Ipi::new`] for a start-up IPI ([`Icr::startup`]): a target
+    /// waiting for SIPI (after an INIT) starts in real mode at
+    /// `CS:IP = (page << 8):0`, physical address `page << 12`.
+    ///
+    /// # Safety
+    /// The page at `page << 12` must hold real-mode code the payload put
+    /// there (free RAM below the payload, above the host's tables: see
+    /// docs/guest-abi.md), and what that code does (it runs outside the SDK,
+    /// with its own stack) must not break memory the payload still uses.
+    pub unsafe fn new_startup(icr: Icr) -> Result<Ipi, SendError> {
+        match icr.delivery_mode() {
+            Some(DeliveryMode::StartUp) => Self::checked(icr),
+            _ => Err(SendError::NotStartup),
+        }
+    }
+
+    fn checked(icr: Icr) -> Result<Ipi, SendError> {
+        icr.check(apic::mode()).map_err(SendError::Icr)?;
+        match icr.delivery_mode() {
+            Some(DeliveryMode::Smi) => return Err(SendError::Smi),
+            Some(DeliveryMode::Fixed | DeliveryMode::LowestPriority) if icr.vector() < 32 => {
+                return Err(SendError::ExceptionVector(icr.vector()))
+            }
+            _ => {}
+        }
+        Ok(Ipi {
+            icr,
+            targets: targets_of(icr),
+        })
+    }
+
+    /// The command.
+    pub fn icr(&self) -> Icr {
+        self.icr
+    }
+
+    /// vCPUs it reaches (what each send adds to `ipis_sent`).
+    pub fn targets(&self) -> u64 {
+        self.targets
+    }
+
+    /// Writes the ICR once, counted. x2APIC writes are fenced first, as
+    /// every SDK ICR write (`apic::X2Apic::write_icr`).
+    #[inline(always)]
+    pub fn send(&self) {
+        count(1, self.targets);
+        apic::current().write_icr(self.icr.dest(), self.icr.low());
+    }
+}
+
+/// Checks, counts and sends `icr` once ([`Ipi::new`], then [`Ipi::send`]);
+/// panics, naming the rule, if `icr` is refused. Counting a physical or
+/// logical destination looks at every vCPU: in a loop, build the [`Ipi`]
+/// once.
+pub fn send(icr: Icr) {
+    match Ipi::new(icr) {
+        Ok(ipi) => ipi.send(),
+        Err(e) => panic!("ipi::send({:#x}, dest {:#x}): {e}", icr.low(), icr.dest()),
+    }
+}
+
+/// The vCPUs `icr` reaches if this vCPU writes it now
+/// ([`ipivmm_abi::icr_targets`] with the VM's APIC IDs and the logical IDs
+/// the vCPUs' `apic::setup_logical` programmed).
+pub fn targets_of(icr: Icr) -> u64 {
+    icr_targets(
+        icr,
+        apic::mode(),
+        percpu::boot_info().vcpu_count as usize,
+        percpu::current().vcpu as usize,
+        apic_id_of,
+        percpu::logical_of,
+    )
 }
 
 /// Fixed IPI of `vector` to vCPU `v`, physical destination.
@@ -152,9 +306,10 @@ pub enum Multicast {
     /// One physical ICR write per target.
     Physical,
     /// One logical ICR write per logical group where the targets' logical
-    /// IDs allow it (x2APIC cluster; xAPIC flat, vCPUs 0..8), physical
-    /// writes for the rest. Every target must have run
-    /// [`Apic::setup_logical`].
+    /// IDs allow it ([`for_each_logical_group`]: x2APIC, one per cluster;
+    /// xAPIC flat, one for vCPUs 0..8; xAPIC cluster, one per cluster of
+    /// 4), physical writes for the rest. Every target must have run
+    /// [`Apic::setup_logical`] or [`apic::setup_logical`] (then a barrier).
     Logical,
 }
 
@@ -219,40 +374,58 @@ impl Sender {
     }
 
     fn multicast_logical(&self, set: &VcpuSet) {
-        // Group targets by the high half of their logical ID (x2APIC cluster;
-        // always 0 in xAPIC flat mode) and OR the low halves.
-        let mut done = VcpuSet::new();
-        for first in set.iter() {
-            if done.contains(first) {
-                continue;
-            }
-            let Some(lid) = logical_id_of(first) else {
-                send_physical(first, self.vector);
-                done.insert(first);
-                continue;
-            };
-            let (mut dest, mut n) = (lid, 0u64);
-            for v in set.iter() {
-                if done.contains(v) {
-                    continue;
-                }
-                if let Some(l) = logical_id_of(v) {
-                    if l >> 16 == lid >> 16 {
-                        dest |= l;
-                        n += 1;
-                        done.insert(v);
-                    }
-                }
-            }
-            send_logical(dest, self.vector, n);
-        }
+        let vector = self.vector;
+        for_each_logical_group(
+            set,
+            |dest, n| send_logical(dest, vector, n),
+            |v| send_physical(v, vector),
+        );
     }
 }
 
-/// Logical ID of vCPU `v` as [`Apic::setup_logical`] programs it.
-pub fn logical_id_of(v: usize) -> Option<u32> {
-    match apic::mode() {
-        ipivmm_abi::ApicMode::X2apic => Some(ipivmm_abi::x2apic_logical_id(apic_id_of(v))),
-        ipivmm_abi::ApicMode::Xapic => (v < 8).then_some(1 << v),
+/// Splits `set` into the ICRs that reach it by logical destination: one
+/// `logical(dest, members)` call per group of targets one ICR can address
+/// (xAPIC flat: all of them; cluster models: one per cluster), with the OR
+/// of their logical IDs; `physical(v)` for each target without a logical
+/// ID (xAPIC: not set up, or no room in the model).
+pub fn for_each_logical_group(
+    set: &VcpuSet,
+    mut logical: impl FnMut(u32, u64),
+    mut physical: impl FnMut(usize),
+) {
+    let mut done = VcpuSet::new();
+    for first in set.iter() {
+        if done.contains(first) {
+            continue;
+        }
+        let Some((model, lid)) = logical_model_id_of(first) else {
+            physical(first);
+            done.insert(first);
+            continue;
+        };
+        let (mut dest, mut n) = (0u32, 0u64);
+        for v in set.iter() {
+            if done.contains(v) {
+                continue;
+            }
+            if let Some((m, l)) = logical_model_id_of(v) {
+                if m == model && m.group(l) == model.group(lid) {
+                    dest |= l;
+                    n += 1;
+                    done.insert(v);
+                }
+            }
+        }
+        logical(dest, n);
     }
+}
+
+fn logical_model_id_of(v: usize) -> Option<(LogicalModel, u32)> {
+    percpu::logical_of(v).filter(|&(_, id)| id != 0)
+}
+
+/// Logical ID of vCPU `v` as its `apic::setup_logical` programmed it
+/// (x2APIC: always, from the APIC ID), or None.
+pub fn logical_id_of(v: usize) -> Option<u32> {
+    logical_model_id_of(v).map(|(_, id)| id)
 }

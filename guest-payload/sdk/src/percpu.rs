@@ -8,7 +8,9 @@ use crate::cpu;
 use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use ipivmm_abi::{BootInfo, GuestCounters, MAX_TEXT_LEN};
+use ipivmm_abi::{
+    x2apic_logical_id, ApicMode, BootInfo, GuestCounters, LogicalModel, MAX_TEXT_LEN,
+};
 
 /// Bytes at the start of each vCPU's scratch area the SDK keeps for itself;
 /// the sample area follows.
@@ -91,6 +93,12 @@ pub struct PerCpu {
     /// `halted_seq` as of this vCPU's last return from its `hlt`: the two
     /// differ exactly while it is halted or about to be.
     pub woken_seq: AtomicU64,
+    /// NMIs taken with a hook set (`idt::set_nmi_hook`); not a
+    /// [`GuestCounters`] field (no slot is free): see [`nmis_received`].
+    pub nmis_received: AtomicU64,
+    /// This vCPU's logical destination as `apic` programmed it: the
+    /// `LogicalModel` in bits 63:32 (0: none), the logical ID in 31:0.
+    pub(crate) logical: AtomicU64,
     /// Set while the panic path formats and sends its message.
     pub(crate) in_panic: AtomicBool,
     /// The sample area has been handed out.
@@ -193,6 +201,38 @@ pub fn is_halting(vcpu: usize) -> bool {
 #[inline(always)]
 pub fn received(vcpu: usize) -> u64 {
     of(vcpu).counters.ipis_received.load(Ordering::Acquire)
+}
+
+/// NMIs vCPU `vcpu` has taken with a hook set (what a sender of NMIs polls
+/// as the acknowledgement). The host does not see this count: report it
+/// with `control::record` if the results should hold it.
+#[inline(always)]
+pub fn nmis_received(vcpu: usize) -> u64 {
+    of(vcpu).nmis_received.load(Ordering::Acquire)
+}
+
+/// Records this vCPU's logical destination (called by `apic` when it
+/// programs one).
+pub(crate) fn set_logical(model: LogicalModel, id: u32) {
+    current()
+        .logical
+        .store((model as u64) << 32 | u64::from(id), Ordering::Release);
+}
+
+/// vCPU `vcpu`'s logical model and ID as its `apic` setup programmed them
+/// (xAPIC: `None` until it ran one; x2APIC: always, from its APIC ID).
+pub fn logical_of(vcpu: usize) -> Option<(LogicalModel, u32)> {
+    let raw = of(vcpu).logical.load(Ordering::Acquire);
+    if let Some(m) = LogicalModel::from_raw((raw >> 32) as u32) {
+        return Some((m, raw as u32));
+    }
+    match crate::apic::mode() {
+        ApicMode::X2apic => Some((
+            LogicalModel::X2apicCluster,
+            x2apic_logical_id(boot_info().apic_id(vcpu)),
+        )),
+        ApicMode::Xapic => None,
+    }
 }
 
 /// Sample storage: this vCPU's scratch after [`PERCPU_RESERVED`]. Pushes

@@ -1,7 +1,7 @@
 //! The KVM capabilities ipivmm relies on, as `ipivmm host` reports them.
 use kvm_bindings::{
-    KVM_CAP_BINARY_STATS_FD, KVM_CAP_GET_TSC_KHZ, KVM_CAP_HALT_POLL, KVM_CAP_IRQCHIP,
-    KVM_CAP_MAX_VCPUS, KVM_CAP_PIT2, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X2APIC_API,
+    KVM_CAP_BINARY_STATS_FD, KVM_CAP_GET_TSC_KHZ, KVM_CAP_HALT_POLL, KVM_CAP_HYPERV_SYNIC2,
+    KVM_CAP_IRQCHIP, KVM_CAP_MAX_VCPUS, KVM_CAP_PIT2, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X2APIC_API,
     KVM_CAP_X86_DISABLE_EXITS, KVM_CAP_X86_MSR_FILTER, KVM_CAP_X86_USER_SPACE_MSR,
 };
 use kvm_ioctls::Kvm;
@@ -60,6 +60,11 @@ const CAPS: &[(u32, &str, &str)] = &[
         KVM_CAP_PIT2,
         "KVM_CAP_PIT2",
         "--apicv inhibit on AMD (PIT reinjection)",
+    ),
+    (
+        KVM_CAP_HYPERV_SYNIC2,
+        "KVM_CAP_HYPERV_SYNIC2",
+        "--apicv inhibit on Intel x2APIC, AMD split (SynIC AutoEOI)",
     ),
 ];
 

@@ -3,7 +3,16 @@
 //! userspace can only cause an inhibit (design.md, "Modes"):
 //! - no in-kernel irqchip: APICV_INHIBIT_REASON_ABSENT (both vendors);
 //! - in-kernel PIT with reinjection: PIT_REINJ (AMD AVIC only);
-//! - xAPIC ID != vcpu_id via KVM_SET_LAPIC: APIC_ID_MODIFIED (xAPIC only).
+//! - xAPIC ID != vcpu_id via KVM_SET_LAPIC: APIC_ID_MODIFIED (xAPIC only);
+//! - a Hyper-V SynIC SINT with AutoEOI: HYPERV (both vendors, any APIC mode,
+//!   any in-kernel LAPIC). `hyperv.c: synic_update_vector` (6.1 and 6.12)
+//!   sets it VM-wide as soon as one vCPU's SynIC has an unmasked AutoEOI
+//!   SINT, because AutoEOI needs KVM to inject interrupts by hand. ipivmm
+//!   activates vCPU 0's SynIC (KVM_ENABLE_CAP(KVM_CAP_HYPERV_SYNIC2) on the
+//!   vCPU, which needs an in-kernel irqchip) and writes SINT0 from the host
+//!   (KVM_SET_MSRS, host-initiated: no Hyper-V CPUID needed); nothing in the
+//!   guest ever signals it. It is the lever where the vendor one cannot work:
+//!   Intel x2APIC (x2APIC IDs are read-only) and AMD split irqchip (no PIT).
 //!
 //! Where the host has no APICv/AVIC at all the lever is still pulled: it
 //! changes nothing there, but KVM still records the inhibit
@@ -24,6 +33,27 @@ pub enum InhibitLever {
     PitReinject,
     /// Every xAPIC ID set to vcpu_id + 1 (Intel, xAPIC).
     ApicIdModified,
+    /// vCPU 0's Hyper-V SynIC SINT0 unmasked with AutoEOI (Intel x2APIC,
+    /// AMD split irqchip): [`synic_sint`].
+    HypervSynic,
+}
+
+/// HV_X64_MSR_SINT0 (Hyper-V TLFS: synthetic interrupt source 0).
+pub const HV_X64_MSR_SINT0: u32 = 0x4000_0090;
+/// SINT bit 16: masked (KVM ignores a masked SINT's AutoEOI).
+#[cfg(test)]
+const SINT_MASKED: u64 = 1 << 16;
+/// SINT bit 17: AutoEOI.
+const SINT_AUTO_EOI: u64 = 1 << 17;
+/// The vector of the SynIC lever's SINT: 0x1F is valid for SynIC (KVM
+/// counts vectors 16..=255, HV_SYNIC_FIRST_VALID_VECTOR) yet below every
+/// vector a fixed IPI of ipivmm may use (0x20..=0xFE, `VmConfig::validate`),
+/// so no interrupt of the run is ever auto-EOIed.
+pub const SYNIC_LEVER_VECTOR: u8 = 0x1f;
+
+/// The SINT0 value of the SynIC lever: unmasked, AutoEOI, [`SYNIC_LEVER_VECTOR`].
+pub const fn synic_sint() -> u64 {
+    SYNIC_LEVER_VECTOR as u64 | SINT_AUTO_EOI
 }
 
 /// What a run can claim about APICv/AVIC before it runs.
@@ -66,17 +96,6 @@ impl Default for ApicvPlan {
     }
 }
 
-/// Why APICv cannot be inhibited with the lever the vendor needs.
-#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ApicvError {
-    /// Intel's lever needs xAPIC.
-    #[error("--apicv inhibit (VmConfig::apicv) on Intel changes xAPIC IDs (APIC_ID_MODIFIED), which x2APIC ignores: use --apic xapic or --irqchip user (VmConfig::apic, VmConfig::irqchip)")]
-    IntelNeedsXapic,
-    /// AMD's lever needs the in-kernel PIT, i.e. the full in-kernel irqchip.
-    #[error("--apicv inhibit (VmConfig::apicv) on AMD needs an in-kernel PIT (PIT_REINJ), which --irqchip split cannot have: use --irqchip kernel or user (VmConfig::irqchip)")]
-    AmdNeedsKernelIrqchip,
-}
-
 fn host_support(host: &HostInfo) -> (&'static str, &ApicvSupport) {
     match host.backend {
         KvmBackend::KvmAmd => ("AVIC", &host.verdicts.avic),
@@ -84,20 +103,23 @@ fn host_support(host: &HostInfo) -> (&'static str, &ApicvSupport) {
     }
 }
 
-/// The lever that inhibits APICv for `mode` on `backend`; None where no
-/// vendor lever exists (kvm_pvm, an unknown backend).
-fn vendor_lever(backend: &KvmBackend, mode: Mode) -> Result<Option<InhibitLever>, ApicvError> {
-    Ok(match backend {
+/// The lever that inhibits APICv for `mode` (an in-kernel LAPIC) on
+/// `backend`: the vendor's own where it works (the PIT on AMD's full
+/// in-kernel irqchip, modified xAPIC IDs on Intel xAPIC), the SynIC one
+/// where it cannot; None where no vendor lever exists (kvm_pvm, an unknown
+/// backend).
+fn vendor_lever(backend: &KvmBackend, mode: Mode) -> Option<InhibitLever> {
+    match backend {
         KvmBackend::KvmAmd if mode.irqchip == Irqchip::Kernel => Some(InhibitLever::PitReinject),
-        KvmBackend::KvmAmd => return Err(ApicvError::AmdNeedsKernelIrqchip),
         KvmBackend::KvmIntel if mode.apic == ApicMode::Xapic => Some(InhibitLever::ApicIdModified),
-        KvmBackend::KvmIntel => return Err(ApicvError::IntelNeedsXapic),
+        KvmBackend::KvmAmd | KvmBackend::KvmIntel => Some(InhibitLever::HypervSynic),
         _ => None,
-    })
+    }
 }
 
-/// Decide the lever and the state to report.
-pub fn plan(host: Option<&HostInfo>, mode: Mode) -> Result<ApicvPlan, ApicvError> {
+/// Decide the lever and the state to report. Every mode has one: an
+/// in-kernel LAPIC can always be inhibited on kvm_intel and kvm_amd.
+pub fn plan(host: Option<&HostInfo>, mode: Mode) -> ApicvPlan {
     let make = |lever, effective, detail: String| ApicvPlan {
         requested: mode.apicv,
         lever,
@@ -110,11 +132,11 @@ pub fn plan(host: Option<&HostInfo>, mode: Mode) -> Result<ApicvPlan, ApicvError
         } else {
             InhibitLever::None
         };
-        return Ok(make(
+        return make(
             lever,
             ApicvState::Unknown,
             "host could not be fingerprinted".into(),
-        ));
+        );
     };
     let (name, support) = host_support(host);
     let missing = match support {
@@ -129,20 +151,20 @@ pub fn plan(host: Option<&HostInfo>, mode: Mode) -> Result<ApicvPlan, ApicvError
                 format!("{name} inhibited: no in-kernel LAPIC (ABSENT)"),
             ),
         };
-        return Ok(make(InhibitLever::NoIrqchip, state, detail));
+        return make(InhibitLever::NoIrqchip, state, detail);
     }
     if mode.apicv == ApicvRequest::Host {
-        return Ok(match missing {
+        return match missing {
             Some(m) => make(InhibitLever::None, ApicvState::Unavailable, m),
             None => make(
                 InhibitLever::None,
                 ApicvState::Active,
                 format!("{name} enabled by the host's module parameters; kvm_apicv_inhibit_changed shows any inhibit"),
             ),
-        });
+        };
     }
-    let lever = vendor_lever(&host.backend, mode)?;
-    Ok(match (lever, missing) {
+    let lever = vendor_lever(&host.backend, mode);
+    match (lever, missing) {
         (None, Some(m)) => make(InhibitLever::None, ApicvState::Unavailable, format!("{m} (--apicv inhibit is a no-op here)")),
         (None, None) => make(InhibitLever::None, ApicvState::Unknown, format!("no {name} inhibit lever for {:?}", host.backend)),
         (Some(l), Some(m)) => make(
@@ -151,7 +173,7 @@ pub fn plan(host: Option<&HostInfo>, mode: Mode) -> Result<ApicvPlan, ApicvError
             format!("{m}; the {l:?} lever is applied anyway (KVM records the inhibit) but changes nothing here"),
         ),
         (Some(l), None) => make(l, ApicvState::Inhibited, format!("{name} inhibited with {l:?}")),
-    })
+    }
 }
 
 /// APIC ID of vCPU `index` under `lever`.
@@ -211,8 +233,7 @@ mod tests {
         let p = plan(
             Some(&h),
             mode(Irqchip::Kernel, ApicMode::X2apic, ApicvRequest::Inhibit),
-        )
-        .unwrap();
+        );
         assert_eq!(p.effective, ApicvState::Unavailable);
         assert_eq!(p.lever, InhibitLever::None);
         assert!(
@@ -228,8 +249,7 @@ mod tests {
         let p = plan(
             Some(&amd),
             mode(Irqchip::Kernel, ApicMode::X2apic, ApicvRequest::Inhibit),
-        )
-        .unwrap();
+        );
         assert_eq!(
             (p.lever, p.effective),
             (InhibitLever::PitReinject, ApicvState::Unavailable)
@@ -242,28 +262,19 @@ mod tests {
         let intel = host(KvmBackend::KvmIntel, true);
         let amd = host(KvmBackend::KvmAmd, true);
         let inh = ApicvRequest::Inhibit;
-        let lever = |h, m| plan(Some(h), m).map(|p| p.lever);
+        let lever = |h, m| plan(Some(h), m).lever;
         assert_eq!(
             lever(&intel, mode(Irqchip::Kernel, ApicMode::Xapic, inh)),
-            Ok(InhibitLever::ApicIdModified)
-        );
-        assert_eq!(
-            lever(&intel, mode(Irqchip::Kernel, ApicMode::X2apic, inh)),
-            Err(ApicvError::IntelNeedsXapic)
+            InhibitLever::ApicIdModified
         );
         assert_eq!(
             lever(&amd, mode(Irqchip::Kernel, ApicMode::X2apic, inh)),
-            Ok(InhibitLever::PitReinject)
-        );
-        assert_eq!(
-            lever(&amd, mode(Irqchip::Split, ApicMode::Xapic, inh)),
-            Err(ApicvError::AmdNeedsKernelIrqchip)
+            InhibitLever::PitReinject
         );
         let user = plan(
             Some(&amd),
             mode(Irqchip::User, ApicMode::Xapic, ApicvRequest::Host),
-        )
-        .unwrap();
+        );
         assert_eq!(
             (user.lever, user.effective),
             (InhibitLever::NoIrqchip, ApicvState::Inhibited)
@@ -271,13 +282,69 @@ mod tests {
         let active = plan(
             Some(&intel),
             mode(Irqchip::Kernel, ApicMode::Xapic, ApicvRequest::Host),
-        )
-        .unwrap();
+        );
         assert_eq!(active.effective, ApicvState::Active);
         assert_eq!(
             serde_json::to_string(&active.effective).unwrap(),
             "\"active\""
         );
+    }
+
+    #[test]
+    fn synic_lever_where_the_vendor_lever_cannot_work() {
+        let intel = host(KvmBackend::KvmIntel, true);
+        let amd = host(KvmBackend::KvmAmd, true);
+        let inh = ApicvRequest::Inhibit;
+        // Intel x2APIC (either in-kernel irqchip) and AMD split: every
+        // in-kernel-LAPIC combination can be inhibited, nothing is refused.
+        for (h, m) in [
+            (&intel, mode(Irqchip::Kernel, ApicMode::X2apic, inh)),
+            (&intel, mode(Irqchip::Split, ApicMode::X2apic, inh)),
+            (&amd, mode(Irqchip::Split, ApicMode::Xapic, inh)),
+            (&amd, mode(Irqchip::Split, ApicMode::X2apic, inh)),
+        ] {
+            let p = plan(Some(h), m);
+            assert_eq!(
+                (p.lever, p.effective),
+                (InhibitLever::HypervSynic, ApicvState::Inhibited),
+                "{m:?}"
+            );
+            assert!(p.detail.contains("HypervSynic"), "{}", p.detail);
+        }
+        // The SynIC lever keeps the APIC IDs (x2APIC IDs cannot change).
+        assert_eq!(apic_id(InhibitLever::HypervSynic, 5), 5);
+        assert_eq!(
+            serde_json::to_string(&InhibitLever::HypervSynic).unwrap(),
+            "\"hyperv_synic\""
+        );
+    }
+
+    #[test]
+    fn synic_sint_is_unmasked_auto_eoi_on_a_vector_no_ipi_uses() {
+        let v = synic_sint();
+        assert_eq!(v & SINT_MASKED, 0, "a masked SINT does not count");
+        assert_ne!(v & SINT_AUTO_EOI, 0, "the inhibit needs AutoEOI");
+        let vector = (v & 0xff) as u8;
+        // KVM ignores SINT vectors below 16 (HV_SYNIC_FIRST_VALID_VECTOR).
+        assert!(vector >= 16);
+        // Below every vector a fixed IPI or the payload's barrier/spurious
+        // vectors can take, so nothing of the run is auto-EOIed.
+        assert!(vector < 0x20);
+        assert_ne!(
+            vector,
+            ipivmm_abi::barrier_vector(ipivmm_abi::DEFAULT_IPI_VECTOR)
+        );
+        assert_ne!(vector, ipivmm_abi::SPURIOUS_VECTOR);
+        let c = crate::config::VmConfig {
+            ipi_vector: vector,
+            ..Default::default()
+        };
+        assert!(
+            c.validate(64).is_err(),
+            "the lever's vector must stay unusable for IPIs"
+        );
+        // Nothing but vector and AutoEOI (no polling bit 18, no reserved bits).
+        assert_eq!(v & !(0xff | SINT_AUTO_EOI), 0);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod levers;
 
 pub use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
 
-use apicv::{ApicvError, ApicvPlan};
+use apicv::ApicvPlan;
 use ipivmm_host::facts::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
@@ -117,9 +117,6 @@ pub enum Infeasible {
         /// Its minimum.
         min: usize,
     },
-    /// No lever inhibits APICv in this combination.
-    #[error(transparent)]
-    Apicv(#[from] ApicvError),
     /// The APICv lever moves the highest xAPIC ID onto the broadcast ID.
     #[error("--vcpus {vcpus} with --apic xapic and the {lever:?} APICv lever: the last vCPU would get APIC ID {id:#x}, beyond xAPIC's 0xFE; use --vcpus {} or fewer, or --apic x2apic", vcpus - 1)]
     XapicIdSpace {
@@ -160,7 +157,7 @@ pub fn check(m: Mode, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan
             return Err(Infeasible::TooFewVcpus { workload, min });
         }
     }
-    let plan = apicv::plan(host, m)?;
+    let plan = apicv::plan(host, m);
     let last = apicv::apic_id(plan.lever, shape.vcpus.saturating_sub(1));
     if m.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
         return Err(Infeasible::XapicIdSpace {

@@ -113,6 +113,7 @@ fn lever_reason(lever: InhibitLever) -> Option<&'static str> {
         InhibitLever::NoIrqchip => Some("ABSENT"),
         InhibitLever::PitReinject => Some("PIT_REINJ"),
         InhibitLever::ApicIdModified => Some("APIC_ID_MODIFIED"),
+        InhibitLever::HypervSynic => Some("HYPERV"),
     }
 }
 
@@ -212,5 +213,27 @@ mod tests {
         assert!(log
             .observed(6, InhibitLever::None, true, &mut v, false)
             .is_none());
+    }
+
+    #[test]
+    fn the_synic_lever_shows_as_hyperv() {
+        // 6.1's bit 1 is HYPERV; the SynIC lever's SINT write sets it.
+        let log = InhibitLog::default();
+        *log.names.lock().unwrap() = [(1, "HYPERV"), (2, "ABSENT")]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect();
+        log.changes.lock().unwrap().extend([
+            change(5, 2, true, 1 << 2),
+            change(6, 2, false, 0),
+            change(7, 1, true, 1 << 1),
+        ]);
+        let mut v = vec![VcpuResult::new(0, 0)];
+        let o = log
+            .observed(4, InhibitLever::HypervSynic, true, &mut v, true)
+            .unwrap();
+        let lever = o.lever.unwrap();
+        assert_eq!((lever.reason.as_str(), lever.observed), ("HYPERV", true));
+        assert_eq!(o.inhibits_at_end, ["HYPERV"]);
     }
 }

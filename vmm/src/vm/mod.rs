@@ -18,10 +18,10 @@ use crate::mode::{ApicMode, IpiPath, Irqchip};
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
 use crate::vm::arch::{cpuid, gdt, lapic_regs, paging, regs};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_mp_state, kvm_pit_config, kvm_userspace_memory_region,
-    KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR, KVM_MAX_CPUID_ENTRIES,
-    KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_FILTER, KVM_MSR_EXIT_REASON_INVAL,
-    KVM_MSR_EXIT_REASON_UNKNOWN,
+    kvm_enable_cap, kvm_mp_state, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
+    KVM_CAP_HYPERV_SYNIC2, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR,
+    KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_FILTER,
+    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
 };
 use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
@@ -101,6 +101,14 @@ pub enum VmError {
     /// 32-bit x2APIC IDs needed and not offered.
     #[error(transparent)]
     X2apicApi(#[from] x2apic_api::X2apicApiMissing),
+    /// The SynIC inhibit lever could not be set up.
+    #[error("--apicv inhibit (VmConfig::apicv) uses a Hyper-V SynIC AutoEOI SINT here (APICV_INHIBIT_REASON_HYPERV), and {op} failed: {problem}; a kernel built without Hyper-V emulation (CONFIG_KVM_HYPERV=n) has no SynIC: run with --apicv host, or --irqchip user (ABSENT)")]
+    SynicLever {
+        /// Which operation.
+        op: &'static str,
+        /// What went wrong.
+        problem: String,
+    },
 }
 
 fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
@@ -334,6 +342,10 @@ fn setup_vcpu(
         mp_state: KVM_MP_STATE_RUNNABLE,
     })
     .map_err(kvm_err("KVM_SET_MP_STATE"))?;
+    if lever == InhibitLever::HypervSynic && index == 0 {
+        // One vCPU's AutoEOI SINT inhibits APICv for the whole VM.
+        synic_lever(vcpu)?;
+    }
     let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
     let mut changed = lapic_regs::program_lints(&mut lapic);
     if lever == InhibitLever::ApicIdModified {
@@ -350,6 +362,42 @@ fn setup_vcpu(
         return Ok(());
     }
     vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))
+}
+
+/// The SynIC lever (`apicv::InhibitLever::HypervSynic`): vCPU 0's SynIC
+/// activated (KVM_CAP_HYPERV_SYNIC2: KVM leaves the guest's SynIC pages
+/// alone) and SINT0 written from the host as `apicv::synic_sint()`; KVM sets
+/// APICV_INHIBIT_REASON_HYPERV for the VM in that write (hyperv.c:
+/// synic_set_sint -> synic_update_vector).
+fn synic_lever(vcpu: &VcpuFd) -> Result<(), VmError> {
+    let cap = kvm_enable_cap {
+        cap: KVM_CAP_HYPERV_SYNIC2,
+        ..Default::default()
+    };
+    vcpu.enable_cap(&cap).map_err(|e| VmError::SynicLever {
+        op: "KVM_ENABLE_CAP(KVM_CAP_HYPERV_SYNIC2) on vCPU 0",
+        problem: e.to_string(),
+    })?;
+    let entries = [kvm_msr_entry {
+        index: apicv::HV_X64_MSR_SINT0,
+        data: apicv::synic_sint(),
+        ..Default::default()
+    }];
+    let msrs = Msrs::from_entries(&entries).map_err(|e| VmError::SynicLever {
+        op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
+        problem: format!("{e:?}"),
+    })?;
+    match vcpu.set_msrs(&msrs) {
+        Ok(1) => Ok(()),
+        Ok(n) => Err(VmError::SynicLever {
+            op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
+            problem: format!("KVM set {n} of 1 MSRs (it refused the SINT)"),
+        }),
+        Err(e) => Err(VmError::SynicLever {
+            op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
+            problem: e.to_string(),
+        }),
+    }
 }
 
 /// Page tables, GDTs, the boot info and the payload into guest memory.

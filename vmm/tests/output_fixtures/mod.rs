@@ -107,7 +107,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
 pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
     let config = config(flags);
     let mode = RunConfig::of(&config);
-    let apicv = ipivmm::mode::apicv::plan(None, config.mode()).expect("apicv plan");
+    let apicv = ipivmm::mode::apicv::plan(None, config.mode());
     let vcpus = (0..mode.vcpus)
         .map(|i| {
             let mut v = VcpuResult::new(i, i as u32);

@@ -1,6 +1,5 @@
-//! Pure IPI encoding helpers shared by the guest SDK (which sends IPIs) and the
-//! host (which decodes and checks them): ICR low-word bits, x2APIC logical IDs
-//! and the KVM_HC_SEND_IPI destination bitmaps.
+//! `KVM_HC_SEND_IPI`, the KVM PV IPI hypercall: its number, its CPUID bit
+//! and the split of a destination set into 128-bit bitmap calls.
 
 /// KVM hypercall number of the PV IPI (`KVM_HC_SEND_IPI`).
 pub const KVM_HC_SEND_IPI: u64 = 10;
@@ -8,43 +7,6 @@ pub const KVM_HC_SEND_IPI: u64 = 10;
 pub const KVM_FEATURE_PV_SEND_IPI_BIT: u32 = 11;
 /// Destinations one `KVM_HC_SEND_IPI` covers: a 128-bit bitmap.
 pub const PV_IPI_BITMAP_BITS: u32 = 128;
-
-/// ICR delivery mode "fixed" (bits 10:8 = 000).
-pub const ICR_DM_FIXED: u32 = 0 << 8;
-/// ICR destination mode "logical" (bit 11); physical is 0.
-pub const ICR_DEST_LOGICAL: u32 = 1 << 11;
-/// ICR level "assert" (bit 14).
-pub const ICR_LEVEL_ASSERT: u32 = 1 << 14;
-/// Destination shorthand field shift (bits 19:18).
-pub const ICR_SHORTHAND_SHIFT: u32 = 18;
-
-/// ICR destination shorthand (bits 19:18).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shorthand {
-    /// Use the destination field.
-    None = 0,
-    /// The sending APIC only.
-    SelfOnly = 1,
-    /// Every APIC, the sender included.
-    AllIncludingSelf = 2,
-    /// Every APIC but the sender.
-    AllButSelf = 3,
-}
-
-/// ICR low word of a fixed, edge, "assert" IPI of `vector`.
-pub const fn icr_low(vector: u8, logical: bool, shorthand: Shorthand) -> u32 {
-    let mut v = vector as u32 | ICR_DM_FIXED | ICR_LEVEL_ASSERT;
-    if logical {
-        v |= ICR_DEST_LOGICAL;
-    }
-    v | (shorthand as u32) << ICR_SHORTHAND_SHIFT
-}
-
-/// The x2APIC logical ID (read-only LDR) of x2APIC ID `apic_id`: cluster
-/// `apic_id >> 4` in bits 31:16, bit `apic_id & 15` in bits 15:0.
-pub const fn x2apic_logical_id(apic_id: u32) -> u32 {
-    ((apic_id >> 4) << 16) | (1 << (apic_id & 0xf))
-}
 
 /// One `KVM_HC_SEND_IPI` call: bit `i` of `bitmap` (bits 0..64 in `bitmap[0]`,
 /// the hypercall's `rbx`; 64..128 in `bitmap[1]`, its `rcx`) targets APIC ID
@@ -134,23 +96,6 @@ mod tests {
             }
         }
         seen
-    }
-
-    #[test]
-    fn icr_low_encodes_fields() {
-        assert_eq!(icr_low(0x40, false, Shorthand::None), 0x4040);
-        assert_eq!(icr_low(0x40, false, Shorthand::AllButSelf), 0xc4040);
-        assert_eq!(icr_low(0x41, false, Shorthand::SelfOnly), 0x44041);
-        assert_eq!(icr_low(0x40, true, Shorthand::None), 0x4840);
-        assert_eq!(icr_low(0xff, false, Shorthand::AllIncludingSelf), 0x840ff);
-    }
-
-    #[test]
-    fn x2apic_logical_ids_follow_clusters() {
-        assert_eq!(x2apic_logical_id(0), 0x0000_0001);
-        assert_eq!(x2apic_logical_id(15), 0x0000_8000);
-        assert_eq!(x2apic_logical_id(16), 0x0001_0001);
-        assert_eq!(x2apic_logical_id(0x25), 0x0002_0020);
     }
 
     #[test]

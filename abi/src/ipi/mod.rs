@@ -1,0 +1,12 @@
+//! Pure IPI encoding helpers shared by the guest SDK (which sends IPIs) and
+//! the host (which decodes and checks them): the ICR and its builders
+//! ([`icr`]), logical destinations and target counts ([`logical`]), and the
+//! KVM_HC_SEND_IPI destination bitmaps ([`pv`]).
+
+mod icr;
+mod logical;
+mod pv;
+
+pub use icr::*;
+pub use logical::*;
+pub use pv::*;
