@@ -7,7 +7,8 @@
 # Usage: scripts/lab/build-selftests.sh PROBE_SCRIPT OUT.cpio
 #   PROBE_SCRIPT   a busybox sh script, installed as /lab/extra.sh
 #                  (e.g. scripts/lab/probe-apicv.sh)
-# Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab).
+# Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab), SELFTESTS (the
+# tests to build, paths under tools/testing/selftests/kvm; default the list below).
 set -euo pipefail
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 # The APIC and IPI tests of tools/testing/selftests/kvm/x86_64 (6.1) and two
@@ -17,8 +18,8 @@ CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 # x2APIC SMI to self: an ICR write IPIv must not virtualize), debug_regs (an
 # x2APIC fixed self-IPI by shorthand), kvm_pv_test (KVM_HC_SEND_IPI among the
 # PV features), ucna_injection_test (an xAPIC LVT interrupt and its EOI).
-TESTS="x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/smm_test x86_64/debug_regs
-    x86_64/kvm_pv_test x86_64/ucna_injection_test x86_64/sync_regs_test x86_64/userspace_io_test"
+TESTS=${SELFTESTS:-"x86_64/xapic_ipi_test x86_64/xapic_state_test x86_64/smm_test x86_64/debug_regs
+    x86_64/kvm_pv_test x86_64/ucna_injection_test x86_64/sync_regs_test x86_64/userspace_io_test"}
 die() { echo "selftests: error: $*" >&2; exit 2; }
 [ $# = 2 ] || die "usage: $0 PROBE_SCRIPT OUT.cpio"
 PROBE=$(realpath "$1")

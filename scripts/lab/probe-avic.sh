@@ -1,0 +1,136 @@
+#!/bin/sh
+# The AVIC pass's step `extra` in the lab's guest (scripts/lab/avic.sh packs
+# it as /lab/extra.sh with scripts/lab/build-selftests.sh): kvm_amd runs
+# with avic=1 on QEMU's emulated AVIC (scripts/lab/build-qemu.sh). Parts,
+# chosen with lab.probe= (one boot each: step `extra` has 3000 s):
+#   selftests  the KVM selftests (the peer) with AVIC on, AVIC's exits traced
+#              (kvm_avic_incomplete_ipi by ID code, kvm_avic_unaccelerated_access
+#              by register: avic-trace.txt), then the same with avic=0;
+#   matrix     ipivmm's AVIC matrix with AVIC on (runs/avic-on*.json) and
+#              the same with avic=0 (runs/avic-off*.json): kernel and split
+#              irqchip, xAPIC and x2APIC, --apicv host and inhibit, ping-pong,
+#              broadcast, logical multicast and self-IPIs to spinning
+#              targets, ping-pong to halted targets, PV IPIs;
+#   preset     sweep --preset avic-broadcast at 2, 4 and 8 vCPUs
+#              (runs/avic-preset.json; 180 does not finish on 2 emulated CPUs).
+# lab.iterations=N: iterations per run (default 30).
+# Outcomes: $OUT/selftests.tsv (name, avic, rc), the JSON documents, the
+# trace summaries; scripts/lab/verify-avic.sh checks them.
+set -o pipefail
+export PATH=/bin:/lab/bin
+P=/sys/module/kvm_amd/parameters
+T=/sys/kernel/tracing
+OUT=${OUT:-/out}
+arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+save_partial() { [ -b "${DISK:-}" ] && (cd "$OUT" && tar -cf "$DISK" .) && sync; }
+params() { echo "== kvm_amd: avic=$(cat $P/avic) force_avic=$(cat $P/force_avic) npt=$(cat $P/npt)"; }
+N=$(arg iterations)
+N=${N:-30}
+PARTS=$(arg probe)
+PARTS=${PARTS:-selftests,matrix,preset}
+want() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+fails=0
+
+reload() { # avic value (0|1); the other lab.kvm= parameters stay
+    keep=""
+    for p in $(arg kvm | tr ',' ' '); do
+        case $p in avic=*) ;; *) keep="$keep $p" ;; esac
+    done
+    rmmod kvm_amd && insmod /lab/modules/kvm-amd.ko $keep avic="$1" ||
+        { echo "reload with avic=$1 failed"; fails=$((fails + 1)); }
+    params
+}
+
+# AVIC's two exit tracepoints, for the selftests: which ID codes
+# (AVIC_INCOMPLETE_IPI, docs/kernel-paths.md A8-A10) and which registers
+# (AVIC_NOACCEL, A11) each test made the emulated AVIC report.
+trace_start() {
+    echo 0 >$T/tracing_on
+    echo 8192 >$T/buffer_size_kb
+    : >$T/trace
+    for e in kvm_avic_incomplete_ipi kvm_avic_unaccelerated_access; do
+        echo 1 >$T/events/kvm/$e/enable
+    done
+    echo 1 >$T/tracing_on
+}
+trace_stop() { # test name
+    echo 0 >$T/tracing_on
+    for e in kvm_avic_incomplete_ipi kvm_avic_unaccelerated_access; do
+        echo 0 >$T/events/kvm/$e/enable
+    done
+    # 6.1's formats: "vcpu=%u, icrh:icrl=%#010x:%08x, id=%u, index=%u" and
+    # "vcpu=%u, offset=%#x(%s), %s, %s, vec=%#x" (trap|fault, write|read).
+    sed -n -e 's/.*kvm_avic_incomplete_ipi: .* id=\([0-9]*\), .*/incomplete_ipi id=\1/p' \
+        -e 's/.*kvm_avic_unaccelerated_access: vcpu=[0-9]*, offset=\([^,]*\), \([a-z]*\), \([a-z]*\),.*/unaccelerated_access \1 \2 \3/p' \
+        $T/trace | sort | uniq -c | while read -r n what; do
+        printf '%s\t%s\t%s\n' "$1" "$what" "$n"
+    done >>"$OUT/avic-trace.tsv"
+    grep -c 'kvm_avic_' $T/trace | sed "s/^/$1: events traced: /" >>"$OUT/avic-trace.txt"
+    grep -m 5 'kvm_avic_incomplete_ipi' $T/trace >>"$OUT/avic-trace.txt"
+    : >$T/trace
+}
+
+selftests() { # label (on|off)
+    for t in /lab/selftests/*; do
+        n=$(basename "$t")
+        args=""
+        [ "$n" = xapic_ipi_test ] && args="-s 5"
+        echo "lab: probe: selftest $n (avic $1)" >/dev/console
+        echo "== selftest $n $args (avic $1)"
+        [ "$1" = on ] && trace_start
+        timeout 600 "$t" $args >/tmp/selftest.log 2>&1
+        rc=$?
+        [ "$1" = on ] && trace_stop "$n"
+        tail -n 25 /tmp/selftest.log
+        echo "rc=$rc"
+        printf '%s\t%s\t%s\n' "$n" "$1" "$rc" >>"$OUT/selftests.tsv"
+        cp /tmp/selftest.log "$OUT/tests/selftest-$n-avic-$1.log"
+        save_partial
+    done
+}
+
+sweep() { # label (part of the file name), then ipivmm sweep flags
+    name=$1
+    shift
+    echo "== sweep $name: $*"
+    echo "lab: probe: sweep $name" >/dev/console
+    timeout 2400 ipivmm sweep "$@" --iterations "$N" --warmup 3 -q \
+        --json "$OUT/runs/$name.json" 2>&1 | tail -n 60 || fails=$((fails + 1))
+    save_partial
+}
+
+matrix() { # label (on|off)
+    sweep "avic-$1" --irqchip kernel,split --apic xapic,x2apic --ipi icr \
+        --apicv host,inhibit --workload pingpong,broadcast,multicast,self-ipi --vcpus 2,3 \
+        --context-events
+    sweep "avic-$1-halt" --irqchip kernel --apic xapic,x2apic --ipi icr \
+        --apicv host,inhibit --workload pingpong --target halt --context-events
+    sweep "avic-$1-pv" --irqchip kernel --apic xapic,x2apic --ipi pv \
+        --apicv host --workload pingpong,broadcast --vcpus 3 --context-events
+}
+
+params
+grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic' | tr '\n' ' '
+echo
+dmesg | grep -E 'SVM: (AVIC|x2AVIC)'
+ipivmm host >"$OUT/host-avic.txt" 2>&1
+ipivmm host --json >"$OUT/host-avic.json" 2>/dev/null
+grep -E 'AVIC|x2AVIC' "$OUT/host-avic.txt"
+save_partial
+
+want selftests && selftests on
+want matrix && matrix on
+want preset && sweep avic-preset --preset avic-broadcast --vcpus 2,4,8
+dmesg >"$OUT/dmesg-avic-on.txt"
+
+if want selftests || want matrix; then
+    reload 0
+    want selftests && selftests off
+    want matrix && matrix off
+    reload 1
+fi
+
+dmesg >"$OUT/dmesg-probe.txt"
+save_partial
+echo "probe-avic: $fails failures"
+[ "$fails" = 0 ]
