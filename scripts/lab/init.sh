@@ -1,17 +1,18 @@
 #!/bin/busybox sh
-# PID 1 of the lab's guest (scripts/lab.sh): a Debian kernel under QEMU TCG
-# with an emulated SVM (or VMX) CPU. Loads the real kvm_amd/kvm_intel, runs
-# the pass named on the kernel command line (lab.pass=quick|full|shell), and
-# writes every result as a tar archive onto the raw disk /dev/vda, which
-# scripts/lab.sh unpacks on the host. Each step's exit status goes to
-# steps.tsv; nothing here decides pass or fail (scripts/lab/verify.sh does).
+# PID 1 of the lab's guest (cargo xtask lab, xtask/src/lab/): a Debian kernel
+# under QEMU TCG with an emulated SVM CPU (or Bochs with VMX). Loads the real
+# kvm_amd/kvm_intel, runs the pass named on the kernel command line
+# (lab.pass=quick|full|shell), and writes every result as a tar archive onto
+# the raw disk (/dev/vda, or the ATA disk), which the host unpacks. Each
+# step's exit status goes to steps.tsv; nothing here decides pass or fail
+# (the host's checks do: xtask/src/lab/checks.rs, verify.rs).
 export PATH=/bin:/lab/bin HOME=/root TERM=dumb OUT=/out
 arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 say() { echo "lab: $*"; }
 
-# Kernel modules in dependency order (scripts/lab.sh resolved them from each
-# module's .modinfo and wrote this list; scripts/lab/bochs.sh adds the ATA
-# disk's in order.extra).
+# Kernel modules in dependency order (the host resolved them from each
+# module's .modinfo and wrote this list; the Bochs lab adds the ATA disk's in
+# order.extra).
 load_modules() { # $@: extra parameters for the vendor module
     cat /lab/modules/order /lab/modules/order.extra 2>/dev/null | while read -r mod; do
         case $mod in
@@ -125,6 +126,21 @@ ipi_sweep() { # $1: name, then extra flags
     shift
     step "$name" 1800 ipivmm sweep --irqchip kernel,split,user --apic xapic,x2apic \
         --ipi icr,pv --apicv host,inhibit --json "$OUT/runs/$name.json" "$@"
+}
+
+# The counting invariants any KVM host must satisfy (plans/kvm-paths.toml,
+# `ipivmm check`, docs/kernel-paths.md): TAP into $OUT/kvm-paths.tap (the
+# host's verdict reads it), JUnit beside it, each experiment's results in
+# runs/kvm-paths/. The host carries the plan in /lab/plans when its tree has
+# one; without it there is nothing to run and the verdict says so.
+kvm_paths() {
+    plan=/lab/plans/kvm-paths.toml
+    if [ ! -e $plan ]; then
+        echo "no $plan: the tree the lab was built from has no plans/kvm-paths.toml"
+        return 0
+    fi
+    mkdir -p $OUT/runs/kvm-paths
+    ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap
 }
 
 # Repeats of the configuration that once hung, alone and beside two busy loops.
@@ -477,7 +493,7 @@ main() {
     find_disk
     export DISK # for /lab/extra.sh, to save partial results itself
     # Text symbols with their addresses (Debian's System.map is a stub): the
-    # host names a wedged guest's RIPs with them (scripts/lab.sh symbolize).
+    # host names a wedged guest's RIPs with them (xtask/src/lab/wedge.rs).
     echo 0 >/proc/sys/kernel/kptr_restrict
     grep -E '^[0-9a-f]+ [tTwW] ' /proc/kallsyms >$OUT/kallsyms.txt
     for p in /sys/module/kvm_amd/parameters/* /sys/module/kvm_intel/parameters/*; do
@@ -498,12 +514,14 @@ main() {
     export DEADLINE=${DEADLINE:-3600}
     STEPS=$(arg steps)
     if [ -n "$STEPS" ]; then
-        # lab.steps=a,b: only these steps of the pass (scripts/lab.sh --steps).
+        # lab.steps=a,b: only these steps of the pass (cargo xtask lab --steps;
+        # the host checks the names against these cases).
         for s in $(echo "$STEPS" | tr ',' ' '); do
             case $s in
             host) step host 60 host_facts ;;
             sweep) ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q ;;
             tests) run_tests "" ;;
+            kvm-paths) step kvm-paths 1200 kvm_paths ;;
             inhibit) step inhibit-repeats 1800 inhibit_repeats "${ITER:-3}" ;;
             hostswitch) hold_vm stop; step hostswitch 900 host_switch; hold_vm start ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
@@ -529,6 +547,7 @@ main() {
     quick)
         step host 60 host_facts
         ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q
+        step kvm-paths 1200 kvm_paths
         run_tests ""
         step inhibit-repeats 900 inhibit_repeats 3
         hold_vm stop
@@ -545,6 +564,7 @@ main() {
             step "preset-$p" 1800 ipivmm sweep --preset "$p" --iterations "${ITER:-100}" --warmup 10 -q \
                 --json "$OUT/runs/preset-$p.json"
         done
+        step kvm-paths 1200 kvm_paths
         run_tests ""
         step inhibit-repeats 1800 inhibit_repeats 20
         step inhibit-repeats-loaded 1800 under_load inhibit_repeats 20

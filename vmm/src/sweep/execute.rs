@@ -18,8 +18,14 @@ pub trait SweepEvents {
     fn planned(&self, _runs: usize) {}
     /// The run labelled `label` starts.
     fn start(&self, _label: &str) {}
-    /// A line worth showing (a failed run, a host switch).
+    /// A line worth showing (a failed run, a counting cost not measured).
     fn note(&self, _line: &str) {}
+    /// A host switch or its warning (`--host-param`): the kernel module
+    /// changed under every later run, so a caller that hides the notes
+    /// still shows these (the command line prints them with `-q` too).
+    fn host(&self, line: &str) {
+        self.note(line)
+    }
     /// A run ended (or was not started).
     fn finished_one(&self) {}
 }

@@ -99,7 +99,7 @@ fn run_stage(
     let applied = guard.applied();
     say(&applied_lines(applied), events);
     for m in applied.mismatches() {
-        events.note(&format!("ipivmm: warning: --host-param {setting}: {m}"));
+        events.host(&format!("ipivmm: warning: --host-param {setting}: {m}"));
     }
     // The verdicts and skip reasons as the reloaded module decides them.
     let host = crate::host::probe().ok();
@@ -121,7 +121,7 @@ fn run_stage(
         say(&restored_lines(&restored), events);
     }
     for m in &restored.mismatches {
-        events.note(&format!("ipivmm: warning: restoring after {setting}: {m}"));
+        events.host(&format!("ipivmm: warning: restoring after {setting}: {m}"));
     }
     Ok(())
 }
@@ -144,7 +144,7 @@ fn not_run(
 
 fn say(lines: &[String], events: &dyn SweepEvents) {
     for l in lines {
-        events.note(&format!("ipivmm: host: {l}"));
+        events.host(&format!("ipivmm: host: {l}"));
     }
 }
 

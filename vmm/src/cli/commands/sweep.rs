@@ -221,6 +221,12 @@ impl SweepEvents for Progress {
             None => {}
         }
     }
+    fn host(&self, line: &str) {
+        match &*self.bar.borrow() {
+            Some(b) if b.is_visible() => b.println(line),
+            _ => eprintln!("{line}"),
+        }
+    }
     fn finished_one(&self) {
         if let Some(b) = &*self.bar.borrow() {
             b.finish_one();

@@ -1,0 +1,259 @@
+//! `cargo xtask lab`'s command line: what it does, on which emulator, with
+//! which options (the same as the old scripts/lab.sh and
+//! scripts/lab/bochs.sh took), and the guest kernel arguments that name them.
+use super::bochs;
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use std::path::PathBuf;
+
+/// The steps `--steps` may name (init.sh's `lab.steps=` cases; a test keeps
+/// the two lists the same).
+pub const STEPS: &[&str] = &[
+    "host",
+    "sweep",
+    "kvm-paths",
+    "tests",
+    "inhibit",
+    "inhibit-loaded",
+    "hostswitch",
+    "stress",
+    "overhead",
+    "flood",
+    "flood-diag",
+    "extra",
+];
+
+const ENVIRONMENT: &str = "\
+Environment:
+  IPIVMM_LAB_CACHE  downloads and the Bochs 3.0 build (default ~/.cache/ipivmm-lab)
+  LAB_SMP           vCPUs of the emulated machine (2; --smp)
+  LAB_MEM           its memory, MiB (2048)
+  LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
+  LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
+                    wedges the first boot there: a test of the watchdog)
+  LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing)
+  LAB_EXTRA_CPIO    initramfs archives to append (space-separated; as --cpio)
+  BOCHS_PATCHES, BOCHS_JOBS   passed to scripts/lab/build-bochs.sh (Bochs 3.0)
+Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.";
+
+/// What `cargo xtask lab` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Action {
+    /// Host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit), `ipivmm
+    /// check plans/kvm-paths.toml` (its TAP and JUnit checked), the KVM test binaries with every
+    /// skip a failure, --apicv inhibit repeats, the host switches, an npt=0 reload (CI runs this)
+    Quick,
+    /// Every workload, halted targets, the presets, plans/kvm-paths.toml, repeats under load, the
+    /// npt=0 pass with the tests again
+    Full,
+    /// Boot with everything loaded and drop to a shell on this terminal (QEMU)
+    Shell,
+    /// Only build the initramfs and print its path and the kernel's (for other emulators)
+    Initrd,
+    /// Remove the lab's work directory (target/lab, target/lab-bochs); with --cache the downloads too
+    Clean,
+    /// Check a results tree again (--results; the pass it ran is in its pass.txt)
+    Verify,
+    /// Rewrite the docs' table from a results tree (QEMU: docs/lab.md, with the same sweep on
+    /// this machine; Bochs: docs/lab-intel.md from every runs/*.json)
+    Table,
+}
+
+/// The emulated machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum EmulatorKind {
+    /// kvm_amd under QEMU TCG (docs/lab.md)
+    #[default]
+    Qemu,
+    /// kvm_intel under Bochs (docs/lab-intel.md)
+    Bochs,
+}
+
+/// `cargo xtask lab`'s arguments.
+#[derive(clap::Args, Debug)]
+#[command(after_help = ENVIRONMENT)]
+pub struct Args {
+    /// What to do
+    #[arg(value_enum, default_value_t = Action::Quick)]
+    pub action: Action,
+    /// The emulated machine
+    #[arg(long, value_enum, default_value_t)]
+    pub emulator: EmulatorKind,
+    /// Only these steps of the pass (for working on one; the verdict then covers only them)
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STEPS))]
+    pub steps: Option<Vec<String>>,
+    /// Iterations per run of the sweeps (repeats per APIC mode for inhibit)
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Also rewrite the docs' table from this pass's results (see `table`)
+    #[arg(long)]
+    pub update_docs: bool,
+    /// With `clean`: the downloads too
+    #[arg(long)]
+    pub cache: bool,
+    /// vCPUs of the emulated machine [default: LAB_SMP, else 2]
+    #[arg(long)]
+    pub smp: Option<u32>,
+    /// Wall-clock limit of the pass, s [default: quick 1500, full 7200, shell 86400; Bochs 3600]
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Where the results go [default: target/lab/results, target/lab-bochs/results-VERSION]
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Do not check the results (leave them for `verify`)
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Bochs release: 2.7 (bookworm's package, no posted interrupts) or 3.0 (built from trixie's source, APICv)
+    #[arg(long, value_enum, default_value_t, help_heading = "Bochs")]
+    pub bochs: bochs::Version,
+    /// Bochs CPU model [default: 2.7 broadwell_ult, 3.0 corei7_skylake_x]
+    #[arg(long, help_heading = "Bochs")]
+    pub cpu: Option<String>,
+    /// Bochs instructions per emulated second
+    #[arg(long, default_value_t = 60_000_000, help_heading = "Bochs")]
+    pub ips: u64,
+    /// Boot this initramfs instead of building one (`initrd` prints one); needs --kernel
+    #[arg(long, requires = "kernel", help_heading = "Bochs")]
+    pub initrd: Option<PathBuf>,
+    /// The kernel to boot with --initrd (its modules beside it, as Debian's package has them)
+    #[arg(long, requires = "initrd", help_heading = "Bochs")]
+    pub kernel: Option<PathBuf>,
+    /// Append this newc archive to the initramfs (repeatable): the kernel unpacks concatenated
+    /// archives, later files win (e.g. scripts/lab/build-selftests.sh's, for the step extra)
+    #[arg(long)]
+    pub cpio: Vec<PathBuf>,
+    /// Guest kernel arguments after `--` (scripts/lab/init.sh reads lab.*=), e.g.
+    /// `-- lab.matrix=10 lab.kvm=enable_apicv=0`; lab.pass=, lab.steps= and lab.iterations= are
+    /// taken as the options they name
+    #[arg(last = true)]
+    pub kernel_args: Vec<String>,
+}
+
+/// Takes `lab.pass=`, `lab.steps=` and `lab.iterations=` out of the kernel
+/// arguments into the options they name (the Bochs lab's command lines).
+pub fn absorb_kernel_args(args: &mut Args) -> Result<()> {
+    let mut rest = Vec::new();
+    for a in std::mem::take(&mut args.kernel_args) {
+        if let Some(p) = a.strip_prefix("lab.pass=") {
+            args.action = match p {
+                "quick" => Action::Quick,
+                "full" => Action::Full,
+                "shell" => Action::Shell,
+                _ => bail!("lab.pass={p}: the passes are quick, full and shell"),
+            };
+        } else if let Some(s) = a.strip_prefix("lab.steps=") {
+            let steps: Vec<String> = s.split(',').map(str::to_string).collect();
+            if let Some(bad) = steps.iter().find(|s| !STEPS.contains(&s.as_str())) {
+                bail!(
+                    "lab.steps: unknown step '{bad}' (the steps: {})",
+                    STEPS.join(", ")
+                );
+            }
+            args.steps = Some(steps);
+        } else if let Some(n) = a.strip_prefix("lab.iterations=") {
+            args.iterations = Some(n.parse().with_context(|| format!("lab.iterations={n}"))?);
+        } else {
+            rest.push(a);
+        }
+    }
+    args.kernel_args = rest;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        lab: Args,
+    }
+
+    fn parse(a: &[&str]) -> Result<Args> {
+        let mut args = Cli::try_parse_from(std::iter::once("lab").chain(a.iter().copied()))?.lab;
+        absorb_kernel_args(&mut args)?;
+        Ok(args)
+    }
+
+    #[test]
+    fn the_old_command_lines_parse() {
+        let a = parse(&[
+            "quick",
+            "--steps",
+            "host,tests",
+            "--iterations",
+            "5",
+            "--update-docs",
+        ])
+        .unwrap();
+        assert_eq!(a.action, Action::Quick);
+        assert_eq!(
+            a.steps.as_deref(),
+            Some(&["host".to_string(), "tests".into()][..])
+        );
+        assert!(a.update_docs && a.iterations == Some(5));
+        assert!(parse(&["quick", "--steps", "host,nosuch"]).is_err());
+        let a = parse(&[
+            "--emulator",
+            "bochs",
+            "--bochs",
+            "2.7",
+            "--cpio",
+            "x.cpio",
+            "--",
+            "lab.steps=host,extra",
+            "lab.matrix=10",
+            "lab.iterations=3",
+        ])
+        .unwrap();
+        assert_eq!(
+            (a.emulator, a.bochs),
+            (EmulatorKind::Bochs, bochs::Version::V2_7)
+        );
+        assert_eq!(
+            a.steps.as_ref().map(|s| s.join(",")).as_deref(),
+            Some("host,extra")
+        );
+        assert_eq!(
+            (a.iterations, a.kernel_args.as_slice()),
+            (Some(3), &["lab.matrix=10".to_string()][..])
+        );
+        assert!(parse(&["--", "lab.steps=bogus"]).is_err());
+        assert_eq!(
+            parse(&["--", "lab.pass=full"]).unwrap().action,
+            Action::Full
+        );
+        assert!(parse(&["clean", "--cache"]).unwrap().cache);
+        assert!(
+            parse(&["--initrd", "x"]).is_err(),
+            "--initrd needs --kernel"
+        );
+    }
+
+    #[test]
+    fn steps_are_the_guests() {
+        let init = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/lab/init.sh"
+        ))
+        .unwrap();
+        // The cases of init.sh's `for s in $(echo "$STEPS" ...)` loop.
+        let block = init
+            .split("for s in $(echo \"$STEPS\"")
+            .nth(1)
+            .and_then(|b| b.split("esac").next())
+            .expect("init.sh's lab.steps loop");
+        let mut cases: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.trim_start().split_once(") "))
+            .map(|(c, _)| c)
+            .filter(|c| !c.starts_with('*') && !c.contains(' ') && !c.starts_with("case"))
+            .collect();
+        cases.sort_unstable();
+        let mut ours = STEPS.to_vec();
+        ours.sort_unstable();
+        assert_eq!(cases, ours);
+    }
+}

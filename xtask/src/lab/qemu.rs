@@ -1,0 +1,160 @@
+//! The AMD lab's emulator: QEMU's TCG with an SVM CPU (`-cpu max`), on
+//! which the guest's kernel loads the real kvm_amd (docs/lab.md). The
+//! guest's results disk is virtio; a wedged guest's CPU state comes from
+//! the QEMU monitor.
+use super::boot::{BootSpec, Emulator};
+use super::host::{apt_install, have, output, run};
+use anyhow::{Context, Result};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Debian's package of the default QEMU.
+const PACKAGE: &str = "qemu-system-x86";
+/// The default binary (LAB_QEMU names another, e.g. a QEMU built for the lab).
+const BINARY: &str = "qemu-system-x86_64";
+
+/// QEMU and the machine it emulates.
+pub struct Qemu {
+    /// The QEMU binary.
+    pub binary: PathBuf,
+    /// Emulated CPUs.
+    pub smp: u32,
+    /// Guest memory, MiB.
+    pub mem_mib: u32,
+    /// Seconds without a heartbeat before a guest counts as wedged.
+    pub wedge_s: u64,
+    /// The kernel and initramfs to boot.
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// The monitor's socket (a wedged guest's registers are read there).
+    pub monitor: PathBuf,
+}
+
+impl Qemu {
+    /// The binary LAB_QEMU names, else qemu-system-x86_64 (installed when missing).
+    pub fn binary() -> Result<PathBuf> {
+        if let Some(b) = std::env::var_os("LAB_QEMU").filter(|b| !b.is_empty()) {
+            return Ok(PathBuf::from(b));
+        }
+        if !have(BINARY) {
+            apt_install(&[PACKAGE])?;
+        }
+        Ok(PathBuf::from(BINARY))
+    }
+
+    /// `qemu ... --version`'s first line.
+    pub fn version(binary: &std::path::Path) -> Result<String> {
+        let v = output(Command::new(binary).arg("--version"))?;
+        Ok(v.lines().next().unwrap_or_default().to_string())
+    }
+
+    fn machine(&self) -> Command {
+        let mut c = Command::new(&self.binary);
+        c.args(["-accel", "tcg,thread=multi", "-cpu", "max"])
+            .args([
+                "-smp",
+                &self.smp.to_string(),
+                "-m",
+                &self.mem_mib.to_string(),
+            ])
+            .arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(&self.initrd);
+        c
+    }
+
+    fn disk(c: &mut Command, disk: &std::path::Path) {
+        c.arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", disk.display()))
+            .args(["-display", "none", "-nodefaults", "-no-reboot"]);
+    }
+
+    /// The shell pass: the guest's console on this terminal.
+    pub fn shell(&self, disk: &std::path::Path) -> Result<()> {
+        std::fs::File::create(disk)?.set_len(1 << 30)?;
+        let mut c = self.machine();
+        c.arg("-append")
+            .arg("console=ttyS0 panic=-1 lab.pass=shell lab.deadline=999999");
+        Self::disk(&mut c, disk);
+        run(c.args(["-serial", "stdio"]))
+    }
+}
+
+/// Reads the monitor until its prompt (or 3 s of silence).
+fn read_prompt(s: &mut UnixStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !out.ends_with(b"(qemu) ") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out)
+        .replace("\x1b[K", "")
+        .replace("\x1b[D", "")
+}
+
+/// Every CPU's state from the QEMU monitor at `socket`.
+fn monitor_dump(socket: &std::path::Path) -> Result<String> {
+    let mut s = UnixStream::connect(socket)
+        .with_context(|| format!("cannot connect to the QEMU monitor {}", socket.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    read_prompt(&mut s);
+    let mut text = String::new();
+    for cmd in ["info cpus", "info registers -a"] {
+        s.write_all(format!("{cmd}\n").as_bytes())?;
+        text.push_str(&read_prompt(&mut s));
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+impl Emulator for Qemu {
+    fn name(&self) -> String {
+        format!("QEMU TCG ({} vCPUs, {} MiB)", self.smp, self.mem_mib)
+    }
+
+    fn console_args(&self) -> &'static str {
+        // nokaslr: a wedged guest's RIPs (wedge-N.txt) are named from the
+        // kallsyms it saved at boot.
+        "console=ttyS0 panic=-1 nokaslr"
+    }
+
+    fn deadline_margin_s(&self) -> u64 {
+        60
+    }
+
+    fn wedge_after_s(&self) -> Option<u64> {
+        Some(self.wedge_s)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        1 << 30
+    }
+
+    fn spawn(&mut self, spec: &BootSpec) -> Result<Child> {
+        let _ = std::fs::remove_file(&self.monitor);
+        let mut c = self.machine();
+        c.arg("-append").arg(&spec.append);
+        Self::disk(&mut c, &spec.disk);
+        c.arg("-serial")
+            .arg(format!("file:{}", spec.console.display()))
+            .arg("-monitor")
+            .arg(format!(
+                "unix:{},server=on,wait=off",
+                self.monitor.display()
+            ))
+            .stdin(Stdio::null());
+        c.spawn()
+            .with_context(|| format!("cannot start {}", self.binary.display()))
+    }
+
+    fn dump_state(&mut self) -> String {
+        monitor_dump(&self.monitor).unwrap_or_else(|e| format!("{e:#}\n"))
+    }
+}

@@ -1,0 +1,468 @@
+//! The lab's tables in the docs, from results documents: exits per IPI by
+//! reason for every mode on the lab's kvm_amd beside this machine's own KVM
+//! (docs/lab.md), and the Intel lab's APICv matrix under enable_apicv=Y and
+//! =N (docs/lab-intel.md). Markdown, rewritten between the doc's markers.
+use anyhow::{bail, Context, Result};
+use ipivmm::results::{Document, PhaseResult, RunReport};
+use ipivmm::{ApicvRequest, Workload};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A ratio as the tables show it: two places at most, no trailing zeros.
+pub fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(v) => format!("{}", (v * 100.0).round() / 100.0),
+        None => "–".into(),
+    }
+}
+
+/// `irqchip/apic/ipi` of a run.
+fn mode(r: &RunReport) -> String {
+    format!(
+        "{}/{}/{}",
+        r.mode.irqchip.name(),
+        r.mode.apic.name(),
+        r.mode.ipi.name()
+    )
+}
+
+/// The phases named `measure` of a vCPU.
+fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
+    v.phases.iter().filter(|p| p.name == "measure").collect()
+}
+
+/// The measured phase of vCPU 0 (the sender), and those of every other vCPU.
+fn sender_and_receivers(r: &RunReport) -> Option<(&PhaseResult, Vec<&PhaseResult>)> {
+    let (first, rest) = r.vcpus.split_first()?;
+    let sender = *measured(first).first()?;
+    Some((sender, rest.iter().flat_map(measured).collect()))
+}
+
+/// `reason n.nn` per IPI for every exit reason the phases counted, the
+/// biggest first ("–" when none).
+fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for p in phases {
+        for (k, v) in p.exits_by_reason() {
+            *sum.entry(k).or_default() += v;
+        }
+    }
+    let mut v: Vec<(String, u64)> = sum.into_iter().filter(|(_, n)| *n > 0).collect();
+    if v.is_empty() {
+        return "–".into();
+    }
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{k} {}", fmt(Some(*n as f64 / ipis as f64))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// KVM's exits stat of the phases per IPI.
+fn kvm_exits(phases: &[&PhaseResult], ipis: u64) -> String {
+    let n: u64 = phases
+        .iter()
+        .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
+        .sum();
+    fmt(Some(n as f64 / ipis as f64))
+}
+
+/// The sender's ICR-write exits per IPI.
+fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
+    fmt(sender
+        .icr_write_exits
+        .as_ref()
+        .map(|e| e.exits as f64 / ipis as f64))
+}
+
+/// The backend a document was recorded on (`kvm_amd`...).
+fn backend(d: &Document) -> String {
+    d.host
+        .as_ref()
+        .map_or_else(|| "unknown".into(), |h| h.backend.to_string())
+}
+
+/// docs/lab.md's table: one row per mode and backend of the `--apicv host`
+/// runs of `workload` in `docs` (the lab's and this machine's sweeps).
+pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for d in docs {
+        let b = backend(d);
+        for r in d
+            .runs
+            .iter()
+            .filter(|r| r.apicv.requested == ApicvRequest::Host && r.mode.workload == workload)
+        {
+            let Some((s, recv)) = sender_and_receivers(r) else {
+                continue;
+            };
+            let ipis = s.guest.ipis_sent;
+            if ipis == 0 {
+                continue;
+            }
+            let row = format!(
+                "| {} | {b} | {} | {} | {} | {} | {} | {} |",
+                mode(r),
+                kvm_exits(&[s], ipis),
+                reasons(&[s], ipis),
+                kvm_exits(&recv, ipis),
+                reasons(&recv, ipis),
+                icr_per_ipi(s, ipis),
+                s.latency
+                    .as_ref()
+                    .map_or_else(|| "–".into(), |l| l.p50.to_string()),
+            );
+            rows.push((mode(r), b.clone(), row));
+        }
+    }
+    rows.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut out = vec![
+        "| mode | backend | sender exits/IPI | sender exits/IPI by reason (kvm_exit) | receiver exits/IPI | receiver exits/IPI by reason | ICR-write exits/IPI | p50 cycles |".to_string(),
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: |".to_string(),
+    ];
+    out.extend(rows.into_iter().map(|(_, _, r)| r));
+    out
+}
+
+/// APICv in a measured phase, in words.
+fn apicv_phase(p: &PhaseResult) -> String {
+    match &p.apicv {
+        None => "–".into(),
+        Some(a) if a.active => "active".into(),
+        Some(a) if a.inhibits.is_empty() => "not active".into(),
+        Some(a) => format!("inhibited ({})", a.inhibits.join(", ")),
+    }
+}
+
+/// A kvm_intel parameter as the run read it back: `Y`, `N`, `?` when not
+/// recorded, or the value itself.
+fn intel_param(r: &RunReport, p: &str) -> String {
+    match r
+        .host_settings
+        .as_ref()
+        .and_then(|h| h.param(&format!("kvm_intel.{p}")))
+    {
+        None => "?".into(),
+        Some("Y" | "y" | "1") => "Y".into(),
+        Some("N" | "n" | "0") => "N".into(),
+        Some(v) => v.into(),
+    }
+}
+
+/// docs/lab-intel.md's table: one row per combination of the runs in
+/// `docs` (a later file's duplicate of a row left out), with kvm_intel's
+/// enable_apicv and enable_ipiv as each run read them back, so any mix of
+/// results files works (scripts/lab/probe-apicv.sh's APICv matrix passes,
+/// its IPIv sweeps); enable_apicv and enable_ipiv Y before N.
+pub fn intel_table(docs: &[&Document]) -> Vec<String> {
+    type Key = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        bool,
+        bool,
+        &'static str,
+    );
+    let key = |r: &RunReport| -> Key {
+        (
+            r.mode.workload.name(),
+            r.mode.target.name(),
+            r.mode.irqchip.name(),
+            r.mode.apic.name(),
+            r.mode.ipi.name(),
+            intel_param(r, "enable_apicv") != "Y",
+            intel_param(r, "enable_ipiv") != "Y",
+            r.apicv.requested.name(),
+        )
+    };
+    let mut runs: Vec<&RunReport> = docs.iter().flat_map(|d| &d.runs).collect();
+    runs.sort_by_key(|r| key(r));
+    runs.dedup_by_key(|r| key(r));
+    let mut out = vec![
+        "| mode | workload, target | enable_apicv | enable_ipiv | --apicv | APICv in the measure phase | sender exits/IPI by reason | receiver exits/IPI by reason | ICR-write exits/IPI | accelerated ICR writes/IPI |".to_string(),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: |".to_string(),
+    ];
+    for r in runs {
+        let cells = format!(
+            "| {} | {} {} | {} | {} | {}",
+            mode(r),
+            r.mode.workload.name(),
+            r.mode.target.name(),
+            intel_param(r, "enable_apicv"),
+            intel_param(r, "enable_ipiv"),
+            r.apicv.requested.name()
+        );
+        let state = r.status.name();
+        if state != "completed" && r.vcpus.is_empty() {
+            out.push(format!("{cells} | {state} | – | – | – | – |"));
+            continue;
+        }
+        let Some((s, recv)) = sender_and_receivers(r) else {
+            continue;
+        };
+        let ipis = s.guest.ipis_sent;
+        if ipis == 0 {
+            out.push(format!(
+                "{cells} | {state}, no IPI measured | – | – | – | – |"
+            ));
+            continue;
+        }
+        let accelerated = s
+            .icr_write_exits
+            .as_ref()
+            .map(|e| e.accelerated as f64 / ipis as f64);
+        out.push(format!(
+            "{cells} | {} | {} | {} | {} | {} |",
+            apicv_phase(s),
+            reasons(&[s], ipis),
+            reasons(&recv, ipis),
+            icr_per_ipi(s, ipis),
+            fmt(accelerated)
+        ));
+    }
+    out
+}
+
+/// `doc` with the lines between `<!-- NAME:begin -->` and `<!-- NAME:end -->` replaced.
+pub fn replace_between(doc: &str, name: &str, lines: &[String]) -> Result<String> {
+    let (begin, end) = (
+        format!("<!-- {name}:begin -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let mut out = Vec::new();
+    let mut skipping = false;
+    let mut found = false;
+    for l in doc.lines() {
+        if l.contains(&begin) {
+            out.push(l.to_string());
+            out.extend(lines.iter().cloned());
+            skipping = true;
+            found = true;
+        } else if l.contains(&end) {
+            skipping = false;
+            out.push(l.to_string());
+        } else if !skipping {
+            out.push(l.to_string());
+        }
+    }
+    if !found {
+        bail!("no {begin} marker");
+    }
+    if skipping {
+        bail!("no {end} marker");
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// Rewrites the table `name` of the doc at `path`.
+pub fn update_doc(path: &Path, name: &str, lines: &[String]) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let new = replace_between(&text, name, lines).with_context(|| path.display().to_string())?;
+    let tmp = path.with_extension("md.new");
+    std::fs::write(&tmp, new)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Today's date, `YYYY-MM-DD` (UTC).
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date(secs / 86_400)
+}
+
+/// `YYYY-MM-DD` of day `days` since 1970-01-01 (proleptic Gregorian).
+fn civil_date(days: u64) -> String {
+    // Howard Hinnant's days-to-civil, for days on or after the epoch.
+    let z = days as i64 + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The docs' table from `results`: docs/lab.md for QEMU (beside the same
+/// sweep on this machine), docs/lab-intel.md for Bochs.
+pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Path) -> Result<()> {
+    use super::cli::EmulatorKind;
+    let load = |p: &Path| ipivmm::results::Document::load(p).map_err(anyhow::Error::msg);
+    match emulator {
+        EmulatorKind::Qemu => {
+            let lab = load(&results.join("runs/sweep.json"))?;
+            let host_json = results.join("host-sweep.json");
+            // The same matrix on this machine (PV is skipped where hypercalls cannot run).
+            let ok = Command::new(root.join("target/release/ipivmm"))
+                .args([
+                    "sweep",
+                    "--irqchip",
+                    "kernel,split,user",
+                    "--apic",
+                    "xapic,x2apic",
+                ])
+                .args([
+                    "--ipi",
+                    "icr,pv",
+                    "--workload",
+                    "pingpong",
+                    "--iterations",
+                    "30",
+                ])
+                .args(["--warmup", "3", "-q", "--json"])
+                .arg(&host_json)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|st| st.success());
+            if !ok {
+                super::host::log(format!(
+                    "table: the host sweep reported failures (see {})",
+                    host_json.display()
+                ));
+            }
+            let here = load(&host_json)?;
+            let params =
+                std::fs::read_to_string(results.join("module-params.txt")).unwrap_or_default();
+            let npt = params
+                .lines()
+                .find(|l| l.starts_with("kvm_amd.npt="))
+                .map(|l| l.chars().take("kvm_amd.npt=".len() + 1).collect::<String>())
+                .unwrap_or_default();
+            let host_of = |d: &ipivmm::results::Document| {
+                d.host.as_ref().map_or_else(
+                    || {
+                        (
+                            "unknown".to_string(),
+                            "unknown".to_string(),
+                            "unknown".to_string(),
+                        )
+                    },
+                    |h| {
+                        (
+                            h.kernel_release.clone(),
+                            h.cpu_model.clone(),
+                            h.backend.to_string(),
+                        )
+                    },
+                )
+            };
+            let (gk, gcpu, _) = host_of(&lab);
+            let (hk, _, hb) = host_of(&here);
+            let mut lines = vec![
+                format!(
+                    "Ping-pong, 2 vCPUs, spinning target, 30 round trips (`cargo xtask lab quick --update-docs`, {});",
+                    today()
+                ),
+                format!("guest: {gk} on {gcpu}, {npt};"),
+                format!("host: {hk}, {hb}."),
+                String::new(),
+            ];
+            lines.extend(lab_table(&[&lab, &here], ipivmm::Workload::Pingpong));
+            let doc = root.join("docs/lab.md");
+            update_doc(&doc, "lab-table", &lines)?;
+            super::host::log(format!("table: updated {}", doc.display()));
+        }
+        EmulatorKind::Bochs => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
+                .with_context(|| format!("no runs in {}", results.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+            let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
+            let doc = root.join("docs/lab-intel.md");
+            update_doc(&doc, "intel-table", &intel_table(&docs))?;
+            super::host::log(format!("table: updated {}", doc.display()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_and_dates_print_as_the_docs_have_them() {
+        assert_eq!(fmt(Some(1.0)), "1");
+        assert_eq!(fmt(Some(2.5333)), "2.53");
+        assert_eq!(fmt(Some(0.0333)), "0.03");
+        assert_eq!(fmt(Some(1.1)), "1.1");
+        assert_eq!(fmt(None), "–");
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_454), "2026-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    fn fixture(apicv: &str) -> Document {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/lab-quick/runs/sweep.json"
+        );
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for r in v["runs"].as_array_mut().unwrap() {
+            r["host_settings"]["params"]["kvm_intel"] =
+                serde_json::json!({"enable_apicv": apicv, "enable_ipiv": "N"});
+        }
+        Document::from_json(&v.to_string(), "fixture").unwrap()
+    }
+
+    #[test]
+    fn the_lab_table_has_a_row_per_mode_and_backend() {
+        let d = fixture("Y");
+        let t = lab_table(&[&d], Workload::Pingpong);
+        assert_eq!(t.len(), 2 + 2, "{t:#?}");
+        assert_eq!(
+            t[2],
+            "| kernel/x2apic/icr | kvm_amd | 2.93 | interrupt 1.9, msr 1, io 0.03 | 2.77 | interrupt 1.73, msr 1, io 0.03 | 1 | 16777906 |"
+        );
+        assert!(
+            t[3].starts_with("| kernel/xapic/pv | kvm_amd | "),
+            "{}",
+            t[3]
+        );
+    }
+
+    #[test]
+    fn the_intel_table_has_a_row_per_combination_apicv_on_first() {
+        let (on, off) = (fixture("Y"), fixture("0"));
+        let t = intel_table(&[&off, &on, &on]);
+        assert_eq!(t.len(), 2 + 8, "duplicates left out: {t:#?}");
+        assert!(
+            t[2].starts_with("| user/xapic/icr | broadcast spin | Y | N | host | "),
+            "{}",
+            t[2]
+        );
+        assert!(
+            t[3].starts_with("| user/xapic/icr | broadcast spin | N | N | host | "),
+            "{}",
+            t[3]
+        );
+        assert!(
+            t[4].starts_with("| kernel/x2apic/icr | pingpong spin | Y | N | host | "),
+            "{}",
+            t[4]
+        );
+        assert!(t[4].ends_with(" | 1 | 0 |"), "{}", t[4]);
+    }
+
+    #[test]
+    fn tables_replace_what_is_between_their_markers() {
+        let doc = "a\n<!-- t:begin -->\nold\nold\n<!-- t:end -->\nb\n";
+        let new = replace_between(doc, "t", &["x".into(), "y".into()]).unwrap();
+        assert_eq!(new, "a\n<!-- t:begin -->\nx\ny\n<!-- t:end -->\nb\n");
+        assert!(replace_between("a\n", "t", &[]).is_err());
+        assert!(replace_between("<!-- t:begin -->\n", "t", &[]).is_err());
+    }
+}

@@ -1,0 +1,843 @@
+//! The verdict over a lab pass's results tree (what the guest left on its
+//! disk, unpacked by the boot core): one PASS/FAIL line per check, the
+//! warnings and wall times, and a summary. Exit status 0 only if all passed.
+use super::checks::{self, RunsFile};
+use super::tap::{self, Tap};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What the verdict expects of a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The quick pass's steps.
+    Quick,
+    /// The full pass's steps.
+    Full,
+    /// `--steps`: whatever ran (a missing file fails only what ran).
+    Custom,
+}
+
+impl Expect {
+    /// The expectation named `quick`, `full` or `custom`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "quick" => Some(Expect::Quick),
+            "full" => Some(Expect::Full),
+            "custom" => Some(Expect::Custom),
+            _ => None,
+        }
+    }
+
+    /// Its name (pass.txt, the verdict's first line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Expect::Quick => "quick",
+            Expect::Full => "full",
+            Expect::Custom => "custom",
+        }
+    }
+
+    /// The steps (as steps.tsv names them) the pass must have run.
+    fn steps(self) -> &'static [&'static str] {
+        const QUICK: &[&str] = &[
+            "host",
+            "sweep",
+            "inhibit-repeats",
+            "hostswitch",
+            "sweep-npt0",
+        ];
+        const FULL: &[&str] = &[
+            "host",
+            "sweep",
+            "inhibit-repeats",
+            "hostswitch",
+            "sweep-npt0",
+            "sweep-halt",
+            "preset-avic-broadcast",
+            "preset-ipiv-unicast",
+            "preset-apicv-topology",
+            "inhibit-repeats-loaded",
+        ];
+        match self {
+            Expect::Quick => QUICK,
+            Expect::Full => FULL,
+            Expect::Custom => &[],
+        }
+    }
+
+    /// The suffixes of the test outputs a pass leaves (full: again under npt=0).
+    fn test_rounds(self) -> &'static [&'static str] {
+        match self {
+            Expect::Full => &["", "-npt0"],
+            _ => &[""],
+        }
+    }
+}
+
+/// One line of the verdict.
+#[derive(Debug)]
+pub enum Item {
+    /// A check: passed or not, with what failed.
+    Check {
+        ok: bool,
+        name: String,
+        detail: Vec<String>,
+    },
+    /// A check this pass could not make, and why (the verdict says so;
+    /// it fails nothing).
+    Skip { name: String, why: String },
+    /// Information (flood figures, warnings, wall times).
+    Info(String),
+}
+
+/// The verdict of a pass.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub items: Vec<Item>,
+}
+
+impl Report {
+    fn ok(&mut self, name: impl Into<String>) {
+        self.items.push(Item::Check {
+            ok: true,
+            name: name.into(),
+            detail: Vec::new(),
+        });
+    }
+
+    fn bad(&mut self, name: impl Into<String>, detail: Vec<String>) {
+        self.items.push(Item::Check {
+            ok: false,
+            name: name.into(),
+            detail,
+        });
+    }
+
+    fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
+        self.items.push(Item::Skip {
+            name: name.into(),
+            why: why.into(),
+        });
+    }
+
+    fn info(&mut self, line: impl Into<String>) {
+        self.items.push(Item::Info(line.into()));
+    }
+
+    fn check(&mut self, name: &str, offences: Vec<String>) {
+        if offences.is_empty() {
+            self.ok(name);
+        } else {
+            self.bad(name, offences);
+        }
+    }
+
+    /// Checks run and failed.
+    pub fn counts(&self) -> (usize, usize) {
+        self.items.iter().fold((0, 0), |(n, f), i| match i {
+            Item::Check { ok, .. } => (n + 1, f + usize::from(!ok)),
+            Item::Skip { .. } | Item::Info(_) => (n, f),
+        })
+    }
+
+    /// Checks skipped.
+    pub fn skipped(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| matches!(i, Item::Skip { .. }))
+            .count()
+    }
+
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.counts().1 == 0
+    }
+
+    /// The names of the checks that failed.
+    #[cfg(test)]
+    pub fn failures(&self) -> Vec<&str> {
+        self.items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Check {
+                    ok: false, name, ..
+                } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The verdict as printed: `  PASS  name`, `  FAIL  name` with up to 20
+    /// lines of detail, `  SKIP  name: why`, the information lines, and the
+    /// summary.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for i in &self.items {
+            match i {
+                Item::Check { ok, name, detail } => {
+                    let _ = writeln!(s, "  {}  {name}", if *ok { "PASS" } else { "FAIL" });
+                    for d in detail.iter().take(20) {
+                        let _ = writeln!(s, "        {d}");
+                    }
+                    if detail.len() > 20 {
+                        let _ = writeln!(s, "        ... {} more", detail.len() - 20);
+                    }
+                }
+                Item::Skip { name, why } => {
+                    let _ = writeln!(s, "  SKIP  {name}: {why}");
+                }
+                Item::Info(line) => {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+        }
+        let (n, failed) = self.counts();
+        let _ = write!(s, "lab: {}/{n} checks passed", n - failed);
+        if failed > 0 {
+            let _ = write!(s, ", {failed} FAILED");
+        }
+        match self.skipped() {
+            0 => {}
+            k => {
+                let _ = write!(s, ", {k} skipped");
+            }
+        }
+        s.push('\n');
+        s
+    }
+}
+
+/// The last `n` lines of a file (none when it is missing).
+fn tail(path: &Path, n: usize) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// The files of `dir` named `prefix*.json`, sorted.
+fn json_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// steps.tsv: (name, exit status or `deadline`, seconds), in the order run.
+fn steps(dir: &Path) -> Vec<(String, String, String)> {
+    fs::read_to_string(dir.join("steps.tsv"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut f = l.split('\t').map(str::to_string);
+            let mut next = || f.next().unwrap_or_default();
+            (next(), next(), next())
+        })
+        .collect()
+}
+
+/// Loaded results files, each read once for every check that needs it.
+#[derive(Default)]
+struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
+
+impl Loaded {
+    /// Runs `check` over `files`: no file, an unreadable one or any offence fails it.
+    fn check(&mut self, report: &mut Report, name: &str, files: &[PathBuf], check: checks::Check) {
+        if files.is_empty() {
+            report.bad(format!("{name}: no results file"), Vec::new());
+            return;
+        }
+        let mut offences = Vec::new();
+        for f in files {
+            match self.0.entry(f.clone()).or_insert_with(|| RunsFile::load(f)) {
+                Ok(rf) => {
+                    let name = rf.name();
+                    offences.extend(check(rf).into_iter().map(|o| format!("{name}: {o}")));
+                }
+                Err(e) => offences.push(e.clone()),
+            }
+        }
+        report.check(name, offences);
+    }
+}
+
+/// Whether a test output's failure lines (`test ... FAILED`, `---- `,
+/// a panic, a skip) belong in the verdict.
+fn failure_line(l: &str) -> bool {
+    (l.starts_with("test ") && l[4..].contains(" FAILED"))
+        || l.starts_with("---- ")
+        || (l.starts_with("thread ") && l.contains(" panicked"))
+        || l.starts_with("SKIP")
+}
+
+/// The verdict over the results tree `dir` of a pass.
+pub fn verify(expect: Expect, dir: &Path) -> Report {
+    let mut r = Report::default();
+    let mut files = Loaded::default();
+    r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
+    let steps = steps(dir);
+    if steps.is_empty() {
+        r.bad(
+            "the guest ran its steps",
+            tail(&dir.join("console.log"), 30),
+        );
+    } else {
+        for s in expect.steps() {
+            if !steps.iter().any(|(n, _, _)| n == s) {
+                r.bad(
+                    format!("step {s} ran"),
+                    vec!["missing from steps.tsv".into()],
+                );
+            }
+        }
+        for (name, rc, secs) in steps.iter().filter(|(n, _, _)| !n.starts_with("test-")) {
+            if rc == "0" {
+                r.ok(format!("step {name} ({secs}s)"));
+            } else {
+                r.bad(
+                    format!("step {name}: exit {rc} ({secs}s)"),
+                    tail(&dir.join(format!("{name}.log")), 8),
+                );
+            }
+        }
+    }
+
+    let host = dir.join("host.json");
+    if expect != Expect::Custom || host.exists() {
+        let backend = fs::read_to_string(&host)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| {
+                let b = v.pointer("/host/backend").or_else(|| v.get("backend"))?;
+                serde_json::from_value::<ipivmm::KvmBackend>(b.clone()).ok()
+            });
+        match backend {
+            Some(b @ (ipivmm::KvmBackend::KvmAmd | ipivmm::KvmBackend::KvmIntel)) => {
+                r.ok(format!("hardware KVM backend in the guest: {b}"))
+            }
+            other => r.bad(
+                "hardware KVM backend in the guest",
+                vec![format!(
+                    "ipivmm host says '{}'",
+                    other.map_or_else(|| "nothing".into(), |b| b.to_string())
+                )],
+            ),
+        }
+    }
+
+    let runs = dir.join("runs");
+    let mut sweeps = json_files(&runs, "sweep");
+    sweeps.extend(json_files(&runs, "preset-"));
+    // What `ipivmm check plans/kvm-paths.toml` ran (--json-dir).
+    sweeps.extend(json_files(&runs.join(tap::STEP), ""));
+    if !sweeps.is_empty() || expect != Expect::Custom {
+        for (name, check) in checks::RUN_CHECKS {
+            files.check(&mut r, name, &sweeps, *check);
+        }
+    }
+    if steps.iter().any(|(n, _, _)| n == "hostswitch") {
+        let hp: Vec<PathBuf> = Some(runs.join("sweep-hostparam.json"))
+            .filter(|p| p.exists())
+            .into_iter()
+            .collect();
+        files.check(
+            &mut r,
+            "sweep --host-param: both settings ran, each reads back as asked",
+            &hp,
+            checks::host_param_sweep,
+        );
+    }
+    let flood = runs.join("flood-lost.json");
+    if flood.exists() {
+        files.check(
+            &mut r,
+            "exit flood: lost records reported, never more exits than KVM's stat",
+            std::slice::from_ref(&flood),
+            checks::flood_lost_mismatch,
+        );
+        if let Some(Ok(f)) = files.0.get(&flood) {
+            for l in checks::flood_summary(f) {
+                r.info(format!("  flood: {l}"));
+            }
+        }
+    }
+    let overhead = json_files(&runs, "overhead-");
+    if !overhead.is_empty() {
+        let name = format!(
+            "overhead: every run and every run of its pairs completed ({} runs)",
+            overhead.len()
+        );
+        files.check(&mut r, &name, &overhead, checks::overhead_failures);
+        files.check(
+            &mut r,
+            "overhead: exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat",
+            &overhead,
+            checks::sampled_exit_mismatch,
+        );
+        for f in &overhead {
+            if let Some(Ok(rf)) = files.0.get(f) {
+                r.info(format!(
+                    "  cost of counting: {}",
+                    checks::overhead_summary(rf)
+                ));
+            }
+        }
+    }
+    let inhibit = json_files(&runs, "inhibit-");
+    if !inhibit.is_empty() {
+        let name = format!("--apicv inhibit runs completed ({} runs)", inhibit.len());
+        files.check(&mut r, &name, &inhibit, checks::failed_runs);
+    }
+
+    plan(&mut r, expect, dir, &steps);
+    tests(&mut r, expect, dir, &steps);
+
+    let listing = |file: &str| -> Vec<String> {
+        fs::read_to_string(dir.join(file))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let retried = listing("retried.txt");
+    if !retried.is_empty() {
+        r.info("test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):");
+        for l in retried {
+            r.info(format!("  {l}"));
+        }
+    }
+    let warnings = listing("warnings.txt");
+    if !warnings.is_empty() {
+        r.info("warnings:");
+        for l in warnings {
+            r.info(format!("  {l}"));
+        }
+    }
+    let timings = listing("timings.txt");
+    if !timings.is_empty() {
+        r.info(format!("wall times (s): {}", timings.join(" ")));
+    }
+    r
+}
+
+/// The guest's `ipivmm check plans/kvm-paths.toml` (init.sh's `kvm-paths`
+/// step): its TAP is the check. Where the tree the lab was built from had
+/// no such plan (plans.txt lists what the initramfs carried), the verdict
+/// says so with a skip; once the tree has it, a missing TAP fails.
+fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
+    let name = format!("ipivmm check plans/{}", tap::PLAN);
+    let carried = fs::read_to_string(dir.join("plans.txt"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == tap::PLAN);
+    let ran = steps.iter().any(|(n, _, _)| n == tap::STEP);
+    let file = format!("{}.tap", tap::STEP);
+    match fs::read_to_string(dir.join(&file)) {
+        Ok(text) => {
+            let t = Tap::parse(&text);
+            let (held, failed, skipped) = t.counts();
+            r.check(
+                &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
+                t.offences(),
+            );
+            let junit = format!("{}.junit.xml", tap::STEP);
+            r.check(
+                &format!("{name}: its JUnit ({junit}) says the same"),
+                match fs::read_to_string(dir.join(&junit)) {
+                    Ok(xml) => tap::junit_offences(&xml, &t),
+                    Err(e) => vec![format!("{junit}: {e}")],
+                },
+            );
+            for s in t.skips() {
+                r.info(format!("  {} skip: {s}", tap::STEP));
+            }
+        }
+        Err(_) if carried && (expect != Expect::Custom || ran) => r.bad(
+            name,
+            vec![if ran {
+                format!("step {} wrote no {file}", tap::STEP)
+            } else {
+                format!("step {} did not run", tap::STEP)
+            }],
+        ),
+        Err(_) if expect != Expect::Custom => r.skip(
+            name,
+            format!("the tree the lab was built from has no plans/{}", tap::PLAN),
+        ),
+        Err(_) => {}
+    }
+}
+
+/// The KVM test binaries' outputs: each passed, and (where the pass ran
+/// them and the host recorded which there were) every one ran.
+fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
+    let expected = expect != Expect::Custom || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
+    let tdir = dir.join("tests");
+    let mut outputs: Vec<PathBuf> = fs::read_dir(&tdir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    outputs.sort();
+    if outputs.is_empty() && expected {
+        r.bad(
+            "KVM test binaries ran",
+            vec![format!("no output in {}", tdir.display())],
+        );
+    }
+    for t in &outputs {
+        let n = t.file_stem().unwrap_or_default().to_string_lossy();
+        let text = fs::read_to_string(t).unwrap_or_default();
+        let summary = text.lines().rfind(|l| l.starts_with("test result:"));
+        match summary.and_then(|s| s.strip_prefix("test result: ok. ")) {
+            Some(rest) => r.ok(format!("tests {n}: {rest}")),
+            None => r.bad(
+                format!(
+                    "tests {n}: {}",
+                    summary.unwrap_or("no result (crashed or timed out)")
+                ),
+                text.lines()
+                    .filter(|l| failure_line(l))
+                    .take(10)
+                    .map(str::to_string)
+                    .collect(),
+            ),
+        }
+    }
+    // The binaries the host built (collect writes their names): a binary
+    // whose step never started (past the pass's deadline) leaves no output.
+    let listed = fs::read_to_string(dir.join("test-binaries.txt")).unwrap_or_default();
+    let names: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    if expected && !names.is_empty() {
+        let missing: Vec<String> = names
+            .iter()
+            .flat_map(|n| expect.test_rounds().iter().map(move |s| format!("{n}{s}")))
+            .filter(|n| !tdir.join(format!("{n}.txt")).exists())
+            .map(|n| format!("{n}: no output"))
+            .collect();
+        let name = format!("every KVM test binary ran ({} binaries)", names.len());
+        r.check(&name, missing);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TREE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/lab-quick");
+
+    /// A copy of the fixture results tree of a real quick pass (a few runs
+    /// and test outputs of it), for editing.
+    struct Tree(PathBuf);
+
+    impl Tree {
+        fn new(name: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("xtask-verify-{}-{name}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            for e in walkdir::WalkDir::new(TREE) {
+                let e = e.unwrap();
+                let to = dir.join(e.path().strip_prefix(TREE).unwrap());
+                if e.file_type().is_dir() {
+                    fs::create_dir_all(&to).unwrap();
+                } else {
+                    fs::copy(e.path(), &to).unwrap();
+                }
+            }
+            Tree(dir)
+        }
+
+        fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
+            let p = self.0.join(file);
+            fs::write(&p, f(fs::read_to_string(&p).unwrap_or_default())).unwrap();
+            self
+        }
+
+        fn failures(&self, expect: Expect) -> Vec<String> {
+            verify(expect, &self.0)
+                .failures()
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_real_quick_pass_passes() {
+        let r = verify(Expect::Quick, Path::new(TREE));
+        assert_eq!(r.counts(), (21, 0), "{}", r.text());
+        let text = r.text();
+        assert!(text.starts_with("lab quick pass: "), "{text}");
+        assert!(text.contains("\n  PASS  step sweep (26s)\n"), "{text}");
+        assert!(text.contains("\n  PASS  tests pingpong: 6 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.44s\n"));
+        // A pass from a tree without plans/kvm-paths.toml (it predates it).
+        assert!(text.contains("\n  SKIP  ipivmm check plans/kvm-paths.toml: the tree the lab was built from has no plans/kvm-paths.toml\n"), "{text}");
+        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 21/21 checks passed, 1 skipped\n"), "{text}");
+    }
+
+    #[test]
+    fn the_kvm_paths_plans_tap_is_a_check() {
+        let t = Tree::new("plan");
+        fs::write(t.0.join("plans.txt"), "kvm-paths.toml\nseeds.toml\n").unwrap();
+        // The initramfs carried the plan: its TAP must be there.
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["ipivmm check plans/kvm-paths.toml"]
+        );
+        assert!(verify(Expect::Quick, &t.0).text().contains(
+            "  FAIL  ipivmm check plans/kvm-paths.toml\n        step kvm-paths did not run\n"
+        ));
+        t.edit("steps.tsv", |s| s + "kvm-paths\t0\t140\n");
+        let held = "TAP version 13\n# kvm-paths\n1..3\nok 1 - unicast: ipis_per_operation == fan_out\n  ---\n  value: 1\n  ...\nok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n  ...\nok 3 - pv: icr_write_exits_per_operation == 0 # SKIP not run here: no PV\n# 2 passed, 0 failed, 1 skipped\n";
+        fs::write(t.0.join("kvm-paths.tap"), held).unwrap();
+        // Without its JUnit the TAP alone does not pass.
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"]
+        );
+        let junit = r#"<testsuites><testsuite name="kvm-paths">
+            <testcase name="unicast: ipis_per_operation == fan_out"/>
+            <testcase name="unicast: icr_write_exits_per_operation &lt;= 1"/>
+            <testcase name="pv: icr_write_exits_per_operation == 0"><skipped message="not run here: no PV"/></testcase>
+            </testsuite></testsuites>"#;
+        fs::write(t.0.join("kvm-paths.junit.xml"), junit).unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(r.failures(), Vec::<&str>::new(), "{}", r.text());
+        let text = r.text();
+        assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
+        assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  PASS  ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
+        assert!(text.ends_with("lab: 24/24 checks passed\n"), "{text}");
+        // One expectation that does not hold fails the pass, with its message.
+        t.edit("kvm-paths.tap", |s| {
+            s.replace("ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n", "not ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  message: \"got 2.0000, want <= 1.0000\"\n  severity: fail\n")
+        });
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            ["ipivmm check plans/kvm-paths.toml: 1 held, 1 failed, 1 skipped"]
+        );
+        assert!(r.text().contains("        not ok 2 - unicast: icr_write_exits_per_operation <= 1: got 2.0000, want <= 1.0000\n"), "{}", r.text());
+        // The step ran (and ipivmm check exited 1), its TAP cut short.
+        t.edit("steps.tsv", |s| {
+            s.replace("kvm-paths\t0\t", "kvm-paths\t1\t")
+        });
+        t.edit("kvm-paths.tap", |s| {
+            s.lines().take(4).map(|l| format!("{l}\n")).collect()
+        });
+        assert_eq!(
+            t.failures(Expect::Quick),
+            [
+                "step kvm-paths: exit 1 (140s)",
+                "ipivmm check plans/kvm-paths.toml: 1 held, 0 failed, 0 skipped",
+                "ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"
+            ]
+        );
+    }
+
+    #[test]
+    fn what_a_pass_lacks_fails_it() {
+        let t = Tree::new("steps");
+        t.edit("steps.tsv", |s| {
+            s.replace("sweep\t0\t", "sweep\t1\t")
+                .replace("hostswitch\t0\t31\n", "")
+        });
+        fs::write(t.0.join("sweep.log"), "error: the last line\n").unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            ["step hostswitch ran", "step sweep: exit 1 (26s)"],
+            "no hostswitch step: no host-param check either"
+        );
+        assert!(r
+            .text()
+            .contains("  FAIL  step sweep: exit 1 (26s)\n        error: the last line\n"));
+
+        let t = Tree::new("nothing");
+        fs::remove_file(t.0.join("steps.tsv")).unwrap();
+        fs::remove_dir_all(t.0.join("runs")).unwrap();
+        fs::write(
+            t.0.join("console.log"),
+            "lab: no /dev/kvm after loading kvm-amd\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.failures(Expect::Quick)[..3],
+            [
+                "the guest ran its steps",
+                "every run of every sweep completed: no results file",
+                "nothing skipped that this host can run: no results file",
+            ]
+        );
+        // --steps host: only what ran is checked.
+        let t = Tree::new("custom");
+        t.edit("steps.tsv", |_| "host\t0\t2\n".into());
+        fs::remove_dir_all(t.0.join("runs")).unwrap();
+        fs::remove_dir_all(t.0.join("tests")).unwrap();
+        assert_eq!(t.failures(Expect::Custom), Vec::<String>::new());
+        assert_eq!(verify(Expect::Custom, &t.0).counts(), (2, 0));
+    }
+
+    #[test]
+    fn the_guests_backend_must_be_a_hardware_kvm() {
+        let t = Tree::new("backend");
+        t.edit("host.json", |s| s.replace("\"kvm_amd\"", "\"kvm_pvm\""));
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["hardware KVM backend in the guest"]
+        );
+        fs::remove_file(t.0.join("host.json")).unwrap();
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["hardware KVM backend in the guest"]
+        );
+    }
+
+    #[test]
+    fn results_files_are_checked_with_the_lab_checks() {
+        let t = Tree::new("tampered");
+        fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tampered-sweep.json"),
+            t.0.join("runs/sweep.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            t.failures(Expect::Quick),
+            [
+                "every IPI sent was delivered",
+                "headline metrics: IPIs per operation = fan-out, ICR-write exits per operation 1 (ICR) / 0 (PV)",
+                "recorded metrics (runs[].metrics) are what the runs' counters give",
+            ]
+        );
+        let r = verify(Expect::Quick, &t.0).text();
+        assert!(r.contains("        sweep.json: pingpong kernel/x2apic/icr apicv=host: 33 IPIs sent, 32 received\n"), "{r}");
+
+        let t = Tree::new("garbage");
+        t.edit("runs/sweep.json", |_| {
+            "{\"schema\": \"ipivmm.results/1\"".into()
+        });
+        let f = t.failures(Expect::Quick);
+        assert_eq!(
+            f.len(),
+            checks::RUN_CHECKS.len(),
+            "an unreadable file fails every check: {f:?}"
+        );
+
+        let t = Tree::new("hostparam");
+        t.edit("runs/sweep-hostparam.json", |s| {
+            s.replace("\"kvm_amd.npt=0\"", "\"kvm_amd.npt=1\"")
+        });
+        let f = t.failures(Expect::Quick);
+        assert!(
+            f.contains(
+                &"sweep --host-param: both settings ran, each reads back as asked".to_string()
+            ),
+            "{f:?}"
+        );
+        let t = Tree::new("inhibit");
+        t.edit("runs/inhibit-xapic-1.json", |s| {
+            s.replacen("\"state\":\"completed\"", "\"state\":\"cancelled\"", 1)
+        });
+        assert_eq!(
+            t.failures(Expect::Quick),
+            ["--apicv inhibit runs completed (1 runs)"]
+        );
+    }
+
+    #[test]
+    fn overhead_runs_and_their_pairs_are_checked() {
+        let t = Tree::new("overhead");
+        for how in ["bpf", "off"] {
+            let name = format!("overhead-x2apic-halt-{how}.json");
+            fs::copy(
+                format!("{}/fixtures/overhead/{name}", env!("CARGO_MANIFEST_DIR")),
+                t.0.join("runs").join(&name),
+            )
+            .unwrap();
+        }
+        let r = verify(Expect::Quick, &t.0);
+        // The `off` file's second counted pair failed (the STI-shadow panic).
+        assert_eq!(
+            r.failures(),
+            ["overhead: every run and every run of its pairs completed (2 runs)"]
+        );
+        let text = r.text();
+        assert!(text.contains("\n  PASS  overhead: exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat\n"), "{text}");
+        assert!(text.contains("\n  cost of counting: x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit\n"), "{text}");
+        assert!(
+            text.contains("        overhead-x2apic-halt-off.json: pingpong kernel/x2apic/icr apicv=host --exit-reasons off: pair 2, counted: failed: vcpu1: payload panic"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_test_binary_must_pass_and_run() {
+        let t = Tree::new("tests");
+        t.edit("tests/pingpong.txt", |s| {
+            s.replace(
+                "test result: ok. 6 passed; 0 failed",
+                "test result: FAILED. 5 passed; 1 failed",
+            )
+            .replace(
+                "test pingpong_counts ... ok",
+                "test pingpong_counts ... FAILED",
+            ) + "---- pingpong_counts stdout ----\nSKIP: no KVM\n"
+        });
+        fs::remove_file(t.0.join("tests/modes.txt")).unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            [
+                "tests pingpong: test result: FAILED. 5 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.44s",
+                "every KVM test binary ran (2 binaries)",
+            ]
+        );
+        let text = r.text();
+        assert!(
+            text.contains("        ---- pingpong_counts stdout ----\n        SKIP: no KVM\n"),
+            "{text}"
+        );
+        assert!(text.contains("        modes: no output\n"), "{text}");
+        // A crashed binary leaves no summary; the full pass runs each twice.
+        t.edit("tests/pingpong.txt", |_| "running 6 tests\n".into());
+        let f = t.failures(Expect::Full);
+        assert!(
+            f.contains(&"tests pingpong: no result (crashed or timed out)".to_string()),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn retries_and_warnings_are_listed() {
+        let t = Tree::new("warnings");
+        fs::write(t.0.join("retried.txt"), "lifecycle\n").unwrap();
+        t.edit("warnings.txt", |_| {
+            "boot 1: guest wedged during step sweep\n".into()
+        });
+        let text = verify(Expect::Quick, &t.0).text();
+        assert!(text.contains("test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
+        assert!(text.ends_with("lab: 21/21 checks passed, 1 skipped\n"));
+    }
+}
