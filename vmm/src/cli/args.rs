@@ -144,7 +144,7 @@ pub struct CompareArgs {
     /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline. One file gives a summary.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// What the columns are: one per file (hosts, kernels, dates), per mode label, or per vCPU count; the other dimensions key the rows.
+    /// What the columns are: one per file (hosts, kernels, dates), per mode label, per vCPU count, or per value of one mode part (target wait, irqchip, APIC mode, IPI path, APICv request, host setting); the other dimensions key the rows.
     #[arg(long, value_enum, default_value_t = Dimension::File)]
     pub by: Dimension,
     /// The column the others are divided by (a file name, mode label or vCPU count; default: the first).
