@@ -24,7 +24,8 @@
 # LAB_SMP (vCPUs of the emulated machine, 2), LAB_MEM (MiB, 2048),
 # LAB_WEDGE_S (seconds without a guest heartbeat before a reboot, 180),
 # LAB_KERNEL_ARGS (extra guest kernel args, default loglevel=4; e.g.
-# "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog).
+# "lab.wedge_at=sweep" wedges the first boot there: a test of the watchdog),
+# LAB_EXTRA_CPIO (initramfs archives to append, e.g. build-selftests.sh's).
 # Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -208,6 +209,9 @@ initramfs() {
         cp -L "$lib" "$st$lib"
     done
     (cd "$st" && find . | "$BBROOT/bin/busybox" cpio -o -H newc 2>/dev/null) >"$WORK/initrd.cpio"
+    # LAB_EXTRA_CPIO: archives appended as they are (e.g. the KVM selftests of
+    # scripts/lab/build-selftests.sh, for the steps extra and faults).
+    for f in ${LAB_EXTRA_CPIO:-}; do cat "$f" >>"$WORK/initrd.cpio"; done
     rm -rf "$st"
 }
 
