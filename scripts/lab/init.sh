@@ -352,66 +352,6 @@ flood_diag() {
     return 0
 }
 
-# The lab's faults (docs/lab.md, "Lab faults"): each case again and again
-# with KVM's tracepoints on; a run that fails keeps its output and the last
-# KVM events before it (faults/CASE-N.trace.gz: the kvm_exit of the fault,
-# with rip and exit_int_info). lab.faults_n=N scales the runs per case (1).
-faults_diag() {
-    T=/sys/kernel/tracing
-    mkdir -p $OUT/faults
-    echo 8192 >$T/buffer_size_kb
-    for e in kvm_exit kvm_entry kvm_inj_exception kvm_inj_virq kvm_userspace_exit kvm_msr \
-        kvm_apic_accept_irq kvm_eoi kvm_page_fault kvm_emulate_insn kvm_pio; do
-        echo 1 >$T/events/kvm/$e/enable 2>/dev/null || echo "no tracepoint kvm:$e"
-    done
-    n=$(arg faults_n)
-    n=${n:-1}
-    r="-q --serial none --timeout 90"
-    if [ -x /lab/selftests/xapic_ipi_test ]; then
-        fault_case selftest-xapic-ipi $((4 * n)) /lab/selftests/xapic_ipi_test -s 30
-    fi
-    fault_case halt-settle0-x2apic $((12 * n)) ipivmm run --apic x2apic --target halt --halt-settle-ns 0 --iterations 200 --warmup 5 $r
-    fault_case inhibit-halt-x2apic $((12 * n)) ipivmm run --apic x2apic --apicv inhibit --target halt --iterations 50 --warmup 5 $r
-    fault_case user-x2apic-pingpong $((16 * n)) ipivmm run --irqchip user --apic x2apic --iterations 30 --warmup 3 $r
-    fault_case flood-x2apic $((6 * n)) ipivmm run --workload flood --apic x2apic --iterations 20000 --warmup 10 $r
-    fault_case flood-x2apic-loaded $((4 * n)) under_load ipivmm run --workload flood --apic x2apic --iterations 20000 --warmup 10 $r
-    if [ -x /lab/tests/guest_floods ]; then
-        for t in $(/lab/tests/guest_floods --list 2>/dev/null | sed -n 's/: test$//p'); do
-            fault_case "floods-$t" $((3 * n)) /lab/tests/guest_floods --exact "$t" --test-threads=1
-        done
-    fi
-    echo 0 >$T/tracing_on
-    return 0
-}
-
-fault_case() { # name, runs, command...
-    fc=$1 runs=$2
-    shift 2
-    fails=0
-    for i in $(seq "$runs"); do
-        echo >$T/trace
-        echo 1 >$T/tracing_on
-        start=$(date +%s)
-        json=""
-        [ "$1" = ipivmm ] || [ "$2" = ipivmm ] && json="--json $OUT/faults/$fc-$i.json"
-        IPIVMM_REQUIRE_KVM=1 IPIVMM_REQUIRE_HW_KVM=1 "$@" $json >$OUT/faults/$fc-$i.log 2>&1
-        rc=$?
-        echo 0 >$T/tracing_on
-        echo "$fc #$i: rc=$rc in $(($(date +%s) - start))s"
-        if [ $rc = 0 ]; then
-            rm -f $OUT/faults/$fc-$i.log $OUT/faults/$fc-$i.json
-        else
-            fails=$((fails + 1))
-            tail -n 3 $OUT/faults/$fc-$i.log
-            gzip -c $T/trace >$OUT/faults/$fc-$i.trace.gz
-        fi
-    done
-    echo "$fc: $fails of $runs failed"
-    # Live on the host's terminal too (scripts/lab.sh shows "lab:" lines).
-    echo "lab:   faults: $fc: $fails of $runs failed" >/dev/console
-    save
-}
-
 reload_vendor() { # $@: module parameters
     hold_vm stop
     rmmod "$VENDOR" && insmod "/lab/modules/$VENDOR.ko" "$@"
@@ -517,7 +457,6 @@ main() {
             overhead) step overhead 1200 overhead 5 ;;
             flood) step flood-lost 600 flood_lost ;;
             flood-diag) step flood-diag 1200 flood_diag ;;
-            faults) step faults 3000 faults_diag ;;
             # A script an extra initramfs archive brought (it may reload the
             # vendor module: the held VM is released meanwhile).
             extra) hold_vm stop; step extra 3000 /lab/extra.sh; hold_vm start ;;
