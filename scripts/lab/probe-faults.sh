@@ -109,7 +109,7 @@ fault_case inhibit-halt-x2apic $((8 * n)) 30 ipivmm run --apic x2apic --apicv in
 fault_case user-x2apic-pingpong $((20 * n)) 30 ipivmm run --irqchip user --apic x2apic --iterations 30 --warmup 3 $r --timeout 60
 # Fault 1: the flood-lost step's run, and shorter floods.
 fault_case flood-lost $((2 * n)) 150 ipivmm run --workload flood --apic x2apic --iterations 200000 --warmup 10 $r --timeout 300
-fault_case flood-x2apic $((6 * n)) 60 ipivmm run --workload flood --apic x2apic --iterations 20000 --warmup 10 $r --timeout 150
+fault_case flood-short $((12 * n)) 60 ipivmm run --workload flood --apic x2apic --iterations 2000 --warmup 10 $r --timeout 120
 # Fault 2: each guest_floods test alone.
 if [ -x /lab/tests/guest_floods ]; then
     for t in $(/lab/tests/guest_floods --list 2>/dev/null | sed -n 's/: test$//p'); do
