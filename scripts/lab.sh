@@ -201,8 +201,7 @@ initramfs() {
     # Tests that need host tools or the source tree, which the guest lacks
     # (objdump, cargo, examples/), are run on the host. Open in the lab
     # (docs/lab.md, "Open"): the 300-vCPU scale tests (on 2 emulated CPUs an
-    # IPI acknowledgement can take longer than the payload's 60 s); the
-    # guest_floods binary is left out of the initramfs (build, above).
+    # IPI acknowledgement can take longer than the payload's 60 s).
     echo "--skip builds_as_a_static --skip payload_has_no_sse --skip library_only_example --skip at_300_vcpus" >"$st/lab/tests.skip"
     for lib in $(ldd "${bins[@]}" | awk '/=>/ {print $3} /ld-linux/ {print $1}' | sort -u); do
         mkdir -p "$st$(dirname "$lib")"
