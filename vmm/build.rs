@@ -12,13 +12,16 @@
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The variables removed from the nested build, shared with the library's
 /// `ipivmm::payload::scrub` (std only, so it compiles here too).
 #[path = "src/payload/scrub.rs"]
 #[allow(dead_code)]
 mod scrub;
+
+/// The nested build of a guest-workspace binary, shared with tests/build.rs.
+#[path = "src/payload/guest_build.rs"]
+mod guest_build;
 
 fn main() {
     let manifest_dir =
@@ -27,74 +30,14 @@ fn main() {
         .parent()
         .expect("vmm/ has a parent")
         .to_path_buf();
-    let guest = root.join("guest-payload");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let target_dir = out_dir.join("guest-target");
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
 
-    rerun_if_changed(&root);
-    write_sdk_sources(&root, &out_dir);
-
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&guest)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--offline",
-            "-p",
-            "ipivmm-payload",
-        ])
-        .arg("--manifest-path")
-        .arg(guest.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    scrub::scrub_env(&mut cmd);
-
-    let output = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => panic!("ipivmm build.rs: cannot run cargo to build the guest payload: {e}"),
-    };
-    if !output.status.success() {
-        panic!(
-            "ipivmm build.rs: building the guest payload (guest-payload/, `cargo build --release` \
-             with guest-payload/.cargo/config.toml) failed with {}:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    let elf = target_dir.join("x86_64-unknown-linux-gnu/release/ipivmm-payload");
-    let dest = out_dir.join("ipivmm-payload.elf");
-    if let Err(e) = std::fs::copy(&elf, &dest) {
-        panic!(
-            "ipivmm build.rs: cannot copy {} to {}: {e}",
-            elf.display(),
-            dest.display()
-        );
-    }
-}
-
-/// Rebuild when the payload, its SDK, its flags or the ABI change. Listed
-/// one by one so that guest-payload/target (a by-hand build) does not count.
-fn rerun_if_changed(root: &Path) {
-    for p in [
-        "guest-payload/Cargo.toml",
-        "guest-payload/Cargo.lock",
-        "guest-payload/.cargo/config.toml",
-        "guest-payload/sdk/Cargo.toml",
-        "guest-payload/sdk/src",
-        "guest-payload/payload/Cargo.toml",
-        "guest-payload/payload/build.rs",
-        "guest-payload/payload/link.ld",
-        "guest-payload/payload/src",
-        "abi/Cargo.toml",
-        "abi/src",
-    ] {
-        println!("cargo:rerun-if-changed={}", root.join(p).display());
-    }
+    guest_build::rerun_if_guest_changed(&root, "guest-payload/payload");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/payload/scrub.rs");
+    println!("cargo:rerun-if-changed=src/payload/guest_build.rs");
+    write_sdk_sources(&root, &out_dir);
+    guest_build::build_guest_bin(&root, "ipivmm-payload", &out_dir, "ipivmm-payload.elf");
 }
 
 /// Writes `$OUT_DIR/sdk_sources.rs`: every source file of the SDK

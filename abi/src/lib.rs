@@ -20,7 +20,7 @@
 //! guest-physical address of a [`ControlMsg`]. The host decodes it while the
 //! writing vCPU is stopped in that exit, acts on it, writes [`ControlMsg::reply`]
 //! and resumes the vCPU.
-#![no_std]
+#![cfg_attr(not(feature = "host"), no_std)]
 
 mod ipi;
 pub use ipi::*;
@@ -90,138 +90,28 @@ pub const fn barrier_vector(ipi_vector: u8) -> u8 {
     }
 }
 
+/// The built-in payload's phases, `(id, name)`, in the order it runs them:
+/// the host's reports (the measured phase) and timeout hints (the warm-up)
+/// rely on them.
+pub mod builtin_phases {
+    /// No IPIs: the exits of an idle guest.
+    pub const IDLE: (u32, &str) = (0, "idle");
+    /// Warm-up, no samples.
+    pub const WARMUP: (u32, &str) = (1, "warmup");
+    /// The measured phase; its samples are sent after its end.
+    pub const MEASURE: (u32, &str) = (2, "measure");
+}
+
 /// Default vector of the measured IPIs.
 pub const DEFAULT_IPI_VECTOR: u8 = 0x40;
 /// Spurious-interrupt vector the payload programs in the SVR.
 pub const SPURIOUS_VECTOR: u8 = 0xff;
 
-/// How the guest talks to its local APIC.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApicMode {
-    /// MMIO at 0xFEE00000 (ICR at +0x300/+0x310).
-    Xapic = 0,
-    /// MSRs 0x800.. (ICR = MSR 0x830); the payload sets IA32_APIC_BASE.EXTD.
-    X2apic = 1,
-}
+mod modes;
 
-impl ApicMode {
-    /// Decode the `BootInfo::apic_mode` field.
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            0 => Some(Self::Xapic),
-            1 => Some(Self::X2apic),
-            _ => None,
-        }
-    }
-}
-
-/// How the guest sends IPIs.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IpiPath {
-    /// Writes to the ICR.
-    Icr = 0,
-    /// KVM_HC_SEND_IPI hypercall (needs KVM_FEATURE_PV_SEND_IPI).
-    Pv = 1,
-}
-
-impl IpiPath {
-    /// Decode the `BootInfo::ipi_path` field.
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            0 => Some(Self::Icr),
-            1 => Some(Self::Pv),
-            _ => None,
-        }
-    }
-}
-
-/// How an IPI target waits between IPIs.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TargetWait {
-    /// Spins with interrupts enabled (no VM exit on the target).
-    Spin = 0,
-    /// `sti; hlt`, and the sender waits until the target has reached its
-    /// `hlt` (plus [`BootInfo::halt_settle_ns`]) before each IPI: every
-    /// measured IPI wakes a halted vCPU (the wake-up path: halt exits, halt
-    /// polling).
-    Halt = 1,
-    /// `sti; hlt`, but the sender sends the next IPI as soon as the previous
-    /// one is acknowledged: the IPI often meets a target still returning from
-    /// its handler (an interrupt-window exit instead of a wake-up).
-    HaltImmediate = 2,
-}
-
-impl TargetWait {
-    /// Decode the `BootInfo::target_wait` field.
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        match raw {
-            0 => Some(Self::Spin),
-            1 => Some(Self::Halt),
-            2 => Some(Self::HaltImmediate),
-            _ => None,
-        }
-    }
-}
-
-/// Built-in workloads of the bundled payload.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Workload {
-    /// vCPU 0 sends to each other vCPU in turn and waits for the ack.
-    Pingpong = 1,
-    /// Like `Pingpong`, the target halts between IPIs.
-    PingpongHalt = 2,
-    /// vCPU 0 sends all-but-self shorthand, waits for every ack.
-    Broadcast = 3,
-    /// vCPU 0 sends to an explicit set of targets (`param[0]` = bitmap of
-    /// vCPU indices, 0 = all others), waits for every ack.
-    Multicast = 4,
-    /// Every vCPU sends IPIs to itself.
-    SelfIpi = 5,
-    /// vCPU 0 fires IPIs without waiting; receivers count.
-    Flood = 6,
-    /// Every vCPU sends to every other vCPU.
-    AllToAll = 7,
-}
-
-impl Workload {
-    /// Every built-in workload, in a stable order.
-    pub const ALL: [Workload; 7] = [
-        Workload::Pingpong,
-        Workload::PingpongHalt,
-        Workload::Broadcast,
-        Workload::Multicast,
-        Workload::SelfIpi,
-        Workload::Flood,
-        Workload::AllToAll,
-    ];
-
-    /// Decode the `BootInfo::workload` field.
-    pub fn from_raw(raw: u32) -> Option<Self> {
-        Self::ALL.into_iter().find(|w| *w as u32 == raw)
-    }
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::Pingpong => "pingpong",
-            Workload::PingpongHalt => "pingpong-halt",
-            Workload::Broadcast => "broadcast",
-            Workload::Multicast => "multicast",
-            Workload::SelfIpi => "self-ipi",
-            Workload::Flood => "flood",
-            Workload::AllToAll => "all-to-all",
-        }
-    }
-
-    /// Parse a command-line name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|w| w.name() == name)
-    }
-}
+pub use modes::{
+    ApicMode, FanOut, IpiPath, OperationsPerIteration, TargetWait, Workload, WorkloadSpec,
+};
 
 /// Handed to every vCPU in `rdi` at entry; one shared read-only block.
 #[repr(C)]
@@ -409,16 +299,6 @@ pub const BOOT_INFO_SIZE: usize = core::mem::size_of::<BootInfo>();
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn workload_names_round_trip() {
-        for w in Workload::ALL {
-            assert_eq!(Workload::from_name(w.name()), Some(w));
-            assert_eq!(Workload::from_raw(w as u32), Some(w));
-        }
-        assert_eq!(Workload::from_raw(0), None);
-        assert_eq!(Workload::from_name("nope"), None);
-    }
 
     #[test]
     fn control_msg_layout_is_stable() {

@@ -54,7 +54,7 @@ proptest! {
     fn raw_decoders_accept_only_documented_values(raw in any::<u32>()) {
         prop_assert_eq!(ApicMode::from_raw(raw).is_some(), raw <= 1);
         prop_assert_eq!(IpiPath::from_raw(raw).is_some(), raw <= 1);
-        prop_assert_eq!(TargetWait::from_raw(raw).is_some(), raw <= 1);
+        prop_assert_eq!(TargetWait::from_raw(raw).is_some(), raw <= 2);
         match Workload::from_raw(raw) {
             Some(w) => prop_assert_eq!(w as u32, raw),
             None => prop_assert!(raw == 0 || raw > 7),
@@ -63,13 +63,6 @@ proptest! {
         match MsgKind::from_raw(k) {
             Some(kind) => prop_assert_eq!(kind as u16, k),
             None => prop_assert!(k == 0 || k > 7),
-        }
-    }
-
-    #[test]
-    fn workload_names_parse_only_exact_names(s in "\\PC{0,20}") {
-        if let Some(w) = Workload::from_name(&s) {
-            prop_assert_eq!(w.name(), s.as_str());
         }
     }
 

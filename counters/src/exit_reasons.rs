@@ -21,6 +21,17 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// The exit-reason ISA of a KVM backend, if it has one (kvm_pvm and
+    /// nested or unknown backends have none: `kvm_exit` does not fire).
+    pub fn of_backend(backend: &ipivmm_host::facts::KvmBackend) -> Option<Self> {
+        use ipivmm_host::facts::KvmBackend;
+        match backend {
+            KvmBackend::KvmIntel => Some(Self::Vmx),
+            KvmBackend::KvmAmd => Some(Self::Svm),
+            _ => None,
+        }
+    }
+
     /// The ISA for the `isa` field value of a `kvm_exit` event.
     pub fn from_tracepoint(isa: u32) -> Option<Self> {
         match isa {

@@ -303,12 +303,14 @@ fn read_name(mem: &GuestMemoryMmap, gpa: u64, len: u64) -> Result<String, Contro
     Ok(name)
 }
 
-/// Read a Done/Panic text: lossy UTF-8; longer than [`MAX_TEXT_LEN`] is
-/// truncated to its first `MAX_TEXT_LEN` bytes (only those are read).
+/// Read a Done/Panic text: lossy UTF-8 with its control characters
+/// escaped ([`crate::text::escape_controls`]: it reaches terminals);
+/// longer than [`MAX_TEXT_LEN`] is truncated to its first `MAX_TEXT_LEN`
+/// bytes (only those are read).
 fn read_text(mem: &GuestMemoryMmap, gpa: u64, len: u64) -> Result<String, ControlError> {
     let take = len.min(MAX_TEXT_LEN);
     let bytes = read_guest(mem, "message text", gpa, take)?;
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut text = crate::text::escape_controls(&String::from_utf8_lossy(&bytes));
     if len > MAX_TEXT_LEN {
         text.push_str(&format!(" [truncated from {len} bytes]"));
     }
@@ -896,6 +898,26 @@ mod tests {
         assert!(!req.body.resumes_vcpu());
         let req = send(&mem, MSG, 0, &msg(3, 0, 0, [0; 4])).unwrap();
         assert!(req.body.resumes_vcpu());
+    }
+
+    #[test]
+    fn message_text_reaches_the_host_with_its_controls_escaped() {
+        let mem = mem();
+        let text = b"\r\x1b[2K\x1b[1A...\x1b[8m hidden\tend";
+        mem.write_slice(text, GuestAddress(DATA)).unwrap();
+        for kind in [6u16, 7] {
+            let arg = match kind {
+                6 => [1, DATA, text.len() as u64, 0],
+                _ => [DATA, text.len() as u64, 0, 0],
+            };
+            let req = send(&mem, MSG, 0, &msg(kind, 0, 0, arg)).unwrap();
+            let message = match req.body {
+                ControlBody::Done { message, .. } | ControlBody::Panic { message } => message,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(message, "\\r\\u{1b}[2K\\u{1b}[1A...\\u{1b}[8m hidden\tend");
+            assert!(!message.chars().any(|c| c.is_control() && c != '\t'));
+        }
     }
 
     #[test]

@@ -10,3 +10,5 @@ pub mod bus;
 pub mod control;
 pub mod lapic;
 pub mod serial;
+pub mod stdout;
+pub mod text;

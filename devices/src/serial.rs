@@ -31,7 +31,9 @@ pub const LOG_LINE_MAX: usize = 1024;
 /// Where guest console output goes (besides the tail ring, which is always kept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SerialSink {
-    /// Raw bytes to the host's stdout (the user's terminal).
+    /// Raw bytes to the host's stdout (the user's terminal), through
+    /// [`crate::stdout`]: never waits for it; what does not fit in its
+    /// queue is dropped and counted ([`SerialHandle::stdout_dropped`]).
     Stdout,
     /// One `log::info!` per line, prefixed `guest: `, control characters escaped.
     Log,
@@ -79,18 +81,7 @@ impl LineBuffer {
     }
 
     fn take(&mut self) -> String {
-        let text = String::from_utf8_lossy(&self.line)
-            .chars()
-            .flat_map(|c| {
-                let escape = c.is_control() && c != '\t';
-                let (a, b) = if escape {
-                    (None, Some(c.escape_default()))
-                } else {
-                    (Some(c), None)
-                };
-                a.into_iter().chain(b.into_iter().flatten())
-            })
-            .collect();
+        let text = crate::text::escape_controls(&String::from_utf8_lossy(&self.line));
         self.line.clear();
         text
     }
@@ -108,6 +99,8 @@ struct Shared {
     vcpu: usize,
     budget: Arc<GuestBudget>,
     capture_dropped: u64,
+    /// Bytes [`SerialSink::Stdout`] dropped: stdout's queue was full.
+    stdout_dropped: u64,
     total: u64,
     lines: LineBuffer,
 }
@@ -122,6 +115,7 @@ impl Shared {
             vcpu: 0,
             budget,
             capture_dropped: 0,
+            stdout_dropped: 0,
             total: 0,
             lines: LineBuffer::default(),
         }
@@ -185,9 +179,9 @@ impl Write for SinkWriter {
         }
         match self.sink {
             SerialSink::Stdout => {
-                drop(s);
-                // Stdout is line-buffered; partial lines go out on flush.
-                io::stdout().lock().write_all(buf)?;
+                // Never blocks the vCPU: a full queue drops (and counts).
+                let queued = crate::stdout::stdout().offer(buf);
+                s.stdout_dropped += (buf.len() - queued) as u64;
             }
             SerialSink::Log => {
                 for &b in buf {
@@ -211,8 +205,9 @@ impl Write for SinkWriter {
         Ok(buf.len())
     }
 
-    /// No-op: `vm_superio` flushes after every byte; output is flushed at
-    /// line ends, by [`SerialHandle::flush`] and when the console is dropped.
+    /// No-op: `vm_superio` flushes after every byte; stdout output leaves
+    /// through its queue by itself, a `Log` line at its end, by
+    /// [`SerialHandle::flush`] and when the console is dropped.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -226,10 +221,9 @@ impl Drop for SinkWriter {
 
 fn flush_sink(sink: SerialSink, shared: &Mutex<Shared>) {
     match sink {
-        SerialSink::Stdout => {
-            // Nothing useful to do if the terminal is gone.
-            let _ = io::stdout().lock().flush();
-        }
+        // The queue drains on its own, in order: whoever prints next through
+        // it (the report) comes after, and nothing here waits for stdout.
+        SerialSink::Stdout => {}
         SerialSink::Log => {
             if let Some(line) = lock(shared).lines.take_partial() {
                 log::info!("guest: {line}");
@@ -273,13 +267,20 @@ impl SerialHandle {
         lock(&self.shared).capture_dropped
     }
 
+    /// Bytes [`SerialSink::Stdout`] dropped because stdout's queue was
+    /// full (stdout did not keep up, or nobody reads it).
+    pub fn stdout_dropped(&self) -> u64 {
+        lock(&self.shared).stdout_dropped
+    }
+
     /// Total bytes the guest transmitted.
     pub fn total_bytes(&self) -> u64 {
         lock(&self.shared).total
     }
 
-    /// Push out a pending partial line (stdout buffer, or the unfinished
-    /// `Log` line). Call at the end of a run.
+    /// Push out the unfinished `Log` line. Call at the end of a run. (Stdout
+    /// output needs nothing: it leaves through [`crate::stdout`]'s queue;
+    /// [`crate::stdout::StdoutQueue::drain`] waits for it, bounded.)
     pub fn flush(&self) {
         flush_sink(self.sink, &self.shared);
     }

@@ -111,12 +111,15 @@ fn check_body(body: &ControlBody, arg: [u64; 4]) -> Result<(), TestCaseError> {
         }
         ControlBody::Done { message, .. } => {
             prop_assert!(arg[2] == 0 || in_ram(arg[1], arg[2].min(MAX_TEXT_LEN)));
-            // Lossy UTF-8 may grow each byte to 3; the truncation note is short.
-            prop_assert!(message.len() as u64 <= 3 * MAX_TEXT_LEN + 64);
+            // Lossy UTF-8 may grow each byte to 3, an escaped control byte
+            // to 6 (`\u{1b}`); the truncation note is short.
+            prop_assert!(message.len() as u64 <= 6 * MAX_TEXT_LEN + 64);
+            prop_assert!(!message.chars().any(|c| c.is_control() && c != '\t'));
         }
         ControlBody::Panic { message } => {
             prop_assert!(arg[1] == 0 || in_ram(arg[0], arg[1].min(MAX_TEXT_LEN)));
-            prop_assert!(message.len() as u64 <= 3 * MAX_TEXT_LEN + 64);
+            prop_assert!(message.len() as u64 <= 6 * MAX_TEXT_LEN + 64);
+            prop_assert!(!message.chars().any(|c| c.is_control() && c != '\t'));
         }
         ControlBody::Hello { .. } | ControlBody::PhaseEnd { .. } => {}
     }

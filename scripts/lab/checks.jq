@@ -112,6 +112,20 @@ def flood_summary:
   .runs[] | .vcpus[] as $v | $v | measured | select(.exit_reasons)
   | "vcpu\($v.index): \(.kvm_stats.exits) exits, \(.exit_reasons.exits) sampled, \(.exit_reasons.lost) records reported lost, \(.exit_reasons.missing) missing by KVM's stat, complete=\(.exit_reasons.complete)";
 
+# Overhead runs that did not complete, and runs of their pairs that failed.
+def overhead_failures:
+  (.runs[] | select(.status.state != "completed") | "\(runlabel): \(.status.state) \(.status.reason // .status.stuck // "")"),
+  (.runs[] as $r | ($r.observer_effect.failed // [])[] | "\($r | runlabel) --exit-reasons \($r.observer_effect.exit_reasons): \(.)");
+
+# One line per overhead run: mode, mechanism, counted / detached p50, exits
+# per round trip (the counted run's measured phase, KVM's stat) and the host
+# ns each exit gained, plus any run of the pairs that failed.
 def overhead_summary:
-  .runs[0].observer_effect
-  | "exit reasons \(.exit_reasons): p50 \(.with_counters_p50 | floor) vs \(.without_counters_p50 | floor) cycles detached, ratio \(.ratio * 1000 | round / 1000) (\(.pairs) pairs)";
+  .runs[0] as $r | $r.observer_effect as $o
+  | ($r.metrics.exits_per_operation // 0) as $e
+  | if $o == null then "\($r.mode.apic) \($r.mode.target): no observer effect (run \($r.status.state))"
+    else
+      (($o.with_counters_p50 - $o.without_counters_p50) * 1000000 / $r.tsc_khz) as $dns
+      | "\($r.mode.apic) \($r.mode.target) exit reasons \($o.exit_reasons): p50 \($o.with_counters_p50 | floor) vs \($o.without_counters_p50 | floor) cycles detached, ratio \($o.ratio * 1000 | round / 1000) (\($o.pairs) pairs), \($e * 100 | round / 100) exits per round trip, \(if $e > 0 then ($dns / $e | round) else "-" end) ns more per exit"
+        + (if ($o.failed // []) | length > 0 then "; failed: \($o.failed | join("; "))" else "" end)
+    end;

@@ -65,9 +65,14 @@ if [ -e "$dir/runs/flood-lost.json" ]; then
     check "exit flood: lost records reported, never more exits than KVM's stat" 'flood_lost_mismatch' "$dir/runs/flood-lost.json"
     jq -r -L "$LAB" 'include "checks"; flood_summary' "$dir/runs/flood-lost.json" | sed 's/^/  flood: /'
 fi
-for f in "$dir"/runs/overhead-*.json; do
-    [ -e "$f" ] && jq -r -L "$LAB" 'include "checks"; overhead_summary' "$f" | sed 's/^/  cost of counting: /'
-done
+overhead=("$dir"/runs/overhead-*.json)
+if [ -e "${overhead[0]}" ]; then
+    check "overhead: every run and every run of its pairs completed (${#overhead[@]} runs)" 'overhead_failures' "${overhead[@]}"
+    check "overhead: exits by reason (bpf, sampled) == kvm_exit counter == KVM exits stat" 'sampled_exit_mismatch' "${overhead[@]}"
+    for f in "${overhead[@]}"; do
+        jq -r -L "$LAB" 'include "checks"; overhead_summary' "$f" | sed 's/^/  cost of counting: /'
+    done
+fi
 inhibit=("$dir"/runs/inhibit-*.json)
 [ -e "${inhibit[0]}" ] && check "--apicv inhibit runs completed (${#inhibit[@]} runs)" 'failed_runs' "${inhibit[@]}"
 

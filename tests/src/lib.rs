@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests (tests/tests/*.rs): KVM presence
-//! checks that say when they skip (through `ipivmm-testkit`), and tiny
-//! hand-assembled guest payloads.
+//! checks that say when they skip (through `ipivmm-testkit`), the hostile
+//! SDK payload ([`HOSTILE_PAYLOAD`], one misbehaviour per [`cases::Case`]),
+//! and tiny hand-assembled guest payloads.
 use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::image::minimal_elf;
@@ -58,6 +59,34 @@ pub fn code_payload(code: &[u8]) -> PayloadSource {
 }
 
 pub mod floods;
+
+/// The cases of [`HOSTILE_PAYLOAD`] and the values they use (the payload's
+/// own file, `guest-payload/hostile/src/cases.rs`).
+#[path = "../../guest-payload/hostile/src/cases.rs"]
+pub mod cases;
+
+/// The hostile test payload (`guest-payload/hostile`, built by
+/// `tests/build.rs` with the `ipivmm-guest` SDK): a freestanding ELF that
+/// runs the [`cases::Case`] of `BootInfo::params[0]`.
+pub const HOSTILE_PAYLOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ipivmm-hostile.elf"));
+
+/// A run of [`HOSTILE_PAYLOAD`]'s `case` on `vcpus` vCPUs with a watchdog
+/// of `timeout_s`, no tracepoints; `params[1..]` from `extra`.
+pub fn hostile_config(case: cases::Case, vcpus: usize, timeout_s: u64, extra: &[u64]) -> VmConfig {
+    let mut params = [0u64; 8];
+    params[0] = case as u64;
+    for (p, v) in params[1..].iter_mut().zip(extra) {
+        *p = *v;
+    }
+    VmConfig {
+        vcpus,
+        payload: PayloadSource::Bytes(HOSTILE_PAYLOAD.to_vec()),
+        params,
+        timeout: std::time::Duration::from_secs(timeout_s),
+        tracepoints: false,
+        ..Default::default()
+    }
+}
 
 /// Machine code snippets (assembled by hand; the comment is the source).
 pub mod code {

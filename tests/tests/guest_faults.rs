@@ -94,7 +94,7 @@ fn watchdog_stops_a_payload_that_never_finishes() {
     }
     let r = run_ok(&config(code::SPIN_FOREVER, 2, 1));
     match &r.status {
-        RunStatus::TimedOut { after_s, stuck } => {
+        RunStatus::TimedOut { after_s, stuck, .. } => {
             assert_eq!(*after_s, 1);
             assert!(
                 stuck.contains("vcpu0 at rip=0x100000") && stuck.contains("vcpu1 at rip=0x100000"),

@@ -57,7 +57,7 @@ fn phase_that_never_ends_is_stopped_by_the_watchdog_and_earlier_phase_kept() {
     let r = run_ok(&config(hostile::PHASE_NEVER_ENDS, 1, 1));
     let took = started.elapsed();
     match &r.status {
-        RunStatus::TimedOut { after_s, stuck } => {
+        RunStatus::TimedOut { after_s, stuck, .. } => {
             assert_eq!(*after_s, 1);
             assert!(stuck.starts_with("vcpu0 at rip=0x"), "{stuck}");
         }
@@ -67,7 +67,10 @@ fn phase_that_never_ends_is_stopped_by_the_watchdog_and_earlier_phase_kept() {
     assert!(
         matches!(
             r.vcpus[0].end,
-            Some(VcpuEnd::Stopped { registers: Some(_) })
+            Some(VcpuEnd::Stopped {
+                registers: Some(_),
+                ..
+            })
         ),
         "{:?}",
         r.vcpus[0].end
@@ -214,7 +217,7 @@ fn storm(test: &str, workload: Workload, vcpus: usize) {
     let r = run_ok(&cfg);
     let took = started.elapsed();
     match &r.status {
-        RunStatus::TimedOut { after_s, stuck } => {
+        RunStatus::TimedOut { after_s, stuck, .. } => {
             assert_eq!(*after_s, 2);
             for i in 0..vcpus {
                 assert!(stuck.contains(&format!("vcpu{i} at rip=")), "{stuck}");

@@ -21,16 +21,19 @@ fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
     if !kvm_available("metrics_per_operation_and_per_ipi_agree_with_the_guest_counts") {
         return;
     }
-    let others = VCPUS as u64 - 1;
-    // (workload, IPIs one operation delivers, operations in the phase).
-    let cases = [
-        (Workload::Pingpong, 1.0, ITERS),
-        (Workload::Broadcast, others as f64, ITERS),
-        (Workload::Multicast, others as f64, ITERS),
-        (Workload::SelfIpi, 1.0, ITERS * VCPUS as u64),
-        (Workload::AllToAll, 1.0, ITERS * VCPUS as u64 * others),
+    // The fan-out and the operations per iteration come from the one
+    // description of each workload (`ipivmm_abi::Workload::spec`).
+    let workloads = [
+        Workload::Pingpong,
+        Workload::Broadcast,
+        Workload::Multicast,
+        Workload::SelfIpi,
+        Workload::AllToAll,
     ];
-    for (workload, fan_out, ops) in cases {
+    for workload in workloads {
+        let spec = workload.spec();
+        let fan_out = spec.fan_out.ipis(VCPUS, &[0; 8]) as f64;
+        let ops = ITERS * spec.operations_per_iteration.of(VCPUS);
         let c = VmConfig {
             vcpus: VCPUS,
             apic: ApicMode::X2apic,
@@ -90,6 +93,7 @@ fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
         let m = &json["runs"][0]["metrics"];
         assert_eq!(m["operation"], workload.operation(), "{what}");
         assert_eq!(m["ipis_per_operation"].as_f64(), Some(k), "{what}");
+        assert_eq!(m["fan_out"].as_f64(), Some(fan_out), "{what}");
     }
 }
 

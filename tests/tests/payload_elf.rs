@@ -1,9 +1,11 @@
-//! The built-in payload is an x86-64 ELF that fits the guest layout and
-//! contains no SSE/AVX/MMX/x87 instruction (KVM's instruction emulator, which
-//! runs guest kernel code under kvm_pvm, fails on them). No KVM needed.
+//! The built-in payload, and the hostile test payload built the same way,
+//! are x86-64 ELFs that fit the guest layout and contain no SSE/AVX/MMX/x87
+//! instruction (KVM's instruction emulator, which runs guest kernel code
+//! under kvm_pvm, fails on them). No KVM needed.
 
 use ipivmm::payload::BUILTIN_PAYLOAD;
 use ipivmm_abi::{PAYLOAD_END, PAYLOAD_START};
+use ipivmm_tests::HOSTILE_PAYLOAD;
 use std::process::Command;
 
 const PT_LOAD: u32 = 1;
@@ -41,9 +43,18 @@ fn program_headers(elf: &[u8]) -> Vec<(u32, u64, u64, u64, u64, u64)> {
         .collect()
 }
 
+/// The payloads this file checks.
+const PAYLOADS: [(&str, &[u8]); 2] = [("built-in", BUILTIN_PAYLOAD), ("hostile", HOSTILE_PAYLOAD)];
+
 #[test]
-fn builtin_payload_is_an_x86_64_executable() {
-    let elf = BUILTIN_PAYLOAD;
+fn payloads_are_x86_64_executables() {
+    for (what, elf) in PAYLOADS {
+        is_an_x86_64_executable(what, elf);
+    }
+}
+
+fn is_an_x86_64_executable(what: &str, elf: &[u8]) {
+    eprintln!("checking the {what} payload");
     assert!(elf.len() > 64, "payload is {} bytes", elf.len());
     assert_eq!(&elf[..4], b"\x7fELF", "ELF magic");
     assert_eq!(elf[4], 2, "ELFCLASS64");
@@ -59,7 +70,14 @@ fn builtin_payload_is_an_x86_64_executable() {
 
 #[test]
 fn loadable_segments_are_inside_the_payload_range_and_file_backed() {
-    let loads: Vec<_> = program_headers(BUILTIN_PAYLOAD)
+    for (what, elf) in PAYLOADS {
+        segments_are_inside_and_file_backed(what, elf);
+    }
+}
+
+fn segments_are_inside_and_file_backed(what: &str, elf: &[u8]) {
+    eprintln!("checking the {what} payload");
+    let loads: Vec<_> = program_headers(elf)
         .into_iter()
         .filter(|h| h.0 == PT_LOAD)
         .collect();
@@ -74,7 +92,7 @@ fn loadable_segments_are_inside_the_payload_range_and_file_backed() {
         // linux-loader does not zero a memsz > filesz tail: .bss must be in the file.
         assert_eq!(filesz, memsz, "segment at {vaddr:#x} has a NOBITS tail");
         assert!(
-            offset + filesz <= BUILTIN_PAYLOAD.len() as u64,
+            offset + filesz <= elf.len() as u64,
             "segment beyond the file"
         );
     }
@@ -86,9 +104,15 @@ fn is_x87_or_mmx(mnemonic: &str) -> bool {
 }
 
 #[test]
-fn builtin_payload_has_no_sse_avx_mmx_or_x87_instruction() {
-    let path = std::env::temp_dir().join(format!("ipivmm-payload-{}.elf", std::process::id()));
-    std::fs::write(&path, BUILTIN_PAYLOAD).expect("write a temporary copy of the payload");
+fn payloads_have_no_sse_avx_mmx_or_x87_instruction() {
+    for (what, elf) in PAYLOADS {
+        has_no_sse(what, elf);
+    }
+}
+
+fn has_no_sse(what: &str, elf: &[u8]) {
+    let path = std::env::temp_dir().join(format!("ipivmm-{what}-{}.elf", std::process::id()));
+    std::fs::write(&path, elf).expect("write a temporary copy of the payload");
     let out = Command::new("objdump")
         .arg("-d")
         .arg("--no-show-raw-insn")
@@ -126,11 +150,11 @@ fn builtin_payload_has_no_sse_avx_mmx_or_x87_instruction() {
     }
     assert!(
         instructions > 100,
-        "objdump printed only {instructions} instructions"
+        "objdump printed only {instructions} instructions of the {what} payload"
     );
     assert!(
         bad.is_empty(),
-        "{} SSE/AVX/MMX/x87 instructions, e.g.:\n{}",
+        "{} SSE/AVX/MMX/x87 instructions in the {what} payload, e.g.:\n{}",
         bad.len(),
         bad[..bad.len().min(20)].join("\n")
     );

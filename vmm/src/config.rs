@@ -9,6 +9,12 @@ use std::time::Duration;
 crate::mode::mode_part! {
     /// How VM exits are counted by reason (with tracepoints on).
     pub enum ExitReasons {
+        /// Counted in the kernel by an eBPF program on `kvm_exit`/`kvm_entry`
+        /// (per vCPU thread, read at the phase markers): nothing per exit
+        /// leaves the kernel, host time per reason. Where it cannot load
+        /// (no clang at build time, no BPF or no rights at run time), the
+        /// sampler counts instead and `sources` says why.
+        Bpf,
         /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
         /// decoded in userspace: a constant cost per exit, host time per reason.
         Sampled,
@@ -24,7 +30,7 @@ crate::mode::mode_part! {
 #[allow(clippy::derivable_impls)]
 impl Default for ExitReasons {
     fn default() -> Self {
-        ExitReasons::Sampled
+        ExitReasons::Bpf
     }
 }
 
@@ -163,7 +169,7 @@ impl Default for VmConfig {
             payload: PayloadSource::Builtin,
             tracepoints: true,
             mount_tracefs: false,
-            exit_reasons: ExitReasons::Sampled,
+            exit_reasons: ExitReasons::Bpf,
             context_events: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
@@ -229,6 +235,12 @@ pub enum ConfigError {
     /// Zero iterations.
     #[error("--iterations (VmConfig::iterations) must be at least 1")]
     NoIterations,
+    /// More warm-up iterations than any run could finish.
+    #[error("--warmup {0} (VmConfig::warmup): at most {MAX_WARMUP} warm-up iterations (more would outlast any timeout); the measured ones are --iterations")]
+    Warmup(u64),
+    /// A settle time longer than any wake-up.
+    #[error("--halt-settle-ns {0} (VmConfig::halt_settle): at most {max} ns (1 s) per operation; the default is {default} ns", max = MAX_HALT_SETTLE.as_nanos(), default = DEFAULT_HALT_SETTLE.as_nanos())]
+    HaltSettle(u128),
     /// A timeout of zero.
     #[error("--timeout (VmConfig::timeout) must be at least 1 second")]
     ZeroTimeout,
@@ -278,6 +290,12 @@ impl VmConfig {
         if self.iterations == 0 {
             return Err(ConfigError::NoIterations);
         }
+        if self.warmup > MAX_WARMUP {
+            return Err(ConfigError::Warmup(self.warmup));
+        }
+        if self.halt_settle > MAX_HALT_SETTLE {
+            return Err(ConfigError::HaltSettle(self.halt_settle.as_nanos()));
+        }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
         let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
         if need > u128::from(have) {
@@ -309,6 +327,14 @@ impl VmConfig {
 /// the guest on hardware and under the lab's emulator, short beside the
 /// halt-polling window (kvm.halt_poll_ns, 200 µs by default).
 pub const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
+
+/// Most warm-up iterations: at the fastest IPI round trip any host manages
+/// (about 1 µs) a billion of them are a quarter of an hour.
+pub const MAX_WARMUP: u64 = 1_000_000_000;
+
+/// Longest [`VmConfig::halt_settle`]: a sender waits this long for every
+/// halting target; a wake-up takes micro-, not milliseconds.
+pub const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
 
 /// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
 /// phases with every counter; the command line's smallest is 1 MiB).

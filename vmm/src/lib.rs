@@ -142,6 +142,7 @@
 pub use ipivmm_abi as abi;
 
 pub mod config;
+pub mod expect;
 pub mod host;
 pub mod inputs;
 pub mod interrupt;

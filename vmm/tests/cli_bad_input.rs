@@ -287,6 +287,20 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
             &["--iterations", "0"],
             &["--iterations (VmConfig::iterations) must be at least 1"],
         ),
+        // Issue 20, case 19: values no run could finish with.
+        (
+            &["--warmup", "18446744073709551615"],
+            &["--warmup 18446744073709551615 (VmConfig::warmup): at most 1000000000"],
+        ),
+        (
+            &["--target", "halt", "--halt-settle-ns", "18446744073709551615"],
+            &["--halt-settle-ns 18446744073709551615 (VmConfig::halt_settle): at most 1000000000 ns"],
+        ),
+        // Issue 20, case 5: each pair is two runs.
+        (
+            &["--observer-effect", "4294967295"],
+            &["4294967295 pairs: at most 1000"],
+        ),
         (
             &["--iterations", "100000000"],
             &["raise --memory (VmConfig::memory_bytes) or lower --iterations"],
@@ -350,10 +364,32 @@ fn bad_payload_files_are_refused() {
     let mut entry = good.clone();
     entry[24..32].copy_from_slice(&0x20_0000u64.to_le_bytes());
     cases.push(("entry-outside", entry, &["entry point 0x200000 is outside"]));
+    // Issue 20, case 8: what only linux-loader refused (the run used to open
+    // /dev/kvm and build the VM first; `--dry-run` accepted them).
+    let mut wide = good.clone();
+    wide[54..56].copy_from_slice(&64u16.to_le_bytes());
+    wide.splice(120..120, [0u8; 8]);
+    wide[64 + 8..64 + 16].copy_from_slice(&128u64.to_le_bytes());
+    cases.push((
+        "phentsize-64",
+        wide,
+        &["refused by the loader", "program header size"],
+    ));
+    let mut note = good.clone();
+    note[56..58].copy_from_slice(&2u16.to_le_bytes());
+    let mut ph = vec![0u8; 56];
+    ph[0..4].copy_from_slice(&4u32.to_le_bytes());
+    ph[8..16].copy_from_slice(&0x10_0000u64.to_le_bytes());
+    ph[32..40].copy_from_slice(&64u64.to_le_bytes());
+    note.splice(120..120, ph);
+    note[64 + 8..64 + 16].copy_from_slice(&176u64.to_le_bytes());
+    cases.push(("note-past-end", note, &["refused by the loader"]));
     for (name, bytes, needles) in cases {
         let p = temp_file(&format!("{name}.elf"), &bytes);
         let o = ipivmm(&["--payload", p.to_str().expect("utf-8 path")]);
         assert_refused(name, &o, needles);
+        let dry = ipivmm(&["--dry-run", "--payload", p.to_str().expect("utf-8 path")]);
+        assert_refused(&format!("{name} --dry-run"), &dry, needles);
     }
     // Over the size limit (sparse file).
     let p = temp_dir().join("huge.elf");

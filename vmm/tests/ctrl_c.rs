@@ -207,3 +207,61 @@ fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
         );
     }
 }
+
+/// Issue 20, case 4: a signal during `--observer-effect` pairs ends them at
+/// once (it used to start every remaining pair: 200 pairs exited 80 s after
+/// SIGINT); the run itself then ends as cancelled and its JSON is written.
+#[test]
+fn a_signal_ends_the_observer_pairs_at_once() {
+    let test = "a_signal_ends_the_observer_pairs_at_once";
+    if !kvm_available(test) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ipivmm-ctrl-c-observer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let json = dir.join("r.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args([
+            "run",
+            "--observer-effect",
+            "1000",
+            "--iterations",
+            "200",
+            "--warmup",
+            "10",
+            "--serial",
+            "none",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ipivmm starts");
+    std::thread::sleep(Duration::from_millis(1500));
+    let signalled = Instant::now();
+    send(child.id(), libc::SIGINT);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if signalled.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ipivmm was still running observer pairs 30 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stop_time = signalled.elapsed();
+    assert_eq!(status.code(), Some(1), "cancelled runs exit 1");
+    assert!(
+        stop_time < Duration::from_secs(10),
+        "stopped after {stop_time:?}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).expect("JSON");
+    assert_eq!(doc["runs"][0]["status"]["state"], "cancelled");
+    let _ = std::fs::remove_dir_all(&dir);
+}

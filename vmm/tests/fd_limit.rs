@@ -42,6 +42,10 @@ fn run_limited(
         .args(["halt", "--iterations", "3", "--warmup", "1", "--timeout"])
         .args(["120", "--serial", "none", "--quiet", "--json"])
         .arg(&json)
+        // The per-thread perf fds the limit shares out are the exit
+        // sampler's and the perf counters' (the BPF default opens one in
+        // all).
+        .args(["--exit-reasons", "sampled"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

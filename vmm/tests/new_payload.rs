@@ -52,6 +52,12 @@ fn new_payload_refuses_bad_names_and_full_directories() {
         (vec!["new-payload", "9lives"], "must start with a letter"),
         (vec!["new-payload", "a.b"], "only letters, digits"),
         (vec!["new-payload", "ipivmm-guest"], "is taken"),
+        // Issue 20, case 12: names cargo refuses for a binary.
+        (
+            vec!["new-payload", "deps"],
+            "cargo refuses as a binary name",
+        ),
+        (vec!["new-payload", "incremental"], "cargo refuses"),
         (
             vec!["new-payload", "demo", "full"],
             "full exists and is not empty",

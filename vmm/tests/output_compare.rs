@@ -240,3 +240,87 @@ fn compare_command_reports_bad_files_in_one_line() {
     assert!(dir.join("charts/pingpong-2vcpu-spin-cycles.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 20, case 17: `ipivmm compare` reads one document at a time and
+/// never builds a generic JSON tree of it, so its peak memory stays near
+/// the input's size (4 files of 300 recorded runs, 20 MB: it took 118 MiB,
+/// 6x the input; 8,000 runs took 1.7 GiB). A memory figure, not a timing:
+/// the same on any machine.
+#[test]
+fn compare_holds_one_document_at_a_time() {
+    let dir = temp_dir("compare-memory");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/run-pingpong.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let run = doc["runs"][0].clone();
+    doc["runs"] = serde_json::Value::Array(vec![run; 300]);
+    let text = serde_json::to_string(&doc).unwrap();
+    let files: Vec<std::path::PathBuf> = (0..4)
+        .map(|i| {
+            let p = dir.join(format!("r{i}.json"));
+            std::fs::write(&p, &text).unwrap();
+            p
+        })
+        .collect();
+    let input = 4 * text.len() as u64;
+    drop(text);
+    // The child's own VmHWM, as it logs it (wait4's ru_maxrss would count
+    // this test process's pages too: Linux keeps the pre-exec high water).
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .arg("compare")
+        .args(&files)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let peak_kib: u64 = log
+        .split("peak RSS ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS line: {log}"));
+    assert!(log.contains("4 files, 1200 runs"), "{log}");
+    let peak = peak_kib * 1024;
+    assert!(
+        peak < input + input / 2 + (16 << 20),
+        "peak RSS {} MiB for {} MiB of input",
+        peak >> 20,
+        input >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 20, case 11: a results file whose two vCPUs each count 2^63 IPIs
+/// (a guest can send such counters). `compare` summed them wrapping, to 0:
+/// "IPIs/round trip 0.00". Sums now saturate at 2^64 - 1.
+#[test]
+fn compare_saturates_counters_that_overflow() {
+    let dir = temp_dir("compare-overflow");
+    let mut r = report(&[], 10_000, 3);
+    for v in &mut r.vcpus {
+        for p in v.phases.iter_mut().filter(|p| p.name == "measure") {
+            p.guest.ipis_sent = 1 << 63;
+            p.guest.ipis_received = 1 << 63;
+            p.guest.icr_writes = 1 << 63;
+        }
+    }
+    let a = record(&dir, "huge.json", std::slice::from_ref(&r));
+    let text = std::fs::read_to_string(dir.join("huge.json")).unwrap();
+    assert!(text.contains("9223372036854775808"), "the file holds 2^63");
+    let c = compare(&[a.clone(), a]);
+    let s = c.rows[0].cells[0].as_ref().expect("the run's summary");
+    assert_eq!(
+        (s.ipis, s.ipis_delivered, s.icr_writes),
+        (u64::MAX, u64::MAX, u64::MAX)
+    );
+    let per_op = s.ipis_per_operation().expect("IPIs per round trip");
+    assert!(per_op > 1e15, "IPIs per round trip {per_op}");
+    let out = render(&c, 0.1, false);
+    let line = out
+        .lines()
+        .find(|l| l.contains("IPIs/round trip"))
+        .unwrap_or_else(|| panic!("no IPIs/round trip row:\n{out}"));
+    assert!(!line.contains(" 0.00 "), "{line}");
+}

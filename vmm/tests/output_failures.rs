@@ -257,3 +257,131 @@ fn sweep_refuses_bad_values_like_run_even_when_quiet() {
         }
     }
 }
+
+/// Issue 20, case 2: a link planted at a chart's name is replaced by the
+/// chart, never written through (charts are written like JSON and CSV: a
+/// temporary file renamed over the name).
+#[test]
+fn charts_replace_a_planted_link_and_never_write_through_it() {
+    let test = "charts_replace_a_planted_link_and_never_write_through_it";
+    if !kvm_available(test) {
+        return;
+    }
+    let d = dir("chartlink");
+    let plots = d.join("plots");
+    std::fs::create_dir_all(&plots).unwrap();
+    let victim = d.join("victim");
+    std::fs::write(&victim, b"not a chart").unwrap();
+    let chart = plots.join("self-ipi-1vcpu-spin-latency.svg");
+    std::os::unix::fs::symlink(&victim, &chart).unwrap();
+    let o = bin()
+        .args(with(&[QUICK, &["--quiet", "--plot"]].concat(), &[&plots]))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not a chart");
+    let meta = std::fs::symlink_metadata(&chart).unwrap();
+    assert!(meta.file_type().is_file(), "the link was kept: {meta:?}");
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+    let left: Vec<_> = std::fs::read_dir(&plots)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 20, case 14: a payload named with 245 characters gets charts whose
+/// names fit (they used to fail with "File name too long" after the run).
+#[test]
+fn a_long_payload_name_makes_charts_that_fit() {
+    let test = "a_long_payload_name_makes_charts_that_fit";
+    if !kvm_available(test) {
+        return;
+    }
+    let d = dir("longname");
+    let payload = d.join("p".repeat(245));
+    std::fs::write(&payload, ipivmm::payload::BUILTIN_PAYLOAD).unwrap();
+    let plots = d.join("plots");
+    let mut args = with(&["run", "--payload"], &[&payload]);
+    args.extend(os(&[
+        "--vcpus",
+        "2",
+        "--iterations",
+        "10",
+        "--warmup",
+        "1",
+        "--no-tracepoints",
+        "--serial",
+        "none",
+        "--quiet",
+        "--plot",
+    ]));
+    args.push(plots.clone().into());
+    let o = bin().args(&args).stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<String> = std::fs::read_dir(&plots)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.is_empty(), "no chart written");
+    assert!(names.iter().all(|n| n.len() < 200), "{names:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 20, case 15: a refused run creates no --plot directory (nor any
+/// of its parents).
+#[test]
+fn refused_runs_create_no_plot_directory() {
+    let d = dir("noplotdir");
+    let plots = d.join("a/b/plots");
+    let bad_payload = d.join("not-an-elf");
+    std::fs::write(&bad_payload, b"#!/bin/sh\n").unwrap();
+    let cases: Vec<Vec<std::ffi::OsString>> = vec![
+        with(&["run", "--payload"], &[&bad_payload]),
+        os(&["run", "--vcpus", "0"]),
+        os(&["run", "--iterations", "0"]),
+    ];
+    for mut args in cases {
+        args.push("--plot".into());
+        args.push(plots.clone().into());
+        let o = bin().args(&args).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            !d.join("a").exists(),
+            "{args:?} created the --plot directory"
+        );
+    }
+    let mut dry = os(&["run", "--dry-run", "--plot"]);
+    dry.push(plots.clone().into());
+    let _ = bin().args(&dry).stdin(Stdio::null()).output().unwrap();
+    assert!(
+        !d.join("a").exists(),
+        "--dry-run created the --plot directory"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 20, case 18: `--json LINK` where LINK points at a directory is
+/// refused as a directory is, before the run; the link and the directory
+/// stay.
+#[test]
+fn a_link_to_a_directory_is_refused_as_a_results_file() {
+    let d = dir("linkdir");
+    let target = d.join("results");
+    std::fs::create_dir_all(&target).unwrap();
+    let link = d.join("r.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let args = with(&[QUICK, &["--json"]].concat(), &[&link]);
+    assert_refused(&refs(&args), "a symbolic link to a directory");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(target.is_dir());
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -126,7 +126,7 @@ impl InhibitSampler {
         let decoder = InhibitDecoder::new(&format, events.events()[0].id())?;
         let names = inhibit_names(&format.print_fmt)
             .or_else(|| {
-                let release = crate::host::kernel_release().ok()?;
+                let release = ipivmm_host::facts::kernel_release();
                 fallback_inhibit_names(&release)
             })
             .unwrap_or_default();

@@ -347,6 +347,21 @@ impl Lapic {
         self.nmi_pending || self.init_pending || self.sipi_pending.is_some()
     }
 
+    /// Whether something pending ends a `hlt` of this vCPU (SDM vol. 2,
+    /// HLT: an NMI, an INIT or an enabled interrupt resumes the processor):
+    /// a pending NMI or INIT always, a deliverable vector only when the
+    /// vCPU's RFLAGS.IF (`if_flag`) is set. A start-up IPI does not: it is
+    /// ignored outside wait-for-SIPI (take and drop it).
+    pub fn wakes_from_halt(&self, if_flag: bool) -> bool {
+        self.nmi_pending || self.init_pending || (if_flag && self.pending_vector().is_some())
+    }
+
+    /// Whether something pending ends a wait for SIPI: the SIPI, or another
+    /// INIT (which resets the vCPU again). An NMI waits until the vCPU runs.
+    pub fn ends_wait_for_sipi(&self) -> bool {
+        self.init_pending || self.sipi_pending.is_some()
+    }
+
     /// Whether IA32_APIC_BASE.BSP is set (vCPU 0 after reset).
     pub fn is_bsp(&self) -> bool {
         self.apic_base & APIC_BASE_BSP != 0

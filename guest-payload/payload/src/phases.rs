@@ -16,12 +16,8 @@ use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
 use ipivmm_guest::{control, cpu};
 
-/// Phase ids and names (the host and tests rely on them).
-pub const IDLE: (u32, &str) = (0, "idle");
-/// Warm-up phase, no samples.
-pub const WARMUP: (u32, &str) = (1, "warmup");
-/// Measured phase, samples sent after its end.
-pub const MEASURE: (u32, &str) = (2, "measure");
+/// Phase ids and names (one definition, shared with the host).
+pub use ipivmm_abi::builtin_phases::{IDLE, MEASURE, WARMUP};
 
 /// Longest wait for one IPI acknowledgement before failing loudly.
 pub const ACK_TIMEOUT_SECS: u64 = 60;

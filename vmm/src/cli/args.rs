@@ -5,7 +5,7 @@ use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::output::compare::Dimension;
 use ipivmm::{PayloadSource, VmConfig};
-use ipivmm_counters::module_switch::{parse_param_values, parse_settings, ModuleSetting};
+use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,6 +58,24 @@ pub struct OutputArgs {
     pub plot: Option<PathBuf>,
 }
 
+/// Expectations a CI gates on (docs/ci.md).
+#[derive(Args, Debug, Default, Clone)]
+pub struct GateArgs {
+    /// An expectation on the results, e.g. 'exits_per_ipi < 1.5', 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01', 'vcpu1.guest.ipis_received >= 1000', 'ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1' (repeatable). Exit 0 when all hold, 1 when one fails, 4 when none could be judged.
+    #[arg(long = "expect", value_name = "EXPR", value_parser = parse_expectation)]
+    pub expect: Vec<ipivmm::expect::Expectation>,
+    /// Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr).
+    #[arg(long, requires = "expect")]
+    pub tap: bool,
+    /// Write the expectations' verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE", requires = "expect")]
+    pub junit: Option<PathBuf>,
+}
+
+fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
+    s.parse().map_err(|e: ipivmm::expect::ParseError| e.problem)
+}
+
 /// Levers every run of a command gets.
 #[derive(Args, Debug, Default, Clone)]
 pub struct LeverArgs {
@@ -76,8 +94,8 @@ pub struct LeverArgs {
     /// Mount tracefs at /sys/kernel/tracing if it is not mounted (root).
     #[arg(long)]
     pub mount_tracefs: bool,
-    /// How exits are counted by reason: sampled (kvm_exit/kvm_entry into a ring buffer: constant cost per exit, host time per reason), counters (one filtered counter per reason: for comparison), off.
-    #[arg(long, value_name = "HOW", default_value = "sampled")]
+    /// How exits are counted by reason: bpf (in the kernel, per vCPU thread: host time per reason, nothing per exit leaves the kernel; the sampler where BPF cannot load), sampled (kvm_exit/kvm_entry into a ring buffer: the raw event trace), counters (one filtered counter per reason: for comparison), off.
+    #[arg(long, value_name = "HOW", default_value = "bpf")]
     pub exit_reasons: ipivmm::config::ExitReasons,
     /// Also count the context tracepoints (kvm_entry, kvm_mmio, kvm_eoi, kvm_inj_virq, ...); off by default, as each adds to every context switch of a vCPU thread.
     #[arg(long)]
@@ -117,6 +135,9 @@ pub struct CompareArgs {
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,
+    /// Exit 1 when a figure is worse than the baseline's by --threshold or more (more cycles, more exits), listing each; a gate for CI.
+    #[arg(long)]
+    pub fail_on_regression: bool,
     /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -137,16 +158,8 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The seed experiments `sweep --preset` re-creates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
-    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows).
-    AvicBroadcast,
-    /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
-    IpivUnicast,
-    /// Xen APICv topology: ping-pong with vCPUs close together vs spread apart.
-    ApicvTopology,
-}
+/// The seed experiments `sweep --preset` re-creates (library data).
+pub use ipivmm::sweep::presets::Preset;
 
 /// Flags of `ipivmm sweep`. Lists are comma-separated; each defaults to every value.
 #[derive(Args, Debug)]
@@ -190,12 +203,15 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure.
-    #[arg(long, value_name = "PAIRS", default_value_t = 1)]
+    /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
+    #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// No tables, no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -269,6 +285,9 @@ pub struct RunArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Expectations.
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Where guest serial output goes: stdout, log (with --verbose), none.
     #[arg(long, default_value = "stdout")]
     pub serial: SerialArg,
@@ -287,8 +306,8 @@ pub struct RunArgs {
     /// KVM device node.
     #[arg(long, default_value = "/dev/kvm")]
     pub kvm_device: PathBuf,
-    /// Also measure what counting costs: N pairs of runs, with every counter detached and attached, before the run.
-    #[arg(long, value_name = "PAIRS", default_value_t = 0)]
+    /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
+    #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
@@ -351,6 +370,18 @@ fn parse_u64(s: &str) -> Result<u64, String> {
         None => s.parse(),
     };
     r.map_err(|e| format!("'{s}' is not a number: {e}"))
+}
+
+/// `--observer-effect PAIRS`: each pair is two whole runs, so the count is
+/// bounded (ipivmm::run::observer::MAX_PAIRS).
+fn parse_observer_pairs(s: &str) -> Result<u32, String> {
+    let max = ipivmm::run::observer::MAX_PAIRS;
+    let v = parse_u64(s)?;
+    u32::try_from(v).ok().filter(|v| *v <= max).ok_or_else(|| {
+        format!(
+            "{s} pairs: at most {max} (each pair is two whole runs; 0 turns the measurement off)"
+        )
+    })
 }
 
 fn parse_u8(s: &str) -> Result<u8, String> {

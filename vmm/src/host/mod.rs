@@ -2,7 +2,7 @@
 //! parameters; from `ipivmm-counters`) and what its KVM device can do.
 pub mod caps;
 
-pub use ipivmm_counters::host::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
+pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
 
 use crate::vm::VmError;
 use std::path::{Path, PathBuf};
@@ -59,14 +59,14 @@ impl std::fmt::Display for KvmInfo {
 pub fn kvm_info(device: &Path) -> Result<KvmInfo, VmError> {
     let kvm = crate::vm::open_kvm(device)?;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|t| ipivmm_counters::host::parse_cpuinfo(&t))
+        .map(|t| ipivmm_host::facts::parse_cpuinfo(&t))
         .unwrap_or_default();
-    let modules = ipivmm_counters::host::loaded_modules(Path::new("/sys/module"));
+    let modules = ipivmm_host::facts::loaded_modules(Path::new("/sys/module"));
     Ok(KvmInfo {
         device: device.to_path_buf(),
         api_version: kvm.get_api_version(),
         max_vcpus: kvm.get_max_vcpus(),
         recommended_vcpus: kvm.get_nr_vcpus(),
-        backend: ipivmm_counters::host::detect_backend(&modules, &cpu, true),
+        backend: ipivmm_host::facts::detect_backend(&modules, &cpu, true),
     })
 }

@@ -9,7 +9,7 @@
 //! changes nothing there, but KVM still records the inhibit
 //! (`kvm_apicv_inhibit_changed`), so the run shows the lever works.
 use crate::mode::{ApicMode, ApicvRequest, Irqchip, Mode};
-use ipivmm_counters::host::{ApicvSupport, HostInfo, KvmBackend};
+use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
 /// How ipivmm inhibits APICv for one VM.
@@ -187,7 +187,7 @@ mod tests {
             backend,
             modules: vec![],
             params: BTreeMap::new(),
-            verdicts: ipivmm_counters::host::ApicvVerdicts {
+            verdicts: ipivmm_host::facts::ApicvVerdicts {
                 apicv: s(apicv),
                 ipiv: s(apicv),
                 avic: s(apicv),

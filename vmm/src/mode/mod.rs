@@ -6,14 +6,17 @@
 //! feasibility check that `run` and `sweep` both use, so they cannot
 //! disagree about what can run.
 //!
-//! The guest ABI has its own numeric copies of the guest-visible parts
-//! (`ipivmm_abi::ApicMode`...), converted here with `From`.
+//! The guest-visible parts (APIC mode, IPI path, target wait, workload) are
+//! the guest ABI's own enums (`ipivmm_abi`, with its `host` feature for
+//! their spelling): one definition for host and guest.
 pub mod apicv;
 pub mod levers;
 
+pub use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
+
 use crate::config::VmConfig;
 use apicv::{ApicvError, ApicvPlan};
-use ipivmm_counters::host::{HostInfo, KvmBackend};
+use ipivmm_host::facts::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
 /// Derives shared by every mode part: clap parses it, serde and strum name
@@ -57,130 +60,12 @@ mode_part! {
 }
 
 mode_part! {
-    /// The guest's APIC mode.
-    pub enum ApicMode {
-        /// MMIO registers at 0xFEE00000; the ICR at 0x300/0x310.
-        Xapic,
-        /// MSRs; the ICR is MSR 0x830.
-        X2apic,
-    }
-}
-
-mode_part! {
-    /// How the guest sends an IPI.
-    pub enum IpiPath {
-        /// Writes to the ICR.
-        Icr,
-        /// The KVM_HC_SEND_IPI hypercall (needs the LAPIC in KVM).
-        Pv,
-    }
-}
-
-mode_part! {
-    /// How IPI targets wait between IPIs.
-    pub enum TargetWait {
-        /// Spin with interrupts enabled: an IPI meets a running vCPU.
-        Spin,
-        /// `sti; hlt`, and each IPI waits until the target is halted: every IPI wakes a halted vCPU.
-        Halt,
-        /// `sti; hlt`, next IPI as soon as the last is acked: IPIs often meet a target not yet halted.
-        HaltImmediate,
-    }
-}
-
-mode_part! {
-    /// The built-in payload's workloads.
-    pub enum Workload {
-        /// vCPU 0 sends a unicast IPI to each other vCPU in turn and waits for the ack.
-        Pingpong,
-        /// Ping-pong with targets always halted.
-        PingpongHalt,
-        /// All-but-self shorthand from vCPU 0.
-        Broadcast,
-        /// One IPI to an explicit set (logical mode, or a PV bitmap).
-        Multicast,
-        /// Self-IPIs (one vCPU suffices).
-        SelfIpi,
-        /// Fire-and-forget IPIs, no ack wait.
-        Flood,
-        /// Every vCPU sends to every other.
-        AllToAll,
-    }
-}
-
-mode_part! {
     /// APICv/AVIC for one VM: left to the host, or inhibited with a lever.
     pub enum ApicvRequest {
         /// Whatever the host's module parameters give.
         Host,
         /// Inhibited for this VM with a lever the vendor honours.
         Inhibit,
-    }
-}
-
-impl From<ApicMode> for ipivmm_abi::ApicMode {
-    fn from(m: ApicMode) -> Self {
-        match m {
-            ApicMode::Xapic => Self::Xapic,
-            ApicMode::X2apic => Self::X2apic,
-        }
-    }
-}
-
-impl From<IpiPath> for ipivmm_abi::IpiPath {
-    fn from(p: IpiPath) -> Self {
-        match p {
-            IpiPath::Icr => Self::Icr,
-            IpiPath::Pv => Self::Pv,
-        }
-    }
-}
-
-impl From<TargetWait> for ipivmm_abi::TargetWait {
-    fn from(t: TargetWait) -> Self {
-        match t {
-            TargetWait::Spin => Self::Spin,
-            TargetWait::Halt => Self::Halt,
-            TargetWait::HaltImmediate => Self::HaltImmediate,
-        }
-    }
-}
-
-impl From<Workload> for ipivmm_abi::Workload {
-    fn from(w: Workload) -> Self {
-        match w {
-            Workload::Pingpong => Self::Pingpong,
-            Workload::PingpongHalt => Self::PingpongHalt,
-            Workload::Broadcast => Self::Broadcast,
-            Workload::Multicast => Self::Multicast,
-            Workload::SelfIpi => Self::SelfIpi,
-            Workload::Flood => Self::Flood,
-            Workload::AllToAll => Self::AllToAll,
-        }
-    }
-}
-
-impl Workload {
-    /// What one latency sample of the workload times, in tables and the
-    /// `operation` of the JSON metrics: a unicast round trip (one IPI, its
-    /// ack seen), one broadcast (N-1 IPIs), one multicast (one IPI per
-    /// target), one self-IPI, one fire-and-forget send.
-    pub fn operation(self) -> &'static str {
-        match self {
-            Workload::Pingpong | Workload::PingpongHalt | Workload::AllToAll => "round trip",
-            Workload::Broadcast => "broadcast",
-            Workload::Multicast => "multicast",
-            Workload::SelfIpi => "self-IPI",
-            Workload::Flood => "send",
-        }
-    }
-
-    /// Fewest vCPUs the workload can run on.
-    pub fn min_vcpus(self) -> usize {
-        match self {
-            Workload::SelfIpi => 1,
-            _ => 2,
-        }
     }
 }
 
@@ -302,22 +187,39 @@ mod tests {
     use clap::ValueEnum;
     use std::str::FromStr;
 
+    /// Every value's `name()` (the ABI's, used by the guest too) is the
+    /// spelling clap parses, serde writes and strum displays.
+    fn one_spelling<T>(all: &[T], name: impl Fn(T) -> &'static str)
+    where
+        T: Copy
+            + PartialEq
+            + std::fmt::Debug
+            + std::fmt::Display
+            + FromStr
+            + ValueEnum
+            + serde::Serialize,
+        <T as FromStr>::Err: std::fmt::Debug,
+    {
+        for v in all {
+            let n = name(*v);
+            assert_eq!(<T as FromStr>::from_str(n).ok(), Some(*v), "{n}");
+            assert_eq!(T::from_str_with(n), Some(*v), "{n}");
+            assert_eq!(serde_json::to_string(v).unwrap(), format!("\"{n}\""));
+            assert_eq!(v.to_string(), n);
+        }
+    }
+
     #[test]
     fn one_spelling_for_cli_json_and_tables() {
-        for w in Workload::ALL {
-            let name = w.name();
-            assert_eq!(<Workload as FromStr>::from_str(name), Ok(*w));
-            assert_eq!(Workload::from_str_with(name), Some(*w), "{name}");
-            assert_eq!(serde_json::to_string(w).unwrap(), format!("\"{name}\""));
-            assert_eq!(w.to_string(), name);
-        }
+        one_spelling(Workload::ALL, Workload::name);
+        one_spelling(ApicMode::ALL, ApicMode::name);
+        one_spelling(IpiPath::ALL, IpiPath::name);
+        one_spelling(TargetWait::ALL, TargetWait::name);
+        one_spelling(Irqchip::ALL, Irqchip::name);
+        one_spelling(ApicvRequest::ALL, ApicvRequest::name);
         assert_eq!(Workload::AllToAll.name(), "all-to-all");
         assert_eq!(ApicMode::X2apic.name(), "x2apic");
         assert_eq!(Irqchip::ALL.len(), 3);
-        // The ABI's names agree with the host's for every workload.
-        for w in Workload::ALL {
-            assert_eq!(ipivmm_abi::Workload::from(*w).name(), w.name());
-        }
     }
 
     trait FromStrWith: Sized {

@@ -157,20 +157,56 @@ fn write_run<W: Write>(
     Ok(())
 }
 
+fn csv_error(e: csv::Error) -> OutputError {
+    OutputError::Write {
+        what: "CSV".into(),
+        problem: e.to_string(),
+    }
+}
+
+/// A CSV written run by run: the header first, then the rows of each
+/// document as it comes, so that a caller reading many files holds one at
+/// a time (`ipivmm compare`).
+pub struct Writer<W: Write> {
+    w: csv::Writer<W>,
+}
+
+impl<W: Write> Writer<W> {
+    /// A CSV on `out`, its header written.
+    pub fn new(out: W) -> Result<Self, OutputError> {
+        let mut w = csv::Writer::from_writer(out);
+        w.write_record(HEADER).map_err(csv_error)?;
+        Ok(Self { w })
+    }
+
+    /// The rows of run `index` of `origin`.
+    pub fn run(&mut self, origin: &str, index: usize, r: &RunReport) -> Result<(), OutputError> {
+        write_run(&mut self.w, origin, index, r).map_err(csv_error)
+    }
+
+    /// The rows of every run of recorded document `d`, named by `origin`.
+    pub fn doc(&mut self, origin: &str, d: &Document) -> Result<(), OutputError> {
+        d.runs
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, r)| self.run(origin, i, r))
+    }
+
+    /// Flushes what is buffered.
+    pub fn finish(mut self) -> Result<(), OutputError> {
+        self.w.flush().map_err(|e| csv_error(e.into()))
+    }
+}
+
 fn write_all<'a, W: Write>(
     runs: impl IntoIterator<Item = (&'a str, usize, &'a RunReport)>,
     out: W,
 ) -> Result<(), OutputError> {
-    let err = |e: csv::Error| OutputError::Write {
-        what: "CSV".into(),
-        problem: e.to_string(),
-    };
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record(HEADER).map_err(err)?;
+    let mut w = Writer::new(out)?;
     for (origin, index, r) in runs {
-        write_run(&mut w, origin, index, r).map_err(err)?;
+        w.run(origin, index, r)?;
     }
-    w.flush().map_err(|e| err(e.into()))
+    w.finish()
 }
 
 /// Writes the CSV of in-memory reports (`origin` column empty, `run` = index).

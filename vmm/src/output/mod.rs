@@ -4,11 +4,13 @@
 pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod junit;
 pub mod progress;
 pub mod scale_chart;
 pub mod sweep_tables;
 
 pub mod svg;
+pub mod tap;
 pub mod text;
 
 use std::io::IsTerminal;
@@ -71,9 +73,29 @@ pub fn paint(text: &str, tint: Tint, color: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
+/// Longest [`slug`], bytes: a chart's name adds at most a few dozen bytes,
+/// so every file name stays far below NAME_MAX (255) whatever a payload or
+/// phase is called.
+pub const MAX_SLUG: usize = 96;
+
 /// A file-name-safe form of `s`: ASCII alphanumerics, '-', '_' and '.'; other
-/// characters become '-'.
+/// characters become '-'. Longer than [`MAX_SLUG`]: cut, with a hash of the
+/// whole of `s` appended so that two long names that share a prefix stay
+/// apart.
 pub fn slug(s: &str) -> String {
+    let full = slug_unbounded(s);
+    if full.len() <= MAX_SLUG {
+        return full;
+    }
+    // FNV-1a: stable across builds and platforms (file names must not change).
+    let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let keep = MAX_SLUG - 9;
+    format!("{}-{:08x}", full[..keep].trim_end_matches('-'), hash as u32)
+}
+
+fn slug_unbounded(s: &str) -> String {
     let mut out: String = s
         .chars()
         .map(|c| {
@@ -132,6 +154,13 @@ mod tests {
     #[test]
     fn slugs_and_numbers() {
         assert_eq!(slug("pingpong, 2 vCPUs / spin"), "pingpong-2-vCPUs-spin");
+        // Issue 20, case 14: a 245-character payload name makes a file name
+        // that fits, and two such names stay apart.
+        let a = slug(&"p".repeat(245));
+        let b = slug(&format!("{}q", "p".repeat(244)));
+        assert!(a.len() <= MAX_SLUG && b.len() <= MAX_SLUG, "{a}");
+        assert_ne!(a, b);
+        assert_eq!(slug(&"x".repeat(MAX_SLUG)), "x".repeat(MAX_SLUG));
         assert_eq!(human(950.0), "950");
         assert_eq!(human(12_345.0), "12.3k");
         assert_eq!(human(29_078_070.0), "29.08M");

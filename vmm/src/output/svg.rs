@@ -665,8 +665,10 @@ fn draw_percentile_marks(chart: &mut LogChart, l: &summary::Headline, ymax: f64)
     Ok(())
 }
 
+/// A chart, written like every results file (`dest::write_atomic`): whole
+/// or not at all, and a link at its name is replaced, never written through.
 fn write(path: &Path, text: &str) -> Result<(), OutputError> {
-    std::fs::write(path, text).map_err(|e| OutputError::Write {
+    super::dest::write_atomic(path, text.as_bytes()).map_err(|e| OutputError::Write {
         what: path.display().to_string(),
         problem: e.to_string(),
     })
@@ -719,17 +721,22 @@ pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, Output
     plot_summaries(entries, dir)
 }
 
+/// What the charts need of recorded document `d` (origin = its file
+/// name): one entry per run and phase with samples, so that the document
+/// itself need not be kept.
+pub fn doc_entries(origin: &str, d: &Document) -> Vec<Entry> {
+    d.runs
+        .iter()
+        .flat_map(|r| {
+            summarize_phases(r)
+                .into_iter()
+                .map(|s| (Some(origin.to_string()), s))
+        })
+        .collect()
+}
+
 /// Charts of recorded documents (origin = file name) into `dir`.
 pub fn plot_docs(docs: &[(String, Document)], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
-    let entries = docs
-        .iter()
-        .flat_map(|(o, d)| {
-            d.runs.iter().flat_map(move |r| {
-                summarize_phases(r)
-                    .into_iter()
-                    .map(move |s| (Some(o.clone()), s))
-            })
-        })
-        .collect();
+    let entries = docs.iter().flat_map(|(o, d)| doc_entries(o, d)).collect();
     plot_summaries(entries, dir)
 }

@@ -6,7 +6,7 @@
 //! and a summary line.
 use crate::results::metrics::Metric;
 use crate::results::summary::{self, RunSummary};
-use crate::results::{Document, RunReport, RunStatus, SkippedMode};
+use crate::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::time::Duration;
 
@@ -40,9 +40,48 @@ fn metrics_of(runs: &[(&RunReport, RunSummary)]) -> &'static [Metric] {
     Metric::shown(runs.iter().filter_map(|(_, s)| s.ipis_per_operation()))
 }
 
+/// What a preset asks and what this host can answer, printed before its
+/// runs (and kept in the JSON's `preset` object): the question, the seed,
+/// the host's caveats, one line per row.
+pub fn preset_text(p: &PresetReport) -> String {
+    let mut out = format!(
+        "preset {}: {}
+  {}
+",
+        p.preset, p.question, p.seed
+    );
+    if p.host.is_empty() {
+        out.push_str(
+            "  this host can answer it
+",
+        );
+    }
+    for c in &p.host {
+        out.push_str(&format!(
+            "  this host: {c}
+"
+        ));
+    }
+    for r in &p.rows {
+        let what = match (&r.caveat, r.runs) {
+            (None, _) => "answers".to_string(),
+            (Some(c), true) => format!("runs, but {c}"),
+            (Some(c), false) => format!("skipped: {c}"),
+        };
+        out.push_str(&format!("  {}: {what}\n", r.row));
+    }
+    out
+}
+
 /// The sweep as text (see the module doc); `wall` is the sweep's duration.
 pub fn render(doc: &Document, wall: Duration) -> String {
     let mut out = String::new();
+    if let Some(p) = &doc.preset {
+        out.push_str(&format!("\npreset {}: {}\n", p.preset, p.question));
+        for c in &p.host {
+            out.push_str(&format!("  this host: {c}\n"));
+        }
+    }
     for (w, runs) in by_workload(doc) {
         let op = runs.first().map_or("op", |(_, s)| s.operation);
         let metrics = metrics_of(&runs);
@@ -81,11 +120,7 @@ pub fn render(doc: &Document, wall: Duration) -> String {
 }
 
 fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
-    let rate = ipis_per_sec(
-        r,
-        s.ipis_delivered,
-        summary::measured_phase(r).map(|(id, _)| id),
-    );
+    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
     let status = match &r.status {
         RunStatus::Completed => "ok",
         RunStatus::Cancelled => "cancelled",
@@ -176,7 +211,8 @@ fn skipped_text(skipped: &[SkippedMode]) -> String {
 }
 
 /// Delivered IPIs per second over the measured phase (vCPU 0's window).
-fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<u32>) -> Option<f64> {
-    let wall = r.vcpus.first()?.phase(phase?)?.wall_ns;
+fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<(u32, String)>) -> Option<f64> {
+    let (id, name) = phase?;
+    let wall = r.vcpus.first()?.phase_of(id, &name)?.wall_ns;
     (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
 }

@@ -29,19 +29,23 @@ pub fn render(r: &RunReport) -> String {
         r.tsc_khz
     );
     let (shown, more) = phase_ids_bounded(r, MAX_TEXT_PHASES);
-    for (id, name) in shown {
+    for (id, name) in &shown {
+        let key = (*id, name.as_str());
         let _ = writeln!(out, "\nphase {id} '{name}'");
-        let _ = writeln!(out, "{}", phase_table(r, id));
-        for line in exit_reasons(r, id) {
+        let _ = writeln!(out, "{}", phase_table(r, key));
+        for line in repeats(r, key) {
             let _ = writeln!(out, "{line}");
         }
-        for line in records(r, id) {
+        for line in exit_reasons(r, key) {
             let _ = writeln!(out, "{line}");
         }
-        if let Some(line) = halted_line(r, id) {
+        for line in records(r, key) {
             let _ = writeln!(out, "{line}");
         }
-        if let Some(line) = phase_apicv_line(r, id) {
+        if let Some(line) = halted_line(r, key) {
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(line) = phase_apicv_line(r, key) {
             let _ = writeln!(out, "{line}");
         }
     }
@@ -68,6 +72,16 @@ pub fn render(r: &RunReport) -> String {
     }
     if let Some(line) = metrics_line(r) {
         let _ = writeln!(out, "\n{line}");
+    }
+    for line in samples_without_phase(r) {
+        let _ = writeln!(out, "{line}");
+    }
+    if r.serial_dropped_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "guest serial output: {} bytes dropped: stdout did not take them (a slow or stuck reader)",
+            r.serial_dropped_bytes
+        );
     }
     for v in &r.vcpus {
         if let Some(VcpuEnd::Fault { reason, registers }) = &v.end {
@@ -123,27 +137,73 @@ pub const MAX_TEXT_RECORDS: usize = 16;
 /// Most rows of the latency table.
 pub const MAX_TEXT_LATENCY_ROWS: usize = 64;
 
-/// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them.
+/// A phase of the report: its id and name (an id reused under another
+/// name, or named differently per vCPU, is another phase).
+type Key<'a> = (u32, &'a str);
+
+/// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them
+/// ([`crate::results::summary::phase_keys`]).
 pub fn phase_ids(r: &RunReport) -> Vec<(u32, String)> {
-    phase_ids_bounded(r, usize::MAX).0
+    crate::results::summary::phase_keys(r)
 }
 
 /// The first `max` of [`phase_ids`] and how many more there are (in time
 /// linear in the phases, whatever a guest sent).
 pub fn phase_ids_bounded(r: &RunReport, max: usize) -> (Vec<(u32, String)>, usize) {
-    let mut seen = std::collections::HashSet::new();
-    let mut ids: Vec<(u32, String)> = Vec::new();
-    let mut more = 0;
-    for p in r.vcpus.iter().flat_map(|v| &v.phases) {
-        if seen.insert(p.id) {
-            if ids.len() < max {
-                ids.push((p.id, p.name.clone()));
-            } else {
-                more += 1;
-            }
-        }
-    }
+    let mut ids = phase_ids(r);
+    let more = ids.len().saturating_sub(max);
+    ids.truncate(max);
     (ids, more)
+}
+
+/// One line per vCPU that ran the phase more than once: its table row is
+/// the first run; the headline counts every run, the JSON and CSV list each.
+fn repeats(r: &RunReport, (id, name): Key) -> Vec<String> {
+    r.vcpus
+        .iter()
+        .filter_map(|v| {
+            let n = v.phases_of(id, name).count();
+            (n > 1).then(|| {
+                format!(
+                    "  vcpu{} ran this phase {n} times: the row is its first run; the headline counts all, the JSON and CSV list each",
+                    v.index
+                )
+            })
+        })
+        .collect()
+}
+
+/// Most phase ids listed per vCPU in the samples-without-phase lines.
+const MAX_TEXT_ORPHAN_PHASES: usize = 8;
+
+/// One line per vCPU whose guest sent samples for phases that never ended
+/// (they are in no phase, so in no table or figure).
+fn samples_without_phase(r: &RunReport) -> Vec<String> {
+    r.vcpus
+        .iter()
+        .filter(|v| !v.samples_without_phase.is_empty())
+        .map(|v| {
+            let mut by: Vec<String> = v
+                .samples_without_phase
+                .iter()
+                .take(MAX_TEXT_ORPHAN_PHASES)
+                .map(|(id, n)| format!("phase {id}: {n}"))
+                .collect();
+            let more = v
+                .samples_without_phase
+                .len()
+                .saturating_sub(MAX_TEXT_ORPHAN_PHASES);
+            if more > 0 {
+                by.push(format!("... {more} more phases (see the JSON)"));
+            }
+            format!(
+                "vcpu{}: {} samples dropped: their phase never ended on this vCPU (never began, or still open at the end) ({})",
+                v.index,
+                v.samples_without_phase_total(),
+                by.join(", ")
+            )
+        })
+        .collect()
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -160,10 +220,12 @@ fn per(num: u64, den: u64) -> String {
 
 /// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
 /// where that tracepoint fired, else from KVM's per-kind exit stats.
-fn exit_reasons(r: &RunReport, id: u32) -> Vec<String> {
+fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &r.vcpus {
-        let Some(p) = v.phase(id) else { continue };
+        let Some(p) = v.phase_of(id, name) else {
+            continue;
+        };
         let (source, parts) = if let Some(e) = p.exit_reasons.as_ref().filter(|e| e.exits > 0) {
             ("sampled kvm_exit", sampled_parts(e))
         } else if !p.exits_by_reason().is_empty() {
@@ -212,12 +274,12 @@ fn sampled_parts(e: &crate::results::ExitReasonCounts) -> Vec<String> {
 /// KVM's per-kind exit stats, and the rest as `other`.
 fn stat_parts(p: &crate::results::PhaseResult) -> Vec<String> {
     let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
-    let mut named = 0;
+    let mut named: u64 = 0;
     let mut parts: Vec<String> = crate::results::summary::KVM_STAT_REASONS
         .iter()
         .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
         .map(|(k, n)| {
-            named += n;
+            named = named.saturating_add(n);
             format!("{}={n}", k.trim_end_matches("_exits"))
         })
         .collect();
@@ -253,8 +315,11 @@ fn observed_line(r: &RunReport) -> Option<String> {
 }
 
 /// APICv/AVIC over one phase, from the inhibit events (VM-wide: vCPU 0's view).
-fn phase_apicv_line(r: &RunReport, id: u32) -> Option<String> {
-    let a = r.vcpus.iter().find_map(|v| v.phase(id)?.apicv.as_ref())?;
+fn phase_apicv_line(r: &RunReport, (id, name): Key) -> Option<String> {
+    let a = r
+        .vcpus
+        .iter()
+        .find_map(|v| v.phase_of(id, name)?.apicv.as_ref())?;
     Some(if a.active {
         "  APICv/AVIC: active for the whole phase".to_string()
     } else if a.inhibits.is_empty() {
@@ -269,16 +334,20 @@ fn phase_apicv_line(r: &RunReport, id: u32) -> Option<String> {
 
 /// With halting targets: how many IPIs found their target halted, from the
 /// receivers' HLT exits over the IPIs they took (each halt needs a wake-up).
-fn halted_line(r: &RunReport, id: u32) -> Option<String> {
+fn halted_line(r: &RunReport, (id, name): Key) -> Option<String> {
     if r.mode.target == crate::mode::TargetWait::Spin {
         return None;
     }
-    let phases = r.vcpus.iter().filter_map(|v| v.phase(id));
-    let (halts, received) = phases
-        .filter(|p| p.guest.ipis_received > 0)
-        .fold((0, 0), |(h, n), p| {
-            (h + p.halt_exits(), n + p.guest.ipis_received)
-        });
+    let phases = r.vcpus.iter().filter_map(|v| v.phase_of(id, name));
+    let (halts, received) =
+        phases
+            .filter(|p| p.guest.ipis_received > 0)
+            .fold((0u64, 0u64), |(h, n), p| {
+                (
+                    h.saturating_add(p.halt_exits()),
+                    n.saturating_add(p.guest.ipis_received),
+                )
+            });
     (received > 0).then(|| {
         format!(
             "  targets halted: {} of {received} IPIs found their target halted (receivers' HLT exits / IPIs received)",
@@ -289,11 +358,11 @@ fn halted_line(r: &RunReport, id: u32) -> Option<String> {
 
 /// One line per vCPU with the values the payload recorded in the phase
 /// (`Record` messages), e.g. `  vcpu0 records: port=128 value=255`.
-pub fn records(r: &RunReport, id: u32) -> Vec<String> {
+pub fn records(r: &RunReport, (id, name): (u32, &str)) -> Vec<String> {
     r.vcpus
         .iter()
         .filter_map(|v| {
-            let p = v.phase(id)?;
+            let p = v.phase_of(id, name)?;
             (!p.records.is_empty()).then(|| {
                 let mut kv: Vec<String> = p
                     .records
@@ -311,12 +380,14 @@ pub fn records(r: &RunReport, id: u32) -> Vec<String> {
         .collect()
 }
 
-fn phase_table(r: &RunReport, id: u32) -> Table {
+fn phase_table(r: &RunReport, (id, name): Key) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t.set_header(phase_header());
     for v in &r.vcpus {
-        let Some(p) = v.phase(id) else { continue };
+        let Some(p) = v.phase_of(id, name) else {
+            continue;
+        };
         let kvm_exits = p.kvm_stats.get("exits").copied();
         let ipis = p.guest.ipis_sent.max(p.guest.ipis_received);
         let mut row = vec![format!("vcpu{}", v.index), v.apic_id.to_string()];

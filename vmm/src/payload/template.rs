@@ -99,6 +99,11 @@ pub fn check_name(name: &str) -> Result<(), TemplateError> {
     if ["ipivmm-guest", "ipivmm-abi", "core", "std", "alloc", "test"].contains(&lower.as_str()) {
         return bad("is taken (by the SDK copy or by Rust): choose another");
     }
+    // Cargo refuses a binary named like a directory of its own output
+    // (`target/<profile>/{deps,build,examples,incremental}`).
+    if ["deps", "build", "examples", "incremental"].contains(&name) {
+        return bad("is a directory cargo keeps its build output in, which cargo refuses as a binary name: choose another (e.g. my-payload)");
+    }
     Ok(())
 }
 
@@ -261,6 +266,11 @@ mod tests {
             "ipivmm-guest",
             "ipivmm_abi",
             "core",
+            // Issue 20, case 12: cargo's reserved binary names.
+            "deps",
+            "build",
+            "examples",
+            "incremental",
         ] {
             let e = check_name(bad).unwrap_err().to_string();
             assert!(e.starts_with("payload name '") && !e.contains('\n'), "{e}");

@@ -3,7 +3,7 @@
 //! and the APICv/AVIC/IPIv verdicts drawn from them. A host-wide switch
 //! (`ipivmm host --set`, `sweep --host-param`) changes these between runs,
 //! so every run records its own copy next to the document's fingerprint.
-use ipivmm_counters::host::{ApicvVerdicts, HostInfo, KvmBackend};
+use ipivmm_host::facts::{ApicvVerdicts, HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -42,7 +42,7 @@ impl HostSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_counters::host::ApicvSupport;
+    use ipivmm_host::facts::ApicvSupport;
 
     #[test]
     fn records_params_flags_and_verdicts() {

@@ -126,7 +126,7 @@ pub const SUB_BUCKETS: u32 = 8;
 /// A log-linear histogram of samples in cycles: every power-of-two range
 /// `[2^e, 2^(e+1))` is split into [`SUB_BUCKETS`] equal buckets (values
 /// below `SUB_BUCKETS` get one bucket each). Only non-empty buckets are kept,
-/// in ascending order.
+/// in ascending order: at most [`MAX_BUCKETS`], whatever the samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Histogram {
     /// Buckets per power of two ([`SUB_BUCKETS`] when written by this version).
@@ -135,8 +135,13 @@ pub struct Histogram {
     pub buckets: Vec<Bucket>,
 }
 
-/// One histogram bucket: `count` samples `v` with `lo <= v < hi` (cycles;
-/// `hi` saturates at `u64::MAX`).
+/// Most buckets a [`Histogram`] of this version has: [`SUB_BUCKETS`] per
+/// power of two of a u64 (the top bucket is closed, so `u64::MAX` shares it).
+pub const MAX_BUCKETS: usize = 64 * SUB_BUCKETS as usize;
+
+/// One histogram bucket: `count` samples `v` with `lo <= v < hi` (cycles).
+/// `hi` saturates at `u64::MAX`: the top bucket, `hi == u64::MAX`, also
+/// holds `u64::MAX` itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
     /// Inclusive lower bound, cycles.
@@ -160,6 +165,14 @@ pub fn bucket_bounds(v: u64, sub: u32) -> (u64, u64) {
     (lo, lo.saturating_add(width))
 }
 
+impl Bucket {
+    /// Whether `v` falls in this bucket (the top one, `hi == u64::MAX`,
+    /// includes `u64::MAX`).
+    pub fn holds(&self, v: u64) -> bool {
+        v >= self.lo && (v < self.hi || self.hi == u64::MAX)
+    }
+}
+
 impl Histogram {
     /// Histogram of `samples` in any order.
     pub fn of(samples: &[u64]) -> Self {
@@ -173,7 +186,7 @@ impl Histogram {
         let mut buckets: Vec<Bucket> = Vec::new();
         for &v in sorted {
             match buckets.last_mut() {
-                Some(b) if v >= b.lo && v < b.hi => b.count += 1,
+                Some(b) if b.holds(v) => b.count = b.count.saturating_add(1),
                 _ => {
                     let (lo, hi) = bucket_bounds(v, SUB_BUCKETS);
                     buckets.push(Bucket { lo, hi, count: 1 });
@@ -186,9 +199,9 @@ impl Histogram {
         }
     }
 
-    /// Total samples.
+    /// Total samples (saturating: a results file can say anything).
     pub fn total(&self) -> u64 {
-        self.buckets.iter().map(|b| b.count).sum()
+        super::saturating_sum(self.buckets.iter().map(|b| b.count))
     }
 
     /// Adds `other`'s counts (histograms of the same `sub_buckets`; buckets
@@ -202,7 +215,7 @@ impl Histogram {
                 .buckets
                 .binary_search_by(|x| (x.lo, x.hi).cmp(&(b.lo, b.hi)))
             {
-                Ok(i) => self.buckets[i].count += b.count,
+                Ok(i) => self.buckets[i].count = self.buckets[i].count.saturating_add(b.count),
                 Err(i) => self.buckets.insert(i, *b),
             }
         }
@@ -271,5 +284,43 @@ mod tests {
         assert_eq!(m.total(), 1002);
         assert!(m.buckets.windows(2).all(|w| w[0].hi <= w[1].lo));
         assert_eq!(m.buckets.last().unwrap().count, 1);
+    }
+
+    #[test]
+    fn buckets_stay_bounded_whatever_the_samples() {
+        // u64::MAX used to get a bucket per sample (its `hi` saturates).
+        let h = Histogram::of(&[u64::MAX; 1000]);
+        assert_eq!(
+            h.buckets.len(),
+            1,
+            "{:?}",
+            &h.buckets[..2.min(h.buckets.len())]
+        );
+        assert_eq!(h.total(), 1000);
+        assert!(h.buckets[0].holds(u64::MAX) && h.buckets[0].holds(u64::MAX - 1));
+        // Every bucket's lower and upper end, plus the extremes: still at
+        // most MAX_BUCKETS, and each sample in the bucket that holds it.
+        let mut all: Vec<u64> = (0..64u32)
+            .flat_map(|e| {
+                let p = 1u64 << e;
+                [p, p + p / 3, p.saturating_add(p - 1), u64::MAX - p]
+            })
+            .chain([0, u64::MAX, u64::MAX])
+            .collect();
+        all.sort_unstable();
+        let h = Histogram::of_sorted(&all);
+        assert!(h.buckets.len() <= MAX_BUCKETS, "{}", h.buckets.len());
+        assert_eq!(h.total(), all.len() as u64);
+        for &v in &all {
+            assert_eq!(h.buckets.iter().filter(|b| b.holds(v)).count(), 1, "{v}");
+        }
+        // Merging a histogram into itself keeps the bound and saturates.
+        let mut m = h.clone();
+        m.merge(&Histogram::of(&[u64::MAX]));
+        assert_eq!(m.buckets.len(), h.buckets.len());
+        m.buckets[0].count = u64::MAX;
+        assert_eq!(m.total(), u64::MAX);
+        m.merge(&h);
+        assert_eq!(m.buckets[0].count, u64::MAX);
     }
 }

@@ -100,6 +100,13 @@ impl Metric {
         }
     }
 
+    /// Whether a higher figure is a regression (cycles, exits); the IPIs
+    /// an operation delivers are the workload's fan-out, neither better
+    /// nor worse.
+    pub fn higher_is_worse(self) -> bool {
+        self != Metric::IpisPerOp
+    }
+
     /// Unit in the CSV `unit` column.
     pub fn unit(self) -> &'static str {
         match self {
@@ -169,6 +176,11 @@ pub struct RunMetrics {
     pub ipis_delivered: u64,
     /// IPIs sent to end the phase (wake-ups), in neither operation count.
     pub wake_ipis: u64,
+    /// The IPIs one operation of the built-in workload delivers, from its
+    /// description (`ipivmm_abi::Workload::spec`); None for a custom
+    /// payload. `ipis_per_operation` should equal it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<u64>,
     /// Where the exit counts came from (`tracepoints`, `kvm_stats`, `userspace_exits`).
     pub exits_source: Option<&'static str>,
     /// Every [`Metric`] that is known, by [`Metric::key`].
@@ -186,6 +198,7 @@ impl RunMetrics {
             ipis_sent: s.ipis,
             ipis_delivered: s.ipis_delivered,
             wake_ipis: s.wake_ipis,
+            fan_out: s.fan_out,
             exits_source: s.exits.as_ref().map(|e| e.source),
             values: Metric::ALL
                 .iter()

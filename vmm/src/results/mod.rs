@@ -35,7 +35,7 @@ use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::levers::ExitControls;
 use crate::mode::{ApicMode, IpiPath, Irqchip, Mode, TargetWait, Workload};
-use ipivmm_counters::host::HostInfo;
+use ipivmm_host::facts::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -46,6 +46,25 @@ const SCHEMA_PREFIX: &str = "ipivmm.results/";
 /// Largest results file `load` reads: far beyond any real run (a 1024-vCPU
 /// sweep is a few MiB), small enough that a wrong path cannot exhaust memory.
 pub const MAX_RESULTS_FILE: u64 = 256 << 20;
+
+/// The sum of `values`, saturating at `u64::MAX` instead of wrapping: the
+/// one way results are summed. Guest counters ride in every control message
+/// and a results file can hold anything, so two vCPUs' 2^63 IPIs must add up
+/// to "a lot", not to 0.
+///
+/// ```
+/// use ipivmm::results::saturating_sum;
+///
+/// assert_eq!(saturating_sum([1u64 << 63, 1 << 63]), u64::MAX);
+/// assert_eq!(saturating_sum([2u64, 3]), 5);
+/// ```
+pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,8 +83,14 @@ pub enum RunStatus {
     TimedOut {
         /// The timeout in seconds.
         after_s: u64,
-        /// Where each unfinished vCPU was when stopped.
+        /// Where each unfinished vCPU was when stopped (every one of them;
+        /// the one-line text shows the first few).
         stuck: String,
+        /// What to change, from why the run could not finish in time (a
+        /// vCPU waiting for a SIPI, the warm-up, the halt settle time, or
+        /// the iterations).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        hint: String,
     },
     /// A guest sent more data than the run's guest memory budget
     /// (`--guest-memory-budget`) holds; the run was stopped and keeps what
@@ -102,14 +127,59 @@ impl RunStatus {
             RunStatus::Completed => "completed".into(),
             RunStatus::Cancelled => "cancelled (a signal stopped it)".into(),
             RunStatus::Failed { reason } => format!("failed: {reason}"),
-            RunStatus::TimedOut { after_s, stuck } => format!(
-                "timed out after {after_s} s, stopped {stuck} (raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations)"
-            ),
+            RunStatus::TimedOut {
+                after_s,
+                stuck,
+                hint,
+            } => {
+                let hint = if hint.is_empty() {
+                    DEFAULT_TIMEOUT_HINT
+                } else {
+                    hint
+                };
+                format!(
+                    "timed out after {after_s} s, stopped {} ({hint})",
+                    first_few(stuck, STUCK_SHOWN)
+                )
+            }
             RunStatus::OverBudget { reason, .. } => format!(
                 "over budget: {reason}; the run was stopped, what was measured before is kept (raise --guest-memory-budget, VmConfig::guest_memory_budget, if the payload really needs it)"
             ),
         }
     }
+}
+
+impl RunStatus {
+    /// [`RunStatus::text`], naming the signal that cancelled the run when
+    /// this process received one (`cancelled by SIGTERM`).
+    pub fn line(&self) -> String {
+        match (self, crate::interrupt::received()) {
+            (RunStatus::Cancelled, Some(sig)) => {
+                format!("cancelled by {}", crate::interrupt::signal_name(sig))
+            }
+            _ => self.text(),
+        }
+    }
+}
+
+/// The fix a timeout names when nothing more specific explains it.
+pub const DEFAULT_TIMEOUT_HINT: &str =
+    "raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations";
+
+/// Stuck vCPUs a timeout's one line names; the JSON keeps them all.
+pub const STUCK_SHOWN: usize = 4;
+
+/// The first `n` of the comma-separated `list`, then "... and N more".
+fn first_few(list: &str, n: usize) -> String {
+    let items: Vec<&str> = list.split(", ").collect();
+    if items.len() <= n {
+        return list.to_string();
+    }
+    format!(
+        "{} ... and {} more (all in the JSON)",
+        items[..n].join(", "),
+        items.len() - n
+    )
 }
 
 /// Timings of a run, in ns.
@@ -178,13 +248,29 @@ pub struct RunConfig {
     /// The custom payload, if not the built-in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
+    /// `BootInfo::params` (`--param`; the multicast's target set), when
+    /// any is set.
+    #[serde(default, skip_serializing_if = "is_zero_params")]
+    pub params: [u64; 8],
     /// Host CPUs this process could run on (0: unknown, or recorded before
     /// ipivmm recorded it); more vCPUs than that is oversubscribed.
     #[serde(default)]
     pub host_cpus: usize,
 }
 
+fn is_zero_params(p: &[u64; 8]) -> bool {
+    p.iter().all(|v| *v == 0)
+}
+
 impl RunConfig {
+    /// The IPIs one operation of the built-in workload delivers in this
+    /// run (its description's fan-out); None for a custom payload.
+    pub fn fan_out(&self) -> Option<u64> {
+        self.payload
+            .is_none()
+            .then(|| self.workload.spec().fan_out.ipis(self.vcpus, &self.params))
+    }
+
     /// Whether the vCPUs outnumbered the host CPUs (their threads then wait
     /// for each other's time slices; the payload's barriers halt).
     pub fn oversubscribed(&self) -> bool {
@@ -214,6 +300,7 @@ impl RunConfig {
                 PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
             },
             host_cpus: crate::mode::levers::allowed_cpus().len(),
+            params: c.params,
         }
     }
 
@@ -285,6 +372,11 @@ pub struct RunReport {
     pub vcpus: Vec<VcpuResult>,
     /// The last part of the guest's serial output.
     pub serial_tail: String,
+    /// Bytes of guest serial output dropped on the way to stdout
+    /// (`--serial stdout`): its queue was full because stdout did not take
+    /// them (a slow or stuck reader). 0 in older files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub serial_dropped_bytes: u64,
     /// What counting cost this configuration, when it was measured (paired
     /// runs with the counters detached: `run --observer-effect`, and the first
     /// run of every sweep).
@@ -298,6 +390,10 @@ pub struct RunReport {
     /// under, e.g. `kvm_amd.avic=1` (None outside such a sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_param: Option<String>,
+    /// The named vCPU placement of a sweep this run ran with (`close`,
+    /// `spread`: the `apicv-topology` preset; `mode.pin` has the CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
     /// APICv/AVIC inhibits as the kernel reported them during the run
     /// (`kvm_apicv_inhibit_changed`; needs tracepoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -324,13 +420,17 @@ impl RunReport {
     }
 
     /// The one label of a run: [`Mode::label`], the levers that differ
-    /// from the defaults and the host setting of a `--host-param` sweep,
-    /// e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt kvm_amd.avic=1`.
+    /// from the defaults, the named placement and the host setting of a
+    /// `--host-param` sweep, e.g.
+    /// `kernel/x2apic/icr apicv-inhibit -exits:hlt rt pin:0,1 close kvm_amd.avic=1`
+    /// (docs/modes.md, "Labels", explains every part).
     pub fn label(&self) -> String {
-        match &self.host_param {
-            Some(setting) => format!("{} {setting}", self.mode.label(self.apicv.requested)),
-            None => self.mode.label(self.apicv.requested),
+        let mut l = self.mode.label(self.apicv.requested);
+        for extra in [&self.placement, &self.host_param].into_iter().flatten() {
+            l.push(' ');
+            l.push_str(extra);
         }
+        l
     }
 }
 
@@ -341,6 +441,37 @@ pub struct SkippedMode {
     pub mode: String,
     /// Why it was not run.
     pub reason: String,
+}
+
+/// What a `sweep --preset` answers on the host it ran on (the `preset`
+/// object of the JSON document).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetReport {
+    /// The preset, e.g. `avic-broadcast`.
+    pub preset: String,
+    /// The question it answers.
+    pub question: String,
+    /// What the seed report found, with its direction.
+    pub seed: String,
+    /// Why this host cannot answer the question (or part of it); empty
+    /// when it can.
+    pub host: Vec<String>,
+    /// Every row of the plan.
+    pub rows: Vec<PresetRow>,
+}
+
+/// One row of a preset: whether it ran, and why it cannot answer the
+/// question here if it cannot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetRow {
+    /// The row's label (`workload Nv mode ...`).
+    pub row: String,
+    /// It ran (false: skipped).
+    pub runs: bool,
+    /// Why it does not answer the question on this host (for a skipped
+    /// row, the skip reason); None: it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
 }
 
 /// The JSON document of `run` and `sweep`.
@@ -365,6 +496,9 @@ pub struct Document {
     /// Modes that were asked for but skipped.
     #[serde(default)]
     pub skipped: Vec<SkippedMode>,
+    /// With `sweep --preset`: the question and what this host can answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<PresetReport>,
 }
 
 /// A results document that cannot be read. One line, naming the input.
@@ -383,7 +517,7 @@ impl Document {
     pub fn new(runs: Vec<RunReport>, skipped: Vec<SkippedMode>) -> Self {
         let probed = match runs.iter().find_map(|r| r.host.clone()) {
             Some(h) => Ok(h),
-            None => ipivmm_counters::host::probe().map_err(|e| e.to_string()),
+            None => ipivmm_host::facts::probe().map_err(|e| e.to_string()),
         };
         let (host, host_error) = match probed {
             Ok(h) => (Some(h), None),
@@ -400,6 +534,7 @@ impl Document {
             host_error,
             runs,
             skipped,
+            preset: None,
         }
     }
 
@@ -417,10 +552,17 @@ impl Document {
             what: what.to_string(),
             problem,
         };
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let schema = value
-            .get("schema")
+        // The schema first, skipping everything else without building it
+        // (a serde_json::Value of the whole document would take several
+        // times the text's size: issue 20, case 17).
+        #[derive(Deserialize)]
+        struct Probe {
+            schema: Option<serde_json::Value>,
+        }
+        let probe: Probe = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let schema = probe
+            .schema
+            .as_ref()
             .and_then(|s| s.as_str())
             .ok_or_else(|| bad("not an ipivmm results document (no \"schema\" field)".into()))?;
         match schema.strip_prefix(SCHEMA_PREFIX) {
@@ -436,7 +578,7 @@ impl Document {
                 )))
             }
         }
-        Document::deserialize(&value).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
+        serde_json::from_str(text).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
     }
 
     /// Reads and parses a results file: a regular file of at most
@@ -499,6 +641,35 @@ mod tests {
         assert_eq!(d.ipivmm_version, "9");
     }
 
+    /// Issue 20, case 19: the one line names a few stuck vCPUs and the
+    /// count of the others (1024 of them made a 39.8 KB line).
+    #[test]
+    fn a_timeout_line_names_a_few_vcpus_and_counts_the_rest() {
+        let stuck: Vec<String> = (0..1024)
+            .map(|i| format!("vcpu{i} at rip=0x102125 rsp=0x8ff000"))
+            .collect();
+        let s = RunStatus::TimedOut {
+            after_s: 60,
+            stuck: stuck.join(", "),
+            hint: String::new(),
+        };
+        let t = s.text();
+        assert!(t.len() < 400, "{} bytes: {t}", t.len());
+        assert!(t.contains("vcpu3 at") && !t.contains("vcpu4 at"), "{t}");
+        assert!(t.contains("... and 1020 more"), "{t}");
+        assert!(t.contains(DEFAULT_TIMEOUT_HINT), "{t}");
+        let two = RunStatus::TimedOut {
+            after_s: 1,
+            stuck: "vcpu0 at rip=0x1, vcpu1 at rip=0x2".into(),
+            hint: "lower --warmup".into(),
+        };
+        assert!(
+            two.text().ends_with("vcpu1 at rip=0x2 (lower --warmup)"),
+            "{}",
+            two.text()
+        );
+    }
+
     #[test]
     fn every_status_round_trips() {
         for s in [
@@ -508,6 +679,12 @@ mod tests {
             RunStatus::TimedOut {
                 after_s: 3,
                 stuck: "vcpu0 at rip=0x1".into(),
+                hint: String::new(),
+            },
+            RunStatus::TimedOut {
+                after_s: 3,
+                stuck: "vcpu0 at rip=0x1".into(),
+                hint: "lower --warmup".into(),
             },
             RunStatus::OverBudget {
                 vcpu: 3,

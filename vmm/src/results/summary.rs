@@ -2,6 +2,11 @@
 //! phase, cycles per IPI (p50/p99), IPIs, and VM exits per IPI by reason.
 //!
 //! Rules (docs/results-schema.md repeats them):
+//! - a phase is its (id, name): an id reused under another name is another
+//!   phase; the same (id, name) run again (on a vCPU, or on several) is one
+//!   phase whose figures count every run ([`phase_keys`]);
+//! - every sum saturates ([`crate::results::saturating_sum`]): guest
+//!   counters are whatever the guest sends;
 //! - the measured phase is the one named `measure`, else the phase with the
 //!   most latency samples, else the one with the most IPIs sent (tables and
 //!   `compare`); charts draw every phase that has samples
@@ -19,7 +24,7 @@
 //!   IPI's cost), from the best source every vCPU has: `kvm_exit:*`
 //!   tracepoints, else KVM binary stats, else userspace exits.
 use crate::results::latency::{cycles_to_ns, Histogram};
-use crate::results::{PhaseResult as Phase, RunReport as Run};
+use crate::results::{saturating_sum as sum, PhaseResult as Phase, RunReport as Run};
 use std::collections::BTreeMap;
 
 /// Runs that belong in one chart: same workload (or custom payload), target
@@ -135,6 +140,10 @@ pub struct RunSummary {
     /// IPIs the sender sent to end the phase (waking its targets), outside
     /// any operation (the payload's `wake_ipis` record).
     pub wake_ipis: u64,
+    /// The IPIs one operation should deliver ([`RunConfig::fan_out`]).
+    ///
+    /// [`RunConfig::fan_out`]: crate::results::RunConfig::fan_out
+    pub fan_out: Option<u64>,
     /// The workload's ICR writes in the phase (guest count, all vCPUs).
     pub icr_writes: u64,
     /// ICR writes of halting-barrier wake-ups in the phase (not the
@@ -200,7 +209,7 @@ impl RunSummary {
     /// halting barriers' share (their writes exit like the others).
     fn workload_icr_exits(&self) -> Option<f64> {
         let exits = self.icr_write_exits? as f64;
-        let all = self.icr_writes + self.barrier_icr_writes;
+        let all = self.icr_writes.saturating_add(self.barrier_icr_writes);
         Some(match all {
             0 => exits,
             _ => exits * self.icr_writes as f64 / all as f64,
@@ -248,40 +257,61 @@ pub const KVM_STAT_REASONS: &[&str] = &[
     "signal_exits",
 ];
 
-fn phases<'a>(run: &'a Run, id: u32) -> impl Iterator<Item = &'a Phase> + 'a {
-    run.vcpus
-        .iter()
-        .flat_map(move |v| v.phases.iter().filter(move |p| p.id == id))
+/// Every phase of `run` with this id and name, on any vCPU: one phase of
+/// the report. A phase is its (id, name): a payload that reuses an id under
+/// another name (or names it differently per vCPU) ran different phases; one
+/// that reuses it under the same name ran the same phase again.
+fn phases<'r, 'n>(
+    run: &'r Run,
+    id: u32,
+    name: &'n str,
+) -> impl Iterator<Item = &'r Phase> + use<'r, 'n> {
+    run.vcpus.iter().flat_map(move |v| {
+        v.phases
+            .iter()
+            .filter(move |p| p.id == id && p.name == name)
+    })
 }
 
-/// The measured phase of `run` (see the module rules).
-pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
-    let mut ids: Vec<(u32, String)> = Vec::new();
+/// The distinct (id, name) of `run`'s phases, in the order they first ended
+/// (vCPU 0's first, then the others'), each once; in time linear in the
+/// phases.
+pub fn phase_keys(run: &Run) -> Vec<(u32, String)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut keys = Vec::new();
     for p in run.vcpus.iter().flat_map(|v| &v.phases) {
-        if !ids.iter().any(|(id, _)| *id == p.id) {
-            ids.push((p.id, p.name.clone()));
+        if seen.insert((p.id, p.name.as_str())) {
+            keys.push((p.id, p.name.clone()));
         }
     }
-    if let Some(m) = ids.iter().find(|(_, n)| n == "measure") {
-        return Some(m.clone());
-    }
-    let samples = |id: u32| -> u64 {
-        phases(run, id)
-            .filter_map(|p| p.latency.as_ref())
-            .map(|l| l.count)
-            .sum()
-    };
-    let sent = |id: u32| -> u64 { phases(run, id).map(|p| p.guest.ipis_sent).sum() };
-    ids.into_iter()
-        .max_by_key(|(id, _)| (samples(*id), sent(*id), *id))
+    keys
 }
 
-fn headline(run: &Run, id: u32) -> Option<Headline> {
-    let lats: Vec<_> = phases(run, id)
+/// The measured phase of `run` (see the module rules), as (id, name).
+pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
+    let keys = phase_keys(run);
+    if let Some(m) = keys
+        .iter()
+        .find(|(_, n)| n == ipivmm_abi::builtin_phases::MEASURE.1)
+    {
+        return Some(m.clone());
+    }
+    let samples = |id: u32, name: &str| -> u64 {
+        sum(phases(run, id, name)
+            .filter_map(|p| p.latency.as_ref())
+            .map(|l| l.count))
+    };
+    let sent = |id: u32, name: &str| sum(phases(run, id, name).map(|p| p.guest.ipis_sent));
+    keys.into_iter()
+        .max_by_key(|(id, name)| (samples(*id, name), sent(*id, name), *id))
+}
+
+fn headline(run: &Run, id: u32, name: &str) -> Option<Headline> {
+    let lats: Vec<_> = phases(run, id, name)
         .filter_map(|p| p.latency.as_ref())
         .filter(|l| l.count > 0)
         .collect();
-    let count: u64 = lats.iter().map(|l| l.count).sum();
+    let count = sum(lats.iter().map(|l| l.count));
     if count == 0 {
         return None;
     }
@@ -308,39 +338,38 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let (source, total) = if all_have(&|p| !p.exits_by_reason().is_empty()) {
         for p in ps {
             for (k, v) in p.exits_by_reason() {
-                *reasons.entry(k).or_default() += v;
+                add(reasons.entry(k).or_default(), v);
             }
         }
-        let listed: u64 = reasons.values().sum();
-        let total: u64 = ps
+        let listed = sum(reasons.values().copied());
+        let total = sum(ps
             .iter()
-            .filter_map(|p| p.tracepoints.get("kvm_exit"))
-            .sum();
+            .filter_map(|p| p.tracepoints.get("kvm_exit").copied()));
         ("tracepoints", total.max(listed))
     } else if all_have(&|p| p.kvm_stats.contains_key("exits")) {
         for p in ps {
             for name in KVM_STAT_REASONS {
                 if let Some(v) = p.kvm_stats.get(*name) {
-                    *reasons.entry((*name).to_string()).or_default() += v;
+                    add(reasons.entry((*name).to_string()).or_default(), *v);
                 }
             }
         }
         (
             "kvm_stats",
-            ps.iter().filter_map(|p| p.kvm_stats.get("exits")).sum(),
+            sum(ps.iter().filter_map(|p| p.kvm_stats.get("exits").copied())),
         )
     } else if !ps.is_empty() {
         for p in ps {
             for (k, v) in p.exits.nonzero() {
-                *reasons.entry(k.name().to_string()).or_default() += v;
+                add(reasons.entry(k.name().to_string()).or_default(), v);
             }
         }
-        let total = reasons.values().sum();
+        let total = sum(reasons.values().copied());
         ("userspace_exits", total)
     } else {
         return None;
     };
-    let listed: u64 = reasons.values().sum();
+    let listed = sum(reasons.values().copied());
     let mut by_reason: Vec<(String, u64)> = reasons.into_iter().filter(|(_, v)| *v > 0).collect();
     by_reason.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     if total > listed {
@@ -365,19 +394,18 @@ pub fn summarize(run: &Run) -> RunSummary {
     }
 }
 
+/// `*acc += v`, saturating.
+fn add(acc: &mut u64, v: u64) {
+    *acc = acc.saturating_add(v);
+}
+
 /// Headline figures of every phase of `run` that has latency samples, in
 /// the order the phases ran; the measured phase alone when none has.
 pub fn summarize_phases(run: &Run) -> Vec<RunSummary> {
-    let mut ids: Vec<(u32, String)> = Vec::new();
-    for p in run.vcpus.iter().flat_map(|v| &v.phases) {
-        if !ids.iter().any(|(id, _)| *id == p.id) {
-            ids.push((p.id, p.name.clone()));
-        }
-    }
-    let with_samples: Vec<RunSummary> = ids
+    let with_samples: Vec<RunSummary> = phase_keys(run)
         .into_iter()
-        .filter(|(id, _)| {
-            phases(run, *id)
+        .filter(|(id, name)| {
+            phases(run, *id, name)
                 .filter_map(|p| p.latency.as_ref())
                 .any(|l| l.count > 0)
         })
@@ -414,6 +442,7 @@ fn empty_summary(run: &Run) -> RunSummary {
         operations: 0,
         ipis: 0,
         ipis_delivered: 0,
+        fan_out: m.fan_out(),
         wake_ipis: 0,
         icr_writes: 0,
         barrier_icr_writes: 0,
@@ -426,31 +455,34 @@ fn empty_summary(run: &Run) -> RunSummary {
 /// Headline figures of phase `id` (named `name`) of `run`.
 pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
     let mut s = empty_summary(run);
-    let ps: Vec<&Phase> = phases(run, id).collect();
-    s.phase = Some(name);
-    s.latency = headline(run, id);
+    let ps: Vec<&Phase> = phases(run, id, &name).collect();
+    s.latency = headline(run, id, &name);
     for l in ps.iter().filter_map(|p| p.latency.as_ref()) {
         s.histogram.merge(&l.histogram);
     }
-    let sent: u64 = ps.iter().map(|p| p.guest.ipis_sent).sum();
-    let received: u64 = ps.iter().map(|p| p.guest.ipis_received).sum();
+    let sent = sum(ps.iter().map(|p| p.guest.ipis_sent));
+    let received = sum(ps.iter().map(|p| p.guest.ipis_received));
     s.ipis = if sent > 0 { sent } else { received };
     s.ipis_delivered = if received > 0 { received } else { sent };
-    s.wake_ipis = ps.iter().filter_map(|p| p.records.get("wake_ipis")).sum();
-    s.operations = ps
+    s.wake_ipis = sum(ps
         .iter()
-        .map(|p| {
-            p.latency.as_ref().map_or(0, |l| l.count)
-                + p.records.get("samples_dropped").copied().unwrap_or(0)
-        })
-        .sum();
+        .filter_map(|p| p.records.get("wake_ipis").copied()));
+    s.operations = sum(ps.iter().map(|p| {
+        let dropped = p.records.get("samples_dropped").copied().unwrap_or(0);
+        p.latency
+            .as_ref()
+            .map_or(0, |l| l.count)
+            .saturating_add(dropped)
+    }));
     let icr: Vec<u64> = ps
         .iter()
         .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))
         .collect();
-    s.icr_write_exits = (!icr.is_empty()).then(|| icr.iter().sum());
-    s.barrier_icr_writes = ps.iter().map(|p| p.guest.barrier_icr_writes).sum();
-    s.icr_writes = ps.iter().map(|p| p.guest.icr_writes).sum();
+    s.icr_write_exits = (!icr.is_empty()).then(|| sum(icr.iter().copied()));
+    s.barrier_icr_writes = sum(ps.iter().map(|p| p.guest.barrier_icr_writes));
+    s.icr_writes = sum(ps.iter().map(|p| p.guest.icr_writes));
+
     s.exits = breakdown(&ps);
+    s.phase = Some(name);
     s
 }

@@ -278,6 +278,14 @@ pub enum VcpuEnd {
     Stopped {
         /// Register dump at the stop.
         registers: Option<Registers>,
+        /// The phase the vCPU had begun and not ended when it was stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+        /// It was waiting for a start-up IPI (an INIT had reset it and no
+        /// SIPI followed): it could not have finished, whatever the
+        /// timeout; false in older files.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait_for_sipi: bool,
     },
 }
 
@@ -366,6 +374,11 @@ pub struct VcpuResult {
     pub rejected_messages: Vec<String>,
     /// Guest accesses to ports/MMIO no device claims (ignored).
     pub unclaimed_accesses: u64,
+    /// Latency samples the guest sent for a phase that never ended on this
+    /// vCPU (it never began, or was still open when the vCPU stopped), by
+    /// phase id: kept by no phase, so counted here (empty in older files).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub samples_without_phase: BTreeMap<u32, u64>,
 }
 
 impl VcpuResult {
@@ -380,12 +393,36 @@ impl VcpuResult {
             end: None,
             rejected_messages: Vec::new(),
             unclaimed_accesses: 0,
+            samples_without_phase: BTreeMap::new(),
         }
     }
 
-    /// The finished phase with this id, if any.
+    /// The finished phase with this id, if any (the first, whatever its
+    /// name: see [`VcpuResult::phase_of`]).
     pub fn phase(&self, id: u32) -> Option<&PhaseResult> {
         self.phases.iter().find(|p| p.id == id)
+    }
+
+    /// Every finished phase with this id and name, in the order they ended
+    /// (a payload may run the same phase several times).
+    pub fn phases_of<'a>(
+        &'a self,
+        id: u32,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a PhaseResult> + 'a {
+        self.phases
+            .iter()
+            .filter(move |p| p.id == id && p.name == name)
+    }
+
+    /// The first finished phase with this id and name, if any.
+    pub fn phase_of(&self, id: u32, name: &str) -> Option<&PhaseResult> {
+        self.phases.iter().find(|p| p.id == id && p.name == name)
+    }
+
+    /// Samples this vCPU's guest sent for phases that never ended.
+    pub fn samples_without_phase_total(&self) -> u64 {
+        super::saturating_sum(self.samples_without_phase.values().copied())
     }
 
     /// The finished phase with this name, if any.

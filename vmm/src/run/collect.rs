@@ -53,6 +53,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         RunStatus::TimedOut {
             after_s: p.config.timeout.as_secs(),
             stuck: stuck_vcpus(&vcpus),
+            hint: timeout_hint(&p.config, &vcpus),
         }
     } else {
         status_of(&vcpus)
@@ -75,10 +76,12 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         },
         vcpus,
         serial_tail: serial.tail_text(),
+        serial_dropped_bytes: serial.stdout_dropped(),
         observer_effect: None,
         apicv_observed: None,
         host_settings: p.host.as_ref().map(HostSettings::of),
         host_param: None,
+        placement: None,
         host: p.host.clone(),
     }
 }
@@ -115,15 +118,75 @@ pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
     let stuck: Vec<String> = vcpus
         .iter()
         .filter_map(|v| match &v.end {
-            Some(VcpuEnd::Stopped { registers }) => Some(match registers {
-                Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
-                None => format!("vcpu{} (registers unreadable)", v.index),
-            }),
+            Some(VcpuEnd::Stopped {
+                registers,
+                wait_for_sipi,
+                ..
+            }) => {
+                let at = match registers {
+                    Some(r) => format!("vcpu{} at rip={:#x} rsp={:#x}", v.index, r.rip, r.rsp),
+                    None => format!("vcpu{} (registers unreadable)", v.index),
+                };
+                Some(if *wait_for_sipi {
+                    format!("{at} in wait-for-SIPI (INIT received, no start-up IPI)")
+                } else {
+                    at
+                })
+            }
             None => Some(format!("vcpu{} did not stop", v.index)),
             _ => None,
         })
         .collect();
     stuck.join(", ")
+}
+
+/// What to change so that a run that timed out finishes, from why it did
+/// not: a vCPU waiting for a SIPI (no timeout helps), the halt settle time
+/// alone filling the timeout, the built-in payload still in its warm-up,
+/// else the iterations. Empty: the default hint
+/// ([`crate::results::DEFAULT_TIMEOUT_HINT`]).
+pub fn timeout_hint(c: &crate::config::VmConfig, vcpus: &[VcpuResult]) -> String {
+    let stopped = || {
+        vcpus.iter().filter_map(|v| match &v.end {
+            Some(VcpuEnd::Stopped {
+                phase,
+                wait_for_sipi,
+                ..
+            }) => Some((v.index, phase.as_deref(), *wait_for_sipi)),
+            _ => None,
+        })
+    };
+    let sipi: Vec<usize> = stopped().filter(|s| s.2).map(|s| s.0).collect();
+    if let Some(first) = sipi.first() {
+        let others = match sipi.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return format!(
+            "vcpu{first}{others} received an INIT and waits for a SIPI that never came: no timeout is long enough; the payload must follow INIT with a SIPI, or not send INIT"
+        );
+    }
+    let operations = c.warmup.saturating_add(c.iterations);
+    let settle_total = c
+        .halt_settle
+        .saturating_mul(u32::try_from(operations).unwrap_or(u32::MAX));
+    if c.target_wait == crate::mode::TargetWait::Halt && settle_total * 2 >= c.timeout {
+        return format!(
+            "the halt settle time alone is {} ns x {operations} operations = {:.1} s of a {} s timeout: lower --halt-settle-ns (VmConfig::halt_settle) or raise --timeout",
+            c.halt_settle.as_nanos(),
+            settle_total.as_secs_f64(),
+            c.timeout.as_secs()
+        );
+    }
+    if c.payload.is_builtin()
+        && stopped().any(|s| s.1 == Some(ipivmm_abi::builtin_phases::WARMUP.1))
+    {
+        return format!(
+            "stopped in the warm-up ({} iterations, before anything was measured): lower --warmup (VmConfig::warmup) or raise --timeout",
+            c.warmup
+        );
+    }
+    String::new()
 }
 
 /// Completed when every vCPU is Done(0); otherwise one line per culprit.

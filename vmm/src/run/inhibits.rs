@@ -35,13 +35,19 @@ impl InhibitLog {
     /// Adds what `sampler` saw since its last drain.
     pub fn drain(&self, sampler: &mut InhibitSampler) {
         let d = sampler.drain();
-        self.lost.fetch_add(d.lost, Ordering::Relaxed);
-        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        if names.is_empty() {
-            names.clone_from(sampler.names());
+        self.add(d.changes, d.lost, sampler.names());
+    }
+
+    /// Adds `changes` (and `lost` ones), whose reasons are named `names`:
+    /// a sampler's drain, or the BPF object's log of the whole run.
+    pub fn add(&self, changes: Vec<InhibitChange>, lost: u64, names: &BTreeMap<u32, String>) {
+        self.lost.fetch_add(lost, Ordering::Relaxed);
+        let mut n = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        if n.is_empty() {
+            n.clone_from(names);
         }
-        let mut changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
-        changes.extend(d.changes);
+        let mut c = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        c.extend(changes);
     }
 
     /// What was observed, relative to `created_ns` (just before

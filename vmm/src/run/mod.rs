@@ -72,7 +72,9 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     let trace = spawn::trace_config(&prepared);
     // Inhibits set while the VM is created show on this thread only.
     let created_ns = inhibits::monotonic_ns();
-    let mut creation = trace.as_ref().and_then(|t| {
+    // The BPF object, loaded already, logs every thread's changes itself.
+    let bpf = trace.as_ref().and_then(|t| t.bpf_inhibit_log());
+    let mut creation = trace.as_ref().filter(|_| bpf.is_none()).and_then(|t| {
         let tracefs = t.tracefs()?;
         InhibitSampler::open(tracefs, inhibits::INHIBIT_RING_PAGES).ok()
     });
@@ -87,6 +89,9 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     if let Some(s) = &mut creation {
         log.drain(s);
     }
+    if let Some((changes, lost, names)) = bpf.as_ref().and_then(|b| b.inhibit_changes()) {
+        log.add(changes, lost, names);
+    }
     let mut report = collect::report(running, outcome, &prepared, opts.started);
     let host_has_apicv = matches!(
         prepared.plan.effective,
@@ -97,7 +102,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         prepared.plan.lever,
         host_has_apicv,
         &mut report.vcpus,
-        creation.is_some(),
+        creation.is_some() || bpf.is_some(),
     );
     Ok(report)
 }

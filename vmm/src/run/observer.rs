@@ -27,13 +27,25 @@ pub struct ObserverEffect {
     pub ratio: f64,
     /// Every run's p50, in run order: (without, with).
     pub runs: Vec<(f64, f64)>,
+    /// Runs of the pairs that failed (their pair is left out), one line
+    /// each: which run, and how it ended. The measured run itself still
+    /// runs and its results are written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 impl ObserverEffect {
     /// One line for reports.
     pub fn text(&self) -> String {
+        let failed = match self.failed.len() {
+            0 => String::new(),
+            n => format!("; {n} runs failed: {}", self.failed.join("; ")),
+        };
+        if self.pairs == 0 {
+            return format!("counting cost: not measured{failed}");
+        }
         format!(
-            "counting cost: p50 {:.0} cycles with the counters (exit reasons {}) vs {:.0} without, {:+.1}% ({} pairs of runs)",
+            "counting cost: p50 {:.0} cycles with the counters (exit reasons {}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
             self.with_counters_p50,
             self.exit_reasons,
             self.without_counters_p50,
@@ -42,6 +54,11 @@ impl ObserverEffect {
         )
     }
 }
+
+/// Most pairs [`measure`] runs: each pair is two whole runs, and the
+/// per-pair figures are kept, so the count is bounded (the command line
+/// refuses more).
+pub const MAX_PAIRS: u32 = 1000;
 
 /// The median of `v` (NaN-free input; empty gives 0).
 fn median(v: &mut [f64]) -> f64 {
@@ -53,21 +70,28 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The measured p50 of one run of `c` (None: it did not complete or had no samples).
-fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<Option<f64>, RunError> {
+/// The measured p50 of one run of `c`; Err: how it failed (it did not
+/// start, did not complete, or had no samples).
+fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<f64, String> {
     let opts = RunOptions {
         serial: SerialSink::Discard,
         cancel: cancel.clone(),
         ..RunOptions::default()
     };
-    let r = run(c, opts)?;
-    Ok(r.succeeded()
-        .then(|| summary::summarize(&r).latency.map(|l| l.p50))
-        .flatten())
+    let r = run(c, opts).map_err(|e: RunError| e.to_string())?;
+    if !r.succeeded() {
+        return Err(r.status.text());
+    }
+    summary::summarize(&r)
+        .latency
+        .map(|l| l.p50)
+        .ok_or_else(|| "no latency samples".into())
 }
 
 /// Measures the observer effect of `config` over `pairs` pairs of runs;
-/// None when counting is off (nothing to measure) or no pair completed.
+/// None when counting is off (nothing to measure). A run that fails is
+/// listed in `failed` (its pair left out), never an error: the caller's
+/// own run and its results go on.
 pub fn measure(
     config: &VmConfig,
     pairs: u32,
@@ -80,16 +104,25 @@ pub fn measure(
         tracepoints: false,
         ..config.clone()
     };
-    let mut runs = Vec::with_capacity(pairs as usize);
-    for _ in 0..pairs {
-        let a = p50_of(&without, &cancel)?;
-        let b = p50_of(config, &cancel)?;
-        if let (Some(a), Some(b)) = (a, b) {
+    let cancelled = || {
+        cancel
+            .as_deref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    let mut runs = Vec::with_capacity(pairs.min(MAX_PAIRS) as usize);
+    let mut failed = Vec::new();
+    for i in 1..=pairs.min(MAX_PAIRS) {
+        // A signal ends the measurement at once: the pairs so far are kept
+        // and the caller's own run then ends as cancelled.
+        if cancelled() {
+            break;
+        }
+        let a =
+            p50_of(&without, &cancel).map_err(|e| failed.push(format!("pair {i}, detached: {e}")));
+        let b = p50_of(config, &cancel).map_err(|e| failed.push(format!("pair {i}, counted: {e}")));
+        if let (Ok(a), Ok(b)) = (a, b) {
             runs.push((a, b));
         }
-    }
-    if runs.is_empty() {
-        return Ok(None);
     }
     let without_p50 = median(&mut runs.iter().map(|r| r.0).collect::<Vec<_>>());
     let with_p50 = median(&mut runs.iter().map(|r| r.1).collect::<Vec<_>>());
@@ -104,6 +137,7 @@ pub fn measure(
             0.0
         },
         runs,
+        failed,
     }))
 }
 
@@ -123,12 +157,49 @@ mod tests {
             without_counters_p50: 1000.0,
             ratio: 1.03,
             runs: vec![],
+            failed: vec![],
         };
         assert!(
             e.text().contains("+3.0%") && e.text().contains("sampled"),
             "{}",
             e.text()
         );
+    }
+
+    #[test]
+    fn failed_runs_are_listed_not_fatal() {
+        // No KVM at this path: every run of every pair fails to start.
+        let c = VmConfig {
+            kvm_device: "/nonexistent/kvm".into(),
+            ..Default::default()
+        };
+        let e = measure(&c, 2, None)
+            .unwrap()
+            .expect("an effect, with its failures");
+        assert_eq!(
+            (e.pairs, e.runs.len(), e.failed.len()),
+            (0, 0, 4),
+            "{:?}",
+            e.failed
+        );
+        assert!(
+            e.failed[0].starts_with("pair 1, detached: "),
+            "{}",
+            e.failed[0]
+        );
+        assert!(
+            e.failed[3].starts_with("pair 2, counted: "),
+            "{}",
+            e.failed[3]
+        );
+        assert!(
+            e.text()
+                .starts_with("counting cost: not measured; 4 runs failed: pair 1"),
+            "{}",
+            e.text()
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["failed"].as_array().map(Vec::len), Some(4));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::config::VmConfig;
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::{self, levers};
 use crate::vm::{load_payload, max_vcpus, open_kvm, x2apic_api};
-use ipivmm_counters::host::HostInfo;
+use ipivmm_host::facts::HostInfo;
 use kvm_ioctls::Kvm;
 
 /// A configuration that passed every check, with what the checks produced.
@@ -36,7 +36,7 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         .map_err(crate::vm::VmError::from)?;
     levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())
         .map_err(crate::vm::VmError::from)?;
-    let host = ipivmm_counters::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     let plan = mode::check(config, host.as_ref())?;
     let max_id = crate::mode::apicv::apic_id(plan.lever, config.vcpus.saturating_sub(1));
     let x2apic_api = x2apic_api::decide(config, x2apic_api::supported(&kvm), max_id)

@@ -58,7 +58,10 @@ pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
 /// the main thread (inhibits around VM creation) and every vCPU thread.
 pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
     let c = &p.config;
-    let isa = p.host.as_ref().and_then(|h| h.backend.isa());
+    let isa = p
+        .host
+        .as_ref()
+        .and_then(|h| ipivmm_counters::exit_reasons::Isa::of_backend(&h.backend));
     c.tracepoints.then(|| {
         let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
             .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))

@@ -6,14 +6,20 @@
 //! dimension: each value is a stage ([`stages`]) that the command switches
 //! the vendor module to, re-probes the host, and plans with [`plan_stage`]
 //! against the host as it is then.
+pub mod execute;
+pub mod host_stages;
+pub mod presets;
 pub mod topology;
 pub mod vcpus;
 
 use crate::config::VmConfig;
 use crate::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use crate::results::SkippedMode;
-use ipivmm_counters::host::HostInfo;
-use ipivmm_counters::module_switch::ModuleSetting;
+use ipivmm_host::facts::HostInfo;
+use ipivmm_host::module_switch::ModuleSetting;
+
+pub use execute::{execute, Quiet, SweepEvents, SweepOptions, SweepOutcome};
+pub use host_stages::{preflight, HostSweep};
 
 /// The dimensions a sweep crosses.
 #[derive(Clone, Debug)]
@@ -74,6 +80,9 @@ pub struct PlannedRun {
     /// The host setting this run is planned under (`kvm_amd.avic=1`), for
     /// [`RunReport::host_param`](crate::results::RunReport::host_param).
     pub host_param: Option<String>,
+    /// The named placement of this run (`close`, `spread`), for
+    /// [`RunReport::placement`](crate::results::RunReport::placement).
+    pub placement: Option<String>,
 }
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
@@ -183,6 +192,7 @@ pub fn plan_stage(
                 label,
                 config,
                 host_param: host_param.clone(),
+                placement: (!place.is_empty()).then(|| place.clone()),
             }),
         }
     }
@@ -192,7 +202,7 @@ pub fn plan_stage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_counters::host::{ApicvSupport, ApicvVerdicts, KvmBackend};
+    use ipivmm_host::facts::{ApicvSupport, ApicvVerdicts, KvmBackend};
 
     fn host(backend: KvmBackend) -> HostInfo {
         let no = || ApicvSupport::Unavailable("no VMX/SVM".into());
@@ -291,7 +301,7 @@ mod tests {
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr, IpiPath::Pv],
             workloads: vec![Workload::Pingpong],
-            host_params: ipivmm_counters::module_switch::parse_param_values("kvm_amd.avic=0,1")
+            host_params: ipivmm_host::module_switch::parse_param_values("kvm_amd.avic=0,1")
                 .unwrap(),
             ..Default::default()
         };

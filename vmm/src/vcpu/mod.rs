@@ -119,12 +119,20 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     };
     let end = run_loop.run();
     let exits = run_loop.exits;
+    // Samples still waiting for their phase: it never ended on this vCPU.
+    let without_phase: BTreeMap<u32, u64> = run_loop
+        .pending_samples
+        .iter()
+        .map(|(id, s)| (*id, s.len() as u64))
+        .collect();
+    drop(run_loop);
     sources.drain_inhibits();
     let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
     {
         let mut result = env.shared.result(env.index);
         result.end = Some(end);
         result.exits = exits;
+        result.samples_without_phase = without_phase;
         finish_latency(&mut result, env.tsc_khz);
     }
     if failed {
@@ -156,13 +164,20 @@ impl RunLoop<'_> {
                 }
             }
             if self.env.shared.stop.load(Ordering::SeqCst) {
-                return VcpuEnd::Stopped {
-                    registers: registers(self.vcpu),
-                };
+                return self.stopped();
             }
             if let Some(ua) = &self.env.user_apic {
-                if let Err(e) = ua.before_run(self.env.index, self.vcpu) {
-                    return self.fault(format!("KVM_INTERRUPT failed: {e}"));
+                match ua.before_run(self.env.index, self.vcpu) {
+                    Ok(user_apic::Entry::Run) => {}
+                    Ok(user_apic::Entry::WaitForSipi) => {
+                        ua.wait_for_sipi(self.env.index, &self.env.shared.stop);
+                        continue;
+                    }
+                    Err(e) => {
+                        return self.fault(format!(
+                            "delivering an interrupt, NMI, INIT or SIPI failed: {e}"
+                        ))
+                    }
                 }
             }
             let ran = self.vcpu.run();
@@ -183,6 +198,9 @@ impl RunLoop<'_> {
                     return self.fault(format!("KVM_RUN failed: {e}"));
                 }
             };
+            if let Some(ua) = &self.env.user_apic {
+                ua.sync_cr8(self.env.index, self.vcpu);
+            }
             // Keep the exit sampler's ring from filling between markers.
             self.sources.drain_exits(self.open.as_mut());
             match step {
@@ -203,7 +221,10 @@ impl RunLoop<'_> {
                     }
                 }
                 Step::Halted => match &self.env.user_apic {
-                    Some(ua) => ua.halt(self.env.index, &self.env.shared.stop),
+                    Some(ua) => {
+                        let if_flag = self.vcpu.get_kvm_run().if_flag != 0;
+                        ua.halt(self.env.index, if_flag, &self.env.shared.stop)
+                    }
                     None => {
                         return self.fault("unexpected hlt exit with an in-kernel LAPIC".into())
                     }
@@ -245,9 +266,26 @@ impl RunLoop<'_> {
         if self.env.shared.budget.excess() == Some(&e) {
             self.fault(e.to_string())
         } else {
-            VcpuEnd::Stopped {
-                registers: registers(self.vcpu),
-            }
+            self.stopped()
+        }
+    }
+
+    /// Stopped by the host: where it was, the phase it was in, and
+    /// whether it was waiting for a start-up IPI (what the timeout hint
+    /// names) (KVM's MP state with an in-kernel LAPIC, ours with
+    /// the user one).
+    fn stopped(&mut self) -> VcpuEnd {
+        let wait_for_sipi = match &self.env.user_apic {
+            Some(ua) => ua.waits_for_sipi(self.env.index),
+            None => self
+                .vcpu
+                .get_mp_state()
+                .is_ok_and(|m| m.mp_state == kvm_bindings::KVM_MP_STATE_INIT_RECEIVED),
+        };
+        VcpuEnd::Stopped {
+            registers: registers(self.vcpu),
+            phase: self.open.as_ref().map(|p| p.name.clone()),
+            wait_for_sipi,
         }
     }
 
@@ -336,12 +374,14 @@ impl RunLoop<'_> {
                 }
             },
             ControlBody::Samples { phase, samples, .. } => {
+                let open = self.open.as_ref().is_some_and(|o| o.id == phase);
                 let mut r = self.env.shared.result(index);
                 let store = store::Store {
                     budget: &self.env.shared.budget,
                     vcpu: index,
                 };
-                if let Err(e) = store.samples(&mut r, &mut self.pending_samples, phase, samples) {
+                let pending = &mut self.pending_samples;
+                if let Err(e) = store.samples(&mut r, pending, phase, open, samples) {
                     drop(r);
                     return Some(self.over_budget(e));
                 }

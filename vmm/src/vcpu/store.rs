@@ -80,13 +80,16 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Add `samples` (charged when they were read) to finished phase
-    /// `phase`, or keep them in `pending` until it ends.
+    /// Keep `samples` (charged when they were read) in `pending` until
+    /// phase `phase` ends when it is the `open` one (or has not begun),
+    /// else add them to the last finished phase of that id (a phase that
+    /// ended before its samples were sent).
     pub fn samples(
         &self,
         r: &mut VcpuResult,
         pending: &mut BTreeMap<u32, Vec<u64>>,
         phase: u32,
+        open: bool,
         samples: Vec<u64>,
     ) -> Result<(), Excess> {
         let freed = (samples.capacity() * size_of::<u64>()) as u64;
@@ -94,7 +97,10 @@ impl Store<'_> {
             self.budget.release(freed);
             return Ok(());
         }
-        if let Some(p) = r.phases.iter_mut().rev().find(|p| p.id == phase) {
+        let ended = (!open)
+            .then(|| r.phases.iter_mut().rev().find(|p| p.id == phase))
+            .flatten();
+        if let Some(p) = ended {
             return append_charged(
                 self.budget,
                 self.vcpu,
@@ -193,11 +199,11 @@ mod tests {
         // As the control port does: charged when read.
         budget.charge(1, DataKind::Samples, 8 * 3).unwrap();
         store
-            .samples(&mut r, &mut pending, 7, vec![1, 2, 3])
+            .samples(&mut r, &mut pending, 7, true, vec![1, 2, 3])
             .unwrap();
         for phase in 0..1000 {
             store
-                .samples(&mut r, &mut pending, phase + 100, Vec::new())
+                .samples(&mut r, &mut pending, phase + 100, false, Vec::new())
                 .unwrap();
         }
         assert_eq!(pending.len(), 1, "empty messages leave nothing behind");
@@ -205,7 +211,19 @@ mod tests {
         store.phase(&mut r, phase(7), early).unwrap();
         assert_eq!(r.phases[0].samples, [1, 2, 3]);
         budget.charge(1, DataKind::Samples, 8).unwrap();
-        store.samples(&mut r, &mut pending, 7, vec![4]).unwrap();
+        store
+            .samples(&mut r, &mut pending, 7, false, vec![4])
+            .unwrap();
         assert_eq!(r.phases[0].samples, [1, 2, 3, 4]);
+        // Phase 7 runs again: its samples wait for this run's end instead
+        // of joining the first run's.
+        budget.charge(1, DataKind::Samples, 8).unwrap();
+        store
+            .samples(&mut r, &mut pending, 7, true, vec![9])
+            .unwrap();
+        assert_eq!(r.phases[0].samples, [1, 2, 3, 4]);
+        let early = pending.remove(&7);
+        store.phase(&mut r, phase(7), early).unwrap();
+        assert_eq!(r.phases[1].samples, [9]);
     }
 }

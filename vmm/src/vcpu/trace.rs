@@ -2,6 +2,7 @@
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::config::ExitReasons;
 use crate::results::SourceStatus;
+use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
 use ipivmm_counters::sampler::exits::ExitSampler;
 use ipivmm_counters::sampler::ExitTally;
@@ -11,7 +12,7 @@ use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Exit reasons that say where IPI cost goes; counted one by one when
 /// counting every reason would cost too many file descriptors.
@@ -68,6 +69,10 @@ pub struct TraceConfig {
     root: Option<PathBuf>,
     fds: Option<FdLimit>,
     resolved: OnceLock<Resolved>,
+    /// The run's BPF exit counter (with `ExitReasons::Bpf`), loaded once.
+    bpf: OnceLock<Result<Arc<BpfExits>, String>>,
+    /// The counter specs opened as perf events: those BPF does not count.
+    perf_specs: OnceLock<Vec<CounterSpec>>,
 }
 
 /// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
@@ -148,6 +153,8 @@ impl TraceConfig {
             root,
             fds: None,
             resolved: OnceLock::new(),
+            bpf: OnceLock::new(),
+            perf_specs: OnceLock::new(),
         }
     }
 
@@ -160,28 +167,25 @@ impl TraceConfig {
     /// Tracepoint fds one vCPU thread wants: one per counter, two for the
     /// exit sampler, one for the inhibit sampler.
     pub fn fds_wanted(&self) -> usize {
-        let sampler = if self.exit_reasons == ExitReasons::Sampled {
-            2
-        } else {
-            0
-        };
-        self.resolved().specs.len() + sampler + 1
+        let sampler = if self.samples_exits() { 2 } else { 0 };
+        let inhibits = usize::from(self.bpf_inhibit_log().is_none());
+        self.perf_specs().len() + sampler + inhibits
     }
 
     /// What each vCPU thread opens: everything when it fits, else counters
     /// first (in spec order), then the exit sampler, then the inhibit sampler.
     pub fn fd_share(&self) -> FdShare {
         let quota = self.fds.map_or(usize::MAX, |f| f.per_vcpu());
-        let counters = self.resolved().specs.len().min(quota);
+        let counters = self.perf_specs().len().min(quota);
         let mut left = quota - counters;
-        let exit_sampler = self.exit_reasons == ExitReasons::Sampled && left >= 2;
+        let exit_sampler = self.samples_exits() && left >= 2;
         if exit_sampler {
             left -= 2;
         }
         FdShare {
             counters,
             exit_sampler,
-            inhibits: left >= 1,
+            inhibits: left >= 1 && self.bpf_inhibit_log().is_none(),
         }
     }
 
@@ -208,6 +212,54 @@ impl TraceConfig {
         self.exit_reasons = how;
         self.ring_pages = ring_pages;
         self
+    }
+
+    /// Whether exits are sampled: asked for, or BPF could not load.
+    fn samples_exits(&self) -> bool {
+        match self.exit_reasons {
+            ExitReasons::Sampled => true,
+            ExitReasons::Bpf => self.bpf().is_some_and(|b| b.is_err()),
+            ExitReasons::Counters | ExitReasons::Off => false,
+        }
+    }
+
+    /// The run's BPF exit counter, loaded by the first caller (None: not
+    /// asked for; Err: why it could not load, the sampler counts instead).
+    pub fn bpf(&self) -> Option<&Result<Arc<BpfExits>, String>> {
+        if self.exit_reasons != ExitReasons::Bpf {
+            return None;
+        }
+        Some(self.bpf.get_or_init(|| {
+            let tracefs = self.tracefs().ok_or_else(|| "no tracefs".to_string())?;
+            BpfExits::load_kvm(tracefs, self.vcpus, self.isa)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        }))
+    }
+
+    /// The run's BPF object when it logs every APICv inhibit change of the
+    /// process (no inhibit sampler is opened then, on any thread).
+    pub fn bpf_inhibit_log(&self) -> Option<Arc<BpfExits>> {
+        match self.bpf() {
+            Some(Ok(b)) if b.logs_inhibits().is_ok() => Some(b.clone()),
+            _ => None,
+        }
+    }
+
+    /// The counter specs each vCPU thread opens as perf events: every spec
+    /// but those the run's BPF object counts in the kernel.
+    fn perf_specs(&self) -> &[CounterSpec] {
+        self.perf_specs.get_or_init(|| {
+            let specs = &self.resolved().specs;
+            match self.bpf() {
+                Some(Ok(b)) => specs
+                    .iter()
+                    .filter(|s| !b.counters().contains(&s.name.as_str()))
+                    .cloned()
+                    .collect(),
+                _ => specs.clone(),
+            }
+        })
     }
 
     /// Also count the context events (`specs::CONTEXT_EVENTS`).
@@ -284,10 +336,32 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// The tracepoint counters of the calling thread, and its exit sampler.
+/// How one vCPU thread counts its exits by reason.
+pub enum ExitSource {
+    /// In the kernel: this thread's element of the run's BPF map, and its
+    /// snapshot at the last phase marker.
+    Bpf(BpfThread, BpfSnapshot),
+    /// Sampled into this thread's ring.
+    Sampled(ExitSampler),
+}
+
+impl ExitSource {
+    fn set_counting(&mut self, on: bool) -> Result<Option<ExitTally>, String> {
+        match self {
+            ExitSource::Bpf(t, _) => {
+                t.set_counting(on);
+                Ok(None)
+            }
+            ExitSource::Sampled(s) if on => s.enable().map(|()| None).map_err(|e| e.to_string()),
+            ExitSource::Sampled(s) => s.disable().map(Some).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The tracepoint counters of the calling thread, and its exit source.
 pub struct ThreadTrace {
     set: TracepointSet,
-    exits: Option<ExitSampler>,
+    exits: Option<ExitSource>,
     inhibits: Option<InhibitSampler>,
 }
 
@@ -313,7 +387,8 @@ impl ThreadTrace {
         };
         let share = config.fd_share();
         let shortfall = config.fd_shortfall();
-        let set = TracepointSet::open(Some(tracefs), &cfg.specs[..share.counters]);
+        let specs = config.perf_specs();
+        let set = TracepointSet::open(Some(tracefs), &specs[..share.counters]);
         let statuses = set.statuses();
         let mut missing: Vec<String> = statuses
             .iter()
@@ -323,18 +398,19 @@ impl ThreadTrace {
             })
             .collect();
         if let Some(why) = &shortfall {
-            let mut left: Vec<&str> = cfg.specs[share.counters..]
+            let mut left: Vec<&str> = specs[share.counters..]
                 .iter()
                 .map(|s| s.name.as_str())
                 .collect();
-            if !share.inhibits {
+            if !share.inhibits && config.bpf_inhibit_log().is_none() {
                 left.push("the APICv inhibit sampler");
             }
             if !left.is_empty() {
                 missing.push(format!("not opened ({why}): {}", left.join(", ")));
             }
         }
-        if set.available() == 0 {
+        // With BPF counting them all, no perf counter is needed at all.
+        if set.available() == 0 && !specs.is_empty() {
             let first = missing
                 .first()
                 .cloned()
@@ -344,13 +420,22 @@ impl ThreadTrace {
                 unavailable(format!("no tracepoint could be opened ({first})")),
             );
         }
-        let detail = (!missing.is_empty()).then(|| {
-            format!(
-                "{} of {} counters open; missing: {}",
-                set.available(),
-                cfg.specs.len(),
-                missing.join("; ")
-            )
+        let in_bpf = cfg.specs.len() - specs.len();
+        let detail = (!missing.is_empty() || in_bpf > 0).then(|| {
+            let mut d = format!(
+                "{} of {} counters open",
+                set.available() + in_bpf,
+                cfg.specs.len()
+            );
+            if in_bpf > 0 {
+                d.push_str(&format!(
+                    " ({in_bpf} counted in the kernel by the BPF object)"
+                ));
+            }
+            if !missing.is_empty() {
+                d.push_str(&format!("; missing: {}", missing.join("; ")));
+            }
+            d
         });
         let status = SourceStatus {
             source: "tracepoints".into(),
@@ -369,17 +454,61 @@ impl ThreadTrace {
         (Some(t), status)
     }
 
-    /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`).
-    pub fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
+    /// Open the exit source of the calling thread: its element of the
+    /// run's BPF counter (`ExitReasons::Bpf`, counting from now on), else
+    /// its exit sampler (`Sampled`, or `Bpf` where BPF could not load: the
+    /// status says why). The status's detail starts with the mechanism.
+    pub fn open_exit_source(cfg: Option<&TraceConfig>) -> (Option<ExitSource>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
             source: "exit_reasons".into(),
             available,
             detail: Some(detail),
         };
-        let Some(cfg) = cfg.filter(|c| c.exit_reasons == ExitReasons::Sampled) else {
+        let not_bpf = match cfg.and_then(TraceConfig::bpf) {
+            Some(Ok(bpf)) => match bpf.register() {
+                Ok(mut t) => {
+                    t.set_counting(true);
+                    let at = t.snapshot();
+                    return (
+                        Some(ExitSource::Bpf(t, at)),
+                        status(
+                            true,
+                            "bpf: counted in the kernel (kvm:kvm_exit, raw kvm_entry), per vCPU thread".into(),
+                        ),
+                    );
+                }
+                Err(e) => Some(e.to_string()),
+            },
+            Some(Err(why)) => Some(why.clone()),
+            None => None,
+        };
+        let (sampler, st) = Self::open_exit_sampler(cfg);
+        let st = match not_bpf {
+            Some(why) => SourceStatus {
+                detail: st.detail.map(|d| format!("{d} (bpf unavailable: {why})")),
+                ..st
+            },
+            None => st,
+        };
+        (sampler.map(ExitSource::Sampled), st)
+    }
+
+    /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`,
+    /// or `Bpf` where BPF could not load).
+    fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
+        let status = |available, detail: String| SourceStatus {
+            source: "exit_reasons".into(),
+            available,
+            detail: Some(detail),
+        };
+        let Some(cfg) = cfg.filter(|c| c.samples_exits()) else {
+            let how = cfg.map_or(ExitReasons::Off, |c| c.exit_reasons);
             return (
                 None,
-                status(false, "not sampled (exit_reasons is not `sampled`)".into()),
+                status(
+                    false,
+                    format!("{how}: not by reason (exit_reasons is `{how}`)"),
+                ),
             );
         };
         let Some(tracefs) = &cfg.resolved().tracefs else {
@@ -394,15 +523,18 @@ impl ThreadTrace {
                 let kib = s.buffer_bytes() / 1024;
                 (
                     Some(s),
-                    status(true, format!("kvm_exit/kvm_entry sampled, {kib} KiB ring")),
+                    status(
+                        true,
+                        format!("sampled: kvm_exit/kvm_entry into a {kib} KiB ring"),
+                    ),
                 )
             }
             Err(e) => (None, status(false, e.to_string())),
         }
     }
 
-    /// Attach an exit sampler.
-    pub fn with_exit_sampler(mut self, s: Option<ExitSampler>) -> Self {
+    /// Attach an exit source.
+    pub fn with_exit_source(mut self, s: Option<ExitSource>) -> Self {
         self.exits = s;
         self
     }
@@ -414,19 +546,59 @@ impl ThreadTrace {
         }
     }
 
-    /// Whether an exit sampler is attached.
-    pub fn has_exit_sampler(&self) -> bool {
+    /// Whether an exit source is attached.
+    pub fn has_exit_source(&self) -> bool {
         self.exits.is_some()
     }
 
-    /// Everything the exit sampler saw since the last drain (None: no sampler).
+    /// Everything the exit sampler saw since the last drain (None: no
+    /// sampler; the BPF counter has nothing to drain).
     pub fn drain_exits(&mut self) -> Option<ExitTally> {
-        self.exits.as_mut().map(ExitSampler::drain)
+        match &mut self.exits {
+            Some(ExitSource::Sampled(s)) => Some(s.drain()),
+            _ => None,
+        }
     }
 
-    /// Read every counter.
+    /// At a phase marker: the exits since the previous marker (the
+    /// sampler's drain, or the BPF counter's window).
+    pub fn mark_exits(&mut self) -> Option<ExitTally> {
+        match &mut self.exits {
+            Some(ExitSource::Sampled(s)) => Some(s.drain()),
+            Some(ExitSource::Bpf(t, last)) => {
+                let now = t.snapshot();
+                let window = now.since(last);
+                *last = now;
+                Some(window)
+            }
+            None => None,
+        }
+    }
+
+    /// Turns every per-exit counter of this thread off or on (at a phase
+    /// marker, by the vCPU thread itself): the BPF switch (a store into
+    /// the shared map), or `PERF_EVENT_IOC_DISABLE`/`ENABLE` on the exit
+    /// sampler and on each tracepoint counter. Switching the sampler off
+    /// drains it: what it held is returned (it belongs to the open phase).
+    /// Err: what could not be switched (the rest was).
+    pub fn set_counting(&mut self, on: bool) -> Result<Option<ExitTally>, String> {
+        let set = self.set.set_enabled(on).map_err(|e| e.to_string());
+        let exits = match &mut self.exits {
+            Some(e) => e.set_counting(on)?,
+            None => None,
+        };
+        set.map(|()| exits)
+    }
+
+    /// Read every counter: the perf counters now, and those the BPF object
+    /// counts as of the last phase marker ([`ThreadTrace::mark_exits`],
+    /// which the windows call first).
     pub fn read(&mut self) -> BTreeMap<String, u64> {
-        self.set.read_all().values
+        let mut values = self.set.read_all().values;
+        if let Some(ExitSource::Bpf(t, last)) = &self.exits {
+            values.extend(last.counter_values(t.exits().counters()));
+        }
+        values
     }
 }
 
@@ -511,6 +683,37 @@ mod tests {
             (none.counters, none.exit_sampler, none.inhibits),
             (0, false, false)
         );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn without_bpf_the_sampler_counts_and_the_source_says_why() {
+        // A tracefs without kvm events: BPF cannot load (no kvm_exit format),
+        // so the exit sampler is what this thread would open, and fails the
+        // same way; the status names both.
+        let root = std::env::temp_dir().join(format!("ipivmm-nobpf-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("events")).unwrap();
+        let cfg = TraceConfig::new(2, None, false, Some(root.clone()))
+            .with_exit_reasons(ExitReasons::Bpf, 64);
+        let why = cfg.bpf().expect("bpf asked for").as_ref().unwrap_err();
+        assert!(
+            why.contains("kvm_exit") || why.contains("not built"),
+            "{why}"
+        );
+        assert!(cfg.samples_exits(), "the sampler takes over");
+        assert_eq!(cfg.fds_wanted(), cfg.resolved().specs.len() + 3);
+        let (src, status) = ThreadTrace::open_exit_source(Some(&cfg));
+        assert!(src.is_none());
+        let detail = status.detail.unwrap();
+        assert!(
+            detail.contains("bpf unavailable: ") && detail.contains(why.as_str()),
+            "{detail}"
+        );
+        let off = TraceConfig::new(2, None, false, Some(root.clone()))
+            .with_exit_reasons(ExitReasons::Off, 64);
+        assert!(off.bpf().is_none() && !off.samples_exits());
+        let (_, status) = ThreadTrace::open_exit_source(Some(&off));
+        assert!(status.detail.unwrap().starts_with("off: "));
         let _ = std::fs::remove_dir_all(&root);
     }
 

@@ -2,11 +2,17 @@
 //! MSR exits (the x2APIC registers, and IA32_APIC_BASE, which an MSR filter
 //! hands to the model so that it owns the APIC mode: no KVM_GET_MSRS on the
 //! IPI path), interrupt injection with KVM_INTERRUPT when the guest's
-//! interrupt window is open, halted vCPUs parked on a condition variable, and
-//! kicks for targets that are running.
+//! interrupt window is open, NMIs with KVM_NMI, INIT and start-up IPIs
+//! (the vCPU reset and parked in wait-for-SIPI, then started in real mode at
+//! the vector, as KVM does for APs), CR8 kept in step with the TPR, halted
+//! vCPUs parked on a condition variable, and kicks for targets that are
+//! running. Every event is taken by its target's own thread, before its
+//! next KVM_RUN.
 use super::exit_handler::MsrHandler;
+use crate::vm::arch::regs;
 use crate::vm::kvm_extra;
-use ipivmm_devices::lapic::{Delivery, LapicCounters, LapicGroup};
+use ipivmm_devices::lapic::{Delivery, Lapic, LapicCounters, LapicGroup};
+use kvm_bindings::{KVM_MAX_CPUID_ENTRIES, KVM_VCPUEVENT_VALID_NMI_PENDING};
 use kvm_ioctls::VcpuFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -19,13 +25,36 @@ const X2APIC_MSRS: std::ops::RangeInclusive<u32> = 0x800..=0x8ff;
 /// How long a halted vCPU sleeps before re-checking the stop flag.
 const HALT_RECHECK: Duration = Duration::from_millis(20);
 
-/// Per-vCPU presence: whether it is in KVM_RUN, its thread, its wake-up.
+/// Per-vCPU presence: whether it is in KVM_RUN, its thread, its wake-up,
+/// and whether it waits for a start-up IPI (after an INIT: KVM_SET_MP_STATE
+/// needs an in-kernel LAPIC, so the wait-for-SIPI state is ours).
 #[derive(Default)]
 struct Presence {
     in_guest: AtomicBool,
     thread: AtomicU64,
     wake_gen: Mutex<u64>,
     wake: Condvar,
+    wait_sipi: AtomicBool,
+    /// The CR8 this vCPU last entered the guest with (the model's TPR).
+    cr8_entered: AtomicU64,
+}
+
+/// What the vCPU loop does after [`UserApic::before_run`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// Enter the guest (KVM_RUN).
+    Run,
+    /// The vCPU waits for a start-up IPI: park it
+    /// ([`UserApic::wait_for_sipi`]), do not run it.
+    WaitForSipi,
+}
+
+/// Events a vCPU takes before it runs (taken under the group lock, acted on
+/// without it).
+struct Taken {
+    init: bool,
+    bsp: bool,
+    sipi: Option<u8>,
 }
 
 /// The LAPIC model shared by all vCPU threads of a VM.
@@ -56,31 +85,79 @@ impl UserApic {
         }
     }
 
-    /// Before KVM_RUN: inject the highest pending vector if the guest can
-    /// take it now, otherwise ask KVM to exit when it can.
-    pub fn before_run(&self, index: usize, vcpu: &mut VcpuFd) -> std::io::Result<()> {
-        if let Some(p) = self.presence.get(index) {
-            p.in_guest.store(true, Ordering::SeqCst);
+    /// Before KVM_RUN, in the order KVM's `kvm_apic_accept_events` and
+    /// `inject_pending_event` take them: an INIT resets the vCPU (an AP then
+    /// waits for SIPI: [`Entry::WaitForSipi`]); a SIPI starts a waiting vCPU
+    /// in real mode at its vector and is ignored otherwise; an NMI is
+    /// injected with KVM_NMI; then the highest pending vector is injected if
+    /// the guest can take it now, or KVM is asked to exit when it can. CR8
+    /// gets the model's TPR.
+    pub fn before_run(&self, index: usize, vcpu: &mut VcpuFd) -> std::io::Result<Entry> {
+        let Some(p) = self.presence.get(index) else {
+            return Ok(Entry::Run);
+        };
+        // Set first: a kick from now on signals this thread, whose next
+        // KVM_RUN then returns at once and comes back here.
+        p.in_guest.store(true, Ordering::SeqCst);
+        let taken = {
+            let mut group = self.lock();
+            let Some(lapic) = group.get_mut(index) else {
+                return Ok(Entry::Run);
+            };
+            Taken {
+                init: lapic.take_init(),
+                bsp: lapic.is_bsp(),
+                // Taken whatever the state: outside wait-for-SIPI it is
+                // dropped, as KVM drops it.
+                sipi: lapic.take_sipi(),
+            }
+        };
+        if taken.init {
+            reset_for_init(vcpu)?;
+            p.wait_sipi.store(!taken.bsp, Ordering::SeqCst);
+        }
+        if p.wait_sipi.load(Ordering::SeqCst) {
+            let Some(vector) = taken.sipi else {
+                p.in_guest.store(false, Ordering::SeqCst);
+                return Ok(Entry::WaitForSipi);
+            };
+            start_at(vcpu, vector)?;
+            p.wait_sipi.store(false, Ordering::SeqCst);
         }
         let mut group = self.lock();
         let Some(lapic) = group.get_mut(index) else {
-            return Ok(());
+            return Ok(Entry::Run);
         };
+        let nmi = lapic.take_nmi();
         let pending = lapic.pending_vector();
         let run = vcpu.get_kvm_run();
+        run.cr8 = lapic.cr8();
+        p.cr8_entered.store(run.cr8, Ordering::SeqCst);
         let can_inject = run.ready_for_interrupt_injection != 0 && run.if_flag != 0;
-        match pending {
+        let inject = match pending {
             Some(vector) if can_inject => {
                 lapic.ack(vector);
-                let more = lapic.pending_vector().is_some();
-                drop(group);
-                kvm_extra::interrupt(vcpu, vector)?;
-                vcpu.get_kvm_run().request_interrupt_window = u8::from(more);
+                run.request_interrupt_window = u8::from(lapic.pending_vector().is_some());
+                Some(vector)
             }
-            Some(_) => run.request_interrupt_window = 1,
-            None => run.request_interrupt_window = 0,
+            Some(_) => {
+                run.request_interrupt_window = 1;
+                None
+            }
+            None => {
+                run.request_interrupt_window = 0;
+                None
+            }
+        };
+        drop(group);
+        if nmi {
+            vcpu.nmi()
+                .map_err(|e| std::io::Error::from_raw_os_error(e.errno()))?;
         }
-        Ok(())
+        if let Some(vector) = inject {
+            kvm_extra::interrupt(vcpu, vector)?;
+        }
+        Ok(Entry::Run)
     }
 
     /// After KVM_RUN returned.
@@ -90,17 +167,57 @@ impl UserApic {
         }
     }
 
-    /// KVM_EXIT_HLT: park until an interrupt is pending or `stop` is set.
-    pub fn halt(&self, index: usize, stop: &AtomicBool) {
+    /// After the exit was handled: a CR8 the guest changed while it ran
+    /// (`kvm_run.cr8` differs from what it entered with) becomes the
+    /// model's TPR (without an in-kernel APIC, CR8 lives in `kvm_run.cr8`).
+    /// A TPR the exit itself wrote (MMIO, MSR) is left alone: the next
+    /// [`UserApic::before_run`] hands it to CR8.
+    pub fn sync_cr8(&self, index: usize, vcpu: &mut VcpuFd) {
+        let Some(p) = self.presence.get(index) else {
+            return;
+        };
+        let cr8 = vcpu.get_kvm_run().cr8;
+        if cr8 != p.cr8_entered.load(Ordering::SeqCst) {
+            if let Some(lapic) = self.lock().get_mut(index) {
+                lapic.set_cr8(cr8);
+            }
+            p.cr8_entered.store(cr8, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether vCPU `index` waits for a start-up IPI.
+    pub fn waits_for_sipi(&self, index: usize) -> bool {
+        self.presence
+            .get(index)
+            .is_some_and(|p| p.wait_sipi.load(Ordering::SeqCst))
+    }
+
+    /// KVM_EXIT_HLT: park until something ends the halt
+    /// ([`Lapic::wakes_from_halt`] with the guest's RFLAGS.IF `if_flag`) or
+    /// `stop` is set. A start-up IPI that arrives meanwhile is dropped.
+    pub fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
+        self.park(index, stop, |l| {
+            // Ignored outside wait-for-SIPI (and not waking the vCPU).
+            let _ = l.take_sipi();
+            l.wakes_from_halt(if_flag)
+        });
+    }
+
+    /// [`Entry::WaitForSipi`]: park until a SIPI or another INIT is
+    /// pending ([`Lapic::ends_wait_for_sipi`]) or `stop` is set.
+    pub fn wait_for_sipi(&self, index: usize, stop: &AtomicBool) {
+        self.park(index, stop, |l| l.ends_wait_for_sipi());
+    }
+
+    /// Parks vCPU `index`'s thread until `done` holds of its APIC (checked
+    /// under the group lock) or `stop` is set.
+    fn park(&self, index: usize, stop: &AtomicBool, done: impl Fn(&mut Lapic) -> bool) {
         let Some(p) = self.presence.get(index) else {
             return;
         };
         let mut gen = p.wake_gen.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let pending = self
-                .lock()
-                .get(index)
-                .is_some_and(|l| l.pending_vector().is_some() || l.has_pending_event());
+            let pending = self.lock().get_mut(index).is_some_and(&done);
             if pending || stop.load(Ordering::SeqCst) {
                 return;
             }
@@ -137,6 +254,45 @@ impl UserApic {
     pub fn counters(&self, index: usize) -> Option<LapicCounters> {
         self.lock().get(index).map(|l| l.counters())
     }
+}
+
+/// Resets the vCPU's registers to their INIT state ([`regs::init_sregs`],
+/// [`regs::init_regs`] with the processor signature of its CPUID leaf 1)
+/// and drops what KVM had queued for it (interrupt, exception, NMI), as
+/// KVM's `kvm_vcpu_reset(vcpu, init_event = true)` does.
+fn reset_for_init(vcpu: &VcpuFd) -> std::io::Result<()> {
+    let errno = |e: vmm_sys_util::errno::Error| std::io::Error::from_raw_os_error(e.errno());
+    let sregs = vcpu.get_sregs().map_err(errno)?;
+    vcpu.set_sregs(&regs::init_sregs(sregs)).map_err(errno)?;
+    let signature = vcpu
+        .get_cpuid2(KVM_MAX_CPUID_ENTRIES)
+        .ok()
+        .and_then(|c| {
+            c.as_slice()
+                .iter()
+                .find(|e| e.function == 1 && e.index == 0)
+                .map(|e| e.eax)
+        })
+        .unwrap_or(0x600);
+    vcpu.set_regs(&regs::init_regs(signature)).map_err(errno)?;
+    let mut events = vcpu.get_vcpu_events().map_err(errno)?;
+    events.exception.injected = 0;
+    events.exception.pending = 0;
+    events.interrupt.injected = 0;
+    events.nmi.injected = 0;
+    events.nmi.pending = 0;
+    events.flags = KVM_VCPUEVENT_VALID_NMI_PENDING;
+    vcpu.set_vcpu_events(&events).map_err(errno)
+}
+
+/// A start-up IPI of `vector`: real mode at `vector << 12`.
+fn start_at(vcpu: &VcpuFd, vector: u8) -> std::io::Result<()> {
+    let errno = |e: vmm_sys_util::errno::Error| std::io::Error::from_raw_os_error(e.errno());
+    let mut r = vcpu.get_regs().map_err(errno)?;
+    let mut s = vcpu.get_sregs().map_err(errno)?;
+    regs::sipi_start(&mut r, &mut s, vector);
+    vcpu.set_sregs(&s).map_err(errno)?;
+    vcpu.set_regs(&r).map_err(errno)
 }
 
 impl MsrHandler for UserApic {

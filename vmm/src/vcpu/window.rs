@@ -149,13 +149,26 @@ impl Sources {
             return false;
         };
         let (trace, status) = ThreadTrace::open(cfg.as_deref());
-        let (sampler, sampler_status) = ThreadTrace::open_exit_sampler(cfg.as_deref());
-        self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_sampler(sampler))));
+        let (exits, exits_status) = ThreadTrace::open_exit_source(cfg.as_deref());
+        self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_source(exits))));
         if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
             *slot = status;
         }
-        self.status.push(sampler_status);
+        self.status.push(exits_status);
         true
+    }
+
+    /// Turns every per-exit counter of this vCPU off or on, at a phase
+    /// marker (`ThreadTrace::set_counting`): what the sampler held when
+    /// switched off goes to `open`. Err: what could not be switched.
+    pub fn set_counting(&mut self, on: bool, open: Option<&mut OpenPhase>) -> Result<(), String> {
+        let TraceState::Opened(Some(t)) = &mut self.trace else {
+            return Ok(());
+        };
+        if let (Some(tally), Some(open)) = (t.set_counting(on)?, open) {
+            open.exits.merge(&tally);
+        }
+        Ok(())
     }
 
     /// Hand the APICv inhibit changes seen so far to the run's log (at each
@@ -202,8 +215,10 @@ impl Sources {
         exits: &ExitCounts,
         guest: &GuestCounters,
     ) -> OpenPhase {
-        // What the sampler holds from before the marker is no phase's.
-        self.drain_exits(None);
+        // What the exit source holds from before the marker is no phase's.
+        if let TraceState::Opened(Some(t)) = &mut self.trace {
+            t.mark_exits();
+        }
         self.drain_inhibits();
         OpenPhase {
             id,
@@ -220,7 +235,11 @@ impl Sources {
         exits: &ExitCounts,
         guest: &GuestCounters,
     ) -> PhaseResult {
-        self.drain_exits(Some(&mut open));
+        if let TraceState::Opened(Some(t)) = &mut self.trace {
+            if let Some(tally) = t.mark_exits() {
+                open.exits.merge(&tally);
+            }
+        }
         self.drain_inhibits();
         let end = self.snapshot(exits, guest);
         let exit_reasons = self.sampled_reasons(&open.exits);
@@ -275,7 +294,7 @@ impl Sources {
         let TraceState::Opened(Some(t)) = &self.trace else {
             return None;
         };
-        t.has_exit_sampler().then(|| ExitReasonCounts::of(tally))
+        t.has_exit_source().then(|| ExitReasonCounts::of(tally))
     }
 
     /// ICR-write exits from the tracepoint counters (one formula for every

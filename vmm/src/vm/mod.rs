@@ -154,7 +154,7 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
 /// Read and check the payload the configuration names (no KVM needed).
 pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     let bytes = payload_bytes(source)?;
-    image::check(&bytes)?;
+    image::check_loadable(&bytes)?;
     Ok(bytes)
 }
 

@@ -146,10 +146,12 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         },
         vcpus,
         serial_tail: "hello <&> \"guest\"\n".into(),
+        serial_dropped_bytes: 0,
         observer_effect: None,
         apicv_observed: None,
         host_settings: None,
         host_param: None,
+        placement: None,
         host: None,
     }
 }

@@ -303,6 +303,33 @@ fn nmi_init_sipi() {
 }
 
 #[test]
+fn what_ends_a_halt_and_a_wait_for_sipi() {
+    let mut g = group(2, false);
+    let l = g.get_mut(1).expect("vCPU");
+    assert!(!l.wakes_from_halt(true) && !l.ends_wait_for_sipi());
+    // A fixed vector wakes `sti; hlt`, not `cli; hlt`.
+    let _ = g.deliver(&xreq(0, 0x40, 1));
+    let l = lapic(&g, 1);
+    assert!(l.wakes_from_halt(true) && !l.wakes_from_halt(false));
+    // An NMI wakes either, and does not end a wait for SIPI.
+    let _ = g.deliver(&xreq(0, NMI, 1));
+    let l = g.get_mut(1).expect("vCPU");
+    assert!(l.wakes_from_halt(false) && !l.ends_wait_for_sipi());
+    assert!(l.take_nmi() && !l.take_nmi(), "taken once");
+    // A SIPI never wakes a halted vCPU; it ends a wait for SIPI.
+    let _ = g.deliver(&xreq(0, SIPI | 0x60, 1));
+    let l = g.get_mut(1).expect("vCPU");
+    assert!(!l.wakes_from_halt(false) && l.ends_wait_for_sipi());
+    assert_eq!(l.take_sipi(), Some(0x60));
+    // An INIT wakes and ends the wait; once taken, nothing is left.
+    let _ = g.deliver(&xreq(0, INIT, 1));
+    let l = g.get_mut(1).expect("vCPU");
+    assert!(l.wakes_from_halt(false) && l.ends_wait_for_sipi());
+    assert!(l.take_init());
+    assert!(!l.has_pending_event() && !l.wakes_from_halt(true));
+}
+
+#[test]
 fn init_level_deassert_is_a_no_op() {
     let mut g = group(4, false);
     let req = IpiRequest {

@@ -6,7 +6,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::host::{probe, ApicvSupport, HostInfo};
 use ipivmm::vm::open_kvm;
-use ipivmm_counters::module_switch::{read_state, State, DEFAULT_STATE_FILE};
+use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -30,7 +30,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
         return host_switch::restore(args.json);
     }
     let state_file = Path::new(DEFAULT_STATE_FILE);
-    if let Some(line) = host_switch::pending_line(state_file) {
+    if let Some(line) = ipivmm_host::module_switch::report::pending_line(state_file) {
         eprintln!("ipivmm: {line}");
     }
     let host = match probe() {

@@ -5,9 +5,10 @@ pub mod host_switch;
 pub mod new_payload;
 pub mod run;
 pub mod sweep;
-pub mod sweep_host;
 
-use ipivmm::RunStatus;
+use crate::cli::args::{GateArgs, OutputArgs};
+use ipivmm::output::dest::{Outputs, Requested};
+use ipivmm::Document;
 use std::process::ExitCode;
 
 /// Print a one-line error and return the exit code for bad input (2).
@@ -23,12 +24,63 @@ pub fn init_log(level: &str) {
         .try_init();
 }
 
-/// The status of a run in one line, naming the signal that cancelled it.
-pub fn status_line(s: &RunStatus) -> String {
-    match (s, ipivmm::interrupt::received()) {
-        (RunStatus::Cancelled, Some(sig)) => {
-            format!("cancelled by {}", ipivmm::interrupt::signal_name(sig))
+/// The outputs of `o` and `gate`, checked before the run.
+pub fn plan_outputs(
+    o: &OutputArgs,
+    gate: &GateArgs,
+    inputs: &[&std::path::Path],
+) -> Result<Outputs, String> {
+    Outputs::plan_all(
+        Requested {
+            json: o.json.as_deref(),
+            csv: o.csv.as_deref(),
+            plot: o.plot.as_deref(),
+            junit: gate.junit.as_deref(),
+            tap: gate.tap,
+        },
+        inputs,
+    )
+}
+
+/// The exit code of a command that ran: with expectations, kselftest's
+/// (0 all hold, 1 one fails or a run failed, 4 none could be judged),
+/// written as TAP and JUnit; without, 0 when `ok`. Any output error makes
+/// it 1.
+pub fn finish(
+    doc: &Document,
+    gate: &GateArgs,
+    outputs: &Outputs,
+    suite: &str,
+    ok: bool,
+    mut errors: Vec<String>,
+) -> ExitCode {
+    let code = if gate.expect.is_empty() {
+        u8::from(!ok)
+    } else {
+        let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
+        errors.extend(outputs.write_verdicts(&verdicts, suite));
+        let (passed, failed, skipped) = verdicts.counts();
+        if !gate.tap {
+            for v in &verdicts.0 {
+                if let ipivmm::expect::Outcome::Fail(why) = &v.outcome {
+                    eprintln!("ipivmm: expectation failed: {}: {why}", v.name);
+                }
+            }
         }
-        _ => s.text(),
+        eprintln!("ipivmm: expectations: {passed} passed, {failed} failed, {skipped} skipped");
+        // A run that failed fails the command even where no expectation
+        // read it; nothing judged at all stays 4.
+        match verdicts.exit_code() {
+            0 if !ok => 1,
+            c => c,
+        }
+    };
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    if !errors.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(code)
     }
 }

@@ -1,7 +1,7 @@
 //! `ipivmm run`: one VM, one workload; results files first, then the table.
-use super::{fail, init_log, status_line};
+use super::{fail, finish, init_log, plan_outputs};
 use crate::cli::args::{RunArgs, SerialArg};
-use ipivmm::output::dest::{print_text, Outputs};
+use ipivmm::output::dest::print_text;
 use ipivmm::output::text;
 use ipivmm::SerialSink;
 use ipivmm::{run, Document, RunOptions};
@@ -15,14 +15,8 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let o = &args.output;
     let inputs: Vec<&std::path::Path> = args.payload.iter().map(|p| p.as_path()).collect();
-    let outputs = match Outputs::plan(
-        o.json.as_deref(),
-        o.csv.as_deref(),
-        o.plot.as_deref(),
-        &inputs,
-    ) {
+    let outputs = match plan_outputs(&args.output, &args.gate, &inputs) {
         Ok(out) => out,
         Err(e) => return fail(e),
     };
@@ -40,11 +34,14 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         started,
         cancel: Some(ipivmm::interrupt::cancel_flag()),
     };
+    // A pair that cannot start does not stop the run itself: its own
+    // outcome (and JSON) is what the user asked for.
     let observer =
-        match ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone()) {
-            Ok(o) => o,
-            Err(e) => return fail(e),
-        };
+        ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone())
+            .unwrap_or_else(|e| {
+                log::warn!("counting cost not measured: {e}");
+                None
+            });
     let mut report = match run(&config, opts) {
         Ok(r) => r,
         Err(e) => return fail(e),
@@ -64,20 +61,17 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     if !args.quiet {
         print_text(&text::render(report), outputs.uses_stdout());
     }
-    for e in &errors {
-        eprintln!("ipivmm: error: {e}");
-    }
     if !report.succeeded() {
-        eprintln!(
-            "ipivmm: run did not complete: {}",
-            status_line(&report.status)
-        );
+        eprintln!("ipivmm: run did not complete: {}", report.status.line());
     }
-    if report.succeeded() && errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    finish(
+        &doc,
+        &args.gate,
+        &outputs,
+        "ipivmm run",
+        report.succeeded(),
+        errors,
+    )
 }
 
 /// `run --dry-run`: the checks of a run (prepare) and the report's header,

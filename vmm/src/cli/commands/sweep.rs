@@ -1,18 +1,17 @@
 //! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
-//! one table per workload, a row per mode, side by side.
-use super::sweep_host::{preflight, run_stages};
-use super::{fail, init_log, status_line};
-use crate::cli::args::{Preset, SweepArgs};
-use ipivmm::mode::levers::{allowed_exit_controls, ExitControl};
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
-use ipivmm::output::dest::{print_text, Outputs};
+//! one table per workload, a row per mode, side by side. Planning, the
+//! presets and running the plan are the library's (`ipivmm::sweep`).
+use super::{fail, finish, init_log, plan_outputs};
+use crate::cli::args::SweepArgs;
+use ipivmm::mode::{ApicMode, TargetWait};
+use ipivmm::output::dest::print_text;
 use ipivmm::output::progress::SweepProgress;
 use ipivmm::output::sweep_tables;
-use ipivmm::results::SkippedMode;
-use ipivmm::sweep::{plan, topology, PlannedRun, SweepSpec};
+use ipivmm::sweep::presets::PresetHost;
+use ipivmm::sweep::{execute, plan, preflight, SweepEvents, SweepOptions, SweepSpec};
 use ipivmm::vm::{max_vcpus, open_kvm};
-use ipivmm::SerialSink;
-use ipivmm::{run, Document, RunOptions, RunReport};
+use ipivmm::Document;
+use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,7 +22,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     // Signals from here on cancel the sweep cleanly (host switch included).
     let cancel = ipivmm::interrupt::cancel_flag();
     let host = ipivmm::host::probe().ok();
-    let spec = match spec_of(args).and_then(|s| validate(&s).map(|_| s)) {
+    let preset_host = args
+        .preset
+        .map(|_| PresetHost::probe(std::path::Path::new("/dev/kvm"), host.clone()));
+    let spec = match spec_of(args, preset_host.as_ref()).and_then(|s| validate(&s).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
@@ -31,7 +33,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(e),
     };
-    let (runs, mut skipped) = plan(&spec, host.as_ref());
+    let (runs, skipped) = plan(&spec, host.as_ref());
     if let Some(note) = oversubscription_note(&spec) {
         if !args.quiet {
             eprintln!("{note}");
@@ -44,104 +46,83 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             skipped.first().map_or(String::new(), |s| s.reason.clone())
         ));
     }
-    let o = &args.output;
-    let outputs = match Outputs::plan(o.json.as_deref(), o.csv.as_deref(), o.plot.as_deref(), &[]) {
+    let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
         Ok(out) => out,
         Err(e) => return fail(e),
     };
+    // What the preset asks and what this host can answer, before anything runs.
+    let preset = args
+        .preset
+        .zip(preset_host.as_ref())
+        .map(|(p, h)| p.report(h, &runs, &skipped));
+    if let (Some(p), false) = (&preset, args.quiet) {
+        eprint!("{}", sweep_tables::preset_text(p));
+    }
     let started = Instant::now();
-    let (reports, switch_errors) = match &host_sweep {
-        None => (
-            run_all(&runs, &mut skipped, args.quiet, args.observer_effect),
-            Vec::new(),
-        ),
-        Some(hs) => {
-            let out = run_stages(&spec, hs, args.quiet, &cancel, args.observer_effect);
-            skipped = out.skipped;
-            (out.reports, out.errors)
-        }
+    let opts = SweepOptions {
+        observer_pairs: args.observer_effect,
+        cancel: cancel.clone(),
     };
+    let progress = Progress::new(args.quiet);
+    let out = execute(&spec, host.as_ref(), host_sweep.as_ref(), &opts, &progress);
+    drop(progress);
     let wall = started.elapsed();
-    let ran = reports.len();
-    let doc = Document::new(reports, skipped);
+    let ran = out.reports.len();
+    let mut doc = Document::new(out.reports, out.skipped);
+    doc.preset = preset;
     let errors = outputs.write(&doc);
     if !args.quiet {
         print_text(&sweep_tables::render(&doc, wall), outputs.uses_stdout());
     }
-    for e in errors.iter().chain(&switch_errors) {
-        eprintln!("ipivmm: error: {e}");
-    }
     let cancelled = cancel.load(Ordering::SeqCst);
-    let failed = !errors.is_empty() || !switch_errors.is_empty();
-    if cancelled || ran == 0 || failed || doc.runs.iter().any(|r| !r.succeeded()) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    let ok =
+        !cancelled && ran > 0 && out.errors.is_empty() && doc.runs.iter().all(|r| r.succeeded());
+    let errors: Vec<String> = errors.into_iter().chain(out.errors).collect();
+    finish(&doc, &args.gate, &outputs, "ipivmm sweep", ok, errors)
+}
+
+/// The sweep's events on the terminal: a progress bar per stage (hidden
+/// when quiet or stderr is not a terminal) and the notes above it.
+struct Progress {
+    quiet: bool,
+    bar: RefCell<Option<SweepProgress>>,
+}
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        Self {
+            quiet,
+            bar: RefCell::new(None),
+        }
     }
 }
 
-/// Runs the plan in order; runs that could not start (or were not started
-/// after a cancel) join the skipped list with the reason.
-/// The first run also measures what counting costs (`observer_pairs` pairs
-/// of runs with the counters detached and attached), so every sweep says it.
-pub fn run_all(
-    runs: &[PlannedRun],
-    skipped: &mut Vec<SkippedMode>,
-    quiet: bool,
-    observer_pairs: u32,
-) -> Vec<RunReport> {
-    let cancel = ipivmm::interrupt::cancel_flag();
-    let progress = SweepProgress::new(runs.len() as u64, quiet);
-    let mut reports = Vec::with_capacity(runs.len());
-    for PlannedRun {
-        label,
-        config,
-        host_param,
-    } in runs
-    {
-        if cancel.load(Ordering::SeqCst) {
-            skipped.push(SkippedMode {
-                mode: label.clone(),
-                reason: "not run: sweep cancelled".into(),
-            });
-            continue;
+impl SweepEvents for Progress {
+    fn planned(&self, runs: usize) {
+        if let Some(old) = self
+            .bar
+            .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
+        {
+            old.finish();
         }
-        progress.start(label);
-        let opts = RunOptions {
-            serial: SerialSink::Discard,
-            started: Instant::now(),
-            cancel: Some(cancel.clone()),
-        };
-        let observer = if reports.is_empty() {
-            ipivmm::run::observer::measure(config, observer_pairs, Some(cancel.clone()))
-                .unwrap_or_else(|e| {
-                    progress.println(&format!("{label}: counting cost not measured: {e}"));
-                    None
-                })
-        } else {
-            None
-        };
-        match run(config, opts) {
-            Ok(mut r) => {
-                r.observer_effect = observer;
-                r.host_param = host_param.clone();
-                if !r.succeeded() {
-                    progress.println(&format!("{label}: {}", status_line(&r.status)));
-                }
-                reports.push(r);
-            }
-            Err(e) => {
-                progress.println(&format!("{label}: could not start: {e}"));
-                skipped.push(SkippedMode {
-                    mode: label.clone(),
-                    reason: format!("could not start: {e}"),
-                });
-            }
-        }
-        progress.finish_one();
     }
-    progress.finish();
-    reports
+    fn start(&self, label: &str) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.start(label);
+        }
+    }
+    fn note(&self, line: &str) {
+        match &*self.bar.borrow() {
+            Some(b) => b.println(line),
+            None if !self.quiet => eprintln!("{line}"),
+            None => {}
+        }
+    }
+    fn finished_one(&self) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.finish_one();
+        }
+    }
 }
 
 /// Checks every configuration's own values the way `run` does, before any
@@ -172,11 +153,11 @@ fn validate(spec: &SweepSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// The sweep spec from presets and flags.
-pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
+/// The sweep spec from the preset (planned for `preset_host`) and flags.
+pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<SweepSpec, String> {
     let mut spec = SweepSpec::default();
-    if let Some(p) = args.preset {
-        apply_preset(&mut spec, p);
+    if let (Some(p), Some(h)) = (args.preset, preset_host) {
+        p.apply(&mut spec, h);
     }
     if let Some(v) = &args.irqchip {
         spec.irqchips = v.clone();
@@ -220,66 +201,6 @@ pub fn spec_of(args: &SweepArgs) -> Result<SweepSpec, String> {
     Ok(spec)
 }
 
-/// The seed experiments at this host's scale; presets skip rows this host
-/// cannot tell apart (e.g. `apicv=inhibit` without APICv).
-fn apply_preset(spec: &mut SweepSpec, p: Preset) {
-    let host_cpus = ipivmm::mode::levers::allowed_cpus();
-    spec.skip_duplicates = true;
-    spec.irqchips = vec![Irqchip::Kernel];
-    spec.ipis = vec![IpiPath::Icr];
-    match p {
-        Preset::AvicBroadcast => {
-            // Wanpeng Li's report: broadcast, xAPIC vs x2APIC, AVIC on vs off,
-            // dedicated vCPUs (HLT exits off, realtime hint), one vCPU per host CPU.
-            // The regression showed at 180 vCPUs: the N curve up to there,
-            // or to what this KVM allows.
-            spec.workloads = vec![Workload::Broadcast];
-            spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
-            let kvm_max = open_kvm(&spec.base.kvm_device)
-                .map(|k| max_vcpus(&k))
-                .unwrap_or(2);
-            let top = AVIC_BROADCAST_VCPUS.min(kvm_max).max(2);
-            spec.vcpus = ipivmm::sweep::vcpus::range(2, top).unwrap_or_else(|_| vec![2]);
-            spec.base.realtime_hint = true;
-            // Dedicated vCPUs: HLT exits off, unless vCPUs outnumber host
-            // CPUs (a vCPU halted in the guest would then hold its CPU).
-            if top <= host_cpus.len() {
-                spec.base.disable_exits = hlt_if_allowed();
-            }
-        }
-        Preset::IpivUnicast => {
-            // The IPIv series: 2 vCPUs, spinning target, xAPIC and x2APIC.
-            spec.workloads = vec![Workload::Pingpong];
-            spec.apicv = vec![ApicvRequest::Host, ApicvRequest::Inhibit];
-            spec.vcpus = vec![2];
-            spec.base.target_wait = TargetWait::Spin;
-        }
-        Preset::ApicvTopology => {
-            // The Xen report: the same workload with vCPUs close together vs spread apart.
-            spec.workloads = vec![Workload::Pingpong];
-            spec.apics = vec![ApicMode::X2apic];
-            spec.vcpus = vec![2];
-            let places =
-                topology::read_places(std::path::Path::new("/sys/devices/system/cpu"), &host_cpus);
-            let close = topology::close_together(&places, 2);
-            let spread = topology::spread_apart(&places, 2);
-            let fmt = |v: &[usize]| {
-                v.iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            spec.placements = vec![
-                (format!("close[{}]", fmt(&close)), close),
-                (format!("spread[{}]", fmt(&spread)), spread),
-            ];
-        }
-    }
-}
-
-/// vCPUs of the seed's AVIC broadcast report.
-pub const AVIC_BROADCAST_VCPUS: usize = 180;
-
 /// A note for a sweep whose largest VM outnumbers the host CPUs, if it does.
 fn oversubscription_note(spec: &SweepSpec) -> Option<String> {
     let cpus = ipivmm::mode::levers::allowed_cpus().len();
@@ -296,23 +217,12 @@ fn oversubscription_note(spec: &SweepSpec) -> Option<String> {
     })
 }
 
-/// HLT-exit disabling where this KVM allows it (the seed's `cpu-pm=on`).
-fn hlt_if_allowed() -> ipivmm::mode::levers::ExitControls {
-    let allowed = open_kvm(std::path::Path::new("/dev/kvm"))
-        .map(|k| allowed_exit_controls(|c| k.check_extension_raw(c)))
-        .unwrap_or_default();
-    [ExitControl::Hlt]
-        .into_iter()
-        .filter(|c| allowed.contains(*c))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::args::{Cli, Command};
     use clap::Parser;
-    use ipivmm::host::{ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
+    use ipivmm::host::{HostInfo, KvmBackend};
 
     fn sweep_args(flags: &[&str]) -> SweepArgs {
         let mut argv = vec!["ipivmm", "sweep"];
@@ -324,28 +234,14 @@ mod tests {
     }
 
     fn host(backend: KvmBackend, apicv: bool) -> HostInfo {
-        let v = if apicv {
-            ApicvSupport::Available
-        } else {
-            ApicvSupport::Unavailable("kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv".into())
-        };
-        HostInfo {
-            cpu_vendor: "GenuineIntel".into(),
-            cpu_model: "x".into(),
-            cpu_family_model: (None, None),
-            logical_cpus: 2,
-            virt_flags: Default::default(),
-            kernel_release: "6.18".into(),
-            dev_kvm: Default::default(),
-            backend,
-            modules: vec![],
-            params: Default::default(),
-            verdicts: ApicvVerdicts {
-                apicv: v.clone(),
-                ipiv: v.clone(),
-                avic: v.clone(),
-                x2avic: v,
-            },
+        HostInfo::synthetic(backend, apicv)
+    }
+
+    fn two_cpus() -> PresetHost {
+        PresetHost {
+            cpus: vec![0, 1],
+            kvm_max_vcpus: 1024,
+            ..Default::default()
         }
     }
 
@@ -362,7 +258,7 @@ mod tests {
             "--warmup",
             "1",
         ]);
-        let spec = spec_of(&args).unwrap();
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
         assert!(spec.skip_duplicates);
         assert_eq!((spec.base.iterations, spec.base.warmup), (5, 1));
         let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));

@@ -12,6 +12,7 @@ pub use render::render;
 
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::{Document, SkippedMode};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// What the columns of a comparison are.
@@ -28,7 +29,7 @@ pub enum Dimension {
 }
 
 /// The rows' values of the dimensions that are not columns.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RowKey {
     /// Workload (or custom payload) and target wait, e.g. `broadcast, target halt`.
     pub workload: String,
@@ -76,6 +77,18 @@ impl Row {
         (base > 0.0).then(|| v / base)
     }
 
+    /// The metrics the row shows ([`Metric::shown`]).
+    ///
+    /// [`Metric::shown`]: crate::results::metrics::Metric::shown
+    pub fn metrics(&self) -> &'static [crate::results::metrics::Metric] {
+        crate::results::metrics::Metric::shown(
+            self.cells
+                .iter()
+                .flatten()
+                .filter_map(|s| s.ipis_per_operation()),
+        )
+    }
+
     /// What one operation of the row is (a round trip, a broadcast...).
     pub fn operation(&self) -> &'static str {
         self.cells
@@ -105,6 +118,32 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
+impl Comparison {
+    /// Every figure worse than the baseline's by `threshold` or more
+    /// (a ratio of at least `1 + threshold` where higher is worse), one
+    /// line each: what `compare --fail-on-regression` fails on.
+    pub fn regressions(&self, threshold: f64) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &self.rows {
+            for &m in r.metrics().iter().filter(|m| m.higher_is_worse()) {
+                for col in 1..self.columns.len() {
+                    if let Some(q) = r.ratio(m, col).filter(|q| *q >= 1.0 + threshold) {
+                        out.push(format!(
+                            "{} {}: {} is {q:.2}x {} (threshold {:.0}%)",
+                            r.key,
+                            m.name(r.operation()),
+                            render::column_header(self, col),
+                            render::column_header(self, 0),
+                            threshold * 100.0
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A baseline that names no column.
 #[derive(Debug, thiserror::Error)]
 #[error("--baseline {wanted}: no {by} of that name; the {by} values are: {}", .values.join(", "))]
@@ -112,6 +151,30 @@ pub struct BaselineError {
     wanted: String,
     by: Dimension,
     values: Vec<String>,
+}
+
+/// What a comparison keeps of one document: its host line, its skips and
+/// a summary per run, not the runs themselves, so that `compare` holds one
+/// document at a time however many it reads (issue 20, case 17).
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// The host the document describes, in one line.
+    pub host: String,
+    /// The combinations it skipped.
+    pub skipped: Vec<SkippedMode>,
+    /// Each run's summary, in the document's order.
+    pub runs: Vec<RunSummary>,
+}
+
+impl Recorded {
+    /// The parts of `d` a comparison uses.
+    pub fn of(d: &Document) -> Self {
+        Self {
+            host: host_line(d),
+            skipped: d.skipped.clone(),
+            runs: d.runs.iter().map(summarize).collect(),
+        }
+    }
 }
 
 fn host_line(d: &Document) -> String {
@@ -150,21 +213,19 @@ fn workload_of(s: &RunSummary) -> String {
 
 /// Every run of every document with its row key and column value; a
 /// combination repeated in one file gets "#n" on its mode.
-fn place(docs: &[(String, Document)], by: Dimension) -> Vec<Placed> {
+fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
     let mut out: Vec<Placed> = Vec::new();
     for (fi, (name, d)) in docs.iter().enumerate() {
-        let first = out.len();
-        for run in &d.runs {
-            let s = summarize(run);
+        // Runs of this file seen so far per (mode, vCPUs, workload).
+        let mut seen: HashMap<(String, usize, String), usize> = HashMap::new();
+        for s in &d.runs {
+            let s = s.clone();
             let (workload, vcpus, label) = (workload_of(&s), s.group.vcpus, s.mode.clone());
-            let repeat = out[first..]
-                .iter()
-                .filter(|p| {
-                    p.summary.mode == label
-                        && p.summary.group.vcpus == vcpus
-                        && workload_of(&p.summary) == workload
-                })
-                .count();
+            let n = seen
+                .entry((label.clone(), vcpus, workload.clone()))
+                .or_default();
+            let repeat = *n;
+            *n += 1;
             let mode = match repeat {
                 0 => label,
                 n => format!("{label} #{}", n + 1),
@@ -217,10 +278,14 @@ fn merge_files(placed: &mut [Placed]) {
         file: None,
         ..p.key.clone()
     };
-    let clash = placed.iter().enumerate().any(|(i, a)| {
-        placed[..i]
-            .iter()
-            .any(|b| b.file != a.file && b.column == a.column && bare(b) == bare(a))
+    // The file of the first run of each (column, bare key): a second file
+    // in one such cell is a clash.
+    let mut first_file: HashMap<(&str, RowKey), usize> = HashMap::new();
+    let clash = placed.iter().any(|a| {
+        let f = *first_file
+            .entry((a.column.as_str(), bare(a)))
+            .or_insert(a.file);
+        f != a.file
     });
     if !clash {
         for p in placed.iter_mut() {
@@ -231,13 +296,14 @@ fn merge_files(placed: &mut [Placed]) {
 
 /// The column values in order: files as given, modes as first seen, vCPU
 /// counts ascending.
-fn columns(docs: &[(String, Document)], placed: &[Placed], by: Dimension) -> Vec<String> {
+fn columns(docs: &[(String, Recorded)], placed: &[Placed], by: Dimension) -> Vec<String> {
     let mut cols: Vec<String> = match by {
         Dimension::File => docs.iter().map(|(n, _)| n.clone()).collect(),
         _ => {
             let mut c: Vec<String> = Vec::new();
+            let mut seen = HashSet::new();
             for p in placed {
-                if !c.contains(&p.column) {
+                if seen.insert(p.column.as_str()) {
                     c.push(p.column.clone());
                 }
             }
@@ -282,6 +348,21 @@ pub fn compare_by(
     by: Dimension,
     baseline: Option<&str>,
 ) -> Result<Comparison, BaselineError> {
+    let recorded: Vec<(String, Recorded)> = docs
+        .iter()
+        .map(|(n, d)| (n.clone(), Recorded::of(d)))
+        .collect();
+    compare_recorded(&recorded, by, baseline)
+}
+
+/// [`compare_by`] of documents already reduced to what a comparison keeps
+/// ([`Recorded`]): what `ipivmm compare` uses, one document in memory at a
+/// time.
+pub fn compare_recorded(
+    docs: &[(String, Recorded)],
+    by: Dimension,
+    baseline: Option<&str>,
+) -> Result<Comparison, BaselineError> {
     let placed = place(docs, by);
     let mut cols = columns(docs, &placed, by);
     if let Some(b) = baseline {
@@ -300,9 +381,8 @@ pub fn compare_by(
 
 /// Lines up `docs` by file, the first the baseline.
 pub fn compare(docs: &[(String, Document)]) -> Comparison {
-    let placed = place(docs, Dimension::File);
-    let cols = columns(docs, &placed, Dimension::File);
-    line_up(docs, Dimension::File, &placed, cols)
+    // The file columns always exist, so no baseline can be missing.
+    compare_by(docs, Dimension::File, None).unwrap_or_else(|_| unreachable!())
 }
 
 /// The column of a placed run: its file's (a file given twice is two
@@ -316,14 +396,29 @@ fn column_of(p: &Placed, by: Dimension, columns: &[String]) -> usize {
 
 /// The rows of `placed` in `columns`, with the flags and notes of the empty cells.
 fn line_up(
-    docs: &[(String, Document)],
+    docs: &[(String, Recorded)],
     by: Dimension,
     placed: &[Placed],
     columns: Vec<String>,
 ) -> Comparison {
     let n = columns.len();
     let mut rows: Vec<Row> = Vec::new();
+    let mut row_of: HashMap<RowKey, usize> = HashMap::new();
     let mut flags = Vec::new();
+    // (column, workload) and (column, workload, file) of every placed run:
+    // whether a column measured a workload at all.
+    let file_index: HashMap<&str, usize> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let mut measured: HashSet<(usize, &str)> = HashSet::new();
+    let mut measured_in: HashSet<(usize, &str, &str)> = HashSet::new();
+    for p in placed {
+        let col = column_of(p, by, &columns);
+        measured.insert((col, p.key.workload.as_str()));
+        measured_in.insert((col, p.key.workload.as_str(), docs[p.file].0.as_str()));
+    }
     for p in placed {
         let col = column_of(p, by, &columns);
         if !p.summary.completed {
@@ -332,17 +427,14 @@ fn line_up(
                 p.key, columns[col]
             ));
         }
-        let i = match rows.iter().position(|r| r.key == p.key) {
-            Some(i) => i,
-            None => {
-                rows.push(Row {
-                    key: p.key.clone(),
-                    cells: vec![None; n],
-                    skipped: vec![None; n],
-                });
-                rows.len() - 1
-            }
-        };
+        let i = *row_of.entry(p.key.clone()).or_insert_with(|| {
+            rows.push(Row {
+                key: p.key.clone(),
+                cells: vec![None; n],
+                skipped: vec![None; n],
+            });
+            rows.len() - 1
+        });
         rows[i].cells[col] = Some(p.summary.clone());
     }
     let mut notes: Vec<(String, Vec<String>)> = Vec::new();
@@ -361,7 +453,7 @@ fn line_up(
             // The files that could hold this cell.
             let files: Vec<usize> = match (by, &r.key.file) {
                 (Dimension::File, _) => vec![ci],
-                (_, Some(f)) => docs.iter().position(|(n, _)| n == f).into_iter().collect(),
+                (_, Some(f)) => file_index.get(f.as_str()).copied().into_iter().collect(),
                 (_, None) => (0..docs.len()).collect(),
             };
             let reason = workload.as_deref().and_then(|w| {
@@ -380,11 +472,10 @@ fn line_up(
             }
             // Whether the column measured this workload at all (same file
             // when the rows are per file).
-            let has_workload = placed.iter().any(|p| {
-                column_of(p, by, &columns) == ci
-                    && p.key.workload == r.key.workload
-                    && r.key.file.as_ref().is_none_or(|f| docs[p.file].0 == *f)
-            });
+            let has_workload = match &r.key.file {
+                Some(f) => measured_in.contains(&(ci, r.key.workload.as_str(), f.as_str())),
+                None => measured.contains(&(ci, r.key.workload.as_str())),
+            };
             if has_workload {
                 flags.push(format!("{}: missing in column {col}", r.key));
             } else {
@@ -414,7 +505,7 @@ fn line_up(
         columns,
         files: docs
             .iter()
-            .map(|(n, d)| (n.clone(), host_line(d)))
+            .map(|(n, d)| (n.clone(), d.host.clone()))
             .collect(),
         rows,
         flags,

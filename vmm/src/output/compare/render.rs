@@ -3,22 +3,12 @@
 //! baseline with its ratio to it), then the notable changes, the warnings
 //! and the notes.
 use super::{Comparison, Dimension, Row};
+
 use crate::output::{paint, Tint};
-use crate::results::metrics::Metric;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::fmt::Write;
 
-/// The metrics of a row ([`Metric::shown`]).
-fn metrics_of(r: &Row) -> &'static [Metric] {
-    Metric::shown(
-        r.cells
-            .iter()
-            .flatten()
-            .filter_map(|s| s.ipis_per_operation()),
-    )
-}
-
-fn column_header(c: &Comparison, i: usize) -> String {
+pub(super) fn column_header(c: &Comparison, i: usize) -> String {
     match c.by {
         Dimension::File => format!("[{}]", i + 1),
         Dimension::Mode => c.columns[i].clone(),
@@ -83,7 +73,7 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     t.set_header(header);
     let mut notable = Vec::new();
     for r in &c.rows {
-        for &m in metrics_of(r) {
+        for &m in r.metrics() {
             let values: Vec<Option<f64>> = r
                 .cells
                 .iter()

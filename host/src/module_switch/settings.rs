@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::parse_bool_param;
+use crate::facts::parse_bool_param;
 
 /// Longest parameter value accepted from the command line.
 pub(super) const MAX_VALUE_LEN: usize = 256;

@@ -14,7 +14,7 @@ use super::settings::{param_values_equal, ModuleSetting};
 use super::state::{read_state, remove_state, write_state, State};
 use super::tree::{ModuleTree, VmCheck};
 use super::KVM_CORE_MODULE;
-use crate::host::KvmBackend;
+use crate::facts::KvmBackend;
 
 /// A parameter whose value read back differs from the one asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,4 +1,4 @@
-//! `ipivmm sweep --host-param module.param=v1,v2`: the host setting as the
+//! A sweep with a host setting (`ipivmm sweep --host-param module.param=v1,v2`): the host setting as the
 //! outermost dimension. Every value passes every guard before anything
 //! runs ([`preflight`]); then, per value, the vendor module is switched, the
 //! host re-probed and the whole rest of the plan run under it, and the
@@ -12,30 +12,18 @@
 //! reload halfway. A second signal ends the process at once (see
 //! `ipivmm::interrupt`) and a `kill -9` cannot be caught: the state file
 //! then stays, and `ipivmm host --restore` puts the original back.
-use super::host_switch::{applied_lines, restored_lines, verdict_line};
-use super::sweep::run_all;
-use ipivmm::results::SkippedMode;
-use ipivmm::sweep::{plan_stage, SweepSpec};
-use ipivmm::RunReport;
-use ipivmm_counters::host::{HostInfo, KvmBackend};
-use ipivmm_counters::module_switch::{read_state, ModuleSetting, ModuleTree, SwitchError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use super::execute::{run_all, SweepEvents, SweepOptions, SweepOutcome};
+use super::{plan_stage, SweepSpec};
+use crate::results::SkippedMode;
+use ipivmm_host::facts::{HostInfo, KvmBackend};
+use ipivmm_host::module_switch::report::{applied_lines, restored_lines, verdict_line};
+use ipivmm_host::module_switch::{read_state, ModuleSetting, ModuleTree, SwitchError};
+use std::sync::atomic::Ordering;
 
 /// A host-parameter sweep that passed its guards.
 pub struct HostSweep {
     tree: ModuleTree,
     backend: KvmBackend,
-}
-
-/// What the stages produced, and what went wrong with the host switches.
-#[derive(Default)]
-pub struct StagesOutcome {
-    /// Every run of every stage, in order.
-    pub reports: Vec<RunReport>,
-    /// Combinations not run, labelled with their stage.
-    pub skipped: Vec<SkippedMode>,
-    /// Switch or restore errors, one line each.
-    pub errors: Vec<String>,
 }
 
 /// Checks every value of `settings` against every guard (root, backend,
@@ -68,13 +56,12 @@ pub fn preflight(
 pub fn run_stages(
     spec: &SweepSpec,
     hs: &HostSweep,
-    quiet: bool,
-    cancel: &AtomicBool,
-    observer_pairs: u32,
-) -> StagesOutcome {
-    let mut out = StagesOutcome::default();
+    opts: &SweepOptions,
+    events: &dyn SweepEvents,
+) -> SweepOutcome {
+    let mut out = SweepOutcome::default();
     for setting in &spec.host_params {
-        let why_not = if cancel.load(Ordering::SeqCst) {
+        let why_not = if opts.cancel.load(Ordering::SeqCst) {
             Some("not run: sweep cancelled")
         } else if !out.errors.is_empty() {
             Some("not run: an earlier host switch failed")
@@ -85,7 +72,7 @@ pub fn run_stages(
             not_run(spec, setting, reason, &mut out.skipped);
             continue;
         }
-        if let Err(e) = run_stage(spec, hs, setting, quiet, observer_pairs, &mut out) {
+        if let Err(e) = run_stage(spec, hs, setting, opts, events, &mut out) {
             out.errors.push(format!("--host-param {setting}: {e}"));
         }
     }
@@ -104,37 +91,37 @@ fn run_stage(
     spec: &SweepSpec,
     hs: &HostSweep,
     setting: &ModuleSetting,
-    quiet: bool,
-    observer_pairs: u32,
-    out: &mut StagesOutcome,
+    opts: &SweepOptions,
+    events: &dyn SweepEvents,
+    out: &mut SweepOutcome,
 ) -> Result<(), SwitchError> {
     let mut guard = hs.tree.switch(&hs.backend, std::slice::from_ref(setting))?;
     let applied = guard.applied();
-    say(&applied_lines(applied), quiet);
+    say(&applied_lines(applied), events);
     for m in applied.mismatches() {
-        eprintln!("ipivmm: warning: --host-param {setting}: {m}");
+        events.note(&format!("ipivmm: warning: --host-param {setting}: {m}"));
     }
     // The verdicts and skip reasons as the reloaded module decides them.
-    let host = ipivmm::host::probe().ok();
+    let host = crate::host::probe().ok();
     if let Some(h) = &host {
-        say(&[format!("  {}", verdict_line(&h.verdicts))], quiet);
+        say(&[format!("  {}", verdict_line(&h.verdicts))], events);
     }
     let (runs, skips) = plan_stage(spec, host.as_ref(), Some(setting));
     out.skipped.extend(skips);
     // The counting cost is measured once, on the sweep's first run.
     let pairs = if out.reports.is_empty() {
-        observer_pairs
+        opts.observer_pairs
     } else {
         0
     };
     out.reports
-        .extend(run_all(&runs, &mut out.skipped, quiet, pairs));
+        .extend(run_all(&runs, &mut out.skipped, opts, pairs, events));
     let restored = guard.restore()?;
     if !restored.was_noop() {
-        say(&restored_lines(&restored), quiet);
+        say(&restored_lines(&restored), events);
     }
     for m in &restored.mismatches {
-        eprintln!("ipivmm: warning: restoring after {setting}: {m}");
+        events.note(&format!("ipivmm: warning: restoring after {setting}: {m}"));
     }
     Ok(())
 }
@@ -155,21 +142,20 @@ fn not_run(
     }));
 }
 
-fn say(lines: &[String], quiet: bool) {
-    if quiet {
-        return;
-    }
+fn say(lines: &[String], events: &dyn SweepEvents) {
     for l in lines {
-        eprintln!("ipivmm: host: {l}");
+        events.note(&format!("ipivmm: host: {l}"));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
-    use ipivmm_counters::module_switch::{parse_param_values, FakeModprobe};
+    use crate::mode::{ApicMode, IpiPath, Irqchip, Workload};
+    use crate::sweep::execute::Quiet;
+    use ipivmm_host::module_switch::{parse_param_values, FakeModprobe};
     use std::path::Path;
+    use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     use vmm_sys_util::tempdir::TempDir;
 
@@ -200,6 +186,13 @@ mod tests {
         (fake, hs)
     }
 
+    fn opts(cancelled: bool) -> SweepOptions {
+        SweepOptions {
+            observer_pairs: 0,
+            cancel: Arc::new(AtomicBool::new(cancelled)),
+        }
+    }
+
     /// A plan every host skips (broadcast needs 2 vCPUs): no VM runs.
     fn spec(values: &str) -> SweepSpec {
         SweepSpec {
@@ -227,13 +220,7 @@ mod tests {
     fn each_value_is_switched_then_restored() {
         let dir = TempDir::new().unwrap();
         let (fake, hs) = fake_amd(dir.as_path());
-        let out = run_stages(
-            &spec("kvm_amd.npt=0,1"),
-            &hs,
-            true,
-            &AtomicBool::new(false),
-            0,
-        );
+        let out = run_stages(&spec("kvm_amd.npt=0,1"), &hs, &opts(false), &Quiet);
         assert!(out.errors.is_empty(), "{:?}", out.errors);
         assert_eq!(
             fake.calls(),
@@ -260,13 +247,7 @@ mod tests {
     fn a_cancelled_sweep_switches_nothing() {
         let dir = TempDir::new().unwrap();
         let (fake, hs) = fake_amd(dir.as_path());
-        let out = run_stages(
-            &runnable("kvm_amd.avic=1,0"),
-            &hs,
-            true,
-            &AtomicBool::new(true),
-            0,
-        );
+        let out = run_stages(&runnable("kvm_amd.avic=1,0"), &hs, &opts(true), &Quiet);
         assert!(fake.calls().is_empty() && out.errors.is_empty());
         assert_eq!(out.skipped.len(), 2);
         assert!(out
@@ -280,13 +261,7 @@ mod tests {
         let dir = TempDir::new().unwrap();
         let (fake, hs) = fake_amd(dir.as_path());
         fake.fail_next_loads(2); // the switch and its rollback
-        let out = run_stages(
-            &runnable("kvm_amd.npt=0,1"),
-            &hs,
-            true,
-            &AtomicBool::new(false),
-            0,
-        );
+        let out = run_stages(&runnable("kvm_amd.npt=0,1"), &hs, &opts(false), &Quiet);
         assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
         assert!(
             out.errors[0].starts_with("--host-param kvm_amd.npt=0: "),

@@ -9,8 +9,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exit_reasons::Isa;
-
 /// CPU flags that matter for interrupt virtualization.
 pub const VIRT_FLAGS: &[&str] = &[
     "vmx",
@@ -113,17 +111,6 @@ impl std::fmt::Display for KvmBackend {
     }
 }
 
-impl KvmBackend {
-    /// The exit-reason ISA of the backend, if it has one.
-    pub fn isa(&self) -> Option<Isa> {
-        match self {
-            Self::KvmIntel => Some(Isa::Vmx),
-            Self::KvmAmd => Some(Isa::Svm),
-            _ => None,
-        }
-    }
-}
-
 /// Whether a hardware interrupt-virtualization feature can be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", content = "reason", rename_all = "snake_case")]
@@ -219,15 +206,44 @@ pub struct HostInfo {
     pub verdicts: ApicvVerdicts,
 }
 
+impl HostInfo {
+    /// A made-up host of `backend` whose APICv, IPIv, AVIC and x2AVIC are
+    /// all available (`hardware`) or all unavailable for kvm_pvm's reason:
+    /// the one fixture of the tests that plan against a host.
+    pub fn synthetic(backend: KvmBackend, hardware: bool) -> Self {
+        let v = if hardware {
+            ApicvSupport::Available
+        } else {
+            ApicvSupport::Unavailable("kvm_pvm backend: no VMX/SVM, so no APICv/AVIC/IPIv".into())
+        };
+        let amd = backend == KvmBackend::KvmAmd;
+        HostInfo {
+            cpu_vendor: if amd { "AuthenticAMD" } else { "GenuineIntel" }.into(),
+            cpu_model: "synthetic".into(),
+            cpu_family_model: (None, None),
+            logical_cpus: 2,
+            virt_flags: Default::default(),
+            kernel_release: "6.18".into(),
+            dev_kvm: Default::default(),
+            backend,
+            modules: vec![],
+            params: Default::default(),
+            verdicts: ApicvVerdicts {
+                apicv: v.clone(),
+                ipiv: v.clone(),
+                avic: v.clone(),
+                x2avic: v,
+            },
+        }
+    }
+}
+
 /// Errors of host probing.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// /proc/cpuinfo could not be read.
     #[error("reading /proc/cpuinfo: {0}")]
     CpuInfo(#[source] std::io::Error),
-    /// uname failed.
-    #[error("uname failed: {0}")]
-    Uname(#[source] std::io::Error),
 }
 
 /// Parses a boolean module parameter (`Y`/`N`/`1`/`0`, any case, trimmed).
@@ -503,20 +519,11 @@ pub fn probe_dev_kvm() -> DevKvm {
 }
 
 /// `uname -r`.
-pub fn kernel_release() -> Result<String, HostError> {
-    // SAFETY: utsname is plain old data; all-zero is a valid value.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable utsname the kernel fills in.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return Err(HostError::Uname(std::io::Error::last_os_error()));
-    }
-    let bytes: Vec<u8> = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+pub fn kernel_release() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Assembles [`HostInfo`] from pre-read inputs (pure).
@@ -554,7 +561,7 @@ pub fn probe() -> Result<HostInfo, HostError> {
     let sys_module = Path::new("/sys/module");
     Ok(host_info_from(
         &cpu,
-        kernel_release()?,
+        kernel_release(),
         probe_dev_kvm(),
         loaded_modules(sys_module),
         read_params(sys_module),
@@ -642,8 +649,6 @@ vmx flags\t: vnmi preemption_timer posted_intr invvpid ept_x_only flexpriority a
             KvmBackend::NestedOrUnknown
         );
         assert_eq!(detect_backend(&[], &amd, false), KvmBackend::None);
-        assert_eq!(KvmBackend::KvmAmd.isa(), Some(Isa::Svm));
-        assert_eq!(KvmBackend::KvmPvm.isa(), None);
     }
 
     #[test]

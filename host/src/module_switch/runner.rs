@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 use super::settings::{parse_kernel_bool, parse_kernel_int};
-use crate::host::{parse_bool_param, parse_int_param};
+use crate::facts::{parse_bool_param, parse_int_param};
 
 /// A failed `modprobe` invocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

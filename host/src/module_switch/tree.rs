@@ -12,7 +12,7 @@ use super::runner::{Modprobe, ModprobeRunner};
 use super::settings::{ModuleSetting, ParseError};
 use super::state::read_state;
 use super::{DEFAULT_DEBUGFS_KVM, DEFAULT_STATE_FILE, DEFAULT_SYS_MODULE, VENDOR_MODULES};
-use crate::host::KvmBackend;
+use crate::facts::KvmBackend;
 
 /// How thoroughly running VMs were looked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,9 +53,7 @@ pub struct ModuleTree {
 
 /// The effective uid of this process.
 pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory
-    // of ours.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 impl ModuleTree {

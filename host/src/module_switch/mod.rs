@@ -64,6 +64,7 @@
 //! [`Applied::kvm_changed`] lists them.
 
 mod error;
+pub mod report;
 mod runner;
 mod settings;
 mod state;
@@ -95,7 +96,7 @@ pub const STATE_FORMAT: &str = "ipivmm.module-switch/1";
 
 #[cfg(test)]
 use {
-    crate::host::KvmBackend,
+    crate::facts::KvmBackend,
     settings::MAX_VALUE_LEN,
     std::collections::BTreeMap,
     std::path::{Path, PathBuf},

@@ -1,0 +1,49 @@
+//! VM exits by reason, with host time, counted in the kernel: an eBPF
+//! program on `kvm:kvm_exit` and the raw tracepoint `kvm_entry` adds each
+//! exit of a registered vCPU thread to that thread's element of a map
+//! (what bcc's `kvmexit` does, plus host time and both ISAs), and the vCPU
+//! thread reads its element at its phase markers through an mmap (no
+//! syscall). Nothing is written per exit to any buffer, so nothing can be
+//! lost or have to be drained.
+//!
+//! - [`layout`]: the maps' layout (mirrored from `bpf/kvm_exits.bpf.c`) and
+//!   the reason slots (sparse SVM codes up to 0x403, VMGEXIT, VMX basic
+//!   reasons).
+//! - [`load`]: loading (through aya) and attaching, once per run
+//!   ([`BpfExits`]); registering a vCPU thread ([`BpfThread`]), its
+//!   counting switch and its snapshots.
+//! - [`window`]: a snapshot, and the difference of two as the sampler's
+//!   [`crate::sampler::ExitTally`], so a phase's exits read the same
+//!   whatever counted them.
+//!
+//! The program is built by `build.rs` with clang (`-target bpf`); without
+//! clang the crate builds and [`object`] says why not.
+
+pub mod layout;
+pub mod load;
+pub mod window;
+
+#[cfg(test)]
+mod tests;
+
+pub use load::{Attach, BpfError, BpfExits, BpfThread};
+pub use window::BpfSnapshot;
+
+/// The compiled BPF object, or why it was not built.
+pub fn object() -> Result<&'static [u8], &'static str> {
+    #[cfg(ipivmm_bpf)]
+    {
+        /// Kept 8-byte aligned: the ELF parser reads its headers in place.
+        #[repr(C, align(8))]
+        struct Aligned<T: ?Sized>(T);
+        static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/kvm_exits.bpf.o"
+        )));
+        Ok(&OBJECT.0)
+    }
+    #[cfg(not(ipivmm_bpf))]
+    {
+        Err(env!("IPIVMM_BPF_NOT_BUILT"))
+    }
+}

@@ -1,0 +1,157 @@
+//! Live tests on this host's kernel (visible skips without root, tracefs
+//! or BPF). kvm_exit never fires on every KVM (kvm_pvm), so the same
+//! programs are also attached to a syscall's tracepoints, which fire
+//! anywhere: the exit program reads `__syscall_nr` where it reads
+//! `exit_reason`, the entry program runs at every syscall exit.
+
+use std::sync::Arc;
+
+use super::{Attach, BpfError, BpfExits};
+use crate::tracefs::Tracefs;
+use ipivmm_testkit::{skip, Need};
+
+/// getppid(2) on x86_64 (never cached by libc).
+const NR_GETPPID: u32 = libc::SYS_getppid as u32;
+
+fn getppid_n(n: usize) {
+    for _ in 0..n {
+        // SAFETY: getppid takes no arguments and has no side effects.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+}
+
+fn syscall_attach() -> Attach {
+    Attach {
+        exit: ("syscalls".into(), "sys_enter_getppid".into()),
+        reason: vec!["__syscall_nr".into()],
+        isa: vec![],
+        entry: "sys_exit".into(),
+        events: false,
+    }
+}
+
+/// The counter, or None after a visible skip (no rights, no tracefs, no
+/// such event, no clang at build time).
+fn loaded(test: &str, at: &Attach, capacity: usize) -> Option<Arc<BpfExits>> {
+    let tracefs = match Tracefs::find() {
+        Ok(t) => t,
+        Err(e) => {
+            skip(test, Need::Setup, &format!("{e}"));
+            return None;
+        }
+    };
+    if !tracefs.has_event(&at.exit.0, &at.exit.1) {
+        skip(
+            test,
+            Need::Setup,
+            &format!("no event {}:{} here", at.exit.0, at.exit.1),
+        );
+        return None;
+    }
+    match BpfExits::load(&tracefs, at, capacity, None) {
+        Ok(b) => Some(Arc::new(b)),
+        Err(e @ BpfError::NotBuilt(_)) => {
+            skip(test, Need::Setup, &e.to_string());
+            None
+        }
+        Err(e) if !rustix::process::geteuid().is_root() => {
+            skip(test, Need::Setup, &format!("not root: {e}"));
+            None
+        }
+        Err(e) => panic!("{test}: {e}"),
+    }
+}
+
+#[test]
+fn the_program_counts_and_times_a_threads_events_exactly_while_switched_on() {
+    let test = "bpf::the_program_counts_and_times_a_threads_events_exactly_while_switched_on";
+    let Some(bpf) = loaded(test, &syscall_attach(), 2) else {
+        return;
+    };
+    let mut me = bpf.register().unwrap();
+    assert!(!me.counting(), "a thread starts switched off");
+    let s0 = me.snapshot();
+    getppid_n(100);
+    let s1 = me.snapshot();
+    assert_eq!(s1.since(&s0).exits, 0, "switched off: nothing counted");
+
+    me.set_counting(true);
+    let s1 = me.snapshot();
+    getppid_n(1000);
+    // An unregistered thread's calls are not this thread's.
+    std::thread::spawn(|| getppid_n(300)).join().unwrap();
+    let s2 = me.snapshot();
+    let t = s2.since(&s1);
+    let r = t.by_reason.get(&NR_GETPPID).copied().unwrap_or_default();
+    assert_eq!((t.exits, r.count, r.timed), (1000, 1000, 1000), "{t:?}");
+    assert!(
+        r.host_ns > 0 && r.host_ns / 1000 < 1_000_000,
+        "mean host ns {}",
+        r.host_ns / 1000
+    );
+    assert_eq!(
+        (t.lost, t.malformed, t.unmatched, t.pending),
+        (0, 0, 0, None)
+    );
+
+    // A second registered thread counts into its own element only.
+    let other = bpf.clone();
+    let theirs = std::thread::spawn(move || {
+        let mut t = other.register().unwrap();
+        t.set_counting(true);
+        let a = t.snapshot();
+        getppid_n(50);
+        t.snapshot().since(&a).exits
+    })
+    .join()
+    .unwrap();
+    assert_eq!(theirs, 50);
+    assert_eq!(me.snapshot().since(&s2).exits, 0);
+
+    me.set_counting(false);
+    getppid_n(100);
+    assert_eq!(me.snapshot().since(&s2).exits, 0, "switched off again");
+    assert!(matches!(bpf.register(), Err(BpfError::Full(2))));
+}
+
+#[test]
+fn the_kvm_program_loads_and_attaches() {
+    let test = "bpf::the_kvm_program_loads_and_attaches";
+    let Some(bpf) = loaded(test, &Attach::kvm(), 4) else {
+        return;
+    };
+    let mut t = bpf.register().unwrap();
+    t.set_counting(true);
+    let a = t.snapshot();
+    // No vCPU runs on this thread: nothing to count, but counting is live.
+    assert_eq!(t.snapshot().since(&a).exits, 0);
+    assert_eq!(bpf.capacity(), 4);
+    // The event counters attach where the kvm events are as the programs read them.
+    assert!(bpf.unavailable().is_empty(), "{:?}", bpf.unavailable());
+    assert_eq!(
+        bpf.counters().len(),
+        super::layout::EVENT_COUNTERS.len() + 1
+    );
+    let v = t.snapshot().counter_values(bpf.counters());
+    assert_eq!(v.len(), bpf.counters().len());
+    assert_eq!(v[crate::specs::names::APIC_ICR_WRITE], 0);
+    // Inhibit changes are logged from the load on: a VM created now with no
+    // in-kernel LAPIC (or without APICv on the host) sets one at creation.
+    assert_eq!(bpf.logs_inhibits(), Ok(()));
+    let before = bpf.inhibit_changes().unwrap().0.len();
+    let kvm = match kvm_ioctls::Kvm::new() {
+        Ok(k) => k,
+        Err(e) => {
+            skip(test, Need::Kvm, &format!("no /dev/kvm: {e}"));
+            return;
+        }
+    };
+    let vm = kvm.create_vm().unwrap();
+    let (changes, lost, names) = bpf.inhibit_changes().unwrap();
+    assert_eq!(lost, 0);
+    assert!(
+        changes.len() > before,
+        "creation logged a change: {changes:?} (names {names:?})"
+    );
+    drop(vm);
+}

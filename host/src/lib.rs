@@ -1,0 +1,10 @@
+//! What ipivmm knows and changes about the host, apart from counting:
+//! - [`facts`]: host facts (CPU, KVM backend, module parameters, the
+//!   APICv/AVIC/IPIv verdicts) read from /proc and /sys;
+//! - [`module_switch`]: host-wide APICv/AVIC/IPIv switches (a vendor module
+//!   reload, recorded in a state file so that the original comes back).
+//!
+//! Counting (KVM stats, tracepoints, the exit sampler) is `ipivmm-counters`'s.
+
+pub mod facts;
+pub mod module_switch;

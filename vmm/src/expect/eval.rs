@@ -1,0 +1,342 @@
+//! Expectations against a results document: one [`Verdict`] per
+//! expectation and run it is about (a ratio: one per expectation).
+use super::{Expectation, Rhs, Scope, Subject, Vcpus};
+use crate::results::metrics::RunMetrics;
+use crate::results::summary::{measured_phase, summarize};
+use crate::results::{Document, RunReport};
+
+/// How an expectation came out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// It holds; the figure read.
+    Pass(f64),
+    /// It does not hold, and why (the figure read, or what was missing).
+    Fail(String),
+    /// It could not be judged here, and why (not measured, not run).
+    Skip(String),
+}
+
+/// One test point: an expectation about one run (or a ratio).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The test point's name: the expectation, and the run when it was
+    /// about several.
+    pub name: String,
+    /// The outcome.
+    pub outcome: Outcome,
+}
+
+/// Every verdict of a set of expectations.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdicts(pub Vec<Verdict>);
+
+impl Verdicts {
+    /// kselftest's exit codes: 1 when any failed, 4 when none passed (all
+    /// skipped, or nothing to judge), 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        let failed = self.0.iter().any(|v| matches!(v.outcome, Outcome::Fail(_)));
+        let passed = self.0.iter().any(|v| matches!(v.outcome, Outcome::Pass(_)));
+        match (failed, passed) {
+            (true, _) => 1,
+            (false, false) => 4,
+            (false, true) => 0,
+        }
+    }
+
+    /// (passed, failed, skipped).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let count = |f: fn(&Outcome) -> bool| self.0.iter().filter(|v| f(&v.outcome)).count();
+        (
+            count(|o| matches!(o, Outcome::Pass(_))),
+            count(|o| matches!(o, Outcome::Fail(_))),
+            count(|o| matches!(o, Outcome::Skip(_))),
+        )
+    }
+}
+
+/// The run's full label: `workload Nv label`.
+fn full_label(r: &RunReport) -> String {
+    format!(
+        "{} {}v {}",
+        r.mode.workload_label(),
+        r.mode.vcpus,
+        r.label()
+    )
+}
+
+fn matches(scope: &Scope, r: &RunReport) -> bool {
+    scope
+        .workload
+        .as_ref()
+        .is_none_or(|w| *w == r.mode.workload_label())
+        && scope.vcpus.is_none_or(|n| n == r.mode.vcpus)
+        && scope.label.as_ref().is_none_or(|l| *l == r.label())
+}
+
+fn scope_text(s: &Scope) -> String {
+    let mut parts = Vec::new();
+    if let Some(w) = &s.workload {
+        parts.push(w.clone());
+    }
+    if let Some(n) = s.vcpus {
+        parts.push(format!("{n}v"));
+    }
+    if let Some(l) = &s.label {
+        parts.push(l.clone());
+    }
+    parts.join(" ")
+}
+
+/// The skip that names `scope`'s runs, if the document recorded one: the
+/// sweep did not run them on this host, and said why.
+fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
+    doc.skipped.iter().find_map(|s| {
+        let mut words = s.mode.split_whitespace();
+        let workload = words.next()?;
+        let vcpus = words.next()?.strip_suffix('v')?.parse::<usize>().ok()?;
+        let label = words.collect::<Vec<_>>().join(" ");
+        let ok = scope.workload.as_ref().is_none_or(|w| w == workload)
+            && scope.vcpus.is_none_or(|n| n == vcpus)
+            && scope.label.as_ref().is_none_or(|l| *l == label);
+        ok.then(|| format!("not run here: {}", s.reason))
+    })
+}
+
+/// Why a metric has no value in `r`, in words and with the fix where there
+/// is one.
+fn missing_metric(key: &str, r: &RunReport) -> String {
+    let source = |name: &str| {
+        r.vcpus
+            .iter()
+            .flat_map(|v| &v.sources)
+            .find(|s| s.source == name && !s.available)
+            .and_then(|s| s.detail.clone())
+    };
+    if key.starts_with("icr_write_exits") {
+        let why = source("tracepoints").unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        return format!(
+            "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
+        );
+    }
+    if key.starts_with("cycles") || key.starts_with("ns_") {
+        return "no latency samples in the measured phase".into();
+    }
+    format!("{key} not measured in this run")
+}
+
+fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
+    let m = RunMetrics::of(&summarize(r));
+    let scalar = match key {
+        "operations" => Some(m.operations as f64),
+        "ipis_sent" => Some(m.ipis_sent as f64),
+        "ipis_delivered" => Some(m.ipis_delivered as f64),
+        "wake_ipis" => Some(m.wake_ipis as f64),
+        "vcpus" => Some(r.mode.vcpus as f64),
+        "fan_out" => m.fan_out.map(|k| k as f64),
+        _ => m.values.get(key).copied(),
+    };
+    scalar.ok_or_else(|| missing_metric(key, r))
+}
+
+/// Counter `source.name` of `r`'s measured phase on each vCPU (index,
+/// value); Err when the source did not run.
+fn counter_values(r: &RunReport, source: &str, name: &str) -> Result<Vec<(usize, u64)>, String> {
+    let Some((id, phase_name)) = measured_phase(r) else {
+        return Err("the run has no measured phase".into());
+    };
+    let mut out = Vec::new();
+    for v in &r.vcpus {
+        let Some(p) = v.phases.iter().find(|p| p.id == id && p.name == phase_name) else {
+            continue;
+        };
+        let counters: Vec<(&str, &str, u64)> =
+            p.counters().filter(|(s, _, _)| *s == source).collect();
+        let value = counters.iter().find(|(_, n, _)| *n == name).map(|c| c.2);
+        // Sources that list only what is non-zero: a missing name is 0.
+        let sparse = matches!(
+            source,
+            "exit_reasons" | "exit_reasons_host_ns" | "userspace_exits"
+        );
+        let value = match value {
+            Some(x) => x,
+            None if sparse && (source != "exit_reasons" || p.exit_reasons.is_some()) => 0,
+            None if counters.is_empty() => {
+                let why = v
+                    .sources
+                    .iter()
+                    .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+                    .and_then(|s| s.detail.clone())
+                    .unwrap_or_else(|| "nothing recorded".into());
+                return Err(format!("vcpu{}: no '{source}' counters ({why})", v.index));
+            }
+            None => {
+                return Err(format!(
+                    "vcpu{}: '{source}' has no counter '{name}' (it has {})",
+                    v.index,
+                    counters
+                        .iter()
+                        .map(|c| c.1)
+                        .take(12)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        };
+        out.push((v.index, value));
+    }
+    Ok(out)
+}
+
+/// `e` on one run.
+fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
+    if !r.succeeded() {
+        return Outcome::Fail(format!("the run did not complete: {}", r.status.line()));
+    }
+    let want = match &e.value {
+        Rhs::Number(x) => *x,
+        Rhs::Metric(key) => match metric_value(key, r) {
+            Ok(x) => x,
+            Err(why) => return Outcome::Skip(why),
+        },
+    };
+    let judge = |v: f64| {
+        if e.op.holds(v, want, e.tolerance) {
+            Outcome::Pass(v)
+        } else {
+            Outcome::Fail(format!(
+                "got {}, want {} {}",
+                fmt(v),
+                e.op.symbol(),
+                fmt(want)
+            ))
+        }
+    };
+    match &e.subject {
+        Subject::Metric(key) => match metric_value(key, r) {
+            Ok(v) => judge(v),
+            Err(why) => Outcome::Skip(why),
+        },
+        Subject::Counter {
+            vcpus,
+            source,
+            name,
+        } => {
+            let values = match counter_values(r, source, name) {
+                Ok(v) => v,
+                Err(why) if why.contains("has no counter") => return Outcome::Fail(why),
+                Err(why) => return Outcome::Skip(why),
+            };
+            match vcpus {
+                Vcpus::Sum => {
+                    judge(values.iter().fold(0u64, |a, (_, v)| a.saturating_add(*v)) as f64)
+                }
+                Vcpus::One(i) => match values.iter().find(|(idx, _)| idx == i) {
+                    Some((_, v)) => judge(*v as f64),
+                    None => Outcome::Fail(format!("the run has no vcpu{i} with that phase")),
+                },
+                Vcpus::Each => {
+                    let bad: Vec<String> = values
+                        .iter()
+                        .filter(|(_, v)| !e.op.holds(*v as f64, want, e.tolerance))
+                        .map(|(i, v)| format!("vcpu{i} got {v}"))
+                        .collect();
+                    match (bad.is_empty(), values.first()) {
+                        (_, None) => Outcome::Fail("no vCPU ran the measured phase".into()),
+                        (true, Some((_, v))) => Outcome::Pass(*v as f64),
+                        (false, _) => Outcome::Fail(bad.join(", ")),
+                    }
+                }
+            }
+        }
+        Subject::Ratio { .. } => unreachable!("ratios are judged over the document"),
+    }
+}
+
+fn fmt(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The one run of `scope` a ratio reads (the first, when several match).
+fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<f64, Outcome> {
+    let Some(r) = doc.runs.iter().find(|r| matches(scope, r)) else {
+        return Err(match skipped_reason(doc, scope) {
+            Some(why) => Outcome::Skip(format!("{}: {why}", scope_text(scope))),
+            None => Outcome::Fail(format!("no run of {}", scope_text(scope))),
+        });
+    };
+    if !r.succeeded() {
+        return Err(Outcome::Fail(format!(
+            "{} did not complete: {}",
+            full_label(r),
+            r.status.line()
+        )));
+    }
+    metric_value(metric, r).map_err(|why| Outcome::Skip(format!("{}: {why}", full_label(r))))
+}
+
+/// Every expectation against `doc`.
+pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
+    let mut out = Vec::new();
+    for e in expectations {
+        if let Subject::Ratio { metric, a, b } = &e.subject {
+            let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
+                (Err(o), _) | (_, Err(o)) => o,
+                (Ok(_), Ok(0.0)) => Outcome::Skip(format!("{metric} of {} is 0", scope_text(b))),
+                (Ok(n), Ok(d)) => {
+                    let v = n / d;
+                    let want = match e.value {
+                        Rhs::Number(x) => x,
+                        Rhs::Metric(_) => unreachable!("refused by the parser"),
+                    };
+                    if e.op.holds(v, want, e.tolerance) {
+                        Outcome::Pass(v)
+                    } else {
+                        Outcome::Fail(format!("got {} ({} / {})", fmt(v), fmt(n), fmt(d)))
+                    }
+                }
+            };
+            out.push(Verdict {
+                name: e.text.clone(),
+                outcome,
+            });
+            continue;
+        }
+        let runs: Vec<&RunReport> = doc.runs.iter().filter(|r| matches(&e.scope, r)).collect();
+        if runs.is_empty() {
+            let outcome = match skipped_reason(doc, &e.scope) {
+                Some(why) => Outcome::Skip(why),
+                None if doc.runs.is_empty() => Outcome::Skip("nothing ran".into()),
+                None => Outcome::Fail(format!(
+                    "no run matches '{}' (the runs: {})",
+                    scope_text(&e.scope),
+                    doc.runs
+                        .iter()
+                        .map(full_label)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )),
+            };
+            out.push(Verdict {
+                name: e.text.clone(),
+                outcome,
+            });
+            continue;
+        }
+        let several = runs.len() > 1;
+        for r in runs {
+            out.push(Verdict {
+                name: if several {
+                    format!("{} [{}]", e.text, full_label(r))
+                } else {
+                    e.text.clone()
+                },
+                outcome: on_run(e, r),
+            });
+        }
+    }
+    Verdicts(out)
+}

@@ -1,0 +1,282 @@
+//! The expectation grammar (see the module doc of [`super`]).
+use super::{metric_keys, Expectation, Op, Rhs, Scope, Subject, Vcpus};
+
+/// An expectation that cannot be read, with what was expected instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--expect '{text}': {problem}")]
+pub struct ParseError {
+    /// The expectation as given.
+    pub text: String,
+    /// What is wrong, and the fix.
+    pub problem: String,
+}
+
+const GRAMMAR: &str = "write [SCOPE: ]SUBJECT OP NUMBER [± TOL], e.g. 'exits_per_ipi < 1.5' or 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01' (docs/ci.md)";
+
+/// Parses one expectation.
+pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
+    let bad = |problem: String| ParseError {
+        text: text.to_string(),
+        problem,
+    };
+    let t = text.trim();
+    // The scope ends at a colon followed by a space: labels hold colons
+    // without one (`pin:0,1`, `-exits:hlt`).
+    let (scope, rest) = match t.find(": ") {
+        Some(i) if !t[..i].starts_with("ratio(") => {
+            (scope(t[..i].trim()).map_err(bad)?, t[i + 2..].trim())
+        }
+        _ => (Scope::default(), t),
+    };
+    let (op_at, op) =
+        find_op(rest).ok_or_else(|| bad(format!("no comparison (== != < <= > >=); {GRAMMAR}")))?;
+    let subject_text = rest[..op_at].trim();
+    let rhs = rest[op_at + op.symbol().len()..].trim();
+    let subject = subject(subject_text).map_err(bad)?;
+    let (value, tolerance) = number_and_tolerance(rhs).map_err(bad)?;
+    if tolerance != 0.0 && !matches!(op, Op::Eq | Op::Ne) {
+        return Err(bad("a tolerance (± TOL) goes with == or != only".into()));
+    }
+    if matches!(subject, Subject::Ratio { .. }) && matches!(value, Rhs::Metric(_)) {
+        return Err(bad("a ratio compares with a number".into()));
+    }
+    if matches!(subject, Subject::Ratio { .. }) && scope != Scope::default() {
+        return Err(bad(
+            "a ratio names its runs itself: drop the 'SCOPE: ' before it".into(),
+        ));
+    }
+    Ok(Expectation {
+        text: t.to_string(),
+        scope,
+        subject,
+        op,
+        value,
+        tolerance,
+    })
+}
+
+/// The first comparison operator in `s` (two-character ones first).
+fn find_op(s: &str) -> Option<(usize, Op)> {
+    let mut best: Option<(usize, Op)> = None;
+    for (sym, op) in [
+        ("==", Op::Eq),
+        ("!=", Op::Ne),
+        ("<=", Op::Le),
+        (">=", Op::Ge),
+        ("<", Op::Lt),
+        (">", Op::Gt),
+    ] {
+        if let Some(i) = s.find(sym) {
+            // A one-character operator at the start of a two-character one
+            // is that one ("<" of "<=").
+            let better = match best {
+                None => true,
+                Some((j, o)) => i < j || (i == j && sym.len() > o.symbol().len()),
+            };
+            if better {
+                best = Some((i, op));
+            }
+        }
+    }
+    best
+}
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| format!("'{}' is not a number", s.trim()))
+}
+
+fn number_and_tolerance(s: &str) -> Result<(Rhs, f64), String> {
+    let (v, tol) = match s.split_once('±').or_else(|| s.split_once("+-")) {
+        Some((v, tol)) => (v, Some(tol)),
+        None => (s, None),
+    };
+    let v = v.trim();
+    let value = if metric_keys().any(|k| k == v) {
+        Rhs::Metric(v.to_string())
+    } else {
+        Rhs::Number(number(v).map_err(|e| format!("{e} (nor a metric)"))?)
+    };
+    let tolerance = match tol {
+        None => 0.0,
+        Some(t) => {
+            let t = number(t)?;
+            if t < 0.0 {
+                return Err(format!("a negative tolerance ({t})"));
+            }
+            t
+        }
+    };
+    Ok((value, tolerance))
+}
+
+/// `[WORKLOAD] [Nv] [LABEL]`: the label starts at the first word with a
+/// '/' (`kernel/x2apic/icr`).
+pub(super) fn scope(s: &str) -> Result<Scope, String> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.is_empty() {
+        return Err("an empty scope before ': '".into());
+    }
+    let label_at = words
+        .iter()
+        .position(|w| w.contains('/'))
+        .unwrap_or(words.len());
+    let mut scope = Scope {
+        label: (label_at < words.len()).then(|| words[label_at..].join(" ")),
+        ..Scope::default()
+    };
+    for w in &words[..label_at] {
+        match w.strip_suffix('v').and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if scope.vcpus.is_none() => scope.vcpus = Some(n),
+            _ if scope.workload.is_none() && scope.vcpus.is_none() => scope.workload = Some((*w).to_string()),
+            _ => {
+                return Err(format!(
+                    "cannot read the scope '{s}': write [WORKLOAD] [Nv] LABEL, e.g. 'broadcast 4v kernel/x2apic/icr'"
+                ))
+            }
+        }
+    }
+    Ok(scope)
+}
+
+fn metric(s: &str) -> Result<String, String> {
+    if metric_keys().any(|k| k == s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "no metric '{s}'; the metrics are {}, or a counter vcpuN.SOURCE.COUNTER / vcpu*.… / vcpus.…, or ratio(METRIC, SCOPE_A, SCOPE_B)",
+            metric_keys().collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
+fn subject(s: &str) -> Result<Subject, String> {
+    if let Some(args) = s.strip_prefix("ratio(").and_then(|a| a.strip_suffix(')')) {
+        // Arguments are separated by a comma and a space: labels hold
+        // commas without one (`pin:0,1`).
+        let parts: Vec<&str> = args.split(", ").map(str::trim).collect();
+        let [m, a, b] = parts[..] else {
+            return Err(format!(
+                "ratio takes three arguments separated by ', ': ratio(METRIC, SCOPE_A, SCOPE_B), got '{s}'"
+            ));
+        };
+        return Ok(Subject::Ratio {
+            metric: metric(m)?,
+            a: scope(a)?,
+            b: scope(b)?,
+        });
+    }
+    let Some((who, rest)) = s.split_once('.') else {
+        return metric(s).map(Subject::Metric);
+    };
+    let vcpus = match who {
+        "vcpu*" => Vcpus::Each,
+        "vcpus" => Vcpus::Sum,
+        w => match w.strip_prefix("vcpu").and_then(|n| n.parse().ok()) {
+            Some(n) => Vcpus::One(n),
+            None => return metric(s).map(Subject::Metric),
+        },
+    };
+    let Some((source, name)) = rest.split_once('.') else {
+        return Err(format!(
+            "'{s}': a counter is vcpuN.SOURCE.COUNTER, e.g. vcpu1.guest.ipis_received or vcpus.kvm_stats.exits"
+        ));
+    };
+    Ok(Subject::Counter {
+        vcpus,
+        source: source.to_string(),
+        name: name.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> Expectation {
+        expectation(s).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn metrics_counters_scopes_and_tolerances() {
+        let e = ok("icr_write_exits_per_ipi == 1");
+        assert_eq!(e.subject, Subject::Metric("icr_write_exits_per_ipi".into()));
+        assert_eq!(
+            (e.op, e.value, e.tolerance),
+            (Op::Eq, Rhs::Number(1.0), 0.0)
+        );
+        let e = ok("exits_per_ipi < 1.5");
+        assert_eq!((e.op, e.value), (Op::Lt, Rhs::Number(1.5)));
+        let e = ok("ipis_per_operation == fan_out ± 0.001");
+        assert_eq!(e.value, Rhs::Metric("fan_out".into()));
+        let e = ok("kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01");
+        assert_eq!(e.scope.label.as_deref(), Some("kernel/x2apic/icr"));
+        assert_eq!(e.tolerance, 0.01);
+        let e = ok("broadcast 4v kernel/xapic/icr pin:0,1: exits_per_ipi <= 3 ");
+        assert_eq!(
+            e.scope,
+            Scope {
+                workload: Some("broadcast".into()),
+                vcpus: Some(4),
+                label: Some("kernel/xapic/icr pin:0,1".into())
+            }
+        );
+        assert_eq!(e.op, Op::Le);
+        let e = ok("vcpu1.guest.ipis_received >= 1000");
+        assert_eq!(
+            e.subject,
+            Subject::Counter {
+                vcpus: Vcpus::One(1),
+                source: "guest".into(),
+                name: "ipis_received".into()
+            }
+        );
+        assert!(matches!(
+            ok("vcpu*.kvm_stats.halt_exits > 0").subject,
+            Subject::Counter {
+                vcpus: Vcpus::Each,
+                ..
+            }
+        ));
+        assert!(matches!(
+            ok("vcpus.exit_reasons.msr != 0 +- 0.5").subject,
+            Subject::Counter {
+                vcpus: Vcpus::Sum,
+                ..
+            }
+        ));
+        let e = ok("ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1");
+        assert!(
+            matches!(e.subject, Subject::Ratio { ref metric, ref a, ref b }
+            if metric == "cycles_per_operation_p50" && a.label.as_deref() == Some("kernel/x2apic/icr") && b.label.as_deref() == Some("kernel/xapic/icr"))
+        );
+    }
+
+    #[test]
+    fn bad_expectations_name_the_fix() {
+        for (s, needle) in [
+            ("exits_per_ipi 1", "no comparison"),
+            ("exits_per_ip < 1", "no metric 'exits_per_ip'"),
+            ("exits_per_ipi < one", "'one' is not a number"),
+            ("exits_per_ipi < 1 ± 0.1", "with == or != only"),
+            ("exits_per_ipi == 1 ± -1", "negative tolerance"),
+            ("vcpu0.guest < 1", "vcpuN.SOURCE.COUNTER"),
+            ("ratio(exits_per_ipi, a/b) < 1", "three arguments"),
+            (
+                "kernel/x2apic/icr: ratio(exits_per_ipi, a/b, c/d) < 1",
+                "drop the 'SCOPE: '",
+            ),
+            ("x y z/w: exits_per_ipi < 1", "cannot read the scope"),
+            ("exits_per_ipi < inf", "not a number"),
+        ] {
+            let e = expectation(s).unwrap_err().to_string();
+            assert!(
+                e.contains(needle) && e.starts_with("--expect '"),
+                "{s}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Expectation verdicts as JUnit XML (GitLab, Jenkins, GitHub test
+//! reporters), through quick-junit: one test suite, one test case per
+//! verdict, a failure or a skip with its message.
+use crate::expect::{Outcome, Verdicts};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+/// The JUnit XML of `v`, as suite `suite`.
+pub fn render(v: &Verdicts, suite: &str) -> Result<String, String> {
+    let mut ts = TestSuite::new(suite);
+    for verdict in &v.0 {
+        let status = match &verdict.outcome {
+            Outcome::Pass(_) => TestCaseStatus::success(),
+            Outcome::Fail(why) => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(why.as_str()).set_type("expectation");
+                s
+            }
+            Outcome::Skip(why) => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(why.as_str());
+                s
+            }
+        };
+        let mut case = TestCase::new(verdict.name.as_str(), status);
+        case.set_classname("ipivmm");
+        if let Outcome::Pass(value) = verdict.outcome {
+            case.set_system_out(format!("value: {value}"));
+        }
+        ts.add_test_case(case);
+    }
+    let mut report = Report::new("ipivmm");
+    report.add_test_suite(ts);
+    report.to_string().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expect::Verdict;
+
+    #[test]
+    fn one_case_per_verdict_with_failures_and_skips() {
+        let v = Verdicts(vec![
+            Verdict {
+                name: "a == 1".into(),
+                outcome: Outcome::Pass(1.0),
+            },
+            Verdict {
+                name: "b < 0.01".into(),
+                outcome: Outcome::Fail("got 2.55".into()),
+            },
+            Verdict {
+                name: "c".into(),
+                outcome: Outcome::Skip("no root".into()),
+            },
+        ]);
+        let xml = render(&v, "ipivmm run").unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let suite = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testsuite"))
+            .unwrap();
+        assert_eq!(suite.attribute("tests"), Some("3"));
+        assert_eq!(suite.attribute("failures"), Some("1"));
+        assert_eq!(suite.attribute("skipped"), Some("1"));
+        let failure = doc
+            .descendants()
+            .find(|n| n.has_tag_name("failure"))
+            .unwrap();
+        assert_eq!(failure.attribute("message"), Some("got 2.55"));
+    }
+}

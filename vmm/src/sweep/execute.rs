@@ -1,0 +1,142 @@
+//! Running a planned sweep: each run in order, the first one also measuring
+//! what counting costs, runs that cannot start (or are not started after a
+//! cancel) recorded as skipped with the reason. What happens along the way
+//! goes to a [`SweepEvents`] (the command line draws a progress bar; `check`
+//! and library callers can stay quiet with [`Quiet`]).
+use super::host_stages::{run_stages, HostSweep};
+use super::{plan, PlannedRun, SweepSpec};
+use crate::results::{RunReport, SkippedMode};
+use crate::run::{run, RunOptions};
+use ipivmm_devices::serial::SerialSink;
+use ipivmm_host::facts::HostInfo;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a sweep tells its caller as it goes. Every method has a default
+/// that does nothing.
+pub trait SweepEvents {
+    /// `runs` runs are about to start (the whole plan, or one host stage).
+    fn planned(&self, _runs: usize) {}
+    /// The run labelled `label` starts.
+    fn start(&self, _label: &str) {}
+    /// A line worth showing (a failed run, a host switch).
+    fn note(&self, _line: &str) {}
+    /// A run ended (or was not started).
+    fn finished_one(&self) {}
+}
+
+/// A caller that wants no events.
+pub struct Quiet;
+
+impl SweepEvents for Quiet {}
+
+/// How to run a sweep.
+#[derive(Clone)]
+pub struct SweepOptions {
+    /// Pairs of runs measuring what counting costs, on the first run.
+    pub observer_pairs: u32,
+    /// Set (by a signal) to stop: the current run ends cancelled, the rest
+    /// are skipped as "not run: sweep cancelled".
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// What a sweep produced.
+#[derive(Debug, Default)]
+pub struct SweepOutcome {
+    /// Every run, in the order it ran.
+    pub reports: Vec<RunReport>,
+    /// Combinations not run, each with the reason.
+    pub skipped: Vec<SkippedMode>,
+    /// Host switch or restore errors (`--host-param`), one line each.
+    pub errors: Vec<String>,
+}
+
+/// Plans `spec` on `host` and runs it: under each host setting in turn
+/// when `host_sweep` (from [`super::host_stages::preflight`]) is given.
+pub fn execute(
+    spec: &SweepSpec,
+    host: Option<&HostInfo>,
+    host_sweep: Option<&HostSweep>,
+    opts: &SweepOptions,
+    events: &dyn SweepEvents,
+) -> SweepOutcome {
+    match host_sweep {
+        Some(hs) => run_stages(spec, hs, opts, events),
+        None => {
+            let (runs, mut skipped) = plan(spec, host);
+            let reports = run_all(&runs, &mut skipped, opts, opts.observer_pairs, events);
+            SweepOutcome {
+                reports,
+                skipped,
+                errors: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Runs `runs` in order; runs that could not start (or were not started
+/// after a cancel) join `skipped` with the reason. The first run also
+/// measures what counting costs (`observer_pairs` pairs of runs with the
+/// counters detached and attached).
+pub fn run_all(
+    runs: &[PlannedRun],
+    skipped: &mut Vec<SkippedMode>,
+    opts: &SweepOptions,
+    observer_pairs: u32,
+    events: &dyn SweepEvents,
+) -> Vec<RunReport> {
+    events.planned(runs.len());
+    let mut reports = Vec::with_capacity(runs.len());
+    for PlannedRun {
+        label,
+        config,
+        host_param,
+        placement,
+    } in runs
+    {
+        if opts.cancel.load(Ordering::SeqCst) {
+            skipped.push(SkippedMode {
+                mode: label.clone(),
+                reason: "not run: sweep cancelled".into(),
+            });
+            events.finished_one();
+            continue;
+        }
+        events.start(label);
+        let run_opts = RunOptions {
+            serial: SerialSink::Discard,
+            started: Instant::now(),
+            cancel: Some(opts.cancel.clone()),
+        };
+        let observer = if reports.is_empty() {
+            crate::run::observer::measure(config, observer_pairs, Some(opts.cancel.clone()))
+                .unwrap_or_else(|e| {
+                    events.note(&format!("{label}: counting cost not measured: {e}"));
+                    None
+                })
+        } else {
+            None
+        };
+        match run(config, run_opts) {
+            Ok(mut r) => {
+                r.observer_effect = observer;
+                r.host_param = host_param.clone();
+                r.placement = placement.clone();
+                if !r.succeeded() {
+                    events.note(&format!("{label}: {}", r.status.line()));
+                }
+                reports.push(r);
+            }
+            Err(e) => {
+                events.note(&format!("{label}: could not start: {e}"));
+                skipped.push(SkippedMode {
+                    mode: label.clone(),
+                    reason: format!("could not start: {e}"),
+                });
+            }
+        }
+        events.finished_one();
+    }
+    reports
+}
