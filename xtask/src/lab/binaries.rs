@@ -1,7 +1,8 @@
 //! What the guest runs: ipivmm (release), the KVM test binaries (their
 //! absolute paths kept, so tests that start target/release/ipivmm find it)
 //! and the example payload. Not guest_floods: its hand-assembled flood
-//! payloads fault on the lab's kvm_amd (docs/lab.md, "Open").
+//! payloads meet the emulator's spurious #PF on the lab's kvm_amd (docs/lab.md,
+//! "The lab's faults, explained"); the faults probe runs them.
 use super::host::{cargo, output, run};
 use anyhow::{bail, Context, Result};
 use cargo_metadata::Message;
