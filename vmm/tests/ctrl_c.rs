@@ -1,7 +1,8 @@
 //! Ctrl-C during a run: `ipivmm run` stops its VM cleanly, writes the
 //! partial results to `--json` with status "cancelled" and every phase that
 //! finished, and exits non-zero (not killed by the signal).
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use ipivmm_testkit::kvm_available;
@@ -18,6 +19,37 @@ fn send(pid: u32, sig: libc::c_int) {
     );
 }
 
+/// `ipivmm run ARGS --serial none --quiet --json JSON`, stdin and stdout
+/// closed, stderr piped.
+fn spawn_run(args: &[&str], json: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .arg("run")
+        .args(args)
+        .args(["--serial", "none", "--quiet", "--json"])
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ipivmm starts")
+}
+
+/// Waits for `child` until `signalled + 30 s`; past that it is killed and
+/// the test fails with `what`.
+fn wait_after_signal(child: &mut Child, signalled: Instant, what: &str) -> ExitStatus {
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        if signalled.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs a long pingpong, sends `sig` after `after`, and checks the outcome.
 fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
     if !kvm_available(test) {
@@ -30,9 +62,8 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
     // Phase 0 (idle, no IPIs) finishes at once and phase 1 (warmup, 10 IPIs)
     // within milliseconds; phase 2 (20 M IPIs) takes far longer than the
     // signal delay.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args([
-            "run",
+    let mut child = spawn_run(
+        &[
             "--iterations",
             "20000000",
             "--warmup",
@@ -42,32 +73,17 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
             "--timeout",
             "300",
             "--no-tracepoints",
-            "--serial",
-            "none",
-            "--quiet",
-            "--json",
-        ])
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ipivmm starts");
+        ],
+        &json,
+    );
     std::thread::sleep(Duration::from_millis(2000));
     let signalled = Instant::now();
     send(child.id(), sig);
-    let deadline = signalled + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ipivmm did not exit within 30 s of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_after_signal(
+        &mut child,
+        signalled,
+        "ipivmm did not exit within 30 s of the signal",
+    );
     let stop_time = signalled.elapsed();
     let stderr = child
         .stderr
@@ -220,40 +236,25 @@ fn a_signal_ends_the_observer_pairs_at_once() {
     let dir = std::env::temp_dir().join(format!("ipivmm-ctrl-c-observer-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("r.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args([
-            "run",
+    let mut child = spawn_run(
+        &[
             "--observer-effect",
             "1000",
             "--iterations",
             "200",
             "--warmup",
             "10",
-            "--serial",
-            "none",
-            "--quiet",
-            "--json",
-        ])
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ipivmm starts");
+        ],
+        &json,
+    );
     std::thread::sleep(Duration::from_millis(1500));
     let signalled = Instant::now();
     send(child.id(), libc::SIGINT);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if signalled.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ipivmm was still running observer pairs 30 s after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_after_signal(
+        &mut child,
+        signalled,
+        "ipivmm was still running observer pairs 30 s after SIGINT",
+    );
     let stop_time = signalled.elapsed();
     assert_eq!(status.code(), Some(1), "cancelled runs exit 1");
     assert!(

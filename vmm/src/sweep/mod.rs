@@ -228,28 +228,11 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_host::facts::{ApicvSupport, ApicvVerdicts, KvmBackend};
+    use ipivmm_host::facts::KvmBackend;
 
+    /// The shared fixture: a host of `backend` without APICv/AVIC/IPIv.
     fn host(backend: KvmBackend) -> HostInfo {
-        let no = || ApicvSupport::Unavailable("no VMX/SVM".into());
-        HostInfo {
-            cpu_vendor: "AuthenticAMD".into(),
-            cpu_model: "x".into(),
-            cpu_family_model: (None, None),
-            logical_cpus: 2,
-            virt_flags: Default::default(),
-            kernel_release: "6.18".into(),
-            dev_kvm: Default::default(),
-            backend,
-            modules: vec![],
-            params: Default::default(),
-            verdicts: ApicvVerdicts {
-                apicv: no(),
-                ipiv: no(),
-                avic: no(),
-                x2avic: no(),
-            },
-        }
+        HostInfo::synthetic(backend, false)
     }
 
     #[test]
