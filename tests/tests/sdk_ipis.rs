@@ -28,24 +28,41 @@ fn setups() -> impl Iterator<Item = (Irqchip, ApicMode)> {
         .flat_map(|chip| MODES.into_iter().map(move |apic| (chip, apic)))
 }
 
-/// One run of `kind` on `vcpus` vCPUs (`cluster`: the xAPIC cluster model).
-fn run_kind(
-    kind: SdkSend,
+/// A run of the hostile payload's `case` (`extra` its parameters) on
+/// `vcpus` vCPUs under (`chip`, `apic`), which must complete (`what` names
+/// it in the failure).
+fn completed_run(
+    case: Case,
+    extra: &[u64],
     (chip, apic): (Irqchip, ApicMode),
     vcpus: usize,
-    cluster: bool,
+    timeout_s: u64,
+    what: &str,
 ) -> RunReport {
-    let mut c = hostile_config(Case::SdkSend, vcpus, 120, &[kind as u64, cluster as u64]);
+    let mut c = hostile_config(case, vcpus, timeout_s, extra);
     c.irqchip = chip;
     c.apic = apic;
     let r = run_ok(&c);
     assert_eq!(
         r.status,
         RunStatus::Completed,
-        "{kind:?} {chip} {apic:?}: {}",
+        "{what} {chip} {apic:?}: {}",
         r.status.text()
     );
     r
+}
+
+/// One run of `kind` on `vcpus` vCPUs (`cluster`: the xAPIC cluster model).
+fn run_kind(kind: SdkSend, setup: (Irqchip, ApicMode), vcpus: usize, cluster: bool) -> RunReport {
+    let extra = [kind as u64, cluster as u64];
+    completed_run(
+        Case::SdkSend,
+        &extra,
+        setup,
+        vcpus,
+        120,
+        &format!("{kind:?}"),
+    )
 }
 
 fn measure(r: &RunReport, v: usize) -> &PhaseResult {
@@ -250,15 +267,13 @@ fn init_and_startup_ipis_are_counted() {
         return;
     }
     for (chip, apic) in setups() {
-        let mut c = hostile_config(Case::InitSipiThenHalts, 2, 20, &[]);
-        c.irqchip = chip;
-        c.apic = apic;
-        let r = run_ok(&c);
-        assert_eq!(
-            r.status,
-            RunStatus::Completed,
-            "{chip} {apic:?}: {}",
-            r.status.text()
+        let r = completed_run(
+            Case::InitSipiThenHalts,
+            &[],
+            (chip, apic),
+            2,
+            20,
+            "INIT/SIPI",
         );
         let p = r.vcpus[0]
             .phase_of(0, EVENT_PHASE)
@@ -282,15 +297,13 @@ fn an_nmi_inside_an_ipi_handler_returns_into_it() {
         return;
     }
     for (chip, apic) in setups() {
-        let mut c = hostile_config(Case::NmiInIpiHandler, 2, 60, &[]);
-        c.irqchip = chip;
-        c.apic = apic;
-        let r = run_ok(&c);
-        assert_eq!(
-            r.status,
-            RunStatus::Completed,
-            "{chip} {apic:?}: {}",
-            r.status.text()
+        let r = completed_run(
+            Case::NmiInIpiHandler,
+            &[],
+            (chip, apic),
+            2,
+            60,
+            "NMI in handler",
         );
         let sender = measure(&r, 0);
         assert_eq!(
