@@ -94,7 +94,7 @@ pub fn label(r: &RunReport) -> String {
 }
 
 /// The phases named `measure` of a vCPU.
-fn measured(phases: &[PhaseResult]) -> impl Iterator<Item = &PhaseResult> {
+pub(super) fn measured(phases: &[PhaseResult]) -> impl Iterator<Item = &PhaseResult> {
     phases.iter().filter(|p| p.name == "measure")
 }
 

@@ -7,6 +7,8 @@
 //! and builds what the guest runs, boots it ([`boot`], one core with a
 //! backend per emulator), and checks the results against ipivmm's own
 //! results types ([`checks`], [`verify`]). See docs/lab.md, docs/lab-intel.md.
+mod avic;
+mod avic_checks;
 mod binaries;
 mod bochs;
 mod boot;
@@ -149,17 +151,32 @@ pub fn main(mut args: Args) -> Result<Verdict> {
             Ok(print_verdict(expect, &dir))
         }
         Action::Table => {
-            tables::update_docs(&s.root, args.emulator, &s.results(&args))?;
+            let dir = s.results(&args);
+            let pass = std::fs::read_to_string(dir.join("pass.txt")).unwrap_or_default();
+            match Expect::named(pass.trim()) {
+                Some(Expect::Avic(_)) => tables::update_avic_doc(&s.root, &dir)?,
+                _ => tables::update_docs(&s.root, args.emulator, &dir)?,
+            }
             Ok(Verdict::Passed)
         }
+        Action::Avic => avic::pass(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }
 
 fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
-    let work = s.work(args.emulator);
-    let _ = std::fs::remove_dir_all(&work);
-    let mut gone = work.display().to_string();
+    let mut dirs = vec![s.work(args.emulator)];
+    if args.emulator == EmulatorKind::Qemu {
+        dirs.push(avic::work_dir(&s.root));
+    }
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let mut gone = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
     if args.cache {
         let _ = std::fs::remove_dir_all(&s.cache);
         gone = format!("{gone} and {}", s.cache.display());
@@ -229,6 +246,52 @@ fn with_archives(work: &Path, initrd: &Path, archives: &[PathBuf]) -> Result<Pat
     }
     std::fs::write(&out, bytes)?;
     Ok(out)
+}
+
+/// One pass's boots as [`boot_and_collect`] runs them.
+struct Boot {
+    /// Its wall time's name in timings.txt.
+    stage: String,
+    guest: boot::GuestArgs,
+    timeout_s: u64,
+    /// Where the results tree goes.
+    results: PathBuf,
+    /// What its pass.txt says (the verdict `verify` gives it).
+    pass: &'static str,
+}
+
+/// Boots `emu` until the pass ends (the boot core: watchdog, resume) and
+/// moves what the guest left to `b.results` with what the host knows (the
+/// versions, the test binaries and plans of `image`, the wall times).
+fn boot_and_collect(
+    work: &mut Work,
+    emu: &mut dyn boot::Emulator,
+    b: &Boot,
+    versions: &[String],
+    image: &Image,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
+    let new = work.dir.join("results.new");
+    work.timed(&b.stage, |w| {
+        boot::boot(w, emu, &b.guest, b.timeout_s, &new, stop)
+    })?;
+    boot::collect(
+        work,
+        &new,
+        &b.results,
+        b.pass,
+        versions,
+        &image.tests,
+        &image.plans,
+    )?;
+    emu.collect(&b.results)?;
+    std::fs::write(
+        b.results.join("timings.txt"),
+        std::fs::read_to_string(work.dir.join("timings.txt")).unwrap_or_default()
+            + &format!("total {}\n", work.total_s()),
+    )?;
+    log(format!("results in {}", b.results.display()));
+    Ok(())
 }
 
 /// A pass: build, boot, collect, verify.
@@ -340,32 +403,20 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         iterations: args.iterations,
         extra: s.kernel_args.clone(),
     };
-    let new = work.dir.join("results.new");
-    work.timed("boot", |w| {
-        boot::boot(w, emu.as_mut(), &guest, timeout, &new, &stop)
-    })?;
     let expect = if args.steps.is_some() {
         Expect::Custom
     } else {
         Expect::named(pass).unwrap_or(Expect::Custom)
     };
     let results = s.results(args);
-    boot::collect(
-        &mut work,
-        &new,
-        &results,
-        expect.name(),
-        &versions,
-        &image.tests,
-        &image.plans,
-    )?;
-    emu.collect(&results)?;
-    std::fs::write(
-        results.join("timings.txt"),
-        std::fs::read_to_string(work.dir.join("timings.txt")).unwrap_or_default()
-            + &format!("total {}\n", work.total_s()),
-    )?;
-    log(format!("results in {}", results.display()));
+    let b = Boot {
+        stage: "boot".into(),
+        guest,
+        timeout_s: timeout,
+        results: results.clone(),
+        pass: expect.name(),
+    };
+    boot_and_collect(&mut work, emu.as_mut(), &b, &versions, &image, &stop)?;
     let mut verdict = Verdict::Passed;
     if !args.no_verify {
         verdict = print_verdict(expect, &results);

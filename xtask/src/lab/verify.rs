@@ -1,6 +1,7 @@
 //! The verdict over a lab pass's results tree (what the guest left on its
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
+use super::avic::{self, Part};
 use super::checks::{self, RunsFile};
 use super::tap::{self, Tap};
 use std::collections::BTreeMap;
@@ -17,6 +18,9 @@ pub enum Expect {
     Full,
     /// `--steps`: whatever ran (a missing file fails only what ran).
     Custom,
+    /// One boot of the AVIC pass (`cargo xtask lab avic`): the steps host
+    /// and extra, and the AVIC checks of what that part ran.
+    Avic(Part),
 }
 
 impl Expect {
@@ -26,7 +30,7 @@ impl Expect {
             "quick" => Some(Expect::Quick),
             "full" => Some(Expect::Full),
             "custom" => Some(Expect::Custom),
-            _ => None,
+            _ => Part::named(name.strip_prefix("avic-")?).map(Expect::Avic),
         }
     }
 
@@ -36,7 +40,16 @@ impl Expect {
             Expect::Quick => "quick",
             Expect::Full => "full",
             Expect::Custom => "custom",
+            Expect::Avic(Part::Selftests) => "avic-selftests",
+            Expect::Avic(Part::Matrix) => "avic-matrix",
+            Expect::Avic(Part::Preset) => "avic-preset",
         }
+    }
+
+    /// Whether the pass is a whole one (quick, full): everything it leaves
+    /// must be there, not only what ran.
+    fn whole(self) -> bool {
+        matches!(self, Expect::Quick | Expect::Full)
     }
 
     /// The steps (as steps.tsv names them) the pass must have run.
@@ -64,6 +77,7 @@ impl Expect {
             Expect::Quick => QUICK,
             Expect::Full => FULL,
             Expect::Custom => &[],
+            Expect::Avic(_) => &["host", "extra"],
         }
     }
 
@@ -99,7 +113,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn ok(&mut self, name: impl Into<String>) {
+    pub(super) fn ok(&mut self, name: impl Into<String>) {
         self.items.push(Item::Check {
             ok: true,
             name: name.into(),
@@ -107,7 +121,7 @@ impl Report {
         });
     }
 
-    fn bad(&mut self, name: impl Into<String>, detail: Vec<String>) {
+    pub(super) fn bad(&mut self, name: impl Into<String>, detail: Vec<String>) {
         self.items.push(Item::Check {
             ok: false,
             name: name.into(),
@@ -115,18 +129,18 @@ impl Report {
         });
     }
 
-    fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
+    pub(super) fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
         self.items.push(Item::Skip {
             name: name.into(),
             why: why.into(),
         });
     }
 
-    fn info(&mut self, line: impl Into<String>) {
+    pub(super) fn info(&mut self, line: impl Into<String>) {
         self.items.push(Item::Info(line.into()));
     }
 
-    fn check(&mut self, name: &str, offences: Vec<String>) {
+    pub(super) fn check(&mut self, name: &str, offences: Vec<String>) {
         if offences.is_empty() {
             self.ok(name);
         } else {
@@ -252,11 +266,22 @@ fn steps(dir: &Path) -> Vec<(String, String, String)> {
 
 /// Loaded results files, each read once for every check that needs it.
 #[derive(Default)]
-struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
+pub struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
 
 impl Loaded {
+    /// A file a check read (None: none did).
+    pub fn get(&self, path: &Path) -> Option<&Result<RunsFile, String>> {
+        self.0.get(path)
+    }
+
     /// Runs `check` over `files`: no file, an unreadable one or any offence fails it.
-    fn check(&mut self, report: &mut Report, name: &str, files: &[PathBuf], check: checks::Check) {
+    pub(super) fn check(
+        &mut self,
+        report: &mut Report,
+        name: &str,
+        files: &[PathBuf],
+        check: checks::Check,
+    ) {
         if files.is_empty() {
             report.bad(format!("{name}: no results file"), Vec::new());
             return;
@@ -317,7 +342,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     }
 
     let host = dir.join("host.json");
-    if expect != Expect::Custom || host.exists() {
+    if !expect.steps().is_empty() || host.exists() {
         let backend = fs::read_to_string(&host)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -344,7 +369,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     sweeps.extend(json_files(&runs, "preset-"));
     // What `ipivmm check plans/kvm-paths.toml` ran (--json-dir).
     sweeps.extend(json_files(&runs.join(tap::STEP), ""));
-    if !sweeps.is_empty() || expect != Expect::Custom {
+    if !sweeps.is_empty() || expect.whole() {
         for (name, check) in checks::RUN_CHECKS {
             files.check(&mut r, name, &sweeps, *check);
         }
@@ -403,6 +428,9 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         files.check(&mut r, &name, &inhibit, checks::failed_runs);
     }
 
+    if let Expect::Avic(part) = expect {
+        avic::verdict(&mut r, part, dir, &mut files);
+    }
     plan(&mut r, expect, dir, &steps);
     tests(&mut r, expect, dir, &steps);
 
@@ -467,7 +495,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
                 r.info(format!("  {} skip: {s}", tap::STEP));
             }
         }
-        Err(_) if carried && (expect != Expect::Custom || ran) => r.bad(
+        Err(_) if carried && (expect.whole() || ran) => r.bad(
             name,
             vec![if ran {
                 format!("step {} wrote no {file}", tap::STEP)
@@ -475,7 +503,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
                 format!("step {} did not run", tap::STEP)
             }],
         ),
-        Err(_) if expect != Expect::Custom => r.skip(
+        Err(_) if expect.whole() => r.skip(
             name,
             format!("the tree the lab was built from has no plans/{}", tap::PLAN),
         ),
@@ -486,7 +514,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
 /// The KVM test binaries' outputs: each passed, and (where the pass ran
 /// them and the host recorded which there were) every one ran.
 fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
-    let expected = expect != Expect::Custom || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
+    let expected = expect.whole() || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
     let tdir = dir.join("tests");
     let mut outputs: Vec<PathBuf> = fs::read_dir(&tdir)
         .into_iter()
