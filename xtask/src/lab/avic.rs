@@ -144,15 +144,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     if let Some(p) = qemu_patches(&binary) {
         versions.push(format!("qemu patches {p}"));
     }
-    let mut q = qemu::Qemu {
-        binary,
-        smp: s.smp,
-        mem_mib: s.mem_mib,
-        wedge_s: s.wedge_s,
-        kernel: image.kernel.clone(),
-        initrd,
-        monitor: work.dir.join("monitor.sock"),
-    };
+    let mut q = s.qemu(binary, &image, initrd, &work.dir);
     let results = args
         .results
         .clone()
@@ -316,83 +308,55 @@ fn selftests(r: &mut Report, dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::super::avic_checks::tests::{avic_off, avic_on};
+    use super::super::verify::tests::Tree;
     use super::super::verify::verify;
     use super::*;
 
-    const QUICK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/lab-quick");
-
-    /// A results tree of one AVIC part, from the quick pass fixture's host
-    /// facts (a real kvm_amd guest under QEMU TCG) as the AVIC pass leaves
-    /// them: steps host and extra, kvm_amd reloaded with avic=1, `ipivmm
-    /// host` calling AVIC available, and what the part ran.
-    struct Tree(PathBuf);
-
-    impl Tree {
-        fn new(name: &str, part: Part) -> Self {
-            let dir =
-                std::env::temp_dir().join(format!("xtask-avic-{}-{name}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(dir.join("runs")).unwrap();
-            let host = fs::read_to_string(Path::new(QUICK).join("host.json")).unwrap();
-            fs::write(dir.join("host.json"), &host).unwrap();
-            let mut v: serde_json::Value = serde_json::from_str(&host).unwrap();
-            v["host"]["verdicts"]["avic"] = serde_json::json!({"state": "available"});
-            fs::write(dir.join("host-avic.json"), v.to_string()).unwrap();
-            let params = fs::read_to_string(Path::new(QUICK).join("module-params.txt")).unwrap();
-            fs::write(
-                dir.join("module-params.txt"),
-                params.replace("kvm_amd.avic=N", "kvm_amd.avic=Y"),
-            )
-            .unwrap();
-            fs::write(dir.join("steps.tsv"), "host\t0\t2\nextra\t0\t880\n").unwrap();
-            fs::write(
-                dir.join("pass.txt"),
-                format!("{}\n", Expect::Avic(part).name()),
-            )
-            .unwrap();
-            let t = Tree(dir);
-            match part {
-                Part::Selftests => {
-                    let rows: String = ["on", "off"]
-                        .iter()
-                        .flat_map(|a| {
-                            SELFTESTS
-                                .iter()
-                                .map(move |s| format!("{}\t{a}\t0\n", &s["x86_64/".len()..]))
-                        })
-                        .collect();
-                    t.write("selftests.tsv", &rows);
-                }
-                Part::Matrix => {
-                    t.write("runs/avic-on.json", &avic_on().to_string());
-                    t.write("runs/avic-off.json", &avic_off().to_string());
-                }
-                Part::Preset => t.write("runs/avic-preset.json", &avic_on().to_string()),
+    /// A results tree of one AVIC part, from the quick pass fixture (a real
+    /// kvm_amd guest under QEMU TCG: its host facts and module parameters)
+    /// as the AVIC pass leaves one: steps host and extra, kvm_amd loaded
+    /// with avic=1, `ipivmm host` calling AVIC available, and what the part ran.
+    fn tree(name: &str, part: Part) -> Tree {
+        let t = Tree::new(&format!("avic-{name}"));
+        for d in ["runs", "tests"] {
+            fs::remove_dir_all(t.0.join(d)).unwrap();
+        }
+        fs::remove_file(t.0.join("test-binaries.txt")).unwrap();
+        fs::create_dir(t.0.join("runs")).unwrap();
+        let mut host: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(t.0.join("host.json")).unwrap()).unwrap();
+        host["host"]["verdicts"]["avic"] = serde_json::json!({"state": "available"});
+        t.edit("host-avic.json", |_| host.to_string())
+            .edit("module-params.txt", |p| {
+                p.replace("kvm_amd.avic=N", "kvm_amd.avic=Y")
+            })
+            .edit("steps.tsv", |_| "host\t0\t2\nextra\t0\t880\n".into())
+            .edit("pass.txt", |_| format!("{}\n", Expect::Avic(part).name()));
+        match part {
+            Part::Selftests => {
+                let rows: String = ["on", "off"]
+                    .iter()
+                    .flat_map(|a| {
+                        SELFTESTS
+                            .iter()
+                            .map(move |s| format!("{}\t{a}\t0\n", &s["x86_64/".len()..]))
+                    })
+                    .collect();
+                t.edit("selftests.tsv", |_| rows);
             }
-            t
+            Part::Matrix => {
+                t.edit("runs/avic-on.json", |_| avic_on().to_string())
+                    .edit("runs/avic-off.json", |_| avic_off().to_string());
+            }
+            Part::Preset => {
+                t.edit("runs/avic-preset.json", |_| avic_on().to_string());
+            }
         }
-
-        fn write(&self, file: &str, text: &str) {
-            fs::write(self.0.join(file), text).unwrap();
-        }
-
-        fn report(&self, part: Part) -> Report {
-            verify(Expect::Avic(part), &self.0)
-        }
-
-        fn failures(&self, part: Part) -> Vec<String> {
-            self.report(part)
-                .failures()
-                .into_iter()
-                .map(str::to_string)
-                .collect()
-        }
+        t
     }
 
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
+    fn report(t: &Tree, part: Part) -> Report {
+        verify(Expect::Avic(part), &t.0)
     }
 
     #[test]
@@ -416,8 +380,8 @@ mod tests {
 
     #[test]
     fn a_matrix_part_passes_every_check() {
-        let t = Tree::new("matrix", Part::Matrix);
-        let r = t.report(Part::Matrix);
+        let t = tree("matrix", Part::Matrix);
+        let r = report(&t, Part::Matrix);
         let text = r.text();
         assert!(r.passed(), "{text}");
         // Two steps, the backend, params, host, 7 checks with AVIC on, 4 off.
@@ -429,16 +393,14 @@ mod tests {
 
     #[test]
     fn what_a_part_lacks_fails_it() {
-        let t = Tree::new("lacks", Part::Matrix);
-        let params = fs::read_to_string(t.0.join("module-params.txt")).unwrap();
-        t.write(
-            "module-params.txt",
-            &params.replace("kvm_amd.force_avic=N", "kvm_amd.force_avic=Y"),
-        );
+        let t = tree("lacks", Part::Matrix);
+        t.edit("module-params.txt", |p| {
+            p.replace("kvm_amd.force_avic=N", "kvm_amd.force_avic=Y")
+        });
         let mut host: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(t.0.join("host-avic.json")).unwrap()).unwrap();
         host["host"]["verdicts"]["avic"]["state"] = "unavailable".into();
-        t.write("host-avic.json", &host.to_string());
+        t.edit("host-avic.json", |_| host.to_string());
         fs::remove_file(t.0.join("runs/avic-off.json")).unwrap();
         let mut want = vec![
             "kvm_amd avic=Y without force_avic".to_string(),
@@ -449,61 +411,57 @@ mod tests {
                 .iter()
                 .map(|(n, _)| format!("{n}: no results file")),
         );
-        assert_eq!(t.failures(Part::Matrix), want);
-        assert!(t
-            .report(Part::Matrix)
+        assert_eq!(t.failures(Expect::Avic(Part::Matrix)), want);
+        assert!(report(&t, Part::Matrix)
             .text()
             .contains("  FAIL  kvm_amd avic=Y without force_avic\n        kvm_amd.avic=Y\n        kvm_amd.force_avic=Y\n        kvm_amd.npt=Y\n"));
 
         // An AVIC run that failed its check fails the part.
-        let t = Tree::new("bad-run", Part::Preset);
+        let t = tree("bad-run", Part::Preset);
         let mut v = avic_on();
         v["runs"][2]["apicv"]["effective"] = "unavailable".into();
-        t.write("runs/avic-preset.json", &v.to_string());
+        t.edit("runs/avic-preset.json", |_| v.to_string());
         assert_eq!(
-            t.failures(Part::Preset),
+            t.failures(Expect::Avic(Part::Preset)),
             ["AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit"]
         );
         // The guest's step extra failed.
-        t.write("steps.tsv", "host\t0\t2\nextra\t1\t880\n");
-        t.write("extra.log", "probe-avic: 1 failures\n");
+        t.edit("steps.tsv", |s| s.replace("extra\t0", "extra\t1"))
+            .edit("extra.log", |_| "probe-avic: 1 failures\n".into());
         assert!(t
-            .failures(Part::Preset)
+            .failures(Expect::Avic(Part::Preset))
             .contains(&"step extra: exit 1 (880s)".to_string()));
     }
 
     #[test]
     fn the_selftests_pass_with_avic_on_and_off() {
-        let t = Tree::new("selftests", Part::Selftests);
-        let r = t.report(Part::Selftests);
+        let t = tree("selftests", Part::Selftests);
+        let r = report(&t, Part::Selftests);
         assert!(r.passed(), "{}", r.text());
         assert!(r.text().contains("\n  PASS  KVM selftests with AVIC on: 12 of 12 passed\n  PASS  KVM selftests with AVIC off: 12 of 12 passed\n"), "{}", r.text());
         let tsv = fs::read_to_string(t.0.join("selftests.tsv")).unwrap();
-        t.write(
-            "selftests.tsv",
-            &tsv.replacen("debug_regs\ton\t0", "debug_regs\ton\t1", 1),
-        );
+        t.edit("selftests.tsv", |s| {
+            s.replacen("debug_regs\ton\t0", "debug_regs\ton\t1", 1)
+        });
         assert_eq!(
-            t.failures(Part::Selftests),
+            t.failures(Expect::Avic(Part::Selftests)),
             ["KVM selftests with AVIC on (12 run)"]
         );
-        assert!(t
-            .report(Part::Selftests)
+        assert!(report(&t, Part::Selftests)
             .text()
             .contains("  FAIL  KVM selftests with AVIC on (12 run)\n        debug_regs rc=1\n"));
         // None ran with AVIC off (the reload failed), or none at all.
-        t.write(
-            "selftests.tsv",
-            &tsv.lines()
+        t.edit("selftests.tsv", |_| {
+            tsv.lines()
                 .filter(|l| l.contains("\ton\t"))
                 .map(|l| format!("{l}\n"))
-                .collect::<String>(),
-        );
+                .collect()
+        });
         assert_eq!(
-            t.failures(Part::Selftests),
+            t.failures(Expect::Avic(Part::Selftests)),
             ["KVM selftests with AVIC off (0 run)"]
         );
         fs::remove_file(t.0.join("selftests.tsv")).unwrap();
-        assert_eq!(t.failures(Part::Selftests).len(), 2);
+        assert_eq!(t.failures(Expect::Avic(Part::Selftests)).len(), 2);
     }
 }

@@ -4,7 +4,7 @@
 //! kvm_amd loaded with `avic=1` on QEMU's emulated AVIC against
 //! docs/kernel-paths.md's AVIC rows (A5, A7, A8) and ipivmm's ICR-write
 //! accounting. Each yields one line per offence; none means it passed.
-use super::checks::{label, measured, Check, RunsFile};
+use super::checks::{label, measured, opt, Check, RunsFile};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
@@ -54,11 +54,6 @@ fn tp(p: &PhaseResult, name: &str) -> u64 {
 /// The phase's exits of one reason (`kvm_exit`'s SVM name).
 fn reason(p: &PhaseResult, name: &str) -> u64 {
     p.exits_by_reason().get(name).copied().unwrap_or(0)
-}
-
-/// `-` for a figure the phase lacks.
-fn opt(v: Option<u64>) -> String {
-    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
 /// A run whose LAPIC is KVM's (the kernel and split irqchips): the only
@@ -391,19 +386,9 @@ pub(super) mod tests {
         v
     }
 
-    /// `v` as a results file (written and read back as the lab reads one).
+    /// `v` as a results file.
     pub fn runs_file(v: &Value) -> RunsFile {
-        let dir = std::env::temp_dir().join(format!(
-            "xtask-avic-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("avic-on.json");
-        std::fs::write(&path, v.to_string()).unwrap();
-        let f = RunsFile::load(&path).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        f
+        RunsFile::from_json(Path::new("avic-on.json"), &v.to_string()).unwrap()
     }
 
     /// The names of the checks of `checks` that `f` fails.

@@ -115,6 +115,19 @@ impl Settings {
         })
     }
 
+    /// QEMU booting `image`'s kernel with `initrd`, its monitor in `work`.
+    fn qemu(&self, binary: PathBuf, image: &Image, initrd: PathBuf, work: &Path) -> qemu::Qemu {
+        qemu::Qemu {
+            binary,
+            smp: self.smp,
+            mem_mib: self.mem_mib,
+            wedge_s: self.wedge_s,
+            kernel: image.kernel.clone(),
+            initrd,
+            monitor: work.join("monitor.sock"),
+        }
+    }
+
     fn work(&self, emulator: EmulatorKind) -> PathBuf {
         self.root.join(match emulator {
             EmulatorKind::Qemu => "target/lab",
@@ -343,15 +356,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
             let binary = qemu_binary.context("QEMU")?;
             let initrd = with_archives(&work.dir, &image.initrd, &s.extra_cpio)?;
             versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
-            let q = qemu::Qemu {
-                binary,
-                smp: s.smp,
-                mem_mib: s.mem_mib,
-                wedge_s: s.wedge_s,
-                kernel: image.kernel.clone(),
-                initrd,
-                monitor: work.dir.join("monitor.sock"),
-            };
+            let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
                 q.shell(&work.dir.join("out-shell.img"))?;
                 return Ok(Verdict::Passed);

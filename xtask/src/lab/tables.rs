@@ -79,6 +79,14 @@ fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
         .map(|e| e.exits as f64 / ipis as f64))
 }
 
+/// The sender's accelerated ICR writes per IPI.
+fn accelerated_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
+    fmt(sender
+        .icr_write_exits
+        .as_ref()
+        .map(|e| e.accelerated as f64 / ipis as f64))
+}
+
 /// The backend a document was recorded on (`kvm_amd`...).
 fn backend(d: &Document) -> String {
     d.host
@@ -172,10 +180,6 @@ pub fn avic_table(docs: &[&Document]) -> Vec<String> {
         if ipis == 0 {
             continue;
         }
-        let accelerated = s
-            .icr_write_exits
-            .as_ref()
-            .map(|e| e.accelerated as f64 / ipis as f64);
         out.push(format!(
             "| {} {}v {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
             r.mode.workload.name(),
@@ -189,7 +193,7 @@ pub fn avic_table(docs: &[&Document]) -> Vec<String> {
             kvm_exits(&recv, ipis),
             reasons(&recv, ipis),
             icr_per_ipi(s, ipis),
-            fmt(accelerated)
+            accelerated_per_ipi(s, ipis)
         ));
     }
     out
@@ -331,17 +335,13 @@ pub fn intel_table(docs: &[&Document]) -> Vec<String> {
             ));
             continue;
         }
-        let accelerated = s
-            .icr_write_exits
-            .as_ref()
-            .map(|e| e.accelerated as f64 / ipis as f64);
         out.push(format!(
             "{cells} | {} | {} | {} | {} | {} |",
             apicv_phase(s),
             reasons(&[s], ipis),
             reasons(&recv, ipis),
             icr_per_ipi(s, ipis),
-            fmt(accelerated)
+            accelerated_per_ipi(s, ipis)
         ));
     }
     out

@@ -566,17 +566,17 @@ fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const TREE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/lab-quick");
 
     /// A copy of the fixture results tree of a real quick pass (a few runs
     /// and test outputs of it), for editing.
-    struct Tree(PathBuf);
+    pub struct Tree(pub PathBuf);
 
     impl Tree {
-        fn new(name: &str) -> Self {
+        pub fn new(name: &str) -> Self {
             let dir =
                 std::env::temp_dir().join(format!("xtask-verify-{}-{name}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
@@ -592,13 +592,13 @@ mod tests {
             Tree(dir)
         }
 
-        fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
+        pub fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
             let p = self.0.join(file);
             fs::write(&p, f(fs::read_to_string(&p).unwrap_or_default())).unwrap();
             self
         }
 
-        fn failures(&self, expect: Expect) -> Vec<String> {
+        pub fn failures(&self, expect: Expect) -> Vec<String> {
             verify(expect, &self.0)
                 .failures()
                 .into_iter()
