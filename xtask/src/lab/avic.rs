@@ -6,46 +6,15 @@
 //! the guest steps `host` and `extra`, with scripts/lab/probe-avic.sh as
 //! `extra` (packed with the KVM selftests by scripts/lab/build-selftests.sh);
 //! each part's results tree is checked on its own ([`verdict`]).
-use super::avic_checks::{self, OFF_CHECKS, ON_CHECKS};
+use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, output, Work};
-use super::verify::{Expect, Loaded, Report};
+use super::verify::{self, Expect, Loaded, Report};
 use super::{boot, qemu, tables, Boot, Settings, Verdict};
 use anyhow::{bail, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Part {
-    /// The KVM selftests (the peer's check of the emulation) with AVIC on, its exits traced, then
-    /// with avic=0
-    Selftests,
-    /// ipivmm's AVIC matrix with AVIC on and with avic=0 (runs/avic-{on,off}*.json)
-    Matrix,
-    /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
-    Preset,
-}
-
-impl Part {
-    /// Every part, in the order the pass boots them.
-    pub const ALL: &[Part] = &[Part::Selftests, Part::Matrix, Part::Preset];
-
-    /// Its name (`lab.probe=`, the results directory).
-    pub fn name(self) -> &'static str {
-        match self {
-            Part::Selftests => "selftests",
-            Part::Matrix => "matrix",
-            Part::Preset => "preset",
-        }
-    }
-
-    /// The part named `name`.
-    pub fn named(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.name() == name)
-    }
-}
 
 /// Iterations per run unless `--iterations` says otherwise.
 pub const ITERATIONS: u32 = 20;
@@ -187,6 +156,14 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     Ok(verdict)
 }
 
+/// The verdict over one part's results tree `dir`: the lab's own checks
+/// (steps host and extra, a hardware backend) and the part's ([`verdict`]).
+pub fn verify(part: Part, dir: &Path) -> Report {
+    verify::verify_with(Expect::Avic(part), dir, |r, files| {
+        verdict(r, part, dir, files)
+    })
+}
+
 /// The runs files of `dir/runs` whose names start with one of `prefixes`
 /// (`avic-on` also matches `avic-on-halt.json`), sorted.
 fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
@@ -208,7 +185,7 @@ fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
 /// calls AVIC usable, and what the part ran: the selftests passed with AVIC
 /// on and off; the runs with AVIC on and off passed [`ON_CHECKS`] and
 /// [`OFF_CHECKS`].
-pub fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
+fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
     let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
     let has = |l: &str| params.lines().any(|p| p == l);
     if has("kvm_amd.avic=Y") && has("kvm_amd.force_avic=N") {
@@ -309,7 +286,6 @@ fn selftests(r: &mut Report, dir: &Path) {
 mod tests {
     use super::super::avic_checks::tests::{avic_off, avic_on};
     use super::super::verify::tests::Tree;
-    use super::super::verify::verify;
     use super::*;
 
     /// A results tree of one AVIC part, from the quick pass fixture (a real
@@ -356,7 +332,12 @@ mod tests {
     }
 
     fn report(t: &Tree, part: Part) -> Report {
-        verify(Expect::Avic(part), &t.0)
+        verify(part, &t.0)
+    }
+
+    fn failures(t: &Tree, part: Part) -> Vec<String> {
+        let r = report(t, part);
+        r.failures().into_iter().map(str::to_string).collect()
     }
 
     #[test]
@@ -411,7 +392,7 @@ mod tests {
                 .iter()
                 .map(|(n, _)| format!("{n}: no results file")),
         );
-        assert_eq!(t.failures(Expect::Avic(Part::Matrix)), want);
+        assert_eq!(failures(&t, Part::Matrix), want);
         assert!(report(&t, Part::Matrix)
             .text()
             .contains("  FAIL  kvm_amd avic=Y without force_avic\n        kvm_amd.avic=Y\n        kvm_amd.force_avic=Y\n        kvm_amd.npt=Y\n"));
@@ -422,7 +403,7 @@ mod tests {
         v["runs"][2]["apicv"]["effective"] = "unavailable".into();
         t.edit("runs/avic-preset.json", |_| v.to_string());
         assert_eq!(
-            t.failures(Expect::Avic(Part::Preset)),
+            failures(&t, Part::Preset),
             ["AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit"]
         );
         // The guest's step extra failed.
@@ -444,7 +425,7 @@ mod tests {
             s.replacen("debug_regs\ton\t0", "debug_regs\ton\t1", 1)
         });
         assert_eq!(
-            t.failures(Expect::Avic(Part::Selftests)),
+            failures(&t, Part::Selftests),
             ["KVM selftests with AVIC on (12 run)"]
         );
         assert!(report(&t, Part::Selftests)
@@ -458,10 +439,10 @@ mod tests {
                 .collect()
         });
         assert_eq!(
-            t.failures(Expect::Avic(Part::Selftests)),
+            failures(&t, Part::Selftests),
             ["KVM selftests with AVIC off (0 run)"]
         );
         fs::remove_file(t.0.join("selftests.tsv")).unwrap();
-        assert_eq!(t.failures(Expect::Avic(Part::Selftests)).len(), 2);
+        assert_eq!(failures(&t, Part::Selftests).len(), 2);
     }
 }

@@ -3,11 +3,43 @@
 //! `runs/avic-preset.json`), beside the lab's own ([`super::checks`]):
 //! kvm_amd loaded with `avic=1` on QEMU's emulated AVIC against
 //! docs/kernel-paths.md's AVIC rows (A5, A7, A8) and ipivmm's ICR-write
-//! accounting. Each yields one line per offence; none means it passed.
+//! accounting, per boot of the pass ([`Part`]). Each yields one line per
+//! offence; none means it passed.
 use super::checks::{label, measured, opt, Check, RunsFile};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+
+/// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    /// The KVM selftests (the peer's check of the emulation) with AVIC on, its exits traced, then
+    /// with avic=0
+    Selftests,
+    /// ipivmm's AVIC matrix with AVIC on and with avic=0 (runs/avic-{on,off}*.json)
+    Matrix,
+    /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
+    Preset,
+}
+
+impl Part {
+    /// Every part, in the order the pass boots them.
+    pub const ALL: &[Part] = &[Part::Selftests, Part::Matrix, Part::Preset];
+
+    /// Its name (`lab.probe=`, the results directory).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Selftests => "selftests",
+            Part::Matrix => "matrix",
+            Part::Preset => "preset",
+        }
+    }
+
+    /// The part named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.name() == name)
+    }
+}
 
 /// The checks over the runs with AVIC on (avic=1), with their names.
 pub const ON_CHECKS: &[(&str, Check)] = &[

@@ -199,7 +199,10 @@ fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
 }
 
 fn print_verdict(expect: Expect, dir: &Path) -> Verdict {
-    let report = verify::verify(expect, dir);
+    let report = match expect {
+        Expect::Avic(part) => avic::verify(part, dir),
+        other => verify::verify(other, dir),
+    };
     print!("{}", report.text());
     if report.passed() {
         Verdict::Passed

@@ -1,7 +1,7 @@
 //! The verdict over a lab pass's results tree (what the guest left on its
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
-use super::avic::{self, Part};
+use super::avic_checks::Part;
 use super::checks::{self, RunsFile};
 use super::tap::{self, Tap};
 use std::collections::BTreeMap;
@@ -311,6 +311,16 @@ fn failure_line(l: &str) -> bool {
 
 /// The verdict over the results tree `dir` of a pass.
 pub fn verify(expect: Expect, dir: &Path) -> Report {
+    verify_with(expect, dir, |_, _| {})
+}
+
+/// [`verify`] with `more` checks of the pass's own (the AVIC pass's), made
+/// after the results files' and before the test binaries'.
+pub fn verify_with(
+    expect: Expect,
+    dir: &Path,
+    more: impl FnOnce(&mut Report, &mut Loaded),
+) -> Report {
     let mut r = Report::default();
     let mut files = Loaded::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
@@ -428,9 +438,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         files.check(&mut r, &name, &inhibit, checks::failed_runs);
     }
 
-    if let Expect::Avic(part) = expect {
-        avic::verdict(&mut r, part, dir, &mut files);
-    }
+    more(&mut r, &mut files);
     plan(&mut r, expect, dir, &steps);
     tests(&mut r, expect, dir, &steps);
 
