@@ -16,6 +16,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The initramfs every boot of the pass boots, in its work directory.
+const INITRD: &str = "initrd-avic.cpio";
+
 /// Iterations per run unless `--iterations` says otherwise.
 pub const ITERATIONS: u32 = 20;
 /// Each boot's limit unless `--timeout` says otherwise, s.
@@ -107,7 +110,8 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     let archives: Vec<PathBuf> = std::iter::once(probe)
         .chain(s.extra_cpio.iter().cloned())
         .collect();
-    let initrd = super::with_archives(&work.dir, &image.initrd, &archives)?;
+    // Not initrd-extra.cpio: each part's collect removes that one.
+    let initrd = super::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
     let mut versions = image.versions.clone();
     versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
     if let Some(p) = qemu_patches(&binary) {
@@ -152,6 +156,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
             verdict = Verdict::Failed;
         }
     }
+    let _ = fs::remove_file(work.dir.join(INITRD));
     log(format!("results in {}", results.display()));
     Ok(verdict)
 }

@@ -249,12 +249,11 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
 }
 
 /// The initramfs `initrd` with `archives` appended (the kernel unpacks
-/// concatenated newc archives, later files win), in `work`.
-fn with_archives(work: &Path, initrd: &Path, archives: &[PathBuf]) -> Result<PathBuf> {
+/// concatenated newc archives, later files win), written to `out`.
+fn with_archives(initrd: &Path, archives: &[PathBuf], out: PathBuf) -> Result<PathBuf> {
     if archives.is_empty() {
         return Ok(initrd.to_path_buf());
     }
-    let out = work.join("initrd-extra.cpio");
     let mut bytes =
         std::fs::read(initrd).with_context(|| format!("cannot read {}", initrd.display()))?;
     for a in archives {
@@ -357,7 +356,11 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     let (mut emu, timeout): (Box<dyn boot::Emulator>, u64) = match args.emulator {
         EmulatorKind::Qemu => {
             let binary = qemu_binary.context("QEMU")?;
-            let initrd = with_archives(&work.dir, &image.initrd, &s.extra_cpio)?;
+            let initrd = with_archives(
+                &image.initrd,
+                &s.extra_cpio,
+                work.dir.join("initrd-extra.cpio"),
+            )?;
             versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
             let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
