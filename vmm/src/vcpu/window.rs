@@ -250,7 +250,7 @@ impl Sources {
         let end = self.snapshot(exits, guest);
         let exit_reasons = self.sampled_reasons(&open.exits);
         let b = &open.begin;
-        let guest_delta = GuestDelta::between(&b.guest, &end.guest);
+        let guest_delta = end.guest.since(&b.guest);
         let kvm_stats = match (&end.kvm, &b.kvm) {
             (Some(e), Some(s)) => e.delta(s),
             _ => BTreeMap::new(),
