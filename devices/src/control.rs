@@ -777,7 +777,7 @@ mod tests {
             ControlError::OutOfRam {
                 what: "control message",
                 gpa,
-                len: 128
+                len: CONTROL_MSG_SIZE as u64
             }
         );
         // Entirely outside RAM.
@@ -787,11 +787,11 @@ mod tests {
             ControlError::OutOfRam {
                 what: "control message",
                 gpa: 0xffff_fff0,
-                len: 128
+                len: CONTROL_MSG_SIZE as u64
             }
         );
         // The last valid position works.
-        let gpa = RAM as u64 - 128;
+        let gpa = (RAM - CONTROL_MSG_SIZE) as u64;
         assert!(send(&mem, gpa, 0, &msg(1, 0, 0, [0; 4])).is_ok());
         assert_eq!(reply_at(&mem, gpa), REPLY_OK);
     }
