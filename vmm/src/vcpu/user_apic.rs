@@ -90,7 +90,7 @@ impl UserApic {
     /// `stop` is set. A start-up IPI that arrives meanwhile is dropped,
     /// unless an INIT precedes it (the INIT wakes the vCPU, and the SIPI
     /// then starts it: see [`Lapic::drop_stray_sipi`]).
-    pub fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
+    fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
         self.park(index, stop, |l| {
             // Ignored outside wait-for-SIPI (and not waking the vCPU).
             l.drop_stray_sipi();
@@ -120,7 +120,7 @@ impl UserApic {
     }
 
     /// Wake or kick every target of `delivery` except the sender.
-    pub fn kick(&self, sender: usize, delivery: &Delivery, signal: i32) {
+    fn kick(&self, sender: usize, delivery: &Delivery, signal: i32) {
         for target in delivery.kicks().filter(|&t| t != sender) {
             let Some(p) = self.presence.get(target) else {
                 continue;
