@@ -1,6 +1,6 @@
 #!/bin/sh
-# The AVIC pass's step `extra` in the lab's guest (scripts/lab/avic.sh packs
-# it as /lab/extra.sh with scripts/lab/build-selftests.sh): kvm_amd runs
+# The AVIC pass's step `extra` in the lab's guest (`cargo xtask lab avic`
+# packs it as /lab/extra.sh with scripts/lab/build-selftests.sh): kvm_amd runs
 # with avic=1 on QEMU's emulated AVIC (scripts/lab/build-qemu.sh). Parts,
 # chosen with lab.probe= (one boot each: step `extra` has 3000 s):
 #   selftests  the KVM selftests (the peer) with AVIC on, AVIC's exits traced
@@ -15,7 +15,7 @@
 #              (runs/avic-preset.json; 180 does not finish on 2 emulated CPUs).
 # lab.iterations=N: iterations per run (default 30).
 # Outcomes: $OUT/selftests.tsv (name, avic, rc), the JSON documents, the
-# trace summaries; scripts/lab/verify-avic.sh checks them.
+# trace summaries; the xtask checks them (xtask/src/lab/avic.rs, avic_checks.rs).
 set -o pipefail
 export PATH=/bin:/lab/bin
 P=/sys/module/kvm_amd/parameters

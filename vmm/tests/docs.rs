@@ -536,7 +536,7 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("boots the lab VM (QEMU, root, minutes); CI runs `cargo xtask lab quick`"),
     ),
     (
-        "scripts/lab/avic.sh",
+        "cargo xtask lab avic",
         How::NotHere("builds QEMU with the AVIC series and boots the lab three times (root, tens of minutes); not in CI"),
     ),
     (

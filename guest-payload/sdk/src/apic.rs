@@ -4,7 +4,6 @@
 //! access; `crate::ipi` builds the counted send operations on top of it.
 
 use crate::{cpu, percpu};
-use core::sync::atomic::{AtomicU32, Ordering};
 use ipivmm_abi::{x2apic_logical_id, ApicMode, Icr, LogicalModel, SPURIOUS_VECTOR, XAPIC_BASE};
 
 /// Register offsets (xAPIC MMIO offset; x2APIC MSR = 0x800 + offset / 16).
@@ -239,16 +238,9 @@ impl Apic for AnyApic {
     }
 }
 
-static MODE: AtomicU32 = AtomicU32::new(ApicMode::Xapic as u32);
-
-pub(crate) fn set_mode(mode: ApicMode) {
-    MODE.store(mode as u32, Ordering::Relaxed);
-}
-
-/// The APIC mode in use (every vCPU uses the same one).
-pub fn mode() -> ApicMode {
-    ApicMode::from_raw(MODE.load(Ordering::Relaxed)).unwrap_or(ApicMode::Xapic)
-}
+/// The APIC mode in use (every vCPU uses the same one; its home is
+/// [`crate::settings`]).
+pub use crate::settings::apic_mode as mode;
 
 /// This vCPU's APIC, in the VM's mode.
 #[inline(always)]

@@ -261,7 +261,7 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
             return;
         }
     }
-    if vector == ipivmm_abi::barrier_vector(crate::runtime::ipi_vector())
+    if vector == ipivmm_abi::barrier_vector(crate::settings::ipi_vector())
         && percpu::boot_info().flags & ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS != 0
     {
         // A barrier wake-up (sync::Barrier::wait_with): not a workload IPI,
@@ -278,7 +278,7 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
         bump(&c.spurious, 1);
         return;
     }
-    if vector == crate::runtime::ipi_vector() {
+    if vector == crate::settings::ipi_vector() {
         bump(&c.ipis_received, 1);
     }
     let hook = HOOK.load(Ordering::Acquire);

@@ -13,7 +13,7 @@
 
 use crate::apic::{self, Apic};
 use crate::percpu::{self, bump};
-use crate::runtime;
+use crate::settings;
 use core::arch::asm;
 use core::fmt;
 use ipivmm_abi::{
@@ -245,7 +245,7 @@ pub fn send_shorthand(shorthand: Shorthand, vector: u8, targets: u64) {
 /// of the workload's IPIs, but the host sees its ICR write).
 pub fn wake_barrier_waiters() {
     crate::percpu::bump(&crate::percpu::current().counters.barrier_icr_writes, 1);
-    let vector = ipivmm_abi::barrier_vector(runtime::ipi_vector());
+    let vector = ipivmm_abi::barrier_vector(settings::ipi_vector());
     apic::current().write_icr(0, icr_low(vector, false, Shorthand::AllButSelf));
 }
 
@@ -267,7 +267,7 @@ pub fn hypercall_send_ipi(call: &PvIpiCall, vector: u8) -> i64 {
     // call. SAFETY: KVM_HC_SEND_IPI only reads rbx/rcx/rdx/rsi, writes rax,
     // and touches no guest memory.
     unsafe {
-        if runtime::is_amd() {
+        if settings::is_amd() {
             asm!("xchg {lo}, rbx", "vmmcall", "xchg {lo}, rbx",
                 lo = inout(reg) call.bitmap[0] => _,
                 inout("rax") KVM_HC_SEND_IPI as i64 => ret,
@@ -326,8 +326,8 @@ impl Sender {
     /// The VM's path and measured vector.
     pub fn from_boot() -> Self {
         Self {
-            path: runtime::ipi_path(),
-            vector: runtime::ipi_vector(),
+            path: settings::ipi_path(),
+            vector: settings::ipi_vector(),
         }
     }
 

@@ -24,6 +24,7 @@ mod panic;
 pub mod percpu;
 pub mod runtime;
 pub mod serial;
+pub mod settings;
 pub mod sync;
 pub mod tsc;
 

@@ -226,7 +226,7 @@ pub fn logical_of(vcpu: usize) -> Option<(LogicalModel, u32)> {
     if let Some(m) = LogicalModel::from_raw((raw >> 32) as u32) {
         return Some((m, raw as u32));
     }
-    match crate::apic::mode() {
+    match crate::settings::apic_mode() {
         ApicMode::X2apic => Some((
             LogicalModel::X2apicCluster,
             x2apic_logical_id(boot_info().apic_id(vcpu)),

@@ -6,9 +6,8 @@
 //! mode, enables interrupts, says Hello, runs the user's `main` (registered
 //! with [`crate::entry!`]) and sends Done(0) when it returns.
 
-use crate::{apic, apic::Apic, control, control::features, cpu, idt, percpu, println};
+use crate::{apic, apic::Apic, control, control::features, cpu, idt, percpu, println, settings};
 use core::arch::global_asm;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use ipivmm_abi::{
     ApicMode, BootInfo, IpiPath, ABI_VERSION, BOOT_INFO_MAGIC, KVM_FEATURE_PV_SEND_IPI_BIT,
     MAX_VCPUS,
@@ -35,25 +34,9 @@ extern "Rust" {
     fn __ipivmm_guest_main(boot: &'static BootInfo, vcpu: usize);
 }
 
-static IS_AMD: AtomicBool = AtomicBool::new(false);
-static IPI_VECTOR: AtomicU32 = AtomicU32::new(ipivmm_abi::DEFAULT_IPI_VECTOR as u32);
-static IPI_PATH: AtomicU32 = AtomicU32::new(IpiPath::Icr as u32);
-
-/// True on AMD/Hygon CPUs (PV hypercalls use `vmmcall`).
-pub fn is_amd() -> bool {
-    IS_AMD.load(Ordering::Relaxed)
-}
-
-/// The measured IPI vector (`BootInfo::ipi_vector`).
-#[inline(always)]
-pub fn ipi_vector() -> u8 {
-    IPI_VECTOR.load(Ordering::Relaxed) as u8
-}
-
-/// The IPI path (`BootInfo::ipi_path`).
-pub fn ipi_path() -> IpiPath {
-    IpiPath::from_raw(IPI_PATH.load(Ordering::Relaxed)).unwrap_or(IpiPath::Icr)
-}
+/// The run's settings, as the runtime has always offered them (their home
+/// is [`crate::settings`]).
+pub use crate::settings::{ipi_path, ipi_vector, is_amd};
 
 /// Checks the host's BootInfo before anything trusts it.
 fn validate(boot: &BootInfo, vcpu: u64) -> Result<(), &'static [u8]> {
@@ -90,7 +73,7 @@ fn detect() -> u64 {
     let v = cpu::cpuid(0, 0);
     // "AuthenticAMD" / "HygonGenuine": EBX starts "Auth" / "Hygo".
     let amd = v.ebx == u32::from_le_bytes(*b"Auth") || v.ebx == u32::from_le_bytes(*b"Hygo");
-    IS_AMD.store(amd, Ordering::Relaxed);
+    settings::set_amd(amd);
     if amd {
         f |= features::AMD;
     }
@@ -128,8 +111,7 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     // on this vCPU, interrupts are still off.
     unsafe { percpu::init(boot, vcpu) };
     // From here on panics are reported normally.
-    IPI_VECTOR.store(boot.ipi_vector, Ordering::Relaxed);
-    IPI_PATH.store(boot.ipi_path, Ordering::Relaxed);
+    settings::set_ipi(boot);
     let features = detect();
     idt::init_and_load();
 
@@ -140,7 +122,7 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     if ipi_path() == IpiPath::Pv && features & features::PV_SEND_IPI == 0 {
         panic!("PV IPI path requested but CPUID 0x40000001 lacks KVM_FEATURE_PV_SEND_IPI");
     }
-    apic::set_mode(mode);
+    settings::set_apic_mode(mode);
     let apic = apic::current();
     apic.enable();
     let id = apic.id();

@@ -26,8 +26,22 @@ impl RunsFile {
     pub fn load(path: &Path) -> Result<Self, String> {
         let doc = Document::load(path).map_err(|e| e.to_string())?;
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::with(path, doc, &text)
+    }
+
+    /// The results file `path` whose text is `text` (tests: a document
+    /// edited in memory).
+    #[cfg(test)]
+    pub fn from_json(path: &Path, text: &str) -> Result<Self, String> {
+        let doc =
+            Document::from_json(text, &path.display().to_string()).map_err(|e| e.to_string())?;
+        Self::with(path, doc, text)
+    }
+
+    /// `doc` with the metrics its text `text` recorded.
+    fn with(path: &Path, doc: Document, text: &str) -> Result<Self, String> {
         let value: Value =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
         let recorded = value
             .get("runs")
             .and_then(Value::as_array)
@@ -94,7 +108,7 @@ pub fn label(r: &RunReport) -> String {
 }
 
 /// The phases named `measure` of a vCPU.
-fn measured(phases: &[PhaseResult]) -> impl Iterator<Item = &PhaseResult> {
+pub(super) fn measured(phases: &[PhaseResult]) -> impl Iterator<Item = &PhaseResult> {
     phases.iter().filter(|p| p.name == "measure")
 }
 
@@ -199,7 +213,8 @@ pub fn sampled_exit_mismatch(f: &RunsFile) -> Vec<String> {
     out
 }
 
-fn opt(v: Option<u64>) -> String {
+/// A figure, `-` where the phase lacks it.
+pub(super) fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
@@ -589,17 +604,7 @@ mod tests {
     fn edited_file(path: &str, edit: impl FnOnce(&mut Value)) -> RunsFile {
         let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         edit(&mut v);
-        let dir = std::env::temp_dir().join(format!(
-            "xtask-checks-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("edited.json");
-        std::fs::write(&path, v.to_string()).unwrap();
-        let f = RunsFile::load(&path).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        f
+        RunsFile::from_json(Path::new("edited.json"), &v.to_string()).unwrap()
     }
 
     /// The names of the checks of [`RUN_CHECKS`] that `f` fails.

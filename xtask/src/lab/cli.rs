@@ -1,7 +1,7 @@
 //! `cargo xtask lab`'s command line: what it does, on which emulator, with
 //! which options (the same as the old scripts/lab.sh and
 //! scripts/lab/bochs.sh took), and the guest kernel arguments that name them.
-use super::bochs;
+use super::{avic_checks, bochs};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use std::path::PathBuf;
@@ -31,7 +31,9 @@ Environment:
   LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
   LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
                     wedges the first boot there: a test of the watchdog)
-  LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing)
+  LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing;
+                    avic: the one scripts/lab/build-qemu.sh builds)
+  QEMU_PATCHES, QEMU_JOBS     passed to scripts/lab/build-qemu.sh (avic)
   LAB_EXTRA_CPIO    initramfs archives to append (space-separated; as --cpio)
   BOCHS_PATCHES, BOCHS_JOBS   passed to scripts/lab/build-bochs.sh (Bochs 3.0)
 Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.";
@@ -50,12 +52,18 @@ pub enum Action {
     Shell,
     /// Only build the initramfs and print its path and the kernel's (for other emulators)
     Initrd,
-    /// Remove the lab's work directory (target/lab, target/lab-bochs); with --cache the downloads too
+    /// The AVIC pass: kvm_amd avic=1 on QEMU 7.2 with AVIC emulated (scripts/lab/build-qemu.sh), a
+    /// boot per --parts, the AVIC checks; results in target/lab-avic/results/PART (docs/lab.md,
+    /// "AVIC")
+    Avic,
+    /// Remove the lab's work directory (QEMU: target/lab and target/lab-avic; Bochs:
+    /// target/lab-bochs); with --cache the downloads too
     Clean,
     /// Check a results tree again (--results; the pass it ran is in its pass.txt)
     Verify,
     /// Rewrite the docs' table from a results tree (QEMU: docs/lab.md, with the same sweep on
-    /// this machine; Bochs: docs/lab-intel.md from every runs/*.json)
+    /// this machine; an AVIC pass's matrix: docs/lab.md's AVIC table; Bochs: docs/lab-intel.md
+    /// from every runs/*.json)
     Table,
 }
 
@@ -82,7 +90,7 @@ pub struct Args {
     /// Only these steps of the pass (for working on one; the verdict then covers only them)
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STEPS))]
     pub steps: Option<Vec<String>>,
-    /// Iterations per run of the sweeps (repeats per APIC mode for inhibit)
+    /// Iterations per run of the sweeps (repeats per APIC mode for inhibit) [avic: 20]
     #[arg(long)]
     pub iterations: Option<u32>,
     /// Also rewrite the docs' table from this pass's results (see `table`)
@@ -94,15 +102,20 @@ pub struct Args {
     /// vCPUs of the emulated machine [default: LAB_SMP, else 2]
     #[arg(long)]
     pub smp: Option<u32>,
-    /// Wall-clock limit of the pass, s [default: quick 1500, full 7200, shell 86400; Bochs 3600]
+    /// Wall-clock limit of the pass, s [default: quick 1500, full 7200, shell 86400; Bochs 3600;
+    /// avic 3600 per boot]
     #[arg(long)]
     pub timeout: Option<u64>,
-    /// Where the results go [default: target/lab/results, target/lab-bochs/results-VERSION]
+    /// Where the results go [default: target/lab/results, target/lab-bochs/results-VERSION,
+    /// target/lab-avic/results (a directory per part)]
     #[arg(long)]
     pub results: Option<PathBuf>,
     /// Do not check the results (leave them for `verify`)
     #[arg(long)]
     pub no_verify: bool,
+    /// The AVIC pass's boots, in this order [default: selftests,matrix,preset]
+    #[arg(long, value_enum, value_delimiter = ',', help_heading = "AVIC")]
+    pub parts: Option<Vec<avic_checks::Part>>,
     /// Bochs release: 2.7 (bookworm's package, no posted interrupts) or 3.0 (built from trixie's source, APICv)
     #[arg(long, value_enum, default_value_t, help_heading = "Bochs")]
     pub bochs: bochs::Version,
@@ -230,6 +243,85 @@ mod tests {
             parse(&["--initrd", "x"]).is_err(),
             "--initrd needs --kernel"
         );
+    }
+
+    #[test]
+    fn the_avic_pass_takes_its_parts() {
+        let a = parse(&["avic", "--parts", "matrix,preset", "--iterations", "5"]).unwrap();
+        assert_eq!(a.action, Action::Avic);
+        assert_eq!(
+            a.parts.as_deref(),
+            Some(&[avic_checks::Part::Matrix, avic_checks::Part::Preset][..])
+        );
+        assert_eq!(parse(&["avic"]).unwrap().parts, None);
+        assert!(parse(&["avic", "--parts", "bogus"]).is_err());
+    }
+
+    /// The lab's command lines in the docs' sh blocks (`cargo xtask lab ...`,
+    /// scripts/lab.sh and scripts/lab/avic.sh, which run it), without the
+    /// environment before them and the comment after.
+    fn documented() -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for doc in ["docs/lab.md", "docs/lab-intel.md"] {
+            let text = std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("..")
+                    .join(doc),
+            )
+            .unwrap();
+            let mut in_sh = false;
+            for l in text.lines() {
+                if l.starts_with("```") {
+                    in_sh = l == "```sh";
+                    continue;
+                }
+                if !in_sh {
+                    continue;
+                }
+                let words: Vec<&str> = l
+                    .split('#')
+                    .next()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                    .collect();
+                let args: Vec<String> = match words.as_slice() {
+                    ["cargo", "xtask", "lab", rest @ ..] | ["scripts/lab.sh", rest @ ..] => {
+                        rest.iter().map(|w| w.to_string()).collect()
+                    }
+                    ["scripts/lab/avic.sh", rest @ ..] => std::iter::once("avic".to_string())
+                        .chain(rest.iter().map(|w| w.to_string()))
+                        .collect(),
+                    _ => continue,
+                };
+                out.push((format!("{doc}: {l}"), args));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_documented_command_lines_parse() {
+        let lines = documented();
+        assert!(
+            lines
+                .iter()
+                .any(|(_, a)| a.first().is_some_and(|a| a == "avic")),
+            "{lines:?}"
+        );
+        for (at, args) in lines {
+            let args: Vec<&str> = args
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !a.starts_with('[')) // `clean [--cache]`
+                .collect();
+            if let Err(e) = parse(&args) {
+                let help = e
+                    .downcast_ref::<clap::Error>()
+                    .is_some_and(|c| c.kind() == clap::error::ErrorKind::DisplayHelp);
+                assert!(help, "{at}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! and builds what the guest runs, boots it ([`boot`], one core with a
 //! backend per emulator), and checks the results against ipivmm's own
 //! results types ([`checks`], [`verify`]). See docs/lab.md, docs/lab-intel.md.
+mod avic;
+mod avic_checks;
 mod binaries;
 mod bochs;
 mod boot;
@@ -113,6 +115,19 @@ impl Settings {
         })
     }
 
+    /// QEMU booting `image`'s kernel with `initrd`, its monitor in `work`.
+    fn qemu(&self, binary: PathBuf, image: &Image, initrd: PathBuf, work: &Path) -> qemu::Qemu {
+        qemu::Qemu {
+            binary,
+            smp: self.smp,
+            mem_mib: self.mem_mib,
+            wedge_s: self.wedge_s,
+            kernel: image.kernel.clone(),
+            initrd,
+            monitor: work.join("monitor.sock"),
+        }
+    }
+
     fn work(&self, emulator: EmulatorKind) -> PathBuf {
         self.root.join(match emulator {
             EmulatorKind::Qemu => "target/lab",
@@ -149,17 +164,32 @@ pub fn main(mut args: Args) -> Result<Verdict> {
             Ok(print_verdict(expect, &dir))
         }
         Action::Table => {
-            tables::update_docs(&s.root, args.emulator, &s.results(&args))?;
+            let dir = s.results(&args);
+            let pass = std::fs::read_to_string(dir.join("pass.txt")).unwrap_or_default();
+            match Expect::named(pass.trim()) {
+                Some(Expect::Avic(_)) => tables::update_avic_doc(&s.root, &dir)?,
+                _ => tables::update_docs(&s.root, args.emulator, &dir)?,
+            }
             Ok(Verdict::Passed)
         }
+        Action::Avic => avic::pass(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }
 
 fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
-    let work = s.work(args.emulator);
-    let _ = std::fs::remove_dir_all(&work);
-    let mut gone = work.display().to_string();
+    let mut dirs = vec![s.work(args.emulator)];
+    if args.emulator == EmulatorKind::Qemu {
+        dirs.push(avic::work_dir(&s.root));
+    }
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let mut gone = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
     if args.cache {
         let _ = std::fs::remove_dir_all(&s.cache);
         gone = format!("{gone} and {}", s.cache.display());
@@ -169,7 +199,10 @@ fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
 }
 
 fn print_verdict(expect: Expect, dir: &Path) -> Verdict {
-    let report = verify::verify(expect, dir);
+    let report = match expect {
+        Expect::Avic(part) => avic::verify(part, dir),
+        other => verify::verify(other, dir),
+    };
     print!("{}", report.text());
     if report.passed() {
         Verdict::Passed
@@ -216,12 +249,11 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
 }
 
 /// The initramfs `initrd` with `archives` appended (the kernel unpacks
-/// concatenated newc archives, later files win), in `work`.
-fn with_archives(work: &Path, initrd: &Path, archives: &[PathBuf]) -> Result<PathBuf> {
+/// concatenated newc archives, later files win), written to `out`.
+fn with_archives(initrd: &Path, archives: &[PathBuf], out: PathBuf) -> Result<PathBuf> {
     if archives.is_empty() {
         return Ok(initrd.to_path_buf());
     }
-    let out = work.join("initrd-extra.cpio");
     let mut bytes =
         std::fs::read(initrd).with_context(|| format!("cannot read {}", initrd.display()))?;
     for a in archives {
@@ -229,6 +261,52 @@ fn with_archives(work: &Path, initrd: &Path, archives: &[PathBuf]) -> Result<Pat
     }
     std::fs::write(&out, bytes)?;
     Ok(out)
+}
+
+/// One pass's boots as [`boot_and_collect`] runs them.
+struct Boot {
+    /// Its wall time's name in timings.txt.
+    stage: String,
+    guest: boot::GuestArgs,
+    timeout_s: u64,
+    /// Where the results tree goes.
+    results: PathBuf,
+    /// What its pass.txt says (the verdict `verify` gives it).
+    pass: &'static str,
+}
+
+/// Boots `emu` until the pass ends (the boot core: watchdog, resume) and
+/// moves what the guest left to `b.results` with what the host knows (the
+/// versions, the test binaries and plans of `image`, the wall times).
+fn boot_and_collect(
+    work: &mut Work,
+    emu: &mut dyn boot::Emulator,
+    b: &Boot,
+    versions: &[String],
+    image: &Image,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
+    let new = work.dir.join("results.new");
+    work.timed(&b.stage, |w| {
+        boot::boot(w, emu, &b.guest, b.timeout_s, &new, stop)
+    })?;
+    boot::collect(
+        work,
+        &new,
+        &b.results,
+        b.pass,
+        versions,
+        &image.tests,
+        &image.plans,
+    )?;
+    emu.collect(&b.results)?;
+    std::fs::write(
+        b.results.join("timings.txt"),
+        std::fs::read_to_string(work.dir.join("timings.txt")).unwrap_or_default()
+            + &format!("total {}\n", work.total_s()),
+    )?;
+    log(format!("results in {}", b.results.display()));
+    Ok(())
 }
 
 /// A pass: build, boot, collect, verify.
@@ -278,17 +356,13 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     let (mut emu, timeout): (Box<dyn boot::Emulator>, u64) = match args.emulator {
         EmulatorKind::Qemu => {
             let binary = qemu_binary.context("QEMU")?;
-            let initrd = with_archives(&work.dir, &image.initrd, &s.extra_cpio)?;
+            let initrd = with_archives(
+                &image.initrd,
+                &s.extra_cpio,
+                work.dir.join("initrd-extra.cpio"),
+            )?;
             versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
-            let q = qemu::Qemu {
-                binary,
-                smp: s.smp,
-                mem_mib: s.mem_mib,
-                wedge_s: s.wedge_s,
-                kernel: image.kernel.clone(),
-                initrd,
-                monitor: work.dir.join("monitor.sock"),
-            };
+            let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
                 q.shell(&work.dir.join("out-shell.img"))?;
                 return Ok(Verdict::Passed);
@@ -340,32 +414,20 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         iterations: args.iterations,
         extra: s.kernel_args.clone(),
     };
-    let new = work.dir.join("results.new");
-    work.timed("boot", |w| {
-        boot::boot(w, emu.as_mut(), &guest, timeout, &new, &stop)
-    })?;
     let expect = if args.steps.is_some() {
         Expect::Custom
     } else {
         Expect::named(pass).unwrap_or(Expect::Custom)
     };
     let results = s.results(args);
-    boot::collect(
-        &mut work,
-        &new,
-        &results,
-        expect.name(),
-        &versions,
-        &image.tests,
-        &image.plans,
-    )?;
-    emu.collect(&results)?;
-    std::fs::write(
-        results.join("timings.txt"),
-        std::fs::read_to_string(work.dir.join("timings.txt")).unwrap_or_default()
-            + &format!("total {}\n", work.total_s()),
-    )?;
-    log(format!("results in {}", results.display()));
+    let b = Boot {
+        stage: "boot".into(),
+        guest,
+        timeout_s: timeout,
+        results: results.clone(),
+        pass: expect.name(),
+    };
+    boot_and_collect(&mut work, emu.as_mut(), &b, &versions, &image, &stop)?;
     let mut verdict = Verdict::Passed;
     if !args.no_verify {
         verdict = print_verdict(expect, &results);

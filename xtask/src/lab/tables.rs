@@ -1,10 +1,13 @@
 //! The lab's tables in the docs, from results documents: exits per IPI by
 //! reason for every mode on the lab's kvm_amd beside this machine's own KVM
-//! (docs/lab.md), and the Intel lab's APICv matrix under enable_apicv=Y and
-//! =N (docs/lab-intel.md). Markdown, rewritten between the doc's markers.
+//! (docs/lab.md), the same with the emulated AVIC on and off (the AVIC
+//! pass, docs/lab.md), and the Intel lab's APICv matrix under
+//! enable_apicv=Y and =N (docs/lab-intel.md). Markdown, rewritten between
+//! the doc's markers.
 use anyhow::{bail, Context, Result};
+use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{Document, PhaseResult, RunReport};
-use ipivmm::{ApicvRequest, Workload};
+use ipivmm::{ApicvRequest, IpiPath, Irqchip, Workload};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -76,6 +79,14 @@ fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
         .map(|e| e.exits as f64 / ipis as f64))
 }
 
+/// The sender's accelerated ICR writes per IPI.
+fn accelerated_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
+    fmt(sender
+        .icr_write_exits
+        .as_ref()
+        .map(|e| e.accelerated as f64 / ipis as f64))
+}
+
 /// The backend a document was recorded on (`kvm_amd`...).
 fn backend(d: &Document) -> String {
     d.host
@@ -123,6 +134,120 @@ pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
     ];
     out.extend(rows.into_iter().map(|(_, _, r)| r));
     out
+}
+
+/// AVIC in a run as the AVIC table says it: `on` (active), `off`
+/// (unavailable: avic=0), else the state.
+fn avic_state(r: &RunReport) -> String {
+    match r.apicv.effective {
+        ApicvState::Active => "on".into(),
+        ApicvState::Unavailable => "off".into(),
+        other => other.to_string(),
+    }
+}
+
+/// docs/lab.md's AVIC table: a row per kernel-irqchip `--apicv host` run
+/// on the ICR path of `docs` (the AVIC pass's matrix with AVIC on and off),
+/// by workload, vCPUs, target, APIC mode and AVIC.
+pub fn avic_table(docs: &[&Document]) -> Vec<String> {
+    let mut runs: Vec<&RunReport> = docs
+        .iter()
+        .flat_map(|d| &d.runs)
+        .filter(|r| {
+            r.apicv.requested == ApicvRequest::Host
+                && r.mode.irqchip == Irqchip::Kernel
+                && r.mode.ipi == IpiPath::Icr
+        })
+        .collect();
+    runs.sort_by_key(|r| {
+        (
+            r.mode.workload.name(),
+            r.mode.vcpus,
+            r.mode.target.name(),
+            r.mode.apic.name(),
+            avic_state(r),
+        )
+    });
+    let mut out = vec![
+        "| workload | mode | AVIC | sender exits/IPI | sender exits/IPI by reason (kvm_exit) | receivers exits/IPI | receivers exits/IPI by reason | ICR-write exits/IPI | accelerated ICR writes/IPI |".to_string(),
+        "| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |".to_string(),
+    ];
+    for r in runs {
+        let Some((s, recv)) = sender_and_receivers(r) else {
+            continue;
+        };
+        let ipis = s.guest.ipis_sent;
+        if ipis == 0 {
+            continue;
+        }
+        out.push(format!(
+            "| {} {}v {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            r.mode.workload.name(),
+            r.mode.vcpus,
+            r.mode.target.name(),
+            r.mode.irqchip.name(),
+            r.mode.apic.name(),
+            avic_state(r),
+            kvm_exits(&[s], ipis),
+            reasons(&[s], ipis),
+            kvm_exits(&recv, ipis),
+            reasons(&recv, ipis),
+            icr_per_ipi(s, ipis),
+            accelerated_per_ipi(s, ipis)
+        ));
+    }
+    out
+}
+
+/// The AVIC pass's sweeps the AVIC table is made of, as probe-avic.sh names them.
+const AVIC_TABLE_FILES: &[&str] = &[
+    "avic-on.json",
+    "avic-on-halt.json",
+    "avic-off.json",
+    "avic-off-halt.json",
+];
+
+/// docs/lab.md's AVIC table with its header, from the matrix part's results
+/// tree `dir` (`date`: the day it was made).
+pub fn avic_doc_lines(dir: &Path, date: &str) -> Result<Vec<String>> {
+    let mut docs = Vec::new();
+    for f in AVIC_TABLE_FILES {
+        let p = dir.join("runs").join(f);
+        if p.is_file() {
+            docs.push(Document::load(&p).map_err(anyhow::Error::msg)?);
+        }
+    }
+    let Some(first) = docs.first() else {
+        bail!("no runs/avic-*.json in {}", dir.display());
+    };
+    let iterations = first.runs.first().map_or(0, |r| r.mode.iterations);
+    let (kernel, cpu) = first.host.as_ref().map_or_else(
+        || ("unknown".to_string(), "unknown".to_string()),
+        |h| (h.kernel_release.clone(), h.cpu_model.clone()),
+    );
+    let versions = std::fs::read_to_string(dir.join("versions.txt")).unwrap_or_default();
+    let qemu = versions
+        .lines()
+        .find_map(|l| l.strip_prefix("qemu "))
+        .map_or("QEMU", |v| v.split('(').next().unwrap_or(v).trim());
+    let mut lines = vec![
+        format!("Kernel irqchip, `--apicv host`, {iterations} iterations per run (`cargo xtask lab avic --update-docs`, {date});"),
+        format!("guest: {kernel} on {cpu} with the emulated AVIC ({qemu} + scripts/lab/qemu-7.2-avic-*.patch),"),
+        "kvm_amd avic=1 (on) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.".to_string(),
+        String::new(),
+    ];
+    let refs: Vec<&Document> = docs.iter().collect();
+    lines.extend(avic_table(&refs));
+    lines.push(String::new());
+    Ok(lines)
+}
+
+/// Rewrites docs/lab.md's AVIC table from the matrix part's results `dir`.
+pub fn update_avic_doc(root: &Path, dir: &Path) -> Result<()> {
+    let doc = root.join("docs/lab.md");
+    update_doc(&doc, "avic-table", &avic_doc_lines(dir, &today())?)?;
+    super::host::log(format!("table: updated {} (AVIC)", doc.display()));
+    Ok(())
 }
 
 /// APICv in a measured phase, in words.
@@ -210,17 +335,13 @@ pub fn intel_table(docs: &[&Document]) -> Vec<String> {
             ));
             continue;
         }
-        let accelerated = s
-            .icr_write_exits
-            .as_ref()
-            .map(|e| e.accelerated as f64 / ipis as f64);
         out.push(format!(
             "{cells} | {} | {} | {} | {} | {} |",
             apicv_phase(s),
             reasons(&[s], ipis),
             reasons(&recv, ipis),
             icr_per_ipi(s, ipis),
-            fmt(accelerated)
+            accelerated_per_ipi(s, ipis)
         ));
     }
     out
@@ -455,6 +576,67 @@ mod tests {
             t[4]
         );
         assert!(t[4].ends_with(" | 1 | 0 |"), "{}", t[4]);
+    }
+
+    #[test]
+    fn the_avic_table_has_a_row_per_host_run_avic_on_and_off() {
+        use super::super::avic_checks::tests::{avic_off, avic_on};
+        let load = |v: serde_json::Value| Document::from_json(&v.to_string(), "avic").unwrap();
+        let (on, off) = (load(avic_on()), load(avic_off()));
+        let t = avic_table(&[&off, &on]);
+        // On: xAPIC spin and halt, x2APIC (the inhibit run is not --apicv
+        // host); off: x2APIC (the PV and user-irqchip runs are left out).
+        assert_eq!(t.len(), 2 + 4, "{t:#?}");
+        assert_eq!(
+            t[2],
+            "| pingpong 2v halt | kernel/xapic | on | 2.93 | interrupt 1.9, avic_incomplete_ipi 1, io 0.03 | 2.77 | interrupt 1.73, io 0.03 | 1 | 0 |"
+        );
+        assert_eq!(
+            t[3],
+            "| pingpong 2v spin | kernel/x2apic | off | 2.93 | interrupt 1.9, msr 1, io 0.03 | 2.77 | interrupt 1.73, msr 1, io 0.03 | 1 | 0 |"
+        );
+        assert!(
+            t[4].starts_with("| pingpong 2v spin | kernel/x2apic | on | "),
+            "{}",
+            t[4]
+        );
+        assert_eq!(
+            t[5],
+            "| pingpong 2v spin | kernel/xapic | on | 2.93 | interrupt 1.9, io 0.03 | 2.77 | interrupt 1.73, io 0.03 | 0 | 1 |"
+        );
+    }
+
+    #[test]
+    fn the_avic_doc_lines_name_the_guest_and_the_qemu() {
+        use super::super::avic_checks::tests::{avic_off, avic_on};
+        let dir = std::env::temp_dir().join(format!("xtask-avic-table-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("runs")).unwrap();
+        assert!(avic_doc_lines(&dir, "2026-12-01").is_err(), "no runs");
+        std::fs::write(dir.join("runs/avic-on.json"), avic_on().to_string()).unwrap();
+        std::fs::write(dir.join("runs/avic-off.json"), avic_off().to_string()).unwrap();
+        std::fs::write(
+            dir.join("versions.txt"),
+            "kernel linux-image.deb\nqemu QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)\n",
+        )
+        .unwrap();
+        let lines = avic_doc_lines(&dir, "2026-12-01").unwrap();
+        assert_eq!(
+            lines[..3],
+            [
+                "Kernel irqchip, `--apicv host`, 30 iterations per run (`cargo xtask lab avic --update-docs`, 2026-12-01);",
+                "guest: 6.1.0-50-amd64 on QEMU TCG CPU version 2.5+ with the emulated AVIC (QEMU emulator version 7.2.19 + scripts/lab/qemu-7.2-avic-*.patch),",
+                "kvm_amd avic=1 (on) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.",
+            ]
+        );
+        assert_eq!(lines.len(), 4 + 2 + 4 + 1);
+        let doc = "x\n<!-- avic-table:begin -->\nNot generated yet\n<!-- avic-table:end -->\n";
+        let new = replace_between(doc, "avic-table", &lines).unwrap();
+        assert!(
+            new.contains("| pingpong 2v halt | kernel/xapic | on |")
+                && !new.contains("Not generated")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The verdict over a lab pass's results tree (what the guest left on its
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
+use super::avic_checks::Part;
 use super::checks::{self, RunsFile};
 use super::tap::{self, Tap};
 use std::collections::BTreeMap;
@@ -17,6 +18,9 @@ pub enum Expect {
     Full,
     /// `--steps`: whatever ran (a missing file fails only what ran).
     Custom,
+    /// One boot of the AVIC pass (`cargo xtask lab avic`): the steps host
+    /// and extra, and the AVIC checks of what that part ran.
+    Avic(Part),
 }
 
 impl Expect {
@@ -26,7 +30,7 @@ impl Expect {
             "quick" => Some(Expect::Quick),
             "full" => Some(Expect::Full),
             "custom" => Some(Expect::Custom),
-            _ => None,
+            _ => Part::named(name.strip_prefix("avic-")?).map(Expect::Avic),
         }
     }
 
@@ -36,7 +40,16 @@ impl Expect {
             Expect::Quick => "quick",
             Expect::Full => "full",
             Expect::Custom => "custom",
+            Expect::Avic(Part::Selftests) => "avic-selftests",
+            Expect::Avic(Part::Matrix) => "avic-matrix",
+            Expect::Avic(Part::Preset) => "avic-preset",
         }
+    }
+
+    /// Whether the pass is a whole one (quick, full): everything it leaves
+    /// must be there, not only what ran.
+    fn whole(self) -> bool {
+        matches!(self, Expect::Quick | Expect::Full)
     }
 
     /// The steps (as steps.tsv names them) the pass must have run.
@@ -64,6 +77,7 @@ impl Expect {
             Expect::Quick => QUICK,
             Expect::Full => FULL,
             Expect::Custom => &[],
+            Expect::Avic(_) => &["host", "extra"],
         }
     }
 
@@ -99,7 +113,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn ok(&mut self, name: impl Into<String>) {
+    pub(super) fn ok(&mut self, name: impl Into<String>) {
         self.items.push(Item::Check {
             ok: true,
             name: name.into(),
@@ -107,7 +121,7 @@ impl Report {
         });
     }
 
-    fn bad(&mut self, name: impl Into<String>, detail: Vec<String>) {
+    pub(super) fn bad(&mut self, name: impl Into<String>, detail: Vec<String>) {
         self.items.push(Item::Check {
             ok: false,
             name: name.into(),
@@ -115,18 +129,18 @@ impl Report {
         });
     }
 
-    fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
+    pub(super) fn skip(&mut self, name: impl Into<String>, why: impl Into<String>) {
         self.items.push(Item::Skip {
             name: name.into(),
             why: why.into(),
         });
     }
 
-    fn info(&mut self, line: impl Into<String>) {
+    pub(super) fn info(&mut self, line: impl Into<String>) {
         self.items.push(Item::Info(line.into()));
     }
 
-    fn check(&mut self, name: &str, offences: Vec<String>) {
+    pub(super) fn check(&mut self, name: &str, offences: Vec<String>) {
         if offences.is_empty() {
             self.ok(name);
         } else {
@@ -252,11 +266,22 @@ fn steps(dir: &Path) -> Vec<(String, String, String)> {
 
 /// Loaded results files, each read once for every check that needs it.
 #[derive(Default)]
-struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
+pub struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
 
 impl Loaded {
+    /// A file a check read (None: none did).
+    pub fn get(&self, path: &Path) -> Option<&Result<RunsFile, String>> {
+        self.0.get(path)
+    }
+
     /// Runs `check` over `files`: no file, an unreadable one or any offence fails it.
-    fn check(&mut self, report: &mut Report, name: &str, files: &[PathBuf], check: checks::Check) {
+    pub(super) fn check(
+        &mut self,
+        report: &mut Report,
+        name: &str,
+        files: &[PathBuf],
+        check: checks::Check,
+    ) {
         if files.is_empty() {
             report.bad(format!("{name}: no results file"), Vec::new());
             return;
@@ -286,6 +311,16 @@ fn failure_line(l: &str) -> bool {
 
 /// The verdict over the results tree `dir` of a pass.
 pub fn verify(expect: Expect, dir: &Path) -> Report {
+    verify_with(expect, dir, |_, _| {})
+}
+
+/// [`verify`] with `more` checks of the pass's own (the AVIC pass's), made
+/// after the results files' and before the test binaries'.
+pub fn verify_with(
+    expect: Expect,
+    dir: &Path,
+    more: impl FnOnce(&mut Report, &mut Loaded),
+) -> Report {
     let mut r = Report::default();
     let mut files = Loaded::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
@@ -317,7 +352,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     }
 
     let host = dir.join("host.json");
-    if expect != Expect::Custom || host.exists() {
+    if !expect.steps().is_empty() || host.exists() {
         let backend = fs::read_to_string(&host)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -344,7 +379,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     sweeps.extend(json_files(&runs, "preset-"));
     // What `ipivmm check plans/kvm-paths.toml` ran (--json-dir).
     sweeps.extend(json_files(&runs.join(tap::STEP), ""));
-    if !sweeps.is_empty() || expect != Expect::Custom {
+    if !sweeps.is_empty() || expect.whole() {
         for (name, check) in checks::RUN_CHECKS {
             files.check(&mut r, name, &sweeps, *check);
         }
@@ -403,6 +438,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         files.check(&mut r, &name, &inhibit, checks::failed_runs);
     }
 
+    more(&mut r, &mut files);
     plan(&mut r, expect, dir, &steps);
     tests(&mut r, expect, dir, &steps);
 
@@ -467,7 +503,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
                 r.info(format!("  {} skip: {s}", tap::STEP));
             }
         }
-        Err(_) if carried && (expect != Expect::Custom || ran) => r.bad(
+        Err(_) if carried && (expect.whole() || ran) => r.bad(
             name,
             vec![if ran {
                 format!("step {} wrote no {file}", tap::STEP)
@@ -475,7 +511,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
                 format!("step {} did not run", tap::STEP)
             }],
         ),
-        Err(_) if expect != Expect::Custom => r.skip(
+        Err(_) if expect.whole() => r.skip(
             name,
             format!("the tree the lab was built from has no plans/{}", tap::PLAN),
         ),
@@ -486,7 +522,7 @@ fn plan(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, St
 /// The KVM test binaries' outputs: each passed, and (where the pass ran
 /// them and the host recorded which there were) every one ran.
 fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
-    let expected = expect != Expect::Custom || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
+    let expected = expect.whole() || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
     let tdir = dir.join("tests");
     let mut outputs: Vec<PathBuf> = fs::read_dir(&tdir)
         .into_iter()
@@ -538,17 +574,17 @@ fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const TREE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/lab-quick");
 
     /// A copy of the fixture results tree of a real quick pass (a few runs
     /// and test outputs of it), for editing.
-    struct Tree(PathBuf);
+    pub struct Tree(pub PathBuf);
 
     impl Tree {
-        fn new(name: &str) -> Self {
+        pub fn new(name: &str) -> Self {
             let dir =
                 std::env::temp_dir().join(format!("xtask-verify-{}-{name}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
@@ -564,13 +600,13 @@ mod tests {
             Tree(dir)
         }
 
-        fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
+        pub fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
             let p = self.0.join(file);
             fs::write(&p, f(fs::read_to_string(&p).unwrap_or_default())).unwrap();
             self
         }
 
-        fn failures(&self, expect: Expect) -> Vec<String> {
+        pub fn failures(&self, expect: Expect) -> Vec<String> {
             verify(expect, &self.0)
                 .failures()
                 .into_iter()

@@ -1,0 +1,453 @@
+//! `cargo xtask lab avic`: the AVIC pass of the AMD lab (docs/lab.md,
+//! "AVIC"). kvm_amd loads with `avic=1` (no force_avic) on QEMU TCG's
+//! emulated AVIC: Debian bookworm's QEMU 7.2 with the patches of
+//! scripts/lab/qemu-7.2.series, built once by scripts/lab/build-qemu.sh
+//! (LAB_QEMU names a binary instead). One boot per [`Part`], each running
+//! the guest steps `host` and `extra`, with scripts/lab/probe-avic.sh as
+//! `extra` (packed with the KVM selftests by scripts/lab/build-selftests.sh);
+//! each part's results tree is checked on its own ([`verdict`]).
+use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
+use super::cli::{Args, EmulatorKind};
+use super::host::{self, log, output, Work};
+use super::verify::{self, Expect, Loaded, Report};
+use super::{boot, qemu, tables, Boot, Settings, Verdict};
+use anyhow::{bail, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The initramfs every boot of the pass boots, in its work directory.
+const INITRD: &str = "initrd-avic.cpio";
+
+/// Iterations per run unless `--iterations` says otherwise.
+pub const ITERATIONS: u32 = 20;
+/// Each boot's limit unless `--timeout` says otherwise, s.
+pub const TIMEOUT_S: u64 = 3600;
+
+/// The tests of tools/testing/selftests/kvm/x86_64 (Linux 6.1) that touch
+/// the local APIC: IPIs and ICR writes of every kind (xapic_state_test
+/// sends every delivery mode to absent vCPUs: AVIC's ID codes 0, 2 and 4),
+/// APIC state save and restore, SMIs and NMIs sent through the ICR, the
+/// nested paths (AVIC inhibited), the CMCI LVT (an unaccelerated
+/// register), guest debug (an inhibit); and two without the APIC as controls.
+const SELFTESTS: &[&str] = &[
+    "x86_64/xapic_ipi_test",
+    "x86_64/xapic_state_test",
+    "x86_64/set_boot_cpu_id",
+    "x86_64/smm_test",
+    "x86_64/state_test",
+    "x86_64/kvm_pv_test",
+    "x86_64/debug_regs",
+    "x86_64/svm_int_ctl_test",
+    "x86_64/svm_nested_soft_inject_test",
+    "x86_64/ucna_injection_test",
+    "x86_64/sync_regs_test",
+    "x86_64/userspace_io_test",
+];
+
+/// The pass's work directory.
+pub fn work_dir(root: &Path) -> PathBuf {
+    root.join("target/lab-avic")
+}
+
+/// The last line a build script printed: the path it built.
+fn built(script: &str, cmd: &mut Command) -> Result<PathBuf> {
+    let out = output(cmd)?;
+    match out.lines().last() {
+        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ => bail!("{script} printed no path"),
+    }
+}
+
+/// LAB_QEMU, else the QEMU scripts/lab/build-qemu.sh builds (once per patch
+/// set, into the cache; QEMU_PATCHES and QEMU_JOBS pass through).
+fn qemu_binary(s: &Settings) -> Result<PathBuf> {
+    if let Some(b) = std::env::var_os("LAB_QEMU").filter(|b| !b.is_empty()) {
+        return Ok(PathBuf::from(b));
+    }
+    let script = "scripts/lab/build-qemu.sh";
+    built(
+        script,
+        Command::new(s.root.join(script)).env("IPIVMM_LAB_CACHE", &s.cache),
+    )
+}
+
+/// The selftests and probe-avic.sh as an archive to append to the initramfs.
+fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
+    let script = "scripts/lab/build-selftests.sh";
+    built(
+        script,
+        Command::new(s.root.join(script))
+            .arg(s.root.join("scripts/lab/probe-avic.sh"))
+            .arg(work.join("probe.cpio"))
+            .env("IPIVMM_LAB_CACHE", &s.cache)
+            .env("SELFTESTS", SELFTESTS.join(" ")),
+    )
+}
+
+/// The patches the QEMU binary was built with (build-qemu.sh's
+/// patches.txt beside its bin/), for versions.txt.
+fn qemu_patches(binary: &Path) -> Option<String> {
+    let list = fs::read_to_string(binary.parent()?.parent()?.join("patches.txt")).ok()?;
+    Some(list.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// The pass: QEMU and the guest's image built once, then a boot per part,
+/// each part's results checked; `--update-docs` rewrites docs/lab.md's
+/// AVIC table from the matrix part.
+pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
+    if args.emulator != EmulatorKind::Qemu {
+        bail!("the AVIC pass runs on QEMU (kvm_amd): drop --emulator bochs");
+    }
+    let stop = host::interrupt_flag()?;
+    let mut work = Work::open(&work_dir(&s.root))?;
+    let binary = work.timed("build-qemu", |_| qemu_binary(s))?;
+    log(format!("QEMU: {}", binary.display()));
+    let image = super::build_image(s, &mut work)?;
+    let dir = work.dir.clone();
+    let probe = work.timed("selftests", |_| selftests_archive(s, &dir))?;
+    host::interrupted(&stop)?;
+    let archives: Vec<PathBuf> = std::iter::once(probe)
+        .chain(s.extra_cpio.iter().cloned())
+        .collect();
+    // Not initrd-extra.cpio: each part's collect removes that one.
+    let initrd = super::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
+    let mut versions = image.versions.clone();
+    versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
+    if let Some(p) = qemu_patches(&binary) {
+        versions.push(format!("qemu patches {p}"));
+    }
+    let mut q = s.qemu(binary, &image, initrd, &work.dir);
+    let results = args
+        .results
+        .clone()
+        .unwrap_or_else(|| work.dir.join("results"));
+    let parts = args.parts.clone().unwrap_or_else(|| Part::ALL.to_vec());
+    let mut verdict = Verdict::Passed;
+    for part in parts {
+        host::interrupted(&stop)?;
+        let mut extra = s.kernel_args.clone();
+        extra.push("lab.kvm=avic=1".into());
+        extra.push(format!("lab.probe={}", part.name()));
+        let b = Boot {
+            stage: format!("boot-{}", part.name()),
+            guest: boot::GuestArgs {
+                pass: "quick".into(),
+                steps: Some("host,extra".into()),
+                iterations: Some(args.iterations.unwrap_or(ITERATIONS)),
+                extra,
+            },
+            timeout_s: args.timeout.unwrap_or(TIMEOUT_S),
+            results: results.join(part.name()),
+            pass: Expect::Avic(part).name(),
+        };
+        super::boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
+        // Each part's warnings.txt holds its own boot's.
+        work.warnings.clear();
+        if !args.no_verify {
+            if let Verdict::Failed = super::print_verdict(Expect::Avic(part), &b.results) {
+                verdict = Verdict::Failed;
+            }
+        }
+    }
+    if args.update_docs {
+        if let Err(e) = tables::update_avic_doc(&s.root, &results.join(Part::Matrix.name())) {
+            eprintln!("lab: error: {e:#}");
+            verdict = Verdict::Failed;
+        }
+    }
+    let _ = fs::remove_file(work.dir.join(INITRD));
+    log(format!("results in {}", results.display()));
+    Ok(verdict)
+}
+
+/// The verdict over one part's results tree `dir`: the lab's own checks
+/// (steps host and extra, a hardware backend) and the part's ([`verdict`]).
+pub fn verify(part: Part, dir: &Path) -> Report {
+    verify::verify_with(Expect::Avic(part), dir, |r, files| {
+        verdict(r, part, dir, files)
+    })
+}
+
+/// The runs files of `dir/runs` whose names start with one of `prefixes`
+/// (`avic-on` also matches `avic-on-halt.json`), sorted.
+fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir.join("runs"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.ends_with(".json") && prefixes.iter().any(|x| n.starts_with(x))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The AVIC checks of one part's results tree `dir`, after the lab's own
+/// (steps, backend): kvm_amd reads back avic=Y without force_avic, ipivmm
+/// calls AVIC usable, and what the part ran: the selftests passed with AVIC
+/// on and off; the runs with AVIC on and off passed [`ON_CHECKS`] and
+/// [`OFF_CHECKS`].
+fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
+    let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
+    let has = |l: &str| params.lines().any(|p| p == l);
+    if has("kvm_amd.avic=Y") && has("kvm_amd.force_avic=N") {
+        r.ok("kvm_amd loaded with avic=1 reads avic=Y (force_avic=N)");
+    } else {
+        let seen = params
+            .lines()
+            .filter(|l| l.contains("avic") || l.contains("npt"))
+            .map(str::to_string)
+            .collect();
+        r.bad("kvm_amd avic=Y without force_avic", seen);
+    }
+    let state = fs::read_to_string(dir.join("host-avic.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            let verdicts = v.pointer("/host/verdicts").or_else(|| v.get("verdicts"))?;
+            Some(verdicts.pointer("/avic/state")?.as_str()?.to_string())
+        });
+    if state.as_deref() == Some("available") {
+        r.ok("ipivmm host: AVIC usable");
+    } else {
+        let text = fs::read_to_string(dir.join("host-avic.txt")).unwrap_or_default();
+        let mut why: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("AVIC"))
+            .map(str::to_string)
+            .collect();
+        why.insert(
+            0,
+            format!("host-avic.json: AVIC {}", state.as_deref().unwrap_or("?")),
+        );
+        r.bad("ipivmm host: AVIC usable", why);
+    }
+    match part {
+        Part::Selftests => selftests(r, dir),
+        Part::Matrix | Part::Preset => {
+            let on: &[&str] = match part {
+                Part::Matrix => &["avic-on"],
+                _ => &["avic-preset"],
+            };
+            let on = runs_files(dir, on);
+            for (name, check) in ON_CHECKS {
+                files.check(r, name, &on, *check);
+            }
+            for f in &on {
+                if let Some(Ok(rf)) = files.get(f) {
+                    for l in avic_checks::avic_summary(rf) {
+                        r.info(format!("  avic: {}: {l}", rf.name()));
+                    }
+                }
+            }
+            if part == Part::Matrix {
+                let off = runs_files(dir, &["avic-off"]);
+                for (name, check) in OFF_CHECKS {
+                    files.check(r, name, &off, *check);
+                }
+            }
+        }
+    }
+}
+
+/// selftests.tsv (name, `on`/`off`, exit status): every selftest ran and
+/// passed with AVIC on and with it off.
+fn selftests(r: &mut Report, dir: &Path) {
+    let tsv = fs::read_to_string(dir.join("selftests.tsv")).unwrap_or_default();
+    let rows: Vec<Vec<&str>> = tsv
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split('\t').collect())
+        .collect();
+    for avic in ["on", "off"] {
+        let ran: Vec<&Vec<&str>> = rows.iter().filter(|f| f.get(1) == Some(&avic)).collect();
+        let failed: Vec<String> = ran
+            .iter()
+            .filter(|f| f.get(2) != Some(&"0"))
+            .map(|f| format!("{} rc={}", f[0], f.get(2).unwrap_or(&"?")))
+            .collect();
+        if !ran.is_empty() && failed.is_empty() {
+            r.ok(format!(
+                "KVM selftests with AVIC {avic}: {n} of {n} passed",
+                n = ran.len()
+            ));
+        } else {
+            let mut why = failed;
+            if ran.is_empty() {
+                why.push("none in selftests.tsv".into());
+            }
+            r.bad(
+                format!("KVM selftests with AVIC {avic} ({} run)", ran.len()),
+                why,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::avic_checks::tests::{avic_off, avic_on};
+    use super::super::verify::tests::Tree;
+    use super::*;
+
+    /// A results tree of one AVIC part, from the quick pass fixture (a real
+    /// kvm_amd guest under QEMU TCG: its host facts and module parameters)
+    /// as the AVIC pass leaves one: steps host and extra, kvm_amd loaded
+    /// with avic=1, `ipivmm host` calling AVIC available, and what the part ran.
+    fn tree(name: &str, part: Part) -> Tree {
+        let t = Tree::new(&format!("avic-{name}"));
+        for d in ["runs", "tests"] {
+            fs::remove_dir_all(t.0.join(d)).unwrap();
+        }
+        fs::remove_file(t.0.join("test-binaries.txt")).unwrap();
+        fs::create_dir(t.0.join("runs")).unwrap();
+        let mut host: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(t.0.join("host.json")).unwrap()).unwrap();
+        host["host"]["verdicts"]["avic"] = serde_json::json!({"state": "available"});
+        t.edit("host-avic.json", |_| host.to_string())
+            .edit("module-params.txt", |p| {
+                p.replace("kvm_amd.avic=N", "kvm_amd.avic=Y")
+            })
+            .edit("steps.tsv", |_| "host\t0\t2\nextra\t0\t880\n".into())
+            .edit("pass.txt", |_| format!("{}\n", Expect::Avic(part).name()));
+        match part {
+            Part::Selftests => {
+                let rows: String = ["on", "off"]
+                    .iter()
+                    .flat_map(|a| {
+                        SELFTESTS
+                            .iter()
+                            .map(move |s| format!("{}\t{a}\t0\n", &s["x86_64/".len()..]))
+                    })
+                    .collect();
+                t.edit("selftests.tsv", |_| rows);
+            }
+            Part::Matrix => {
+                t.edit("runs/avic-on.json", |_| avic_on().to_string())
+                    .edit("runs/avic-off.json", |_| avic_off().to_string());
+            }
+            Part::Preset => {
+                t.edit("runs/avic-preset.json", |_| avic_on().to_string());
+            }
+        }
+        t
+    }
+
+    fn report(t: &Tree, part: Part) -> Report {
+        verify(part, &t.0)
+    }
+
+    fn failures(t: &Tree, part: Part) -> Vec<String> {
+        let r = report(t, part);
+        r.failures().into_iter().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_parts_are_named_as_the_guest_and_pass_txt_name_them() {
+        for p in Part::ALL {
+            let pass = Expect::Avic(*p).name();
+            assert_eq!(pass, format!("avic-{}", p.name()));
+            assert_eq!(Expect::named(pass), Some(Expect::Avic(*p)));
+        }
+        assert_eq!(Expect::named("avic-bogus"), None);
+        // probe-avic.sh's lab.probe= parts are these.
+        let probe = include_str!("../../../scripts/lab/probe-avic.sh");
+        let default = probe
+            .lines()
+            .find_map(|l| l.strip_prefix("PARTS=${PARTS:-"))
+            .and_then(|l| l.strip_suffix('}'))
+            .expect("probe-avic.sh's default parts");
+        let ours: Vec<&str> = Part::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(default, ours.join(","));
+    }
+
+    #[test]
+    fn a_matrix_part_passes_every_check() {
+        let t = tree("matrix", Part::Matrix);
+        let r = report(&t, Part::Matrix);
+        let text = r.text();
+        assert!(r.passed(), "{text}");
+        // Two steps, the backend, params, host, 7 checks with AVIC on, 4 off.
+        assert_eq!(r.counts(), (2 + 1 + 2 + 7 + 4, 0), "{text}");
+        assert!(text.starts_with("lab avic-matrix pass: "), "{text}");
+        assert!(text.contains("\n  PASS  kvm_amd loaded with avic=1 reads avic=Y (force_avic=N)\n  PASS  ipivmm host: AVIC usable\n"), "{text}");
+        assert!(text.contains("\n  avic: avic-on.json: pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated;"), "{text}");
+    }
+
+    #[test]
+    fn what_a_part_lacks_fails_it() {
+        let t = tree("lacks", Part::Matrix);
+        t.edit("module-params.txt", |p| {
+            p.replace("kvm_amd.force_avic=N", "kvm_amd.force_avic=Y")
+        });
+        let mut host: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(t.0.join("host-avic.json")).unwrap()).unwrap();
+        host["host"]["verdicts"]["avic"]["state"] = "unavailable".into();
+        t.edit("host-avic.json", |_| host.to_string());
+        fs::remove_file(t.0.join("runs/avic-off.json")).unwrap();
+        let mut want = vec![
+            "kvm_amd avic=Y without force_avic".to_string(),
+            "ipivmm host: AVIC usable".into(),
+        ];
+        want.extend(
+            OFF_CHECKS
+                .iter()
+                .map(|(n, _)| format!("{n}: no results file")),
+        );
+        assert_eq!(failures(&t, Part::Matrix), want);
+        assert!(report(&t, Part::Matrix)
+            .text()
+            .contains("  FAIL  kvm_amd avic=Y without force_avic\n        kvm_amd.avic=Y\n        kvm_amd.force_avic=Y\n        kvm_amd.npt=Y\n"));
+
+        // An AVIC run that failed its check fails the part.
+        let t = tree("bad-run", Part::Preset);
+        let mut v = avic_on();
+        v["runs"][2]["apicv"]["effective"] = "unavailable".into();
+        t.edit("runs/avic-preset.json", |_| v.to_string());
+        assert_eq!(
+            failures(&t, Part::Preset),
+            ["AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit"]
+        );
+        // The guest's step extra failed.
+        t.edit("steps.tsv", |s| s.replace("extra\t0", "extra\t1"))
+            .edit("extra.log", |_| "probe-avic: 1 failures\n".into());
+        assert!(t
+            .failures(Expect::Avic(Part::Preset))
+            .contains(&"step extra: exit 1 (880s)".to_string()));
+    }
+
+    #[test]
+    fn the_selftests_pass_with_avic_on_and_off() {
+        let t = tree("selftests", Part::Selftests);
+        let r = report(&t, Part::Selftests);
+        assert!(r.passed(), "{}", r.text());
+        assert!(r.text().contains("\n  PASS  KVM selftests with AVIC on: 12 of 12 passed\n  PASS  KVM selftests with AVIC off: 12 of 12 passed\n"), "{}", r.text());
+        let tsv = fs::read_to_string(t.0.join("selftests.tsv")).unwrap();
+        t.edit("selftests.tsv", |s| {
+            s.replacen("debug_regs\ton\t0", "debug_regs\ton\t1", 1)
+        });
+        assert_eq!(
+            failures(&t, Part::Selftests),
+            ["KVM selftests with AVIC on (12 run)"]
+        );
+        assert!(report(&t, Part::Selftests)
+            .text()
+            .contains("  FAIL  KVM selftests with AVIC on (12 run)\n        debug_regs rc=1\n"));
+        // None ran with AVIC off (the reload failed), or none at all.
+        t.edit("selftests.tsv", |_| {
+            tsv.lines()
+                .filter(|l| l.contains("\ton\t"))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        });
+        assert_eq!(
+            failures(&t, Part::Selftests),
+            ["KVM selftests with AVIC off (0 run)"]
+        );
+        fs::remove_file(t.0.join("selftests.tsv")).unwrap();
+        assert_eq!(failures(&t, Part::Selftests).len(), 2);
+    }
+}

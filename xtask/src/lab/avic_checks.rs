@@ -1,0 +1,652 @@
+//! The AVIC pass's checks over ipivmm's results documents (the runs
+//! scripts/lab/probe-avic.sh writes: `runs/avic-{on,off}*.json`,
+//! `runs/avic-preset.json`), beside the lab's own ([`super::checks`]):
+//! kvm_amd loaded with `avic=1` on QEMU's emulated AVIC against
+//! docs/kernel-paths.md's AVIC rows (A5, A7, A8) and ipivmm's ICR-write
+//! accounting, per boot of the pass ([`Part`]). Each yields one line per
+//! offence; none means it passed.
+use super::checks::{label, measured, opt, Check, RunsFile};
+use ipivmm::mode::apicv::ApicvState;
+use ipivmm::results::{PhaseResult, RunReport};
+use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+
+/// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    /// The KVM selftests (the peer's check of the emulation) with AVIC on, its exits traced, then
+    /// with avic=0
+    Selftests,
+    /// ipivmm's AVIC matrix with AVIC on and with avic=0 (runs/avic-{on,off}*.json)
+    Matrix,
+    /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
+    Preset,
+}
+
+impl Part {
+    /// Every part, in the order the pass boots them.
+    pub const ALL: &[Part] = &[Part::Selftests, Part::Matrix, Part::Preset];
+
+    /// Its name (`lab.probe=`, the results directory).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Selftests => "selftests",
+            Part::Matrix => "matrix",
+            Part::Preset => "preset",
+        }
+    }
+
+    /// The part named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.name() == name)
+    }
+}
+
+/// The checks over the runs with AVIC on (avic=1), with their names.
+pub const ON_CHECKS: &[(&str, Check)] = &[
+    ("AVIC runs completed", super::checks::failed_runs),
+    (
+        "AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit",
+        avic_on_mismatch,
+    ),
+    ("every IPI sent was delivered (AVIC on)", super::checks::lost_ipis),
+    (
+        "ICR-write exits (kvm_apic:icr_write + incomplete - busy) == the exits KVM took (0x401 xAPIC, MSR x2APIC); the rest accelerated",
+        icr_accounting_mismatch,
+    ),
+    ("A7: unicast to a running target accelerated (no exit)", a7_mismatch),
+    (
+        "A8: unicast to a halted target: AVIC_INCOMPLETE_IPI, no kvm_apic/kvm_apic_ipi",
+        a8_mismatch,
+    ),
+    (
+        "A5: hybrid AVIC (x2APIC): every IPI through kvm_apicv_accept_irq",
+        a5_mismatch,
+    ),
+];
+
+/// The checks over the runs with AVIC off (kvm_amd reloaded with avic=0).
+pub const OFF_CHECKS: &[(&str, Check)] = &[
+    ("AVIC-off runs completed", super::checks::failed_runs),
+    ("no APICv with avic=0", avic_off_mismatch),
+    (
+        "every IPI sent was delivered (AVIC off)",
+        super::checks::lost_ipis,
+    ),
+    (
+        "ICR-write exits == ICR writes (AVIC off)",
+        super::checks::icr_exit_mismatch,
+    ),
+];
+
+/// A tracepoint's count in a phase (0 when the run did not trace it).
+fn tp(p: &PhaseResult, name: &str) -> u64 {
+    p.tracepoints.get(name).copied().unwrap_or(0)
+}
+
+/// The phase's exits of one reason (`kvm_exit`'s SVM name).
+fn reason(p: &PhaseResult, name: &str) -> u64 {
+    p.exits_by_reason().get(name).copied().unwrap_or(0)
+}
+
+/// A run whose LAPIC is KVM's (the kernel and split irqchips): the only
+/// ones AVIC can accelerate.
+fn in_kernel_lapic(r: &RunReport) -> bool {
+    matches!(r.mode.irqchip, Irqchip::Kernel | Irqchip::Split)
+}
+
+/// A run with AVIC active on the ICR path.
+fn avic_icr(r: &RunReport) -> bool {
+    r.apicv.effective == ApicvState::Active && r.mode.ipi == IpiPath::Icr
+}
+
+/// The measured phases of vCPU 0, the sender.
+fn sender(r: &RunReport) -> impl Iterator<Item = &PhaseResult> {
+    r.vcpus.iter().take(1).flat_map(|v| measured(&v.phases))
+}
+
+/// With avic=1 every in-kernel-LAPIC run asking for the host's setting has
+/// AVIC active for its whole measured phase, on every vCPU; a `--apicv
+/// inhibit` run is inhibited.
+pub fn avic_on_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in f.doc.runs.iter().filter(|r| in_kernel_lapic(r)) {
+        match r.apicv.requested {
+            ApicvRequest::Host => {
+                if r.apicv.effective != ApicvState::Active {
+                    out.push(format!(
+                        "{}: AVIC {} ({})",
+                        label(r),
+                        r.apicv.effective,
+                        r.apicv.detail
+                    ));
+                }
+                for v in &r.vcpus {
+                    for p in measured(&v.phases) {
+                        if !p.apicv.as_ref().is_some_and(|a| a.active) {
+                            let why = p
+                                .apicv
+                                .as_ref()
+                                .map_or_else(|| "-".into(), |a| a.inhibits.join(", "));
+                            out.push(format!(
+                                "{} vcpu{}: AVIC not active in the measured phase ({why})",
+                                label(r),
+                                v.index
+                            ));
+                        }
+                    }
+                }
+            }
+            ApicvRequest::Inhibit => {
+                if r.apicv.effective != ApicvState::Inhibited {
+                    out.push(format!(
+                        "{}: --apicv inhibit gave {}",
+                        label(r),
+                        r.apicv.effective
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// With avic=0 nothing is active.
+pub fn avic_off_mismatch(f: &RunsFile) -> Vec<String> {
+    f.doc
+        .runs
+        .iter()
+        .filter(|r| r.apicv.effective != ApicvState::Unavailable)
+        .map(|r| format!("{}: APICv {} with avic=0", label(r), r.apicv.effective))
+        .collect()
+}
+
+/// ipivmm's ICR-write exits (`kvm_apic:icr_write` +
+/// `kvm_avic_incomplete_ipi` − `kvm_avic_incomplete_ipi:busy`) against the
+/// exits KVM took by reason, on every vCPU that wrote the ICR: with AVIC an
+/// xAPIC ICR write exits only as AVIC_INCOMPLETE_IPI (0x401), the rest are
+/// accelerated; an x2APIC ICR write is an intercepted WRMSR (hybrid AVIC,
+/// no x2AVIC), every one an exit.
+pub fn icr_accounting_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in f.doc.runs.iter().filter(|r| avic_icr(r)) {
+        for v in &r.vcpus {
+            for p in measured(&v.phases).filter(|p| p.guest.icr_writes > 0) {
+                let w = p.guest.all_icr_writes();
+                let icr = p.icr_write_exits.as_ref();
+                let (x, a) = (icr.map(|e| e.exits), icr.map(|e| e.accelerated));
+                let incomplete = reason(p, "avic_incomplete_ipi");
+                let bad = match r.mode.apic {
+                    ApicMode::Xapic => {
+                        x != Some(incomplete)
+                            || a != Some(w.saturating_sub(incomplete))
+                            || tp(p, "kvm_avic_incomplete_ipi") != incomplete
+                    }
+                    ApicMode::X2apic => x != Some(w) || a != Some(0) || reason(p, "msr") < w,
+                };
+                if !bad {
+                    continue;
+                }
+                let exits = match r.mode.apic {
+                    ApicMode::Xapic => format!(
+                        "avic_incomplete_ipi exits {incomplete} (tracepoint {})",
+                        tp(p, "kvm_avic_incomplete_ipi")
+                    ),
+                    ApicMode::X2apic => format!("msr exits {}", reason(p, "msr")),
+                };
+                out.push(format!(
+                    "{} vcpu{}: {w} ICR writes, ICR-write exits {}, accelerated {}, {exits}",
+                    label(r),
+                    v.index,
+                    opt(x),
+                    opt(a)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The xAPIC ping-pong runs with AVIC active on the ICR path to a `target`.
+fn xapic_pingpong(f: &RunsFile, target: TargetWait) -> impl Iterator<Item = &RunReport> {
+    f.doc.runs.iter().filter(move |r| {
+        avic_icr(r)
+            && r.mode.apic == ApicMode::Xapic
+            && r.mode.workload == Workload::Pingpong
+            && r.mode.target == target
+    })
+}
+
+/// docs/kernel-paths.md A7: a fixed IPI to a running target (2 vCPUs on
+/// the 2 emulated CPUs, spinning) is delivered by the emulated AVIC
+/// without an exit: the sender has accelerated ICR writes. A sender
+/// without the figure is an offence too.
+pub fn a7_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in xapic_pingpong(f, TargetWait::Spin) {
+        for p in sender(r) {
+            let icr = p.icr_write_exits.as_ref();
+            if icr.is_none_or(|e| e.accelerated == 0) {
+                out.push(format!(
+                    "{}: no ICR write accelerated ({} exits of {})",
+                    label(r),
+                    opt(icr.map(|e| e.exits)),
+                    p.guest.all_icr_writes()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A8: an IPI to a halted (IsRunning=0) target exits as
+/// AVIC_INCOMPLETE_IPI after the IRR is set: KVM only wakes the target, so
+/// the sender traces neither `kvm_apic` (no ICR emulation) nor
+/// `kvm_apic_ipi`.
+pub fn a8_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in xapic_pingpong(f, TargetWait::Halt) {
+        for p in sender(r) {
+            let incomplete = reason(p, "avic_incomplete_ipi");
+            if incomplete < p.guest.icr_writes
+                || tp(p, "kvm_apic_ipi") != 0
+                || tp(p, "kvm_apic:icr_write") != 0
+            {
+                out.push(format!(
+                    "{}: {} ICR writes to a halted target, {incomplete} avic_incomplete_ipi exits, kvm_apic_ipi {}, kvm_apic:icr_write {}",
+                    label(r),
+                    p.guest.icr_writes,
+                    tp(p, "kvm_apic_ipi"),
+                    tp(p, "kvm_apic:icr_write")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A5: hybrid AVIC (x2APIC without x2AVIC): the ICR WRMSR exits and KVM
+/// delivers every IPI through the target's backing page
+/// (`kvm_apicv_accept_irq`), where the run traced it (`--context-events`;
+/// the preset does not).
+pub fn a5_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in f
+        .doc
+        .runs
+        .iter()
+        .filter(|r| avic_icr(r) && r.mode.apic == ApicMode::X2apic)
+    {
+        for p in sender(r).filter(|p| p.tracepoints.contains_key("kvm_apicv_accept_irq")) {
+            let accepted = tp(p, "kvm_apicv_accept_irq");
+            if accepted < p.guest.ipis_sent {
+                out.push(format!(
+                    "{}: {} IPIs sent, kvm_apicv_accept_irq {accepted}",
+                    label(r),
+                    p.guest.ipis_sent
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One line per AVIC-active run on the ICR path: how the sender's ICR
+/// writes went.
+pub fn avic_summary(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in f.doc.runs.iter().filter(|r| avic_icr(r)) {
+        for p in sender(r) {
+            let icr = p.icr_write_exits.as_ref();
+            out.push(format!(
+                "{} {}v {}: {} ICR writes, {} exits, {} accelerated; avic_incomplete_ipi {}, avic_unaccelerated_access {}, doorbells {}, kvm_apicv_accept_irq {}",
+                label(r),
+                r.mode.vcpus,
+                r.mode.target.name(),
+                p.guest.all_icr_writes(),
+                opt(icr.map(|e| e.exits)),
+                opt(icr.map(|e| e.accelerated)),
+                reason(p, "avic_incomplete_ipi"),
+                reason(p, "avic_unaccelerated_access"),
+                tp(p, "kvm_avic_doorbell"),
+                tp(p, "kvm_apicv_accept_irq")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+    use std::path::Path;
+
+    const SWEEP: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/lab-quick/runs/sweep.json"
+    );
+
+    /// The quick pass fixture's sweep: real runs of kvm_amd with avic=N
+    /// under QEMU TCG (ping-pong kernel/x2apic/icr `--apicv host` and
+    /// `inhibit`, a PV ping-pong, a user-irqchip broadcast), each counted
+    /// by the exit sampler and the tracepoints. It is what the AVIC pass's
+    /// avic=0 sweeps record.
+    pub fn avic_off() -> Value {
+        serde_json::from_str(&std::fs::read_to_string(SWEEP).unwrap()).unwrap()
+    }
+
+    /// runs[run].vcpus[vcpu]'s measure phase.
+    pub fn measure(v: &mut Value, run: usize, vcpu: usize) -> &mut Value {
+        v["runs"][run]["vcpus"][vcpu]["phases"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|p| p["name"] == "measure")
+            .unwrap()
+    }
+
+    /// A run as kvm_amd records it with AVIC active: the plan says so and
+    /// every phase of every vCPU ran with no inhibit.
+    fn active(r: &mut Value) {
+        r["apicv"]["effective"] = "active".into();
+        r["apicv"]["detail"] = "AVIC active".into();
+        for v in r["vcpus"].as_array_mut().unwrap() {
+            for p in v["phases"].as_array_mut().unwrap() {
+                p["apicv"] = json!({"active": true, "inhibits": []});
+            }
+        }
+    }
+
+    /// An exit reason of a phase, `n` exits.
+    fn set_reason(p: &mut Value, name: &str, n: u64) {
+        let by = p["exit_reasons"]["by_reason"].as_object_mut().unwrap();
+        if n == 0 {
+            by.remove(name);
+        } else {
+            by.insert(
+                name.into(),
+                json!({"count": n, "timed": n, "host_ns": 1000 * n}),
+            );
+        }
+    }
+
+    /// The AVIC matrix's `--apicv host` and `inhibit` runs as kvm_amd with
+    /// avic=1 records them on QEMU's emulated AVIC, made from the real
+    /// avic=N runs of [`avic_off`] (30 ICR writes each) with the figures
+    /// docs/kernel-paths.md gives and docs/lab.md's AVIC boots showed:
+    /// 0. xAPIC ping-pong to a spinning target: every ICR write and EOI
+    ///    accelerated, no exit (A7), a doorbell each;
+    /// 1. the same to a halted target: every ICR write an
+    ///    AVIC_INCOMPLETE_IPI exit after delivery, no ICR emulation (A8);
+    /// 2. x2APIC (hybrid AVIC, A5): the ICR WRMSR exits, every IPI through
+    ///    `kvm_apicv_accept_irq` (`--context-events`);
+    /// 3. x2APIC `--apicv inhibit`: inhibited by the PIT's reinjection.
+    pub fn avic_on() -> Value {
+        let mut v = avic_off();
+        let (host, inhibit) = (v["runs"][0].clone(), v["runs"][3].clone());
+        v["runs"] = json!([host.clone(), host.clone(), host, inhibit]);
+        v["skipped"] = json!([]);
+        for run in 0..3 {
+            active(&mut v["runs"][run]);
+        }
+        for run in 0..2 {
+            v["runs"][run]["mode"]["apic"] = "xapic".into();
+            for vcpu in 0..2 {
+                let p = measure(&mut v, run, vcpu);
+                set_reason(p, "msr", 0);
+                p["tracepoints"]["kvm_msr:icr_write"] = 0.into();
+                p["tracepoints"]["kvm_apic:icr_write"] = 0.into();
+                p["tracepoints"]["kvm_apic_ipi"] = 0.into();
+            }
+        }
+        let a7 = measure(&mut v, 0, 0);
+        a7["icr_write_exits"]["exits"] = 0.into();
+        a7["icr_write_exits"]["accelerated"] = 30.into();
+        a7["tracepoints"]["kvm_avic_doorbell"] = 30.into();
+        v["runs"][1]["mode"]["target"] = "halt".into();
+        let a8 = measure(&mut v, 1, 0);
+        set_reason(a8, "avic_incomplete_ipi", 30);
+        a8["tracepoints"]["kvm_avic_incomplete_ipi"] = 30.into();
+        measure(&mut v, 2, 0)["tracepoints"]["kvm_apicv_accept_irq"] = 30.into();
+        let r = &mut v["runs"][3];
+        r["apicv"]["effective"] = "inhibited".into();
+        for vcpu in r["vcpus"].as_array_mut().unwrap() {
+            for p in vcpu["phases"].as_array_mut().unwrap() {
+                p["apicv"] = json!({"active": false, "inhibits": ["PIT_REINJ"]});
+            }
+        }
+        v
+    }
+
+    /// `v` as a results file.
+    pub fn runs_file(v: &Value) -> RunsFile {
+        RunsFile::from_json(Path::new("avic-on.json"), &v.to_string()).unwrap()
+    }
+
+    /// The names of the checks of `checks` that `f` fails.
+    fn failing(f: &RunsFile, checks: &[(&'static str, Check)]) -> Vec<&'static str> {
+        checks
+            .iter()
+            .filter(|(_, c)| !c(f).is_empty())
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// The name `check` has in `checks`.
+    fn named(checks: &[(&'static str, Check)], check: Check) -> &'static str {
+        checks
+            .iter()
+            .find(|(_, c)| std::ptr::fn_addr_eq(*c, check))
+            .map(|(n, _)| *n)
+            .unwrap()
+    }
+
+    #[test]
+    fn avic_runs_as_kvm_amd_records_them_pass() {
+        let on = runs_file(&avic_on());
+        assert_eq!(on.doc.runs.len(), 4);
+        assert_eq!(failing(&on, ON_CHECKS), Vec::<&str>::new());
+        let off = RunsFile::load(Path::new(SWEEP)).unwrap();
+        assert_eq!(failing(&off, OFF_CHECKS), Vec::<&str>::new());
+        // Each side's document fails the other's: the real avic=N runs are
+        // not AVIC-active, the AVIC-active ones are not avic=0.
+        assert_eq!(
+            avic_on_mismatch(&off)[0],
+            "pingpong kernel/x2apic/icr apicv=host: AVIC unavailable (AVIC unavailable: kvm_amd.avic=N: AVIC is off (load kvm_amd with avic=1))"
+        );
+        assert_eq!(
+            avic_off_mismatch(&on),
+            [
+                "pingpong kernel/xapic/icr apicv=host: APICv active with avic=0",
+                "pingpong kernel/xapic/icr apicv=host: APICv active with avic=0",
+                "pingpong kernel/x2apic/icr apicv=host: APICv active with avic=0",
+                "pingpong kernel/x2apic/icr apicv=inhibit: APICv inhibited with avic=0",
+            ]
+        );
+    }
+
+    #[test]
+    fn each_avic_check_fails_on_what_it_checks() {
+        type Edit = Box<dyn FnOnce(&mut Value)>;
+        let cases: Vec<(&str, Edit, Vec<Check>)> = vec![
+            (
+                "A7: every ICR write exits as it would without AVIC",
+                Box::new(|v| {
+                    let p = measure(v, 0, 0);
+                    p["icr_write_exits"]["exits"] = 30.into();
+                    p["icr_write_exits"]["accelerated"] = 0.into();
+                }),
+                vec![a7_mismatch, icr_accounting_mismatch],
+            ),
+            (
+                "A7: no ICR-write figure at all",
+                Box::new(|v| measure(v, 0, 0)["icr_write_exits"] = Value::Null),
+                vec![a7_mismatch, icr_accounting_mismatch],
+            ),
+            (
+                "A8: KVM emulated the ICR write (kvm_apic_ipi traced)",
+                Box::new(|v| measure(v, 1, 0)["tracepoints"]["kvm_apic_ipi"] = 30.into()),
+                vec![a8_mismatch],
+            ),
+            (
+                "A8: one AVIC_INCOMPLETE_IPI exit fewer than ICR writes",
+                Box::new(|v| set_reason(measure(v, 1, 0), "avic_incomplete_ipi", 29)),
+                vec![a8_mismatch, icr_accounting_mismatch],
+            ),
+            (
+                "xAPIC: the tracepoint and the exits disagree",
+                Box::new(|v| {
+                    measure(v, 1, 0)["tracepoints"]["kvm_avic_incomplete_ipi"] = 31.into()
+                }),
+                vec![icr_accounting_mismatch],
+            ),
+            (
+                "A5: an IPI not through kvm_apicv_accept_irq",
+                Box::new(|v| measure(v, 2, 0)["tracepoints"]["kvm_apicv_accept_irq"] = 29.into()),
+                vec![a5_mismatch],
+            ),
+            (
+                "A5: not traced (the preset has no --context-events): nothing to check",
+                Box::new(|v| {
+                    measure(v, 2, 0)["tracepoints"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("kvm_apicv_accept_irq");
+                }),
+                vec![],
+            ),
+            (
+                "x2APIC: an ICR WRMSR that did not exit",
+                Box::new(|v| set_reason(measure(v, 2, 0), "msr", 29)),
+                vec![icr_accounting_mismatch],
+            ),
+            (
+                "x2APIC: an ICR write counted accelerated",
+                Box::new(|v| {
+                    let p = measure(v, 2, 0);
+                    p["icr_write_exits"]["exits"] = 29.into();
+                    p["icr_write_exits"]["accelerated"] = 1.into();
+                }),
+                vec![icr_accounting_mismatch],
+            ),
+            (
+                "--apicv host without AVIC",
+                Box::new(|v| v["runs"][2]["apicv"]["effective"] = "unavailable".into()),
+                vec![avic_on_mismatch],
+            ),
+            (
+                "a receiver inhibited in its measured phase",
+                Box::new(|v| {
+                    measure(v, 0, 1)["apicv"] = json!({"active": false, "inhibits": ["IRQWIN"]})
+                }),
+                vec![avic_on_mismatch],
+            ),
+            (
+                "--apicv inhibit left AVIC active",
+                Box::new(|v| v["runs"][3]["apicv"]["effective"] = "active".into()),
+                vec![avic_on_mismatch],
+            ),
+            (
+                "a userspace LAPIC has no AVIC to ask for",
+                Box::new(|v| {
+                    v["runs"][3]["mode"]["irqchip"] = "user".into();
+                    v["runs"][3]["apicv"]["effective"] = "unavailable".into();
+                }),
+                vec![],
+            ),
+            (
+                "a run failed",
+                Box::new(|v| {
+                    v["runs"][1]["status"] = json!({"state": "failed", "reason": "vcpu1: fault"})
+                }),
+                vec![super::super::checks::failed_runs],
+            ),
+            (
+                "an IPI lost",
+                Box::new(|v| {
+                    let g = &mut measure(v, 0, 1)["guest"]["ipis_received"];
+                    *g = 29.into();
+                }),
+                vec![super::super::checks::lost_ipis],
+            ),
+        ];
+        for (case, edit, want) in cases {
+            let mut v = avic_on();
+            edit(&mut v);
+            let f = runs_file(&v);
+            let mut want: Vec<&str> = want.into_iter().map(|c| named(ON_CHECKS, c)).collect();
+            let mut got = failing(&f, ON_CHECKS);
+            want.sort_unstable();
+            got.sort_unstable();
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn offences_name_the_run_and_what_it_showed() {
+        let mut v = avic_on();
+        measure(&mut v, 0, 1)["apicv"] = json!({"active": false, "inhibits": ["IRQWIN"]});
+        measure(&mut v, 1, 0)["tracepoints"]["kvm_apic_ipi"] = 30.into();
+        set_reason(measure(&mut v, 2, 0), "msr", 29);
+        let f = runs_file(&v);
+        assert_eq!(
+            avic_on_mismatch(&f),
+            ["pingpong kernel/xapic/icr apicv=host vcpu1: AVIC not active in the measured phase (IRQWIN)"]
+        );
+        assert_eq!(
+            a8_mismatch(&f),
+            ["pingpong kernel/xapic/icr apicv=host: 30 ICR writes to a halted target, 30 avic_incomplete_ipi exits, kvm_apic_ipi 30, kvm_apic:icr_write 0"]
+        );
+        assert_eq!(
+            icr_accounting_mismatch(&f),
+            ["pingpong kernel/x2apic/icr apicv=host vcpu0: 30 ICR writes, ICR-write exits 30, accelerated 0, msr exits 29"]
+        );
+    }
+
+    #[test]
+    fn the_summary_says_how_each_senders_icr_writes_went() {
+        let f = runs_file(&avic_on());
+        assert_eq!(
+            avic_summary(&f),
+            [
+                "pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated; avic_incomplete_ipi 0, avic_unaccelerated_access 0, doorbells 30, kvm_apicv_accept_irq 0",
+                "pingpong kernel/xapic/icr apicv=host 2v halt: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 30, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 0",
+                "pingpong kernel/x2apic/icr apicv=host 2v spin: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 0, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 30",
+            ]
+        );
+    }
+
+    #[test]
+    fn avic_off_runs_fail_on_what_they_check() {
+        type Case = (&'static str, fn(&mut Value), Check);
+        let cases: Vec<Case> = vec![
+            (
+                "AVIC active with avic=0",
+                |v| v["runs"][0]["apicv"]["effective"] = "active".into(),
+                avic_off_mismatch,
+            ),
+            (
+                "an ICR write that did not exit",
+                |v| measure(v, 0, 0)["icr_write_exits"]["exits"] = 29.into(),
+                super::super::checks::icr_exit_mismatch,
+            ),
+            (
+                "a run timed out",
+                |v| {
+                    v["runs"][3]["status"] =
+                        json!({"state": "timed_out", "after_s": 60, "stuck": "vcpu1 at rip 0x1000"})
+                },
+                super::super::checks::failed_runs,
+            ),
+        ];
+        for (case, edit, check) in cases {
+            let mut v = avic_off();
+            edit(&mut v);
+            assert_eq!(
+                failing(&runs_file(&v), OFF_CHECKS),
+                [named(OFF_CHECKS, check)],
+                "{case}"
+            );
+        }
+    }
+}
