@@ -540,6 +540,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("builds QEMU with the AVIC series and boots the lab three times (root, tens of minutes); not in CI"),
     ),
     (
+        "scripts/lab/build-selftests.sh scripts/lab/probe-headline.sh target/lab/headline.cpio",
+        How::NotHere("builds KVM selftests and boots the lab for 150 runs (root, about 10 minutes); not in CI"),
+    ),
+    (
         "scripts/lab/build-selftests.sh scripts/lab/probe-apicv.sh target/lab-bochs/probe.cpio",
         How::NotHere("builds KVM selftests and boots kvm_intel under Bochs (root, tens of minutes); not in CI"),
     ),
