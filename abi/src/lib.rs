@@ -22,7 +22,9 @@
 //! and resumes the vCPU.
 #![cfg_attr(not(feature = "host"), no_std)]
 
+mod counters;
 mod ipi;
+pub use counters::{GuestCounter, GuestCounters};
 pub use ipi::*;
 
 /// Version of this ABI; [`BootInfo::abi_version`] and [`ControlMsg::version`]
@@ -251,33 +253,6 @@ pub const MAX_TEXT_LEN: u64 = 1024;
 pub const MAX_SAMPLES_PER_MSG: u64 = 1 << 20;
 /// `Samples` unit: TSC cycles.
 pub const UNIT_TSC_CYCLES: u64 = 0;
-
-/// Counters the payload keeps itself, sent with every control message so the
-/// host can window them by phase (absolute values; the host takes deltas).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GuestCounters {
-    /// ICR writes this vCPU issued (an all-but-self broadcast is one write).
-    pub icr_writes: u64,
-    /// IPIs this vCPU asked to send (a broadcast to N targets counts N).
-    pub ipis_sent: u64,
-    /// IPIs of the measured vector this vCPU's handler took.
-    pub ipis_received: u64,
-    /// Entries into any interrupt handler.
-    pub handler_entries: u64,
-    /// EOIs written.
-    pub eois: u64,
-    /// PV IPI hypercalls issued.
-    pub hypercalls: u64,
-    /// Spurious interrupts taken.
-    pub spurious: u64,
-    /// ICR writes of the SDK's halting barriers (all-but-self wake-ups on
-    /// the barrier vector, `BOOT_FLAG_HALTING_BARRIERS`): not in
-    /// `icr_writes` (not the workload's IPIs), but they reach KVM's ICR
-    /// handling like any other write. Zero from payloads that predate it
-    /// (the field was reserved, zero).
-    pub barrier_icr_writes: u64,
-}
 
 /// One request through the control port. Lives in guest memory; the port
 /// write carries its GPA. 128 bytes.

@@ -21,7 +21,8 @@
 // Only threads listed in THREADS (tid -> vCPU index) are counted, each in its
 // own VCPUS element, and only while that element's `counting` switch is set
 // (the vCPU thread flips it itself, through the mmap of VCPUS, at its phase
-// markers). The layout below is mirrored by src/bpf/layout.rs; the loader
+// markers). While no thread's switch is on (ACTIVE), on_exit is detached by
+// the loader and the raw tracepoint programs return at once. The layout below is mirrored by src/bpf/layout.rs; the loader
 // checks the sizes.
 
 typedef unsigned int u32;
@@ -118,12 +119,48 @@ struct {
 	__type(value, struct inhibit_log);
 } INHIBITS SEC(".maps");
 
+// How many registered threads have their switch on (userspace keeps it,
+// through an mmap). While it is 0 (an uncounted part on every vCPU) each
+// program returns after this one inlined array load, before the thread
+// lookup: what an uncounted part pays per event.
+struct active {
+	u32 threads;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, u32);
+	__type(value, struct active);
+} ACTIVE SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__type(key, u32);
 	__type(value, u32);
 } THREADS SEC(".maps");
+
+// A direct-mapped cache of THREADS, by the low bits of the tid (filled by
+// userspace through an mmap when the slot is free): one inlined array load
+// instead of a hash lookup at every event; a thread whose slot another took
+// is found in THREADS.
+#define TID_SLOTS 4096
+
+struct tid_slot {
+	u32 tid;   // 0: free
+	u32 index; // its VCPUS element
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TID_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, u32);
+	__type(value, struct tid_slot);
+} TIDS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -155,11 +192,23 @@ static __attribute__((always_inline)) u32 slot_of(u32 code, u32 isa)
 // The calling thread's element, when it is a vCPU thread that is counting.
 static __attribute__((always_inline)) struct vcpu *counting_vcpu(void)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	u32 *index = bpf_map_lookup_elem(&THREADS, &tid);
-	if (!index)
+	u32 zero = 0;
+	struct active *a = bpf_map_lookup_elem(&ACTIVE, &zero);
+	if (!a || !a->threads)
 		return 0;
-	struct vcpu *v = bpf_map_lookup_elem(&VCPUS, index);
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u32 slot = tid & (TID_SLOTS - 1);
+	u32 index;
+	struct tid_slot *t = bpf_map_lookup_elem(&TIDS, &slot);
+	if (t && t->tid == tid) {
+		index = t->index;
+	} else {
+		u32 *i = bpf_map_lookup_elem(&THREADS, &tid);
+		if (!i)
+			return 0;
+		index = *i;
+	}
+	struct vcpu *v = bpf_map_lookup_elem(&VCPUS, &index);
 	if (!v || !v->counting)
 		return 0;
 	return v;

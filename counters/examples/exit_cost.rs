@@ -6,8 +6,15 @@
 //! ROUNDS rounds of CALLS calls, the mechanisms interleaved round by round:
 //!
 //! - `detached`: nothing attached;
-//! - `bpf switched off`: the BPF object attached, this thread registered,
-//!   its switch off (what an uncounted part of a phase costs);
+//! - `bpf, every thread off`: the BPF object loaded, this thread
+//!   registered, every registered thread's switch off (what an uncounted
+//!   part of a phase costs: the counting programs detached, an anchor event
+//!   left on the "exit");
+//! - `bpf attached, every thread off`: the same with the programs still
+//!   attached (as right after loading), each returning after one load;
+//! - `bpf, another thread counting`: this thread off while another
+//!   registered thread counts (the exit program attached, returning after
+//!   its thread lookup);
 //! - `bpf counting`: switch on (what a counted part costs);
 //! - `sampler`: both events sampled into a ring (period 1, raw records),
 //!   drained after each round;
@@ -58,23 +65,59 @@ fn main() {
     };
     let names = [
         "detached",
-        "bpf switched off",
+        "bpf, every thread off",
+        "bpf attached, all off",
+        "bpf, another counting",
         "bpf counting",
         "sampler",
         "counters x10",
         "counters x110",
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    // Wall time of the first switch on (attach) and the last off (detach).
+    let mut switches = Vec::new();
+    let mut attaches = Vec::new();
+    let mut closes = Vec::new();
     for _ in 0..rounds {
         results[0].push(calls(n));
         {
-            let bpf = Arc::new(BpfExits::load(&tracefs, &at, 1, None).expect("BPF (root?)"));
+            let bpf = Arc::new(BpfExits::load(&tracefs, &at, 2, None).expect("BPF (root?)"));
             let mut me = bpf.register().expect("register");
-            results[1].push(calls(n));
-            me.set_counting(true);
+            // Attached from the load on, every switch off.
             results[2].push(calls(n));
-            let t = me.snapshot();
-            assert!(t.counts().exits >= n, "the program counted");
+            {
+                let (on_tx, on_rx) = std::sync::mpsc::channel();
+                let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+                let other = bpf.clone();
+                let counting = std::thread::spawn(move || {
+                    let mut t = other.register().expect("register");
+                    t.set_counting(true).expect("switch on");
+                    on_tx.send(()).expect("main thread");
+                    let _ = done_rx.recv();
+                });
+                on_rx.recv().expect("the counting thread");
+                results[3].push(calls(n));
+                done_tx.send(()).expect("the counting thread");
+                counting.join().expect("the counting thread");
+            }
+            let t = std::time::Instant::now();
+            me.set_counting(true).expect("switch on");
+            attaches.push(t.elapsed().as_nanos() as f64);
+            results[4].push(calls(n));
+            let s = me.snapshot();
+            assert!(s.counts().exits >= n, "the program counted");
+            let t = std::time::Instant::now();
+            me.set_counting(false).expect("switch off");
+            switches.push(t.elapsed().as_nanos() as f64);
+            let t = std::time::Instant::now();
+            bpf.settle();
+            closes.push(t.elapsed().as_nanos() as f64);
+            results[1].push(calls(n));
+            // Attaching after a detach (the counted part after an uncounted one).
+            let t = std::time::Instant::now();
+            me.set_counting(true).expect("switch on");
+            attaches.push(t.elapsed().as_nanos() as f64);
+            me.set_counting(false).expect("switch off");
         }
         {
             let mut s = SampledEvents::open(
@@ -92,9 +135,9 @@ fn main() {
                 per.push(calls(2000));
                 let _ = s.read();
             }
-            results[3].push(per.iter().sum::<f64>() / per.len() as f64);
+            results[5].push(per.iter().sum::<f64>() / per.len() as f64);
         }
-        for (slot, k) in [(4, 10u64), (5, 110)] {
+        for (slot, k) in [(6, 10u64), (7, 110)] {
             let cs: Vec<TracepointCounter> = (0..k)
                 .map(|i| {
                     TracepointCounter::open(
@@ -114,6 +157,59 @@ fn main() {
     );
     for (name, r) in names.iter().zip(results) {
         let m = median(r);
-        println!("{name:>18}: {m:8.1} ns  {:+8.1} ns", m - base);
+        println!("{name:>22}: {m:8.1} ns  {:+8.1} ns", m - base);
     }
+    println!(
+        "bpf: the first switch on (attaching if detached): median {:.1} us, max {:.1} us",
+        median(attaches.clone()) / 1e3,
+        attaches.iter().copied().fold(0.0, f64::max) / 1e3
+    );
+    println!(
+        "bpf: the last switch off (detaching): median {:.1} us, max {:.1} us",
+        median(switches.clone()) / 1e3,
+        switches.iter().copied().fold(0.0, f64::max) / 1e3
+    );
+    println!(
+        "bpf: closing the detached links, on their own thread: median {:.1} us, max {:.1} us",
+        median(closes.clone()) / 1e3,
+        closes.iter().copied().fold(0.0, f64::max) / 1e3
+    );
+    kvm_switches(&tracefs, rounds);
+}
+
+/// What switching costs on the real attachment (kvm:kvm_exit, raw kvm_entry
+/// and the event counters), where the kvm module is loaded: the wall time of
+/// the last switch off, of the close it starts, and of the next switch on.
+fn kvm_switches(tracefs: &Tracefs, rounds: usize) {
+    if !tracefs.has_event("kvm", "kvm_exit") {
+        println!("bpf on kvm: no kvm:kvm_exit here (kvm not loaded): not measured");
+        return;
+    }
+    let bpf = Arc::new(BpfExits::load_kvm(tracefs, 1, None).expect("BPF on kvm"));
+    let mut me = bpf.register().expect("register");
+    me.set_counting(true).expect("switch on");
+    let (mut off, mut close, mut on) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        me.set_counting(false).expect("switch off");
+        off.push(t.elapsed().as_nanos() as f64);
+        let t = Instant::now();
+        bpf.settle();
+        close.push(t.elapsed().as_nanos() as f64);
+        let t = Instant::now();
+        me.set_counting(true).expect("switch on");
+        on.push(t.elapsed().as_nanos() as f64);
+    }
+    let us = |v: &Vec<f64>| {
+        (
+            median(v.clone()) / 1e3,
+            v.iter().copied().fold(0.0, f64::max) / 1e3,
+        )
+    };
+    let (a, b, c) = (us(&off), us(&close), us(&on));
+    println!(
+        "bpf on kvm ({} switched programs): last switch off {:.1} us (max {:.1}), closing on its thread {:.1} us (max {:.1}), next switch on {:.1} us (max {:.1})",
+        bpf.switched_programs(),
+        a.0, a.1, b.0, b.1, c.0, c.1
+    );
 }

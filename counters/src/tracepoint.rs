@@ -138,8 +138,39 @@ pub type Result<T> = std::result::Result<T, TracepointError>;
 
 /// `perf_event_open(attr, pid = 0, cpu = -1, group_fd = -1, FD_CLOEXEC)`:
 /// an event that follows the calling thread on every CPU.
-pub(crate) fn perf_event_open_self(mut attr: PerfEventAttr) -> std::io::Result<File> {
-    let (pid, cpu, group_fd): (libc::pid_t, libc::c_int, libc::c_int) = (0, -1, -1);
+pub(crate) fn perf_event_open_self(attr: PerfEventAttr) -> std::io::Result<File> {
+    perf_event_open_on(attr, 0, -1)
+}
+
+/// A tracepoint event that never counts (opened disabled, on CPU 0, for no
+/// task, never enabled) and is kept open only so that its tracepoint stays
+/// registered with perf: while it is open, closing another perf event of
+/// the same tracepoint (a BPF program's attachment) is not the last close,
+/// so it costs no tracepoint unregistration (`perf_trace_event_unreg`'s RCU
+/// grace periods), and the tracepoint's perf probe returns at once when no
+/// program and no enabled event is on it.
+#[derive(Debug)]
+pub struct TracepointAnchor {
+    _file: File,
+}
+
+impl TracepointAnchor {
+    /// Opens the anchor of tracepoint `id` (needs CAP_PERFMON or
+    /// `perf_event_paranoid` <= 0, as a CPU-wide event).
+    pub fn open(id: u64) -> Result<Self> {
+        perf_event_open_on(tracepoint_attr(id), -1, 0)
+            .map(|file| Self { _file: file })
+            .map_err(|source| TracepointError::Open { id, source })
+    }
+}
+
+/// `perf_event_open(attr, pid, cpu, group_fd = -1, FD_CLOEXEC)`.
+fn perf_event_open_on(
+    mut attr: PerfEventAttr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+) -> std::io::Result<File> {
+    let group_fd: libc::c_int = -1;
     // SAFETY: `attr` is an initialized perf_event_attr (zeroed, then set)
     // whose `size` is no larger than the struct; the kernel reads it and may
     // write the size it expects back into our copy. The other arguments are

@@ -64,16 +64,7 @@ pub fn decode_msg(bytes: &[u8; CONTROL_MSG_SIZE]) -> Result<RawControlMsg, Contr
         *a = le_u64(bytes, arg_off + 8 * i);
     }
     let c = offset_of!(ControlMsg, counters);
-    let counters = GuestCounters {
-        icr_writes: le_u64(bytes, c + offset_of!(GuestCounters, icr_writes)),
-        ipis_sent: le_u64(bytes, c + offset_of!(GuestCounters, ipis_sent)),
-        ipis_received: le_u64(bytes, c + offset_of!(GuestCounters, ipis_received)),
-        handler_entries: le_u64(bytes, c + offset_of!(GuestCounters, handler_entries)),
-        eois: le_u64(bytes, c + offset_of!(GuestCounters, eois)),
-        hypercalls: le_u64(bytes, c + offset_of!(GuestCounters, hypercalls)),
-        spurious: le_u64(bytes, c + offset_of!(GuestCounters, spurious)),
-        barrier_icr_writes: le_u64(bytes, c + offset_of!(GuestCounters, barrier_icr_writes)),
-    };
+    let counters = GuestCounters::from_fn(|d| le_u64(bytes, c + d.offset));
     Ok(RawControlMsg {
         kind,
         vcpu: le_u32(bytes, offset_of!(ControlMsg, vcpu)),
@@ -348,16 +339,7 @@ mod tests {
     }
 
     fn counters() -> GuestCounters {
-        GuestCounters {
-            icr_writes: 1,
-            ipis_sent: 2,
-            ipis_received: 3,
-            handler_entries: 4,
-            eois: 5,
-            hypercalls: 6,
-            spurious: 7,
-            barrier_icr_writes: 8,
-        }
+        GuestCounters::from_fn(|d| d.offset as u64 / 8 + 1)
     }
 
     fn msg(kind: u16, vcpu: u32, phase: u32, arg: [u64; 4]) -> ControlMsg {
@@ -387,19 +369,12 @@ mod tests {
         for (i, a) in m.arg.iter().enumerate() {
             put(offset_of!(ControlMsg, arg) + 8 * i, &a.to_le_bytes());
         }
-        let c = &m.counters;
-        let vals = [
-            c.icr_writes,
-            c.ipis_sent,
-            c.ipis_received,
-            c.handler_entries,
-            c.eois,
-            c.hypercalls,
-            c.spurious,
-            c.barrier_icr_writes,
-        ];
-        for (i, v) in vals.iter().enumerate() {
-            put(offset_of!(ControlMsg, counters) + 8 * i, &v.to_le_bytes());
+        for d in &GuestCounters::ALL {
+            let v = (d.get)(&m.counters);
+            put(
+                offset_of!(ControlMsg, counters) + d.offset,
+                &v.to_le_bytes(),
+            );
         }
         put(offset_of!(ControlMsg, reply), &m.reply.to_le_bytes());
         put(offset_of!(ControlMsg, reserved), &m.reserved.to_le_bytes());
@@ -802,7 +777,7 @@ mod tests {
             ControlError::OutOfRam {
                 what: "control message",
                 gpa,
-                len: 128
+                len: CONTROL_MSG_SIZE as u64
             }
         );
         // Entirely outside RAM.
@@ -812,11 +787,11 @@ mod tests {
             ControlError::OutOfRam {
                 what: "control message",
                 gpa: 0xffff_fff0,
-                len: 128
+                len: CONTROL_MSG_SIZE as u64
             }
         );
         // The last valid position works.
-        let gpa = RAM as u64 - 128;
+        let gpa = (RAM - CONTROL_MSG_SIZE) as u64;
         assert!(send(&mem, gpa, 0, &msg(1, 0, 0, [0; 4])).is_ok());
         assert_eq!(reply_at(&mem, gpa), REPLY_OK);
     }

@@ -540,6 +540,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("builds QEMU with the AVIC series and boots the lab three times (root, tens of minutes); not in CI"),
     ),
     (
+        "scripts/lab/build-selftests.sh scripts/lab/probe-headline.sh target/lab/headline.cpio",
+        How::NotHere("builds KVM selftests and boots the lab for 150 runs (root, about 10 minutes); not in CI"),
+    ),
+    (
         "scripts/lab/build-selftests.sh scripts/lab/probe-apicv.sh target/lab-bochs/probe.cpio",
         How::NotHere("builds KVM selftests and boots kvm_intel under Bochs (root, tens of minutes); not in CI"),
     ),
@@ -727,4 +731,39 @@ fn payload_sdk_rust_blocks_compile() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/guest-abi.md's `GuestCounters` table is the descriptor table
+/// (`GuestCounters::ALL`): offset, field and meaning of every counter, in
+/// order, so a counter added to the ABI needs its row, and the row says what
+/// the code says.
+#[test]
+fn guest_abi_counter_table_is_the_descriptor_table() {
+    let doc = read("docs/guest-abi.md");
+    let section = doc
+        .split("### GuestCounters")
+        .nth(1)
+        .expect("docs/guest-abi.md has a GuestCounters section");
+    let rows: Vec<(String, String, String)> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| offset |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let c: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            assert_eq!(c.len(), 3, "a row of offset, field, meaning: {l}");
+            (c[0].to_string(), c[1].to_string(), c[2].to_string())
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = ipivmm_abi::GuestCounters::ALL
+        .iter()
+        .map(|d| {
+            (
+                d.offset.to_string(),
+                format!("`{}`", d.name),
+                d.doc.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, want, "docs/guest-abi.md's GuestCounters table");
 }

@@ -106,6 +106,29 @@ pub struct Config {
     pub tgid: u32,
 }
 
+/// `ACTIVE[0]`: how many registered threads are counting (`struct active`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Active {
+    /// Threads whose switch is on.
+    pub threads: u32,
+    /// Zero.
+    pub pad: u32,
+}
+
+/// Slots of `TIDS`, the direct-mapped cache of `THREADS` (by tid modulo).
+pub const TID_SLOTS: usize = 4096;
+
+/// One `TIDS` slot (`struct tid_slot`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TidSlot {
+    /// The thread (0: free).
+    pub tid: u32,
+    /// Its `VCPUS` element.
+    pub index: u32,
+}
+
 /// Changes [`InhibitLog`] holds; later ones are counted, not kept.
 pub const INHIBIT_LOG: usize = 255;
 
@@ -245,6 +268,9 @@ mod tests {
     fn the_layout_is_the_c_structs() {
         // struct config: 4 u32; struct vcpu: 2 u32, 7 u64, 3 x SLOTS u64.
         assert_eq!(std::mem::size_of::<Config>(), 16);
+        assert_eq!(std::mem::size_of::<Active>(), 8);
+        assert_eq!(std::mem::size_of::<TidSlot>(), 8);
+        assert!(TID_SLOTS.is_power_of_two());
         assert_eq!(std::mem::size_of::<InhibitEntry>(), 32);
         assert_eq!(std::mem::size_of::<InhibitLog>(), 16 + 32 * INHIBIT_LOG);
         assert_eq!(VCPU_BYTES, 8 + 7 * 8 + EVENTS * 8 + 3 * SLOTS * 8);

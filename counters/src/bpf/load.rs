@@ -6,17 +6,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{Array, HashMap, MapData};
+use aya::programs::trace_point::{TracePointLink, TracePointLinkId};
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
 use super::layout::{
-    Config, EventCounter, InhibitLog, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER, INHIBIT_ARGS,
-    INHIBIT_LOG, VCPU_BYTES,
+    Active, Config, EventCounter, InhibitLog, TidSlot, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER,
+    INHIBIT_ARGS, INHIBIT_LOG, TID_SLOTS, VCPU_BYTES,
 };
 use super::window::BpfSnapshot;
 use crate::exit_reasons::Isa;
 use crate::sampler::InhibitChange;
 use crate::tracefs::{EventFormat, Tracefs};
+use crate::tracepoint::TracepointAnchor;
 use std::collections::BTreeMap;
 
 /// Why the exit counter could not be used (each message says what to do).
@@ -133,13 +135,50 @@ impl Drop for Mapping {
     }
 }
 
+/// A tracepoint program detached while no registered thread counts.
+#[derive(Debug, Clone)]
+struct Switched {
+    program: &'static str,
+    system: String,
+    event: String,
+}
+
+/// The counting programs' attachment: attached while at least one
+/// registered thread counts (or always, without an anchor).
+#[derive(Debug, Default)]
+struct Switch {
+    /// Registered threads whose switch is on.
+    counting: u32,
+    /// The switched programs' links, while attached.
+    links: Option<Vec<TracePointLinkId>>,
+    /// The thread closing the last links: closing a perf event's BPF link
+    /// waits for an RCU grace period on newer kernels (13-20 ms here), which
+    /// no vCPU thread should wait for; the program is off the tracepoint
+    /// before that wait begins.
+    closing: Option<std::thread::JoinHandle<()>>,
+}
+
 /// The exit counter of one run: programs loaded and attached, maps sized
 /// for `capacity` vCPU threads. Detached when dropped.
+///
+/// While no registered thread counts (every vCPU in an uncounted part),
+/// the exit program is detached: `kvm_exit` then builds no record and runs
+/// no program, and the raw tracepoint programs return after reading
+/// `ACTIVE`. An anchor event keeps `kvm_exit` registered with perf, so
+/// detaching its program is not a last close (no tracepoint
+/// unregistration) and attaching it again registers nothing.
 pub struct BpfExits {
-    // Field order is drop order: the mapping before the maps and programs.
+    // Field order is drop order: the mappings before the maps and programs,
+    // the programs before the anchor.
     mapping: Mapping,
+    active: Mapping,
+    /// `TIDS`: written under `threads`' lock.
+    tids: Mapping,
     threads: Mutex<HashMap<MapData, u32, u32>>,
+    switch: Mutex<Switch>,
     ebpf: Mutex<Ebpf>,
+    anchor: Result<TracepointAnchor, String>,
+    switched: Vec<Switched>,
     capacity: usize,
     next: AtomicUsize,
     isa: Option<Isa>,
@@ -156,6 +195,15 @@ impl std::fmt::Debug for BpfExits {
             .field("capacity", &self.capacity)
             .field("registered", &self.next.load(Ordering::Relaxed))
             .finish()
+    }
+}
+
+impl Drop for BpfExits {
+    fn drop(&mut self) {
+        // The last links finish closing before the maps and the anchor go.
+        if let Some(closing) = lock(&self.switch).closing.take() {
+            let _ = closing.join();
+        }
     }
 }
 
@@ -215,13 +263,54 @@ impl BpfExits {
             return Err(BpfError::Layout("VCPUS"));
         }
         let mapping = map_array(data, capacity * VCPU_BYTES, "VCPUS mmap")?;
+        let Some(aya::maps::Map::Array(data)) = ebpf.map("ACTIVE") else {
+            return Err(BpfError::Layout("ACTIVE"));
+        };
+        let info = data.info().map_err(map_err("ACTIVE info"))?;
+        if info.value_size() as usize != std::mem::size_of::<Active>() {
+            return Err(BpfError::Layout("ACTIVE"));
+        }
+        let active = map_array(data, std::mem::size_of::<Active>(), "ACTIVE mmap")?;
+        let Some(aya::maps::Map::Array(data)) = ebpf.map("TIDS") else {
+            return Err(BpfError::Layout("TIDS"));
+        };
+        let info = data.info().map_err(map_err("TIDS info"))?;
+        if info.value_size() as usize != std::mem::size_of::<TidSlot>()
+            || info.max_entries() as usize != TID_SLOTS
+        {
+            return Err(BpfError::Layout("TIDS"));
+        }
+        let tids = map_array(
+            data,
+            TID_SLOTS * std::mem::size_of::<TidSlot>(),
+            "TIDS mmap",
+        )?;
         let threads = ebpf
             .take_map("THREADS")
             .ok_or(BpfError::Layout("THREADS"))?;
         let threads: HashMap<MapData, u32, u32> = threads
             .try_into()
             .map_err(|_| BpfError::Layout("THREADS"))?;
-        attach(&mut ebpf, at)?;
+        // The anchor first, so that no detach below is a last close.
+        let anchor = tracefs
+            .event_id(&at.exit.0, &at.exit.1)
+            .map_err(|e| e.to_string())
+            .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string()));
+        let exit_link = attach(&mut ebpf, at)?;
+        // Only the exit program is switched: its tracepoint builds a record
+        // for it at every exit, and its perf link re-attaches in about
+        // 0.2 ms with no text patching (the anchor keeps the tracepoint
+        // registered). The raw tracepoint programs stay: they return after
+        // one load while ACTIVE is 0, and re-attaching a raw tracepoint is a
+        // tracepoint registration: static-key text patching, with IPIs to
+        // every CPU, and an RCU grace period (10-24 ms per switch here; in
+        // the lab's nested TCG a re-attach hung its CPU: a soft lockup).
+        let switched = vec![Switched {
+            program: "on_exit",
+            system: at.exit.0.clone(),
+            event: at.exit.1.clone(),
+        }];
+        let links = vec![exit_link];
         let (mut counters, unavailable) = if at.events {
             attach_events(&mut ebpf, tracefs)
         } else {
@@ -238,8 +327,19 @@ impl BpfExits {
         };
         Ok(Self {
             mapping,
+            active,
+            tids,
             threads: Mutex::new(threads),
+            // Attached until every thread has been on and off once: threads
+            // start off, and the first to switch on then finds it attached.
+            switch: Mutex::new(Switch {
+                counting: 0,
+                links: Some(links),
+                closing: None,
+            }),
             ebpf: Mutex::new(ebpf),
+            anchor,
+            switched,
             capacity,
             next: AtomicUsize::new(0),
             isa,
@@ -267,11 +367,117 @@ impl BpfExits {
         threads
             .insert(tid, index as u32, 0)
             .map_err(map_err("THREADS insert"))?;
+        let slot = self.tid_slot(tid);
+        // SAFETY: our slot of the TIDS mapping (see tid_slot), written only
+        // under `threads`' lock; the index before the tid, so a program that
+        // sees the tid reads its index.
+        unsafe {
+            if std::ptr::addr_of!((*slot).tid).read_volatile() == 0 {
+                std::ptr::addr_of_mut!((*slot).index).write_volatile(index as u32);
+                std::sync::atomic::fence(Ordering::Release);
+                std::ptr::addr_of_mut!((*slot).tid).write_volatile(tid);
+            }
+        }
         Ok(BpfThread {
             exits: self.clone(),
             index,
             tid,
+            on: false,
         })
+    }
+
+    /// Whether the counting programs are detached while no thread counts,
+    /// else why they stay attached (no anchor event could be opened).
+    pub fn detaches_when_idle(&self) -> Result<(), &str> {
+        self.anchor.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// How many programs are detached while no thread counts.
+    pub fn switched_programs(&self) -> usize {
+        self.switched.len()
+    }
+
+    /// Whether the counting programs are attached now.
+    pub fn attached(&self) -> bool {
+        lock(&self.switch).links.is_some()
+    }
+
+    /// Waits until the last detach has finished closing its links (they
+    /// close on a thread of their own).
+    pub fn settle(&self) {
+        let closing = lock(&self.switch).closing.take();
+        if let Some(closing) = closing {
+            let _ = closing.join();
+        }
+    }
+
+    /// One more thread counts: attach the counting programs if they were
+    /// detached (after the last detach has finished closing).
+    fn thread_on(&self) -> Result<(), BpfError> {
+        let mut sw = lock(&self.switch);
+        if sw.links.is_none() {
+            let mut ebpf = lock(&self.ebpf);
+            // The old link may still be closing: the kernel refuses the
+            // program twice on one tracepoint (EEXIST) until its detach has
+            // begun, so on a refusal wait for the close and try once more.
+            let links = match attach_switched(&mut ebpf, &self.switched) {
+                Ok(links) => links,
+                Err(first) => match sw.closing.take() {
+                    Some(closing) => {
+                        let _ = closing.join();
+                        attach_switched(&mut ebpf, &self.switched)?
+                    }
+                    None => return Err(first),
+                },
+            };
+            sw.links = Some(links);
+        }
+        sw.counting += 1;
+        self.store_active(sw.counting);
+        Ok(())
+    }
+
+    /// One thread fewer counts: the last one detaches the counting programs
+    /// (when an anchor keeps that cheap).
+    fn thread_off(&self) {
+        let mut sw = lock(&self.switch);
+        sw.counting = sw.counting.saturating_sub(1);
+        self.store_active(sw.counting);
+        if sw.counting > 0 || self.anchor.is_err() {
+            return;
+        }
+        let Some(links) = sw.links.take() else {
+            return;
+        };
+        let taken = {
+            let mut ebpf = lock(&self.ebpf);
+            take_links(&mut ebpf, &self.switched, links)
+        };
+        // The programs come off their tracepoints as each link closes; a
+        // program left attached (a failed take) finds ACTIVE 0 and counts
+        // nothing.
+        sw.closing = std::thread::Builder::new()
+            .name("bpf-detach".into())
+            .spawn(move || drop(taken))
+            .map_err(|e| log::debug!("bpf: closing links on this thread: {e}"))
+            .ok();
+    }
+
+    /// The `TIDS` slot of `tid`.
+    pub(super) fn tid_slot(&self, tid: u32) -> *mut TidSlot {
+        let i = tid as usize & (TID_SLOTS - 1);
+        // SAFETY: i < TID_SLOTS, and the mapping holds TID_SLOTS slots
+        // (checked against the map at load).
+        unsafe { self.tids.ptr.as_ptr().cast::<TidSlot>().add(i) }
+    }
+
+    fn store_active(&self, threads: u32) {
+        // SAFETY: the mapping is one Active (checked at load), written only
+        // under `switch`'s lock; the programs only read it.
+        unsafe {
+            std::ptr::addr_of_mut!((*self.active.ptr.as_ptr().cast::<Active>()).threads)
+                .write_volatile(threads);
+        }
     }
 
     /// The tracepoint counters this object keeps per vCPU thread (names as
@@ -382,7 +588,54 @@ impl RawMapFd for aya::maps::MapFd {
     }
 }
 
-fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn tracepoint_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, BpfError> {
+    ebpf.program_mut(name)
+        .and_then(|p| <&mut TracePoint>::try_from(p).ok())
+        .ok_or(BpfError::Layout("a tracepoint program"))
+}
+
+/// Attaches the (loaded) switched programs again: their links.
+fn attach_switched(
+    ebpf: &mut Ebpf,
+    switched: &[Switched],
+) -> Result<Vec<TracePointLinkId>, BpfError> {
+    switched
+        .iter()
+        .map(|s| {
+            tracepoint_program(ebpf, s.program)?
+                .attach(&s.system, &s.event)
+                .map_err(|e| BpfError::Attach {
+                    what: format!("{}:{}", s.system, s.event),
+                    why: e.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// Takes the switched programs' links out of their programs (closed when
+/// the result is dropped); one that cannot be taken stays attached.
+fn take_links(
+    ebpf: &mut Ebpf,
+    switched: &[Switched],
+    links: Vec<TracePointLinkId>,
+) -> Vec<TracePointLink> {
+    let mut taken = Vec::with_capacity(links.len());
+    for (s, id) in switched.iter().zip(links) {
+        match tracepoint_program(ebpf, s.program).map(|p| p.take_link(id)) {
+            Ok(Ok(link)) => taken.push(link),
+            Ok(Err(e)) => log::debug!("bpf: detaching {}: {e}", s.program),
+            Err(e) => log::debug!("bpf: detaching {}: {e}", s.program),
+        }
+    }
+    taken
+}
+
+/// Loads and attaches the exit and entry programs: the exit's link.
+fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<TracePointLinkId, BpfError> {
     let what = format!("{}:{}", at.exit.0, at.exit.1);
     let attach_err = |what: &str| {
         let what = what.to_string();
@@ -391,13 +644,10 @@ fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
             why: e.to_string(),
         }
     };
-    let exit: &mut TracePoint = ebpf
-        .program_mut("on_exit")
-        .ok_or(BpfError::Layout("on_exit"))?
-        .try_into()
-        .map_err(|_| BpfError::Layout("on_exit"))?;
+    let exit = tracepoint_program(ebpf, "on_exit")?;
     exit.load().map_err(load_err)?;
-    exit.attach(&at.exit.0, &at.exit.1)
+    let link = exit
+        .attach(&at.exit.0, &at.exit.1)
         .map_err(attach_err(&what))?;
     let entry: &mut RawTracePoint = ebpf
         .program_mut("on_entry")
@@ -408,7 +658,7 @@ fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
     entry
         .attach(&at.entry)
         .map_err(attach_err(&format!("raw tracepoint {}", at.entry)))?;
-    Ok(())
+    Ok(link)
 }
 
 /// Attaches the event counters whose event exists and whose arguments are
@@ -519,6 +769,8 @@ pub struct BpfThread {
     exits: Arc<BpfExits>,
     index: usize,
     tid: u32,
+    /// Whether this thread is counted in `ACTIVE`.
+    on: bool,
 }
 
 impl std::fmt::Debug for BpfThread {
@@ -531,17 +783,28 @@ impl std::fmt::Debug for BpfThread {
 }
 
 impl BpfThread {
-    /// Turns counting of this thread's exits on or off: one store into the
-    /// shared map, no syscall. The exit in progress (this thread is in
-    /// userspace, handling it) is left untimed.
-    pub fn set_counting(&mut self, on: bool) {
+    /// Turns counting of this thread's exits on or off: stores into the
+    /// shared maps; the first thread to switch on attaches the exit program
+    /// and the last to switch off detaches it (two syscalls, no grace
+    /// period). The exit in progress (this thread is in userspace, handling
+    /// it) is left untimed. Err: the exit program could not be attached
+    /// again (this thread then counts nothing).
+    pub fn set_counting(&mut self, on: bool) -> Result<(), BpfError> {
         let e = self.exits.element(self.index);
         // SAFETY: our own element (see Mapping); the BPF program runs for
         // this thread only while it is in KVM_RUN, not now.
-        unsafe {
-            std::ptr::addr_of_mut!((*e).pending).write_volatile(0);
-            std::ptr::addr_of_mut!((*e).counting).write_volatile(u32::from(on));
+        unsafe { std::ptr::addr_of_mut!((*e).pending).write_volatile(0) };
+        if on && !self.on {
+            self.exits.thread_on()?;
+            self.on = true;
         }
+        // SAFETY: as above.
+        unsafe { std::ptr::addr_of_mut!((*e).counting).write_volatile(u32::from(on)) };
+        if !on && self.on {
+            self.exits.thread_off();
+            self.on = false;
+        }
+        Ok(())
     }
 
     /// Whether this thread's exits are being counted.
@@ -577,8 +840,16 @@ impl BpfThread {
 
 impl Drop for BpfThread {
     fn drop(&mut self) {
-        self.set_counting(false);
+        // Switching off cannot fail.
+        let _ = self.set_counting(false);
         let mut threads = self.exits.threads.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = self.exits.tid_slot(self.tid);
+        // SAFETY: the TIDS slot, under `threads`' lock (see register).
+        unsafe {
+            if std::ptr::addr_of!((*slot).tid).read_volatile() == self.tid {
+                std::ptr::addr_of_mut!((*slot).tid).write_volatile(0);
+            }
+        }
         let _ = threads.remove(&self.tid);
     }
 }

@@ -75,7 +75,7 @@ fn the_program_counts_and_times_a_threads_events_exactly_while_switched_on() {
     let s1 = me.snapshot();
     assert_eq!(s1.since(&s0).exits, 0, "switched off: nothing counted");
 
-    me.set_counting(true);
+    me.set_counting(true).unwrap();
     let s1 = me.snapshot();
     getppid_n(1000);
     // An unregistered thread's calls are not this thread's.
@@ -98,7 +98,7 @@ fn the_program_counts_and_times_a_threads_events_exactly_while_switched_on() {
     let other = bpf.clone();
     let theirs = std::thread::spawn(move || {
         let mut t = other.register().unwrap();
-        t.set_counting(true);
+        t.set_counting(true).unwrap();
         let a = t.snapshot();
         getppid_n(50);
         t.snapshot().since(&a).exits
@@ -108,10 +108,115 @@ fn the_program_counts_and_times_a_threads_events_exactly_while_switched_on() {
     assert_eq!(theirs, 50);
     assert_eq!(me.snapshot().since(&s2).exits, 0);
 
-    me.set_counting(false);
+    me.set_counting(false).unwrap();
     getppid_n(100);
     assert_eq!(me.snapshot().since(&s2).exits, 0, "switched off again");
     assert!(matches!(bpf.register(), Err(BpfError::Full(2))));
+}
+
+#[test]
+fn the_programs_run_exactly_while_some_thread_counts() {
+    let test = "bpf::the_programs_run_exactly_while_some_thread_counts";
+    let Some(bpf) = loaded(test, &syscall_attach(), 2) else {
+        return;
+    };
+    if let Err(why) = bpf.detaches_when_idle() {
+        panic!("{test}: no anchor event, the programs cannot detach: {why}");
+    }
+    // The kernel's own count of the programs' runs (enabled while the fd lives).
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("BPF_ENABLE_STATS");
+    let runs = || bpf.run_counts().0.expect("on_exit's run count");
+    let mut me = bpf.register().unwrap();
+    assert!(bpf.attached(), "attached from the load on");
+    me.set_counting(true).unwrap();
+    let s = me.snapshot();
+    let r0 = runs();
+    getppid_n(500);
+    let r1 = runs();
+    assert!(
+        r1 >= r0 + 500,
+        "attached: it ran for each call: {r0} -> {r1}"
+    );
+    assert_eq!(me.snapshot().since(&s).exits, 500, "and counted each");
+
+    // Another thread switching off does not detach it while this one counts.
+    let other = bpf.clone();
+    let attached_after_theirs = std::thread::spawn(move || {
+        let mut t = other.register().unwrap();
+        t.set_counting(true).unwrap();
+        t.set_counting(false).unwrap();
+        drop(t);
+        other.attached()
+    })
+    .join()
+    .unwrap();
+    assert!(attached_after_theirs, "one thread still counts");
+    let s = me.snapshot();
+    getppid_n(200);
+    assert_eq!(me.snapshot().since(&s).exits, 200);
+
+    // The last thread switching off detaches the exit program; switching on again
+    // attaches them again, and the counts go on from where they were.
+    me.set_counting(false).unwrap();
+    assert!(!bpf.attached());
+    // The links close on a thread of their own; the programs are off their
+    // tracepoints once the closing has begun: wait for it, bounded.
+    let settle = std::time::Instant::now();
+    let mut r2 = runs();
+    loop {
+        getppid_n(100);
+        let r = runs();
+        if r == r2 || settle.elapsed() > std::time::Duration::from_secs(5) {
+            break;
+        }
+        r2 = r;
+    }
+    getppid_n(500);
+    assert_eq!(runs(), r2, "detached: the kernel no longer runs it");
+    me.set_counting(true).unwrap();
+    assert!(bpf.attached());
+    let s = me.snapshot();
+    getppid_n(300);
+    assert_eq!(
+        me.snapshot().since(&s).exits,
+        300,
+        "counting after re-attaching"
+    );
+    drop(me);
+    assert!(!bpf.attached(), "a dropped thread switches off");
+}
+
+#[test]
+fn a_thread_whose_cache_slot_is_taken_is_counted_through_the_hash() {
+    let test = "bpf::a_thread_whose_cache_slot_is_taken_is_counted_through_the_hash";
+    let Some(bpf) = loaded(test, &syscall_attach(), 1) else {
+        return;
+    };
+    let tid = rustix::thread::gettid()
+        .as_raw_nonzero()
+        .get()
+        .unsigned_abs();
+    // Another thread with the same low bits holds this thread's slot.
+    let slot = bpf.tid_slot(tid);
+    let stranger = tid ^ super::layout::TID_SLOTS as u32;
+    // SAFETY: the test's own map; no thread is registered yet.
+    unsafe { std::ptr::addr_of_mut!((*slot).tid).write_volatile(stranger) };
+    let mut me = bpf.register().unwrap();
+    // SAFETY: as above; register only reads a taken slot.
+    let held = unsafe { std::ptr::addr_of!((*slot).tid).read_volatile() };
+    assert_eq!(held, stranger, "register leaves a taken slot alone");
+    me.set_counting(true).unwrap();
+    let s = me.snapshot();
+    getppid_n(700);
+    assert_eq!(
+        me.snapshot().since(&s).exits,
+        700,
+        "counted through THREADS"
+    );
+    drop(me);
+    // SAFETY: as above.
+    let left = unsafe { std::ptr::addr_of!((*slot).tid).read_volatile() };
+    assert_eq!(left, stranger, "a thread clears only its own slot");
 }
 
 #[test]
@@ -121,7 +226,7 @@ fn the_kvm_program_loads_and_attaches() {
         return;
     };
     let mut t = bpf.register().unwrap();
-    t.set_counting(true);
+    t.set_counting(true).unwrap();
     let a = t.snapshot();
     // No vCPU runs on this thread: nothing to count, but counting is live.
     assert_eq!(t.snapshot().since(&a).exits, 0);

@@ -127,7 +127,7 @@ pub fn plan(host: Option<&HostInfo>, mode: Mode) -> ApicvPlan {
         detail,
     };
     let Some(host) = host else {
-        let lever = if mode.irqchip == Irqchip::User {
+        let lever = if !mode.irqchip.lapic_in_kernel() {
             InhibitLever::NoIrqchip
         } else {
             InhibitLever::None
@@ -143,7 +143,7 @@ pub fn plan(host: Option<&HostInfo>, mode: Mode) -> ApicvPlan {
         ApicvSupport::Unavailable(why) => Some(format!("{name} unavailable: {why}")),
         ApicvSupport::Available => None,
     };
-    if mode.irqchip == Irqchip::User {
+    if !mode.irqchip.lapic_in_kernel() {
         let (state, detail) = match &missing {
             Some(m) => (ApicvState::Unavailable, m.clone()),
             None => (

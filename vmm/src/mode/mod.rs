@@ -58,6 +58,19 @@ mode_part! {
     }
 }
 
+impl Irqchip {
+    /// Whether KVM models the LAPIC (`kernel`, `split`) rather than ipivmm
+    /// (`user`): what the mode's rules ask of an irqchip (PV IPIs, APICv
+    /// and its levers, KVM_CAP_X2APIC_API). How each one is built and run
+    /// is `vcpu::irqchip`'s.
+    pub const fn lapic_in_kernel(self) -> bool {
+        match self {
+            Irqchip::Kernel | Irqchip::Split => true,
+            Irqchip::User => false,
+        }
+    }
+}
+
 mode_part! {
     /// APICv/AVIC for one VM: left to the host, or inhibited with a lever.
     pub enum ApicvRequest {
@@ -145,7 +158,7 @@ pub struct Shape {
 /// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
 /// skips it with the reason (both through `VmConfig::check_mode`).
 pub fn check(m: Mode, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
-    if m.ipi == IpiPath::Pv && m.irqchip == Irqchip::User {
+    if m.ipi == IpiPath::Pv && !m.irqchip.lapic_in_kernel() {
         return Err(Infeasible::PvNeedsKernelLapic);
     }
     if m.ipi == IpiPath::Pv && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
@@ -176,7 +189,7 @@ pub fn duplicate_of(m: Mode, plan: &ApicvPlan) -> Option<String> {
     if m.apicv != ApicvRequest::Inhibit {
         return None;
     }
-    if m.irqchip == Irqchip::User {
+    if !m.irqchip.lapic_in_kernel() {
         return Some("identical to the apicv=host row: APICv is already inhibited without an in-kernel irqchip (ABSENT)".into());
     }
     (plan.effective != apicv::ApicvState::Active && plan.effective != apicv::ApicvState::Inhibited)

@@ -6,67 +6,11 @@ use ipivmm_abi::GuestCounters;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Guest-kept counters over one phase (end minus begin).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GuestDelta {
-    /// ICR writes the vCPU issued.
-    pub icr_writes: u64,
-    /// IPIs the vCPU sent (targets).
-    pub ipis_sent: u64,
-    /// IPIs the vCPU's handler took.
-    pub ipis_received: u64,
-    /// Interrupt handler entries.
-    pub handler_entries: u64,
-    /// EOIs written.
-    pub eois: u64,
-    /// PV IPI hypercalls.
-    pub hypercalls: u64,
-    /// Spurious interrupts.
-    pub spurious: u64,
-    /// ICR writes of the SDK's halting-barrier wake-ups (not in
-    /// `icr_writes`; 0 in older files).
-    #[serde(default)]
-    pub barrier_icr_writes: u64,
-}
-
-impl GuestDelta {
-    /// `end - begin`, field by field (saturating: a guest can send anything).
-    pub fn between(begin: &GuestCounters, end: &GuestCounters) -> Self {
-        Self {
-            icr_writes: end.icr_writes.saturating_sub(begin.icr_writes),
-            ipis_sent: end.ipis_sent.saturating_sub(begin.ipis_sent),
-            ipis_received: end.ipis_received.saturating_sub(begin.ipis_received),
-            handler_entries: end.handler_entries.saturating_sub(begin.handler_entries),
-            eois: end.eois.saturating_sub(begin.eois),
-            hypercalls: end.hypercalls.saturating_sub(begin.hypercalls),
-            spurious: end.spurious.saturating_sub(begin.spurious),
-            barrier_icr_writes: end
-                .barrier_icr_writes
-                .saturating_sub(begin.barrier_icr_writes),
-        }
-    }
-
-    /// Every ICR write the vCPU issued: the workload's and the halting
-    /// barriers' (what KVM's ICR handling saw).
-    pub fn all_icr_writes(&self) -> u64 {
-        self.icr_writes.saturating_add(self.barrier_icr_writes)
-    }
-
-    /// Every counter with its name, in the order of the ABI.
-    pub fn named(&self) -> [(&'static str, u64); 8] {
-        [
-            ("icr_writes", self.icr_writes),
-            ("ipis_sent", self.ipis_sent),
-            ("ipis_received", self.ipis_received),
-            ("handler_entries", self.handler_entries),
-            ("eois", self.eois),
-            ("hypercalls", self.hypercalls),
-            ("spurious", self.spurious),
-            ("barrier_icr_writes", self.barrier_icr_writes),
-        ]
-    }
-}
+/// Guest-kept counters over one phase (end minus begin,
+/// [`GuestCounters::since`]): the ABI's own struct, so each counter is
+/// defined once, in [`GuestCounters::ALL`] (its JSON field, CSV name and
+/// docs row come from there; a field missing in an older file reads 0).
+pub type GuestDelta = GuestCounters;
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
@@ -467,23 +411,6 @@ impl VcpuResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn guest_delta_saturates_on_garbage() {
-        let begin = GuestCounters {
-            icr_writes: 10,
-            ipis_received: 5,
-            ..Default::default()
-        };
-        let end = GuestCounters {
-            icr_writes: 15,
-            ipis_received: 1,
-            ..Default::default()
-        };
-        let d = GuestDelta::between(&begin, &end);
-        assert_eq!(d.icr_writes, 5);
-        assert_eq!(d.ipis_received, 0);
-    }
 
     #[test]
     fn reset_state_is_told_from_a_payload_state() {

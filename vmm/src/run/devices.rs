@@ -1,17 +1,14 @@
 //! Stage 2 of a run: the devices the guest talks to, on one bus: the serial
-//! console (COM1), the control port (the payload ABI) and, without an
-//! in-kernel irqchip, ipivmm's LAPIC model at the xAPIC page.
+//! console (COM1), the control port (the payload ABI) and the irqchip's
+//! devices (`Chip::wire`: with `--irqchip user`, ipivmm's LAPIC model at
+//! the xAPIC page).
 use super::{host, RunError};
 use crate::config::VmConfig;
-use crate::mode::{ApicMode, Irqchip};
-use crate::vcpu::user_apic::UserApic;
 use crate::vm::Vm;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
-use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
-use ipivmm_devices::lapic::{Lapic, LapicGroup};
 use ipivmm_devices::serial::{SerialConsole, SerialHandle, SerialSink};
 use std::sync::{Arc, Mutex};
 
@@ -21,8 +18,6 @@ pub struct Devices {
     pub bus: Arc<Bus>,
     /// The console's output (tail for the report).
     pub serial: SerialHandle,
-    /// The LAPIC model (`--irqchip user` only).
-    pub user_apic: Option<Arc<UserApic>>,
     /// The run's guest memory budget (samples and captured serial output
     /// are charged by the devices, phases and records by the vCPU threads).
     pub budget: Arc<GuestBudget>,
@@ -48,30 +43,12 @@ pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, Run
         Arc::new(Mutex::new(control)),
     )
     .map_err(host("control port on the bus"))?;
-    let user_apic = if config.irqchip == Irqchip::User {
-        let x2apic = config.apic == ApicMode::X2apic;
-        let lapics = vm
-            .apic_ids
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| Lapic::new(i, id).with_x2apic_support(x2apic));
-        let group = Arc::new(Mutex::new(LapicGroup::from_lapics(lapics)));
-        let mmio = Arc::new(Mutex::new(LapicMmio::new(group.clone())));
-        bus.insert(
-            AddressSpace::Mmio,
-            ipivmm_abi::XAPIC_BASE,
-            XAPIC_PAGE_LEN,
-            mmio,
-        )
+    vm.irqchip
+        .wire(&mut bus)
         .map_err(host("LAPIC on the bus"))?;
-        Some(Arc::new(UserApic::new(group, config.vcpus)))
-    } else {
-        None
-    };
     Ok(Devices {
         bus: Arc::new(bus),
         serial,
-        user_apic,
         budget,
     })
 }

@@ -121,6 +121,7 @@ pub fn spawn(
         memory,
         fd,
         tsc_khz,
+        irqchip,
         ..
     } = vm;
     let mut threads = Vec::with_capacity(c.vcpus);
@@ -132,7 +133,7 @@ pub fn spawn(
             tsc_khz,
             trace: trace.clone(),
             pin: c.pin.get(index).copied(),
-            user_apic: devices.user_apic.clone(),
+            irqchip: irqchip.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))

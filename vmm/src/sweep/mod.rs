@@ -126,7 +126,7 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
     }
     match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
-        Ok(plan) if skip_duplicates || c.irqchip == Irqchip::User => {
+        Ok(plan) if skip_duplicates || !c.irqchip.lapic_in_kernel() => {
             mode::duplicate_of(c.mode(), &plan)
         }
         Ok(_) => None,

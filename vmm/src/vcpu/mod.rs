@@ -1,6 +1,7 @@
 //! vCPU threads: named `vcpu{N}`, released together by a barrier, each
 //! running its own KVM_RUN loop and snapshotting its own counters.
 pub mod exit_handler;
+pub mod irqchip;
 pub mod kick;
 pub mod store;
 pub mod trace;
@@ -8,11 +9,12 @@ pub mod user_apic;
 pub mod window;
 
 use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
-use exit_handler::{handle_exit, Fault, MsrHandler, Step};
+use exit_handler::{handle_exit, Fault, Step};
 use ipivmm_abi::GuestCounters;
 use ipivmm_devices::budget::{Excess, GuestBudget};
 use ipivmm_devices::bus::{Bus, DeviceEvent};
 use ipivmm_devices::control::{ControlBody, ControlError, ControlRequest};
+use irqchip::{Entry, SharedChip};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,8 +80,9 @@ pub struct VcpuEnv {
     pub trace: Option<Arc<trace::TraceConfig>>,
     /// Host CPU to pin this vCPU thread to.
     pub pin: Option<usize>,
-    /// The userspace LAPIC model (`--irqchip user`).
-    pub user_apic: Option<Arc<user_apic::UserApic>>,
+    /// The VM's irqchip: what the loop does around KVM_RUN, with MSR exits,
+    /// deliveries and HLT exits, and its counters.
+    pub irqchip: SharedChip,
 }
 
 /// The body of thread `vcpu{N}`.
@@ -91,14 +94,12 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     }
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = kick::ImmediateExitGuard::new(ptr);
-    if let Some(ua) = &env.user_apic {
-        ua.register_thread(env.index);
-    }
+    env.irqchip.register_thread(env.index);
     let inhibits = env.shared.inhibits.clone();
     let mut sources = Sources::open(
         &vcpu,
         env.trace.clone(),
-        env.user_apic.clone(),
+        env.irqchip.clone(),
         env.index,
         inhibits,
         &env.shared.stats_layout,
@@ -163,30 +164,26 @@ impl RunLoop<'_> {
             if self.env.shared.stop.load(Ordering::SeqCst) {
                 return self.stopped();
             }
-            if let Some(ua) = &self.env.user_apic {
-                match ua.before_run(self.env.index, self.vcpu) {
-                    Ok(user_apic::Entry::Run) => {}
-                    Ok(user_apic::Entry::WaitForSipi) => {
-                        ua.wait_for_sipi(self.env.index, &self.env.shared.stop);
-                        continue;
-                    }
-                    Err(e) => {
-                        return self.fault(format!(
-                            "delivering an interrupt, NMI, INIT or SIPI failed: {e}"
-                        ))
-                    }
+            let (chip, index) = (self.env.irqchip.as_ref(), self.env.index);
+            match chip.before_run(index, self.vcpu) {
+                Ok(Entry::Run) => {}
+                Ok(Entry::WaitForSipi) => {
+                    chip.wait_for_sipi(index, &self.env.shared.stop);
+                    continue;
+                }
+                Err(e) => {
+                    return self.fault(format!(
+                        "delivering an interrupt, NMI, INIT or SIPI failed: {e}"
+                    ))
                 }
             }
             let ran = self.vcpu.run();
-            if let Some(ua) = &self.env.user_apic {
-                ua.after_run(self.env.index);
-            }
+            chip.after_run(index);
             let step = match ran {
                 Ok(exit) => {
                     let kind = ExitKind::of(&exit);
                     self.exits.bump(kind);
-                    let msrs = self.env.user_apic.as_deref().map(|u| u as &dyn MsrHandler);
-                    handle_exit(exit, &self.env.bus, msrs, self.env.index)
+                    handle_exit(exit, &self.env.bus, chip.msrs(), index)
                 }
                 Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
                     Step::Interrupted
@@ -195,9 +192,7 @@ impl RunLoop<'_> {
                     return self.fault(format!("KVM_RUN failed: {e}"));
                 }
             };
-            if let Some(ua) = &self.env.user_apic {
-                ua.sync_cr8(self.env.index, self.vcpu);
-            }
+            chip.after_exit(index, self.vcpu);
             // Keep the exit sampler's ring from filling between markers.
             self.sources.drain_exits(self.open.as_mut());
             match step {
@@ -212,20 +207,12 @@ impl RunLoop<'_> {
                         return end;
                     }
                 }
-                Step::Event(DeviceEvent::Lapic(delivery)) => {
-                    if let Some(ua) = &self.env.user_apic {
-                        ua.kick(self.env.index, &delivery, kick::kick_signal());
+                Step::Event(DeviceEvent::Lapic(delivery)) => chip.delivered(index, &delivery),
+                Step::Halted => {
+                    if let Err(e) = chip.halted(index, self.vcpu, &self.env.shared.stop) {
+                        return self.fault(e);
                     }
                 }
-                Step::Halted => match &self.env.user_apic {
-                    Some(ua) => {
-                        let if_flag = self.vcpu.get_kvm_run().if_flag != 0;
-                        ua.halt(self.env.index, if_flag, &self.env.shared.stop)
-                    }
-                    None => {
-                        return self.fault("unexpected hlt exit with an in-kernel LAPIC".into())
-                    }
-                },
                 Step::MsrGp(why) => log::debug!("vcpu{}: #GP for {why}", self.env.index),
                 Step::Event(DeviceEvent::Control(Err(ControlError::OverBudget(e)))) => {
                     return self.over_budget(e);
@@ -272,13 +259,7 @@ impl RunLoop<'_> {
     /// names) (KVM's MP state with an in-kernel LAPIC, ours with
     /// the user one).
     fn stopped(&mut self) -> VcpuEnd {
-        let wait_for_sipi = match &self.env.user_apic {
-            Some(ua) => ua.waits_for_sipi(self.env.index),
-            None => self
-                .vcpu
-                .get_mp_state()
-                .is_ok_and(|m| m.mp_state == kvm_bindings::KVM_MP_STATE_INIT_RECEIVED),
-        };
+        let wait_for_sipi = self.env.irqchip.waits_for_sipi(self.env.index, self.vcpu);
         VcpuEnd::Stopped {
             registers: registers(self.vcpu),
             phase: self.open.as_ref().map(|p| p.name.clone()),

@@ -303,10 +303,7 @@ pub enum ExitSource {
 impl ExitSource {
     fn set_counting(&mut self, on: bool) -> Result<Option<ExitTally>, String> {
         match self {
-            ExitSource::Bpf(t, _) => {
-                t.set_counting(on);
-                Ok(None)
-            }
+            ExitSource::Bpf(t, _) => t.set_counting(on).map(|()| None).map_err(|e| e.to_string()),
             ExitSource::Sampled(s) if on => s.enable().map(|()| None).map_err(|e| e.to_string()),
             ExitSource::Sampled(s) => s.disable().map(Some).map_err(|e| e.to_string()),
         }
@@ -440,15 +437,23 @@ impl ThreadTrace {
             detail: Some(detail),
         };
         let not_bpf = match cfg.and_then(TraceConfig::bpf) {
-            Some(Ok(bpf)) => match bpf.register() {
+            Some(Ok(bpf)) => match bpf
+                .register()
+                .and_then(|mut t| t.set_counting(true).map(|()| t))
+            {
                 Ok(mut t) => {
-                    t.set_counting(true);
                     let at = t.snapshot();
+                    let idle = match bpf.detaches_when_idle() {
+                        Ok(()) => "its kvm_exit program detached while no vCPU counts".to_string(),
+                        Err(why) => {
+                            format!("its kvm_exit program attached in uncounted parts too: {why}")
+                        }
+                    };
                     return (
                         Some(ExitSource::Bpf(t, at)),
                         status(
                             true,
-                            "bpf: counted in the kernel (kvm:kvm_exit, raw kvm_entry), per vCPU thread".into(),
+                            format!("bpf: counted in the kernel (kvm:kvm_exit, raw kvm_entry), per vCPU thread; {idle}"),
                         ),
                     );
                 }

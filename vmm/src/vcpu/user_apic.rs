@@ -9,16 +9,24 @@
 //! running. Every event is taken by its target's own thread, before its
 //! next KVM_RUN.
 use super::exit_handler::MsrHandler;
+use super::irqchip::{set_tss_address, Chip, Entry};
+use crate::results::SourceStatus;
 use crate::vm::arch::regs;
-use crate::vm::kvm_extra;
+use crate::vm::kvm_extra::{self, KvmCall};
+use ipivmm_devices::bus::{AddressSpace, Bus, BusError};
+use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
 use ipivmm_devices::lapic::{Delivery, Lapic, LapicCounters, LapicGroup};
-use kvm_bindings::{KVM_MAX_CPUID_ENTRIES, KVM_VCPUEVENT_VALID_NMI_PENDING};
-use kvm_ioctls::VcpuFd;
+use kvm_bindings::{
+    kvm_enable_cap, KVM_CAP_X86_USER_SPACE_MSR, KVM_MAX_CPUID_ENTRIES, KVM_MSR_EXIT_REASON_FILTER,
+    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN, KVM_VCPUEVENT_VALID_NMI_PENDING,
+};
+use kvm_ioctls::{MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd, VmFd};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// IA32_APIC_BASE: filtered to userspace for the model (vm::create_irqchip).
+/// IA32_APIC_BASE: filtered to userspace for the model ([`user_space_msrs`]).
 pub const MSR_IA32_APICBASE: u32 = 0x1b;
 /// x2APIC MSR range.
 const X2APIC_MSRS: std::ops::RangeInclusive<u32> = 0x800..=0x8ff;
@@ -37,16 +45,6 @@ struct Presence {
     wait_sipi: AtomicBool,
     /// The CR8 this vCPU last entered the guest with (the model's TPR).
     cr8_entered: AtomicU64,
-}
-
-/// What the vCPU loop does after [`UserApic::before_run`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry {
-    /// Enter the guest (KVM_RUN).
-    Run,
-    /// The vCPU waits for a start-up IPI: park it
-    /// ([`UserApic::wait_for_sipi`]), do not run it.
-    WaitForSipi,
 }
 
 /// Events a vCPU takes before it runs (taken under the group lock, acted on
@@ -72,12 +70,104 @@ impl UserApic {
         }
     }
 
+    /// One model LAPIC per vCPU, with these APIC IDs (index = vCPU index),
+    /// x2APIC-capable or not.
+    pub fn for_vcpus(apic_ids: &[u32], x2apic: bool) -> Self {
+        let lapics = apic_ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| Lapic::new(i, id).with_x2apic_support(x2apic));
+        let group = Arc::new(Mutex::new(LapicGroup::from_lapics(lapics)));
+        Self::new(group, apic_ids.len())
+    }
+
     fn lock(&self) -> MutexGuard<'_, LapicGroup> {
         self.group.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// KVM_EXIT_HLT: park until something ends the halt
+    /// ([`Lapic::wakes_from_halt`] with the guest's RFLAGS.IF `if_flag`) or
+    /// `stop` is set. A start-up IPI that arrives meanwhile is dropped,
+    /// unless an INIT precedes it (the INIT wakes the vCPU, and the SIPI
+    /// then starts it: see [`Lapic::drop_stray_sipi`]).
+    fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
+        self.park(index, stop, |l| {
+            // Ignored outside wait-for-SIPI (and not waking the vCPU).
+            l.drop_stray_sipi();
+            l.wakes_from_halt(if_flag)
+        });
+    }
+
+    /// Parks vCPU `index`'s thread until `done` holds of its APIC (checked
+    /// under the group lock) or `stop` is set.
+    fn park(&self, index: usize, stop: &AtomicBool, done: impl Fn(&mut Lapic) -> bool) {
+        let Some(p) = self.presence.get(index) else {
+            return;
+        };
+        let mut gen = p.wake_gen.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let pending = self.lock().get_mut(index).is_some_and(&done);
+            if pending || stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let seen = *gen;
+            let (g, _) = p
+                .wake
+                .wait_timeout_while(gen, HALT_RECHECK, |g| *g == seen)
+                .unwrap_or_else(|e| e.into_inner());
+            gen = g;
+        }
+    }
+
+    /// Wake or kick every target of `delivery` except the sender.
+    fn kick(&self, sender: usize, delivery: &Delivery, signal: i32) {
+        for target in delivery.kicks().filter(|&t| t != sender) {
+            let Some(p) = self.presence.get(target) else {
+                continue;
+            };
+            *p.wake_gen.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            p.wake.notify_all();
+            if p.in_guest.load(Ordering::SeqCst) {
+                let thread = p.thread.load(Ordering::SeqCst);
+                if thread != 0 {
+                    // SAFETY: `thread` is the pthread_t of a live vCPU thread
+                    // (registered by itself; vCPU threads outlive every
+                    // delivery, which happens on another vCPU thread).
+                    unsafe { libc::pthread_kill(thread as libc::pthread_t, signal) };
+                }
+            }
+        }
+    }
+}
+
+/// `--irqchip user`: no irqchip in KVM, ipivmm's LAPIC model instead.
+impl Chip for UserApic {
+    /// No in-kernel irqchip: only KVM's real-mode TSS, and the MSR exits
+    /// the model needs ([`user_space_msrs`]).
+    fn create(&self, fd: &VmFd) -> Result<(), KvmCall> {
+        set_tss_address(fd)?;
+        user_space_msrs(fd)
+    }
+
+    /// The model's LAPICs start with their LINTs and APIC IDs set
+    /// ([`Lapic::new`]): nothing to program in KVM.
+    fn setup_vcpu(&self, _vcpu: &VcpuFd, _apic_id: Option<u32>) -> Result<(), KvmCall> {
+        Ok(())
+    }
+
+    /// The xAPIC page, on the MMIO bus.
+    fn wire(&self, bus: &mut Bus) -> Result<(), BusError> {
+        let mmio = Arc::new(Mutex::new(LapicMmio::new(self.group.clone())));
+        bus.insert(
+            AddressSpace::Mmio,
+            ipivmm_abi::XAPIC_BASE,
+            XAPIC_PAGE_LEN,
+            mmio,
+        )
+    }
+
     /// Record the calling thread as vCPU `index`'s thread (for kicks).
-    pub fn register_thread(&self, index: usize) {
+    fn register_thread(&self, index: usize) {
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() };
         if let Some(p) = self.presence.get(index) {
@@ -92,7 +182,7 @@ impl UserApic {
     /// injected with KVM_NMI; then the highest pending vector is injected if
     /// the guest can take it now, or KVM is asked to exit when it can. CR8
     /// gets the model's TPR.
-    pub fn before_run(&self, index: usize, vcpu: &mut VcpuFd) -> std::io::Result<Entry> {
+    fn before_run(&self, index: usize, vcpu: &mut VcpuFd) -> std::io::Result<Entry> {
         let Some(p) = self.presence.get(index) else {
             return Ok(Entry::Run);
         };
@@ -161,7 +251,7 @@ impl UserApic {
     }
 
     /// After KVM_RUN returned.
-    pub fn after_run(&self, index: usize) {
+    fn after_run(&self, index: usize) {
         if let Some(p) = self.presence.get(index) {
             p.in_guest.store(false, Ordering::SeqCst);
         }
@@ -171,8 +261,8 @@ impl UserApic {
     /// (`kvm_run.cr8` differs from what it entered with) becomes the
     /// model's TPR (without an in-kernel APIC, CR8 lives in `kvm_run.cr8`).
     /// A TPR the exit itself wrote (MMIO, MSR) is left alone: the next
-    /// [`UserApic::before_run`] hands it to CR8.
-    pub fn sync_cr8(&self, index: usize, vcpu: &mut VcpuFd) {
+    /// [`Chip::before_run`] hands it to CR8.
+    fn after_exit(&self, index: usize, vcpu: &mut VcpuFd) {
         let Some(p) = self.presence.get(index) else {
             return;
         };
@@ -185,77 +275,63 @@ impl UserApic {
         }
     }
 
-    /// Whether vCPU `index` waits for a start-up IPI.
-    pub fn waits_for_sipi(&self, index: usize) -> bool {
+    /// Whether vCPU `index` waits for a start-up IPI (ours: KVM_SET_MP_STATE
+    /// needs an in-kernel LAPIC).
+    fn waits_for_sipi(&self, index: usize, _vcpu: &VcpuFd) -> bool {
         self.presence
             .get(index)
             .is_some_and(|p| p.wait_sipi.load(Ordering::SeqCst))
     }
 
-    /// KVM_EXIT_HLT: park until something ends the halt
-    /// ([`Lapic::wakes_from_halt`] with the guest's RFLAGS.IF `if_flag`) or
-    /// `stop` is set. A start-up IPI that arrives meanwhile is dropped,
-    /// unless an INIT precedes it (the INIT wakes the vCPU, and the SIPI
-    /// then starts it: see [`Lapic::drop_stray_sipi`]).
-    pub fn halt(&self, index: usize, if_flag: bool, stop: &AtomicBool) {
-        self.park(index, stop, |l| {
-            // Ignored outside wait-for-SIPI (and not waking the vCPU).
-            l.drop_stray_sipi();
-            l.wakes_from_halt(if_flag)
-        });
-    }
-
     /// [`Entry::WaitForSipi`]: park until a SIPI or another INIT is
     /// pending ([`Lapic::ends_wait_for_sipi`]) or `stop` is set.
-    pub fn wait_for_sipi(&self, index: usize, stop: &AtomicBool) {
+    fn wait_for_sipi(&self, index: usize, stop: &AtomicBool) {
         self.park(index, stop, |l| l.ends_wait_for_sipi());
     }
 
-    /// Parks vCPU `index`'s thread until `done` holds of its APIC (checked
-    /// under the group lock) or `stop` is set.
-    fn park(&self, index: usize, stop: &AtomicBool, done: impl Fn(&mut Lapic) -> bool) {
-        let Some(p) = self.presence.get(index) else {
-            return;
-        };
-        let mut gen = p.wake_gen.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            let pending = self.lock().get_mut(index).is_some_and(&done);
-            if pending || stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let seen = *gen;
-            let (g, _) = p
-                .wake
-                .wait_timeout_while(gen, HALT_RECHECK, |g| *g == seen)
-                .unwrap_or_else(|e| e.into_inner());
-            gen = g;
-        }
-    }
-
-    /// Wake or kick every target of `delivery` except the sender.
-    pub fn kick(&self, sender: usize, delivery: &Delivery, signal: i32) {
-        for target in delivery.kicks().filter(|&t| t != sender) {
-            let Some(p) = self.presence.get(target) else {
-                continue;
-            };
-            *p.wake_gen.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            p.wake.notify_all();
-            if p.in_guest.load(Ordering::SeqCst) {
-                let thread = p.thread.load(Ordering::SeqCst);
-                if thread != 0 {
-                    // SAFETY: `thread` is the pthread_t of a live vCPU thread
-                    // (registered by itself; vCPU threads outlive every
-                    // delivery, which happens on another vCPU thread).
-                    unsafe { libc::pthread_kill(thread as libc::pthread_t, signal) };
-                }
-            }
-        }
+    fn source(&self) -> Option<SourceStatus> {
+        Some(SourceStatus {
+            source: "user_lapic".into(),
+            available: true,
+            detail: Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
+        })
     }
 
     /// This vCPU's model counters.
-    pub fn counters(&self, index: usize) -> Option<LapicCounters> {
-        self.lock().get(index).map(|l| l.counters())
+    fn counters(&self, index: usize) -> Option<BTreeMap<String, u64>> {
+        self.lock().get(index).map(|l| named(&l.counters()))
     }
+
+    fn msrs(&self) -> Option<&dyn MsrHandler> {
+        Some(self)
+    }
+
+    fn delivered(&self, sender: usize, delivery: &Delivery) {
+        self.kick(sender, delivery, super::kick::kick_signal());
+    }
+
+    fn halted(&self, index: usize, vcpu: &mut VcpuFd, stop: &AtomicBool) -> Result<(), String> {
+        let if_flag = vcpu.get_kvm_run().if_flag != 0;
+        self.halt(index, if_flag, stop);
+        Ok(())
+    }
+}
+
+/// The model's counters a phase reports (`user_lapic`), by name.
+fn named(c: &LapicCounters) -> BTreeMap<String, u64> {
+    [
+        ("icr_writes", c.icr_writes),
+        ("self_ipi_writes", c.self_ipi_writes),
+        ("ipis_delivered", c.ipis_delivered),
+        ("ipis_coalesced", c.ipis_coalesced),
+        ("ipis_dropped", c.ipis_dropped),
+        ("eois", c.eois),
+        ("nmis", c.nmis),
+        ("faults", c.faults),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// Resets the vCPU's registers to their INIT state ([`regs::init_sregs`],
@@ -324,4 +400,29 @@ impl MsrHandler for UserApic {
             m => Err(format!("MSR {m:#x} is not emulated")),
         }
     }
+}
+
+/// Without KVM's LAPIC the model answers its MSRs: x2APIC MSRs are invalid
+/// for KVM then and exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR), and an MSR
+/// filter sends IA32_APIC_BASE there too, so the model sees every APIC mode
+/// switch as it happens (api.rst, KVM_X86_SET_MSR_FILTER: a denied access
+/// exits with KVM_MSR_EXIT_REASON_FILTER when that reason is enabled).
+fn user_space_msrs(fd: &VmFd) -> Result<(), KvmCall> {
+    let mut cap = kvm_enable_cap {
+        cap: KVM_CAP_X86_USER_SPACE_MSR,
+        ..Default::default()
+    };
+    let reasons =
+        KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
+    cap.args[0] = u64::from(reasons);
+    fd.enable_cap(&cap)
+        .map_err(KvmCall::named("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))?;
+    let deny_apic_base = MsrFilterRange {
+        flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
+        base: MSR_IA32_APICBASE,
+        msr_count: 1,
+        bitmap: &[0],
+    };
+    fd.set_msr_filter(MsrFilterDefaultAction::ALLOW, &[deny_apic_base])
+        .map_err(KvmCall::named("KVM_X86_SET_MSR_FILTER"))
 }

@@ -1,8 +1,8 @@
 //! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
 //! own sources while it handles a phase marker, so a window holds only what
 //! happened on this vCPU between its begin and end markers.
+use super::irqchip::SharedChip;
 use super::trace::{ThreadTrace, TraceConfig};
-use super::user_apic::UserApic;
 use crate::results::exits::ExitCounts;
 use crate::results::inhibits::InhibitLog;
 use crate::results::{
@@ -11,7 +11,6 @@ use crate::results::{
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatDesc, StatsReader, StatsSnapshot};
 use ipivmm_counters::sampler::ExitTally;
-use ipivmm_devices::lapic::LapicCounters;
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -36,7 +35,9 @@ pub struct Sources {
     kvm_stats: Option<StatsReader>,
     inhibits: Arc<InhibitLog>,
     trace: TraceState,
-    user_apic: Option<(Arc<UserApic>, usize)>,
+    /// The irqchip, a source of its own where it counts (the user one).
+    irqchip: SharedChip,
+    index: usize,
     /// Availability of every source, for the report.
     pub status: Vec<SourceStatus>,
 }
@@ -50,24 +51,21 @@ pub struct Snapshot {
     guest: GuestCounters,
     kvm: Option<StatsSnapshot>,
     trace: Option<BTreeMap<String, u64>>,
-    lapic: Option<LapicCounters>,
+    /// The irqchip's own counters (`Chip::counters`).
+    irqchip: Option<BTreeMap<String, u64>>,
 }
 
-fn lapic_delta(e: &LapicCounters, s: &LapicCounters) -> BTreeMap<String, u64> {
-    let d = |a: u64, b: u64| a.saturating_sub(b);
-    [
-        ("icr_writes", d(e.icr_writes, s.icr_writes)),
-        ("self_ipi_writes", d(e.self_ipi_writes, s.self_ipi_writes)),
-        ("ipis_delivered", d(e.ipis_delivered, s.ipis_delivered)),
-        ("ipis_coalesced", d(e.ipis_coalesced, s.ipis_coalesced)),
-        ("ipis_dropped", d(e.ipis_dropped, s.ipis_dropped)),
-        ("eois", d(e.eois, s.eois)),
-        ("nmis", d(e.nmis, s.nmis)),
-        ("faults", d(e.faults, s.faults)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+/// `end - begin` of two snapshots of named counters, name by name
+/// (saturating; a name missing at the begin counts from 0).
+fn map_delta(end: &BTreeMap<String, u64>, begin: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    end.iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.saturating_sub(begin.get(k).copied().unwrap_or(0)),
+            )
+        })
+        .collect()
 }
 
 /// A phase whose begin marker has been handled.
@@ -89,7 +87,7 @@ impl Sources {
     pub fn open(
         vcpu: &VcpuFd,
         trace: Option<Arc<TraceConfig>>,
-        user_apic: Option<Arc<UserApic>>,
+        irqchip: SharedChip,
         index: usize,
         inhibits: Arc<InhibitLog>,
         stats_layout: &OnceLock<Arc<[StatDesc]>>,
@@ -132,18 +130,13 @@ impl Sources {
             available: false,
             detail: Some("opened at the first phase marker; no phase began".into()),
         });
-        if user_apic.is_some() {
-            status.push(SourceStatus {
-                source: "user_lapic".into(),
-                available: true,
-                detail: Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
-            });
-        }
+        status.extend(irqchip.source());
         Self {
             kvm_stats,
             inhibits,
             trace: TraceState::Pending(trace),
-            user_apic: user_apic.map(|u| (u, index)),
+            irqchip,
+            index,
             status,
         }
     }
@@ -208,7 +201,7 @@ impl Sources {
                 TraceState::Opened(Some(t)) => Some(t.read()),
                 _ => None,
             },
-            lapic: self.user_apic.as_ref().and_then(|(u, i)| u.counters(*i)),
+            irqchip: self.irqchip.counters(self.index),
         }
     }
 
@@ -250,20 +243,17 @@ impl Sources {
         let end = self.snapshot(exits, guest);
         let exit_reasons = self.sampled_reasons(&open.exits);
         let b = &open.begin;
-        let guest_delta = GuestDelta::between(&b.guest, &end.guest);
+        let guest_delta = end.guest.since(&b.guest);
         let kvm_stats = match (&end.kvm, &b.kvm) {
             (Some(e), Some(s)) => e.delta(s),
             _ => BTreeMap::new(),
         };
         let tracepoints = match (&end.trace, &b.trace) {
-            (Some(e), Some(s)) => e
-                .iter()
-                .map(|(k, v)| (k.clone(), v.saturating_sub(s.get(k).copied().unwrap_or(0))))
-                .collect(),
+            (Some(e), Some(s)) => map_delta(e, s),
             _ => BTreeMap::new(),
         };
-        let user_lapic = match (&end.lapic, &b.lapic) {
-            (Some(e), Some(s)) => lapic_delta(e, s),
+        let user_lapic = match (&end.irqchip, &b.irqchip) {
+            (Some(e), Some(s)) => map_delta(e, s),
             _ => BTreeMap::new(),
         };
         let icr_write_exits = match user_lapic.get("icr_writes") {

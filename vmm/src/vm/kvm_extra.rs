@@ -26,3 +26,20 @@ pub fn interrupt(vcpu: &VcpuFd, vector: u8) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// A KVM ioctl that failed, and which one (the build turns it into
+/// `VmError::Kvm`).
+#[derive(Debug)]
+pub struct KvmCall {
+    /// Which operation.
+    pub op: &'static str,
+    /// The errno.
+    pub err: kvm_ioctls::Error,
+}
+
+impl KvmCall {
+    /// `map_err(KvmCall::named("KVM_..."))`.
+    pub fn named(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> Self {
+        move |err| Self { op, err }
+    }
+}

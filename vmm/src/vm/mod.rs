@@ -14,25 +14,20 @@ pub mod x2apic_api;
 use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
-use crate::mode::{ApicMode, IpiPath, Irqchip};
+use crate::mode::{ApicMode, IpiPath};
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::vm::arch::{cpuid, gdt, lapic_regs, paging, regs};
+use crate::vcpu::irqchip::{self, Chip, SharedChip};
+use crate::vm::arch::{cpuid, gdt, paging, regs};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_mp_state, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
-    KVM_CAP_HYPERV_SYNIC2, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_X86_USER_SPACE_MSR,
-    KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_RUNNABLE, KVM_MSR_EXIT_REASON_FILTER,
-    KVM_MSR_EXIT_REASON_INVAL, KVM_MSR_EXIT_REASON_UNKNOWN,
+    kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
+    KVM_CAP_HYPERV_SYNIC2, KVM_MAX_CPUID_ENTRIES,
 };
-use kvm_ioctls::{Kvm, MsrFilterDefaultAction, MsrFilterRange, MsrFilterRangeFlags, VcpuFd, VmFd};
+use kvm_extra::KvmCall;
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
 pub use prepared::Prepared;
 use std::io::Cursor;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
-
-/// Redirection entries of the split irqchip's userspace IOAPIC.
-const SPLIT_IRQCHIP_PINS: u64 = 24;
-/// Where KVM on Intel puts its real-mode TSS (three pages below 4 GiB).
-const KVM_TSS_ADDRESS: usize = 0xfffb_d000;
 
 /// Why a VM could not be built. Each message names the fix.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +110,12 @@ fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
     move |err| VmError::Kvm { op, err }
 }
 
+impl From<KvmCall> for VmError {
+    fn from(KvmCall { op, err }: KvmCall) -> Self {
+        VmError::Kvm { op, err }
+    }
+}
+
 /// Open the KVM device, turning errno into an error that says what to do.
 pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
     let name = path.display().to_string();
@@ -181,6 +182,9 @@ pub struct Vm {
     pub tsc_khz: u64,
     /// The checked payload image.
     pub image: ImageInfo,
+    /// The irqchip (`--irqchip`), created with the VM; the bus and the vCPU
+    /// threads share it.
+    pub irqchip: SharedChip,
 }
 
 impl Vm {
@@ -191,18 +195,22 @@ impl Vm {
         let image = image::check(image_bytes)?;
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
-        vm_wide_setup(&fd, config, lever)?;
+        let apic_ids: Vec<u32> = (0..config.vcpus)
+            .map(|i| apicv::apic_id(lever, i))
+            .collect();
+        let irqchip = irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
+        vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
         if p.x2apic_api {
             x2apic_api::enable(&fd).map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X2APIC_API)"))?;
         }
         let supported = kvm
             .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
             .map_err(kvm_err("KVM_GET_SUPPORTED_CPUID"))?;
-        let apic_ids: Vec<u32> = (0..config.vcpus)
-            .map(|i| apicv::apic_id(lever, i))
-            .collect();
         let vcpus = create_vcpus(&fd, &apic_ids, |vcpu, index, apic_id| {
-            setup_vcpu(vcpu, &supported, config, index, apic_id, image.entry, lever)
+            setup_vcpu(vcpu, &supported, config, index, apic_id, image.entry, lever)?;
+            // The LAPIC, the irqchip's; the APIC-ID lever programs its ID.
+            let modified_id = (lever == InhibitLever::ApicIdModified).then_some(apic_id);
+            Ok(irqchip.setup_vcpu(vcpu, modified_id)?)
         })?;
         let tsc_khz = vcpus
             .first()
@@ -216,6 +224,7 @@ impl Vm {
             apic_ids,
             tsc_khz,
             image,
+            irqchip,
         })
     }
 }
@@ -298,8 +307,13 @@ fn create_vcpus(
 
 /// What must exist before any vCPU (api.rst): the irqchip, the exit
 /// controls; then the per-VM levers.
-fn vm_wide_setup(fd: &VmFd, config: &VmConfig, lever: InhibitLever) -> Result<(), VmError> {
-    create_irqchip(fd, config.irqchip)?;
+fn vm_wide_setup(
+    fd: &VmFd,
+    config: &VmConfig,
+    irqchip: &dyn Chip,
+    lever: InhibitLever,
+) -> Result<(), VmError> {
+    irqchip.create(fd)?;
     levers::disable_exits(fd, config.disable_exits)?;
     if let Some(ns) = config.halt_poll_ns {
         levers::set_halt_poll_ns(fd, ns)?;
@@ -312,7 +326,8 @@ fn vm_wide_setup(fd: &VmFd, config: &VmConfig, lever: InhibitLever) -> Result<()
     Ok(())
 }
 
-/// CPUID, registers and (with KVM's LAPIC) the LAPIC of vCPU `index`.
+/// CPUID, registers and the per-vCPU APICv lever of vCPU `index` (its
+/// LAPIC is the irqchip's: `Chip::setup_vcpu`).
 fn setup_vcpu(
     vcpu: &VcpuFd,
     supported: &kvm_bindings::CpuId,
@@ -333,35 +348,12 @@ fn setup_vcpu(
     cpuid::shape(cpuid.as_mut_slice(), &shape)?;
     vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
     setup_vcpu_registers(vcpu, index, entry)?;
-    if config.irqchip == Irqchip::User {
-        return Ok(());
-    }
-    // With an in-kernel LAPIC, APs start in wait-for-SIPI; every vCPU
-    // enters the payload directly, so all are made runnable.
-    vcpu.set_mp_state(kvm_mp_state {
-        mp_state: KVM_MP_STATE_RUNNABLE,
-    })
-    .map_err(kvm_err("KVM_SET_MP_STATE"))?;
+    // Only with KVM's LAPIC (the plan gives the user irqchip `NoIrqchip`).
     if lever == InhibitLever::HypervSynic && index == 0 {
         // One vCPU's AutoEOI SINT inhibits APICv for the whole VM.
         synic_lever(vcpu)?;
     }
-    let mut lapic = vcpu.get_lapic().map_err(kvm_err("KVM_GET_LAPIC"))?;
-    let mut changed = lapic_regs::program_lints(&mut lapic);
-    if lever == InhibitLever::ApicIdModified {
-        lapic_regs::set_reg(&mut lapic, lapic_regs::APIC_ID, apic_id << 24);
-        changed = true;
-    }
-    // KVM_SET_LAPIC recomputes the VM's APIC map over every vCPU created so
-    // far (kvm_apic_set_state → kvm_recalculate_apic_map): O(N) per call,
-    // O(N²) per VM, 130 ms of a 1024-vCPU setup. It is made only when the
-    // change reaches delivery: KVM resets an AP's LINTs masked and the BSP's
-    // LINT0 already ExtINT (its LINT0_REENABLED quirk), so in practice only
-    // a modified APIC ID needs it.
-    if !changed {
-        return Ok(());
-    }
-    vcpu.set_lapic(&lapic).map_err(kvm_err("KVM_SET_LAPIC"))
+    Ok(())
 }
 
 /// The SynIC lever (`apicv::InhibitLever::HypervSynic`): vCPU 0's SynIC
@@ -448,49 +440,6 @@ fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
         unsafe { fd.set_user_memory_region(mr) }.map_err(kvm_err("KVM_SET_USER_MEMORY_REGION"))?;
     }
     Ok(memory)
-}
-
-fn create_irqchip(fd: &VmFd, irqchip: Irqchip) -> Result<(), VmError> {
-    fd.set_tss_address(KVM_TSS_ADDRESS)
-        .map_err(kvm_err("KVM_SET_TSS_ADDR"))?;
-    match irqchip {
-        Irqchip::Kernel => fd.create_irq_chip().map_err(kvm_err("KVM_CREATE_IRQCHIP")),
-        Irqchip::Split => {
-            let mut cap = kvm_enable_cap {
-                cap: KVM_CAP_SPLIT_IRQCHIP,
-                ..Default::default()
-            };
-            cap.args[0] = SPLIT_IRQCHIP_PINS;
-            fd.enable_cap(&cap)
-                .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP)"))
-        }
-        Irqchip::User => user_space_msrs(fd),
-    }
-}
-
-/// Without KVM's LAPIC the model answers its MSRs: x2APIC MSRs are invalid
-/// for KVM then and exit to userspace (KVM_EXIT_X86_RDMSR/WRMSR), and an MSR
-/// filter sends IA32_APIC_BASE there too, so the model sees every APIC mode
-/// switch as it happens (api.rst, KVM_X86_SET_MSR_FILTER: a denied access
-/// exits with KVM_MSR_EXIT_REASON_FILTER when that reason is enabled).
-fn user_space_msrs(fd: &VmFd) -> Result<(), VmError> {
-    let mut cap = kvm_enable_cap {
-        cap: KVM_CAP_X86_USER_SPACE_MSR,
-        ..Default::default()
-    };
-    let reasons =
-        KVM_MSR_EXIT_REASON_INVAL | KVM_MSR_EXIT_REASON_UNKNOWN | KVM_MSR_EXIT_REASON_FILTER;
-    cap.args[0] = u64::from(reasons);
-    fd.enable_cap(&cap)
-        .map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X86_USER_SPACE_MSR)"))?;
-    let deny_apic_base = MsrFilterRange {
-        flags: MsrFilterRangeFlags::READ | MsrFilterRangeFlags::WRITE,
-        base: crate::vcpu::user_apic::MSR_IA32_APICBASE,
-        msr_count: 1,
-        bitmap: &[0],
-    };
-    fd.set_msr_filter(MsrFilterDefaultAction::ALLOW, &[deny_apic_base])
-        .map_err(kvm_err("KVM_X86_SET_MSR_FILTER"))
 }
 
 fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), VmError> {

@@ -40,7 +40,7 @@ pub struct X2apicApiMissing {
 
 /// Whether `config` runs x2APIC on KVM's LAPIC (where the capability applies).
 pub fn applies(config: &VmConfig) -> bool {
-    config.apic == ApicMode::X2apic && config.irqchip != Irqchip::User
+    config.apic == ApicMode::X2apic && config.irqchip.lapic_in_kernel()
 }
 
 /// What to do for `config` when KVM offers `supported` features and the

@@ -1,0 +1,22 @@
+#!/bin/sh
+# The headline against --no-tracepoints (docs/counters.md, "In the lab: the
+# headline against --no-tracepoints"): 25 interleaved rounds of
+# default (bpf) / --no-tracepoints / --exit-reasons off, x2APIC ping-pong,
+# halted and spinning targets, 400 iterations.
+export PATH=/bin:/lab/bin
+OUT=${OUT:-/out}
+mkdir -p "$OUT/runs/headline"
+for i in $(seq 1 25); do
+    for target in halt spin; do
+        for how in default notp off; do
+            case $how in
+                default) extra="" ;;
+                notp) extra="--no-tracepoints" ;;
+                off) extra="--exit-reasons off" ;;
+            esac
+            ipivmm run --apic x2apic --target $target --iterations 400 --warmup 20 -q --serial none \
+                --timeout 120 $extra --json "$OUT/runs/headline/$target-$how-$i.json"
+        done
+    done
+    echo "lab: headline: round $i" >/dev/console
+done
