@@ -20,6 +20,14 @@ fn getppid_n(n: usize) {
     }
 }
 
+/// Makes `n` calls and asserts that this thread's element counted exactly
+/// `n` exits in the meantime.
+fn counts_exactly(me: &mut super::BpfThread, n: usize, why: &str) {
+    let s = me.snapshot();
+    getppid_n(n);
+    assert_eq!(me.snapshot().since(&s).exits, n as u64, "{why}");
+}
+
 fn syscall_attach() -> Attach {
     Attach {
         exit: ("syscalls".into(), "sys_enter_getppid".into()),
@@ -151,9 +159,7 @@ fn the_programs_run_exactly_while_some_thread_counts() {
     .join()
     .unwrap();
     assert!(attached_after_theirs, "one thread still counts");
-    let s = me.snapshot();
-    getppid_n(200);
-    assert_eq!(me.snapshot().since(&s).exits, 200);
+    counts_exactly(&mut me, 200, "still counting");
 
     // The last thread switching off detaches the exit program; switching on again
     // attaches them again, and the counts go on from where they were.
@@ -175,13 +181,7 @@ fn the_programs_run_exactly_while_some_thread_counts() {
     assert_eq!(runs(), r2, "detached: the kernel no longer runs it");
     me.set_counting(true).unwrap();
     assert!(bpf.attached());
-    let s = me.snapshot();
-    getppid_n(300);
-    assert_eq!(
-        me.snapshot().since(&s).exits,
-        300,
-        "counting after re-attaching"
-    );
+    counts_exactly(&mut me, 300, "counting after re-attaching");
     drop(me);
     assert!(!bpf.attached(), "a dropped thread switches off");
 }
@@ -206,13 +206,7 @@ fn a_thread_whose_cache_slot_is_taken_is_counted_through_the_hash() {
     let held = unsafe { std::ptr::addr_of!((*slot).tid).read_volatile() };
     assert_eq!(held, stranger, "register leaves a taken slot alone");
     me.set_counting(true).unwrap();
-    let s = me.snapshot();
-    getppid_n(700);
-    assert_eq!(
-        me.snapshot().since(&s).exits,
-        700,
-        "counted through THREADS"
-    );
+    counts_exactly(&mut me, 700, "counted through THREADS");
     drop(me);
     // SAFETY: as above.
     let left = unsafe { std::ptr::addr_of!((*slot).tid).read_volatile() };
