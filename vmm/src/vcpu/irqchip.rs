@@ -1,6 +1,6 @@
 //! The irqchip boundary: everything that differs between `--irqchip kernel`,
 //! `split` and `user`, behind one trait, [`Chip`], chosen once
-//! ([`for_mode`]) and asked by every stage: the build (what KVM must create
+//! (`vcpu::chips::for_mode`) and asked by every stage: the build (what KVM must create
 //! before the first vCPU, each vCPU's LAPIC), the wiring (devices on the
 //! bus), the run loop (what happens around each KVM_RUN, MSR exits,
 //! deliveries, HLT exits, the wait-for-SIPI state of a stopped vCPU) and the
@@ -8,11 +8,9 @@
 //!
 //! One home per irqchip: KVM's LAPIC ([`InKernel`], `kernel` and `split`,
 //! which differ only in what KVM creates) here; ipivmm's LAPIC model
-//! ([`super::user_apic::UserApic`]) in `vcpu::user_apic`, over
+//! (`UserApic`) in `vcpu::user_apic`, over
 //! `ipivmm_devices::lapic`.
 use super::exit_handler::MsrHandler;
-use super::user_apic::UserApic;
-use crate::mode::{ApicMode, Irqchip};
 use crate::results::SourceStatus;
 use crate::vm::arch::lapic_regs;
 use crate::vm::kvm_extra::KvmCall;
@@ -41,16 +39,6 @@ pub enum Entry {
 
 /// A VM's irqchip, shared by the build, the bus and every vCPU thread.
 pub type SharedChip = Arc<dyn Chip>;
-
-/// The irqchip of `--irqchip kind` for a VM of these APIC IDs (index =
-/// vCPU index) in APIC mode `apic`: the one place that picks it.
-pub fn for_mode(kind: Irqchip, apic_ids: &[u32], apic: ApicMode) -> SharedChip {
-    match kind {
-        Irqchip::Kernel => Arc::new(InKernel { split: false }),
-        Irqchip::Split => Arc::new(InKernel { split: true }),
-        Irqchip::User => Arc::new(UserApic::for_vcpus(apic_ids, apic == ApicMode::X2apic)),
-    }
-}
 
 /// What differs by irqchip, stage by stage. `index` is always the vCPU's
 /// index; the run-loop methods are called on that vCPU's own thread.

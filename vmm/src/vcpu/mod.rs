@@ -1,5 +1,6 @@
 //! vCPU threads: named `vcpu{N}`, released together by a barrier, each
 //! running its own KVM_RUN loop and snapshotting its own counters.
+pub mod chips;
 pub mod exit_handler;
 pub mod irqchip;
 pub mod kick;

@@ -16,7 +16,7 @@ use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
 use crate::mode::{ApicMode, IpiPath};
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::vcpu::irqchip::{self, Chip, SharedChip};
+use crate::vcpu::irqchip::{Chip, SharedChip};
 use crate::vm::arch::{cpuid, gdt, paging, regs};
 use kvm_bindings::{
     kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
@@ -198,7 +198,7 @@ impl Vm {
         let apic_ids: Vec<u32> = (0..config.vcpus)
             .map(|i| apicv::apic_id(lever, i))
             .collect();
-        let irqchip = irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
+        let irqchip = crate::vcpu::chips::for_mode(config.irqchip, &apic_ids, config.apic);
         vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
         if p.x2apic_api {
             x2apic_api::enable(&fd).map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X2APIC_API)"))?;
