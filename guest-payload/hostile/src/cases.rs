@@ -88,14 +88,7 @@ impl Case {
 
     /// The case of `BootInfo::params[0]`.
     pub fn from_raw(raw: u64) -> Option<Case> {
-        let mut i = 0;
-        while i < Self::ALL.len() {
-            if Self::ALL[i] as u64 == raw {
-                return Some(Self::ALL[i]);
-            }
-            i += 1;
-        }
-        None
+        by_number(&Self::ALL, raw, |c| c as u64)
     }
 }
 
@@ -201,14 +194,7 @@ impl SdkSend {
 
     /// The kind of `params[1]`.
     pub fn from_raw(raw: u64) -> Option<SdkSend> {
-        let mut i = 0;
-        while i < Self::ALL.len() {
-            if Self::ALL[i] as u64 == raw {
-                return Some(Self::ALL[i]);
-            }
-            i += 1;
-        }
-        None
+        by_number(&Self::ALL, raw, |k| k as u64)
     }
 
     /// Sends NMIs (else the measured vector).
@@ -236,4 +222,9 @@ impl SdkSend {
             SdkSend::FixedLogical | SdkSend::LowestPriorityLogical | SdkSend::NmiLogical
         )
     }
+}
+
+/// The value of `all` whose number (`BootInfo::params`) is `raw`.
+fn by_number<T: Copy>(all: &[T], raw: u64, number: fn(T) -> u64) -> Option<T> {
+    all.iter().copied().find(|&x| number(x) == raw)
 }
