@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{Array, HashMap, MapData};
-use aya::programs::trace_point::{TracePointLink, TracePointLinkId};
+use aya::programs::trace_point::TracePointLinkId;
 use aya::programs::{RawTracePoint, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
@@ -135,23 +135,15 @@ impl Drop for Mapping {
     }
 }
 
-/// A tracepoint program detached while no registered thread counts.
-#[derive(Debug, Clone)]
-struct Switched {
-    program: &'static str,
-    system: String,
-    event: String,
-}
-
-/// The counting programs' attachment: attached while at least one
-/// registered thread counts (or always, without an anchor).
+/// The exit program's attachment: attached while at least one registered
+/// thread counts (or always, without an anchor).
 #[derive(Debug, Default)]
 struct Switch {
     /// Registered threads whose switch is on.
     counting: u32,
-    /// The switched programs' links, while attached.
-    links: Option<Vec<TracePointLinkId>>,
-    /// The thread closing the last links: closing a perf event's BPF link
+    /// The exit program's link, while attached.
+    link: Option<TracePointLinkId>,
+    /// The thread closing the last link: closing a perf event's BPF link
     /// waits for an RCU grace period on newer kernels (13-20 ms here), which
     /// no vCPU thread should wait for; the program is off the tracepoint
     /// before that wait begins.
@@ -178,7 +170,8 @@ pub struct BpfExits {
     switch: Mutex<Switch>,
     ebpf: Mutex<Ebpf>,
     anchor: Result<TracepointAnchor, String>,
-    switched: Vec<Switched>,
+    /// The exit program's tracepoint (system, event).
+    exit_at: (String, String),
     capacity: usize,
     next: AtomicUsize,
     isa: Option<Isa>,
@@ -200,10 +193,8 @@ impl std::fmt::Debug for BpfExits {
 
 impl Drop for BpfExits {
     fn drop(&mut self) {
-        // The last links finish closing before the maps and the anchor go.
-        if let Some(closing) = lock(&self.switch).closing.take() {
-            let _ = closing.join();
-        }
+        // The last link finishes closing before the maps and the anchor go.
+        self.settle();
     }
 }
 
@@ -305,12 +296,6 @@ impl BpfExits {
         // tracepoint registration: static-key text patching, with IPIs to
         // every CPU, and an RCU grace period (10-24 ms per switch here; in
         // the lab's nested TCG a re-attach hung its CPU: a soft lockup).
-        let switched = vec![Switched {
-            program: "on_exit",
-            system: at.exit.0.clone(),
-            event: at.exit.1.clone(),
-        }];
-        let links = vec![exit_link];
         let (mut counters, unavailable) = if at.events {
             attach_events(&mut ebpf, tracefs)
         } else {
@@ -334,12 +319,12 @@ impl BpfExits {
             // start off, and the first to switch on then finds it attached.
             switch: Mutex::new(Switch {
                 counting: 0,
-                links: Some(links),
+                link: Some(exit_link),
                 closing: None,
             }),
             ebpf: Mutex::new(ebpf),
             anchor,
-            switched,
+            exit_at: at.exit.clone(),
             capacity,
             next: AtomicUsize::new(0),
             isa,
@@ -386,24 +371,19 @@ impl BpfExits {
         })
     }
 
-    /// Whether the counting programs are detached while no thread counts,
-    /// else why they stay attached (no anchor event could be opened).
+    /// Whether the exit program is detached while no thread counts,
+    /// else why it stays attached (no anchor event could be opened).
     pub fn detaches_when_idle(&self) -> Result<(), &str> {
         self.anchor.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
-    /// How many programs are detached while no thread counts.
-    pub fn switched_programs(&self) -> usize {
-        self.switched.len()
-    }
-
-    /// Whether the counting programs are attached now.
+    /// Whether the exit program is attached now.
     pub fn attached(&self) -> bool {
-        lock(&self.switch).links.is_some()
+        lock(&self.switch).link.is_some()
     }
 
-    /// Waits until the last detach has finished closing its links (they
-    /// close on a thread of their own).
+    /// Waits until the last detach has finished closing its link (it
+    /// closes on a thread of its own).
     pub fn settle(&self) {
         let closing = lock(&self.switch).closing.take();
         if let Some(closing) = closing {
@@ -411,33 +391,32 @@ impl BpfExits {
         }
     }
 
-    /// One more thread counts: attach the counting programs if they were
-    /// detached (after the last detach has finished closing).
+    /// One more thread counts: attach the exit program if it was detached.
     fn thread_on(&self) -> Result<(), BpfError> {
         let mut sw = lock(&self.switch);
-        if sw.links.is_none() {
+        if sw.link.is_none() {
             let mut ebpf = lock(&self.ebpf);
             // The old link may still be closing: the kernel refuses the
             // program twice on one tracepoint (EEXIST) until its detach has
             // begun, so on a refusal wait for the close and try once more.
-            let links = match attach_switched(&mut ebpf, &self.switched) {
-                Ok(links) => links,
+            let link = match attach_exit(&mut ebpf, &self.exit_at) {
+                Ok(link) => link,
                 Err(first) => match sw.closing.take() {
                     Some(closing) => {
                         let _ = closing.join();
-                        attach_switched(&mut ebpf, &self.switched)?
+                        attach_exit(&mut ebpf, &self.exit_at)?
                     }
                     None => return Err(first),
                 },
             };
-            sw.links = Some(links);
+            sw.link = Some(link);
         }
         sw.counting += 1;
         self.store_active(sw.counting);
         Ok(())
     }
 
-    /// One thread fewer counts: the last one detaches the counting programs
+    /// One thread fewer counts: the last one detaches the exit program
     /// (when an anchor keeps that cheap).
     fn thread_off(&self) {
         let mut sw = lock(&self.switch);
@@ -446,16 +425,21 @@ impl BpfExits {
         if sw.counting > 0 || self.anchor.is_err() {
             return;
         }
-        let Some(links) = sw.links.take() else {
+        let Some(id) = sw.link.take() else {
             return;
         };
-        let taken = {
-            let mut ebpf = lock(&self.ebpf);
-            take_links(&mut ebpf, &self.switched, links)
+        let taken = match tracepoint_program(&mut lock(&self.ebpf), "on_exit").and_then(|p| {
+            p.take_link(id)
+                .map_err(|e| attach_error("on_exit (detach)", e))
+        }) {
+            Ok(link) => link,
+            Err(e) => {
+                // Left attached, it finds ACTIVE 0 and counts nothing.
+                log::debug!("bpf: {e}");
+                return;
+            }
         };
-        // The programs come off their tracepoints as each link closes; a
-        // program left attached (a failed take) finds ACTIVE 0 and counts
-        // nothing.
+        // The program comes off its tracepoint as the link closes.
         sw.closing = std::thread::Builder::new()
             .name("bpf-detach".into())
             .spawn(move || drop(taken))
@@ -598,57 +582,29 @@ fn tracepoint_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Trac
         .ok_or(BpfError::Layout("a tracepoint program"))
 }
 
-/// Attaches the (loaded) switched programs again: their links.
-fn attach_switched(
-    ebpf: &mut Ebpf,
-    switched: &[Switched],
-) -> Result<Vec<TracePointLinkId>, BpfError> {
-    switched
-        .iter()
-        .map(|s| {
-            tracepoint_program(ebpf, s.program)?
-                .attach(&s.system, &s.event)
-                .map_err(|e| BpfError::Attach {
-                    what: format!("{}:{}", s.system, s.event),
-                    why: e.to_string(),
-                })
-        })
-        .collect()
+fn attach_error(what: &str, e: aya::programs::ProgramError) -> BpfError {
+    BpfError::Attach {
+        what: what.to_string(),
+        why: e.to_string(),
+    }
 }
 
-/// Takes the switched programs' links out of their programs (closed when
-/// the result is dropped); one that cannot be taken stays attached.
-fn take_links(
+/// Attaches the (loaded) exit program to its tracepoint: its link.
+fn attach_exit(
     ebpf: &mut Ebpf,
-    switched: &[Switched],
-    links: Vec<TracePointLinkId>,
-) -> Vec<TracePointLink> {
-    let mut taken = Vec::with_capacity(links.len());
-    for (s, id) in switched.iter().zip(links) {
-        match tracepoint_program(ebpf, s.program).map(|p| p.take_link(id)) {
-            Ok(Ok(link)) => taken.push(link),
-            Ok(Err(e)) => log::debug!("bpf: detaching {}: {e}", s.program),
-            Err(e) => log::debug!("bpf: detaching {}: {e}", s.program),
-        }
-    }
-    taken
+    (system, event): &(String, String),
+) -> Result<TracePointLinkId, BpfError> {
+    tracepoint_program(ebpf, "on_exit")?
+        .attach(system, event)
+        .map_err(|e| attach_error(&format!("{system}:{event}"), e))
 }
 
 /// Loads and attaches the exit and entry programs: the exit's link.
 fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<TracePointLinkId, BpfError> {
-    let what = format!("{}:{}", at.exit.0, at.exit.1);
-    let attach_err = |what: &str| {
-        let what = what.to_string();
-        move |e: aya::programs::ProgramError| BpfError::Attach {
-            what: what.clone(),
-            why: e.to_string(),
-        }
-    };
-    let exit = tracepoint_program(ebpf, "on_exit")?;
-    exit.load().map_err(load_err)?;
-    let link = exit
-        .attach(&at.exit.0, &at.exit.1)
-        .map_err(attach_err(&what))?;
+    tracepoint_program(ebpf, "on_exit")?
+        .load()
+        .map_err(load_err)?;
+    let link = attach_exit(ebpf, &at.exit)?;
     let entry: &mut RawTracePoint = ebpf
         .program_mut("on_entry")
         .ok_or(BpfError::Layout("on_entry"))?
@@ -657,7 +613,7 @@ fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<TracePointLinkId, BpfError> {
     entry.load().map_err(load_err)?;
     entry
         .attach(&at.entry)
-        .map_err(attach_err(&format!("raw tracepoint {}", at.entry)))?;
+        .map_err(|e| attach_error(&format!("raw tracepoint {}", at.entry), e))?;
     Ok(link)
 }
 
