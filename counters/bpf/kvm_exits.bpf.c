@@ -6,8 +6,12 @@
 // the record offsets of kvm:kvm_exit come from its tracefs `format` at run
 // time, through the CONFIG map.
 //
-// - on_exit, on `kvm:kvm_exit` (a tracepoint program: it reads the record):
-//   counts the exit in its reason's slot and remembers when it happened.
+// - on_exit_raw, on the raw tracepoint `kvm_exit` (the default where the
+//   kernel's BTF says where the vendor module keeps the reason, passed in
+//   CONFIG): counts the exit in its reason's slot and remembers when it
+//   happened, reading the reason through the vCPU pointer (no record).
+// - on_exit, on `kvm:kvm_exit` (a tracepoint program: it reads the record;
+//   the fallback without that BTF): the same.
 // - on_entry, on the raw tracepoint `kvm_entry` (no record needed): adds the
 //   time since that exit to the slot's host time.
 //
@@ -22,7 +26,8 @@
 // own VCPUS element, and only while that element's `counting` switch is set
 // (the vCPU thread flips it itself, through the mmap of VCPUS, at its phase
 // markers). While no thread's switch is on (ACTIVE), on_exit is detached by
-// the loader and the raw tracepoint programs return at once. The layout below is mirrored by src/bpf/layout.rs; the loader
+// the loader and the raw tracepoint programs (on_exit_raw too) return at
+// once. The layout below is mirrored by src/bpf/layout.rs; the loader
 // checks the sizes.
 
 typedef unsigned int u32;
@@ -69,6 +74,12 @@ struct config {
 	u32 isa_offset;    // of its isa (u32); 0: absent
 	u32 default_isa;   // the host's, when the record has none
 	u32 tgid;          // the process whose inhibit changes are logged
+	// on_exit_raw: where KVM keeps the exit reason, from the vCPU pointer
+	// (TP_PROTO(struct kvm_vcpu *vcpu, u32 isa)); offsets from module BTF.
+	u32 raw_hops;      // 1: a u32 at vcpu + raw_at; 2: at *(vcpu + raw_at) + raw_then
+	u32 raw_at;
+	u32 raw_then;
+	u32 pad;
 };
 
 struct vcpu {
@@ -214,6 +225,25 @@ static __attribute__((always_inline)) struct vcpu *counting_vcpu(void)
 	return v;
 }
 
+// Counts an exit of reason `code` in its slot and remembers when it was.
+static __attribute__((always_inline)) void count_exit(struct vcpu *v, u32 code, u32 isa, u64 now)
+{
+	u64 s = slot_of(code, isa);
+	// Hidden from the compiler, so the bound the verifier needs stays.
+	asm volatile("" : "+r"(s));
+	if (s >= SLOTS)
+		return;
+	if (v->pending)
+		v->unmatched++;
+	if (s == SLOT_OTHER)
+		v->other_code = code;
+	v->isa = isa;
+	v->exits++;
+	v->count[s]++;
+	v->pending = s + 1;
+	v->exit_ns = now;
+}
+
 SEC("tracepoint/kvm/kvm_exit")
 int on_exit(void *ctx)
 {
@@ -232,20 +262,41 @@ int on_exit(void *ctx)
 	}
 	if (c->isa_offset)
 		bpf_probe_read_kernel(&isa, sizeof(isa), (char *)ctx + (c->isa_offset & 0xfff));
-	u64 s = slot_of(code, isa);
-	// Hidden from the compiler, so the bound the verifier needs stays.
-	asm volatile("" : "+r"(s));
-	if (s >= SLOTS)
+	count_exit(v, code, isa, now);
+	return 0;
+}
+
+// The same count from the raw tracepoint: no record is built (the record's
+// get_exit_info call and perf buffer), and a raw tracepoint program detaches
+// without an RCU grace period. The reason is read where get_exit_info reads
+// it: vcpu_vmx's exit_reason (one hop), vcpu_svm's vmcb->control.exit_code
+// (two).
+SEC("raw_tracepoint/kvm_exit")
+int on_exit_raw(struct raw_args *ctx)
+{
+	struct vcpu *v = counting_vcpu();
+	if (!v)
 		return 0;
-	if (v->pending)
-		v->unmatched++;
-	if (s == SLOT_OTHER)
-		v->other_code = code;
-	v->isa = isa;
-	v->exits++;
-	v->count[s]++;
-	v->pending = s + 1;
-	v->exit_ns = now;
+	u64 now = bpf_ktime_get_ns();
+	u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&CONFIG, &zero);
+	if (!c)
+		return 0;
+	char *p = (char *)ctx->args[0];
+	u32 at = c->raw_at;
+	if (c->raw_hops == 2) {
+		if (bpf_probe_read_kernel(&p, sizeof(p), p + (at & 0xffff))) {
+			v->unreadable++;
+			return 0;
+		}
+		at = c->raw_then;
+	}
+	u32 code = 0;
+	if (bpf_probe_read_kernel(&code, sizeof(code), p + (at & 0xffff))) {
+		v->unreadable++;
+		return 0;
+	}
+	count_exit(v, code, (u32)ctx->args[1], now);
 	return 0;
 }
 

@@ -19,7 +19,11 @@
 //! - `sampler`: both events sampled into a ring (period 1, raw records),
 //!   drained after each round;
 //! - `counters xN`: N filtered counting events on the "exit", as
-//!   `--exit-reasons counters` opens one per reason (110 on SVM).
+//!   `--exit-reasons counters` opens one per reason (110 on SVM);
+//! - `bpf raw ...`: the raw exit program (`on_exit_raw`, which the default
+//!   uses where BTF says where KVM keeps the reason) on raw `sys_enter`,
+//!   reading the number through `regs` as it reads a vCPU's reason: every
+//!   thread off (it stays attached), and counting.
 //!
 //! Needs root and tracefs. `cargo run --release -p ipivmm-counters
 //! --example exit_cost [ROUNDS] [CALLS]`.
@@ -62,6 +66,28 @@ fn main() {
         isa: vec![],
         entry: "sys_exit".into(),
         events: false,
+        raw_exit: None,
+        why_not_raw: None,
+        no_exit: None,
+    };
+    let orig_ax = ipivmm_counters::bpf::reason_at::kernel_offset(
+        std::path::Path::new("/sys/kernel/btf"),
+        "pt_regs",
+        "orig_ax",
+    )
+    .expect("kernel BTF");
+    // The raw program on raw sys_enter, reading the number through regs as
+    // it reads a vCPU's exit reason (it runs at every syscall: only
+    // getppid's are made while it is timed).
+    let raw = Attach {
+        raw_exit: Some(ipivmm_counters::bpf::RawExit {
+            event: "sys_enter".into(),
+            at: ipivmm_counters::bpf::ReasonAt::Vmx {
+                exit_reason: orig_ax,
+            },
+            what: "pt_regs' orig_ax",
+        }),
+        ..at.clone()
     };
     let names = [
         "detached",
@@ -72,6 +98,8 @@ fn main() {
         "sampler",
         "counters x10",
         "counters x110",
+        "bpf raw, all off",
+        "bpf raw counting",
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     // Wall time of the first switch on (attach) and the last off (detach).
@@ -137,6 +165,14 @@ fn main() {
             }
             results[5].push(per.iter().sum::<f64>() / per.len() as f64);
         }
+        {
+            let bpf = Arc::new(BpfExits::load(&tracefs, &raw, 2, None).expect("BPF raw"));
+            let mut me = bpf.register().expect("register");
+            results[8].push(calls(n));
+            me.set_counting(true).expect("switch on");
+            results[9].push(calls(n));
+            me.set_counting(false).expect("switch off");
+        }
         for (slot, k) in [(6, 10u64), (7, 110)] {
             let cs: Vec<TracepointCounter> = (0..k)
                 .map(|i| {
@@ -185,7 +221,7 @@ fn kvm_switches(tracefs: &Tracefs, rounds: usize) {
         println!("bpf on kvm: no kvm:kvm_exit here (kvm not loaded): not measured");
         return;
     }
-    let bpf = Arc::new(BpfExits::load_kvm(tracefs, 1, None).expect("BPF on kvm"));
+    let bpf = Arc::new(BpfExits::load_kvm(tracefs, 1, None, None).expect("BPF on kvm"));
     let mut me = bpf.register().expect("register");
     me.set_counting(true).expect("switch on");
     let (mut off, mut close, mut on) = (Vec::new(), Vec::new(), Vec::new());

@@ -104,6 +104,15 @@ pub struct Config {
     pub default_isa: u32,
     /// The process whose APICv inhibit changes are logged.
     pub tgid: u32,
+    /// `on_exit_raw`: 1, the reason is a u32 at `vcpu + raw_at`; 2, at
+    /// `*(vcpu + raw_at) + raw_then`; 0: not used.
+    pub raw_hops: u32,
+    /// See `raw_hops`.
+    pub raw_at: u32,
+    /// See `raw_hops`.
+    pub raw_then: u32,
+    /// Padding (0).
+    pub pad: u32,
 }
 
 /// `ACTIVE[0]`: how many registered threads are counting (`struct active`).
@@ -165,7 +174,7 @@ pub struct InhibitLog {
 /// The arguments `on_inhibit_changed` reads, in order.
 pub const INHIBIT_ARGS: &[&str] = &["reason", "set", "inhibits"];
 
-// SAFETY: Config is repr(C), four u32 without padding: every bit pattern is
+// SAFETY: Config is repr(C), eight u32 without padding: every bit pattern is
 // valid and it has no pointers (aya copies it into the map as bytes).
 unsafe impl aya::Pod for Config {}
 
@@ -267,7 +276,7 @@ mod tests {
     #[test]
     fn the_layout_is_the_c_structs() {
         // struct config: 4 u32; struct vcpu: 2 u32, 7 u64, 3 x SLOTS u64.
-        assert_eq!(std::mem::size_of::<Config>(), 16);
+        assert_eq!(std::mem::size_of::<Config>(), 32);
         assert_eq!(std::mem::size_of::<Active>(), 8);
         assert_eq!(std::mem::size_of::<TidSlot>(), 8);
         assert!(TID_SLOTS.is_power_of_two());

@@ -14,6 +14,7 @@ use super::layout::{
     Active, Config, EventCounter, InhibitLog, TidSlot, VcpuCounts, EVENT_COUNTERS, EXITS_COUNTER,
     INHIBIT_ARGS, INHIBIT_LOG, TID_SLOTS, VCPU_BYTES,
 };
+use super::reason_at::ReasonAt;
 use super::window::BpfSnapshot;
 use crate::exit_reasons::Isa;
 use crate::sampler::InhibitChange;
@@ -79,6 +80,26 @@ pub struct Attach {
     pub entry: String,
     /// Attach the event counters ([`EVENT_COUNTERS`]) too.
     pub events: bool,
+    /// Count exits with the raw tracepoint program instead (no record),
+    /// reading the reason from the first argument's pointer this way.
+    pub raw_exit: Option<RawExit>,
+    /// Why not, when `raw_exit` is None (reported).
+    pub why_not_raw: Option<String>,
+    /// Attach no exit program at all, because the exit tracepoint never
+    /// fires on this KVM (kvm_pvm): why. Nothing to count, nothing to pay
+    /// for at each switch or at the end (the perf link's grace periods).
+    pub no_exit: Option<String>,
+}
+
+/// The raw tracepoint that counts exits and where it finds the reason.
+#[derive(Debug, Clone)]
+pub struct RawExit {
+    /// The raw tracepoint (`kvm_exit`), whose arguments are (pointer, isa).
+    pub event: String,
+    /// How to reach the reason from the pointer.
+    pub at: ReasonAt,
+    /// Which struct member that is, for the report.
+    pub what: &'static str,
 }
 
 impl Attach {
@@ -90,6 +111,41 @@ impl Attach {
             isa: vec!["isa".into()],
             entry: "kvm_entry".into(),
             events: true,
+            raw_exit: None,
+            why_not_raw: None,
+            no_exit: None,
+        }
+    }
+
+    /// `kvm()`, counting exits on the raw `kvm_exit` where the kernel's BTF
+    /// says where `isa`'s vendor module keeps the reason.
+    pub fn kvm_raw(isa: Option<Isa>) -> Self {
+        let mut at = Self::kvm();
+        let found = isa
+            .ok_or_else(|| "the host's ISA is not known".to_string())
+            .and_then(ReasonAt::find_in_kernel);
+        match found {
+            Ok(r) => {
+                at.raw_exit = Some(RawExit {
+                    event: "kvm_exit".into(),
+                    at: r,
+                    what: match r {
+                        ReasonAt::Vmx { .. } => "vcpu_vmx's exit_reason",
+                        ReasonAt::Svm { .. } => "vcpu_svm's vmcb->control.exit_code",
+                    },
+                })
+            }
+            Err(why) => at.why_not_raw = Some(why),
+        }
+        at
+    }
+
+    /// The same without the raw program (after it failed to load: `why`).
+    fn record_only(&self, why: String) -> Self {
+        Self {
+            raw_exit: None,
+            why_not_raw: Some(why),
+            ..self.clone()
         }
     }
 
@@ -105,11 +161,17 @@ impl Attach {
             event: event.clone(),
             field: self.reason.join(" or "),
         })?;
+        let (raw_hops, raw_at, raw_then) =
+            self.raw_exit.as_ref().map_or((0, 0, 0), |r| r.at.hops());
         Ok(Config {
             reason_offset,
             isa_offset: u32_field(&self.isa).unwrap_or(0),
             default_isa: isa.map_or(0, |i| i as u32),
             tgid: std::process::id(),
+            raw_hops,
+            raw_at,
+            raw_then,
+            pad: 0,
         })
     }
 }
@@ -169,7 +231,13 @@ pub struct BpfExits {
     threads: Mutex<HashMap<MapData, u32, u32>>,
     switch: Mutex<Switch>,
     ebpf: Mutex<Ebpf>,
+    /// Record mode only: keeps kvm_exit registered while its program is off.
     anchor: Result<TracepointAnchor, String>,
+    /// Why no exit program is attached at all (see `Attach::no_exit`).
+    no_exit: Option<String>,
+    /// How exits are counted: the raw program (attached throughout), or
+    /// the record program with why not the raw one.
+    raw_exit: Result<RawExit, String>,
     /// The exit program's tracepoint (system, event).
     exit_at: (String, String),
     capacity: usize,
@@ -210,14 +278,32 @@ fn map_err(what: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
 }
 
 impl BpfExits {
-    /// Loads the counter for `capacity` vCPU threads on `kvm:kvm_exit` /
-    /// `kvm_entry` (`isa`: the host's, for records without an `isa` field).
+    /// Loads the counter for `capacity` vCPU threads on `kvm_exit` /
+    /// `kvm_entry` (`isa`: the host's, for records without an `isa` field):
+    /// the raw `kvm_exit` program where the kernel's BTF says where the
+    /// reason is, else the record-reading one.
+    /// `silent`: why `kvm_exit` never fires on this KVM, if it does not
+    /// (no exit program is attached then).
     pub fn load_kvm(
         tracefs: &Tracefs,
         capacity: usize,
         isa: Option<Isa>,
+        silent: Option<&str>,
     ) -> Result<Self, BpfError> {
-        Self::load(tracefs, &Attach::kvm(), capacity, isa)
+        let at = match silent {
+            Some(why) => Attach {
+                no_exit: Some(why.to_string()),
+                ..Attach::kvm()
+            },
+            None => Attach::kvm_raw(isa),
+        };
+        match Self::load(tracefs, &at, capacity, isa) {
+            Err(e) if at.raw_exit.is_some() => {
+                let at = at.record_only(format!("the raw kvm_exit program failed: {e}"));
+                Self::load(tracefs, &at, capacity, isa)
+            }
+            r => r,
+        }
     }
 
     /// Loads the counter and attaches it to `at`.
@@ -232,7 +318,11 @@ impl BpfExits {
         let config = at.config(&format, isa)?;
         let capacity = capacity.max(1);
         let entries = u32::try_from(capacity).map_err(|_| BpfError::Full(capacity))?;
+        // No CO-RE relocations (the programs read tracepoint records at
+        // offsets from tracefs, and maps): the kernel's BTF, which aya would
+        // otherwise parse (5.5 MB, 20-40 ms of every run), is not needed.
         let mut ebpf = EbpfLoader::new()
+            .btf(None)
             .set_max_entries("THREADS", entries)
             .set_max_entries("VCPUS", entries)
             .load(object)
@@ -282,11 +372,16 @@ impl BpfExits {
         let threads: HashMap<MapData, u32, u32> = threads
             .try_into()
             .map_err(|_| BpfError::Layout("THREADS"))?;
-        // The anchor first, so that no detach below is a last close.
-        let anchor = tracefs
-            .event_id(&at.exit.0, &at.exit.1)
-            .map_err(|e| e.to_string())
-            .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string()));
+        // The anchor first, so that no detach below is a last close. A raw
+        // tracepoint program needs none: it is never detached.
+        let anchor = match (&at.raw_exit, &at.no_exit) {
+            (_, Some(why)) => Err(format!("no exit program: {why}")),
+            (Some(_), None) => Err("a raw tracepoint program, never detached".to_string()),
+            (None, None) => tracefs
+                .event_id(&at.exit.0, &at.exit.1)
+                .map_err(|e| e.to_string())
+                .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string())),
+        };
         let exit_link = attach(&mut ebpf, at)?;
         // Only the exit program is switched: its tracepoint builds a record
         // for it at every exit, and its perf link re-attaches in about
@@ -319,11 +414,17 @@ impl BpfExits {
             // start off, and the first to switch on then finds it attached.
             switch: Mutex::new(Switch {
                 counting: 0,
-                link: Some(exit_link),
+                link: exit_link,
                 closing: None,
             }),
             ebpf: Mutex::new(ebpf),
             anchor,
+            no_exit: at.no_exit.clone(),
+            raw_exit: at.raw_exit.clone().ok_or_else(|| {
+                at.why_not_raw
+                    .clone()
+                    .unwrap_or_else(|| "not asked for".into())
+            }),
             exit_at: at.exit.clone(),
             capacity,
             next: AtomicUsize::new(0),
@@ -372,9 +473,38 @@ impl BpfExits {
     }
 
     /// Whether the exit program is detached while no thread counts,
-    /// else why it stays attached (no anchor event could be opened).
+    /// else why it stays attached (a raw program, or no anchor event).
     pub fn detaches_when_idle(&self) -> Result<(), &str> {
         self.anchor.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// The raw exit program in use, else why the record one counts.
+    pub fn raw_exit(&self) -> Result<&RawExit, &str> {
+        self.raw_exit.as_ref().map_err(String::as_str)
+    }
+
+    /// How exits are counted, in words for the report's sources.
+    pub fn exit_detail(&self) -> String {
+        if let Some(why) = &self.no_exit {
+            return format!(
+                "{}:{}: no program attached ({why})",
+                self.exit_at.0, self.exit_at.1
+            );
+        }
+        match (&self.raw_exit, &self.anchor) {
+            (Ok(raw), _) => format!(
+                "raw {} (reason read from {}: no record built), attached throughout and idle while no vCPU counts",
+                raw.event, raw.what
+            ),
+            (Err(why), Ok(_)) => format!(
+                "{}:{} read from its record (not raw: {why}); its program detached while no vCPU counts",
+                self.exit_at.0, self.exit_at.1
+            ),
+            (Err(why), Err(no_anchor)) => format!(
+                "{}:{} read from its record (not raw: {why}); attached in uncounted parts too: {no_anchor}",
+                self.exit_at.0, self.exit_at.1
+            ),
+        }
     }
 
     /// Whether the exit program is attached now.
@@ -394,7 +524,7 @@ impl BpfExits {
     /// One more thread counts: attach the exit program if it was detached.
     fn thread_on(&self) -> Result<(), BpfError> {
         let mut sw = lock(&self.switch);
-        if sw.link.is_none() {
+        if sw.link.is_none() && self.raw_exit.is_err() && self.no_exit.is_none() {
             let mut ebpf = lock(&self.ebpf);
             // The old link may still be closing: the kernel refuses the
             // program twice on one tracepoint (EEXIST) until its detach has
@@ -523,7 +653,12 @@ impl BpfExits {
                 .and_then(|p| p.info().ok())
                 .map(|i| i.run_count())
         };
-        (count("on_exit"), count("on_entry"))
+        let exit = if self.raw_exit.is_ok() {
+            "on_exit_raw"
+        } else {
+            "on_exit"
+        };
+        (count(exit), count("on_entry"))
     }
 
     fn element(&self, index: usize) -> *mut VcpuCounts {
@@ -599,17 +734,36 @@ fn attach_exit(
         .map_err(|e| attach_error(&format!("{system}:{event}"), e))
 }
 
-/// Loads and attaches the exit and entry programs: the exit's link.
-fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<TracePointLinkId, BpfError> {
-    tracepoint_program(ebpf, "on_exit")?
-        .load()
-        .map_err(load_err)?;
-    let link = attach_exit(ebpf, &at.exit)?;
-    let entry: &mut RawTracePoint = ebpf
-        .program_mut("on_entry")
-        .ok_or(BpfError::Layout("on_entry"))?
+fn raw_program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut RawTracePoint, BpfError> {
+    ebpf.program_mut(name)
+        .ok_or(BpfError::Layout(name))?
         .try_into()
-        .map_err(|_| BpfError::Layout("on_entry"))?;
+        .map_err(|_| BpfError::Layout(name))
+}
+
+/// Loads and attaches the exit and entry programs: the exit's link (None:
+/// the raw exit program, whose link lives as long as the object).
+fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<Option<TracePointLinkId>, BpfError> {
+    let link = match &at.raw_exit {
+        _ if at.no_exit.is_some() => None,
+        Some(raw) => {
+            let exit = raw_program(ebpf, "on_exit_raw")?;
+            exit.load().map_err(load_err)?;
+            exit.attach(&raw.event)
+                .map_err(|e| attach_error(&format!("raw tracepoint {}", raw.event), e))?;
+            None
+        }
+        None => {
+            tracepoint_program(ebpf, "on_exit")?
+                .load()
+                .map_err(load_err)?;
+            Some(attach_exit(ebpf, &at.exit)?)
+        }
+    };
+    let entry = raw_program(ebpf, "on_entry")?;
     entry.load().map_err(load_err)?;
     entry
         .attach(&at.entry)

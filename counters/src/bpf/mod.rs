@@ -21,12 +21,14 @@
 
 pub mod layout;
 pub mod load;
+pub mod reason_at;
 pub mod window;
 
 #[cfg(test)]
 mod tests;
 
-pub use load::{Attach, BpfError, BpfExits, BpfThread};
+pub use load::{Attach, BpfError, BpfExits, BpfThread, RawExit};
+pub use reason_at::ReasonAt;
 pub use window::BpfSnapshot;
 
 /// The compiled BPF object, or why it was not built.

@@ -198,9 +198,16 @@ impl TraceConfig {
         }
         Some(self.bpf.get_or_init(|| {
             let tracefs = self.tracefs().ok_or_else(|| "no tracefs".to_string())?;
-            BpfExits::load_kvm(tracefs, self.vcpus, self.isa)
-                .map(Arc::new)
-                .map_err(|e| e.to_string())
+            BpfExits::load_kvm(
+                tracefs,
+                self.vcpus,
+                self.isa,
+                self.silent_exits
+                    .as_ref()
+                    .map(|_| "it never fires on this KVM"),
+            )
+            .map(Arc::new)
+            .map_err(|e| e.to_string())
         }))
     }
 
@@ -443,17 +450,11 @@ impl ThreadTrace {
             {
                 Ok(mut t) => {
                     let at = t.snapshot();
-                    let idle = match bpf.detaches_when_idle() {
-                        Ok(()) => "its kvm_exit program detached while no vCPU counts".to_string(),
-                        Err(why) => {
-                            format!("its kvm_exit program attached in uncounted parts too: {why}")
-                        }
-                    };
                     return (
                         Some(ExitSource::Bpf(t, at)),
                         status(
                             true,
-                            format!("bpf: counted in the kernel (kvm:kvm_exit, raw kvm_entry), per vCPU thread; {idle}"),
+                            format!("bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the {}", bpf.exit_detail()),
                         ),
                     );
                 }
