@@ -3,6 +3,9 @@
 //! temporary file in the same directory and renamed over the destination
 //! (an old results file survives any failure, a signal or a crash), each
 //! output independently of the others, and before anything is printed.
+//! The outputs are sinks ([`super::sink::Sink`], listed in
+//! [`super::sinks::ALL`]): [`Outputs::plan_all`] checks them and
+//! [`Outputs::write_from`] writes them, each the same way.
 use super::atomic::tempfile_in;
 #[cfg(test)]
 use super::atomic::temporary_of;
@@ -126,7 +129,7 @@ pub fn prepare_dir(dir: &Path, flag: &str) -> Result<(), String> {
 
 /// Where one planned output goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
+enum Target {
     /// A file (or stdout).
     Dest(Dest),
     /// A directory of files (created when they are written).
@@ -145,11 +148,11 @@ pub struct Request<'a> {
 
 /// One output, checked.
 #[derive(Clone, Debug)]
-pub struct Planned {
+struct Planned {
     /// The output format.
-    pub sink: &'static Sink,
+    sink: &'static Sink,
     /// Where it goes.
-    pub target: Target,
+    target: Target,
 }
 
 /// The outputs of a command, checked, in the order of
@@ -278,11 +281,6 @@ impl Outputs {
             }
         }
         Ok(Self { planned })
-    }
-
-    /// The outputs, in the order they are written.
-    pub fn planned(&self) -> &[Planned] {
-        &self.planned
     }
 
     /// Whether an output goes to stdout (tables then go to stderr).
