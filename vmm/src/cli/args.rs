@@ -4,6 +4,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::output::compare::Dimension;
+use ipivmm::output::dest::Request;
+use ipivmm::output::sink::{Command as SinkCommand, Sink};
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
@@ -62,18 +64,13 @@ pub struct NewPayloadArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Where results go; each output is written whole or not at all.
-#[derive(Args, Debug, Default, Clone)]
+/// Where results go; each output is written whole or not at all. The flags
+/// are the results sinks of `ipivmm::output::sinks::ALL` that the command
+/// takes (`Sink::help`), in the registry's order.
+#[derive(Debug, Default, Clone)]
 pub struct OutputArgs {
-    /// Write the results as JSON to FILE ('-' for stdout; tables then go to stderr).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write every counter as CSV to FILE, one row per vCPU, phase and counter ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Write SVG charts (cycles per IPI, exits per IPI by reason, latency histogram) into DIR.
-    #[arg(long, value_name = "DIR")]
-    pub plot: Option<PathBuf>,
+    /// Each sink given, with the path its flag named.
+    pub given: Vec<(&'static Sink, Option<PathBuf>)>,
 }
 
 /// Expectations a CI gates on (docs/ci.md).
@@ -82,12 +79,64 @@ pub struct GateArgs {
     /// An expectation on the results, e.g. 'exits_per_ipi < 1.5', 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01', 'vcpu1.guest.ipis_received >= 1000', 'ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1' (repeatable). Exit 0 when all hold, 1 when one fails, 4 when none could be judged.
     #[arg(long = "expect", value_name = "EXPR", value_parser = parse_expectation)]
     pub expect: Vec<ipivmm::expect::Expectation>,
-    /// Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr).
-    #[arg(long, requires = "expect")]
-    pub tap: bool,
-    /// Write the expectations' verdicts as JUnit XML to FILE.
-    #[arg(long, value_name = "FILE", requires = "expect")]
-    pub junit: Option<PathBuf>,
+    /// Where the verdicts go (`--tap`, `--junit`: the verdict sinks).
+    #[command(flatten)]
+    pub verdicts: VerdictArgs,
+}
+
+/// The verdict sinks of `ipivmm::output::sinks::ALL` a command was given
+/// (each needs `--expect`).
+#[derive(Debug, Default, Clone)]
+pub struct VerdictArgs {
+    /// Each sink given, with the path its flag named.
+    pub given: Vec<(&'static Sink, Option<PathBuf>)>,
+}
+
+/// The `Args` of a set of sinks: their flags generated from the registry
+/// for the subcommand being built (its name says which it is).
+macro_rules! sink_args {
+    ($t:ty, $verdicts:expr) => {
+        impl clap::FromArgMatches for $t {
+            fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                Ok(Self {
+                    given: Sink::given(m, $verdicts),
+                })
+            }
+            fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+                self.given = Sink::given(m, $verdicts);
+                Ok(())
+            }
+        }
+
+        impl Args for $t {
+            fn augment_args(cmd: clap::Command) -> clap::Command {
+                match SinkCommand::named(cmd.get_name()) {
+                    Some(c) => Sink::add_args(cmd, c, $verdicts),
+                    None => cmd,
+                }
+            }
+            fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+                Self::augment_args(cmd)
+            }
+        }
+    };
+}
+sink_args!(OutputArgs, false);
+sink_args!(VerdictArgs, true);
+
+impl OutputArgs {
+    /// The outputs asked for, results and verdicts, to check.
+    pub fn requests<'a>(&'a self, gate: Option<&'a GateArgs>) -> Vec<Request<'a>> {
+        let verdicts = gate.map(|g| g.verdicts.given.as_slice()).unwrap_or(&[]);
+        self.given
+            .iter()
+            .chain(verdicts)
+            .map(|(sink, p)| Request {
+                sink,
+                path: p.as_deref(),
+            })
+            .collect()
+    }
 }
 
 fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
@@ -156,12 +205,9 @@ pub struct CompareArgs {
     /// Exit 1 when a figure is worse than the baseline's by --threshold or more (more cycles, more exits), listing each; a gate for CI.
     #[arg(long)]
     pub fail_on_regression: bool,
-    /// Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr).
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Also write SVG charts of every run of every file into DIR (created if missing).
-    #[arg(long, value_name = "DIR")]
-    pub plot: Option<PathBuf>,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Do not print the comparison.
     #[arg(long, short)]
     pub quiet: bool,
@@ -582,6 +628,54 @@ mod tests {
         ] {
             let e = parse(&["sweep", "--host-param", bad]).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
+    }
+
+    /// Every sink's flag is on exactly the commands its `help` names, and
+    /// parses into that command's outputs.
+    #[test]
+    fn sink_flags_come_from_the_registry() {
+        use ipivmm::output::sink::Command as C;
+        for sink in ipivmm::output::sinks::ALL {
+            for (cmd, name) in [
+                (C::Run, "run"),
+                (C::Sweep, "sweep"),
+                (C::Compare, "compare"),
+            ] {
+                let mut argv = vec![name];
+                if cmd == C::Compare {
+                    argv.push("a.json");
+                }
+                if sink.is_verdicts() {
+                    argv.extend(["--expect", "exits_per_ipi < 1.5"]);
+                }
+                let flag = sink.long();
+                argv.push(&flag);
+                if sink.value_name().is_some() {
+                    argv.push("out.x");
+                }
+                let parsed = parse(&argv);
+                let Some(_) = sink.help_in(cmd) else {
+                    let e = parsed.expect_err(&flag);
+                    assert_eq!(
+                        e.kind(),
+                        clap::error::ErrorKind::UnknownArgument,
+                        "{argv:?}"
+                    );
+                    continue;
+                };
+                let given = match parsed.unwrap_or_else(|e| panic!("{argv:?}: {e}")) {
+                    Command::Run(a) => [a.output.given, a.gate.verdicts.given].concat(),
+                    Command::Sweep(a) => [a.output.given, a.gate.verdicts.given].concat(),
+                    Command::Compare(a) => a.output.given,
+                    _ => unreachable!("{argv:?}"),
+                };
+                let path = sink.value_name().map(|_| PathBuf::from("out.x"));
+                assert!(
+                    matches!(&given[..], [(s, p)] if std::ptr::eq(*s, *sink) && *p == path),
+                    "{argv:?}: {given:?}"
+                );
+            }
         }
     }
 

@@ -8,11 +8,36 @@
 //! with its headline metrics (source `metrics`, `vcpu` empty: all vCPUs of
 //! the measured phase; [`crate::results::metrics::Metric`]): per operation
 //! and per delivered IPI.
+use super::sink::{io_error, Command, Docs, Kind, Sink};
 use super::OutputError;
 use crate::results::metrics::Metric;
 use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
+
+/// The `--csv FILE` sink of `run`, `sweep` and `compare`.
+pub static SINK: Sink = Sink {
+    flag: "csv",
+    help: &[
+        (
+            &[Command::Run, Command::Sweep],
+            "Write every counter as CSV to FILE, one row per vCPU, phase and counter ('-' for stdout)",
+        ),
+        (
+            &[Command::Compare],
+            "Also write every run of every file as CSV to FILE ('-' for stdout; the table then goes to stderr)",
+        ),
+    ],
+    kind: Kind::Results(write_sink),
+};
+
+/// The CSV of every document of `docs`, streamed document by document
+/// (in-memory ones have an empty `origin`).
+fn write_sink(docs: &dyn Docs, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut w = Writer::new(out).map_err(io_error)?;
+    docs.each(&mut |origin, d| w.doc(origin.unwrap_or(""), d).map_err(io_error))?;
+    w.finish().map_err(io_error)
+}
 
 /// The header row.
 pub const HEADER: [&str; 19] = [
@@ -160,9 +185,13 @@ fn write_run<W: Write>(
 }
 
 fn csv_error(e: csv::Error) -> OutputError {
-    OutputError::Write {
-        what: "CSV".into(),
-        problem: e.to_string(),
+    let problem = e.to_string();
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => OutputError::Io(io),
+        _ => OutputError::Write {
+            what: "CSV".into(),
+            problem,
+        },
     }
 }
 

@@ -3,11 +3,15 @@
 //! temporary file in the same directory and renamed over the destination
 //! (an old results file survives any failure, a signal or a crash), each
 //! output independently of the others, and before anything is printed.
+//! The outputs are sinks ([`super::sink::Sink`], listed in
+//! [`super::sinks::ALL`]): [`Outputs::plan_all`] checks them and
+//! [`Outputs::write_from`] writes them, each the same way.
 use super::atomic::tempfile_in;
 #[cfg(test)]
 use super::atomic::temporary_of;
 pub use super::atomic::{remove_stale_temporaries, write_atomic, write_atomic_with};
-use crate::results::{Document, RunReport};
+use super::sink::{Docs, Kind, Sink};
+use crate::results::Document;
 use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -19,36 +23,6 @@ pub enum Dest {
     Stdout,
     /// A file, replaced atomically.
     File(PathBuf),
-}
-
-/// The outputs of a command, checked.
-#[derive(Clone, Debug, Default)]
-pub struct Outputs {
-    /// `--json`.
-    pub json: Option<Dest>,
-    /// `--csv`.
-    pub csv: Option<Dest>,
-    /// `--plot` directory (created when the charts are written).
-    pub plot: Option<PathBuf>,
-    /// `--junit`: the expectations' verdicts as JUnit XML.
-    pub junit: Option<Dest>,
-    /// `--tap`: the expectations' verdicts as TAP on stdout.
-    pub tap: bool,
-}
-
-/// The outputs a command was asked for, before they are checked.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Requested<'a> {
-    /// `--json`.
-    pub json: Option<&'a Path>,
-    /// `--csv`.
-    pub csv: Option<&'a Path>,
-    /// `--plot`.
-    pub plot: Option<&'a Path>,
-    /// `--junit`.
-    pub junit: Option<&'a Path>,
-    /// `--tap`.
-    pub tap: bool,
 }
 
 /// The path as the file system would resolve it, for comparing names of
@@ -153,85 +127,128 @@ pub fn prepare_dir(dir: &Path, flag: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `file` would sit in `dir` under a name a chart may take (every
-/// chart is `*.svg`, its name derived from the results).
-fn is_chart_name_in(file: &Path, dir: &Path) -> bool {
+/// Where one planned output goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Target {
+    /// A file (or stdout).
+    Dest(Dest),
+    /// A directory of files (created when they are written).
+    Dir(PathBuf),
+}
+
+/// One output a command was asked for, before it is checked: the sink and
+/// the path its flag named (`None` for a switch).
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The output format.
+    pub sink: &'static Sink,
+    /// What its flag named.
+    pub path: Option<&'a Path>,
+}
+
+/// One output, checked.
+#[derive(Clone, Debug)]
+struct Planned {
+    /// The output format.
+    sink: &'static Sink,
+    /// Where it goes.
+    target: Target,
+}
+
+/// The outputs of a command, checked, in the order of
+/// [`super::sinks::ALL`] (the order they are written in).
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    planned: Vec<Planned>,
+}
+
+/// Whether `file` would sit in `dir` under a name `claims` says the
+/// directory's sink may write.
+fn is_claimed_in(file: &Path, dir: &Path, claims: fn(&Path) -> bool) -> bool {
     let resolved_file = resolved(file);
-    resolved_file.parent() == Some(resolved(dir).as_path())
-        && resolved_file
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+    resolved_file.parent() == Some(resolved(dir).as_path()) && claims(&resolved_file)
+}
+
+/// The place of `sink` in the registry (the order of checks and writes).
+fn rank(sink: &Sink) -> usize {
+    super::sinks::ALL
+        .iter()
+        .position(|s| s.flag == sink.flag)
+        .unwrap_or(usize::MAX)
 }
 
 impl Outputs {
-    /// Checks the outputs a command was given, before it runs: files that
-    /// can be replaced atomically, no path named twice, none equal to an
-    /// input (`inputs`, e.g. the payload), at most one output on stdout.
+    /// [`Outputs::plan_all`] of `--json`, `--csv` and `--plot`.
     pub fn plan(
         json: Option<&Path>,
         csv: Option<&Path>,
         plot: Option<&Path>,
         inputs: &[&Path],
     ) -> Result<Self, String> {
-        Self::plan_all(
-            Requested {
-                json,
-                csv,
-                plot,
-                ..Requested::default()
-            },
-            inputs,
-        )
+        let requests: Vec<Request<'_>> = [
+            (&super::json::SINK, json),
+            (&super::csv::SINK, csv),
+            (&super::svg::SINK, plot),
+        ]
+        .into_iter()
+        .filter_map(|(sink, p)| {
+            Some(Request {
+                sink,
+                path: Some(p?),
+            })
+        })
+        .collect();
+        Self::plan_all(&requests, inputs)
     }
 
-    /// [`Outputs::plan`] of every output a command may have, the
-    /// expectations' TAP and JUnit included.
-    pub fn plan_all(r: Requested<'_>, inputs: &[&Path]) -> Result<Self, String> {
-        let Requested {
-            json,
-            csv,
-            plot,
-            junit,
-            tap,
-        } = r;
-        let dest = |p: Option<&Path>, flag: &str| -> Result<Option<Dest>, String> {
-            match p {
-                None => Ok(None),
-                Some(p) if p.as_os_str() == "-" => Ok(Some(Dest::Stdout)),
-                Some(p) => check_file(p, flag).map(|_| Some(Dest::File(p.to_path_buf()))),
-            }
-        };
-        let out = Self {
-            json: dest(json, "--json")?,
-            csv: dest(csv, "--csv")?,
-            plot: plot.map(Path::to_path_buf),
-            junit: dest(junit, "--junit")?,
-            tap,
-        };
-        let on_stdout: Vec<&str> = [
-            ("--json -", out.json == Some(Dest::Stdout)),
-            ("--csv -", out.csv == Some(Dest::Stdout)),
-            ("--junit -", out.junit == Some(Dest::Stdout)),
-            ("--tap", tap),
-        ]
-        .into_iter()
-        .filter_map(|(f, on)| on.then_some(f))
-        .collect();
+    /// Checks the outputs a command was given, before it runs: files that
+    /// can be replaced atomically, directories that can be written, no path
+    /// named twice, none equal to an input (`inputs`, e.g. the payload), at
+    /// most one output on stdout, no file where a directory's sink may
+    /// write one.
+    pub fn plan_all(requests: &[Request<'_>], inputs: &[&Path]) -> Result<Self, String> {
+        let mut requests = requests.to_vec();
+        requests.sort_by_key(|r| rank(r.sink));
+        let mut planned = Vec::with_capacity(requests.len());
+        for r in &requests {
+            let flag = r.sink.long();
+            let target = match (&r.sink.kind, r.path) {
+                (Kind::VerdictsOnStdout(_), _) => Target::Dest(Dest::Stdout),
+                (_, None) => return Err(format!("{flag} needs a path")),
+                (Kind::Dir(_), Some(p)) => Target::Dir(p.to_path_buf()),
+                (_, Some(p)) if p.as_os_str() == "-" => Target::Dest(Dest::Stdout),
+                (_, Some(p)) => {
+                    check_file(p, &flag)?;
+                    Target::Dest(Dest::File(p.to_path_buf()))
+                }
+            };
+            planned.push(Planned {
+                sink: r.sink,
+                target,
+            });
+        }
+        // A switch onto stdout is named last ("--json - and --tap").
+        let mut on_stdout: Vec<&Planned> = planned
+            .iter()
+            .filter(|p| p.target == Target::Dest(Dest::Stdout))
+            .collect();
+        on_stdout.sort_by_key(|p| matches!(p.sink.kind, Kind::VerdictsOnStdout(_)));
         if let [a, b, ..] = on_stdout[..] {
+            let name = |p: &Planned| match p.sink.kind {
+                Kind::VerdictsOnStdout(_) => p.sink.long(),
+                _ => format!("{} -", p.sink.long()),
+            };
             return Err(format!(
-                "{a} and {b} cannot both write to stdout; send one to a file"
+                "{} and {} cannot both write to stdout; send one to a file",
+                name(a),
+                name(b)
             ));
         }
-        let named: Vec<(&str, &Path)> = [
-            ("--json", json),
-            ("--csv", csv),
-            ("--plot", plot),
-            ("--junit", junit),
-        ]
-        .into_iter()
-        .filter_map(|(f, p)| Some((f, p?)))
-        .filter(|(_, p)| p.as_os_str() != "-")
-        .collect();
+        let named: Vec<(String, &Path)> = requests
+            .iter()
+            .filter_map(|r| Some((r.sink.long(), r.path?)))
+            .filter(|(_, p)| p.as_os_str() != "-")
+            .collect();
         for (i, (flag, p)) in named.iter().enumerate() {
             if let Some((other, _)) = named[..i].iter().find(|(_, q)| resolved(q) == resolved(p)) {
                 return Err(format!(
@@ -243,84 +260,85 @@ impl Outputs {
                 return Err(format!("{flag} {} is an input of this run ({}): results would overwrite it; pick another path", p.display(), input.display()));
             }
         }
-        if let Some(dir) = &out.plot {
-            prepare_dir(dir, "--plot")?;
-            for (flag, d) in [
-                ("--json", &out.json),
-                ("--csv", &out.csv),
-                ("--junit", &out.junit),
-            ] {
-                if let Some(Dest::File(p)) = d {
-                    if is_chart_name_in(p, dir) {
+        for d in &planned {
+            let (Target::Dir(dir), Kind::Dir(owner)) = (&d.target, &d.sink.kind) else {
+                continue;
+            };
+            let dir_flag = d.sink.long();
+            prepare_dir(dir, &dir_flag)?;
+            for f in &planned {
+                if let Target::Dest(Dest::File(p)) = &f.target {
+                    if is_claimed_in(p, dir, owner.claims) {
+                        let what = owner.what;
                         return Err(format!(
-                            "{flag} {} is in the --plot directory with a chart's name (*.svg): a chart would overwrite it; name it .json/.csv or put it elsewhere",
-                            p.display()
+                            "{} {} is in the {dir_flag} directory with {what}'s name ({}): {what} would overwrite it; name it .json/.csv or put it elsewhere",
+                            f.sink.long(),
+                            p.display(),
+                            owner.names
                         ));
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(Self { planned })
     }
 
-    /// Whether JSON, CSV, JUnit or TAP go to stdout (tables then go to
-    /// stderr).
+    /// Whether an output goes to stdout (tables then go to stderr).
     pub fn uses_stdout(&self) -> bool {
-        self.tap || [&self.json, &self.csv, &self.junit].contains(&&Some(Dest::Stdout))
+        self.planned
+            .iter()
+            .any(|p| p.target == Target::Dest(Dest::Stdout))
     }
 
-    /// Writes the verdicts of expectations: TAP on stdout (`--tap`) and
-    /// JUnit (`--junit`); named `suite`. Returns one line per failure.
+    /// Whether the verdicts go to stdout as a switch's output (`--tap`),
+    /// which lists every failure: stderr need not repeat them.
+    pub fn lists_verdicts_on_stdout(&self) -> bool {
+        self.planned
+            .iter()
+            .any(|p| matches!(p.sink.kind, Kind::VerdictsOnStdout(_)))
+    }
+
+    /// Writes the verdicts of expectations to every verdict output (TAP,
+    /// JUnit), named `suite`. Returns one line per failure.
     pub fn write_verdicts(&self, v: &crate::expect::Verdicts, suite: &str) -> Vec<String> {
         let mut errors = Vec::new();
-        if self.tap {
-            if let Err(e) = emit(&Dest::Stdout, super::tap::render(v, suite).as_bytes()) {
-                errors.push(format!("writing --tap: {e}"));
-            }
-        }
-        if let Some(d) = &self.junit {
-            let written = super::junit::render(v, suite)
-                .and_then(|xml| emit(d, xml.as_bytes()).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                errors.push(format!("writing --junit: {e}"));
+        for p in &self.planned {
+            let (Kind::Verdicts(write) | Kind::VerdictsOnStdout(write), Target::Dest(d)) =
+                (&p.sink.kind, &p.target)
+            else {
+                continue;
+            };
+            if let Err(e) = emit_with(d, |w| write(v, suite, w)) {
+                errors.push(format!("writing {}: {e}", p.sink.long()));
             }
         }
         errors
     }
 
-    /// Writes every output of `doc`, each on its own: a failing one does not
-    /// stop the others. Returns one line per failure (empty: all written).
+    /// Writes every results output of `doc`, each on its own: a failing one
+    /// does not stop the others. Files a directory's sink wrote are logged
+    /// (RUST_LOG=info). Returns one line per failure (empty: all written).
     pub fn write(&self, doc: &Document) -> Vec<String> {
+        self.write_from(doc, &mut |f| log::info!("wrote {}", f.display()))
+    }
+
+    /// [`Outputs::write`] of the documents of `docs` (each output reads
+    /// them in turn, one at a time), telling `wrote` each file a
+    /// directory's sink wrote.
+    pub fn write_from(&self, docs: &dyn Docs, wrote: &mut dyn FnMut(&Path)) -> Vec<String> {
         let mut errors = Vec::new();
-        if let Some(d) = &self.json {
-            // Streamed: a large document is not held twice (model and text).
-            let json = |w: &mut dyn Write| {
-                let mut w = std::io::BufWriter::new(w);
-                serde_json::to_writer_pretty(&mut w, doc)?;
-                w.write_all(b"\n")?;
-                w.flush()
+        for p in &self.planned {
+            let written = match (&p.sink.kind, &p.target) {
+                (Kind::Results(write), Target::Dest(d)) => {
+                    emit_with(d, |w| write(docs, w)).map_err(|e| e.to_string())
+                }
+                (Kind::Dir(s), Target::Dir(dir)) => (s.write)(docs, dir)
+                    .map(|files| files.iter().for_each(|f| wrote(f)))
+                    .map_err(|e| e.to_string()),
+                _ => continue,
             };
-            if let Err(e) = emit_with(d, json) {
-                errors.push(format!("writing --json: {e}"));
-            }
-        }
-        if let Some(d) = &self.csv {
-            let refs: Vec<&RunReport> = doc.runs.iter().collect();
-            let mut bytes = Vec::new();
-            let written = super::csv::write_runs(&refs, &mut bytes)
-                .map_err(|e| e.to_string())
-                .and_then(|_| emit(d, &bytes).map_err(|e| e.to_string()));
             if let Err(e) = written {
-                errors.push(format!("writing --csv: {e}"));
-            }
-        }
-        if let Some(dir) = &self.plot {
-            let refs: Vec<&RunReport> = doc.runs.iter().collect();
-            match super::svg::plot_runs(&refs, dir) {
-                Ok(files) => files
-                    .iter()
-                    .for_each(|f| log::info!("wrote {}", f.display())),
-                Err(e) => errors.push(format!("writing --plot: {e}")),
+                errors.push(format!("writing {}: {e}", p.sink.long()));
             }
         }
         errors
@@ -417,12 +435,17 @@ mod tests {
         assert!(e.contains("is an input of this run"), "{e}");
         let e = Outputs::plan(Some(Path::new("-")), Some(Path::new("-")), None, &[]).unwrap_err();
         assert!(e.contains("cannot both write to stdout"), "{e}");
-        let tap_and_json = Requested {
-            json: Some(Path::new("-")),
-            tap: true,
-            ..Requested::default()
-        };
-        let e = Outputs::plan_all(tap_and_json, &[]).unwrap_err();
+        let tap_and_json = [
+            Request {
+                sink: &crate::output::tap::SINK,
+                path: None,
+            },
+            Request {
+                sink: &crate::output::json::SINK,
+                path: Some(Path::new("-")),
+            },
+        ];
+        let e = Outputs::plan_all(&tap_and_json, &[]).unwrap_err();
         assert_eq!(
             e,
             "--json - and --tap cannot both write to stdout; send one to a file"

@@ -1,8 +1,22 @@
 //! Expectation verdicts as JUnit XML (GitLab, Jenkins, GitHub test
 //! reporters), through quick-junit: one test suite, one test case per
 //! verdict, a failure or a skip with its message.
+use super::sink::{Command, Kind, Sink};
 use crate::expect::{Outcome, Verdicts};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+/// The `--junit FILE` sink of `run` and `sweep`.
+pub static SINK: Sink = Sink {
+    flag: "junit",
+    help: &[(
+        &[Command::Run, Command::Sweep],
+        "Write the expectations' verdicts as JUnit XML to FILE",
+    )],
+    kind: Kind::Verdicts(|v, suite, out| {
+        let xml = render(v, suite).map_err(std::io::Error::other)?;
+        out.write_all(xml.as_bytes())
+    }),
+};
 
 /// The JUnit XML of `v`, as suite `suite`.
 pub fn render(v: &Verdicts, suite: &str) -> Result<String, String> {

@@ -6,14 +6,31 @@ pub mod chart_kit;
 pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod json;
 pub mod junit;
 pub mod progress;
 pub mod scale_chart;
+pub mod sink;
 pub mod sweep_tables;
 
 pub mod svg;
 pub mod tap;
 pub mod text;
+
+/// Every output format ([`sink::Sink`]), in the order of their flags in
+/// `--help`, of the checks and of the writes.
+pub mod sinks {
+    use super::sink::Sink;
+
+    /// The registry: a format is its own file plus its line here.
+    pub static ALL: &[&Sink] = &[
+        &super::json::SINK,
+        &super::csv::SINK,
+        &super::svg::SINK,
+        &super::tap::SINK,
+        &super::junit::SINK,
+    ];
+}
 
 use std::io::IsTerminal;
 
@@ -39,6 +56,9 @@ pub enum OutputError {
     /// An in-memory report did not convert to the results model (a bug).
     #[error("results model: {0}")]
     Model(String),
+    /// An I/O error of an output (or of reading a recorded document).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 /// Whether to colour text on stdout (a TTY, and `NO_COLOR` unset).

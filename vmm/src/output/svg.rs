@@ -18,6 +18,7 @@
 use super::chart_kit::{color, FONT};
 pub use super::chart_kit::{log_ticks, tick_label, DrawResult, Entry, LogAxis};
 use super::scale_chart::{render_scale, scale_groups};
+use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::{human, human_ns, OutputError};
 use crate::results::latency::Histogram;
 use crate::results::summary::{self, summarize_phases, GroupKey, RunSummary};
@@ -536,6 +537,44 @@ fn draw_percentile_marks(chart: &mut LogChart, l: &summary::Headline, ymax: f64)
     Ok(())
 }
 
+/// The `--plot DIR` sink of `run`, `sweep` and `compare`: every chart is
+/// `*.svg`, its name derived from the results.
+pub static SINK: Sink = Sink {
+    flag: "plot",
+    help: &[
+        (
+            &[Command::Run, Command::Sweep],
+            "Write SVG charts (cycles per IPI, exits per IPI by reason, latency histogram) into DIR",
+        ),
+        (
+            &[Command::Compare],
+            "Also write SVG charts of every run of every file into DIR (created if missing)",
+        ),
+    ],
+    kind: Kind::Dir(DirSink {
+        write: write_sink,
+        names: "*.svg",
+        what: "a chart",
+        claims: is_chart_name,
+    }),
+};
+
+/// Whether a chart may take this file name.
+fn is_chart_name(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+}
+
+/// The charts of every document of `docs` into `dir`, from what the charts
+/// need of each (its entries), so that no document is kept.
+fn write_sink(docs: &dyn Docs, dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
+    let mut entries = Vec::new();
+    docs.each(&mut |origin, d| {
+        entries.extend(entries_of(origin, d));
+        Ok(())
+    })?;
+    plot_summaries(entries, dir)
+}
+
 /// A chart, written like every results file (`atomic::write_atomic`): whole
 /// or not at all, and a link at its name is replaced, never written through.
 fn write(path: &Path, text: &str) -> Result<(), OutputError> {
@@ -596,12 +635,17 @@ pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, Output
 /// name): one entry per run and phase with samples, so that the document
 /// itself need not be kept.
 pub fn doc_entries(origin: &str, d: &Document) -> Vec<Entry> {
+    entries_of(Some(origin), d)
+}
+
+/// [`doc_entries`] of a document from `origin` (`None`: in memory).
+fn entries_of(origin: Option<&str>, d: &Document) -> Vec<Entry> {
     d.runs
         .iter()
         .flat_map(|r| {
             summarize_phases(r)
                 .into_iter()
-                .map(|s| (Some(origin.to_string()), s))
+                .map(|s| (origin.map(str::to_string), s))
         })
         .collect()
 }

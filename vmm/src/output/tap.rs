@@ -2,8 +2,19 @@
 //! test-definitions and most CI harnesses read): one test point per
 //! verdict, `# SKIP` with the reason, a YAML block with the figure or the
 //! failure.
+use super::sink::{Command, Kind, Sink};
 use crate::expect::{Outcome, Verdicts};
 use std::fmt::Write;
+
+/// The `--tap` switch of `run` and `sweep`.
+pub static SINK: Sink = Sink {
+    flag: "tap",
+    help: &[(
+        &[Command::Run, Command::Sweep],
+        "Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr)",
+    )],
+    kind: Kind::VerdictsOnStdout(|v, suite, out| out.write_all(render(v, suite).as_bytes())),
+};
 
 /// A TAP description: one line, no `#` (which starts a directive).
 fn description(s: &str) -> String {

@@ -3,33 +3,28 @@
 //! optional CSV and charts of all of them.
 use super::{fail, init_log};
 use crate::cli::args::CompareArgs;
-use ipivmm::output::dest::{emit_with, print_text, Dest, Outputs};
-use ipivmm::output::{color_stderr, color_stdout, compare, csv, svg};
+use ipivmm::output::dest::{print_text, Outputs};
+use ipivmm::output::sink::Files;
+use ipivmm::output::{color_stderr, color_stdout, compare};
 use ipivmm::results::Document;
 use std::process::ExitCode;
 
 /// Run the `compare` subcommand. Each file is read, reduced to what the
-/// comparison and the charts need, and dropped before the next is read; the
-/// CSV (every counter of every run) reads the files again, one at a time,
-/// streaming its rows. Memory is that of the largest file plus the summaries.
+/// comparison needs, and dropped before the next is read; each output
+/// (CSV, charts) then reads the files again, one at a time, the CSV
+/// streaming its rows. Memory is that of the largest file plus the
+/// summaries (and the charts' entries).
 pub fn main(args: &CompareArgs) -> ExitCode {
     init_log("warn");
     let inputs: Vec<&std::path::Path> = args.files.iter().map(|p| p.as_path()).collect();
-    let outputs = match Outputs::plan(None, args.csv.as_deref(), args.plot.as_deref(), &inputs) {
+    let outputs = match Outputs::plan_all(&args.output.requests(None), &inputs) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
     let mut recorded = Vec::with_capacity(args.files.len());
-    let mut chart_entries = Vec::new();
     for f in &args.files {
-        let name = f.display().to_string();
         match Document::load(f) {
-            Ok(d) => {
-                if outputs.plot.is_some() {
-                    chart_entries.extend(svg::doc_entries(&name, &d));
-                }
-                recorded.push((name, compare::Recorded::of(&d)));
-            }
+            Ok(d) => recorded.push((f.display().to_string(), compare::Recorded::of(&d))),
             Err(e) => return fail(e),
         }
     }
@@ -38,32 +33,13 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let mut errors = Vec::new();
-    if let Some(d) = &outputs.csv {
-        let rows = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
-            let mut w = csv::Writer::new(out).map_err(std::io::Error::other)?;
-            for f in &args.files {
-                let doc = Document::load(f).map_err(std::io::Error::other)?;
-                w.doc(&f.display().to_string(), &doc)
-                    .map_err(std::io::Error::other)?;
-            }
-            w.finish().map_err(std::io::Error::other)
-        };
-        if let Err(e) = emit_with(d, rows) {
-            errors.push(format!("writing --csv: {e}"));
+    let errors = outputs.write_from(&Files(&args.files), &mut |f| {
+        if !args.quiet {
+            eprintln!("wrote {}", f.display());
         }
-    }
-    if let Some(dir) = &outputs.plot {
-        match svg::plot_summaries(chart_entries, dir) {
-            Ok(files) if !args.quiet => files
-                .iter()
-                .for_each(|f| eprintln!("wrote {}", f.display())),
-            Ok(_) => {}
-            Err(e) => errors.push(format!("writing --plot: {e}")),
-        }
-    }
+    });
     if !args.quiet {
-        let to_stderr = outputs.csv == Some(Dest::Stdout);
+        let to_stderr = outputs.uses_stdout();
         let color = if to_stderr {
             color_stderr()
         } else {

@@ -8,7 +8,7 @@ pub mod run;
 pub mod sweep;
 
 use crate::cli::args::{GateArgs, OutputArgs};
-use ipivmm::output::dest::{Outputs, Requested};
+use ipivmm::output::dest::Outputs;
 use ipivmm::Document;
 use std::process::ExitCode;
 
@@ -31,16 +31,7 @@ pub fn plan_outputs(
     gate: &GateArgs,
     inputs: &[&std::path::Path],
 ) -> Result<Outputs, String> {
-    Outputs::plan_all(
-        Requested {
-            json: o.json.as_deref(),
-            csv: o.csv.as_deref(),
-            plot: o.plot.as_deref(),
-            junit: gate.junit.as_deref(),
-            tap: gate.tap,
-        },
-        inputs,
-    )
+    Outputs::plan_all(&o.requests(Some(gate)), inputs)
 }
 
 /// The exit code of a command that ran: with expectations, kselftest's
@@ -89,7 +80,7 @@ pub fn finish(
         let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
         errors.extend(outputs.write_verdicts(&verdicts, suite));
         let (passed, failed, skipped) = verdicts.counts();
-        if !gate.tap {
+        if !outputs.lists_verdicts_on_stdout() {
             for v in &verdicts.0 {
                 if let ipivmm::expect::Outcome::Fail(why) = &v.outcome {
                     eprintln!("ipivmm: expectation failed: {}: {why}", v.name);
