@@ -140,6 +140,18 @@ kvm_paths() {
         return 0
     fi
     mkdir -p $OUT/runs/kvm-paths
+    ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap &&
+        return 0
+    # Once more after a failure, as a test binary is: under TCG a nested guest
+    # now and then faults (a spurious #PF becomes a triple fault: docs/lab.md,
+    # "Open"). The first attempt is kept out of runs/, and the verdict lists
+    # the retry; a real failure fails twice.
+    rm -rf $OUT/kvm-paths.first-attempt
+    mkdir -p $OUT/kvm-paths.first-attempt
+    mv $OUT/kvm-paths.tap $OUT/runs/kvm-paths $OUT/kvm-paths.first-attempt/
+    mv $OUT/kvm-paths.junit.xml $OUT/kvm-paths.first-attempt/ 2>/dev/null
+    echo "kvm-paths (first attempt in kvm-paths.first-attempt/)" >>$OUT/retried.txt
+    mkdir -p $OUT/runs/kvm-paths
     ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap
 }
 

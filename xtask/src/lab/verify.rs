@@ -452,7 +452,7 @@ pub fn verify_with(
     };
     let retried = listing("retried.txt");
     if !retried.is_empty() {
-        r.info("test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):");
+        r.info("test binaries and steps that failed once and ran again (a binary's first attempt in tests/NAME.first-attempt.log):");
         for l in retried {
             r.info(format!("  {l}"));
         }
@@ -873,7 +873,7 @@ pub(super) mod tests {
             "boot 1: guest wedged during step sweep\n".into()
         });
         let text = verify(Expect::Quick, &t.0).text();
-        assert!(text.contains("test binaries that failed once and ran again (first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
+        assert!(text.contains("test binaries and steps that failed once and ran again (a binary's first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
         assert!(text.ends_with("lab: 21/21 checks passed, 1 skipped\n"));
     }
 }
