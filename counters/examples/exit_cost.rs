@@ -30,7 +30,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ipivmm_counters::bpf::{Attach, BpfExits};
+use ipivmm_counters::bpf::{Attach, BpfExits, ExitProgram};
 use ipivmm_counters::sampler::event::SampledEvents;
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::TracepointCounter;
@@ -66,9 +66,9 @@ fn main() {
         isa: vec![],
         entry: "sys_exit".into(),
         events: false,
-        raw_exit: None,
-        why_not_raw: None,
-        no_exit: None,
+        exit_program: ExitProgram::Record {
+            why_not_raw: "the record program is measured".into(),
+        },
     };
     let orig_ax = ipivmm_counters::bpf::reason_at::kernel_offset(
         std::path::Path::new("/sys/kernel/btf"),
@@ -80,7 +80,7 @@ fn main() {
     // it reads a vCPU's exit reason (it runs at every syscall: only
     // getppid's are made while it is timed).
     let raw = Attach {
-        raw_exit: Some(ipivmm_counters::bpf::RawExit {
+        exit_program: ExitProgram::Raw(ipivmm_counters::bpf::RawExit {
             event: "sys_enter".into(),
             at: ipivmm_counters::bpf::ReasonAt::Vmx {
                 exit_reason: orig_ax,

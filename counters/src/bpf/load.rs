@@ -80,15 +80,26 @@ pub struct Attach {
     pub entry: String,
     /// Attach the event counters ([`EVENT_COUNTERS`]) too.
     pub events: bool,
-    /// Count exits with the raw tracepoint program instead (no record),
-    /// reading the reason from the first argument's pointer this way.
-    pub raw_exit: Option<RawExit>,
-    /// Why not, when `raw_exit` is None (reported).
-    pub why_not_raw: Option<String>,
-    /// Attach no exit program at all, because the exit tracepoint never
-    /// fires on this KVM (kvm_pvm): why. Nothing to count, nothing to pay
-    /// for at each switch or at the end (the perf link's grace periods).
-    pub no_exit: Option<String>,
+    /// Which program counts the exits.
+    pub exit_program: ExitProgram,
+}
+
+/// Which program counts exits, and why that one (reported).
+#[derive(Debug, Clone)]
+pub enum ExitProgram {
+    /// `on_exit`, reading the record of `Attach::exit` (switched off while
+    /// no thread counts), with why not the raw program.
+    Record {
+        /// Why not [`ExitProgram::Raw`].
+        why_not_raw: String,
+    },
+    /// `on_exit_raw`, reading the reason through the first argument's
+    /// pointer (no record; attached throughout).
+    Raw(RawExit),
+    /// None, because the exit tracepoint never fires on this KVM (kvm_pvm):
+    /// why. Nothing to count, nothing to pay for at each switch or at the
+    /// end (the perf link's grace periods).
+    None(String),
 }
 
 /// The raw tracepoint that counts exits and where it finds the reason.
@@ -111,9 +122,9 @@ impl Attach {
             isa: vec!["isa".into()],
             entry: "kvm_entry".into(),
             events: true,
-            raw_exit: None,
-            why_not_raw: None,
-            no_exit: None,
+            exit_program: ExitProgram::Record {
+                why_not_raw: "not asked for".into(),
+            },
         }
     }
 
@@ -124,29 +135,18 @@ impl Attach {
         let found = isa
             .ok_or_else(|| "the host's ISA is not known".to_string())
             .and_then(ReasonAt::find_in_kernel);
-        match found {
-            Ok(r) => {
-                at.raw_exit = Some(RawExit {
-                    event: "kvm_exit".into(),
-                    at: r,
-                    what: match r {
-                        ReasonAt::Vmx { .. } => "vcpu_vmx's exit_reason",
-                        ReasonAt::Svm { .. } => "vcpu_svm's vmcb->control.exit_code",
-                    },
-                })
-            }
-            Err(why) => at.why_not_raw = Some(why),
-        }
+        at.exit_program = match found {
+            Ok(r) => ExitProgram::Raw(RawExit {
+                event: "kvm_exit".into(),
+                at: r,
+                what: match r {
+                    ReasonAt::Vmx { .. } => "vcpu_vmx's exit_reason",
+                    ReasonAt::Svm { .. } => "vcpu_svm's vmcb->control.exit_code",
+                },
+            }),
+            Err(why_not_raw) => ExitProgram::Record { why_not_raw },
+        };
         at
-    }
-
-    /// The same without the raw program (after it failed to load: `why`).
-    fn record_only(&self, why: String) -> Self {
-        Self {
-            raw_exit: None,
-            why_not_raw: Some(why),
-            ..self.clone()
-        }
     }
 
     fn config(&self, format: &EventFormat, isa: Option<Isa>) -> Result<Config, BpfError> {
@@ -161,8 +161,10 @@ impl Attach {
             event: event.clone(),
             field: self.reason.join(" or "),
         })?;
-        let (raw_hops, raw_at, raw_then) =
-            self.raw_exit.as_ref().map_or((0, 0, 0), |r| r.at.hops());
+        let (raw_hops, raw_at, raw_then) = match &self.exit_program {
+            ExitProgram::Raw(r) => r.at.hops(),
+            _ => (0, 0, 0),
+        };
         Ok(Config {
             reason_offset,
             isa_offset: u32_field(&self.isa).unwrap_or(0),
@@ -233,11 +235,8 @@ pub struct BpfExits {
     ebpf: Mutex<Ebpf>,
     /// Record mode only: keeps kvm_exit registered while its program is off.
     anchor: Result<TracepointAnchor, String>,
-    /// Why no exit program is attached at all (see `Attach::no_exit`).
-    no_exit: Option<String>,
-    /// How exits are counted: the raw program (attached throughout), or
-    /// the record program with why not the raw one.
-    raw_exit: Result<RawExit, String>,
+    /// Which program counts exits.
+    exit_program: ExitProgram,
     /// The exit program's tracepoint (system, event).
     exit_at: (String, String),
     capacity: usize,
@@ -292,14 +291,19 @@ impl BpfExits {
     ) -> Result<Self, BpfError> {
         let at = match silent {
             Some(why) => Attach {
-                no_exit: Some(why.to_string()),
+                exit_program: ExitProgram::None(why.to_string()),
                 ..Attach::kvm()
             },
             None => Attach::kvm_raw(isa),
         };
         match Self::load(tracefs, &at, capacity, isa) {
-            Err(e) if at.raw_exit.is_some() => {
-                let at = at.record_only(format!("the raw kvm_exit program failed: {e}"));
+            Err(e) if matches!(at.exit_program, ExitProgram::Raw(_)) => {
+                let at = Attach {
+                    exit_program: ExitProgram::Record {
+                        why_not_raw: format!("the raw kvm_exit program failed: {e}"),
+                    },
+                    ..at
+                };
                 Self::load(tracefs, &at, capacity, isa)
             }
             r => r,
@@ -375,10 +379,10 @@ impl BpfExits {
             .map_err(|_| BpfError::Layout("THREADS"))?;
         // The anchor first, so that no detach below is a last close. A raw
         // tracepoint program needs none: it is never detached.
-        let anchor = match (&at.raw_exit, &at.no_exit) {
-            (_, Some(why)) => Err(format!("no exit program: {why}")),
-            (Some(_), None) => Err("a raw tracepoint program, never detached".to_string()),
-            (None, None) => tracefs
+        let anchor = match &at.exit_program {
+            ExitProgram::None(why) => Err(format!("no exit program: {why}")),
+            ExitProgram::Raw(_) => Err("a raw tracepoint program, never detached".to_string()),
+            ExitProgram::Record { .. } => tracefs
                 .event_id(&at.exit.0, &at.exit.1)
                 .map_err(|e| e.to_string())
                 .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string())),
@@ -420,12 +424,7 @@ impl BpfExits {
             }),
             ebpf: Mutex::new(ebpf),
             anchor,
-            no_exit: at.no_exit.clone(),
-            raw_exit: at.raw_exit.clone().ok_or_else(|| {
-                at.why_not_raw
-                    .clone()
-                    .unwrap_or_else(|| "not asked for".into())
-            }),
+            exit_program: at.exit_program.clone(),
             exit_at: at.exit.clone(),
             capacity,
             next: AtomicUsize::new(0),
@@ -481,29 +480,29 @@ impl BpfExits {
 
     /// The raw exit program in use, else why the record one counts.
     pub fn raw_exit(&self) -> Result<&RawExit, &str> {
-        self.raw_exit.as_ref().map_err(String::as_str)
+        match &self.exit_program {
+            ExitProgram::Raw(raw) => Ok(raw),
+            ExitProgram::Record { why_not_raw } => Err(why_not_raw),
+            ExitProgram::None(why) => Err(why),
+        }
     }
 
     /// How exits are counted, in words for the report's sources.
     pub fn exit_detail(&self) -> String {
-        if let Some(why) = &self.no_exit {
-            return format!(
-                "{}:{}: no program attached ({why})",
-                self.exit_at.0, self.exit_at.1
-            );
-        }
-        match (&self.raw_exit, &self.anchor) {
-            (Ok(raw), _) => format!(
+        let (system, event) = &self.exit_at;
+        match (&self.exit_program, &self.anchor) {
+            (ExitProgram::None(why), _) => {
+                format!("{system}:{event}: no program attached ({why})")
+            }
+            (ExitProgram::Raw(raw), _) => format!(
                 "raw {} (reason read from {}: no record built), attached throughout and idle while no vCPU counts",
                 raw.event, raw.what
             ),
-            (Err(why), Ok(_)) => format!(
-                "{}:{} read from its record (not raw: {why}); its program detached while no vCPU counts",
-                self.exit_at.0, self.exit_at.1
+            (ExitProgram::Record { why_not_raw }, Ok(_)) => format!(
+                "{system}:{event} read from its record (not raw: {why_not_raw}); its program detached while no vCPU counts"
             ),
-            (Err(why), Err(no_anchor)) => format!(
-                "{}:{} read from its record (not raw: {why}); attached in uncounted parts too: {no_anchor}",
-                self.exit_at.0, self.exit_at.1
+            (ExitProgram::Record { why_not_raw }, Err(no_anchor)) => format!(
+                "{system}:{event} read from its record (not raw: {why_not_raw}); attached in uncounted parts too: {no_anchor}"
             ),
         }
     }
@@ -525,7 +524,7 @@ impl BpfExits {
     /// One more thread counts: attach the exit program if it was detached.
     fn thread_on(&self) -> Result<(), BpfError> {
         let mut sw = lock(&self.switch);
-        if sw.link.is_none() && self.raw_exit.is_err() && self.no_exit.is_none() {
+        if sw.link.is_none() && matches!(self.exit_program, ExitProgram::Record { .. }) {
             let mut ebpf = lock(&self.ebpf);
             // The old link may still be closing: the kernel refuses the
             // program twice on one tracepoint (EEXIST) until its detach has
@@ -654,10 +653,9 @@ impl BpfExits {
                 .and_then(|p| p.info().ok())
                 .map(|i| i.run_count())
         };
-        let exit = if self.raw_exit.is_ok() {
-            "on_exit_raw"
-        } else {
-            "on_exit"
+        let exit = match self.exit_program {
+            ExitProgram::Raw(_) => "on_exit_raw",
+            _ => "on_exit",
         };
         (count(exit), count("on_entry"))
     }
@@ -748,16 +746,16 @@ fn raw_program<'a>(
 /// Loads and attaches the exit and entry programs: the exit's link (None:
 /// the raw exit program, whose link lives as long as the object).
 fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<Option<TracePointLinkId>, BpfError> {
-    let link = match &at.raw_exit {
-        _ if at.no_exit.is_some() => None,
-        Some(raw) => {
+    let link = match &at.exit_program {
+        ExitProgram::None(_) => None,
+        ExitProgram::Raw(raw) => {
             let exit = raw_program(ebpf, "on_exit_raw")?;
             exit.load().map_err(load_err)?;
             exit.attach(&raw.event)
                 .map_err(|e| attach_error(&format!("raw tracepoint {}", raw.event), e))?;
             None
         }
-        None => {
+        ExitProgram::Record { .. } => {
             tracepoint_program(ebpf, "on_exit")?
                 .load()
                 .map_err(load_err)?;

@@ -27,7 +27,7 @@ pub mod window;
 #[cfg(test)]
 mod tests;
 
-pub use load::{Attach, BpfError, BpfExits, BpfThread, RawExit};
+pub use load::{Attach, BpfError, BpfExits, BpfThread, ExitProgram, RawExit};
 pub use reason_at::ReasonAt;
 pub use window::BpfSnapshot;
 

@@ -57,12 +57,7 @@ impl ReasonAt {
     /// Finds it for `isa`'s vendor module in the BTF under `root`
     /// (`/sys/kernel/btf`), or says why not.
     pub fn find(root: &Path, isa: Isa) -> Result<Self, String> {
-        let vmlinux = root.join("vmlinux");
-        // Mmap: the kernel's 5 MB are read where needed, not parsed whole
-        // (sysfs maps BTF from Linux 6.15 on; before, it is read and parsed).
-        let base = Btf::from_file_with_backend(&vmlinux, Backend::Mmap)
-            .or_else(|_| Btf::from_file(&vmlinux))
-            .map_err(|e| format!("{}: {e}", vmlinux.display()))?;
+        let base = kernel_btf(root)?;
         let module = |name: &str| -> Result<Option<Btf>, String> {
             let path = root.join(name);
             if !path.exists() {
@@ -91,15 +86,22 @@ impl ReasonAt {
     }
 }
 
+/// The kernel's BTF (`vmlinux` under `root`). Mmapped: its 5 MB are read
+/// where needed, not parsed whole (sysfs maps BTF from Linux 6.15 on;
+/// before, it is read and parsed).
+fn kernel_btf(root: &Path) -> Result<Btf, String> {
+    let vmlinux = root.join("vmlinux");
+    Btf::from_file_with_backend(&vmlinux, Backend::Mmap)
+        .or_else(|_| Btf::from_file(&vmlinux))
+        .map_err(|e| format!("{}: {e}", vmlinux.display()))
+}
+
 /// The byte offset of `member` in the kernel's `struct name` (vmlinux
 /// BTF under `btf_root`): for stand-ins of the vendor structs in tests and
 /// the cost example, which attach the raw program to a syscall's
 /// tracepoint (`pt_regs`' `orig_ax` is its number).
 pub fn kernel_offset(btf_root: &Path, name: &str, field: &str) -> Result<u32, String> {
-    let vmlinux = btf_root.join("vmlinux");
-    let btf = Btf::from_file_with_backend(&vmlinux, Backend::Mmap)
-        .or_else(|_| Btf::from_file(&vmlinux))
-        .map_err(|e| format!("{}: {e}", vmlinux.display()))?;
+    let btf = kernel_btf(btf_root)?;
     let s = struct_named(&btf, name)?;
     member(&btf, &s, field, 0)
         .map(|m| m.0)
@@ -243,8 +245,8 @@ fn svm(btf: &Btf) -> Result<ReasonAt, String> {
 mod tests {
     use super::*;
 
-    fn kernel_btf() -> Option<Btf> {
-        match Btf::from_file_with_backend("/sys/kernel/btf/vmlinux", Backend::Mmap) {
+    fn host_btf() -> Option<Btf> {
+        match kernel_btf(Path::new("/sys/kernel/btf")) {
             Ok(b) => Some(b),
             Err(e) => {
                 ipivmm_testkit::skip(
@@ -259,7 +261,7 @@ mod tests {
 
     #[test]
     fn fixed_layouts_read_as_the_c_compiler_lays_them_out() {
-        let Some(btf) = kernel_btf() else { return };
+        let Some(btf) = host_btf() else { return };
         let list = struct_named(&btf, "list_head").unwrap();
         assert_eq!(member(&btf, &list, "next", 0).map(|m| m.0), Some(0));
         assert_eq!(member(&btf, &list, "prev", 0).map(|m| m.0), Some(8));
@@ -270,7 +272,7 @@ mod tests {
 
     #[test]
     fn the_kvm_exit_prototype_is_vcpu_and_isa_where_kvm_is_in_the_kernel() {
-        let Some(btf) = kernel_btf() else { return };
+        let Some(btf) = host_btf() else { return };
         let in_kernel = btf
             .resolve_types_by_name("btf_trace_kvm_exit")
             .is_ok_and(|v| !v.is_empty());
@@ -288,7 +290,7 @@ mod tests {
     #[test]
     fn member_offsets_agree_with_bpftool() {
         // An independent reader of the same BTF: bpftool's raw dump.
-        let Some(btf) = kernel_btf() else { return };
+        let Some(btf) = host_btf() else { return };
         let out = std::process::Command::new("bpftool")
             .args([
                 "btf",

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Attach, BpfError, BpfExits};
+use super::{Attach, BpfError, BpfExits, ExitProgram};
 use crate::tracefs::Tracefs;
 use ipivmm_testkit::{skip, Need};
 
@@ -35,9 +35,9 @@ fn syscall_attach() -> Attach {
         isa: vec![],
         entry: "sys_exit".into(),
         events: false,
-        raw_exit: None,
-        why_not_raw: None,
-        no_exit: None,
+        exit_program: ExitProgram::Record {
+            why_not_raw: "the record program is under test".into(),
+        },
     }
 }
 
@@ -276,7 +276,7 @@ fn the_raw_exit_program_reads_the_reason_through_the_first_argument() {
         }
     };
     let at = Attach {
-        raw_exit: Some(super::RawExit {
+        exit_program: ExitProgram::Raw(super::RawExit {
             event: "sys_enter".into(),
             at: super::ReasonAt::Vmx {
                 exit_reason: orig_ax,
@@ -323,7 +323,7 @@ fn the_raw_kvm_exit_program_loads_and_attaches() {
     // one is checked in the lab (exits by reason against KVM's stats and
     // the guest's hypercalls).
     let at = Attach {
-        raw_exit: Some(super::RawExit {
+        exit_program: ExitProgram::Raw(super::RawExit {
             event: "kvm_exit".into(),
             at: super::ReasonAt::Svm {
                 vmcb: 0,
@@ -355,7 +355,7 @@ fn the_raw_kvm_exit_program_loads_and_attaches() {
 fn with_no_exit_program_nothing_is_attached_to_the_exit_event() {
     let test = "bpf::with_no_exit_program_nothing_is_attached_to_the_exit_event";
     let at = Attach {
-        no_exit: Some("it never fires here".into()),
+        exit_program: ExitProgram::None("it never fires here".into()),
         ..syscall_attach()
     };
     let Some(bpf) = loaded(test, &at, 1) else {
