@@ -7,13 +7,51 @@
 //! the flag within one kick interval, stops every vCPU, and returns a report
 //! with status `Cancelled` and every phase finished so far; the caller then
 //! writes its outputs as usual and exits non-zero. [`received`] names the
-//! signal. A second signal while the first is being handled ends the process
-//! at once with 128 + signal (signal-hook's conditional shutdown), so a user
-//! or a script's `kill` can still end a process whose clean stop hangs.
+//! signal. Two deliveries of one request are one request: `timeout`, a
+//! supervisor or a shell's `kill 0` sends SIGTERM to the process and to its
+//! group, so the same signal arrives twice within microseconds, and the
+//! clean stop must go on. A second *distinct* request — another signal, or
+//! the same one more than [`DUPLICATE_WINDOW_NS`] after the first — ends
+//! the process at once with 128 + signal, so a user or a script can still
+//! end a process whose clean stop hangs.
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::flag;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Within this time of the first signal, the same signal again is the same
+/// request delivered twice (process and process group), not a second one.
+pub const DUPLICATE_WINDOW_NS: u64 = 500_000_000;
+
+/// What a signal means given what came before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// The first: stop cleanly.
+    First,
+    /// The first one delivered again: ignore it.
+    Duplicate,
+    /// A second request: end the process now.
+    Escalate,
+}
+
+/// Classifies signal `sig` arriving at `now_ns`, given the first signal
+/// (`first`, 0 if none) and when it arrived. Pure: the handler's logic.
+pub fn classify(first: usize, first_at_ns: u64, sig: usize, now_ns: u64) -> Request {
+    if first == 0 {
+        Request::First
+    } else if first == sig && now_ns.saturating_sub(first_at_ns) <= DUPLICATE_WINDOW_NS {
+        Request::Duplicate
+    } else {
+        Request::Escalate
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (async-signal-safe: one clock_gettime).
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
 
 /// Signals that cancel a run.
 pub const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
@@ -49,16 +87,37 @@ pub fn install() -> Result<Arc<AtomicBool>, InterruptError> {
     }
     let cancel = Arc::new(AtomicBool::new(false));
     let last = Arc::new(AtomicUsize::new(0));
+    let first_at = Arc::new(AtomicU64::new(0));
     for sig in SIGNALS {
         let err = |source| InterruptError {
             signal: signal_name(sig),
             source,
         };
-        // Order matters: the shutdown check runs first, so only a signal
-        // that arrives after the flag is set ends the process.
-        flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&cancel)).map_err(err)?;
-        flag::register(sig, Arc::clone(&cancel)).map_err(err)?;
-        flag::register_usize(sig, Arc::clone(&last), sig as usize).map_err(err)?;
+        let (cancel, last, first_at) = (cancel.clone(), last.clone(), first_at.clone());
+        let handler = move || {
+            let now = monotonic_ns();
+            // The first signal wins the exchange; a racing one sees it.
+            let first =
+                match last.compare_exchange(0, sig as usize, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(_) => {
+                        first_at.store(now, Ordering::SeqCst);
+                        cancel.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(first) => first,
+                };
+            if classify(first, first_at.load(Ordering::SeqCst), sig as usize, now)
+                == Request::Escalate
+            {
+                signal_hook::low_level::exit(128 + sig);
+            }
+        };
+        // SAFETY: the handler is async-signal-safe: it only touches atomics
+        // it owns (Arc clones kept alive by the registration), reads the
+        // monotonic clock (clock_gettime is async-signal-safe per POSIX)
+        // and may call `_exit` (signal_hook::low_level::exit); it allocates,
+        // locks and prints nothing.
+        unsafe { signal_hook::low_level::register(sig, handler) }.map_err(err)?;
     }
     *installed = Some((Arc::clone(&cancel), last));
     Ok(cancel)
@@ -91,6 +150,19 @@ pub fn received() -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duplicate_delivery_is_one_request_and_a_distinct_one_escalates() {
+        let w = DUPLICATE_WINDOW_NS;
+        let (term, int) = (SIGTERM as usize, SIGINT as usize);
+        assert_eq!(classify(0, 0, term, 5), Request::First);
+        // timeout(1) forwarding SIGTERM to the process and its group.
+        assert_eq!(classify(term, 100, term, 100 + 50_000), Request::Duplicate);
+        assert_eq!(classify(term, 100, term, 100 + w), Request::Duplicate);
+        // A user asking again later, or with another signal.
+        assert_eq!(classify(term, 100, term, 101 + w), Request::Escalate);
+        assert_eq!(classify(term, 100, int, 101), Request::Escalate);
+    }
 
     #[test]
     fn install_is_idempotent_and_a_signal_sets_the_flag() {

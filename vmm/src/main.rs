@@ -8,6 +8,20 @@ use cli::commands;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// Runs before Rust's runtime starts, which puts /dev/null on a closed
+/// fd 1 (so `>&-` would swallow TAP or JSON meant for stdout, exit 0): it
+/// records the closed stdout while it can still be seen.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
+
+extern "C" fn note_closed_stdout() {
+    use std::os::fd::AsFd;
+    if rustix::io::fcntl_getfd(std::io::stdout().as_fd()).is_err() {
+        ipivmm::output::dest::record_stdout_closed_at_start();
+    }
+}
+
 fn main() -> ExitCode {
     let started = Instant::now();
     let cli = match Cli::try_parse() {

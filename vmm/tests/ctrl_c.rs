@@ -266,3 +266,73 @@ fn a_signal_ends_the_observer_pairs_at_once() {
     assert_eq!(doc["runs"][0]["status"]["state"], "cancelled");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 30, case 1: `timeout` forwards its SIGTERM to ipivmm and to its
+/// process group, so ipivmm sees the same signal twice at once. That is one
+/// request: `check` stops cleanly and keeps its TAP, JUnit and every
+/// finished experiment's JSON (it used to die at the second delivery with
+/// nothing written).
+#[test]
+fn a_sigterm_delivered_twice_is_one_request_and_check_keeps_its_results() {
+    if !kvm_available("a_sigterm_delivered_twice_is_one_request_and_check_keeps_its_results") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ipivmm-ctrl-c-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"t\"\n\
+         [[experiment]]\nname = \"quick\"\nrun = \"--iterations 10 --warmup 1 --no-tracepoints\"\nexpect = [\"vcpus == 2\"]\n\
+         [[experiment]]\nname = \"long\"\nrun = \"--iterations 20000000 --memory 512 --timeout 300 --no-tracepoints\"\nexpect = [\"vcpus == 2\"]\n",
+    )
+    .expect("plan");
+    let (junit, json_dir) = (dir.join("s.xml"), dir.join("sj"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args(["check", plan.to_str().unwrap(), "--junit"])
+        .arg(&junit)
+        .arg("--json-dir")
+        .arg(&json_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ipivmm starts");
+    // The first experiment's file is there once it finished; the second
+    // runs far longer than the test waits. Progress, not a fixed delay.
+    let started = Instant::now();
+    while !json_dir.join("quick.json").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the first experiment never finished"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "check ended early"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let signalled = Instant::now();
+    send(child.id(), libc::SIGTERM);
+    send(child.id(), libc::SIGTERM);
+    let status = wait_after_signal(&mut child, signalled, "check did not stop within 30 s");
+    let mut tap = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut tap);
+    assert!(
+        status.code().is_some(),
+        "killed by the second delivery of the same SIGTERM: {tap}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a cancelled check is no pass: {tap}"
+    );
+    assert!(tap.contains("ok 1 - quick: vcpus == 2"), "{tap}");
+    assert!(tap.contains("1..2"), "{tap}");
+    let xml = std::fs::read_to_string(&junit).expect("JUnit written");
+    assert!(xml.contains("quick: vcpus == 2"), "{xml}");
+    assert!(json_dir.join("quick.json").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}

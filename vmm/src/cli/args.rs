@@ -44,7 +44,7 @@ pub enum Command {
 pub struct CheckArgs {
     /// The plan (e.g. plans/kvm-paths.toml; docs/ci.md).
     pub plan: PathBuf,
-    /// Also write the verdicts as JUnit XML to FILE.
+    /// Also write the verdicts as JUnit XML to FILE (- for stdout; the TAP then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Write each experiment's results (ipivmm.results/1 JSON) into DIR, one file per experiment.

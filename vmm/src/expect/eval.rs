@@ -3,7 +3,7 @@
 use super::{Expectation, Rhs, Scope, Subject, VcpuCount, Vcpus};
 use crate::results::metrics::RunMetrics;
 use crate::results::summary::{measured_phase, summarize};
-use crate::results::{Document, RunReport};
+use crate::results::{Document, PhaseResult, RunReport};
 
 /// How an expectation came out.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,7 +225,12 @@ fn counter_values(
         );
         let value = match value {
             Some(x) => x,
-            None if sparse && (source != "exit_reasons" || p.exit_reasons.is_some()) => 0,
+            None if sparse
+                && PhaseResult::is_counter_name(source, name) == Some(true)
+                && (!source.starts_with("exit_reasons") || p.exit_reasons.is_some()) =>
+            {
+                0
+            }
             None if counters.is_empty() => {
                 let why = v
                     .sources

@@ -1,5 +1,6 @@
 //! The expectation grammar (see the module doc of [`super`]).
 use super::{metric_keys, Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use crate::results::PhaseResult;
 
 /// An expectation that cannot be read, with what was expected instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -198,6 +199,11 @@ fn subject(s: &str) -> Result<Subject, String> {
             COUNTER_SOURCES.join(", ")
         ));
     }
+    if PhaseResult::is_counter_name(source, name) == Some(false) {
+        return Err(format!(
+            "'{s}': '{source}' has no counter '{name}' (a misspelling would read 0): see docs/counters.md for its names"
+        ));
+    }
     Ok(Subject::Counter {
         vcpus,
         source: source.to_string(),
@@ -205,18 +211,8 @@ fn subject(s: &str) -> Result<Subject, String> {
     })
 }
 
-/// The sources a phase's counters come from (`PhaseResult::counters`, the
-/// CSV's `source` column).
-pub const COUNTER_SOURCES: [&str; 8] = [
-    "guest",
-    "userspace_exits",
-    "kvm_stats",
-    "tracepoints",
-    "exit_reasons",
-    "exit_reasons_host_ns",
-    "user_lapic",
-    "records",
-];
+/// The sources a phase's counters come from: [`PhaseResult::SOURCES`].
+pub const COUNTER_SOURCES: [&str; 8] = PhaseResult::SOURCES;
 
 #[cfg(test)]
 mod tests {
@@ -282,6 +278,22 @@ mod tests {
     }
 
     #[test]
+    fn real_counter_names_of_fixed_sources_parse() {
+        for s in [
+            "vcpus.userspace_exits.io_out == 0",
+            "vcpu0.exit_reasons.msr > 0",
+            "vcpu0.exit_reasons.EXTERNAL_INTERRUPT > 0",
+            "vcpu0.exit_reasons.0x1234 == 0",
+            "vcpus.exit_reasons.missing == 0",
+            "vcpu1.guest.ipis_received > 0",
+            "vcpus.kvm_stats.anything_the_kernel_has == 0",
+            "vcpus.records.my_payload_record == 0",
+        ] {
+            ok(s);
+        }
+    }
+
+    #[test]
     fn bad_expectations_name_the_fix() {
         for (s, needle) in [
             ("exits_per_ipi 1", "no comparison"),
@@ -297,6 +309,21 @@ mod tests {
             ),
             ("x y z/w: exits_per_ipi < 1", "cannot read the scope"),
             ("exits_per_ipi < inf", "not a number"),
+            // Sparse sources list only non-zero counters: a misspelling
+            // must not read 0 (it used to pass `== 0`).
+            (
+                "vcpus.userspace_exits.io_outt == 0",
+                "has no counter 'io_outt'",
+            ),
+            (
+                "vcpus.userspace_exits.totally_made_up < 1",
+                "has no counter 'totally_made_up'",
+            ),
+            ("vcpu0.exit_reasons.msrr == 0", "has no counter 'msrr'"),
+            (
+                "vcpu0.guest.ipis_recieved == 0",
+                "has no counter 'ipis_recieved'",
+            ),
         ] {
             let e = expectation(s).unwrap_err().to_string();
             assert!(

@@ -350,6 +350,39 @@ pub fn emit(d: &Dest, bytes: &[u8]) -> std::io::Result<()> {
     emit_with(d, |w| w.write_all(bytes))
 }
 
+/// Set when the process started with fd 1 closed
+/// ([`record_stdout_closed_at_start`]).
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Records that this process started without a stdout. Rust's runtime
+/// then opens /dev/null on fd 1 before `main`, so only code that runs
+/// earlier (the `ipivmm` binary's `.init_array` hook) can see it.
+pub fn record_stdout_closed_at_start() {
+    STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Err when this process has no stdout (`>&-`): results or verdicts meant
+/// for it would vanish (Rust reads a closed fd 1 as a sink that takes
+/// everything, and its runtime puts /dev/null there at start).
+pub fn stdout_is_open() -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let closed = || {
+        std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "stdout is closed (was it started with >&-?): give it a file or a pipe",
+        )
+    };
+    if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(closed());
+    }
+    match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBADF) => Err(closed()),
+        Err(e) => Err(e),
+    }
+}
+
 /// What `fill` writes, to `d`.
 pub fn emit_with(
     d: &Dest,
@@ -357,6 +390,7 @@ pub fn emit_with(
 ) -> std::io::Result<()> {
     match d {
         Dest::Stdout => {
+            stdout_is_open()?;
             let mut out = std::io::stdout().lock();
             fill(&mut out).and_then(|_| out.flush())
         }

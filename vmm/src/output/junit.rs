@@ -18,24 +18,31 @@ pub static SINK: Sink = Sink {
     }),
 };
 
+/// User text as a JUnit name or message: control characters escaped as
+/// the TAP does (XML 1.0 cannot hold most of them, and a name stripped of
+/// them would differ from the same test point's TAP name).
+fn text(s: &str) -> String {
+    ipivmm_devices::text::escape_controls(s)
+}
+
 /// The JUnit XML of `v`, as suite `suite`.
 pub fn render(v: &Verdicts, suite: &str) -> Result<String, String> {
-    let mut ts = TestSuite::new(suite);
+    let mut ts = TestSuite::new(text(suite));
     for verdict in &v.0 {
         let status = match &verdict.outcome {
             Outcome::Pass(_) => TestCaseStatus::success(),
             Outcome::Fail(why) => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(why.as_str()).set_type("expectation");
+                s.set_message(text(why)).set_type("expectation");
                 s
             }
             Outcome::Skip(why) => {
                 let mut s = TestCaseStatus::skipped();
-                s.set_message(why.as_str());
+                s.set_message(text(why));
                 s
             }
         };
-        let mut case = TestCase::new(verdict.name.as_str(), status);
+        let mut case = TestCase::new(text(&verdict.name), status);
         case.set_classname("ipivmm");
         if let Outcome::Pass(value) = verdict.outcome {
             case.set_system_out(format!("value: {value}"));
@@ -82,5 +89,23 @@ mod tests {
             .find(|n| n.has_tag_name("failure"))
             .unwrap();
         assert_eq!(failure.attribute("message"), Some("got 2.55"));
+    }
+
+    #[test]
+    fn control_characters_are_escaped_like_the_tap_not_dropped() {
+        let v = Verdicts(vec![Verdict {
+            name: "evil\x1b[2Kname: a == 1".into(),
+            outcome: Outcome::Fail("why\x07".into()),
+        }]);
+        let xml = render(&v, "plan\x1b]0;title\x07").unwrap();
+        assert!(!xml.contains('\x1b') && !xml.contains('\x07'), "{xml}");
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase"))
+            .unwrap();
+        assert_eq!(case.attribute("name"), Some("evil\\u{1b}[2Kname: a == 1"));
+        let tap = super::super::tap::render(&v, "plan");
+        assert!(tap.contains("evil\\u{1b}[2Kname: a == 1"), "{tap}");
     }
 }

@@ -32,6 +32,9 @@ pub fn render(r: &RunReport) -> String {
     for (id, name) in &shown {
         let key = (*id, name.as_str());
         let _ = writeln!(out, "\nphase {id} '{name}'{}", part_note(r, key));
+        for line in unfinished(r, key) {
+            let _ = writeln!(out, "{line}");
+        }
         let _ = writeln!(out, "{}", phase_table(r, key));
         for line in repeats(r, key) {
             let _ = writeln!(out, "{line}");
@@ -169,6 +172,21 @@ fn repeats(r: &RunReport, (id, name): Key) -> Vec<String> {
                     v.index
                 )
             })
+        })
+        .collect()
+}
+
+/// One line per vCPU on which phase `key` was still open when its payload
+/// sent Done (its window ends at Done, not at an end marker).
+fn unfinished(r: &RunReport, (id, name): Key) -> Vec<String> {
+    r.vcpus
+        .iter()
+        .filter(|v| v.phases_of(id, name).any(|p| p.unfinished))
+        .map(|v| {
+            format!(
+                "  UNFINISHED on vcpu{}: the payload sent Done with this phase open; its figures run to Done, not to an end marker",
+                v.index
+            )
         })
         .collect()
 }

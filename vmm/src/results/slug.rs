@@ -41,9 +41,48 @@ fn slug_unbounded(s: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
+/// Longest [`reversible`] name accepted, bytes (below NAME_MAX with room
+/// for an extension).
+pub const MAX_REVERSIBLE: usize = 200;
+
+/// A file-name-safe form of `s` that keeps names apart and can be read
+/// back: ASCII alphanumerics, '_', '-' and a '.' that does not lead stay;
+/// every other byte of its UTF-8 becomes `%XX` (so `a b` is `a%20b`, `a/b`
+/// `a%2Fb`, `é` `%C3%A9`, and `a-b` stays `a-b`). Distinct names give
+/// distinct results; [`MAX_REVERSIBLE`] bounds what callers accept.
+pub fn reversible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, b) in s.bytes().enumerate() {
+        let keep = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
+        if keep {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reversible_names_stay_apart_and_never_hide() {
+        let names = ["a b", "a/b", "a-b", "é", "a%20b", ".", "..", ".hidden", ""];
+        let stems: Vec<String> = names.iter().map(|n| reversible(n)).collect();
+        assert_eq!(stems[0], "a%20b");
+        assert_eq!(stems[1], "a%2Fb");
+        assert_eq!(stems[2], "a-b");
+        assert_eq!(stems[3], "%C3%A9");
+        for (n, s) in names.iter().zip(&stems) {
+            assert!(!s.starts_with('.') && !s.contains('/'), "{n:?} -> {s}");
+        }
+        let mut unique = stems.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), stems.len(), "{stems:?}");
+    }
 
     #[test]
     fn slugs_are_safe_bounded_and_distinct() {

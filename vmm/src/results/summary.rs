@@ -16,9 +16,10 @@
 //!   latency from that part and everything else (IPIs, operations, exits)
 //!   from the counted phase; the counted part's latency is kept beside it
 //!   and their ratio is what counting cost ([`RunSummary::observer_p50`]);
-//! - IPIs sent = guest `ipis_sent` summed over vCPUs (`ipis_received` if no
-//!   vCPU counted sends); IPIs delivered = `ipis_received` summed (sent if
-//!   no vCPU counted receipts); operations = latency samples plus the
+//! - IPIs sent = guest `ipis_sent` summed over vCPUs; IPIs delivered =
+//!   `ipis_received` summed; neither is ever filled in from the other (a
+//!   payload that counts only one leaves the other 0, and an expectation
+//!   `ipis_delivered == ipis_sent` fails); operations = latency samples plus the
 //!   samples the guest dropped (one per round trip, broadcast, multicast,
 //!   self-IPI or send: [`crate::mode::Workload::operation`]); IPIs per
 //!   operation leave out the phase's end-of-phase wake-ups (`wake_ipis`);
@@ -317,9 +318,14 @@ pub fn phase_keys(run: &Run) -> Vec<(u32, String)> {
 /// The measured phase of `run` (see the module rules), as (id, name).
 pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
     let keys = phase_keys(run);
+    // An uncounted part is its phase's latency, never the phase itself
+    // (unless a payload ran nothing else): the flag decides, not the name.
+    let counted = |id: u32, name: &str| {
+        phases(run, id, name).any(|p| !p.uncounted) && !phases(run, id, name).any(|p| p.unfinished)
+    };
     if let Some(m) = keys
         .iter()
-        .find(|(_, n)| n == ipivmm_abi::builtin_phases::MEASURE.1)
+        .find(|(id, n)| n == ipivmm_abi::builtin_phases::MEASURE.1 && counted(*id, n))
     {
         return Some(m.clone());
     }
@@ -329,9 +335,6 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
             .map(|l| l.count))
     };
     let sent = |id: u32, name: &str| sum(phases(run, id, name).map(|p| p.guest.ipis_sent));
-    // An uncounted part is its phase's latency, never the phase itself
-    // (unless a payload ran nothing else).
-    let counted = |id: u32, name: &str| phases(run, id, name).any(|p| !p.uncounted);
     keys.into_iter()
         .max_by_key(|(id, name)| (counted(*id, name), samples(*id, name), sent(*id, name), *id))
 }
@@ -345,6 +348,7 @@ pub fn uncounted_part(run: &Run, id: u32, name: &str) -> Option<(u32, String)> {
         .find(|p| {
             p.id == id
                 && p.uncounted
+                && !p.unfinished
                 && p.name != name
                 && p.latency.as_ref().is_some_and(|l| l.count > 0)
         })
@@ -522,8 +526,8 @@ pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
     }
     let sent = sum(ps.iter().map(|p| p.guest.ipis_sent));
     let received = sum(ps.iter().map(|p| p.guest.ipis_received));
-    s.ipis = if sent > 0 { sent } else { received };
-    s.ipis_delivered = if received > 0 { received } else { sent };
+    s.ipis = sent;
+    s.ipis_delivered = received;
     s.wake_ipis = sum(ps
         .iter()
         .filter_map(|p| p.records.get("wake_ipis").copied()));

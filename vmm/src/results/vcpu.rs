@@ -52,6 +52,12 @@ pub struct PhaseResult {
     /// the same id without the flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uncounted: bool,
+    /// The payload sent `Done` with this phase still open: its window
+    /// runs from its begin marker to `Done`, not to an end marker, so it
+    /// is reported (marked) rather than dropped, and never read as a
+    /// finished phase.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
     /// In an uncounted part: what the per-exit counters counted although
     /// they were switched off (tracepoint counts plus exits by reason): 0
     /// when the switch worked, so a check of it.
@@ -94,6 +100,44 @@ impl PhaseResult {
             .filter_map(|(k, v)| Some((k.strip_prefix("kvm_exit:")?.to_string(), *v)))
             .filter(|(_, v)| *v > 0)
             .collect()
+    }
+
+    /// Every source [`PhaseResult::counters`] names, in its order (the
+    /// CSV's `source` column, an expectation's `SOURCE`).
+    pub const SOURCES: [&'static str; 8] = [
+        "guest",
+        "userspace_exits",
+        "kvm_stats",
+        "tracepoints",
+        "exit_reasons",
+        "exit_reasons_host_ns",
+        "user_lapic",
+        "records",
+    ];
+
+    /// Whether `name` can be a counter of `source`, where ipivmm or the
+    /// hardware fixes the names (the guest's counters, userspace exit kinds,
+    /// VMX/SVM exit reasons); `None` where only the run knows them (KVM's
+    /// stats, tracepoints, the LAPIC model's, the payload's records). The
+    /// sources that list only their non-zero counters read a missing name
+    /// as 0 only when this says it is a name at all.
+    pub fn is_counter_name(source: &str, name: &str) -> Option<bool> {
+        use ipivmm_counters::exit_reasons::{exit_reasons, Isa};
+        let reason = |n: &str| {
+            // Codes without a name are keyed `0x..` (`ExitTally::named`).
+            n.strip_prefix("0x")
+                .is_some_and(|h| u32::from_str_radix(h, 16).is_ok())
+                || [Isa::Vmx, Isa::Svm]
+                    .iter()
+                    .any(|&isa| exit_reasons(isa).iter().any(|(_, r)| *r == n))
+        };
+        Some(match source {
+            "guest" => GuestCounters::ALL.iter().any(|c| c.name == name),
+            "userspace_exits" => super::exits::ExitKind::ALL.iter().any(|k| k.name() == name),
+            "exit_reasons" => reason(name) || matches!(name, "lost" | "missing"),
+            "exit_reasons_host_ns" => reason(name),
+            _ => return None,
+        })
     }
 
     /// Every counter of the phase as (source, name, value): the guest's,
@@ -411,6 +455,37 @@ impl VcpuResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_source_a_phase_lists_is_a_declared_source() {
+        let mut p = PhaseResult {
+            kvm_stats: [("exits".to_string(), 1)].into(),
+            tracepoints: [("kvm_apic_ipi".to_string(), 1)].into(),
+            user_lapic: [("eois".to_string(), 1)].into(),
+            records: [("r".to_string(), 1)].into(),
+            ..Default::default()
+        };
+        p.exits.bump(super::super::exits::ExitKind::Hlt);
+        p.exit_reasons = Some(ExitReasonCounts {
+            by_reason: [("msr".to_string(), ReasonCount::default())].into(),
+            ..Default::default()
+        });
+        let mut seen: Vec<&str> = p
+            .counters()
+            .map(|(s, n, _)| {
+                if let Some(known) = PhaseResult::is_counter_name(s, n) {
+                    assert!(known, "{s}.{n} is listed but not a name of {s}");
+                }
+                s
+            })
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for s in &seen {
+            assert!(PhaseResult::SOURCES.contains(s), "{s} is not in SOURCES");
+        }
+        assert_eq!(seen.len(), PhaseResult::SOURCES.len(), "{seen:?}");
+    }
 
     #[test]
     fn reset_state_is_told_from_a_payload_state() {

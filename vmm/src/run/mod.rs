@@ -69,7 +69,7 @@ impl RunError {
             RunError::Mode(_)
                 | RunError::Vm(
                     VmError::NoKvm(_)
-                        | VmError::KvmPermission(_)
+                        | VmError::KvmPermission(..)
                         | VmError::KvmOpen(..)
                         | VmError::NotKvm(_)
                 )

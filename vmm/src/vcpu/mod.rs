@@ -229,8 +229,14 @@ impl RunLoop<'_> {
                 }
                 Step::Fault(Fault::TripleFault) => return self.shutdown(),
                 Step::Fault(f) => {
+                    let emulation = matches!(f, Fault::InternalError);
                     let reason = self.describe(f);
-                    return self.fault(reason);
+                    let end = self.fault(reason);
+                    return if emulation {
+                        self.init_of_bsp(end)
+                    } else {
+                        end
+                    };
                 }
             }
         }
@@ -265,6 +271,26 @@ impl RunLoop<'_> {
             registers: registers(self.vcpu),
             phase: self.open.as_ref().map(|p| p.name.clone()),
             wait_for_sipi,
+        }
+    }
+
+    /// An emulation failure at the reset vector of vCPU 0 is an INIT it
+    /// received: KVM restarts the BSP at F000:FFF0 rather than holding it
+    /// for a SIPI (an AP waits), where no payload code is, and the first
+    /// real-mode instruction fails to emulate. Say so, not only "emulation
+    /// failed".
+    fn init_of_bsp(&self, end: VcpuEnd) -> VcpuEnd {
+        match end {
+            VcpuEnd::Fault {
+                reason,
+                registers: Some(r),
+            } if self.env.index == 0 && r.is_reset_state() => VcpuEnd::Fault {
+                reason: format!(
+                    "vcpu0 received an INIT: KVM restarts vCPU 0 (the BSP) at the reset vector F000:FFF0 instead of holding it for a SIPI as it does other vCPUs, and the first instruction there failed ({reason}); do not send INIT to vCPU 0 (self, all-including-self or a destination naming it)"
+                ),
+                registers: Some(r),
+            },
+            end => end,
         }
     }
 
@@ -402,6 +428,18 @@ impl RunLoop<'_> {
                 }
             }
             ControlBody::Done { status, message } => {
+                if let Some(open) = self.open.take() {
+                    // Kept, marked: a phase left open is not a finished one,
+                    // but what it counted up to Done is no less real.
+                    let mut result = self.sources.end(open, &self.exits, &self.guest);
+                    result.unfinished = true;
+                    let early = self.pending_samples.remove(&result.id);
+                    let mut r = self.env.shared.result(index);
+                    if let Err(e) = self.store().phase(&mut r, result, early) {
+                        drop(r);
+                        return Some(self.over_budget(e));
+                    }
+                }
                 return Some(VcpuEnd::Done { status, message });
             }
             ControlBody::Panic { message } => {

@@ -297,6 +297,7 @@ impl Sources {
             exit_reasons,
             apicv: None,
             uncounted: open.uncounted,
+            unfinished: false,
             counted_while_off,
             latency: None,
             records: BTreeMap::new(),

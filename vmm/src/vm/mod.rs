@@ -6,6 +6,7 @@
 //! - KVM_SET_CPUID2 must precede the first KVM_RUN.
 pub mod arch;
 pub mod boot_info;
+mod device_access;
 pub mod kvm_extra;
 pub mod layout;
 mod prepared;
@@ -36,8 +37,8 @@ pub enum VmError {
     #[error("cannot open {0}: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
     NoKvm(String),
     /// /dev/kvm not accessible.
-    #[error("cannot open {0}: permission denied; run as root or add your user to the 'kvm' group")]
-    KvmPermission(String),
+    #[error("cannot open {0}: permission denied; {1}")]
+    KvmPermission(String, String),
     /// Other open failure.
     #[error("cannot open {0}: {1}")]
     KvmOpen(String, std::io::Error),
@@ -123,7 +124,9 @@ pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
         .map_err(|_| VmError::NoKvm(name.clone()))?;
     let kvm = Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
         libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name.clone()),
-        libc::EACCES | libc::EPERM => VmError::KvmPermission(name.clone()),
+        libc::EACCES | libc::EPERM => {
+            VmError::KvmPermission(name.clone(), device_access::hint(path))
+        }
         errno => VmError::KvmOpen(name.clone(), std::io::Error::from_raw_os_error(errno)),
     })?;
     // KVM_API_VERSION has been 12 since Linux 2.6.22; anything else is not KVM.

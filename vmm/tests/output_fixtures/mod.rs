@@ -88,6 +88,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         exit_reasons: None,
         apicv: None,
         uncounted: false,
+        unfinished: false,
         counted_while_off: 0,
         window_ns: (0, 0),
         icr_write_exits: Some(IcrExits {

@@ -4,15 +4,16 @@
 //! host must have for them to mean anything. The verdicts go out as TAP on
 //! stdout (and JUnit with `--junit`); the exit code is kselftest's: 0 all
 //! hold, 1 one fails, 4 none could be judged. docs/ci.md.
-use super::sweep::plan_sweep;
+use super::sweep::{plan_sweep, PlanError};
 use super::{fail, init_log};
 use crate::cli::args::{CheckArgs, Cli, Command, RunArgs, SweepArgs};
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::host::HostInfo;
-use ipivmm::output::dest::{emit, write_atomic, Dest};
+use ipivmm::output::dest::{emit, print_text, write_atomic, Dest};
 use ipivmm::sweep::Quiet;
 use ipivmm::{Document, RunOptions, SerialSink};
+use ipivmm_devices::text::escape_controls;
 use serde::Deserialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -102,14 +103,62 @@ fn parse_job(command: &str, flags: &str) -> Result<Job, String> {
         .into_iter()
         .map(String::from)
         .chain(words);
-    match Cli::try_parse_from(argv)
+    let job = match Cli::try_parse_from(argv)
         .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?
         .command
     {
-        Command::Run(a) => Ok(Job::Run(a)),
-        Command::Sweep(a) => Ok(Job::Sweep(a)),
+        Command::Run(a) => {
+            refuse_unhonoured(&a.output, &a.gate)?;
+            if a.dry_run {
+                return Err(
+                    "--dry-run is not for a plan line: `ipivmm run --dry-run FLAGS` checks a run"
+                        .into(),
+                );
+            }
+            // What `run` refuses of the request itself is a plan error here
+            // too (the host's vCPU limit is the host's, checked when it runs).
+            a.to_config()?
+                .validate(usize::MAX)
+                .map_err(|e| e.to_string())?;
+            Job::Run(a)
+        }
+        Command::Sweep(a) => {
+            refuse_unhonoured(&a.output, &a.gate)?;
+            Job::Sweep(a)
+        }
         _ => unreachable!("the command word is run or sweep"),
+    };
+    Ok(job)
+}
+
+/// Flags of a plan line that `check` would otherwise drop without a word:
+/// expectations belong in `expect = [...]`, verdicts and results are the
+/// `check` command's own outputs.
+fn refuse_unhonoured(
+    output: &crate::cli::args::OutputArgs,
+    gate: &crate::cli::args::GateArgs,
+) -> Result<(), String> {
+    if !gate.expect.is_empty() {
+        return Err("--expect in a plan line is not checked: move it to expect = [\"...\"]".into());
     }
+    let flags = |given: &[(
+        &'static ipivmm::output::sink::Sink,
+        Option<std::path::PathBuf>,
+    )]| {
+        given
+            .iter()
+            .map(|(s, _)| format!("--{}", s.flag))
+            .collect::<Vec<_>>()
+    };
+    let mut dropped = flags(&gate.verdicts.given);
+    dropped.extend(flags(&output.given));
+    if !dropped.is_empty() {
+        return Err(format!(
+            "{} in a plan line would be ignored: give `ipivmm check` its own --junit FILE / --json-dir DIR (TAP goes to stdout)",
+            dropped.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// The plan read and every experiment checked, before anything runs.
@@ -119,11 +168,37 @@ type Checked = (Job, Vec<Expectation>);
 fn load(path: &Path) -> Result<(Plan, Vec<Checked>), String> {
     let text =
         ipivmm::inputs::read_text(path, 1 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
-    let plan: Plan =
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+    let plan: Plan = toml::from_str(&text).map_err(|e| {
+        let at = e.span().map_or(String::new(), |span| {
+            let (line, column) = line_column(&text, span.start);
+            format!("line {line}, column {column}: ")
+        });
+        format!("{}: {at}{}", path.display(), e.message().trim_end())
+    })?;
     let mut jobs = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
     for x in &plan.experiments {
-        let at = |e: String| format!("{}: experiment '{}': {e}", path.display(), x.name);
+        let at = |e: String| {
+            format!(
+                "{}: experiment '{}': {e}",
+                path.display(),
+                escape_controls(&x.name)
+            )
+        };
+        if x.name.trim().is_empty() {
+            return Err(at("an empty name: give it one (its test points and --json-dir file are named after it)".into()));
+        }
+        if json_stem(&x.name).len() > ipivmm::results::slug::MAX_REVERSIBLE {
+            return Err(at(format!(
+                "a name this long cannot name its --json-dir file: at most {} bytes once escaped",
+                ipivmm::results::slug::MAX_REVERSIBLE
+            )));
+        }
+        if !names.insert(x.name.as_str()) {
+            return Err(at(
+                "a second experiment of that name: names must differ".into()
+            ));
+        }
         let job = match (&x.run, &x.sweep) {
             (Some(r), None) => parse_job("run", r),
             (None, Some(s)) => parse_job("sweep", s),
@@ -149,6 +224,24 @@ fn load(path: &Path) -> Result<(Plan, Vec<Checked>), String> {
     Ok((plan, jobs))
 }
 
+/// The 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The `--json-dir` file stem of experiment `name`: unique per name and
+/// readable back (`a b` is `a%20b.json`, never `a-b.json` like `a-b`).
+fn json_stem(name: &str) -> String {
+    ipivmm::results::slug::reversible(name)
+}
+
 /// Every expectation of an experiment that could not be judged, as a skip.
 fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
     expectations
@@ -160,27 +253,64 @@ fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdi
         .collect()
 }
 
+/// Why an experiment left no document.
+#[derive(Debug, PartialEq)]
+enum NotRun {
+    /// This host cannot run it (no /dev/kvm, a mode it lacks): a skip.
+    Host(String),
+    /// The plan asked for something `run`/`sweep` refuse: a failure.
+    Plan(String),
+}
+
 /// Runs one experiment: its document, or why it could not run.
 fn execute(
     job: &Job,
     cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Result<Document, String> {
+) -> Result<Document, NotRun> {
     match job {
         Job::Run(args) => {
-            let config = args.to_config()?;
+            let config = args.to_config().map_err(NotRun::Plan)?;
             let opts = RunOptions {
                 serial: SerialSink::Discard,
                 cancel: Some(cancel.clone()),
                 ..RunOptions::default()
             };
-            let report = ipivmm::run(&config, opts).map_err(|e| e.to_string())?;
+            let observer =
+                ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone())
+                    .unwrap_or_else(|e| {
+                        log::warn!("counting cost not measured: {e}");
+                        None
+                    });
+            let mut report = ipivmm::run(&config, opts).map_err(|e| {
+                if e.host_cannot_run() {
+                    NotRun::Host(e.to_string())
+                } else {
+                    NotRun::Plan(e.to_string())
+                }
+            })?;
+            report.observer_effect = observer;
             Ok(Document::new(vec![report], Vec::new()))
         }
         Job::Sweep(args) => {
-            let planned = plan_sweep(args)?;
+            let planned = plan_sweep(args).map_err(|e| match e {
+                PlanError::NothingToRun(why) => NotRun::Host(why),
+                e => NotRun::Plan(e.to_string()),
+            })?;
             Ok(planned.run(args.observer_effect, cancel, &Quiet).doc)
         }
     }
+}
+
+/// Every expectation of an experiment that could not run because of the
+/// plan, as a failure: an error in a plan never reads as a skip.
+fn all_failed(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
+    expectations
+        .iter()
+        .map(|e| Verdict {
+            name: format!("{name}: {}", e.text),
+            outcome: Outcome::Fail(why.to_string()),
+        })
+        .collect()
 }
 
 /// Run the `check` subcommand.
@@ -190,9 +320,11 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
+    // `-` is stdout, as everywhere; the TAP then goes to stderr.
     let junit = match &args.junit {
+        Some(p) if p.as_os_str() == "-" => Some(Dest::Stdout),
         Some(p) => match ipivmm::output::dest::check_file(p, "--junit") {
-            Ok(()) => Some(p.clone()),
+            Ok(()) => Some(Dest::File(p.clone())),
             Err(e) => return fail(e),
         },
         None => None,
@@ -210,11 +342,11 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         if !args.quiet {
             eprintln!(
                 "ipivmm: check: {}{}",
-                x.name,
+                escape_controls(&x.name),
                 if x.about.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", x.about)
+                    format!(": {}", escape_controls(&x.about))
                 }
             );
         }
@@ -233,7 +365,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         }
         let doc = match execute(job, &cancel) {
             Ok(d) => d,
-            Err(why) => {
+            Err(NotRun::Host(why)) => {
                 verdicts.extend(all_skipped(
                     &x.name,
                     expectations,
@@ -241,11 +373,21 @@ pub fn main(args: &CheckArgs) -> ExitCode {
                 ));
                 continue;
             }
+            Err(NotRun::Plan(why)) => {
+                verdicts.extend(all_failed(
+                    &x.name,
+                    expectations,
+                    &format!("plan error, not run: {why}"),
+                ));
+                continue;
+            }
         };
         if let Some(dir) = &args.json_dir {
-            let slug = ipivmm::output::slug(&x.name);
             let written = std::fs::create_dir_all(dir).and_then(|_| {
-                write_atomic(&dir.join(format!("{slug}.json")), doc.to_json().as_bytes())
+                write_atomic(
+                    &dir.join(format!("{}.json", json_stem(&x.name))),
+                    doc.to_json().as_bytes(),
+                )
             });
             if let Err(e) = written {
                 errors.push(format!("writing --json-dir {}: {e}", dir.display()));
@@ -256,21 +398,29 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             verdicts.push(v);
         }
     }
+    if let Some(sig) = ipivmm::interrupt::received() {
+        // Verdicts and results written below all the same; a cancelled
+        // suite never exits 0.
+        errors.push(format!(
+            "cancelled by {}: experiments not run are reported as skips",
+            ipivmm::interrupt::signal_name(sig)
+        ));
+    }
     let verdicts = Verdicts(verdicts);
     let suite = if plan.about.is_empty() {
         plan.name.clone()
     } else {
         format!("{}: {}", plan.name, plan.about)
     };
-    if let Err(e) = emit(
-        &Dest::Stdout,
-        ipivmm::output::tap::render(&verdicts, &suite).as_bytes(),
-    ) {
+    let tap = ipivmm::output::tap::render(&verdicts, &suite);
+    if junit == Some(Dest::Stdout) {
+        print_text(&tap, true);
+    } else if let Err(e) = emit(&Dest::Stdout, tap.as_bytes()) {
         errors.push(format!("writing TAP: {e}"));
     }
-    if let Some(p) = junit {
+    if let Some(d) = junit {
         let written = ipivmm::output::junit::render(&verdicts, &plan.name)
-            .and_then(|xml| write_atomic(&p, xml.as_bytes()).map_err(|e| e.to_string()));
+            .and_then(|xml| emit(&d, xml.as_bytes()).map_err(|e| e.to_string()));
         if let Err(e) = written {
             errors.push(format!("writing --junit: {e}"));
         }
@@ -278,7 +428,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     let (passed, failed, skipped) = verdicts.counts();
     eprintln!(
         "ipivmm: check {}: {passed} passed, {failed} failed, {skipped} skipped",
-        plan.name
+        escape_controls(&plan.name)
     );
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
