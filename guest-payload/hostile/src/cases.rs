@@ -67,11 +67,15 @@ pub enum Case {
     /// stack (IST2): on the interrupt stack's top it would overwrite the
     /// IPI handler's frame. Records as [`Case::SdkSend`].
     NmiInIpiHandler = 12,
+    /// vCPU 0 sends an INIT (level assert) to its own APIC ID, then
+    /// Done(0), which it does not reach where the INIT restarts the BSP at
+    /// the reset vector (ipivmm's LAPIC model). The others halt.
+    InitSelf = 13,
 }
 
 impl Case {
     /// Every case, in order.
-    pub const ALL: [Case; 12] = [
+    pub const ALL: [Case; 13] = [
         Case::MaxSamples,
         Case::PrintForever,
         Case::NmiThenHalts,
@@ -84,6 +88,7 @@ impl Case {
         Case::HugeCounters,
         Case::SdkSend,
         Case::NmiInIpiHandler,
+        Case::InitSelf,
     ];
 
     /// The case of `BootInfo::params[0]`.

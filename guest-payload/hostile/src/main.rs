@@ -35,6 +35,11 @@ fn main(boot: &'static BootInfo, vcpu: usize) {
         Case::HugeCounters => huge_counters(),
         Case::SdkSend => sdk_send(boot, vcpu),
         Case::NmiInIpiHandler => nmi_in_ipi_handler(vcpu),
+        Case::InitSelf if vcpu == 0 => {
+            ipi::send(Icr::init().physical(ipi::apic_id_of(0)));
+            control::done(0, "INIT to self returned")
+        }
+        Case::InitSelf => {}
     }
 }
 

@@ -275,10 +275,11 @@ impl RunLoop<'_> {
     }
 
     /// An emulation failure at the reset vector of vCPU 0 is an INIT it
-    /// received: KVM restarts the BSP at F000:FFF0 rather than holding it
-    /// for a SIPI (an AP waits), where no payload code is, and the first
-    /// real-mode instruction fails to emulate. Say so, not only "emulation
-    /// failed".
+    /// received: an INIT restarts the BSP at F000:FFF0 rather than holding
+    /// it for a SIPI (an AP waits), where no payload code is, and the first
+    /// real-mode instruction fails to emulate (seen with ipivmm's LAPIC
+    /// model; kvm_pvm's in-kernel LAPIC left the BSP running). Say so, not
+    /// only "emulation failed".
     fn init_of_bsp(&self, end: VcpuEnd) -> VcpuEnd {
         match end {
             VcpuEnd::Fault {
@@ -286,7 +287,7 @@ impl RunLoop<'_> {
                 registers: Some(r),
             } if self.env.index == 0 && r.is_reset_state() => VcpuEnd::Fault {
                 reason: format!(
-                    "vcpu0 received an INIT: KVM restarts vCPU 0 (the BSP) at the reset vector F000:FFF0 instead of holding it for a SIPI as it does other vCPUs, and the first instruction there failed ({reason}); do not send INIT to vCPU 0 (self, all-including-self or a destination naming it)"
+                    "vcpu0 received an INIT: an INIT restarts vCPU 0 (the BSP) at the reset vector F000:FFF0 rather than holding it for a SIPI as it does other vCPUs, and the first instruction there failed ({reason}); do not send INIT to vCPU 0 (all-including-self or a destination naming it)"
                 ),
                 registers: Some(r),
             },
