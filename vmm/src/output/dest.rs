@@ -298,6 +298,17 @@ impl Outputs {
             .any(|p| matches!(p.sink.kind, Kind::VerdictsOnStdout(_)))
     }
 
+    /// The file the sink whose flag is `flag` writes, when it writes one
+    /// (not stdout, not a directory).
+    pub fn file_of(&self, flag: &str) -> Option<&Path> {
+        self.planned
+            .iter()
+            .find_map(|p| match (&p.target, p.sink.flag == flag) {
+                (Target::Dest(Dest::File(f)), true) => Some(f.as_path()),
+                _ => None,
+            })
+    }
+
     /// Writes the verdicts of expectations to every verdict output (TAP,
     /// JUnit), named `suite`. Returns one line per failure.
     pub fn write_verdicts(&self, v: &crate::expect::Verdicts, suite: &str) -> Vec<String> {

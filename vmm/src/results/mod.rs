@@ -505,6 +505,12 @@ pub struct Document {
     /// With `sweep --preset`: the question and what this host can answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<PresetReport>,
+    /// Present while the runs are still being written (a sweep appends
+    /// each finished run as it completes): what is missing. A file that
+    /// still has it when read was left by a sweep that was killed or is
+    /// still running; its runs are complete, the rest never ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// A results document that cannot be read. One line, naming the input.
@@ -541,6 +547,7 @@ impl Document {
             runs,
             skipped,
             preset: None,
+            incomplete: None,
         }
     }
 

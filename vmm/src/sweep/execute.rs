@@ -28,6 +28,9 @@ pub trait SweepEvents {
     }
     /// A run ended (or was not started).
     fn finished_one(&self) {}
+    /// A run ended with a report (completed or not), before the next
+    /// starts: where a caller keeps it durable ([`crate::output::journal`]).
+    fn report(&self, _report: &RunReport) {}
 }
 
 /// A caller that wants no events.
@@ -107,6 +110,7 @@ pub fn run_all(
                 if !r.succeeded() {
                     events.note(&format!("{label}: {}", r.status.line()));
                 }
+                events.report(&r);
                 reports.push(r);
             }
             Err(e) => {

@@ -5,6 +5,7 @@ use super::{fail, finish, init_log, plan_outputs, skip_all};
 use crate::cli::args::SweepArgs;
 use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::output::dest::print_text;
+use ipivmm::output::journal::Journal;
 use ipivmm::output::progress::SweepProgress;
 use ipivmm::output::sweep_tables;
 use ipivmm::sweep::presets::PresetHost;
@@ -163,8 +164,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
     }
-    let progress = Progress::new(args.quiet);
+    let journal = outputs.file_of("json").map(Journal::new);
+    let progress = Progress::new(args.quiet, journal);
     let swept = planned.run(args.observer_effect, &cancel, &progress);
+    let journal_error = progress.journal.as_ref().and_then(Journal::error);
     drop(progress);
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
@@ -173,7 +176,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             outputs.uses_stdout(),
         );
     }
-    let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
+    let errors: Vec<String> = errors
+        .into_iter()
+        .chain(swept.errors)
+        .chain(journal_error)
+        .collect();
     finish(
         &swept.doc,
         &args.gate,
@@ -189,19 +196,30 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 struct Progress {
     quiet: bool,
     bar: RefCell<Option<SweepProgress>>,
+    /// `--json FILE` rewritten after every run (durable rows).
+    journal: Option<Journal>,
 }
 
 impl Progress {
-    fn new(quiet: bool) -> Self {
+    fn new(quiet: bool, journal: Option<Journal>) -> Self {
         Self {
             quiet,
             bar: RefCell::new(None),
+            journal,
         }
     }
 }
 
 impl SweepEvents for Progress {
+    fn report(&self, report: &ipivmm::RunReport) {
+        if let Some(j) = &self.journal {
+            j.record(report);
+        }
+    }
     fn planned(&self, runs: usize) {
+        if let Some(j) = &self.journal {
+            j.plan_more(runs);
+        }
         if let Some(old) = self
             .bar
             .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
