@@ -233,8 +233,8 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
                 _ => &["avic-preset"],
             };
             let on = runs_files(dir, on);
-            for (name, check) in ON_CHECKS {
-                files.check(r, name, &on, *check);
+            for (name, check, scope) in ON_CHECKS {
+                files.check_scoped(r, name, &on, *check, *scope);
             }
             for f in &on {
                 if let Some(Ok(rf)) = files.get(f) {
@@ -245,8 +245,8 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
             }
             if part == Part::Matrix {
                 let off = runs_files(dir, &["avic-off"]);
-                for (name, check) in OFF_CHECKS {
-                    files.check(r, name, &off, *check);
+                for (name, check, scope) in OFF_CHECKS {
+                    files.check_scoped(r, name, &off, *check, *scope);
                 }
             }
         }
@@ -414,6 +414,45 @@ mod tests {
         assert!(text.contains("\n  avic: avic-on.json: pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated;"), "{text}");
     }
 
+    /// Issue 33: a check with nothing to check is a SKIP with the reason,
+    /// never a PASS: the preset's results without its runs, and with only
+    /// x2APIC runs (no xAPIC ping-pong for A7 and A8).
+    #[test]
+    fn checks_with_no_run_to_check_skip() {
+        let t = tree("nothing", Part::Preset);
+        t.edit("runs/avic-preset.json", |_| {
+            let mut v = avic_on();
+            v["runs"] = serde_json::json!([]);
+            v.to_string()
+        });
+        let r = report(&t, Part::Preset);
+        let text = r.text();
+        assert!(r.passed(), "{text}");
+        assert_eq!(r.skipped(), ON_CHECKS.len(), "{text}");
+        for (name, _, _) in ON_CHECKS {
+            assert!(
+                text.contains(&format!("  SKIP  {name}: nothing to check")),
+                "{name}: {text}"
+            );
+            assert!(
+                !text.contains(&format!("  PASS  {name}\n")),
+                "{name}: {text}"
+            );
+        }
+        let t = tree("x2apic-only", Part::Preset);
+        t.edit("runs/avic-preset.json", |_| {
+            let mut v = avic_on();
+            for run in v["runs"].as_array_mut().unwrap() {
+                run["mode"]["apic"] = "x2apic".into();
+            }
+            v.to_string()
+        });
+        let text = report(&t, Part::Preset).text();
+        for a in ["A7", "A8"] {
+            assert!(text.contains(&format!("  SKIP  {a}: ")), "{a}: {text}");
+        }
+    }
+
     #[test]
     fn what_a_part_lacks_fails_it() {
         let t = tree("lacks", Part::Matrix);
@@ -432,7 +471,7 @@ mod tests {
         want.extend(
             OFF_CHECKS
                 .iter()
-                .map(|(n, _)| format!("{n}: no results file")),
+                .map(|(n, _, _)| format!("{n}: no results file")),
         );
         assert_eq!(failures(&t, Part::Matrix), want);
         assert!(report(&t, Part::Matrix)

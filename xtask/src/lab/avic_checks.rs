@@ -5,7 +5,7 @@
 //! docs/kernel-paths.md's AVIC rows (A5, A7, A8) and ipivmm's ICR-write
 //! accounting, per boot of the pass ([`Part`]). Each yields one line per
 //! offence; none means it passed.
-use super::checks::{label, measured, opt, Check, RunsFile};
+use super::checks::{every_run, icr_runs, label, measured, not_flood, opt, Check, RunsFile, Scope};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
@@ -41,40 +41,58 @@ impl Part {
     }
 }
 
-/// The checks over the runs with AVIC on (avic=1), with their names.
-pub const ON_CHECKS: &[(&str, Check)] = &[
-    ("AVIC runs completed", super::checks::failed_runs),
+/// The checks over the runs with AVIC on (avic=1): name, check, scope.
+pub const ON_CHECKS: &[(&str, Check, Scope)] = &[
+    ("AVIC runs completed", super::checks::failed_runs, every_run),
     (
         "AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit",
         avic_on_mismatch,
+        in_kernel_lapic,
     ),
-    ("every IPI sent was delivered (AVIC on)", super::checks::lost_ipis),
+    (
+        "every IPI sent was delivered (AVIC on)",
+        super::checks::lost_ipis,
+        not_flood,
+    ),
     (
         "ICR-write exits (kvm_apic:icr_write + incomplete - busy) == the exits KVM took (0x401 xAPIC, MSR x2APIC); the rest accelerated",
         icr_accounting_mismatch,
+        avic_icr,
     ),
-    ("A7: unicast to a running target accelerated (no exit)", a7_mismatch),
+    (
+        "A7: unicast to a running target accelerated (no exit)",
+        a7_mismatch,
+        a7_run,
+    ),
     (
         "A8: unicast to a halted target: AVIC_INCOMPLETE_IPI, no kvm_apic/kvm_apic_ipi",
         a8_mismatch,
+        a8_run,
     ),
     (
         "A5: hybrid AVIC (x2APIC): every IPI through kvm_apicv_accept_irq",
         a5_mismatch,
+        a5_run,
     ),
 ];
 
 /// The checks over the runs with AVIC off (kvm_amd reloaded with avic=0).
-pub const OFF_CHECKS: &[(&str, Check)] = &[
-    ("AVIC-off runs completed", super::checks::failed_runs),
-    ("no APICv with avic=0", avic_off_mismatch),
+pub const OFF_CHECKS: &[(&str, Check, Scope)] = &[
+    (
+        "AVIC-off runs completed",
+        super::checks::failed_runs,
+        every_run,
+    ),
+    ("no APICv with avic=0", avic_off_mismatch, every_run),
     (
         "every IPI sent was delivered (AVIC off)",
         super::checks::lost_ipis,
+        not_flood,
     ),
     (
         "ICR-write exits == ICR writes (AVIC off)",
         super::checks::icr_exit_mismatch,
+        icr_runs,
     ),
 ];
 
@@ -208,12 +226,41 @@ pub fn icr_accounting_mismatch(f: &RunsFile) -> Vec<String> {
 
 /// The xAPIC ping-pong runs with AVIC active on the ICR path to a `target`.
 fn xapic_pingpong(f: &RunsFile, target: TargetWait) -> impl Iterator<Item = &RunReport> {
-    f.doc.runs.iter().filter(move |r| {
-        avic_icr(r)
-            && r.mode.apic == ApicMode::Xapic
-            && r.mode.workload == Workload::Pingpong
-            && r.mode.target == target
-    })
+    f.doc
+        .runs
+        .iter()
+        .filter(move |r| is_xapic_pingpong(r, target))
+}
+
+/// An AVIC-active xAPIC ping-pong on the ICR path to a `target` that waits so.
+fn is_xapic_pingpong(r: &RunReport, target: TargetWait) -> bool {
+    avic_icr(r)
+        && r.mode.apic == ApicMode::Xapic
+        && r.mode.workload == Workload::Pingpong
+        && r.mode.target == target
+}
+
+/// A run A7 is about: a spinning target with a CPU of every vCPU's own.
+fn a7_run(r: &RunReport) -> bool {
+    is_xapic_pingpong(r, TargetWait::Spin) && own_cpus(r)
+}
+
+/// A run A8 is about: a halted target.
+fn a8_run(r: &RunReport) -> bool {
+    is_xapic_pingpong(r, TargetWait::Halt)
+}
+
+/// A run A5 is about: hybrid AVIC on the ICR path, its sender traced with
+/// `kvm_apicv_accept_irq` (a preset without --context-events is not).
+fn a5_run(r: &RunReport) -> bool {
+    avic_icr(r)
+        && r.mode.apic == ApicMode::X2apic
+        && sender(r).any(|p| p.tracepoints.contains_key("kvm_apicv_accept_irq"))
+}
+
+/// Every vCPU has a host CPU of its own.
+fn own_cpus(r: &RunReport) -> bool {
+    r.mode.host_cpus > 0 && r.mode.vcpus <= r.mode.host_cpus
 }
 
 /// docs/kernel-paths.md A7: a fixed IPI to a running target (spinning, and
@@ -223,8 +270,7 @@ fn xapic_pingpong(f: &RunsFile, target: TargetWait) -> impl Iterator<Item = &Run
 /// With more vCPUs than CPUs a target may not be running: that is A8.
 pub fn a7_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    let own_cpus = |r: &&RunReport| r.mode.host_cpus > 0 && r.mode.vcpus <= r.mode.host_cpus;
-    for r in xapic_pingpong(f, TargetWait::Spin).filter(own_cpus) {
+    for r in xapic_pingpong(f, TargetWait::Spin).filter(|r| own_cpus(r)) {
         for p in sender(r) {
             let icr = p.icr_write_exits.as_ref();
             if icr.is_none_or(|e| e.accelerated == 0) {
@@ -426,20 +472,20 @@ pub(super) mod tests {
     }
 
     /// The names of the checks of `checks` that `f` fails.
-    fn failing(f: &RunsFile, checks: &[(&'static str, Check)]) -> Vec<&'static str> {
+    fn failing(f: &RunsFile, checks: &[(&'static str, Check, Scope)]) -> Vec<&'static str> {
         checks
             .iter()
-            .filter(|(_, c)| !c(f).is_empty())
-            .map(|(n, _)| *n)
+            .filter(|(_, c, _)| !c(f).is_empty())
+            .map(|(n, _, _)| *n)
             .collect()
     }
 
     /// The name `check` has in `checks`.
-    fn named(checks: &[(&'static str, Check)], check: Check) -> &'static str {
+    fn named(checks: &[(&'static str, Check, Scope)], check: Check) -> &'static str {
         checks
             .iter()
-            .find(|(_, c)| std::ptr::fn_addr_eq(*c, check))
-            .map(|(n, _)| *n)
+            .find(|(_, c, _)| std::ptr::fn_addr_eq(*c, check))
+            .map(|(n, _, _)| *n)
             .unwrap()
     }
 

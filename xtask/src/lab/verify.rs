@@ -282,19 +282,50 @@ impl Loaded {
         files: &[PathBuf],
         check: checks::Check,
     ) {
+        self.check_scoped(report, name, files, check, checks::every_run)
+    }
+
+    /// [`Files::check`] of a check about the runs `scope` holds for: where
+    /// no run of `files` is one, there is nothing to check, and the verdict
+    /// is a SKIP saying so (an offence found all the same still fails).
+    pub(super) fn check_scoped(
+        &mut self,
+        report: &mut Report,
+        name: &str,
+        files: &[PathBuf],
+        check: checks::Check,
+        scope: checks::Scope,
+    ) {
         if files.is_empty() {
             report.bad(format!("{name}: no results file"), Vec::new());
             return;
         }
         let mut offences = Vec::new();
+        let mut in_scope = 0usize;
         for f in files {
             match self.0.entry(f.clone()).or_insert_with(|| RunsFile::load(f)) {
                 Ok(rf) => {
                     let name = rf.name();
+                    in_scope += rf.doc.runs.iter().filter(|r| scope(r)).count();
                     offences.extend(check(rf).into_iter().map(|o| format!("{name}: {o}")));
                 }
                 Err(e) => offences.push(e.clone()),
             }
+        }
+        if offences.is_empty() && in_scope == 0 {
+            let runs: usize = files
+                .iter()
+                .filter_map(|f| self.0.get(f).and_then(|r| r.as_ref().ok()))
+                .map(|rf| rf.doc.runs.len())
+                .sum();
+            report.skip(
+                name,
+                format!(
+                    "nothing to check: none of the {runs} runs in {} file(s) is one this check is about",
+                    files.len()
+                ),
+            );
+            return;
         }
         report.check(name, offences);
     }
@@ -380,8 +411,8 @@ pub fn verify_with(
     // What `ipivmm check plans/kvm-paths.toml` ran (--json-dir).
     sweeps.extend(json_files(&runs.join(tap::STEP), ""));
     if !sweeps.is_empty() || expect.whole() {
-        for (name, check) in checks::RUN_CHECKS {
-            files.check(&mut r, name, &sweeps, *check);
+        for (name, check, scope) in checks::RUN_CHECKS {
+            files.check_scoped(&mut r, name, &sweeps, *check, *scope);
         }
     }
     if steps.iter().any(|(n, _, _)| n == "hostswitch") {
