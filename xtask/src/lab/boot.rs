@@ -249,17 +249,38 @@ pub fn unpack_disk(disk: &Path, into: &Path) -> Result<()> {
         .with_context(|| format!("the results archive on {}", disk.display()))
 }
 
-/// Moves everything of `from` into `into` (files replace files, trees merge).
-fn merge_into(from: &Path, into: &Path) -> Result<()> {
+/// Where a resumed boot's results superseded an earlier boot's: one line
+/// per results file kept aside, which the verdict lists.
+pub const SUPERSEDED: &str = "superseded.txt";
+
+/// Moves everything of `from` (what boot `boot` left) into `into` (files
+/// replace files, trees merge), except that a results document (`.json`)
+/// an earlier boot wrote differently is not replaced: it is kept as
+/// `NAME.before-bootN.json` beside the new one (so the checks, which read
+/// every `NAME*.json`, judge its runs too), and `kept` names it. A resumed
+/// boot re-runs the step a frozen one was in: the first attempt's runs,
+/// failing ones included, must not vanish behind the second's.
+fn merge_into(from: &Path, into: &Path, boot: u32, kept: &mut Vec<String>) -> Result<()> {
     fs::create_dir_all(into)?;
     for e in fs::read_dir(from)? {
         let e = e?;
         let to = into.join(e.file_name());
         if e.file_type()?.is_dir() {
-            merge_into(&e.path(), &to)?;
-        } else {
-            fs::rename(e.path(), &to)?;
+            merge_into(&e.path(), &to, boot, kept)?;
+            continue;
         }
+        let is_json = to.extension().is_some_and(|x| x == "json");
+        if is_json && to.is_file() && fs::read(&to)? != fs::read(e.path())? {
+            let stem = to.file_stem().unwrap_or_default().to_string_lossy();
+            let aside = to.with_file_name(format!("{stem}.before-boot{boot}.json"));
+            fs::rename(&to, &aside)?;
+            kept.push(format!(
+                "{}: boot {boot} wrote it again; the earlier boot's kept as {} and checked too",
+                to.display(),
+                aside.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+        fs::rename(e.path(), &to)?;
     }
     fs::remove_dir_all(from)?;
     Ok(())
@@ -330,7 +351,20 @@ pub fn boot(
         }
         append(&this.join("steps.tsv"), &new.join("steps.tsv"))?;
         let _ = fs::remove_file(this.join("steps.tsv"));
-        merge_into(&this, new)?;
+        let mut kept = Vec::new();
+        merge_into(&this, new, n, &mut kept)?;
+        for line in &kept {
+            log(format!("boot {n}: {line}"));
+        }
+        if !kept.is_empty() {
+            let mut f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(new.join(SUPERSEDED))?;
+            for line in &kept {
+                writeln!(f, "{line}")?;
+            }
+        }
         append(&spec.console, &all_console)?;
         fs::remove_file(&spec.disk)?;
         left = left.saturating_sub(started.elapsed().as_secs());
@@ -476,11 +510,25 @@ mod tests {
         fs::write(into.join("steps.tsv"), "host\t0\t2\n").unwrap();
         append(&a.join("steps.tsv"), &into.join("steps.tsv")).unwrap();
         fs::remove_file(a.join("steps.tsv")).unwrap();
-        merge_into(&a, &into).unwrap();
+        fs::write(a.join("console.txt"), "boot 2").unwrap();
+        fs::write(into.join("console.txt"), "boot 1").unwrap();
+        let mut kept = Vec::new();
+        merge_into(&a, &into, 2, &mut kept).unwrap();
         assert_eq!(fs::read_to_string(into.join("runs/x.json")).unwrap(), "new");
+        // The first attempt's results are not replaced: kept, and named.
+        assert_eq!(
+            fs::read_to_string(into.join("runs/x.before-boot2.json")).unwrap(),
+            "old"
+        );
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert!(kept[0].contains("x.before-boot2.json"), "{kept:?}");
         assert_eq!(
             fs::read_to_string(into.join("runs/y.json")).unwrap(),
             "kept"
+        );
+        assert_eq!(
+            fs::read_to_string(into.join("console.txt")).unwrap(),
+            "boot 2"
         );
         assert_eq!(done_steps(&into), ["host", "tests"]);
         assert!(!a.exists());

@@ -488,6 +488,13 @@ pub fn verify_with(
             r.info(format!("  {l}"));
         }
     }
+    let superseded = listing(super::boot::SUPERSEDED);
+    if !superseded.is_empty() {
+        r.info("results a resumed boot wrote again (the earlier boot's kept and checked too):");
+        for l in superseded {
+            r.info(format!("  {l}"));
+        }
+    }
     let warnings = listing("warnings.txt");
     if !warnings.is_empty() {
         r.info("warnings:");
