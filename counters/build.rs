@@ -20,12 +20,17 @@ fn main() {
         .map_err(|e| format!("{}: {e}", shipped::RECORD))
         .and_then(|t| shipped::Record::parse(&t))
         .unwrap_or_else(|e| panic!("{e}: restore it from git or run scripts/build-bpf.sh"));
-    let source = std::fs::read(shipped::SOURCE)
-        .unwrap_or_else(|e| panic!("{}: {e}", shipped::SOURCE));
+    let source =
+        std::fs::read(shipped::SOURCE).unwrap_or_else(|e| panic!("{}: {e}", shipped::SOURCE));
     let object = if record.matches(&source) {
         PathBuf::from(shipped::OBJECT)
             .canonicalize()
-            .unwrap_or_else(|e| panic!("{}: {e}: restore it from git or run scripts/build-bpf.sh", shipped::OBJECT))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}: restore it from git or run scripts/build-bpf.sh",
+                    shipped::OBJECT
+                )
+            })
     } else {
         rebuild(&record)
     };

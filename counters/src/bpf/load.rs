@@ -849,9 +849,7 @@ fn raw_program<'a>(
 fn load_programs(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
     match &at.exit_program {
         ExitProgram::None(_) => {}
-        ExitProgram::Raw(_) => raw_program(ebpf, "on_exit_raw")?
-            .load()
-            .map_err(load_err)?,
+        ExitProgram::Raw(_) => raw_program(ebpf, "on_exit_raw")?.load().map_err(load_err)?,
         ExitProgram::Record { .. } => tracepoint_program(ebpf, "on_exit")?
             .load()
             .map_err(load_err)?,

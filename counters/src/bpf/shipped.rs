@@ -37,7 +37,10 @@ impl Record {
         Ok(Self {
             source_crc32,
             compiler: field("compiler")?.to_string(),
-            flags: field("flags")?.split_whitespace().map(String::from).collect(),
+            flags: field("flags")?
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
         })
     }
 

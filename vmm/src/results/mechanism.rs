@@ -74,15 +74,21 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
         mechanism,
         why: why.map(str::to_string),
     };
+    let off = sources.iter().any(|s| {
+        s.source == "tracepoints"
+            && s.detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("disabled"))
+    });
+    if off {
+        return counting(Mechanism::None, Some("tracepoints off: --no-tracepoints"));
+    }
     let Some(s) = sources.iter().find(|s| s.source == "exit_reasons") else {
         let why = sources
             .iter()
             .find(|s| s.source == "tracepoints" && !s.available)
             .and_then(|s| s.detail.as_deref())
-            .map_or("no counted phase began", |d| match d.starts_with("disabled") {
-                true => "tracepoints off: --no-tracepoints",
-                false => first_clause(d),
-            });
+            .map_or("no counted phase began", first_clause);
         return counting(Mechanism::None, Some(why));
     };
     let detail = s.detail.as_deref().unwrap_or_default();
@@ -92,7 +98,13 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
             d if d.starts_with("counters:") => Mechanism::Counters,
             _ => Mechanism::None,
         };
-        return counting(mechanism, Some(first_clause(detail)));
+        let attached = match detail {
+            d if d.contains("(bpf: ") => "; the bpf object attached",
+            d if d.contains("(sampled: ") => "; the sampler attached",
+            _ => "",
+        };
+        let why = format!("{}{attached}", first_clause(detail));
+        return counting(mechanism, Some(&why));
     }
     if detail.starts_with("bpf:") {
         if detail.contains("exits on the raw ") {
@@ -143,15 +155,29 @@ mod tests {
             (src("exit_reasons", true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring"), "sampler (asked for: --exit-reasons sampled)"),
             (src("exit_reasons", false, "off: not by reason (exit_reasons is `off`)"), "none (off: not by reason)"),
             (src("exit_reasons", false, "counters: not by reason (exit_reasons is `counters`)"), "per-reason counters (counters: not by reason)"),
-            (src("exit_reasons", false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires)"),
+            (src("exit_reasons", false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires; the bpf object attached)"),
             (src("tracepoints", false, "disabled (--no-tracepoints, VmConfig::tracepoints = false)"), "none (tracepoints off: --no-tracepoints)"),
         ];
+        // --no-tracepoints: the exit source says `off`, the tracepoints why.
+        let notp = [
+            src(
+                "tracepoints",
+                false,
+                "disabled (--no-tracepoints, VmConfig::tracepoints = false)",
+            ),
+            src(
+                "exit_reasons",
+                false,
+                "off: not by reason (exit_reasons is `off`)",
+            ),
+        ];
+        assert_eq!(
+            of_sources(&notp).to_string(),
+            "none (tracepoints off: --no-tracepoints)"
+        );
         for (s, want) in cases {
             assert_eq!(of_sources(&[s.clone()]).to_string(), want, "{s:?}");
         }
-        assert_eq!(
-            of_sources(&[]).to_string(),
-            "none (no counted phase began)"
-        );
+        assert_eq!(of_sources(&[]).to_string(), "none (no counted phase began)");
     }
 }

@@ -85,7 +85,8 @@ mod tests {
             ..e
         };
         assert!(
-            e.text().contains("exits counted by sampler (bpf unavailable: not root)")
+            e.text()
+                .contains("exits counted by sampler (bpf unavailable: not root)")
                 && !e.text().contains("bpf)"),
             "{}",
             e.text()

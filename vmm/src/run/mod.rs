@@ -119,9 +119,12 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     }
     let bpf = trace.as_ref().and_then(|t| t.loaded_inhibit_log());
     // This thread's own changes are its sampler's (when it has one).
-    let me = creation
-        .as_ref()
-        .map(|_| rustix::thread::gettid().as_raw_nonzero().get().unsigned_abs());
+    let me = creation.as_ref().map(|_| {
+        rustix::thread::gettid()
+            .as_raw_nonzero()
+            .get()
+            .unsigned_abs()
+    });
     if let Some((changes, lost, names)) = bpf.as_ref().and_then(|b| b.inhibit_changes_except(me)) {
         log.add(changes, lost, names);
     }

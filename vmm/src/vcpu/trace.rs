@@ -481,10 +481,7 @@ impl ThreadTrace {
             available: true,
             detail,
         };
-        let t = Self {
-            set,
-            exits: None,
-        };
+        let t = Self { set, exits: None };
         (Some(t), status)
     }
 
