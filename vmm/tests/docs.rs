@@ -327,7 +327,12 @@ fn readme_sample_header_is_the_real_one() {
         let lines: Vec<String> = out.lines().map(String::from).collect();
         assert_eq!(line("ipivmm: mode ", &lines), Some(readme_header.clone()));
         assert_eq!(cells(&line("│ vCPU", &lines).unwrap()), readme_cells);
-        for prefix in ["APICv: ", "status: completed; total ", "phase 2 'measure'"] {
+        for prefix in [
+            "APICv: ",
+            "exit counting: ",
+            "status: completed; total ",
+            "phase 2 'measure'",
+        ] {
             assert!(
                 line(prefix, &sample.lines).is_some(),
                 "README lacks {prefix:?}"

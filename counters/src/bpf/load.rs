@@ -3,7 +3,7 @@
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aya::maps::{Array, HashMap, MapData};
 use aya::programs::trace_point::TracePointLinkId;
@@ -214,8 +214,15 @@ struct Switch {
     closing: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The exit counter of one run: programs loaded and attached, maps sized
-/// for `capacity` vCPU threads. Detached when dropped.
+/// What [`BpfExits::attach_counting`] attached: the counters kept in the
+/// kernel (names as `crate::specs` gives them) and those whose event did
+/// not match, with why.
+type Counting = (Vec<&'static str>, Vec<(&'static str, String)>);
+
+/// The exit counter of one run: programs loaded, maps sized for `capacity`
+/// vCPU threads; what counts is attached once, by
+/// [`BpfExits::attach_counting`] (the inhibit log at load). Detached when
+/// dropped.
 ///
 /// While no registered thread counts (every vCPU in an uncounted part),
 /// the exit program is detached: `kvm_exit` then builds no record and runs
@@ -239,11 +246,16 @@ pub struct BpfExits {
     exit_program: ExitProgram,
     /// The exit program's tracepoint (system, event).
     exit_at: (String, String),
+    /// Where the counting programs attach, and the tracefs that says how.
+    at: Attach,
+    tracefs: Tracefs,
     capacity: usize,
     next: AtomicUsize,
     isa: Option<Isa>,
-    counters: Vec<&'static str>,
-    unavailable: Vec<(&'static str, String)>,
+    /// Once attached ([`BpfExits::attach_counting`]): the counters kept in
+    /// the kernel and the event counters that could not be attached, or
+    /// why nothing counts.
+    counting: OnceLock<Result<Counting, String>>,
     /// The inhibit log's memory and the reason names, when attached.
     inhibits: Option<(Mapping, BTreeMap<u32, String>)>,
     why_no_inhibits: Option<String>,
@@ -263,6 +275,33 @@ impl Drop for BpfExits {
         // The last link finishes closing before the maps and the anchor go.
         self.settle();
     }
+}
+
+/// An aya loader that has not read the kernel's BTF. aya 0.13's
+/// `EbpfLoader::new` reads and parses all of `/sys/kernel/btf/vmlinux`
+/// (5.5 MB here: +16 MiB of peak RSS, 10-40 ms) even when `.btf(None)`
+/// follows, and nothing here needs it (no CO-RE relocation). So it is
+/// created on a thread of its own whose root directory is `/dev` (after
+/// `unshare(CLONE_FS)`, the thread's root is its own), where it finds no
+/// BTF. Where that is refused (no CAP_SYS_CHROOT), the loader reads it as
+/// before.
+fn loader_without_kernel_btf() -> EbpfLoader<'static> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: unshare(CLONE_FS) gives this thread its own root and
+            // working directory; chroot changes only them. The thread ends
+            // right after the loader is made, and no file descriptor is
+            // opened through the changed root but the loader's failed read.
+            unsafe {
+                if libc::unshare(libc::CLONE_FS) == 0 {
+                    let _ = libc::chroot(c"/dev".as_ptr());
+                }
+            }
+            EbpfLoader::new()
+        })
+        .join()
+        .unwrap_or_else(|_| EbpfLoader::new())
+    })
 }
 
 fn load_err(e: impl std::fmt::Display) -> BpfError {
@@ -289,6 +328,22 @@ impl BpfExits {
         isa: Option<Isa>,
         silent: Option<&str>,
     ) -> Result<Self, BpfError> {
+        let b = Self::load_kvm_idle(tracefs, capacity, isa, silent)?;
+        b.attach_counting()?;
+        Ok(b)
+    }
+
+    /// [`BpfExits::load_kvm`] without attaching what counts: the programs
+    /// are loaded (verified) and only the APICv inhibit log is attached (its
+    /// event fires on an inhibit change, never on an exit's path), so a
+    /// vCPU's exits take the kernel path they take with nothing loaded
+    /// until [`BpfExits::attach_counting`].
+    pub fn load_kvm_idle(
+        tracefs: &Tracefs,
+        capacity: usize,
+        isa: Option<Isa>,
+        silent: Option<&str>,
+    ) -> Result<Self, BpfError> {
         let at = match silent {
             Some(why) => Attach {
                 exit_program: ExitProgram::None(why.to_string()),
@@ -296,7 +351,7 @@ impl BpfExits {
             },
             None => Attach::kvm_raw(isa),
         };
-        match Self::load(tracefs, &at, capacity, isa) {
+        match Self::load_idle(tracefs, &at, capacity, isa) {
             Err(e) if matches!(at.exit_program, ExitProgram::Raw(_)) => {
                 let at = Attach {
                     exit_program: ExitProgram::Record {
@@ -304,7 +359,7 @@ impl BpfExits {
                     },
                     ..at
                 };
-                Self::load(tracefs, &at, capacity, isa)
+                Self::load_idle(tracefs, &at, capacity, isa)
             }
             r => r,
         }
@@ -312,6 +367,19 @@ impl BpfExits {
 
     /// Loads the counter and attaches it to `at`.
     pub fn load(
+        tracefs: &Tracefs,
+        at: &Attach,
+        capacity: usize,
+        isa: Option<Isa>,
+    ) -> Result<Self, BpfError> {
+        let b = Self::load_idle(tracefs, at, capacity, isa)?;
+        b.attach_counting()?;
+        Ok(b)
+    }
+
+    /// Loads the counter for `at` with only the inhibit log attached (see
+    /// [`BpfExits::load_kvm_idle`]).
+    pub fn load_idle(
         tracefs: &Tracefs,
         at: &Attach,
         capacity: usize,
@@ -326,7 +394,7 @@ impl BpfExits {
         // tracefs, vCPU fields at offsets from module BTF, and maps): none
         // are applied. (aya 0.13's loader still parses the kernel's BTF when
         // it is created, 10-40 ms; 0.15 does it lazily but needs Rust 1.98.)
-        let mut ebpf = EbpfLoader::new()
+        let mut ebpf = loader_without_kernel_btf()
             .btf(None)
             .set_max_entries("THREADS", entries)
             .set_max_entries("VCPUS", entries)
@@ -387,21 +455,8 @@ impl BpfExits {
                 .map_err(|e| e.to_string())
                 .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string())),
         };
-        let exit_link = attach(&mut ebpf, at)?;
-        // Only the exit program is switched: its tracepoint builds a record
-        // for it at every exit, and its perf link re-attaches in about
-        // 0.2 ms with no text patching (the anchor keeps the tracepoint
-        // registered). The raw tracepoint programs stay: they return after
-        // one load while ACTIVE is 0, and re-attaching a raw tracepoint is a
-        // tracepoint registration: static-key text patching, with IPIs to
-        // every CPU, and an RCU grace period (10-24 ms per switch here; in
-        // the lab's nested TCG a re-attach hung its CPU: a soft lockup).
-        let (mut counters, unavailable) = if at.events {
-            attach_events(&mut ebpf, tracefs)
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        counters.push(EXITS_COUNTER);
+        // Verified now, attached by attach_counting.
+        load_programs(&mut ebpf, at)?;
         let (inhibits, why_no_inhibits) = if at.events {
             match attach_inhibits(&mut ebpf, tracefs) {
                 Ok(i) => (Some(i), None),
@@ -417,20 +472,17 @@ impl BpfExits {
             threads: Mutex::new(threads),
             // Attached until every thread has been on and off once: threads
             // start off, and the first to switch on then finds it attached.
-            switch: Mutex::new(Switch {
-                counting: 0,
-                link: exit_link,
-                closing: None,
-            }),
+            switch: Mutex::new(Switch::default()),
             ebpf: Mutex::new(ebpf),
             anchor,
             exit_program: at.exit_program.clone(),
             exit_at: at.exit.clone(),
+            at: at.clone(),
+            tracefs: tracefs.clone(),
             capacity,
             next: AtomicUsize::new(0),
             isa,
-            counters,
-            unavailable,
+            counting: OnceLock::new(),
             inhibits,
             why_no_inhibits,
         })
@@ -523,6 +575,8 @@ impl BpfExits {
 
     /// One more thread counts: attach the exit program if it was detached.
     fn thread_on(&self) -> Result<(), BpfError> {
+        // Nothing counts before the counting programs are attached.
+        self.attach_counting()?;
         let mut sw = lock(&self.switch);
         if sw.link.is_none() && matches!(self.exit_program, ExitProgram::Record { .. }) {
             let mut ebpf = lock(&self.ebpf);
@@ -594,17 +648,55 @@ impl BpfExits {
         }
     }
 
+    /// Attaches what counts, once (later calls give the first one's
+    /// answer): the exit program (the record one through its anchor), the
+    /// entry program and the event counters. Until then only the inhibit
+    /// log is attached; registered threads count nothing.
+    ///
+    /// Only the exit program is switched afterwards: its tracepoint builds
+    /// a record for it at every exit, and its perf link re-attaches in
+    /// about 0.2 ms with no text patching (the anchor keeps the tracepoint
+    /// registered). The raw tracepoint programs stay: they return after
+    /// one load while ACTIVE is 0, and re-attaching a raw tracepoint is a
+    /// tracepoint registration: static-key text patching, with IPIs to
+    /// every CPU, and an RCU grace period (10-24 ms per switch here; in the
+    /// lab's nested TCG a re-attach hung its CPU: a soft lockup).
+    pub fn attach_counting(&self) -> Result<(), BpfError> {
+        let done = self.counting.get_or_init(|| {
+            // One lock at a time: thread_on/off take the switch, then ebpf.
+            let link = attach(&mut lock(&self.ebpf), &self.at).map_err(|e| e.to_string())?;
+            lock(&self.switch).link = link;
+            let (mut counters, unavailable) = if self.at.events {
+                attach_events(&mut lock(&self.ebpf), &self.tracefs)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            counters.push(EXITS_COUNTER);
+            Ok((counters, unavailable))
+        });
+        done.as_ref().map(|_| ()).map_err(|why| BpfError::Attach {
+            what: "the counting programs".into(),
+            why: why.clone(),
+        })
+    }
+
     /// The tracepoint counters this object keeps per vCPU thread (names as
     /// `crate::specs` gives them; the `kvm_exit` total among them): a run
-    /// needs no perf counter for these.
+    /// needs no perf counter for these. Empty until attached.
     pub fn counters(&self) -> &[&'static str] {
-        &self.counters
+        match self.counting.get() {
+            Some(Ok((c, _))) => c,
+            _ => &[],
+        }
     }
 
     /// Event counters that could not be attached, with why (their perf
     /// counters are needed instead).
     pub fn unavailable(&self) -> &[(&'static str, String)] {
-        &self.unavailable
+        match self.counting.get() {
+            Some(Ok((_, u))) => u,
+            _ => &[],
+        }
     }
 
     /// Whether every APICv inhibit change of this process is logged (from
@@ -620,6 +712,15 @@ impl BpfExits {
     /// number of changes past the log's room, and the reason names (None:
     /// not logged). Read when the vCPU threads are done.
     pub fn inhibit_changes(&self) -> Option<(Vec<InhibitChange>, u64, &BTreeMap<u32, String>)> {
+        self.inhibit_changes_except(None)
+    }
+
+    /// [`BpfExits::inhibit_changes`] but those of thread `except` (one that
+    /// samples its own changes), if given.
+    pub fn inhibit_changes_except(
+        &self,
+        except: Option<u32>,
+    ) -> Option<(Vec<InhibitChange>, u64, &BTreeMap<u32, String>)> {
         let (m, names) = self.inhibits.as_ref()?;
         // SAFETY: the mapping is one InhibitLog (checked at load), plain
         // integers; the program only appends, each entry complete before
@@ -628,6 +729,7 @@ impl BpfExits {
         let n = usize::try_from(log.next).unwrap_or(usize::MAX);
         let mut changes: Vec<InhibitChange> = log.entries[..n.min(INHIBIT_LOG)]
             .iter()
+            .filter(|e| Some(e.tid) != except)
             .map(|e| InhibitChange {
                 time_ns: e.time_ns,
                 reason: e.reason,
@@ -743,28 +845,32 @@ fn raw_program<'a>(
         .map_err(|_| BpfError::Layout(name))
 }
 
-/// Loads and attaches the exit and entry programs: the exit's link (None:
+/// Loads (verifies) the exit and entry programs.
+fn load_programs(ebpf: &mut Ebpf, at: &Attach) -> Result<(), BpfError> {
+    match &at.exit_program {
+        ExitProgram::None(_) => {}
+        ExitProgram::Raw(_) => raw_program(ebpf, "on_exit_raw")?.load().map_err(load_err)?,
+        ExitProgram::Record { .. } => tracepoint_program(ebpf, "on_exit")?
+            .load()
+            .map_err(load_err)?,
+    }
+    raw_program(ebpf, "on_entry")?.load().map_err(load_err)
+}
+
+/// Attaches the (loaded) exit and entry programs: the exit's link (None:
 /// the raw exit program, whose link lives as long as the object).
 fn attach(ebpf: &mut Ebpf, at: &Attach) -> Result<Option<TracePointLinkId>, BpfError> {
     let link = match &at.exit_program {
         ExitProgram::None(_) => None,
         ExitProgram::Raw(raw) => {
-            let exit = raw_program(ebpf, "on_exit_raw")?;
-            exit.load().map_err(load_err)?;
-            exit.attach(&raw.event)
+            raw_program(ebpf, "on_exit_raw")?
+                .attach(&raw.event)
                 .map_err(|e| attach_error(&format!("raw tracepoint {}", raw.event), e))?;
             None
         }
-        ExitProgram::Record { .. } => {
-            tracepoint_program(ebpf, "on_exit")?
-                .load()
-                .map_err(load_err)?;
-            Some(attach_exit(ebpf, &at.exit)?)
-        }
+        ExitProgram::Record { .. } => Some(attach_exit(ebpf, &at.exit)?),
     };
-    let entry = raw_program(ebpf, "on_entry")?;
-    entry.load().map_err(load_err)?;
-    entry
+    raw_program(ebpf, "on_entry")?
         .attach(&at.entry)
         .map_err(|e| attach_error(&format!("raw tracepoint {}", at.entry), e))?;
     Ok(link)

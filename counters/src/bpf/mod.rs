@@ -16,14 +16,18 @@
 //!   [`crate::sampler::ExitTally`], so a phase's exits read the same
 //!   whatever counted them.
 //!
-//! The program is built by `build.rs` with clang (`-target bpf`); without
-//! clang the crate builds and [`object`] says why not.
+//! The program is built once with clang (`scripts/build-bpf.sh`) and
+//! shipped in the tree; `build.rs` embeds it ([`shipped`]: what it was
+//! built from), so builds without clang count exits the same way.
 
 pub mod layout;
 pub mod load;
 pub mod reason_at;
+pub mod shipped;
 pub mod window;
 
+#[cfg(test)]
+mod shipped_tests;
 #[cfg(test)]
 mod tests;
 
@@ -31,21 +35,14 @@ pub use load::{Attach, BpfError, BpfExits, BpfThread, ExitProgram, RawExit};
 pub use reason_at::ReasonAt;
 pub use window::BpfSnapshot;
 
-/// The compiled BPF object, or why it was not built.
+/// The BPF object: the one shipped in the tree (`bpf/kvm_exits.bpf.o`,
+/// checked against its source by `build.rs` and [`shipped`]'s tests).
+/// Err is kept for callers that report why there is none; a build always
+/// has one.
 pub fn object() -> Result<&'static [u8], &'static str> {
-    #[cfg(ipivmm_bpf)]
-    {
-        /// Kept 8-byte aligned: the ELF parser reads its headers in place.
-        #[repr(C, align(8))]
-        struct Aligned<T: ?Sized>(T);
-        static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-            env!("OUT_DIR"),
-            "/kvm_exits.bpf.o"
-        )));
-        Ok(&OBJECT.0)
-    }
-    #[cfg(not(ipivmm_bpf))]
-    {
-        Err(env!("IPIVMM_BPF_NOT_BUILT"))
-    }
+    /// Kept 8-byte aligned: the ELF parser reads its headers in place.
+    #[repr(C, align(8))]
+    struct Aligned<T: ?Sized>(T);
+    static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("IPIVMM_BPF_OBJECT")));
+    Ok(&OBJECT.0)
 }

@@ -5,8 +5,10 @@
 //! phase 0 "idle": begin, barrier, end (no IPIs); barrier;
 //! phase 1 "warmup": begin, barrier, body, barrier, end, barrier;
 //! phase 2 measured both ways (`measure::measure_both_ways` in the SDK): its uncounted
-//! part "measure-uncounted" (per-exit counters off: the headline latency),
-//! then its counted part "measure" (the exits), each: begin, barrier, body,
+//! part "measure-uncounted" (nothing per exit attached yet: the headline
+//! latency), then, outside any phase, barrier, body(warmup), barrier (the
+//! host attached its per-exit counters at the uncounted part's end), then
+//! its counted part "measure" (the exits), each part: begin, barrier, body,
 //! barrier, end, [senders: Samples(2) then Records(2)], barrier;
 //! then Done(0) (sent by the runtime when `main` returns). Each body is a
 //! round of its own (`stop` needs a fresh value per body).
@@ -18,7 +20,7 @@ use ipivmm_abi::{BootInfo, TargetWait, MAX_VCPUS};
 use ipivmm_guest::control;
 use ipivmm_guest::cpu;
 use ipivmm_guest::ipi::{Sender, VcpuSet};
-use ipivmm_guest::measure::{measure_both_ways, Step};
+use ipivmm_guest::measure::{measure_both_ways, Part, Step};
 use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
 
@@ -98,6 +100,9 @@ pub fn run(w: &mut impl Workload, ctx: &mut Ctx) {
             WAKE_IPIS.store(0, Ordering::Relaxed);
             round += 1;
         }
+        // The host attached its per-exit counters at the uncounted part's
+        // end: as many iterations as the warm-up phase, unmeasured.
+        Step::Run(Part::Warmup) => w.body(ctx, round, warmup, false),
         Step::Run(_) => w.body(ctx, round, iterations, true),
         Step::Ended(_) => {
             if !ctx.samples.as_slice().is_empty() {

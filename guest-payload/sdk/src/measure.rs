@@ -11,6 +11,11 @@ pub enum Part {
     Uncounted,
     /// Counting on: the exits by reason, ICR-write exits.
     Counted,
+    /// Between the two, outside any phase: the same work, unmeasured, after
+    /// the host attached its per-exit counters at the uncounted part's end
+    /// marker, so that the counted part starts warm. Only `Before` and
+    /// `Run` are called for it.
+    Warmup,
 }
 
 /// Where [`measure_both_ways`] is in a part.
@@ -28,17 +33,25 @@ pub enum Step {
 
 /// Measures phase `id` named `name` both ways, on every vCPU that calls it
 /// (all of them must): first its uncounted part ([`control::phase_begin_uncounted`]),
-/// then its counted part, each `Before`, begin marker, barrier, `Run`,
+/// then, outside any phase, `Before` and `Run` of [`Part::Warmup`] (the host
+/// attaches its per-exit counters at the uncounted part's end marker: this
+/// runs the path warm again), then its counted part, each `Before`, begin marker, barrier, `Run`,
 /// barrier, end marker, `Ended`, barrier. The host takes the headline
 /// latency from the uncounted part's samples and the exits from the
 /// counted part, and reports their ratio (what counting cost). `step` is
 /// called for each step with the part; run the same work in both parts.
 pub fn measure_both_ways(id: u32, name: &str, mut step: impl FnMut(Step)) {
     for part in [Part::Uncounted, Part::Counted] {
+        if part == Part::Counted {
+            step(Step::Before(Part::Warmup));
+            barrier();
+            step(Step::Run(Part::Warmup));
+            barrier();
+        }
         step(Step::Before(part));
         match part {
             Part::Uncounted => control::phase_begin_uncounted(id, name),
-            Part::Counted => control::phase_begin(id, name),
+            _ => control::phase_begin(id, name),
         }
         barrier();
         step(Step::Run(part));

@@ -270,6 +270,12 @@ pub struct SweepArgs {
     /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
     #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
+    /// Print the plan (every row, the repeats, every skip with its reason) and an estimated time from two short calibration runs of the first row; run nothing else.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also run rows this host cannot answer (more spinning vCPUs than host CPUs), which are otherwise skipped with the reason.
+    #[arg(long)]
+    pub force: bool,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,

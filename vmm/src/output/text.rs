@@ -19,6 +19,7 @@ pub fn render(r: &RunReport) -> String {
     if let Some(line) = observed_line(r) {
         let _ = writeln!(out, "{line}");
     }
+    let _ = writeln!(out, "exit counting: {}", r.exit_counting());
     let status = RunStatus::text(&r.status);
     let first = r.timings.first_message_ns.map_or("none".into(), ms);
     let _ = writeln!(

@@ -20,6 +20,7 @@ pub mod exits;
 pub mod host;
 pub mod inhibits;
 pub mod latency;
+pub mod mechanism;
 pub mod metrics;
 pub mod observer;
 pub mod slug;

@@ -10,8 +10,13 @@ use serde::{Deserialize, Serialize};
 pub struct ObserverEffect {
     /// Pairs of runs measured.
     pub pairs: u32,
-    /// How exits were counted by reason in the counted runs.
+    /// How exits were counted by reason in the counted runs (as asked).
     pub exit_reasons: ExitReasons,
+    /// What the counted runs' sources say counted them
+    /// (`results::mechanism`), one entry per distinct answer; empty in
+    /// files recorded before it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mechanism: Vec<String>,
     /// Median p50 latency with the counters attached, TSC cycles.
     pub with_counters_p50: f64,
     /// Median p50 latency with every counter detached, TSC cycles.
@@ -37,10 +42,14 @@ impl ObserverEffect {
         if self.pairs == 0 {
             return format!("counting cost: not measured{failed}");
         }
+        // What counted, as the runs say; as asked only for older files.
+        let how = match self.mechanism.is_empty() {
+            true => format!("exit reasons {}", self.exit_reasons),
+            false => format!("exits counted by {}", self.mechanism.join(", ")),
+        };
         format!(
-            "counting cost: p50 {:.0} cycles with the counters (exit reasons {}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
+            "counting cost: p50 {:.0} cycles with the counters ({how}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
             self.with_counters_p50,
-            self.exit_reasons,
             self.without_counters_p50,
             (self.ratio - 1.0) * 100.0,
             self.pairs
@@ -62,9 +71,23 @@ mod tests {
             ratio: 1.03,
             runs: vec![],
             failed: vec![],
+            mechanism: vec![],
         };
         assert!(
-            e.text().contains("+3.0%") && e.text().contains("sampled"),
+            e.text().contains("+3.0%") && e.text().contains("exit reasons sampled"),
+            "{}",
+            e.text()
+        );
+        // Asked for bpf, the runs say the sampler counted: the line says so.
+        let e = ObserverEffect {
+            exit_reasons: ExitReasons::Bpf,
+            mechanism: vec!["sampler (bpf unavailable: not root)".into()],
+            ..e
+        };
+        assert!(
+            e.text()
+                .contains("exits counted by sampler (bpf unavailable: not root)")
+                && !e.text().contains("bpf)"),
             "{}",
             e.text()
         );

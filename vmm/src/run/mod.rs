@@ -90,11 +90,12 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
     crate::host::fds::raise_fd_limit();
     let trace = spawn::trace_config(&prepared);
-    // Inhibits set while the VM is created show on this thread only.
+    // Inhibits set while the VM is created show on this thread only: it
+    // samples its own, from before KVM_CREATE_VM to the end. The BPF object
+    // is loaded once the guest runs (off its path), and the vCPU threads
+    // wait for its inhibit log at their first phase marker.
     let created_ns = inhibits::monotonic_ns();
-    // The BPF object, loaded already, logs every thread's changes itself.
-    let bpf = trace.as_ref().and_then(|t| t.bpf_inhibit_log());
-    let mut creation = trace.as_ref().filter(|_| bpf.is_none()).and_then(|t| {
+    let mut creation = trace.as_ref().and_then(|t| {
         let tracefs = t.tracefs()?;
         InhibitSampler::open(tracefs, inhibits::INHIBIT_RING_PAGES).ok()
     });
@@ -104,12 +105,27 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         log.drain(s);
     }
     let devices = devices::wire(&vm, &prepared.config, opts.serial)?;
-    let mut running = spawn::spawn(vm, devices, &prepared, opts.started, trace, log.clone())?;
+    let mut running = spawn::spawn(
+        vm,
+        devices,
+        &prepared,
+        opts.started,
+        trace.clone(),
+        log.clone(),
+    )?;
     let outcome = supervise::supervise(&mut running, opts.cancel.as_deref())?;
     if let Some(s) = &mut creation {
         log.drain(s);
     }
-    if let Some((changes, lost, names)) = bpf.as_ref().and_then(|b| b.inhibit_changes()) {
+    let bpf = trace.as_ref().and_then(|t| t.loaded_inhibit_log());
+    // This thread's own changes are its sampler's (when it has one).
+    let me = creation.as_ref().map(|_| {
+        rustix::thread::gettid()
+            .as_raw_nonzero()
+            .get()
+            .unsigned_abs()
+    });
+    if let Some((changes, lost, names)) = bpf.as_ref().and_then(|b| b.inhibit_changes_except(me)) {
         log.add(changes, lost, names);
     }
     let mut report = collect::report(running, outcome, &prepared, opts.started);

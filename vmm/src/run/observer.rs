@@ -28,9 +28,9 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The measured p50 of one run of `c`; Err: how it failed (it did not
-/// start, did not complete, or had no samples).
-fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<f64, String> {
+/// The measured p50 of one run of `c` and how it counted exits; Err: how
+/// it failed (it did not start, did not complete, or had no samples).
+fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<(f64, String), String> {
     let opts = RunOptions {
         serial: SerialSink::Discard,
         cancel: cancel.clone(),
@@ -42,7 +42,7 @@ fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<f64, String>
     }
     summary::summarize(&r)
         .latency
-        .map(|l| l.p50)
+        .map(|l| (l.p50, r.exit_counting().to_string()))
         .ok_or_else(|| "no latency samples".into())
 }
 
@@ -69,6 +69,7 @@ pub fn measure(
     };
     let mut runs = Vec::with_capacity(pairs.min(MAX_PAIRS) as usize);
     let mut failed = Vec::new();
+    let mut mechanism: Vec<String> = Vec::new();
     for i in 1..=pairs.min(MAX_PAIRS) {
         // A signal ends the measurement at once: the pairs so far are kept
         // and the caller's own run then ends as cancelled.
@@ -78,7 +79,10 @@ pub fn measure(
         let a =
             p50_of(&without, &cancel).map_err(|e| failed.push(format!("pair {i}, detached: {e}")));
         let b = p50_of(config, &cancel).map_err(|e| failed.push(format!("pair {i}, counted: {e}")));
-        if let (Ok(a), Ok(b)) = (a, b) {
+        if let (Ok((a, _)), Ok((b, how))) = (a, b) {
+            if !mechanism.contains(&how) {
+                mechanism.push(how);
+            }
             runs.push((a, b));
         }
     }
@@ -96,6 +100,7 @@ pub fn measure(
         },
         runs,
         failed,
+        mechanism,
     }))
 }
 

@@ -46,6 +46,11 @@ pub struct SweepSpec {
     /// parameter (`module_switch::parse_param_values`); empty = the host as
     /// it is.
     pub host_params: Vec<ModuleSetting>,
+    /// Host CPUs the runs may use (0: unknown, nothing is checked): rows
+    /// with more spinning vCPUs are skipped ([`capacity_reason`]).
+    pub host_cpus: usize,
+    /// Run rows this host cannot answer anyway (`--force`).
+    pub force: bool,
     /// Everything else (iterations, levers...).
     pub base: VmConfig,
 }
@@ -62,6 +67,8 @@ impl Default for SweepSpec {
             placements: vec![(String::new(), Vec::new())],
             skip_duplicates: false,
             host_params: Vec::new(),
+            host_cpus: 0,
+            force: false,
             base: VmConfig {
                 iterations: 100,
                 warmup: 10,
@@ -133,6 +140,21 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
     }
 }
 
+/// Why a row cannot give an answer on `host_cpus` host CPUs (0: unknown),
+/// if it cannot: more spinning vCPUs than CPUs. Every vCPU of a spinning
+/// target's run busy-waits (the sender for acks, the targets for IPIs), so
+/// each IPI waits for its target's next time slice and the run ends at its
+/// watchdog rather than with a measurement (this 2-CPU host: every
+/// broadcast row from 4 spinning vCPUs up timed out at 60 s).
+pub fn capacity_reason(c: &VmConfig, host_cpus: usize) -> Option<String> {
+    (host_cpus > 0 && c.target_wait == mode::TargetWait::Spin && c.vcpus > host_cpus).then(|| {
+        format!(
+            "{} spinning vCPUs on {host_cpus} host CPUs: each IPI waits for its target's time slice, so the run would time out, not measure (use --target halt, at most {host_cpus} vCPUs, or --force to run it)",
+            c.vcpus
+        )
+    })
+}
+
 /// Every configuration of `spec`, workloads outermost so each workload's
 /// modes run side by side, then vCPU counts, then the mode parts.
 fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
@@ -186,7 +208,11 @@ pub fn plan_stage(
     let host_param = setting.map(|s| s.to_string());
     for (place, config) in configs(spec) {
         let label = stage_label(&config, &place, setting);
-        match skip_reason(&config, host, spec.skip_duplicates) {
+        let capacity = || match spec.force {
+            true => None,
+            false => capacity_reason(&config, spec.host_cpus),
+        };
+        match skip_reason(&config, host, spec.skip_duplicates).or_else(capacity) {
             Some(reason) => skips.push(SkippedMode {
                 mode: label,
                 reason,
@@ -285,6 +311,54 @@ mod tests {
         assert!(skips.iter().any(|s| s
             .reason
             .contains("identical to the apicv=host row on this host")));
+    }
+
+    #[test]
+    fn more_spinning_vcpus_than_cpus_are_skipped_unless_forced() {
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::Kernel],
+            apics: vec![ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr],
+            workloads: vec![Workload::Broadcast],
+            vcpus: vec![2, 4, 8],
+            host_cpus: 2,
+            ..Default::default()
+        };
+        assert_eq!(spec.base.target_wait, mode::TargetWait::Spin);
+        let (runs, skips) = plan(&spec, None);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].config.vcpus, 2);
+        let skipped: Vec<&str> = skips.iter().map(|s| s.mode.as_str()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "broadcast 4v kernel/x2apic/icr",
+                "broadcast 8v kernel/x2apic/icr"
+            ]
+        );
+        assert!(
+            skips[0]
+                .reason
+                .starts_with("4 spinning vCPUs on 2 host CPUs")
+                && skips[0].reason.contains("--force"),
+            "{}",
+            skips[0].reason
+        );
+        // Halted targets do not spin; --force runs every row.
+        let mut halted = spec.clone();
+        halted.base.target_wait = mode::TargetWait::Halt;
+        assert_eq!(plan(&halted, None).0.len(), 3);
+        let forced = SweepSpec {
+            force: true,
+            ..spec.clone()
+        };
+        assert_eq!(plan(&forced, None).0.len(), 3);
+        // Unknown host CPUs: nothing to check.
+        let unknown = SweepSpec {
+            host_cpus: 0,
+            ..spec
+        };
+        assert_eq!(plan(&unknown, None).0.len(), 3);
     }
 
     #[test]

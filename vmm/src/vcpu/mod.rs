@@ -348,6 +348,10 @@ impl RunLoop<'_> {
         match req.body {
             ControlBody::Hello { .. } => {
                 self.env.shared.first_message.get_or_init(Instant::now);
+                // The guest runs: load the BPF object beside it, off its path.
+                if let Some(t) = &self.env.trace {
+                    t.start_loading();
+                }
             }
             ControlBody::PhaseBegin {
                 phase,
@@ -360,7 +364,7 @@ impl RunLoop<'_> {
                         open.id, open.name
                     )));
                 }
-                if self.sources.open_trace() {
+                if self.sources.at_begin(uncounted) {
                     self.env.shared.result(index).sources = self.sources.status.clone();
                 }
                 let mut open = self.sources.begin(phase, name, &self.exits, &self.guest);
@@ -380,6 +384,9 @@ impl RunLoop<'_> {
                 Some(open) if open.id == phase => {
                     let uncounted = open.uncounted;
                     let result = self.sources.end(open, &self.exits, &self.guest);
+                    if uncounted && self.sources.at_uncounted_end() {
+                        self.env.shared.result(index).sources = self.sources.status.clone();
+                    }
                     if uncounted {
                         if let Err(e) = self.sources.set_counting(true, None) {
                             return Some(self.fault(format!(

@@ -13,6 +13,7 @@ use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Exit reasons that say where IPI cost goes; counted one by one when
@@ -70,8 +71,17 @@ pub struct TraceConfig {
     root: Option<PathBuf>,
     fds: Option<FdLimit>,
     resolved: OnceLock<Resolved>,
-    /// The run's BPF exit counter (with `ExitReasons::Bpf`), loaded once.
+    /// The run's BPF exit counter (with `ExitReasons::Bpf`), loaded once,
+    /// with only its inhibit log attached.
     bpf: OnceLock<Result<Arc<BpfExits>, String>>,
+    /// Whether a thread of its own was started to load it.
+    loading: AtomicBool,
+    /// Its counting programs attached (once), or why not.
+    bpf_counting: OnceLock<Result<(), String>>,
+    /// Attach the per-exit counters only once an uncounted part has ended
+    /// (the built-in payload's phases before its uncounted part are not
+    /// counted per exit), so that nothing is attached while it runs.
+    after_uncounted: bool,
     /// The counter specs opened as perf events: those BPF does not count.
     perf_specs: OnceLock<Vec<CounterSpec>>,
     /// Why `kvm:kvm_exit` never fires on this host's KVM, when it does not
@@ -113,6 +123,9 @@ impl TraceConfig {
             fds: None,
             resolved: OnceLock::new(),
             bpf: OnceLock::new(),
+            loading: AtomicBool::new(false),
+            bpf_counting: OnceLock::new(),
+            after_uncounted: false,
             perf_specs: OnceLock::new(),
             silent_exits: None,
         }
@@ -123,6 +136,18 @@ impl TraceConfig {
     pub fn with_silent_exits(mut self, why: Option<String>) -> Self {
         self.silent_exits = why;
         self
+    }
+
+    /// Attach the per-exit counters only after the first uncounted part,
+    /// even where counted phases come before it (the built-in payload).
+    pub fn with_attach_after_uncounted(mut self, on: bool) -> Self {
+        self.after_uncounted = on;
+        self
+    }
+
+    /// Whether the per-exit counters wait for the end of an uncounted part.
+    pub fn attaches_after_uncounted(&self) -> bool {
+        self.after_uncounted
     }
 
     /// Open tracepoints within `fds` (None: no limit is checked).
@@ -185,20 +210,42 @@ impl TraceConfig {
     fn samples_exits(&self) -> bool {
         match self.exit_reasons {
             ExitReasons::Sampled => true,
-            ExitReasons::Bpf => self.bpf().is_some_and(|b| b.is_err()),
+            ExitReasons::Bpf => self.bpf_counting().is_some_and(|b| b.is_err()),
             ExitReasons::Counters | ExitReasons::Off => false,
         }
     }
 
-    /// The run's BPF exit counter, loaded by the first caller (None: not
-    /// asked for; Err: why it could not load, the sampler counts instead).
+    /// Starts loading the run's BPF object on a thread of its own (once),
+    /// off the guest's path: the first vCPU thread that needs it waits for
+    /// it ([`TraceConfig::bpf`]). Without the thread, that vCPU loads it.
+    pub fn start_loading(self: &Arc<Self>) {
+        if self.exit_reasons != ExitReasons::Bpf
+            || self.bpf.get().is_some()
+            || self.loading.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let cfg = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("bpf-load".into())
+            .spawn(move || {
+                cfg.bpf();
+            });
+        if let Err(e) = spawned {
+            log::debug!("bpf: loading on a thread of its own: {e}");
+        }
+    }
+
+    /// The run's BPF exit counter with only its inhibit log attached,
+    /// loaded by the first caller (None: not asked for; Err: why it could
+    /// not load, the sampler counts instead).
     pub fn bpf(&self) -> Option<&Result<Arc<BpfExits>, String>> {
         if self.exit_reasons != ExitReasons::Bpf {
             return None;
         }
         Some(self.bpf.get_or_init(|| {
             let tracefs = self.tracefs().ok_or_else(|| "no tracefs".to_string())?;
-            BpfExits::load_kvm(
+            BpfExits::load_kvm_idle(
                 tracefs,
                 self.vcpus,
                 self.isa,
@@ -211,10 +258,44 @@ impl TraceConfig {
         }))
     }
 
+    /// The run's BPF object with its counting programs attached (by the
+    /// first caller: a vCPU thread opening its counters), or why not.
+    pub fn bpf_counting(&self) -> Option<Result<&Arc<BpfExits>, String>> {
+        let b = match self.bpf()? {
+            Ok(b) => b,
+            Err(why) => return Some(Err(why.clone())),
+        };
+        let attached = self
+            .bpf_counting
+            .get_or_init(|| b.attach_counting().map_err(|e| e.to_string()));
+        Some(attached.as_ref().map(|()| b).map_err(Clone::clone))
+    }
+
     /// The run's BPF object when it logs every APICv inhibit change of the
-    /// process (no inhibit sampler is opened then, on any thread).
+    /// process (no inhibit sampler is opened then, on any thread); loads it
+    /// if no thread did yet.
     pub fn bpf_inhibit_log(&self) -> Option<Arc<BpfExits>> {
         match self.bpf() {
+            Some(Ok(b)) if b.logs_inhibits().is_ok() => Some(b.clone()),
+            _ => None,
+        }
+    }
+
+    /// For a vCPU thread's first phase marker: waits for the BPF object's
+    /// inhibit log (loading it if no thread did), or, without one, opens
+    /// the thread's own inhibit sampler (None: nothing to open).
+    pub fn vcpu_inhibit_sampler(&self) -> Option<InhibitSampler> {
+        if self.bpf_inhibit_log().is_some() {
+            return None;
+        }
+        let tracefs = self.tracefs()?;
+        InhibitSampler::open(tracefs, crate::results::inhibits::INHIBIT_RING_PAGES).ok()
+    }
+
+    /// [`TraceConfig::bpf_inhibit_log`] if the object was loaded (never
+    /// loads it: for the end of a run whose guest may never have started).
+    pub fn loaded_inhibit_log(&self) -> Option<Arc<BpfExits>> {
+        match self.bpf.get() {
             Some(Ok(b)) if b.logs_inhibits().is_ok() => Some(b.clone()),
             _ => None,
         }
@@ -225,7 +306,7 @@ impl TraceConfig {
     fn perf_specs(&self) -> &[CounterSpec] {
         self.perf_specs.get_or_init(|| {
             let specs = &self.resolved().specs;
-            match self.bpf() {
+            match self.bpf_counting() {
                 Some(Ok(b)) => specs
                     .iter()
                     .filter(|s| !b.counters().contains(&s.name.as_str()))
@@ -321,7 +402,6 @@ impl ExitSource {
 pub struct ThreadTrace {
     set: TracepointSet,
     exits: Option<ExitSource>,
-    inhibits: Option<InhibitSampler>,
 }
 
 impl ThreadTrace {
@@ -401,17 +481,7 @@ impl ThreadTrace {
             available: true,
             detail,
         };
-        let inhibits = share
-            .inhibits
-            .then(|| {
-                InhibitSampler::open(tracefs, crate::results::inhibits::INHIBIT_RING_PAGES).ok()
-            })
-            .flatten();
-        let t = Self {
-            set,
-            exits: None,
-            inhibits,
-        };
+        let t = Self { set, exits: None };
         (Some(t), status)
     }
 
@@ -443,7 +513,7 @@ impl ThreadTrace {
             available,
             detail: Some(detail),
         };
-        let not_bpf = match cfg.and_then(TraceConfig::bpf) {
+        let not_bpf = match cfg.and_then(TraceConfig::bpf_counting) {
             Some(Ok(bpf)) => match bpf
                 .register()
                 .and_then(|mut t| t.set_counting(true).map(|()| t))
@@ -460,7 +530,7 @@ impl ThreadTrace {
                 }
                 Err(e) => Some(e.to_string()),
             },
-            Some(Err(why)) => Some(why.clone()),
+            Some(Err(why)) => Some(why),
             None => None,
         };
         let (sampler, st) = Self::open_exit_sampler(cfg);
@@ -518,13 +588,6 @@ impl ThreadTrace {
     pub fn with_exit_source(mut self, s: Option<ExitSource>) -> Self {
         self.exits = s;
         self
-    }
-
-    /// Hand the APICv inhibit changes this thread saw to `log`.
-    pub fn drain_inhibits(&mut self, log: &crate::results::inhibits::InhibitLog) {
-        if let Some(s) = &mut self.inhibits {
-            log.drain(s);
-        }
     }
 
     /// Whether an exit source is attached.

@@ -10,7 +10,7 @@ use crate::results::{
 };
 use ipivmm_abi::GuestCounters;
 use ipivmm_counters::kvm_stats::{stats_fd, StatDesc, StatsReader, StatsSnapshot};
-use ipivmm_counters::sampler::ExitTally;
+use ipivmm_counters::sampler::{ExitTally, InhibitSampler};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -20,9 +20,12 @@ use std::time::Instant;
 pub const ICR_EXITS_SOURCE: &str =
     "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
 
-/// Tracepoint counters are opened at the vCPU's first phase marker, not at
+/// Tracepoint counters are opened at the vCPU's first counted phase, not at
 /// start-up: enabling ~100 tracepoints costs milliseconds of kernel text
-/// patching that would otherwise delay the payload's start.
+/// patching that would otherwise delay the payload's start; and never
+/// before an uncounted part, which thus runs with nothing attached (with
+/// the built-in payload, whose idle and warm-up phases come first, not
+/// before the end of its uncounted part: `TraceConfig::attaches_after_uncounted`).
 enum TraceState {
     /// Not opened yet.
     Pending(Option<Arc<TraceConfig>>),
@@ -35,6 +38,12 @@ pub struct Sources {
     kvm_stats: Option<StatsReader>,
     inhibits: Arc<InhibitLog>,
     trace: TraceState,
+    /// This thread's APICv inhibit sampler, where the BPF object logs no
+    /// inhibits (opened at the first phase marker).
+    inhibit_sampler: Option<InhibitSampler>,
+    /// Whether a phase marker was seen, and an uncounted part ended.
+    marked: bool,
+    uncounted_ended: bool,
     /// The irqchip, a source of its own where it counts (the user one).
     irqchip: SharedChip,
     index: usize,
@@ -128,25 +137,71 @@ impl Sources {
         status.push(SourceStatus {
             source: "tracepoints".into(),
             available: false,
-            detail: Some("opened at the first phase marker; no phase began".into()),
+            detail: Some(
+                "opened at the first counted phase (after an uncounted part); none began".into(),
+            ),
         });
         status.extend(irqchip.source());
         Self {
             kvm_stats,
             inhibits,
             trace: TraceState::Pending(trace),
+            inhibit_sampler: None,
+            marked: false,
+            uncounted_ended: false,
             irqchip,
             index,
             status,
         }
     }
 
-    /// Open the tracepoint counters on first use; true if the status changed.
-    pub fn open_trace(&mut self) -> bool {
+    /// At a phase's begin marker: the inhibit log first (at the first
+    /// marker: wait for the BPF object's, or open this thread's sampler),
+    /// then the counters, unless the phase is an uncounted part or comes
+    /// before the first one's end where the config says to wait for it.
+    /// True if the status changed.
+    pub fn at_begin(&mut self, uncounted: bool) -> bool {
         let TraceState::Pending(cfg) = &self.trace else {
             return false;
         };
-        let (trace, status) = ThreadTrace::open(cfg.as_deref());
+        if !self.marked {
+            self.marked = true;
+            self.inhibit_sampler = cfg.as_deref().and_then(TraceConfig::vcpu_inhibit_sampler);
+        }
+        let wait = cfg
+            .as_deref()
+            .is_some_and(TraceConfig::attaches_after_uncounted)
+            && !self.uncounted_ended;
+        if uncounted || wait {
+            return false;
+        }
+        self.open_trace()
+    }
+
+    /// At an uncounted part's end marker (after its end snapshot): the
+    /// counters are attached now, before the next phase. True if the
+    /// status changed.
+    pub fn at_uncounted_end(&mut self) -> bool {
+        self.uncounted_ended = true;
+        self.open_trace()
+    }
+
+    /// Open the tracepoint counters on first use; true if the status changed.
+    fn open_trace(&mut self) -> bool {
+        let TraceState::Pending(cfg) = &self.trace else {
+            return false;
+        };
+        let after_uncounted = cfg
+            .as_deref()
+            .is_some_and(TraceConfig::attaches_after_uncounted);
+        let (trace, mut status) = ThreadTrace::open(cfg.as_deref());
+        if after_uncounted && status.available {
+            let note = "attached when the first uncounted part ended: the phases before it have no per-exit counts";
+            status.detail = Some(match status.detail.take() {
+                Some(d) => format!("{d}; {note}"),
+                None => note.to_string(),
+            });
+        }
         let (exits, exits_status) = ThreadTrace::open_exit_source(cfg.as_deref());
         self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_source(exits))));
         if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
@@ -172,8 +227,8 @@ impl Sources {
     /// Hand the APICv inhibit changes seen so far to the run's log (at each
     /// phase marker and when the vCPU ends).
     pub fn drain_inhibits(&mut self) {
-        if let TraceState::Opened(Some(t)) = &mut self.trace {
-            t.drain_inhibits(&self.inhibits);
+        if let Some(s) = &mut self.inhibit_sampler {
+            self.inhibits.drain(s);
         }
     }
 

@@ -6,6 +6,7 @@ pub mod host_switch;
 pub mod new_payload;
 pub mod run;
 pub mod sweep;
+pub mod sweep_dry_run;
 
 use crate::cli::args::{GateArgs, OutputArgs};
 use ipivmm::output::dest::Outputs;

@@ -98,6 +98,16 @@ pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
 }
 
 impl Planned {
+    /// The sweep's dimensions.
+    pub fn spec(&self) -> &SweepSpec {
+        &self.spec
+    }
+
+    /// The host it is planned on (None: not probed).
+    pub fn host(&self) -> Option<&ipivmm::host::HostInfo> {
+        self.host.as_ref()
+    }
+
     /// What the preset asks and this host can answer, if it is a preset.
     pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
         self.preset.as_ref()
@@ -163,6 +173,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     // What the preset asks and what this host can answer, before anything runs.
     if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
+    }
+    if args.dry_run {
+        // One run per row until --repeat N is a flag of its own.
+        return super::sweep_dry_run::main(&planned, 1, args.observer_effect);
     }
     let journal = outputs.file_of("json").map(Journal::new);
     let progress = Progress::new(args.quiet, journal);
@@ -313,6 +327,8 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     spec.base.iterations = args.iterations;
     spec.base.warmup = args.warmup;
     spec.base.timeout = Duration::from_secs(args.timeout);
+    spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
+    spec.force = args.force;
     args.levers.apply(&mut spec.base);
     let empty = [
         spec.irqchips.is_empty(),
