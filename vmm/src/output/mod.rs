@@ -6,6 +6,7 @@ pub mod chart_kit;
 pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod fit;
 pub mod json;
 pub mod junit;
 pub mod progress;

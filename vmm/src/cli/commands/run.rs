@@ -62,7 +62,8 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let errors = outputs.write(&doc);
     let report = &doc.runs[0];
     if !args.quiet {
-        print_text(&text::render(report), outputs.uses_stdout());
+        let layout = ipivmm::output::fit::Layout::wide(args.wide);
+        print_text(&text::render_with(report, layout), outputs.uses_stdout());
     }
     if !report.succeeded() {
         eprintln!("ipivmm: run did not complete: {}", report.status.line());
