@@ -107,11 +107,42 @@ fn report(r: &RunReport, layout: Layout) -> String {
         for s in v.sources.iter().filter(|s| !s.available) {
             if v.index == 0 {
                 let detail = s.detail.as_deref().unwrap_or("unavailable");
-                let _ = writeln!(out, "counter source {}: unavailable ({detail})", s.source);
+                let _ = writeln!(
+                    out,
+                    "counter source {}: unavailable: {} (the detail: -v or the JSON's sources)",
+                    s.source,
+                    first_clause(detail)
+                );
             }
         }
     }
     out
+}
+
+/// Most characters of a reason shown in one line ([`first_clause`]).
+const MAX_REASON: usize = 60;
+
+/// The first clause of a (possibly long, nested) reason: its subject (up
+/// to the first `: `) and what follows up to the first parenthesis or
+/// semicolon, at most [`MAX_REASON`] characters (cut at a word), `...`
+/// where something was left out. The whole reason stays in the JSON and
+/// in the `-v` log.
+pub fn first_clause(reason: &str) -> String {
+    let (subject, rest) = match reason.split_once(": ") {
+        Some((s, r)) if !s.contains(['(', ';']) => (format!("{s}: "), r),
+        _ => (String::new(), reason),
+    };
+    let end = rest.find(['(', ';']).unwrap_or(rest.len());
+    let clause = format!("{subject}{}", rest[..end].trim_end());
+    if clause.chars().count() > MAX_REASON {
+        let cut: String = clause.chars().take(MAX_REASON).collect();
+        let head = cut.rsplit_once(' ').map_or(cut.as_str(), |(h, _)| h);
+        format!("{head} ...")
+    } else if end < rest.len() {
+        format!("{clause} ...")
+    } else {
+        clause
+    }
 }
 
 /// The report's first line: the mode label (`label`, e.g.
@@ -320,9 +351,10 @@ fn observed_line(r: &RunReport) -> Option<String> {
     });
     let lost =
         (o.lost > 0).then(|| format!("; {} events lost, the list may be incomplete", o.lost));
+    let n = o.changes.len();
     Some(format!(
-        "APICv observed: {} inhibit changes, {at_end}{}{}",
-        o.changes.len(),
+        "APICv observed: {n} inhibit change{}, {at_end}{}{}",
+        if n == 1 { "" } else { "s" },
         lever.unwrap_or_default(),
         lost.unwrap_or_default()
     ))
@@ -544,5 +576,29 @@ fn part_note(r: &RunReport, (id, name): Key) -> &'static str {
             " (counted part: exits by reason, ICR-write exits; its latency shows what counting cost)"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_reason_is_one_short_clause() {
+        let long =
+            "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), \
+                    so no exit is counted by reason; totals come from KVM's binary stats";
+        assert_eq!(
+            first_clause(long),
+            "kvm_pvm backend: kvm:kvm_exit never fires ..."
+        );
+        assert_eq!(first_clause("not root"), "not root");
+        let words = "word ".repeat(40);
+        let cut = first_clause(&words);
+        assert!(
+            cut.chars().count() <= MAX_REASON + 4 && cut.ends_with(" ..."),
+            "{cut}"
+        );
+        assert_eq!(first_clause(""), "");
     }
 }

@@ -319,7 +319,7 @@ fn host_line(d: &Document) -> String {
     };
     let _ = write!(s, ", ipivmm {}", d.ipivmm_version);
     if let Some(t) = d.recorded_at {
-        let _ = write!(s, ", recorded at {t} (Unix time)");
+        let _ = write!(s, ", recorded at {}", crate::output::iso_time(t));
     }
     s
 }
