@@ -204,6 +204,10 @@ pub struct HostInfo {
     pub params: BTreeMap<String, BTreeMap<String, String>>,
     /// APICv / IPIv / AVIC / x2AVIC verdicts.
     pub verdicts: ApicvVerdicts,
+    /// The host's name (`uname -n`), so that a chart or a table pasted
+    /// elsewhere says where it was measured (None in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
 }
 
 impl HostInfo {
@@ -234,6 +238,7 @@ impl HostInfo {
                 avic: v.clone(),
                 x2avic: v,
             },
+            hostname: Some("synthetic-host".into()),
         }
     }
 }
@@ -551,7 +556,16 @@ pub fn host_info_from(
         modules,
         params,
         verdicts,
+        hostname: None,
     }
+}
+
+/// `uname -n`: the host's name.
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Probes this host.
@@ -559,13 +573,15 @@ pub fn probe() -> Result<HostInfo, HostError> {
     let text = std::fs::read_to_string("/proc/cpuinfo").map_err(HostError::CpuInfo)?;
     let cpu = parse_cpuinfo(&text);
     let sys_module = Path::new("/sys/module");
-    Ok(host_info_from(
+    let mut info = host_info_from(
         &cpu,
         kernel_release(),
         probe_dev_kvm(),
         loaded_modules(sys_module),
         read_params(sys_module),
-    ))
+    );
+    info.hostname = Some(hostname());
+    Ok(info)
 }
 
 #[cfg(test)]

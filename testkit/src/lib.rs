@@ -20,11 +20,17 @@
 //!   /dev/kvm, `IPIVMM_REQUIRE_HW_KVM=1` for tests that need a hardware KVM
 //!   (it implies the first), `IPIVMM_REQUIRE_ALL=1` for every skip.
 //!
+//! Time limits of VM tests follow the host's load ([`limits`]: [`scaled`]),
+//! so that a busy machine makes a test slower, never a failure.
+//!
 //! The crate is a dev-dependency of `ipivmm` (its CLI tests) and a
 //! dependency of `ipivmm-tests` (the VM tests), with no dependency on
 //! `ipivmm` itself, so both can share it without a feature of the library.
 use std::io::Write;
 use std::sync::{Mutex, Once};
+
+pub mod limits;
+pub use limits::{scaled, scaled_secs, slowdown};
 
 /// What a skipped test lacks; it decides which switch makes the skip fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ fn run(apic: ApicMode, target: TargetWait, tracefs: Option<&str>) -> RunReport {
         workload: Workload::Pingpong,
         iterations: ITERATIONS,
         warmup: 10,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         tracefs: tracefs.map(Into::into),
         ..Default::default()
     };

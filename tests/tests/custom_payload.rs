@@ -136,7 +136,7 @@ fn example_payload_measures_exit_round_trips_through_the_library() {
         vcpus: 2,
         iterations: ITERATIONS,
         warmup: WARMUP,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         payload: PayloadSource::File(elf),
         tracepoints: false,
         ..VmConfig::default()

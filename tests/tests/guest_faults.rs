@@ -45,7 +45,11 @@ fn triple_fault_names_the_vcpu_and_rip() {
     if !kvm_available("triple_fault_names_the_vcpu_and_rip") {
         return;
     }
-    let r = run_ok(&config(code::TRIPLE_FAULT, 1, 10));
+    let r = run_ok(&config(
+        code::TRIPLE_FAULT,
+        1,
+        ipivmm_testkit::scaled_secs(10),
+    ));
     let (reason, rip) = fault_of(&r, 0);
     assert!(reason.contains("triple fault"), "{reason}");
     assert_rip(rip, ipivmm_abi::PAYLOAD_START);
@@ -62,7 +66,7 @@ fn internal_error_reports_the_suberror() {
     if !kvm_available("internal_error_reports_the_suberror") {
         return;
     }
-    let r = run_ok(&config(code::SSE, 1, 10));
+    let r = run_ok(&config(code::SSE, 1, ipivmm_testkit::scaled_secs(10)));
     let (reason, rip) = fault_of(&r, 0);
     // Under an emulating KVM (kvm_pvm) this is an internal error; on hardware
     // KVM the SSE instruction runs natively with CR4.OSFXSR clear -> #UD -> triple fault.
@@ -78,7 +82,11 @@ fn garbage_on_the_control_port_is_rejected_with_the_address() {
     if !kvm_available("garbage_on_the_control_port_is_rejected_with_the_address") {
         return;
     }
-    let r = run_ok(&config(code::GARBAGE_CONTROL, 1, 10));
+    let r = run_ok(&config(
+        code::GARBAGE_CONTROL,
+        1,
+        ipivmm_testkit::scaled_secs(10),
+    ));
     let (reason, _) = fault_of(&r, 0);
     assert!(
         reason.contains("0xdeadbeef") && reason.contains("outside guest RAM"),
@@ -119,7 +127,11 @@ fn one_faulting_vcpu_stops_the_others() {
     }
     // vCPU 0 spins forever; every other vCPU triple-faults. The run must end
     // long before the watchdog, with vCPU 0 stopped by the host.
-    let r = run_ok(&config(code::SPIN_ON_VCPU0_FAULT_ELSEWHERE, 3, 60));
+    let r = run_ok(&config(
+        code::SPIN_ON_VCPU0_FAULT_ELSEWHERE,
+        3,
+        ipivmm_testkit::scaled_secs(60),
+    ));
     assert!(
         matches!(r.status, RunStatus::Failed { .. }),
         "{:?}",

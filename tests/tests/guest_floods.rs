@@ -71,7 +71,7 @@ fn child(f: &Flood, json: &Path) {
     let config = VmConfig {
         vcpus: f.vcpus,
         payload: code_payload(f.code),
-        timeout: Duration::from_secs(60),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(60)),
         tracepoints: false,
         guest_memory_budget: f.budget,
         ..Default::default()
@@ -218,7 +218,7 @@ fn phases_without_end_stop_at_the_budget_with_the_json_written_and_the_text_boun
     assert!(o.text.contains(&more), "no '{more}' in the report");
     assert_eq!(o.text.matches("\nphase ").count(), 32);
     assert!(
-        o.render < Duration::from_secs(2),
+        o.render < ipivmm_testkit::scaled(Duration::from_secs(2)),
         "text took {:?}",
         o.render
     );

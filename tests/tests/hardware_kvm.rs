@@ -19,7 +19,7 @@ fn config(apic: ApicMode, ipi: IpiPath, target: TargetWait) -> VmConfig {
         workload: Workload::Pingpong,
         iterations: ITERATIONS,
         warmup: 5,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         ..VmConfig::default()
     }
 }

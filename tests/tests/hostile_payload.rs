@@ -26,7 +26,12 @@ fn u64_max_samples_share_one_bucket_and_the_json_stays_small() {
     if !kvm_available(name) {
         return;
     }
-    let mut c = hostile_config(Case::MaxSamples, 1, 60, &[MAX_SAMPLES_MESSAGES]);
+    let mut c = hostile_config(
+        Case::MaxSamples,
+        1,
+        ipivmm_testkit::scaled_secs(60),
+        &[MAX_SAMPLES_MESSAGES],
+    );
     c.guest_memory_budget = 80 * MIB;
     let r = run_ok(&c);
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
@@ -81,7 +86,12 @@ fn panic_and_done_texts_reach_the_report_escaped() {
         return;
     }
     for case in [Case::PanicEscapes, Case::DoneEscapes] {
-        let r = run_ok(&hostile_config(case, 1, 20, &[]));
+        let r = run_ok(&hostile_config(
+            case,
+            1,
+            ipivmm_testkit::scaled_secs(20),
+            &[],
+        ));
         let RunStatus::Failed { reason } = &r.status else {
             panic!("{case:?}: status {:?}", r.status)
         };
@@ -109,7 +119,12 @@ fn a_reused_phase_id_is_a_phase_per_name() {
     if !kvm_available(name) {
         return;
     }
-    let r = run_ok(&hostile_config(Case::PhaseIdReuse, 2, 30, &[]));
+    let r = run_ok(&hostile_config(
+        Case::PhaseIdReuse,
+        2,
+        ipivmm_testkit::scaled_secs(30),
+        &[],
+    ));
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     // Every run of a phase kept its own samples and records.
     let runs = [
@@ -177,7 +192,12 @@ fn samples_for_phases_that_never_ended_are_counted() {
     if !kvm_available(name) {
         return;
     }
-    let r = run_ok(&hostile_config(Case::OrphanSamples, 1, 20, &[]));
+    let r = run_ok(&hostile_config(
+        Case::OrphanSamples,
+        1,
+        ipivmm_testkit::scaled_secs(20),
+        &[],
+    ));
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     let v = &r.vcpus[0];
     let kept = v.phase_of(0, "kept").and_then(|p| p.latency.as_ref());
@@ -223,7 +243,12 @@ fn counters_that_overflow_a_u64_saturate_in_every_sum() {
     if !kvm_available(name) {
         return;
     }
-    let r = run_ok(&hostile_config(Case::HugeCounters, 2, 20, &[]));
+    let r = run_ok(&hostile_config(
+        Case::HugeCounters,
+        2,
+        ipivmm_testkit::scaled_secs(20),
+        &[],
+    ));
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     for v in &r.vcpus {
         let p = v.phase_of(0, "measure").expect("phase kept");

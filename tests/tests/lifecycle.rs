@@ -44,7 +44,7 @@ fn rss_kib() -> u64 {
 /// the run does not join it. Wait up to 2 s for fds and threads to come back
 /// to `(fds, threads)`; returns what was counted last.
 fn settle(fds: usize, threads_: usize) -> (usize, usize) {
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + ipivmm_testkit::scaled(Duration::from_secs(2));
     loop {
         let now = (open_fds(), threads());
         if (now.0 <= fds && now.1 <= threads_) || Instant::now() > deadline {
@@ -86,7 +86,7 @@ fn thousand_vm_cycles_leak_no_fds_or_threads() {
         workload: Workload::SelfIpi,
         memory_bytes: ipivmm::vm::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
         payload: code_payload(hostile::DONE_IMMEDIATELY),
-        timeout: Duration::from_secs(10),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(10)),
         tracepoints: false,
         ..Default::default()
     };

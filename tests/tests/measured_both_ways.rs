@@ -30,7 +30,7 @@ fn run(workload: Workload, irqchip: Irqchip, vcpus: usize) -> RunReport {
         workload,
         iterations: ITERATIONS,
         warmup: 10,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         ..Default::default()
     };
     let r = run_ok(&config);

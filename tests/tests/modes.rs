@@ -25,7 +25,7 @@ fn config(
         workload,
         iterations: ITERATIONS,
         warmup: 5,
-        timeout: Duration::from_secs(60),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(60)),
         ..Default::default()
     }
 }

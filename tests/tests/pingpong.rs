@@ -18,7 +18,7 @@ fn pingpong(vcpus: usize, apic: ApicMode, target: TargetWait) -> RunReport {
         workload: Workload::Pingpong,
         iterations: ITERATIONS,
         warmup: WARMUP,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         ..Default::default()
     };
     let r = run_ok(&config);

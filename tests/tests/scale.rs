@@ -44,7 +44,7 @@ fn config(irqchip: Irqchip, workload: Workload, iterations: u64) -> VmConfig {
         target_wait: TargetWait::HaltImmediate,
         iterations,
         warmup: 1,
-        timeout: Duration::from_secs(120),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(120)),
         // KVM stats only: a tracepoint set per vCPU is 300 times the cost.
         tracepoints: false,
         exit_reasons: ExitReasons::Off,

@@ -39,7 +39,8 @@ fn completed_run(
     timeout_s: u64,
     what: &str,
 ) -> RunReport {
-    let mut c = hostile_config(case, vcpus, timeout_s, extra);
+    // A watchdog for a run that must complete: stretched on a busy host.
+    let mut c = hostile_config(case, vcpus, ipivmm_testkit::scaled_secs(timeout_s), extra);
     c.irqchip = chip;
     c.apic = apic;
     let r = run_ok(&c);

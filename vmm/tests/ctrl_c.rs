@@ -41,7 +41,7 @@ fn wait_after_signal(child: &mut Child, signalled: Instant, what: &str) -> ExitS
         if let Some(s) = child.try_wait().expect("wait") {
             return s;
         }
-        if signalled.elapsed() > Duration::from_secs(30) {
+        if signalled.elapsed() > ipivmm_testkit::scaled(Duration::from_secs(30)) {
             let _ = child.kill();
             let _ = child.wait();
             panic!("{what}");
@@ -105,7 +105,7 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
         "a cancelled run must exit non-zero; stderr: {stderr}"
     );
     assert!(
-        stop_time < Duration::from_secs(10),
+        stop_time < ipivmm_testkit::scaled(Duration::from_secs(10)),
         "clean stop took {stop_time:?}"
     );
     // Each signal is named as itself (SIGTERM is no "Ctrl-C").
@@ -202,7 +202,7 @@ fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
     let _ = signaller.join();
     assert_eq!(report.status, RunStatus::Cancelled);
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < ipivmm_testkit::scaled(Duration::from_secs(20)),
         "stopped in {:?}",
         started.elapsed()
     );
@@ -258,7 +258,7 @@ fn a_signal_ends_the_observer_pairs_at_once() {
     let stop_time = signalled.elapsed();
     assert_eq!(status.code(), Some(1), "cancelled runs exit 1");
     assert!(
-        stop_time < Duration::from_secs(10),
+        stop_time < ipivmm_testkit::scaled(Duration::from_secs(10)),
         "stopped after {stop_time:?}"
     );
     let doc: serde_json::Value =

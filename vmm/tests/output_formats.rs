@@ -274,6 +274,130 @@ fn a_workload_at_several_vcpu_counts_gets_a_scale_chart() {
 }
 
 #[test]
+fn every_chart_names_host_backend_cpu_kernel_apic_samples_and_version() {
+    use ipivmm_host::facts::{HostInfo, KvmBackend};
+    // Pingpong and broadcast (at two vCPU counts: a scale chart too) on a
+    // software KVM; the fixture's runs take 1000 samples each.
+    let mut runs = vec![
+        report(&[], 10_000, 3),
+        report(&["--apic", "x2apic"], 8_000, 2),
+        report(&["--workload", "broadcast", "--vcpus", "3"], 20_000, 4),
+        report(&["--workload", "broadcast", "--vcpus", "4"], 40_000, 4),
+    ];
+    for r in &mut runs {
+        r.host = Some(HostInfo::synthetic(KvmBackend::KvmPvm, false));
+    }
+    let dir = temp_dir("provenance");
+    let refs: Vec<&_> = runs.iter().collect();
+    let files = svg::plot_runs(&refs, &dir).unwrap();
+    assert_eq!(files.len(), 3 * 3 + 1, "{files:?}");
+    let version = format!("ipivmm {}", env!("CARGO_PKG_VERSION"));
+    for f in &files {
+        let t = texts(&std::fs::read_to_string(f).unwrap());
+        let per = if f.to_string_lossy().ends_with("scale.svg") {
+            "point"
+        } else {
+            "bar"
+        };
+        for needle in [
+            "kvm_pvm: SOFTWARE KVM (no VMX/SVM), not hardware IPI costs",
+            "host synthetic-host",
+            "CPU synthetic",
+            "Linux 6.18",
+            version.as_str(),
+            &format!("samples per {per}: {IPIS}"),
+        ] {
+            assert!(t.contains(needle), "{}: no {needle:?} in\n{t}", f.display());
+        }
+        assert!(
+            t.contains("APIC x2apic, xapic") || t.contains("APIC xapic"),
+            "{t}"
+        );
+    }
+    // The software KVM's line is drawn in red.
+    let svg_text = std::fs::read_to_string(&files[0]).unwrap();
+    let doc = roxmltree::Document::parse(&svg_text).unwrap();
+    let warn = doc
+        .descendants()
+        .find(|n| n.text().is_some_and(|t| t.contains("SOFTWARE KVM")))
+        .expect("the backend line");
+    let fill = warn
+        .ancestors()
+        .find_map(|n| n.attribute("fill"))
+        .unwrap_or_default();
+    assert!(
+        fill.contains("#C80000") || fill.contains("#c80000"),
+        "{fill}"
+    );
+    // A hardware host is named as such, with no warning.
+    for r in &mut runs {
+        r.host = Some(HostInfo::synthetic(KvmBackend::KvmAmd, true));
+    }
+    let refs: Vec<&_> = runs.iter().collect();
+    let dir2 = temp_dir("provenance-hw");
+    let files = svg::plot_runs(&refs[..1], &dir2).unwrap();
+    let t = texts(&std::fs::read_to_string(&files[0]).unwrap());
+    assert!(
+        t.contains("kvm_amd (hardware KVM)") && !t.contains("SOFTWARE"),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
+}
+
+#[test]
+fn a_run_that_did_not_complete_is_no_point_of_the_scale_chart() {
+    let mut runs: Vec<_> = [2u64, 4, 8]
+        .iter()
+        .map(|&n| {
+            let vcpus = n.to_string();
+            // Hundreds of millions of cycles: ticks in the M form.
+            report(
+                &["--workload", "broadcast", "--vcpus", &vcpus],
+                100_000_000 * n,
+                2,
+            )
+        })
+        .collect();
+    runs[2].status = ipivmm::results::RunStatus::TimedOut {
+        after_s: 60,
+        stuck: "vcpu1 at rip=0x1000".into(),
+        hint: String::new(),
+    };
+    let dir = temp_dir("scale-timeout");
+    let refs: Vec<&_> = runs.iter().collect();
+    svg::plot_runs(&refs, &dir).unwrap();
+    let svg_text = std::fs::read_to_string(dir.join("broadcast-spin-scale.svg")).unwrap();
+    let t = texts(&svg_text);
+    assert!(
+        t.contains("not drawn: 1 runs that did not complete (kernel/xapic/icr N=8)"),
+        "{t}"
+    );
+    // Each panel's line has the two completed points only.
+    let doc = roxmltree::Document::parse(&svg_text).unwrap();
+    let counts: Vec<usize> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter_map(|n| n.attribute("points"))
+        .map(|p| p.split_whitespace().count())
+        .filter(|n| *n > 1)
+        .collect();
+    assert!(
+        !counts.is_empty() && counts.iter().all(|n| *n == 2),
+        "{counts:?}"
+    );
+    // Linear axes tick in the M/G form of the other charts, never 250000000.0.
+    let raw = |l: &str| l.len() >= 7 && l.chars().all(|c| c.is_ascii_digit() || c == '.');
+    assert!(!t.lines().any(raw), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.ends_with('M') && l[..l.len() - 1].parse::<f64>().is_ok()),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_single_run_and_an_empty_run_still_plot() {
     let mut empty = report(&["--irqchip", "split"], 1, 1);
     for v in &mut empty.vcpus {
@@ -381,7 +505,12 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
     m.samples = samples;
     let svg_text = svg::render_latency(
         &ipivmm::results::summary::summarize(&r).group,
-        &svg::group(vec![(None, ipivmm::results::summary::summarize(&r))])[0].1,
+        &svg::group(vec![svg::Entry {
+            origin: None,
+            summary: ipivmm::results::summary::summarize(&r),
+            credit: svg::Credit::of(&r, None),
+        }])[0]
+            .1,
     )
     .unwrap();
     let xml = roxmltree::Document::parse(&svg_text).unwrap();

@@ -285,6 +285,9 @@ pub struct SweepArgs {
     /// No tables, no progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Every column of the tables, however wide (default: fit 120 columns, naming what was left out).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// Flags of `ipivmm host`.
@@ -364,6 +367,9 @@ pub struct RunArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Every column and every vCPU's row of the tables (default: fit 120 columns, many vCPUs collapsed to the first ones and the outliers).
+    #[arg(long)]
+    pub wide: bool,
     /// Levers.
     #[command(flatten)]
     pub levers: LeverArgs,

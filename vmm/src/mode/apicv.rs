@@ -215,6 +215,7 @@ mod tests {
                 avic: s(apicv),
                 x2avic: s(apicv),
             },
+            hostname: None,
         }
     }
 

@@ -6,6 +6,7 @@ pub mod chart_kit;
 pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod fit;
 pub mod journal;
 pub mod json;
 pub mod junit;
@@ -120,6 +121,18 @@ pub fn human(v: f64) -> String {
     s + suffix
 }
 
+/// Unix seconds as an ISO 8601 time in UTC, e.g. `2026-12-02T02:24:11Z`
+/// (the seconds themselves when out of chrono's range).
+pub fn iso_time(unix_secs: u64) -> String {
+    i64::try_from(unix_secs)
+        .ok()
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .map_or_else(
+            || format!("{unix_secs} (Unix time)"),
+            |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+}
+
 /// A duration in ns in a short human form: 850 ns, 7.5 µs, 1.57 ms, 2.1 s.
 pub fn human_ns(ns: f64) -> String {
     if ns >= 1e9 {
@@ -150,6 +163,8 @@ mod tests {
         assert_eq!(human_ns(7_450.0), "7.5 µs");
         assert_eq!(human_ns(1_571_819.0), "1.57 ms");
         assert_eq!(human_ns(850.0), "850 ns");
+        assert_eq!(iso_time(1_796_172_296), "2026-12-02T00:44:56Z");
+        assert_eq!(iso_time(u64::MAX), format!("{} (Unix time)", u64::MAX));
         assert_eq!(paint("x", Tint::Red, false), "x");
         assert_eq!(paint("x", Tint::Red, true), "\x1b[31mx\x1b[0m");
     }

@@ -1,12 +1,19 @@
 //! The sweep progress bar: indicatif on stderr, so it never mixes with JSON
-//! or CSV on stdout; hidden when stderr is not a terminal or with `--quiet`.
+//! or CSV on stdout; hidden with `--quiet`. Where stderr is not a terminal
+//! (CI, a log file) nobody sees a bar: one line per finished run instead,
+//! so a long sweep is never minutes without a word.
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::Instant;
 
 /// Progress of a sweep over `total` runs.
 pub struct SweepProgress {
     bar: ProgressBar,
     quiet: bool,
+    /// What runs now (the run [`SweepProgress::start`] named) and since when.
+    current: Mutex<Option<(String, Instant)>>,
+    started: Instant,
 }
 
 impl SweepProgress {
@@ -28,7 +35,12 @@ impl SweepProgress {
             ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed  {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
-        Self { bar, quiet }
+        Self {
+            bar,
+            quiet,
+            current: Mutex::new(None),
+            started: Instant::now(),
+        }
     }
 
     /// Whether the bar is drawn.
@@ -39,11 +51,41 @@ impl SweepProgress {
     /// Shows what runs now, e.g. "pingpong kernel/x2apic/icr".
     pub fn start(&self, what: &str) {
         self.bar.set_message(what.to_string());
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some((what.to_string(), Instant::now()));
+        }
     }
 
-    /// One run finished.
+    /// One run finished (or was not started); without a bar, says so in
+    /// one line ([`SweepProgress::finished_line`]) unless quiet.
     pub fn finish_one(&self) {
         self.bar.inc(1);
+        if self.quiet || !self.bar.is_hidden() {
+            return;
+        }
+        let current = self.current.lock().ok().and_then(|mut c| c.take());
+        eprintln!("{}", self.finished_line(current));
+    }
+
+    /// The line a finished run prints without a bar, e.g. `ipivmm: run
+    /// 3/12 done (pingpong kernel/x2apic/icr, 4.2 s), 1 min 3 s elapsed`.
+    fn finished_line(&self, run: Option<(String, Instant)>) -> String {
+        let what = match run {
+            Some((label, since)) => {
+                format!(" ({label}, {:.1} s)", since.elapsed().as_secs_f64())
+            }
+            None => " (not run)".to_string(),
+        };
+        let total = self.bar.length().unwrap_or(0);
+        let secs = self.started.elapsed().as_secs();
+        let elapsed = match secs {
+            0..60 => format!("{secs} s"),
+            _ => format!("{} min {} s", secs / 60, secs % 60),
+        };
+        format!(
+            "ipivmm: run {}/{total} done{what}, {elapsed} elapsed",
+            self.bar.position()
+        )
     }
 
     /// Prints a line to stderr above the bar (or plainly when it is hidden),
@@ -93,5 +135,22 @@ mod tests {
         p.finish_one();
         assert_eq!(p.position(), 2);
         p.finish();
+    }
+
+    #[test]
+    fn without_a_bar_each_finished_run_is_one_line() {
+        let p = SweepProgress::with_visibility(12, false, false);
+        p.bar.inc(3);
+        let line = p.finished_line(Some(("pingpong kernel/x2apic/icr".into(), Instant::now())));
+        assert!(
+            line.starts_with("ipivmm: run 3/12 done (pingpong kernel/x2apic/icr, 0.0 s), "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(" s elapsed") && !line.contains('\n'),
+            "{line}"
+        );
+        let skipped = p.finished_line(None);
+        assert!(skipped.contains("3/12 done (not run)"), "{skipped}");
     }
 }

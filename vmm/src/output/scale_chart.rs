@@ -4,7 +4,9 @@
 //! vCPU count across on a log2 axis, a panel's values on a log axis when
 //! they span more than a factor of 20 (and none is below 1). Written as `<workload>-<target>-scale.svg`
 //! by `--plot` for every workload that ran at two or more vCPU counts.
-use super::chart_kit::{color, DrawResult, Entry, LogAxis, FONT};
+use super::chart_kit::{
+    color, draw_footer, footer, footer_height, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
+};
 use crate::results::metrics::Metric;
 use crate::results::summary::RunSummary;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
@@ -19,8 +21,13 @@ pub struct ScaleGroup {
     pub target: String,
     /// What one operation is.
     pub operation: &'static str,
-    /// One line per mode: its label and its (vCPUs, figures) points, by N.
+    /// One line per mode: its label and its (vCPUs, figures) points, by N
+    /// (runs that completed only).
     pub lines: Vec<(String, Vec<(usize, RunSummary)>)>,
+    /// Every point's credit, origin and samples (for the footer).
+    pub credits: Vec<(Credit, Option<String>, u64)>,
+    /// Runs left out because they did not complete: `label N=n`.
+    pub incomplete: Vec<String>,
 }
 
 impl ScaleGroup {
@@ -48,7 +55,12 @@ impl ScaleGroup {
 /// mode at one N).
 pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
     let mut groups: Vec<ScaleGroup> = Vec::new();
-    for (origin, s) in entries {
+    for Entry {
+        origin,
+        summary: s,
+        credit,
+    } in entries
+    {
         let g = match groups
             .iter_mut()
             .position(|g| g.workload == s.group.workload && g.target == s.group.target)
@@ -60,11 +72,14 @@ pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
                     target: s.group.target.clone(),
                     operation: s.operation,
                     lines: Vec::new(),
+                    credits: Vec::new(),
+                    incomplete: Vec::new(),
                 });
                 groups.last_mut().expect("just pushed")
             }
         };
-        let several_phases = entries.iter().any(|(_, o)| {
+        let several_phases = entries.iter().any(|e| {
+            let o = &e.summary;
             o.group.workload == s.group.workload
                 && o.group.target == s.group.target
                 && o.phase != s.phase
@@ -89,6 +104,14 @@ pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
                 k += 1;
             }
         }
+        // A run that did not complete has the figures of the phase it got
+        // to (a warm-up, an idle wait): never a point of the line.
+        if !s.completed {
+            g.incomplete.push(format!("{label} N={}", s.group.vcpus));
+            continue;
+        }
+        let samples = s.latency.as_ref().map_or(0, |l| l.count);
+        g.credits.push((credit.clone(), origin.clone(), samples));
         match g.lines.iter_mut().find(|(l, _)| *l == label) {
             Some((_, pts)) => pts.push((s.group.vcpus, s.clone())),
             None => g.lines.push((label, vec![(s.group.vcpus, s.clone())])),
@@ -166,11 +189,15 @@ pub fn render_scale(g: &ScaleGroup) -> DrawResult<String> {
     );
     let metrics = Metric::scale(shown);
     let width = 760 + LEGEND_W;
+    let foot = scale_footer(g);
+    let height = 50 + PANEL_H * metrics.len() as u32;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, 50 + PANEL_H * metrics.len() as u32))
+        let root = SVGBackend::with_string(&mut buf, (width, height + footer_height(&foot)))
             .into_drawing_area();
         root.fill(&WHITE)?;
+        let (root, foot_area) = root.split_vertically(height);
+        draw_footer(&foot_area, &foot)?;
         let title = format!(
             "{}, target {}: cost against vCPU count (one {} = one sample)",
             g.workload, g.target, g.operation
@@ -184,6 +211,41 @@ pub fn render_scale(g: &ScaleGroup) -> DrawResult<String> {
         root.present()?;
     }
     Ok(buf)
+}
+
+/// Most incomplete runs a scale chart's footer names.
+const MAX_INCOMPLETE_NAMED: usize = 4;
+
+/// The footer: where the points were measured, and the runs left out.
+fn scale_footer(g: &ScaleGroup) -> Vec<FooterLine> {
+    let series: Vec<(&Credit, Option<&str>, u64)> = g
+        .credits
+        .iter()
+        .map(|(c, o, n)| (c, o.as_deref(), *n))
+        .collect();
+    let mut lines = footer(&series, "point");
+    if !g.incomplete.is_empty() {
+        let mut named: Vec<&str> = g
+            .incomplete
+            .iter()
+            .take(MAX_INCOMPLETE_NAMED)
+            .map(String::as_str)
+            .collect();
+        let more = g.incomplete.len().saturating_sub(MAX_INCOMPLETE_NAMED);
+        let more = format!("{more} more");
+        if g.incomplete.len() > MAX_INCOMPLETE_NAMED {
+            named.push(&more);
+        }
+        lines.push((
+            format!(
+                "not drawn: {} runs that did not complete ({})",
+                g.incomplete.len(),
+                named.join(", ")
+            ),
+            true,
+        ));
+    }
+    lines
 }
 
 fn points(pts: &[(usize, RunSummary)], m: Metric) -> Vec<(f64, f64)> {
@@ -241,6 +303,7 @@ fn draw_panel(
         chart
             .configure_mesh()
             .x_desc(x_desc)
+            .y_label_formatter(&|v| super::human(*v))
             .y_desc(name)
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 15))

@@ -15,8 +15,8 @@
 //! - `<workload>-<target>-scale.svg` where a workload ran at several vCPU
 //!   counts: its figures against N, a line per mode
 //!   ([`super::scale_chart`]).
-use super::chart_kit::{color, FONT};
-pub use super::chart_kit::{log_ticks, tick_label, DrawResult, Entry, LogAxis};
+use super::chart_kit::{color, draw_footer, footer, footer_height, FooterLine, FONT};
+pub use super::chart_kit::{log_ticks, tick_label, Credit, DrawResult, Entry, LogAxis, Provenance};
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::{human, human_ns, OutputError};
@@ -51,6 +51,22 @@ pub struct Bar {
     pub label: String,
     /// The figures.
     pub summary: RunSummary,
+    /// The file it came from (None: a live run).
+    pub origin: Option<String>,
+    /// Host, ipivmm and APIC mode it was measured with.
+    pub credit: Credit,
+}
+
+/// The footer of a bar chart: where its bars were measured, their samples.
+fn bars_footer(bars: &[Bar]) -> Vec<FooterLine> {
+    let series: Vec<(&Credit, Option<&str>, u64)> = bars
+        .iter()
+        .map(|b| {
+            let n = b.summary.latency.as_ref().map_or(0, |l| l.count);
+            (&b.credit, b.origin.as_deref(), n)
+        })
+        .collect();
+    footer(&series, "bar")
 }
 
 /// Runs grouped by [`GroupKey`] in order of first appearance, each with a
@@ -58,10 +74,10 @@ pub struct Bar {
 /// one phase, plus the origin (file) or a counter when a label appears twice.
 pub fn group(entries: Vec<Entry>) -> Vec<(GroupKey, Vec<Bar>)> {
     let mut buckets: Vec<(GroupKey, Vec<Entry>)> = Vec::new();
-    for (origin, s) in entries {
-        match buckets.iter_mut().find(|(k, _)| *k == s.group) {
-            Some((_, v)) => v.push((origin, s)),
-            None => buckets.push((s.group.clone(), vec![(origin, s)])),
+    for e in entries {
+        match buckets.iter_mut().find(|(k, _)| *k == e.summary.group) {
+            Some((_, v)) => v.push(e),
+            None => buckets.push((e.summary.group.clone(), vec![e])),
         }
     }
     buckets
@@ -71,10 +87,15 @@ pub fn group(entries: Vec<Entry>) -> Vec<(GroupKey, Vec<Bar>)> {
 }
 
 fn label_bars(entries: Vec<Entry>) -> Vec<Bar> {
-    let first_phase = entries.first().and_then(|(_, s)| s.phase.clone());
-    let several_phases = entries.iter().any(|(_, s)| s.phase != first_phase);
+    let first_phase = entries.first().and_then(|e| e.summary.phase.clone());
+    let several_phases = entries.iter().any(|e| e.summary.phase != first_phase);
     let mut bars: Vec<Bar> = Vec::new();
-    for (origin, s) in entries {
+    for Entry {
+        origin,
+        summary: s,
+        credit,
+    } in entries
+    {
         let mut label = match (&s.phase, several_phases) {
             (Some(p), true) => format!("{} · {p}", s.mode),
             _ => s.mode.clone(),
@@ -90,7 +111,12 @@ fn label_bars(entries: Vec<Entry>) -> Vec<Bar> {
                 n += 1;
             }
         }
-        bars.push(Bar { label, summary: s });
+        bars.push(Bar {
+            label,
+            summary: s,
+            origin,
+            credit,
+        });
     }
     bars
 }
@@ -170,11 +196,17 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         Some(k) => format!("TSC cycles per {unit} ({:.2} GHz TSC)", k as f64 / 1e6),
         None => format!("TSC cycles per {unit}"),
     };
+    let foot = bars_footer(bars);
     let mut buf = String::new();
     {
-        let root =
-            SVGBackend::with_string(&mut buf, (width_for(n, longest), 500)).into_drawing_area();
+        let root = SVGBackend::with_string(
+            &mut buf,
+            (width_for(n, longest), 500 + footer_height(&foot)),
+        )
+        .into_drawing_area();
         root.fill(&WHITE)?;
+        let (root, foot_area) = root.split_vertically(500);
+        draw_footer(&foot_area, &foot)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(format!("{group}: cycles per {unit}"), (FONT, 24))
             .margin(15)
@@ -326,10 +358,14 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         .filter_map(|b| b.summary.exits_per_unit())
         .fold(0.0, f64::max);
     let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let foot = bars_footer(bars);
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, 500)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (width, 500 + footer_height(&foot)))
+            .into_drawing_area();
         root.fill(&WHITE)?;
+        let (root, foot_area) = root.split_vertically(500);
+        draw_footer(&foot_area, &foot)?;
         let (left, right) = root.split_horizontally(width - legend_w);
         let mut chart = ChartBuilder::on(&left)
             .caption(format!("{group}: VM exits per {unit}"), (FONT, 24))
@@ -446,11 +482,15 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let longest = bars.iter().map(|b| b.label.len()).max().unwrap_or(0);
     let width = (longest as u32 * 8 + 520).max(760);
     let x = latency_range(bars);
+    let foot = bars_footer(bars);
+    let height = 50 + panel_h * n as u32;
     let mut buf = String::new();
     {
-        let root =
-            SVGBackend::with_string(&mut buf, (width, 50 + panel_h * n as u32)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (width, height + footer_height(&foot)))
+            .into_drawing_area();
         root.fill(&WHITE)?;
+        let (root, foot_area) = root.split_vertically(height);
+        draw_footer(&foot_area, &foot)?;
         let first = bars.first().map(|b| &b.summary.phase);
         let per = if bars.iter().all(|b| Some(&b.summary.phase) == first) {
             "mode"
@@ -626,9 +666,23 @@ pub fn plot_summaries(entries: Vec<Entry>, dir: &Path) -> Result<Vec<PathBuf>, O
 pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
     let entries = runs
         .iter()
-        .flat_map(|r| summarize_phases(r).into_iter().map(|s| (None, s)))
+        .flat_map(|r| run_entries(None, r, None))
         .collect();
     plot_summaries(entries, dir)
+}
+
+/// The entries of `run` (of document `doc`, read from `origin`): one per
+/// phase with samples.
+fn run_entries(origin: Option<&str>, run: &RunReport, doc: Option<&Document>) -> Vec<Entry> {
+    let credit = Credit::of(run, doc);
+    summarize_phases(run)
+        .into_iter()
+        .map(|summary| Entry {
+            origin: origin.map(str::to_string),
+            summary,
+            credit: credit.clone(),
+        })
+        .collect()
 }
 
 /// What the charts need of recorded document `d` (origin = its file
@@ -642,11 +696,7 @@ pub fn doc_entries(origin: &str, d: &Document) -> Vec<Entry> {
 fn entries_of(origin: Option<&str>, d: &Document) -> Vec<Entry> {
     d.runs
         .iter()
-        .flat_map(|r| {
-            summarize_phases(r)
-                .into_iter()
-                .map(|s| (origin.map(str::to_string), s))
-        })
+        .flat_map(|r| run_entries(origin, r, Some(d)))
         .collect()
 }
 

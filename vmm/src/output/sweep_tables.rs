@@ -4,6 +4,7 @@
 //! table per workload swept over several vCPU counts (a row per mode and
 //! metric, a column per N); the skipped combinations grouped by reason,
 //! and a summary line.
+use crate::output::fit::{Col, FitTable, Layout};
 use crate::results::metrics::Metric;
 use crate::results::summary::{self, RunSummary};
 use crate::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
@@ -73,31 +74,33 @@ pub fn preset_text(p: &PresetReport) -> String {
     out
 }
 
-/// The sweep as text (see the module doc); `wall` is the sweep's duration.
+/// The sweep as text (see the module doc), fitted to 120 columns;
+/// `wall` is the sweep's duration.
 pub fn render(doc: &Document, wall: Duration) -> String {
+    render_with(doc, wall, Layout::Fit)
+}
+
+/// The sweep as text laid out by `layout` (`--wide`: every column). The
+/// preset's question and caveats are not repeated: the command prints them
+/// before the runs ([`preset_text`]).
+pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
     let mut out = String::new();
-    if let Some(p) = &doc.preset {
-        out.push_str(&format!("\npreset {}: {}\n", p.preset, p.question));
-        for c in &p.host {
-            out.push_str(&format!("  this host: {c}\n"));
-        }
-    }
     for (w, runs) in by_workload(doc) {
         let op = runs.first().map_or("op", |(_, s)| s.operation);
         let metrics = metrics_of(&runs);
-        let mut t = Table::new();
-        t.load_style(UTF8_BORDERS_ONLY);
-        let mut header: Vec<String> = ["mode", "vCPUs", "APICv", "status"]
-            .map(String::from)
-            .to_vec();
-        header.extend(metrics.iter().map(|m| m.name(op)));
-        header.push("IPIs/s".into());
-        t.set_header(header);
+        let mut cols = vec![
+            Col::key("mode"),
+            Col::figure("vCPUs", 8),
+            Col::figure("APICv", 4).left(),
+            Col::key("status"),
+        ];
+        cols.extend(metrics.iter().map(|m| Col::figure(m.name(op), m.rank())));
+        cols.push(Col::figure("IPIs/s", 1));
+        let mut t = FitTable::new(cols);
         for (r, s) in &runs {
             t.add_row(row(r, s, metrics));
         }
-        right_align(&mut t, 4, 5 + metrics.len());
-        out.push_str(&format!("\n{w}\n{t}\n"));
+        out.push_str(&format!("\n{w}\n{}\n", t.render(layout)));
         out.push_str(&scale_table(&w, op, &runs));
     }
     if let Some((r, o)) = doc
@@ -109,14 +112,21 @@ pub fn render(doc: &Document, wall: Duration) -> String {
     }
     out.push_str(&skipped_text(&doc.skipped));
     let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
+    let what = doc
+        .preset
+        .as_ref()
+        .map_or(String::new(), |p| format!(" (preset {})", p.preset));
     out.push_str(&format!(
-        "\nsweep: {} runs ({} failed), {} skipped, {:.1} s\n",
+        "\nsweep{what}: {} runs ({} failed), {} skipped, {:.1} s\n",
         doc.runs.len(),
         failed,
         doc.skipped.len(),
         wall.as_secs_f64()
     ));
-    out
+    match layout {
+        Layout::Fit => crate::output::fit::wrap(&out),
+        Layout::Wide => out,
+    }
 }
 
 fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {

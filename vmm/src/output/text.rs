@@ -1,17 +1,31 @@
 //! The human-readable report of a run: one table per phase, one row per vCPU,
 //! then the latency distribution of every phase that recorded samples.
+use crate::output::fit::{self, Col, FitTable, Layout};
 use crate::results::columns::PHASE_COLUMNS;
 use crate::results::{PhaseResult, VcpuEnd};
 use crate::results::{RunConfig, RunReport, RunStatus};
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::fmt::Write;
 
 fn ms(ns: u64) -> String {
     format!("{:.1} ms", ns as f64 / 1e6)
 }
 
-/// The whole report as text.
+/// The whole report as text, fitted to [`fit::WIDTH`] columns.
 pub fn render(r: &RunReport) -> String {
+    render_with(r, Layout::Fit)
+}
+
+/// The whole report as text, laid out by `layout` (`--wide`: every column
+/// and every vCPU's row, no line wrapped).
+pub fn render_with(r: &RunReport, layout: Layout) -> String {
+    let text = report(r, layout);
+    match layout {
+        Layout::Fit => fit::wrap(&text),
+        Layout::Wide => text,
+    }
+}
+
+fn report(r: &RunReport, layout: Layout) -> String {
     let mut out = String::new();
     let m = &r.mode;
     let _ = writeln!(out, "{}", header_line(m, &r.label()));
@@ -36,7 +50,7 @@ pub fn render(r: &RunReport) -> String {
         for line in unfinished(r, key) {
             let _ = writeln!(out, "{line}");
         }
-        let _ = writeln!(out, "{}", phase_table(r, key));
+        let _ = writeln!(out, "{}", phase_table(r, key, layout));
         for line in repeats(r, key) {
             let _ = writeln!(out, "{line}");
         }
@@ -59,7 +73,7 @@ pub fn render(r: &RunReport) -> String {
     if let Some(o) = &r.observer_effect {
         let _ = writeln!(out, "\n{}", o.text());
     }
-    let lat = latency_table(r);
+    let lat = latency_table(r, layout);
     if let Some((t, more)) = lat {
         let per = match &m.payload {
             Some(_) => "latency per sample (as the payload measured it), cycles and ns".to_string(),
@@ -97,11 +111,42 @@ pub fn render(r: &RunReport) -> String {
         for s in v.sources.iter().filter(|s| !s.available) {
             if v.index == 0 {
                 let detail = s.detail.as_deref().unwrap_or("unavailable");
-                let _ = writeln!(out, "counter source {}: unavailable ({detail})", s.source);
+                let _ = writeln!(
+                    out,
+                    "counter source {}: unavailable: {} (the detail: -v or the JSON's sources)",
+                    s.source,
+                    first_clause(detail)
+                );
             }
         }
     }
     out
+}
+
+/// Most characters of a reason shown in one line ([`first_clause`]).
+const MAX_REASON: usize = 60;
+
+/// The first clause of a (possibly long, nested) reason: its subject (up
+/// to the first `: `) and what follows up to the first parenthesis or
+/// semicolon, at most [`MAX_REASON`] characters (cut at a word), `...`
+/// where something was left out. The whole reason stays in the JSON and
+/// in the `-v` log.
+pub fn first_clause(reason: &str) -> String {
+    let (subject, rest) = match reason.split_once(": ") {
+        Some((s, r)) if !s.contains(['(', ';']) => (format!("{s}: "), r),
+        _ => (String::new(), reason),
+    };
+    let end = rest.find(['(', ';']).unwrap_or(rest.len());
+    let clause = format!("{subject}{}", rest[..end].trim_end());
+    if clause.chars().count() > MAX_REASON {
+        let cut: String = clause.chars().take(MAX_REASON).collect();
+        let head = cut.rsplit_once(' ').map_or(cut.as_str(), |(h, _)| h);
+        format!("{head} ...")
+    } else if end < rest.len() {
+        format!("{clause} ...")
+    } else {
+        clause
+    }
 }
 
 /// The report's first line: the mode label (`label`, e.g.
@@ -325,9 +370,10 @@ fn observed_line(r: &RunReport) -> Option<String> {
     });
     let lost =
         (o.lost > 0).then(|| format!("; {} events lost, the list may be incomplete", o.lost));
+    let n = o.changes.len();
     Some(format!(
-        "APICv observed: {} inhibit changes, {at_end}{}{}",
-        o.changes.len(),
+        "APICv observed: {n} inhibit change{}, {at_end}{}{}",
+        if n == 1 { "" } else { "s" },
         lever.unwrap_or_default(),
         lost.unwrap_or_default()
     ))
@@ -399,31 +445,59 @@ pub fn records(r: &RunReport, (id, name): (u32, &str)) -> Vec<String> {
         .collect()
 }
 
-fn phase_table(r: &RunReport, (id, name): Key) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(phase_header());
+/// Per-vCPU rows shown in full up to this many vCPUs; beyond, the first
+/// [`COLLAPSED_HEAD`] rows and the outliers ([`fit::collapse`]), unless `--wide`.
+pub const MAX_FULL_VCPU_ROWS: usize = 8;
+/// Rows always shown of a collapsed per-vCPU table (vcpu0 sends in most workloads).
+const COLLAPSED_HEAD: usize = 2;
+/// Most outlier rows of a collapsed per-vCPU table.
+const MAX_OUTLIER_ROWS: usize = 6;
+
+/// The columns of [`phase_table`]: [`phase_header`], each with its rank.
+fn phase_cols() -> Vec<Col> {
+    let mut cols = vec![Col::key("vCPU"), Col::figure("APIC", 0)];
+    cols.extend(PHASE_COLUMNS.iter().map(|c| Col::figure(c.header, c.rank)));
+    cols.extend([Col::figure("exits/IPI", 9), Col::figure("wall", 3)]);
+    cols
+}
+
+fn phase_table(r: &RunReport, (id, name): Key, layout: Layout) -> String {
+    let mut rows: Vec<fit::Row> = Vec::new();
     for v in &r.vcpus {
         let Some(p) = v.phase_of(id, name) else {
             continue;
         };
         let kvm_exits = p.kvm_stats.get("exits").copied();
         let ipis = p.guest.ipis_sent.max(p.guest.ipis_received);
-        let mut row = vec![format!("vcpu{}", v.index), v.apic_id.to_string()];
-        row.extend(PHASE_COLUMNS.iter().map(|c| opt((c.value)(p))));
-        row.push(kvm_exits.map_or("-".into(), |e| per(e, ipis)));
-        row.push(ms(p.wall_ns));
-        t.add_row(row);
+        // vCPU and APIC ID are names, not figures: no outliers there.
+        let mut values: Vec<Option<f64>> = vec![None, None];
+        values.extend(PHASE_COLUMNS.iter().map(|c| (c.value)(p).map(|v| v as f64)));
+        values.push(kvm_exits.and_then(|e| (ipis > 0).then(|| e as f64 / ipis as f64)));
+        values.push(Some(p.wall_ns as f64));
+        let mut cells = vec![format!("vcpu{}", v.index), v.apic_id.to_string()];
+        cells.extend(PHASE_COLUMNS.iter().map(|c| opt((c.value)(p))));
+        cells.push(kvm_exits.map_or("-".into(), |e| per(e, ipis)));
+        cells.push(ms(p.wall_ns));
+        rows.push(fit::Row { cells, values });
     }
-    for c in 1..PHASE_COLUMNS.len() + 4 {
-        if let Some(col) = t.column_mut(c) {
-            col.set_cell_alignment(CellAlignment::Right);
+    let mut t = FitTable::new(phase_cols());
+    let (rows, hidden) = match layout {
+        Layout::Fit if rows.len() > MAX_FULL_VCPU_ROWS => {
+            fit::collapse(rows, COLLAPSED_HEAD, MAX_OUTLIER_ROWS)
         }
+        _ => (rows, None),
+    };
+    for row in rows {
+        t.add_row(row.cells);
     }
-    t
+    let mut text = t.render(layout);
+    if let Some(h) = hidden {
+        text.push_str(&format!("\n  {}", h.note("vCPUs")));
+    }
+    text
 }
 
-fn latency_table(r: &RunReport) -> Option<(Table, usize)> {
+fn latency_table(r: &RunReport, layout: Layout) -> Option<(String, usize)> {
     let all = r
         .vcpus
         .iter()
@@ -441,10 +515,18 @@ fn latency_table(r: &RunReport) -> Option<(Table, usize)> {
     if rows.is_empty() {
         return None;
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "vCPU", "phase", "count", "min", "p50", "p90", "p99", "max", "mean", "p50 ns", "p99 ns",
+    let mut t = FitTable::new(vec![
+        Col::key("vCPU"),
+        Col::key("phase"),
+        Col::figure("count", 6),
+        Col::figure("min", 3),
+        Col::figure("p50", 9),
+        Col::figure("p90", 4),
+        Col::figure("p99", 8),
+        Col::figure("max", 5),
+        Col::figure("mean", 2),
+        Col::figure("p50 ns", 7),
+        Col::figure("p99 ns", 1),
     ]);
     for (i, p) in rows {
         let Some(l) = &p.latency else { continue };
@@ -465,12 +547,7 @@ fn latency_table(r: &RunReport) -> Option<(Table, usize)> {
             ns(|n| n.p99),
         ]);
     }
-    for c in 2..11 {
-        if let Some(col) = t.column_mut(c) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    Some((t, more))
+    Some((t.render(layout), more))
 }
 /// The headline metrics of the measured phase in one line
 /// ([`crate::results::metrics::Metric::shown`]), e.g. `headline ('measure',
@@ -518,5 +595,29 @@ fn part_note(r: &RunReport, (id, name): Key) -> &'static str {
             " (counted part: exits by reason, ICR-write exits; its latency shows what counting cost)"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_reason_is_one_short_clause() {
+        let long =
+            "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), \
+                    so no exit is counted by reason; totals come from KVM's binary stats";
+        assert_eq!(
+            first_clause(long),
+            "kvm_pvm backend: kvm:kvm_exit never fires ..."
+        );
+        assert_eq!(first_clause("not root"), "not root");
+        let words = "word ".repeat(40);
+        let cut = first_clause(&words);
+        assert!(
+            cut.chars().count() <= MAX_REASON + 4 && cut.ends_with(" ..."),
+            "{cut}"
+        );
+        assert_eq!(first_clause(""), "");
     }
 }

@@ -33,6 +33,10 @@ pub struct Column {
     pub doc: &'static str,
     /// The figure of one vCPU's phase (None: not measured in this run).
     pub value: fn(&PhaseResult) -> Option<u64>,
+    /// How much the column matters when the text table must fit 120
+    /// columns: the lowest ranks give way first (`--wide` shows them all;
+    /// [`crate::output::fit`]).
+    pub rank: u8,
 }
 
 /// The columns of the per-phase tables, in order.
@@ -42,48 +46,56 @@ pub const PHASE_COLUMNS: &[Column] = &[
         source: Source::Guest,
         doc: "writes to the ICR the vCPU issued (an all-but-self broadcast is one)",
         value: |p| Some(p.guest.icr_writes),
+        rank: 5,
     },
     Column {
         header: "PV calls",
         source: Source::Guest,
         doc: "KVM_HC_SEND_IPI hypercalls the vCPU issued (not ICR writes)",
         value: |p| Some(p.guest.hypercalls),
+        rank: 1,
     },
     Column {
         header: "IPIs sent",
         source: Source::Guest,
         doc: "IPIs the vCPU asked to send, counted per target",
         value: |p| Some(p.guest.ipis_sent),
+        rank: 6,
     },
     Column {
         header: "IPIs recv",
         source: Source::Guest,
         doc: "IPIs of the measured vector the vCPU's handler took",
         value: |p| Some(p.guest.ipis_received),
+        rank: 6,
     },
     Column {
         header: "ICR-write exits",
         source: Source::Derived,
         doc: "ICR writes that left guest mode (docs/kernel-paths.md says which events count)",
         value: |p| p.icr_write_exits.as_ref().map(|i| i.exits),
+        rank: 9,
     },
     Column {
         header: "accel. ICR",
         source: Source::Derived,
         doc: "ICR writes that did not exit (APICv/IPIv/AVIC): ICR writes minus ICR-write exits",
         value: |p| p.icr_write_exits.as_ref().map(|i| i.accelerated),
+        rank: 7,
     },
     Column {
         header: "user exits",
         source: Source::UserspaceExits,
         doc: "exits that reached ipivmm (the phase markers included)",
         value: |p| Some(p.exits.total()),
+        rank: 2,
     },
     Column {
         header: "KVM exits",
         source: Source::KvmStats,
         doc: "every VM exit of the vCPU (KVM stat `exits`)",
         value: |p| p.kvm_stats.get("exits").copied(),
+        rank: 8,
     },
 ];
 

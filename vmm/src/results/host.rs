@@ -67,6 +67,7 @@ mod tests {
                 avic: no(),
                 x2avic: no(),
             },
+            hostname: None,
         };
         let s = HostSettings::of(&host);
         assert_eq!(s.param("kvm_amd.npt"), Some("Y"));

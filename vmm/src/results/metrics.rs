@@ -134,6 +134,21 @@ impl Metric {
         )
     }
 
+    /// How much the column matters when a text table must fit 120
+    /// columns: the lowest ranks give way first ([`crate::output::fit`]).
+    pub fn rank(self) -> u8 {
+        match self {
+            Metric::CyclesPerOpP50 | Metric::ExitsPerIpi => 9,
+            Metric::IcrExitsPerIpi | Metric::CyclesPerIpiP50 => 8,
+            Metric::CyclesPerOpP99 => 7,
+            Metric::NsPerOpP50 | Metric::ExitsPerOp => 6,
+            Metric::IpisPerOp => 5,
+            Metric::IcrExitsPerOp => 4,
+            Metric::ObserverP50 => 3,
+            Metric::ObserverP99 => 2,
+        }
+    }
+
     /// Unit in the CSV `unit` column.
     pub fn unit(self) -> &'static str {
         match self {

@@ -58,11 +58,19 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         t.total_ns as f64 / 1e6,
         t.peak_rss_kib.unwrap_or(0)
     );
+    // The text report says in one line why a counter source is
+    // unavailable; -v logs the whole reason (the JSON has it too).
+    for s in report.vcpus.first().iter().flat_map(|v| &v.sources) {
+        if let (false, Some(detail)) = (s.available, &s.detail) {
+            log::info!("counter source {} unavailable: {detail}", s.source);
+        }
+    }
     let doc = Document::new(vec![report], Vec::new());
     let errors = outputs.write(&doc);
     let report = &doc.runs[0];
     if !args.quiet {
-        print_text(&text::render(report), outputs.uses_stdout());
+        let layout = ipivmm::output::fit::Layout::wide(args.wide);
+        print_text(&text::render_with(report, layout), outputs.uses_stdout());
     }
     if !report.succeeded() {
         eprintln!("ipivmm: run did not complete: {}", report.status.line());

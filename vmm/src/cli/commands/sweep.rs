@@ -186,7 +186,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
         print_text(
-            &sweep_tables::render(&swept.doc, swept.wall),
+            &sweep_tables::render_with(
+                &swept.doc,
+                swept.wall,
+                ipivmm::output::fit::Layout::wide(args.wide),
+            ),
             outputs.uses_stdout(),
         );
     }

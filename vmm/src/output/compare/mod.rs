@@ -186,11 +186,18 @@ pub struct Row {
 }
 
 impl Row {
-    /// `metric` of column `col` divided by the baseline's (column 0).
+    /// `metric` of column `col` divided by the baseline's (column 0); None
+    /// when either run did not complete (its figures are of whatever phase
+    /// it got to, not a measurement to compare).
     pub fn ratio(&self, metric: crate::results::metrics::Metric, col: usize) -> Option<f64> {
-        let base = metric.value(self.cells.first()?.as_ref()?)?;
-        let v = metric.value(self.cells.get(col)?.as_ref()?)?;
+        let base = metric.value(self.measured(0)?)?;
+        let v = metric.value(self.measured(col)?)?;
         (base > 0.0).then(|| v / base)
+    }
+
+    /// The run of column `col` when it completed.
+    pub fn measured(&self, col: usize) -> Option<&RunSummary> {
+        self.cells.get(col)?.as_ref().filter(|s| s.completed)
     }
 
     /// The metrics the row shows ([`Metric::shown`]).
@@ -227,8 +234,11 @@ pub struct Comparison {
     pub files: Vec<(String, String)>,
     /// Rows in order of first appearance.
     pub rows: Vec<Row>,
-    /// Warnings: runs that should be there and are not, runs that did not
-    /// complete; plus a hint when no row has two columns to compare.
+    /// Runs that did not complete, `<row> in column <col>`: their cells
+    /// show no figure and take part in no ratio (said before the table).
+    pub incomplete: Vec<String>,
+    /// Warnings: runs that should be there and are not; plus a hint when
+    /// no row has two columns to compare.
     pub flags: Vec<String>,
     /// Notes: cells the files recorded as skipped, grouped by reason.
     pub notes: Vec<String>,
@@ -309,7 +319,7 @@ fn host_line(d: &Document) -> String {
     };
     let _ = write!(s, ", ipivmm {}", d.ipivmm_version);
     if let Some(t) = d.recorded_at {
-        let _ = write!(s, ", recorded at {t} (Unix time)");
+        let _ = write!(s, ", recorded at {}", crate::output::iso_time(t));
     }
     s
 }
@@ -574,6 +584,7 @@ fn line_up(
     let mut rows: Vec<Row> = Vec::new();
     let mut row_of: HashMap<RowKey, usize> = HashMap::new();
     let mut flags = Vec::new();
+    let mut incomplete = Vec::new();
     // (column, workload) and (column, workload, file) of every placed run:
     // whether a column measured a workload at all.
     let file_index: HashMap<&str, usize> = docs
@@ -591,10 +602,7 @@ fn line_up(
     for p in placed {
         let col = column_of(p, by, &columns);
         if !p.summary.completed {
-            flags.push(format!(
-                "{} in column {}: did not complete",
-                p.key, columns[col]
-            ));
+            incomplete.push(format!("{} in column {}", p.key, columns[col]));
         }
         let i = *row_of.entry(p.key.clone()).or_insert_with(|| {
             rows.push(Row {
@@ -658,7 +666,7 @@ fn line_up(
     flags.extend(whole);
     if n > 1 && rows.iter().all(|r| r.cells.iter().flatten().count() < 2) {
         // Every cell would be flagged: say why once instead.
-        flags.retain(|f| f.ends_with("did not complete"));
+        flags.clear();
         flags.push(no_pairs_hint(docs, by));
     }
     Comparison {
@@ -669,6 +677,7 @@ fn line_up(
             .map(|(n, d)| (n.clone(), d.host.clone()))
             .collect(),
         rows,
+        incomplete,
         flags,
         notes: notes
             .into_iter()

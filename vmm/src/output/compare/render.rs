@@ -65,6 +65,23 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
             let _ = writeln!(out, "columns: one per {}, baseline {b}", c.by);
         }
     }
+    if !c.incomplete.is_empty() {
+        // Before the table: its 'incomplete' cells are not measurements.
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                &format!(
+                    "not compared: {} run{} that did not complete (cells 'incomplete', in no ratio): {}",
+                    c.incomplete.len(),
+                    if c.incomplete.len() == 1 { "" } else { "s" },
+                    c.incomplete.join("; ")
+                ),
+                Tint::Yellow,
+                color
+            )
+        );
+    }
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     let mut header = key_headers(c);
@@ -86,6 +103,10 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
             let mut row = key_cells(c, r);
             row.push(m.name(r.operation()));
             for (i, v) in values.iter().enumerate() {
+                if r.cells[i].is_some() && r.measured(i).is_none() {
+                    row.push("incomplete".into());
+                    continue;
+                }
                 let Some(v) = v else {
                     row.push(match (&r.cells[i], &r.skipped[i]) {
                         (Some(_), _) => "-".into(),
