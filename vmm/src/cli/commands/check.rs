@@ -6,7 +6,8 @@
 //! hold, 1 one fails, 4 none could be judged. docs/ci.md.
 use super::sweep::plan_sweep;
 use super::{fail, init_log};
-use crate::cli::args::{CheckArgs, Cli, Command, RunArgs, SweepArgs};
+use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
+use ipivmm::host::load::LoadProbe;
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::host::HostInfo;
@@ -168,17 +169,28 @@ fn execute(
     match job {
         Job::Run(args) => {
             let config = args.to_config()?;
-            let opts = RunOptions {
-                serial: SerialSink::Discard,
-                cancel: Some(cancel.clone()),
-                ..RunOptions::default()
-            };
-            let report = ipivmm::run(&config, opts).map_err(|e| e.to_string())?;
-            Ok(Document::new(vec![report], Vec::new()))
+            // `--repeat` in a plan's line as on the command line (default
+            // 5): independent VMs whose median the ratios judge.
+            let mut reports = Vec::new();
+            let repeats = repeat_choice(args.repeat).repeats;
+            for i in 0..repeats {
+                let opts = RunOptions {
+                    serial: SerialSink::Discard,
+                    cancel: Some(cancel.clone()),
+                    ..RunOptions::default()
+                };
+                let probe = LoadProbe::start();
+                let mut report = ipivmm::run(&config, opts).map_err(|e| e.to_string())?;
+                report.host_load = probe.and_then(|p| p.finish());
+                report.repeat = (repeats > 1).then_some(i);
+                reports.push(report);
+            }
+            Ok(Document::new(reports, Vec::new()))
         }
         Job::Sweep(args) => {
             let planned = plan_sweep(args)?;
-            Ok(planned.run(args.observer_effect, cancel, &Quiet).doc)
+            let repeats = repeat_choice(args.repeat).repeats;
+            Ok(planned.run(args.observer_effect, repeats, cancel, &Quiet).doc)
         }
     }
 }

@@ -2,11 +2,11 @@
 //! one table per workload, a row per mode, side by side. Planning, the
 //! presets and running the plan are the library's (`ipivmm::sweep`).
 use super::{fail, finish, init_log, plan_outputs, skip_all};
-use crate::cli::args::SweepArgs;
+use crate::cli::args::{repeat_choice, SweepArgs};
 use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::output::dest::print_text;
 use ipivmm::output::progress::SweepProgress;
-use ipivmm::output::sweep_tables;
+use ipivmm::output::{repeats, sweep_tables};
 use ipivmm::sweep::presets::PresetHost;
 use ipivmm::sweep::{execute, plan, preflight, SweepEvents, SweepOptions, SweepSpec};
 use ipivmm::vm::{max_vcpus, open_kvm};
@@ -106,6 +106,7 @@ impl Planned {
     pub fn run(
         self,
         observer_pairs: u32,
+        repeats: u32,
         cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
         events: &dyn SweepEvents,
     ) -> Swept {
@@ -113,6 +114,7 @@ impl Planned {
         let opts = SweepOptions {
             observer_pairs,
             cancel: cancel.clone(),
+            repeats,
         };
         let out = execute(
             &self.spec,
@@ -163,15 +165,21 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
     }
+    let choice = repeat_choice(args.repeat);
+    if !args.quiet {
+        eprintln!("repeats: {choice}");
+    }
     let progress = Progress::new(args.quiet);
-    let swept = planned.run(args.observer_effect, &cancel, &progress);
+    let swept = planned.run(args.observer_effect, choice.repeats, &cancel, &progress);
     drop(progress);
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
-        print_text(
-            &sweep_tables::render(&swept.doc, swept.wall),
-            outputs.uses_stdout(),
-        );
+        let mut text = sweep_tables::render(&swept.doc, swept.wall);
+        text.push('\n');
+        text.push_str(&repeats::render(&swept.doc.configurations, None, &|i| {
+            super::run::own_p50(&swept.doc.runs[i])
+        }));
+        print_text(&text, outputs.uses_stdout());
     }
     let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
     finish(
