@@ -182,6 +182,10 @@ pub struct BootInfo {
     /// APIC ID of vCPU i for i >= [`BOOT_APIC_IDS`], at index
     /// `i - BOOT_APIC_IDS` (appended when VMs grew past 254 vCPUs).
     pub apic_ids_ext: [u32; MAX_VCPUS - BOOT_APIC_IDS],
+    /// TSC cycles every IPI handler of the measured vector busy-waits
+    /// before it counts the IPI received (`--inject-delay-cycles`): a known
+    /// effect to check a comparison against; 0 = none. Appended at 4248.
+    pub ipi_delay_cycles: u64,
 }
 
 impl BootInfo {

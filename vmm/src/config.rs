@@ -106,6 +106,12 @@ pub struct VmConfig {
     /// With `TargetWait::Halt`: how long a sender waits after a target
     /// published that it is halting, so that its `hlt` has left the guest.
     pub halt_settle: Duration,
+    /// TSC cycles of busy wait in every handler of the measured vector on
+    /// a receiving vCPU, before the IPI counts as received
+    /// (`--inject-delay-cycles`; `BootInfo::ipi_delay_cycles`): a round
+    /// trip grows by this much, a known effect to check a comparison
+    /// against. 0 = none.
+    pub ipi_delay_cycles: u64,
     /// Measured iterations.
     pub iterations: u64,
     /// Warm-up iterations.
@@ -161,6 +167,7 @@ impl Default for VmConfig {
             workload: Workload::Pingpong,
             target_wait: TargetWait::Spin,
             halt_settle: DEFAULT_HALT_SETTLE,
+            ipi_delay_cycles: 0,
             iterations: 1000,
             warmup: 100,
             ipi_vector: ipivmm_abi::DEFAULT_IPI_VECTOR,
@@ -241,6 +248,9 @@ pub enum ConfigError {
     /// A settle time longer than any wake-up.
     #[error("--halt-settle-ns {0} (VmConfig::halt_settle): at most {max} ns (1 s) per operation; the default is {default} ns", max = MAX_HALT_SETTLE.as_nanos(), default = DEFAULT_HALT_SETTLE.as_nanos())]
     HaltSettle(u128),
+    /// An injected delay longer than any IPI.
+    #[error("--inject-delay-cycles {0} (VmConfig::ipi_delay_cycles): at most {MAX_IPI_DELAY_CYCLES} TSC cycles per IPI (a few ms; more would outlast the timeout)")]
+    IpiDelay(u64),
     /// A timeout of zero.
     #[error("--timeout (VmConfig::timeout) must be at least 1 second")]
     ZeroTimeout,
@@ -314,6 +324,9 @@ impl VmConfig {
         if self.halt_settle > MAX_HALT_SETTLE {
             return Err(ConfigError::HaltSettle(self.halt_settle.as_nanos()));
         }
+        if self.ipi_delay_cycles > MAX_IPI_DELAY_CYCLES {
+            return Err(ConfigError::IpiDelay(self.ipi_delay_cycles));
+        }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
         let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
         if need > u128::from(have) {
@@ -353,6 +366,10 @@ pub const MAX_WARMUP: u64 = 1_000_000_000;
 /// Longest [`VmConfig::halt_settle`]: a sender waits this long for every
 /// halting target; a wake-up takes micro-, not milliseconds.
 pub const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
+
+/// Largest [`VmConfig::ipi_delay_cycles`]: 10 million cycles, 4 ms at
+/// 2.5 GHz per IPI (a thousand round trips stay well inside a minute).
+pub const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
 
 /// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
 /// phases with every counter; the command line's smallest is 1 MiB).

@@ -151,6 +151,7 @@ pub mod output;
 pub mod payload;
 pub mod results;
 pub mod run;
+pub mod stats;
 pub mod sweep;
 pub mod vcpu;
 pub mod vm;

@@ -279,6 +279,15 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
         return;
     }
     if vector == crate::settings::ipi_vector() {
+        // An injected delay (`--inject-delay-cycles`): before the receipt
+        // is counted, so a sender waiting for it sees every cycle of it.
+        let delay = percpu::boot_info().ipi_delay_cycles;
+        if delay > 0 {
+            let start = crate::tsc::now_plain();
+            while crate::tsc::now_plain().wrapping_sub(start) < delay {
+                core::hint::spin_loop();
+            }
+        }
         bump(&c.ipis_received, 1);
     }
     let hook = HOOK.load(Ordering::Acquire);

@@ -202,7 +202,10 @@ pub struct CompareArgs {
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,
-    /// Exit 1 when a figure is worse than the baseline's by --threshold or more (more cycles, more exits), listing each; a gate for CI.
+    /// How much a count (exits, ICR-write exits per operation or IPI) may rise before --fail-on-regression fails: a fraction, judged exactly where every repeat agrees (default 0.05).
+    #[arg(long, default_value_t = ipivmm::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
+    pub count_tolerance: f64,
+    /// A gate for CI: exit 1 on a regression that is significant (rank test over the repeats, p < 0.05) and by --threshold or more (counts: beyond --count-tolerance), listing each; 4 when nothing could be judged (too few repeats, too noisy); 3 when nothing was compared at all (docs/ci.md).
     #[arg(long)]
     pub fail_on_regression: bool,
     /// Outputs.
@@ -211,6 +214,35 @@ pub struct CompareArgs {
     /// Do not print the comparison.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Most repeats a command runs per configuration.
+pub const MAX_REPEATS: u32 = 1000;
+
+fn parse_repeat(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{s}' is not a repeat count between 1 and {MAX_REPEATS} (e.g. --repeat 5)"
+        )),
+    }
+}
+
+/// The repeats asked for, or the default, and which it was.
+pub fn repeat_choice(asked: Option<u32>) -> ipivmm::output::repeats::RepeatChoice {
+    ipivmm::output::repeats::RepeatChoice {
+        repeats: asked.unwrap_or(ipivmm::stats::DEFAULT_REPEATS),
+        default: asked.is_none(),
+    }
+}
+
+fn parse_count_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..10.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a fraction between 0 and 10 (e.g. 0.05 for 5%; 0 for exact counts)"
+        )),
+    }
 }
 
 fn parse_threshold(s: &str) -> Result<f64, String> {
@@ -267,6 +299,9 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
+    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md). Default 5 (1..=1000).
+    #[arg(long, value_name = "N", value_parser = parse_repeat)]
+    pub repeat: Option<u32>,
     /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
     #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
@@ -331,6 +366,9 @@ pub struct RunArgs {
     /// With --target halt: how long a sender waits after the target published that it is halting (ns).
     #[arg(long, value_name = "NS", default_value_t = 20_000)]
     pub halt_settle_ns: u64,
+    /// Busy-wait N TSC cycles in every handler of the measured vector on a receiving vCPU, before the IPI counts as received: a round trip grows by N, a known effect to check a comparison against (docs/statistics.md); at most 10000000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub inject_delay_cycles: u64,
     /// Measured iterations (IPIs sent by each sender).
     #[arg(long, default_value_t = 1000)]
     pub iterations: u64,
@@ -385,6 +423,9 @@ pub struct RunArgs {
     /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
     #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
+    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON. Default 5 (1..=1000).
+    #[arg(long, value_name = "N", value_parser = parse_repeat)]
+    pub repeat: Option<u32>,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
@@ -505,6 +546,7 @@ impl RunArgs {
             workload: self.workload,
             target_wait: self.target,
             halt_settle: Duration::from_nanos(self.halt_settle_ns),
+            ipi_delay_cycles: self.inject_delay_cycles,
             iterations: self.iterations,
             warmup: self.warmup,
             ipi_vector: self.vector,

@@ -2,6 +2,7 @@
 //! parameters; from `ipivmm-counters`) and what its KVM device can do.
 pub mod caps;
 pub mod fds;
+pub mod load;
 
 pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
 

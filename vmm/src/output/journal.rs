@@ -51,6 +51,7 @@ impl Journal {
             doc.host_error = None;
         }
         doc.runs.push(r);
+        doc.configurations = crate::results::repeats::configurations(&doc.runs);
         doc.incomplete = Some(format!(
             "sweep in progress (or killed): {} of {} planned runs finished; skipped combinations are listed when it ends",
             doc.runs.len(),

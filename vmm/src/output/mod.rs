@@ -11,6 +11,7 @@ pub mod journal;
 pub mod json;
 pub mod junit;
 pub mod progress;
+pub mod repeats;
 pub mod scale_chart;
 pub mod sink;
 pub mod sweep_tables;

@@ -26,6 +26,11 @@ pub struct LatencyStats {
     /// Distribution of the samples (cycles); empty in files written before it existed.
     #[serde(default)]
     pub histogram: Histogram,
+    /// The p50's distribution-free interval from these samples (95%, or
+    /// the nearest order statistics give: [`crate::stats::median_ranks`]);
+    /// absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_interval: Option<crate::stats::Interval>,
 }
 
 /// Latency figures in nanoseconds.
@@ -114,6 +119,7 @@ impl LatencyStats {
             tsc_khz,
             ns,
             histogram: Histogram::of_sorted(s),
+            p50_interval: crate::stats::sample_median_interval(s, crate::stats::CONFIDENCE),
         })
     }
 }
@@ -202,6 +208,32 @@ impl Histogram {
     /// Total samples (saturating: a results file can say anything).
     pub fn total(&self) -> u64 {
         super::saturating_sum(self.buckets.iter().map(|b| b.count))
+    }
+
+    /// Every bucket from the first to the last non-empty one, empty ones
+    /// included (counts), with each bucket's centre (cycles): the regular
+    /// grid [`crate::stats::bimodal`] reads.
+    pub fn dense(&self) -> (Vec<u64>, Vec<f64>) {
+        let (mut counts, mut centres) = (Vec::new(), Vec::new());
+        let sub = self.sub_buckets.max(1);
+        for (i, b) in self.buckets.iter().enumerate() {
+            counts.push(b.count);
+            centres.push(b.lo as f64 / 2.0 + b.hi as f64 / 2.0);
+            let Some(next) = self.buckets.get(i + 1) else {
+                break;
+            };
+            let mut v = b.hi;
+            while v < next.lo && counts.len() < 4 * MAX_BUCKETS {
+                let (lo, hi) = bucket_bounds(v, sub);
+                if hi <= v {
+                    break;
+                }
+                counts.push(0);
+                centres.push(lo as f64 / 2.0 + hi as f64 / 2.0);
+                v = hi;
+            }
+        }
+        (counts, centres)
     }
 
     /// Adds `other`'s counts (histograms of the same `sub_buckets`; buckets

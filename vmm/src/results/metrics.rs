@@ -149,6 +149,21 @@ impl Metric {
         }
     }
 
+    /// Whether the figure is a count per operation or per IPI (exits,
+    /// ICR-write exits, IPIs): reported as counts, exact where every repeat
+    /// agrees, and judged against a count tolerance, never with a latency
+    /// interval or threshold ([`crate::stats`]).
+    pub fn is_count(self) -> bool {
+        matches!(
+            self,
+            Metric::IpisPerOp
+                | Metric::ExitsPerOp
+                | Metric::ExitsPerIpi
+                | Metric::IcrExitsPerOp
+                | Metric::IcrExitsPerIpi
+        )
+    }
+
     /// Unit in the CSV `unit` column.
     pub fn unit(self) -> &'static str {
         match self {

@@ -23,6 +23,7 @@ pub mod latency;
 pub mod mechanism;
 pub mod metrics;
 pub mod observer;
+pub mod repeats;
 pub mod slug;
 pub mod summary;
 pub mod vcpu;
@@ -229,6 +230,10 @@ pub struct RunConfig {
     /// it is halting, ns.
     #[serde(default)]
     pub halt_settle_ns: u64,
+    /// TSC cycles busy-waited in every measured IPI's handler
+    /// (`--inject-delay-cycles`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ipi_delay_cycles: u64,
     /// vCPUs.
     pub vcpus: usize,
     /// Iterations.
@@ -290,6 +295,7 @@ impl RunConfig {
             workload: c.workload,
             target: c.target_wait,
             halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
+            ipi_delay_cycles: c.ipi_delay_cycles,
             vcpus: c.vcpus,
             iterations: c.iterations,
             warmup: c.warmup,
@@ -405,6 +411,14 @@ pub struct RunReport {
     /// The host as the run saw it (for the document; not per run in JSON).
     #[serde(skip)]
     pub host: Option<HostInfo>,
+    /// Which of the repeats of its configuration this run is (0-based;
+    /// `--repeat N` runs N independent VMs per configuration); absent for
+    /// a single run and in files written before repeats existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// What else the host did during the run (/proc/stat), when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::stats::HostLoad>,
 }
 
 impl RunReport {
@@ -512,6 +526,12 @@ pub struct Document {
     /// still running; its runs are complete, the rest never ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// Each configuration with its repeats' figures: medians with their
+    /// intervals, spreads, counts, the effect they can detect
+    /// ([`repeats::ConfigurationStats`]); derived from `runs` when written
+    /// (readers recompute it; it is never read back).
+    #[serde(default, skip_deserializing)]
+    pub configurations: Vec<repeats::ConfigurationStats>,
 }
 
 /// A results document that cannot be read. One line, naming the input.
@@ -545,6 +565,7 @@ impl Document {
                 .map(|d| d.as_secs()),
             host,
             host_error,
+            configurations: repeats::configurations(&runs),
             runs,
             skipped,
             preset: None,

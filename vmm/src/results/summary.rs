@@ -105,6 +105,12 @@ pub struct Headline {
     pub p99_ns: Option<f64>,
     /// vCPUs whose samples were pooled.
     pub pooled_vcpus: usize,
+    /// The p50's interval from the run's own samples, where one vCPU
+    /// recorded them all ([`LatencyStats::p50_interval`]; a pooled p50 is
+    /// a weighted mean of several, with no order-statistic interval).
+    ///
+    /// [`LatencyStats::p50_interval`]: crate::results::LatencyStats::p50_interval
+    pub p50_interval: Option<crate::stats::Interval>,
 }
 
 /// VM exits of the measured phase, all vCPUs, by reason.
@@ -378,6 +384,10 @@ fn headline(run: &Run, id: u32, name: &str) -> Option<Headline> {
         p50_ns: ns(p50),
         p99_ns: ns(p99),
         pooled_vcpus: lats.len(),
+        p50_interval: match lats.as_slice() {
+            [one] => one.p50_interval,
+            _ => None,
+        },
     })
 }
 

@@ -82,6 +82,8 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         host_settings: p.host.as_ref().map(HostSettings::of),
         host_param: None,
         placement: None,
+        repeat: None,
+        host_load: None,
         host: p.host.clone(),
     }
 }

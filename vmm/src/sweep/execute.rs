@@ -4,6 +4,7 @@
 //! goes to a [`SweepEvents`] (the command line draws a progress bar; `check`
 //! and library callers can stay quiet with [`Quiet`]).
 use super::PlannedRun;
+use crate::host::load::LoadProbe;
 use crate::results::{RunReport, SkippedMode};
 use crate::run::{run, RunOptions};
 use ipivmm_devices::serial::SerialSink;
@@ -46,6 +47,10 @@ pub struct SweepOptions {
     /// Set (by a signal) to stop: the current run ends cancelled, the rest
     /// are skipped as "not run: sweep cancelled".
     pub cancel: Arc<AtomicBool>,
+    /// Independent VMs per combination (`--repeat`), run in rounds over the
+    /// whole plan (A B A B ..., not A A B B) so that drift hits every
+    /// combination alike; 0 counts as 1.
+    pub repeats: u32,
 }
 
 /// What a sweep produced.
@@ -70,58 +75,73 @@ pub fn run_all(
     observer_pairs: u32,
     events: &dyn SweepEvents,
 ) -> Vec<RunReport> {
-    events.planned(runs.len());
-    let mut reports = Vec::with_capacity(runs.len());
-    for PlannedRun {
-        label,
-        config,
-        host_param,
-        placement,
-    } in runs
-    {
-        if opts.cancel.load(Ordering::SeqCst) {
-            skipped.push(SkippedMode {
-                mode: label.clone(),
-                reason: "not run: sweep cancelled".into(),
-            });
-            events.finished_one();
-            continue;
-        }
-        events.start(label);
-        let run_opts = RunOptions {
-            serial: SerialSink::Discard,
-            started: Instant::now(),
-            cancel: Some(opts.cancel.clone()),
-        };
-        let observer = if reports.is_empty() {
-            crate::run::observer::measure(config, observer_pairs, Some(opts.cancel.clone()))
-                .unwrap_or_else(|e| {
-                    events.note(&format!("{label}: counting cost not measured: {e}"));
-                    None
-                })
-        } else {
-            None
-        };
-        match run(config, run_opts) {
-            Ok(mut r) => {
-                r.observer_effect = observer;
-                r.host_param = host_param.clone();
-                r.placement = placement.clone();
-                if !r.succeeded() {
-                    events.note(&format!("{label}: {}", r.status.line()));
+    let rounds = opts.repeats.max(1);
+    events.planned(runs.len() * rounds as usize);
+    let mut reports = Vec::with_capacity(runs.len() * rounds as usize);
+    // Combinations that could not start are not tried again.
+    let mut refused: Vec<&str> = Vec::new();
+    for round in 0..rounds {
+        for PlannedRun {
+            label,
+            config,
+            host_param,
+            placement,
+        } in runs
+        {
+            if refused.contains(&label.as_str()) {
+                events.finished_one();
+                continue;
+            }
+            if opts.cancel.load(Ordering::SeqCst) {
+                if round == 0 {
+                    skipped.push(SkippedMode {
+                        mode: label.clone(),
+                        reason: "not run: sweep cancelled".into(),
+                    });
                 }
-                events.report(&r);
-                reports.push(r);
+                events.finished_one();
+                continue;
             }
-            Err(e) => {
-                events.note(&format!("{label}: could not start: {e}"));
-                skipped.push(SkippedMode {
-                    mode: label.clone(),
-                    reason: format!("could not start: {e}"),
-                });
+            events.start(label);
+            let run_opts = RunOptions {
+                serial: SerialSink::Discard,
+                started: Instant::now(),
+                cancel: Some(opts.cancel.clone()),
+            };
+            let observer = if reports.is_empty() {
+                crate::run::observer::measure(config, observer_pairs, Some(opts.cancel.clone()))
+                    .unwrap_or_else(|e| {
+                        events.note(&format!("{label}: counting cost not measured: {e}"));
+                        None
+                    })
+            } else {
+                None
+            };
+            let probe = LoadProbe::start();
+            match run(config, run_opts) {
+                Ok(mut r) => {
+                    r.host_load = probe.and_then(|p| p.finish());
+                    r.observer_effect = observer;
+                    r.host_param = host_param.clone();
+                    r.placement = placement.clone();
+                    r.repeat = (rounds > 1).then_some(round);
+                    if !r.succeeded() {
+                        events.note(&format!("{label}: {}", r.status.line()));
+                    }
+                    events.report(&r);
+                    reports.push(r);
+                }
+                Err(e) => {
+                    events.note(&format!("{label}: could not start: {e}"));
+                    refused.push(label);
+                    skipped.push(SkippedMode {
+                        mode: label.clone(),
+                        reason: format!("could not start: {e}"),
+                    });
+                }
             }
+            events.finished_one();
         }
-        events.finished_one();
     }
     reports
 }

@@ -190,6 +190,7 @@ mod tests {
         SweepOptions {
             observer_pairs: 0,
             cancel: Arc::new(AtomicBool::new(cancelled)),
+            repeats: 1,
         }
     }
 

@@ -34,6 +34,7 @@ pub fn build(config: &VmConfig, apic_ids: &[u32], tsc_khz: u64, flags: u32) -> B
         apic_ids: ids,
         halt_settle_ns: u64::try_from(config.halt_settle.as_nanos()).unwrap_or(u64::MAX),
         apic_ids_ext: ext,
+        ipi_delay_cycles: config.ipi_delay_cycles,
     }
 }
 
@@ -64,6 +65,7 @@ pub fn encode(b: &BootInfo) -> Vec<u8> {
     b.apic_ids_ext
         .iter()
         .for_each(|p| out.extend_from_slice(&p.to_le_bytes()));
+    out.extend_from_slice(&b.ipi_delay_cycles.to_le_bytes());
     out
 }
 
@@ -84,6 +86,7 @@ mod tests {
     fn encoding_matches_repr_c_offsets() {
         let cfg = VmConfig {
             vcpus: 3,
+            ipi_delay_cycles: 12_345,
             iterations: 77,
             warmup: 5,
             params: [1, 2, 3, 4, 5, 6, 7, 8],
@@ -100,6 +103,10 @@ mod tests {
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, tsc_khz)), 2_500_000);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, iterations)), 77);
         assert_eq!(field_u64(&bytes, offset_of!(BootInfo, warmup)), 5);
+        assert_eq!(
+            field_u64(&bytes, offset_of!(BootInfo, ipi_delay_cycles)),
+            12_345
+        );
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, ipi_vector)), 0x40);
         assert_eq!(field_u32(&bytes, offset_of!(BootInfo, flags)), 1);
         assert_eq!(
@@ -133,5 +140,7 @@ mod tests {
         assert_eq!(field_u32(&bytes, ext), 1254);
         assert_eq!(field_u32(&bytes, ext + 4 * (1023 - 254)), 2023);
         assert_eq!(bi.apic_id(1024), 0);
+        assert_eq!(offset_of!(BootInfo, ipi_delay_cycles), 4248);
+        assert_eq!(BOOT_INFO_SIZE, 4256);
     }
 }

@@ -155,6 +155,8 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         host_settings: None,
         host_param: None,
         placement: None,
+        repeat: None,
+        host_load: None,
         host: None,
     }
 }

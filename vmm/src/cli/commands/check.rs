@@ -6,9 +6,10 @@
 //! hold, 1 one fails, 4 none could be judged. docs/ci.md.
 use super::sweep::{plan_sweep, PlanError};
 use super::{fail, init_log};
-use crate::cli::args::{CheckArgs, Cli, Command, RunArgs, SweepArgs};
+use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
+use ipivmm::host::load::LoadProbe;
 use ipivmm::host::HostInfo;
 use ipivmm::output::dest::{emit, print_text, write_atomic, Dest};
 use ipivmm::sweep::Quiet;
@@ -270,33 +271,48 @@ fn execute(
     match job {
         Job::Run(args) => {
             let config = args.to_config().map_err(NotRun::Plan)?;
-            let opts = RunOptions {
-                serial: SerialSink::Discard,
-                cancel: Some(cancel.clone()),
-                ..RunOptions::default()
-            };
             let observer =
-                ipivmm::run::observer::measure(&config, args.observer_effect, opts.cancel.clone())
+                ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
                     .unwrap_or_else(|e| {
                         log::warn!("counting cost not measured: {e}");
                         None
                     });
-            let mut report = ipivmm::run(&config, opts).map_err(|e| {
-                if e.host_cannot_run() {
-                    NotRun::Host(e.to_string())
-                } else {
-                    NotRun::Plan(e.to_string())
+            // `--repeat` in a plan's line as on the command line (default
+            // 5): independent VMs whose median the ratios judge.
+            let mut reports = Vec::new();
+            let repeats = repeat_choice(args.repeat).repeats;
+            for i in 0..repeats {
+                let opts = RunOptions {
+                    serial: SerialSink::Discard,
+                    cancel: Some(cancel.clone()),
+                    ..RunOptions::default()
+                };
+                let probe = LoadProbe::start();
+                let mut report = ipivmm::run(&config, opts).map_err(|e| {
+                    if e.host_cannot_run() {
+                        NotRun::Host(e.to_string())
+                    } else {
+                        NotRun::Plan(e.to_string())
+                    }
+                })?;
+                report.host_load = probe.and_then(|p| p.finish());
+                report.repeat = (repeats > 1).then_some(i);
+                if i == 0 {
+                    report.observer_effect = observer.clone();
                 }
-            })?;
-            report.observer_effect = observer;
-            Ok(Document::new(vec![report], Vec::new()))
+                reports.push(report);
+            }
+            Ok(Document::new(reports, Vec::new()))
         }
         Job::Sweep(args) => {
             let planned = plan_sweep(args).map_err(|e| match e {
                 PlanError::NothingToRun(why) => NotRun::Host(why),
                 e => NotRun::Plan(e.to_string()),
             })?;
-            Ok(planned.run(args.observer_effect, cancel, &Quiet).doc)
+            let repeats = repeat_choice(args.repeat).repeats;
+            Ok(planned
+                .run(args.observer_effect, repeats, cancel, &Quiet)
+                .doc)
         }
     }
 }

@@ -61,17 +61,55 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    let regressions = if args.fail_on_regression {
-        comparison.regressions(args.threshold)
-    } else {
-        Vec::new()
-    };
-    for r in &regressions {
+    if !args.fail_on_regression {
+        return if errors.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        };
+    }
+    let gate = comparison.gate(args.threshold, args.count_tolerance);
+    // Said even with -q: a gate that compared nothing, or could not judge
+    // what it compared, has not passed.
+    if gate.compared == 0 {
+        let why = comparison
+            .flags
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("; ");
+        eprintln!(
+            "ipivmm: error: nothing compared: no figure of the baseline has a completed run to compare with in another column{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        );
+        return ExitCode::from(NOTHING_COMPARED);
+    }
+    for r in &gate.regressions {
         eprintln!("ipivmm: regression: {r}");
     }
-    if errors.is_empty() && regressions.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    for i in &gate.inconclusive {
+        eprintln!("ipivmm: inconclusive: {i}");
+    }
+    eprintln!(
+        "ipivmm: gate: {} figures compared, {} judged, {} regressions, {} inconclusive",
+        gate.compared,
+        gate.judged,
+        gate.regressions.len(),
+        gate.inconclusive.len()
+    );
+    if !errors.is_empty() || !gate.regressions.is_empty() {
         ExitCode::from(1)
+    } else if gate.judged == 0 {
+        ExitCode::from(4)
+    } else {
+        ExitCode::SUCCESS
     }
 }
+
+/// The exit status of `compare --fail-on-regression` when nothing was
+/// compared (docs/ci.md): an error, not a pass.
+pub const NOTHING_COMPARED: u8 = 3;

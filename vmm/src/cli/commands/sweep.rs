@@ -2,12 +2,12 @@
 //! one table per workload, a row per mode, side by side. Planning, the
 //! presets and running the plan are the library's (`ipivmm::sweep`).
 use super::{fail, finish, init_log, plan_outputs, skip_all};
-use crate::cli::args::SweepArgs;
+use crate::cli::args::{repeat_choice, SweepArgs};
 use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::output::dest::print_text;
 use ipivmm::output::journal::Journal;
 use ipivmm::output::progress::SweepProgress;
-use ipivmm::output::sweep_tables;
+use ipivmm::output::{repeats, sweep_tables};
 use ipivmm::sweep::presets::PresetHost;
 use ipivmm::sweep::{execute, plan, preflight, SweepEvents, SweepOptions, SweepSpec};
 use ipivmm::vm::{max_vcpus, open_kvm};
@@ -117,6 +117,7 @@ impl Planned {
     pub fn run(
         self,
         observer_pairs: u32,
+        repeats: u32,
         cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
         events: &dyn SweepEvents,
     ) -> Swept {
@@ -124,6 +125,7 @@ impl Planned {
         let opts = SweepOptions {
             observer_pairs,
             cancel: cancel.clone(),
+            repeats,
         };
         let out = execute(
             &self.spec,
@@ -174,25 +176,30 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if let (Some(p), false) = (planned.preset(), args.quiet) {
         eprint!("{}", sweep_tables::preset_text(p));
     }
+    let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        // One run per row until --repeat N is a flag of its own.
-        return super::sweep_dry_run::main(&planned, 1, args.observer_effect);
+        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect);
+    }
+    if !args.quiet {
+        eprintln!("repeats: {choice}");
     }
     let journal = outputs.file_of("json").map(Journal::new);
     let progress = Progress::new(args.quiet, journal);
-    let swept = planned.run(args.observer_effect, &cancel, &progress);
+    let swept = planned.run(args.observer_effect, choice.repeats, &cancel, &progress);
     let journal_error = progress.journal.as_ref().and_then(Journal::error);
     drop(progress);
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
-        print_text(
-            &sweep_tables::render_with(
-                &swept.doc,
-                swept.wall,
-                ipivmm::output::fit::Layout::wide(args.wide),
-            ),
-            outputs.uses_stdout(),
+        let mut text = sweep_tables::render_with(
+            &swept.doc,
+            swept.wall,
+            ipivmm::output::fit::Layout::wide(args.wide),
         );
+        text.push('\n');
+        text.push_str(&repeats::render(&swept.doc.configurations, None, &|i| {
+            super::run::own_p50(&swept.doc.runs[i])
+        }));
+        print_text(&text, outputs.uses_stdout());
     }
     let errors: Vec<String> = errors
         .into_iter()

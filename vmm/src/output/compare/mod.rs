@@ -10,10 +10,16 @@ mod render;
 
 pub use render::render;
 
+use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::{Document, SkippedMode};
+use crate::stats;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
+
+/// How much a count per operation or per IPI may rise before
+/// `--fail-on-regression` fails (`--count-tolerance`): 5%, relative.
+pub const DEFAULT_COUNT_TOLERANCE: f64 = 0.05;
 
 /// What the columns of a comparison are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, strum::Display)]
@@ -153,8 +159,8 @@ pub struct RowKey {
     pub file: Option<String>,
     /// vCPUs (when the columns are not vCPU counts).
     pub vcpus: Option<usize>,
-    /// Mode label (when the columns are not modes), with "#n" for the n-th
-    /// repeat of a combination in one file.
+    /// Mode label (when the columns are not modes); the repeats of a
+    /// combination in one file share it (one cell).
     pub mode: Option<String>,
 }
 
@@ -174,30 +180,158 @@ impl std::fmt::Display for RowKey {
     }
 }
 
-/// One row: the run of each column, if it has one.
+/// One row: the runs of each column (the repeats of one configuration),
+/// if it has any.
 #[derive(Clone, Debug)]
 pub struct Row {
     /// What the row holds fixed.
     pub key: RowKey,
-    /// Per column, in column order (baseline first).
+    /// Per column, in column order (baseline first): its first run.
     pub cells: Vec<Option<RunSummary>>,
+    /// Per column: every run of the cell (its repeats), in file order.
+    pub repeats: Vec<Vec<RunSummary>>,
     /// Per column: why the cell is empty, when the file recorded a skip.
     pub skipped: Vec<Option<String>>,
 }
 
+/// The gate's reading of one figure of one column against the baseline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Judged {
+    /// A latency figure (or a ratio), judged by the rank test.
+    Figure(stats::Judgement),
+    /// A count (exits, ICR-write exits per IPI): the medians' ratio, and
+    /// whether it went up beyond the count tolerance. `exact` when every
+    /// repeat of both columns gave the same count (no test needed);
+    /// otherwise the rise must also be significant, and too few repeats
+    /// leave it unjudged (`inconclusive`).
+    Count {
+        /// Median of the column over median of the baseline.
+        ratio: f64,
+        /// Every repeat agreed on both sides.
+        exact: bool,
+        /// Higher beyond the tolerance (and significant where not exact).
+        regression: bool,
+        /// Why it could not be judged, when it could not.
+        inconclusive: Option<String>,
+    },
+}
+
+impl Judged {
+    /// Why nothing could be said, if so.
+    pub fn inconclusive(&self) -> Option<&str> {
+        match self {
+            Judged::Figure(j) => (j.verdict == stats::Verdict::Inconclusive)
+                .then(|| j.why.as_deref().unwrap_or("inconclusive")),
+            Judged::Count { inconclusive, .. } => inconclusive.as_deref(),
+        }
+    }
+
+    /// One line for the gate's output.
+    pub fn line(&self) -> String {
+        match self {
+            Judged::Figure(j) => j.line(),
+            Judged::Count {
+                ratio,
+                exact,
+                inconclusive,
+                ..
+            } => {
+                let how = if *exact {
+                    "exact counts"
+                } else {
+                    "counts that differ between repeats"
+                };
+                match inconclusive {
+                    Some(why) => format!("×{ratio:.2} ({how}): inconclusive ({why})"),
+                    None => format!("×{ratio:.2} ({how})"),
+                }
+            }
+        }
+    }
+}
+
 impl Row {
-    /// `metric` of column `col` divided by the baseline's (column 0); None
-    /// when either run did not complete (its figures are of whatever phase
-    /// it got to, not a measurement to compare).
-    pub fn ratio(&self, metric: crate::results::metrics::Metric, col: usize) -> Option<f64> {
-        let base = metric.value(self.measured(0)?)?;
-        let v = metric.value(self.measured(col)?)?;
+    /// The run of column `col` when it completed (its first repeat).
+    pub fn measured(&self, col: usize) -> Option<&RunSummary> {
+        self.cells.get(col)?.as_ref().filter(|s| s.completed)
+    }
+
+    /// `metric` of each completed repeat of column `col`.
+    pub fn values(&self, metric: Metric, col: usize) -> Vec<f64> {
+        self.repeats
+            .get(col)
+            .map(|runs| {
+                runs.iter()
+                    .filter(|s| s.completed)
+                    .filter_map(|s| metric.value(s))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `metric` of column `col`: the median over its repeats (the one
+    /// run's figure when it has one).
+    pub fn value(&self, metric: Metric, col: usize) -> Option<f64> {
+        stats::median(&self.values(metric, col))
+    }
+
+    /// `metric` of column `col` divided by the baseline's (column 0): the
+    /// ratio of their medians over repeats.
+    pub fn ratio(&self, metric: Metric, col: usize) -> Option<f64> {
+        let base = self.value(metric, 0)?;
+        let v = self.value(metric, col)?;
         (base > 0.0).then(|| v / base)
     }
 
-    /// The run of column `col` when it completed.
-    pub fn measured(&self, col: usize) -> Option<&RunSummary> {
-        self.cells.get(col)?.as_ref().filter(|s| s.completed)
+    /// Column `col` against the baseline for `metric` (higher is worse):
+    /// a latency figure by the rank test at `threshold`, a count against
+    /// `count_tolerance` (a fraction). None where either has no figure.
+    pub fn judge(
+        &self,
+        metric: Metric,
+        col: usize,
+        threshold: f64,
+        count_tolerance: f64,
+    ) -> Option<Judged> {
+        let (base, new) = (self.values(metric, 0), self.values(metric, col));
+        if base.is_empty() || new.is_empty() || col == 0 {
+            return None;
+        }
+        if !metric.is_count() {
+            return stats::judge(&base, &new, threshold).map(Judged::Figure);
+        }
+        let ratio = self.ratio(metric, col)?;
+        let same = |v: &[f64]| v.iter().all(|x| (x - v[0]).abs() <= 1e-9);
+        let exact = same(&base) && same(&new);
+        let beyond = ratio > 1.0 + count_tolerance + 1e-9;
+        if exact {
+            return Some(Judged::Count {
+                ratio,
+                exact,
+                regression: beyond,
+                inconclusive: None,
+            });
+        }
+        if stats::min_p(base.len(), new.len()) > stats::ALPHA {
+            return Some(Judged::Count {
+                ratio,
+                exact,
+                regression: false,
+                inconclusive: Some(format!(
+                    "the counts differ between repeats and {} vs {} repeats cannot show a change at 95%; at least {} each (--repeat)",
+                    base.len(),
+                    new.len(),
+                    stats::MIN_REPEATS
+                )),
+            });
+        }
+        let significant = stats::mann_whitney(&base, &new).is_some_and(|t| t.p < stats::ALPHA);
+        Some(Judged::Count {
+            ratio,
+            exact,
+            regression: beyond && significant,
+            inconclusive: None,
+        })
     }
 
     /// The metrics the row shows ([`Metric::shown`]).
@@ -244,29 +378,72 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
+/// What `compare --fail-on-regression` found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gate {
+    /// Figures compared (a column and the baseline both had them).
+    pub compared: usize,
+    /// Of those, the ones that could be judged.
+    pub judged: usize,
+    /// Significant regressions beyond the threshold (counts: beyond their
+    /// tolerance), one line each.
+    pub regressions: Vec<String>,
+    /// Figures that could not be judged, one line each with the reason.
+    pub inconclusive: Vec<String>,
+}
+
 impl Comparison {
-    /// Every figure worse than the baseline's by `threshold` or more
-    /// (a ratio of at least `1 + threshold` where higher is worse), one
-    /// line each: what `compare --fail-on-regression` fails on.
-    pub fn regressions(&self, threshold: f64) -> Vec<String> {
-        let mut out = Vec::new();
+    /// Every figure where higher is worse, each column against the
+    /// baseline: latency figures regress when significantly higher
+    /// (p < 0.05) **and** by `threshold` or more; counts when higher by
+    /// more than `count_tolerance` (exactly, where every repeat agrees;
+    /// else significantly too). What `compare --fail-on-regression` reads.
+    pub fn gate(&self, threshold: f64, count_tolerance: f64) -> Gate {
+        let mut g = Gate::default();
         for r in &self.rows {
             for &m in r.metrics().iter().filter(|m| m.higher_is_worse()) {
                 for col in 1..self.columns.len() {
-                    if let Some(q) = r.ratio(m, col).filter(|q| *q >= 1.0 + threshold) {
-                        out.push(format!(
-                            "{} {}: {} is {q:.2}x {} (threshold {:.0}%)",
-                            r.key,
-                            m.name(r.operation()),
-                            render::column_header(self, col),
-                            render::column_header(self, 0),
-                            threshold * 100.0
-                        ));
+                    let Some(j) = r.judge(m, col, threshold, count_tolerance) else {
+                        continue;
+                    };
+                    g.compared += 1;
+                    let what = format!(
+                        "{} {}: {} against {}",
+                        r.key,
+                        m.name(r.operation()),
+                        render::column_header(self, col),
+                        render::column_header(self, 0),
+                    );
+                    if let Some(why) = j.inconclusive() {
+                        g.inconclusive.push(format!("{what}: {why}"));
+                        continue;
+                    }
+                    g.judged += 1;
+                    let regression = match &j {
+                        Judged::Figure(f) => f
+                            .is_regression(threshold)
+                            .then(|| format!("{} (threshold {:.0}%)", f.line(), threshold * 100.0)),
+                        Judged::Count {
+                            regression: true, ..
+                        } => Some(format!(
+                            "{} (count tolerance {:.0}%)",
+                            j.line(),
+                            count_tolerance * 100.0
+                        )),
+                        Judged::Count { .. } => None,
+                    };
+                    if let Some(line) = regression {
+                        g.regressions.push(format!("{what}: {line}"));
                     }
                 }
             }
         }
-        out
+        g
+    }
+
+    /// The regressions of [`Comparison::gate`], one line each.
+    pub fn regressions(&self, threshold: f64, count_tolerance: f64) -> Vec<String> {
+        self.gate(threshold, count_tolerance).regressions
     }
 }
 
@@ -340,25 +517,15 @@ fn workload_of(s: &RunSummary) -> String {
     }
 }
 
-/// Every run of every document with its row key and column value; a
-/// combination repeated in one file gets "#n" on its mode.
+/// Every run of every document with its row key and column value; the
+/// runs of a combination repeated in one file (`--repeat`) share them:
+/// they are the repeats of one cell.
 fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
     let mut out: Vec<Placed> = Vec::new();
     for (fi, (name, d)) in docs.iter().enumerate() {
-        // Runs of this file seen so far per (mode, vCPUs, workload).
-        let mut seen: HashMap<(String, usize, String), usize> = HashMap::new();
         for (s, parts) in d.runs.iter().zip(&d.parts) {
             let s = s.clone();
             let (workload, vcpus, label) = (workload_of(&s), s.group.vcpus, s.mode.clone());
-            let n = seen
-                .entry((label.clone(), vcpus, workload.clone()))
-                .or_default();
-            let repeat = *n;
-            *n += 1;
-            let numbered = |m: String| match repeat {
-                0 => m,
-                n => format!("{m} #{}", n + 1),
-            };
             let (column, key) = match by {
                 Dimension::File => (
                     name.clone(),
@@ -366,11 +533,11 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload,
                         file: None,
                         vcpus: Some(vcpus),
-                        mode: Some(numbered(label)),
+                        mode: Some(label),
                     },
                 ),
                 Dimension::Mode => (
-                    numbered(label),
+                    label,
                     RowKey {
                         workload,
                         file: Some(name.clone()),
@@ -384,7 +551,7 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload,
                         file: Some(name.clone()),
                         vcpus: None,
-                        mode: Some(numbered(label)),
+                        mode: Some(label),
                     },
                 ),
                 Dimension::Target => (
@@ -393,7 +560,7 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload: parts.workload.clone(),
                         file: Some(name.clone()),
                         vcpus: Some(vcpus),
-                        mode: Some(numbered(label)),
+                        mode: Some(label),
                     },
                 ),
                 part => (
@@ -402,7 +569,7 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                         workload,
                         file: Some(name.clone()),
                         vcpus: Some(vcpus),
-                        mode: Some(numbered(parts.label_without(part))),
+                        mode: Some(parts.label_without(part)),
                     },
                 ),
             };
@@ -608,11 +775,15 @@ fn line_up(
             rows.push(Row {
                 key: p.key.clone(),
                 cells: vec![None; n],
+                repeats: vec![Vec::new(); n],
                 skipped: vec![None; n],
             });
             rows.len() - 1
         });
-        rows[i].cells[col] = Some(p.summary.clone());
+        if rows[i].cells[col].is_none() {
+            rows[i].cells[col] = Some(p.summary.clone());
+        }
+        rows[i].repeats[col].push(p.summary.clone());
     }
     let mut notes: Vec<(String, Vec<String>)> = Vec::new();
     let mut whole: Vec<String> = Vec::new();

@@ -2,7 +2,9 @@
 //! row key and a metric; columns: the compared values, each but the
 //! baseline with its ratio to it), then the notable changes, the warnings
 //! and the notes.
-use super::{Comparison, Dimension, Row};
+use super::{Comparison, Dimension, Judged, Row, DEFAULT_COUNT_TOLERANCE};
+use crate::results::metrics::Metric;
+use crate::stats::{self, Verdict};
 
 use crate::output::{paint, Tint};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
@@ -92,11 +94,7 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     let mut notable = Vec::new();
     for r in &c.rows {
         for &m in r.metrics() {
-            let values: Vec<Option<f64>> = r
-                .cells
-                .iter()
-                .map(|s| s.as_ref().and_then(|s| m.value(s)))
-                .collect();
+            let values: Vec<Option<f64>> = (0..r.cells.len()).map(|i| r.value(m, i)).collect();
             if values.iter().all(Option::is_none) {
                 continue;
             }
@@ -116,26 +114,35 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
                     continue;
                 };
                 let mut cell = m.format(*v);
+                let each = r.values(m, i);
+                if each.len() > 1 && !m.is_count() {
+                    // The median's interval over repeats, as ± of the median.
+                    if let Some(h) = stats::median_interval(&each, stats::CONFIDENCE)
+                        .and_then(|iv| iv.relative_half_width(*v))
+                    {
+                        let _ = write!(cell, " ±{:.0}%", h * 100.0);
+                    }
+                }
                 if i > 0 {
-                    if let Some(q) = r.ratio(m, i) {
-                        let mark = if q >= 1.0 + threshold {
-                            Some(("▲", Tint::Red))
-                        } else if q <= 1.0 / (1.0 + threshold) {
-                            Some(("▼", Tint::Green))
-                        } else {
-                            None
-                        };
+                    if let (Some(q), Some(j)) = (
+                        r.ratio(m, i),
+                        r.judge(m, i, threshold, DEFAULT_COUNT_TOLERANCE),
+                    ) {
+                        let (mark, tint) = mark(&j, m, threshold);
                         let _ = write!(cell, " ×{q:.2}");
-                        if let Some((arrow, tint)) = mark {
+                        if let Some(mark) = mark {
                             cell.push(' ');
-                            cell.push_str(arrow);
+                            cell.push_str(mark);
+                        }
+                        if let Some(tint) = tint {
                             notable.push((
                                 format!(
-                                    "{} {}: {} is {q:.2}x {}",
+                                    "{} {}: {} against {}: {}",
                                     r.key,
                                     m.name(r.operation()),
                                     column_header(c, i),
-                                    column_header(c, 0)
+                                    column_header(c, 0),
+                                    j.line()
                                 ),
                                 tint,
                             ));
@@ -155,10 +162,14 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     let _ = writeln!(out, "{t}");
     let _ = writeln!(
         out,
-        "×r: ratio to {}; ▲ = higher by {:.0}% or more (slower, more exits), ▼ = lower. \
+        "×r: ratio of medians over repeats to {}; ±: the 95% interval of a median over repeats. \
+         ▲ slower / ▼ faster: significant (rank test, p < 0.05) and by {:.0}% or more; \
+         ≈ significant but smaller; = no significant difference; ? inconclusive (too few repeats or too noisy: not a pass). \
+         Counts (exits, ICR-write exits per IPI): ▲ ▼ beyond {:.0}%. \
          An operation is what one sample times (a round trip, a broadcast...); IPI = one delivered IPI",
         column_header(c, 0),
-        threshold * 100.0
+        threshold * 100.0,
+        DEFAULT_COUNT_TOLERANCE * 100.0
     );
     for (line, tint) in notable {
         let _ = writeln!(out, "{}", paint(&line, tint, color));
@@ -174,4 +185,35 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// The mark of a judged cell and, for a notable one, its tint: ▲/▼ for a
+/// significant change beyond the threshold (counts: beyond their
+/// tolerance), ≈ significant but smaller, = no significant difference,
+/// ? inconclusive. Figures where higher is neither better nor worse get
+/// no tint.
+fn mark(j: &Judged, m: Metric, threshold: f64) -> (Option<&'static str>, Option<Tint>) {
+    let tint = |up: bool| {
+        m.higher_is_worse()
+            .then_some(if up { Tint::Red } else { Tint::Green })
+    };
+    match j {
+        Judged::Figure(f) => match f.verdict {
+            Verdict::Slower if f.ratio >= 1.0 + threshold => (Some("▲"), tint(true)),
+            Verdict::Faster if f.ratio <= 1.0 / (1.0 + threshold) => (Some("▼"), tint(false)),
+            Verdict::Slower | Verdict::Faster => (Some("≈"), None),
+            Verdict::NoSignificantDifference => (Some("="), None),
+            Verdict::Inconclusive => (Some("?"), None),
+        },
+        Judged::Count {
+            regression: true, ..
+        } => (Some("▲"), tint(true)),
+        Judged::Count {
+            ratio, exact: true, ..
+        } if *ratio < 1.0 / (1.0 + DEFAULT_COUNT_TOLERANCE) => (Some("▼"), tint(false)),
+        Judged::Count {
+            inconclusive: None, ..
+        } => (None, None),
+        Judged::Count { .. } => (Some("?"), None),
+    }
 }

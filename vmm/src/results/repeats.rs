@@ -1,0 +1,245 @@
+//! The repeats of each configuration (`--repeat N`: N independent VMs per
+//! configuration), gathered: per headline figure the median over repeats
+//! with its 95% interval and spread, counts as counts (exact where every
+//! repeat agrees), the smallest effect a comparison at these repeats can
+//! detect, and why the figures may not be stable. Every repeat stays in
+//! `runs[]` (with its `repeat` index): nothing is averaged away; the JSON
+//! document carries this as `configurations` (docs/results-schema.md).
+use crate::results::metrics::Metric;
+use crate::results::summary::{summarize, RunSummary};
+use crate::results::RunReport;
+use crate::stats::{self, HostLoad, Instability, Interval};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What identifies a configuration among runs: the run's label (mode,
+/// levers, placement, host setting), its vCPUs and its workload and
+/// target; runs with the same key are repeats of one configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConfigKey {
+    /// [`RunReport::label`].
+    pub label: String,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Workload and target wait (`pingpong, target halt`), or `payload NAME`.
+    pub workload: String,
+}
+
+impl ConfigKey {
+    /// The key of a summarized run.
+    pub fn of(s: &RunSummary) -> Self {
+        Self {
+            label: s.mode.clone(),
+            vcpus: s.group.vcpus,
+            workload: if s.group.payload {
+                format!("payload {}", s.group.workload)
+            } else {
+                format!("{}, target {}", s.group.workload, s.group.target)
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = if self.vcpus == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{}, {} vCPU{s} / {}",
+            self.workload, self.vcpus, self.label
+        )
+    }
+}
+
+/// A figure over repeats (cycles, ns, a ratio): its median, the median's
+/// distribution-free interval and the spread.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FigureStats {
+    /// Median over the repeats.
+    pub median: f64,
+    /// The median's interval (95%, or what the repeats give: 5 give 93.75%).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    /// Coefficient of variation over the repeats (from 2 repeats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cov: Option<f64>,
+    /// Each repeat's figure, in run order.
+    pub values: Vec<f64>,
+}
+
+impl FigureStats {
+    /// The statistics of `values` (None for none).
+    pub fn of(values: Vec<f64>) -> Option<Self> {
+        Some(Self {
+            median: stats::median(&values)?,
+            interval: (values.len() > 1)
+                .then(|| stats::median_interval(&values, stats::CONFIDENCE))
+                .flatten(),
+            cov: stats::cov(&values),
+            values,
+        })
+    }
+}
+
+/// A count per operation or per IPI over repeats: no interval, the range.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CountStats {
+    /// Median over the repeats.
+    pub median: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Whether every repeat gave the same count (to 1e-9).
+    pub exact: bool,
+    /// Each repeat's count, in run order.
+    pub values: Vec<f64>,
+}
+
+impl CountStats {
+    /// The statistics of `values` (None for none).
+    pub fn of(values: Vec<f64>) -> Option<Self> {
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Self {
+            median: stats::median(&values)?,
+            min,
+            max,
+            exact: max - min <= 1e-9,
+            values,
+        })
+    }
+}
+
+/// One configuration and its repeats.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConfigurationStats {
+    /// Its run label.
+    pub label: String,
+    /// Workload and target (or payload).
+    pub workload: String,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// What one latency sample times.
+    pub operation: &'static str,
+    /// Its runs' indices in `runs[]`.
+    pub runs: Vec<usize>,
+    /// Repeats that completed (the figures' count).
+    pub repeats: usize,
+    /// Latency and ratio figures by [`Metric::key`].
+    pub figures: BTreeMap<&'static str, FigureStats>,
+    /// Counts by [`Metric::key`].
+    pub counts: BTreeMap<&'static str, CountStats>,
+    /// Smallest change of the p50 (0.12 = 12%) that a comparison of two
+    /// such configurations at this many repeats detects (95% confidence,
+    /// 80% power), from the repeats' spread; None below 4 repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_detectable_effect: Option<f64>,
+    /// [`stats::TARGET_EFFECT`].
+    pub target_effect: f64,
+    /// Repeats per side a comparison needs to detect `target_effect`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats_for_target: Option<usize>,
+    /// Why the figures may not be stable, with what helps; empty when
+    /// nothing was seen.
+    pub unstable: Vec<String>,
+}
+
+impl ConfigurationStats {
+    /// The p50 figure (cycles per operation), when measured.
+    pub fn p50(&self) -> Option<&FigureStats> {
+        self.figures.get(Metric::CyclesPerOpP50.key())
+    }
+}
+
+/// Every configuration of `runs`, in order of first appearance.
+pub fn configurations(runs: &[RunReport]) -> Vec<ConfigurationStats> {
+    let summaries: Vec<(usize, RunSummary, Option<HostLoad>)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i, summarize(r), r.host_load))
+        .collect();
+    of_summaries(&summaries)
+}
+
+/// [`configurations`] of runs already summarized (index, summary, load).
+pub fn of_summaries(runs: &[(usize, RunSummary, Option<HostLoad>)]) -> Vec<ConfigurationStats> {
+    let mut order: Vec<ConfigKey> = Vec::new();
+    let mut groups: BTreeMap<ConfigKey, Vec<&(usize, RunSummary, Option<HostLoad>)>> =
+        BTreeMap::new();
+    for r in runs {
+        let k = ConfigKey::of(&r.1);
+        if !groups.contains_key(&k) {
+            order.push(k.clone());
+        }
+        groups.entry(k).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .map(|k| {
+            let members = &groups[&k];
+            configuration(&k, members)
+        })
+        .collect()
+}
+
+fn configuration(
+    k: &ConfigKey,
+    members: &[&(usize, RunSummary, Option<HostLoad>)],
+) -> ConfigurationStats {
+    let done: Vec<&RunSummary> = members
+        .iter()
+        .map(|m| &m.1)
+        .filter(|s| s.completed)
+        .collect();
+    let mut figures = BTreeMap::new();
+    let mut counts = BTreeMap::new();
+    for m in Metric::ALL {
+        let values: Vec<f64> = done.iter().filter_map(|s| m.value(s)).collect();
+        if m.is_count() {
+            if let Some(c) = CountStats::of(values) {
+                counts.insert(m.key(), c);
+            }
+        } else if let Some(f) = FigureStats::of(values) {
+            figures.insert(m.key(), f);
+        }
+    }
+    let p50 = figures.get(Metric::CyclesPerOpP50.key());
+    let spread = p50.and_then(|f| stats::log_sd(&f.values));
+    let mut unstable: Vec<Instability> = Vec::new();
+    if let Some(c) = p50.and_then(|f| f.cov).filter(|c| *c > stats::COV_BOUND) {
+        unstable.push(Instability::Spread(c));
+    }
+    if let Some((a, b)) = done.iter().find_map(|s| {
+        let (counts, centres) = s.histogram.dense();
+        stats::bimodal(&counts, &centres)
+    }) {
+        unstable.push(Instability::Bimodal(a, b));
+    }
+    // The worst load any repeat saw.
+    let loads: Vec<HostLoad> = members.iter().filter_map(|m| m.2).collect();
+    let worst = |f: fn(&HostLoad) -> f64| loads.iter().map(f).fold(0.0, f64::max);
+    if !loads.is_empty() {
+        let load = HostLoad {
+            cpus: loads[0].cpus,
+            busy: worst(|l| l.others()),
+            own: 0.0,
+            steal: worst(|l| l.steal),
+        };
+        unstable.extend(stats::load_instabilities(&load));
+    }
+    ConfigurationStats {
+        label: k.label.clone(),
+        workload: k.workload.clone(),
+        vcpus: k.vcpus,
+        operation: members.first().map_or("op", |m| m.1.operation),
+        runs: members.iter().map(|m| m.0).collect(),
+        repeats: done.len(),
+        figures,
+        counts,
+        min_detectable_effect: spread.and_then(|s| stats::min_detectable_effect(s, done.len())),
+        target_effect: stats::TARGET_EFFECT,
+        repeats_for_target: spread.and_then(|s| stats::repeats_needed(s, stats::TARGET_EFFECT)),
+        unstable: unstable.iter().map(ToString::to_string).collect(),
+    }
+}
