@@ -4,7 +4,9 @@
 //! - `ipivmm run --help` names every `run` flag the README lists;
 //! - the README's two commands, in their dry forms: `cargo run --release --
 //!   run` is `ipivmm run --dry-run` (and cargo finds exactly one binary to
-//!   run), `cargo test --workspace --release` is the same with `--no-run`;
+//!   run), `scripts/test.sh` (`cargo test --workspace --release
+//!   --no-fail-fast`) is the same with `--no-run`, and its summary line
+//!   counts what libtest and the skips printed;
 //! - the README's sample header is the real one (a real run with its flags
 //!   where /dev/kvm is usable, else the header the report code writes);
 //! - every `$ jq ...` of a ```console block prints the output shown under it
@@ -195,12 +197,12 @@ fn readme_commands_in_their_dry_forms() {
         .find(|b| b.lang == "sh")
         .expect("the README's first sh block");
     let cmds = sh_commands(&first);
-    assert_eq!(
-        cmds,
-        [
-            "cargo run --release -- run",
-            "cargo test --workspace --release"
-        ]
+    assert_eq!(cmds, ["cargo run --release -- run", "scripts/test.sh"]);
+    // The test command runs every test binary of the workspace.
+    let script = read("scripts/test.sh");
+    assert!(
+        script.contains("\ncargo test --workspace --release --no-fail-fast \"$@\""),
+        "{script}"
     );
     // `cargo run -- run`: the dry form of the run, and one binary for cargo.
     let o = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
@@ -254,7 +256,8 @@ fn readme_commands_in_their_dry_forms() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(bins, ["ipivmm"], "`cargo run` must find one binary");
-    // `cargo test --workspace --release`: everything it would run builds.
+    // `scripts/test.sh` (`cargo test --workspace --release --no-fail-fast`):
+    // everything it would run builds.
     let o = bash(
         &format!(
             "cargo test --workspace --release --no-run --offline --quiet --target-dir {}",
@@ -263,6 +266,63 @@ fn readme_commands_in_their_dry_forms() {
         &repo(),
     );
     assert!(o.status.success(), "{}", text_of(&o));
+}
+
+/// `scripts/test.sh` with a stand-in `cargo` that prints what cargo and
+/// libtest print (two binaries, one failing, a skip, a binary that never
+/// finished) and exits 101: every line comes through, then one summary.
+#[test]
+fn the_test_script_ends_with_one_summary_line() {
+    let dir = std::env::temp_dir().join(format!("ipivmm-test-sh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("cargo");
+    std::fs::write(
+        &fake,
+        r#"#!/bin/sh
+echo "args: $*"
+echo "     Running tests/a.rs (target/release/deps/a-0123)"
+echo "SKIP a::x: need /dev/kvm (IPIVMM_REQUIRE_KVM=1 makes this a failure)" >&2
+echo "test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.1s"
+echo "     Running tests/b.rs (target/release/deps/b-4567)"
+echo "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s"
+echo "     Running tests/c.rs (target/release/deps/c-89ab)"
+echo "   Doc-tests ipivmm"
+echo "test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s"
+exit 101
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new("bash")
+        .arg(repo().join("scripts/test.sh"))
+        .args(["-p", "x"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(101), "{out}");
+    assert!(
+        out.starts_with("args: test --workspace --release --no-fail-fast -p x\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("test result: FAILED. 2 passed; 1 failed;"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().last(),
+        Some("tests: 9 passed, 1 failed, 1 skipped, 1 ignored (4 binaries, 1 did not finish); exit 101"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The configuration of `ipivmm run` with the flags the README's sample uses.
@@ -350,7 +410,23 @@ fn readme_sample_header_is_the_real_one() {
         text::header_line(&mode, &mode.label(c.apicv)),
         readme_header
     );
-    assert_eq!(readme_cells, text::phase_header());
+    // The README shows the table as it fits 120 columns: its columns and
+    // the ones its note names as left out are every column, in order.
+    let left_out: Vec<String> = line("  (left out to fit 120 columns", &sample.lines)
+        .expect("the README's note of the columns left out")
+        .rsplit_once(": ")
+        .expect("a list")
+        .1
+        .trim_end_matches(')')
+        .split(", ")
+        .map(String::from)
+        .collect();
+    let fitted: Vec<&str> = text::phase_header()
+        .into_iter()
+        .filter(|h| !left_out.iter().any(|l| l == h))
+        .collect();
+    assert_eq!(readme_cells, fitted);
+    assert_eq!(fitted.len() + left_out.len(), text::phase_header().len());
 }
 
 /// (command, expected output) of every `$ ` line of the ```console blocks.

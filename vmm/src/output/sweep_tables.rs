@@ -91,7 +91,8 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
         let mut cols = vec![
             Col::key("mode"),
             Col::figure("vCPUs", 8),
-            Col::figure("APICv", 4).left(),
+            // APICv on or off is what a preset row varies: it stays.
+            Col::figure("APICv", 8).left(),
             Col::key("status"),
         ];
         cols.extend(metrics.iter().map(|m| Col::figure(m.name(op), m.rank())));

@@ -113,7 +113,7 @@ fn report(r: &RunReport, layout: Layout) -> String {
                 let detail = s.detail.as_deref().unwrap_or("unavailable");
                 let _ = writeln!(
                     out,
-                    "counter source {}: unavailable: {} (the detail: -v or the JSON's sources)",
+                    "counter source {}: unavailable: {} (-v or the JSON: the detail)",
                     s.source,
                     first_clause(detail)
                 );

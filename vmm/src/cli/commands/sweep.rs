@@ -174,7 +174,11 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     // What the preset asks and what this host can answer, before anything runs.
     if let (Some(p), false) = (planned.preset(), args.quiet) {
-        eprint!("{}", sweep_tables::preset_text(p));
+        let text = sweep_tables::preset_text(p);
+        match args.wide {
+            true => eprint!("{text}"),
+            false => eprint!("{}", ipivmm::output::fit::wrap(&text)),
+        }
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {

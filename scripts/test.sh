@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The README's test command: the whole workspace's tests, every test binary
+# run even when one fails (--no-fail-fast), libtest's output as it comes,
+# then one summary line over all binaries:
+#   tests: 1021 passed, 0 failed, 12 skipped, 3 ignored (31 binaries, 0 did not finish); exit 0
+# Skipped tests are the testkit's `SKIP` lines (libtest counts them as
+# passed; here they are counted apart). Extra arguments go to `cargo test`
+# (e.g. `scripts/test.sh -p ipivmm-tests`). The exit status is cargo's.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+
+log=$(mktemp "${TMPDIR:-/tmp}/ipivmm-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+cargo test --workspace --release --no-fail-fast "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+
+# libtest: "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 3 filtered out; ..."
+# cargo:   "     Running tests/pingpong.rs (target/release/deps/pingpong-...)", "   Doc-tests ipivmm"
+awk -v status="$status" '
+    /^test result: / {
+        results++
+        for (i = 1; i <= NF; i++) {
+            n = $(i - 1) + 0
+            if ($i ~ /^passed;?$/) passed += n
+            else if ($i ~ /^failed;?$/) failed += n
+            else if ($i ~ /^ignored;?$/) ignored += n
+        }
+    }
+    /^ *Running / || /^ *Doc-tests / { binaries++ }
+    /^SKIP / { skipped++ }
+    END {
+        unfinished = binaries - results
+        if (unfinished < 0) unfinished = 0
+        printf "tests: %d passed, %d failed, %d skipped, %d ignored (%d binaries, %d did not finish); exit %d\n",
+            passed - skipped, failed, skipped, ignored, binaries, unfinished, status
+    }
+' "$log"
+exit "$status"

@@ -1,0 +1,161 @@
+//! Output that fits a terminal (issue 32): `ipivmm run` and `ipivmm sweep
+//! --preset ipiv-unicast` print no line longer than 120 characters by
+//! default, on stdout and stderr; `--wide` shows every column and every
+//! vCPU; many vCPUs collapse to the first ones and the outliers; and with
+//! stderr not a terminal a sweep says one line per finished run. Real runs
+//! (they skip without /dev/kvm).
+use ipivmm_testkit::kvm_available;
+use std::process::{Command, Output, Stdio};
+
+/// The widest line a text report may print by default.
+const WIDTH: usize = 120;
+
+fn ipivmm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ipivmm runs")
+}
+
+/// Lines of `text` longer than [`WIDTH`] characters (as a terminal counts
+/// them: the box-drawing characters and `µ` are one each).
+fn too_long(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.chars().count() > WIDTH)
+        .map(String::from)
+        .collect()
+}
+
+fn texts(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const QUICK: &[&str] = &["--iterations", "40", "--warmup", "4", "--serial", "none"];
+
+#[test]
+fn a_run_fits_120_columns_and_wide_shows_every_column() {
+    if !kvm_available("a_run_fits_120_columns_and_wide_shows_every_column") {
+        return;
+    }
+    let mut args = vec!["run"];
+    args.extend_from_slice(QUICK);
+    let o = ipivmm(&args);
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("│ vCPU"), "{out}");
+    assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
+    assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+    // The columns left out are named, and --wide has them.
+    assert!(
+        out.contains("  (left out to fit 120 columns, --wide shows them: "),
+        "{out}"
+    );
+    args.push("--wide");
+    let o = ipivmm(&args);
+    let (wide, err) = texts(&o);
+    assert!(o.status.success(), "{wide}{err}");
+    for column in ["APIC", "PV calls", "user exits", "p99 ns"] {
+        assert!(wide.contains(column), "--wide lacks {column}:\n{wide}");
+    }
+    assert!(!wide.contains("left out to fit"), "{wide}");
+    assert!(
+        !too_long(&wide).is_empty(),
+        "--wide is as wide as it needs:\n{wide}"
+    );
+}
+
+#[test]
+fn many_vcpus_collapse_to_the_first_and_the_outliers() {
+    if !kvm_available("many_vcpus_collapse_to_the_first_and_the_outliers") {
+        return;
+    }
+    // Ten vCPUs on a host of maybe two CPUs: halting targets, few
+    // broadcasts, a watchdog that follows the host's load.
+    let timeout = ipivmm_testkit::scaled_secs(120).to_string();
+    let mut args = vec![
+        "run",
+        "--vcpus",
+        "10",
+        "--workload",
+        "broadcast",
+        "--target",
+        "halt",
+        "--iterations",
+        "10",
+        "--warmup",
+        "2",
+        "--serial",
+        "none",
+        "--timeout",
+        &timeout,
+    ];
+    let o = ipivmm(&args);
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
+    // vcpu0 (the sender) and vcpu1 always; of the other eight only outliers.
+    assert!(
+        out.contains("│ vcpu0 ") && out.contains("│ vcpu1 "),
+        "{out}"
+    );
+    let rows = |t: &str| t.lines().filter(|l| l.starts_with("│ vcpu")).count();
+    assert!(
+        out.contains("more vCPUs, ") && out.contains("(--wide lists every row)"),
+        "{out}"
+    );
+    // Every phase table lists all twelve with --wide.
+    args.push("--wide");
+    let o = ipivmm(&args);
+    let (wide, _) = texts(&o);
+    assert!(wide.contains("│ vcpu9 "), "{wide}");
+    assert!(!wide.contains("more vCPUs, "), "{wide}");
+    assert!(rows(&wide) > rows(&out), "{wide}");
+}
+
+#[test]
+fn the_ipiv_unicast_preset_fits_and_says_each_finished_run() {
+    if !kvm_available("the_ipiv_unicast_preset_fits_and_says_each_finished_run") {
+        return;
+    }
+    let o = ipivmm(&[
+        "sweep",
+        "--preset",
+        "ipiv-unicast",
+        "--iterations",
+        "20",
+        "--warmup",
+        "2",
+    ]);
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("│ mode"), "{out}");
+    assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
+    assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+    // The preset's question is said once (before the runs, on stderr).
+    let question = "preset ipiv-unicast: how much does IPI virtualization save";
+    assert_eq!(
+        format!("{out}{err}").matches(question).count(),
+        1,
+        "{out}{err}"
+    );
+    // stderr is a pipe here, not a terminal: no bar, one line per run.
+    let runs = out
+        .lines()
+        .find_map(|l| l.strip_prefix("sweep (preset ipiv-unicast): "))
+        .and_then(|l| l.split(' ').next()?.parse::<usize>().ok())
+        .expect("the summary line");
+    let done: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("ipivmm: run ") && l.contains(" done ("))
+        .collect();
+    assert_eq!(done.len(), runs, "{err}");
+    assert!(
+        done.last()
+            .is_some_and(|l| l.starts_with(&format!("ipivmm: run {runs}/{runs} done"))),
+        "{err}"
+    );
+}
