@@ -20,7 +20,11 @@ pub struct RepeatChoice {
 impl std::fmt::Display for RepeatChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.repeats;
-        write!(f, "{n} independent VM{} per configuration", if n == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "{n} independent VM{} per configuration",
+            if n == 1 { "" } else { "s" }
+        )?;
         if self.default {
             write!(
                 f,

@@ -43,7 +43,11 @@ impl ConfigKey {
 impl std::fmt::Display for ConfigKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = if self.vcpus == 1 { "" } else { "s" };
-        write!(f, "{}, {} vCPU{s} / {}", self.workload, self.vcpus, self.label)
+        write!(
+            f,
+            "{}, {} vCPU{s} / {}",
+            self.workload, self.vcpus, self.label
+        )
     }
 }
 

@@ -236,6 +236,9 @@ mod tests {
         let base: Vec<f64> = (0..40).map(|v| 100.0 + f64::from(v)).collect();
         let new: Vec<f64> = base.iter().map(|v| v * 2.0).collect();
         let i = ratio_interval(&base, &new, 0.95).unwrap();
-        assert!(i.lo > 1.5 && i.hi < 2.5 && i.lo < 2.0 && i.hi > 2.0, "{i:?}");
+        assert!(
+            i.lo > 1.5 && i.hi < 2.5 && i.lo < 2.0 && i.hi > 2.0,
+            "{i:?}"
+        );
     }
 }

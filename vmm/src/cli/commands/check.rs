@@ -7,9 +7,9 @@
 use super::sweep::plan_sweep;
 use super::{fail, init_log};
 use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
-use ipivmm::host::load::LoadProbe;
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
+use ipivmm::host::load::LoadProbe;
 use ipivmm::host::HostInfo;
 use ipivmm::output::dest::{emit, write_atomic, Dest};
 use ipivmm::sweep::Quiet;
@@ -190,7 +190,9 @@ fn execute(
         Job::Sweep(args) => {
             let planned = plan_sweep(args)?;
             let repeats = repeat_choice(args.repeat).repeats;
-            Ok(planned.run(args.observer_effect, repeats, cancel, &Quiet).doc)
+            Ok(planned
+                .run(args.observer_effect, repeats, cancel, &Quiet)
+                .doc)
         }
     }
 }

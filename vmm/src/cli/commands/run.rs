@@ -34,11 +34,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let cancel = ipivmm::interrupt::cancel_flag();
     // A pair that cannot start does not stop the run itself: its own
     // outcome (and JSON) is what the user asked for.
-    let observer = ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
-        .unwrap_or_else(|e| {
-            log::warn!("counting cost not measured: {e}");
-            None
-        });
+    let observer =
+        ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
+            .unwrap_or_else(|e| {
+                log::warn!("counting cost not measured: {e}");
+                None
+            });
     let mut reports = Vec::with_capacity(choice.repeats as usize);
     for i in 0..choice.repeats {
         if i > 0 && cancel.load(std::sync::atomic::Ordering::SeqCst) {
@@ -88,7 +89,10 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     let ok = doc.runs.iter().all(|r| r.succeeded());
     for r in doc.runs.iter().filter(|r| !r.succeeded()) {
-        let which = r.repeat.map(|i| format!(" (repeat {})", i + 1)).unwrap_or_default();
+        let which = r
+            .repeat
+            .map(|i| format!(" (repeat {})", i + 1))
+            .unwrap_or_default();
         eprintln!("ipivmm: run did not complete{which}: {}", r.status.line());
     }
     finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)

@@ -188,9 +188,7 @@ fn mark(j: &Judged, m: Metric, threshold: f64) -> (Option<&'static str>, Option<
             regression: true, ..
         } => (Some("▲"), tint(true)),
         Judged::Count {
-            ratio,
-            exact: true,
-            ..
+            ratio, exact: true, ..
         } if *ratio < 1.0 / (1.0 + DEFAULT_COUNT_TOLERANCE) => (Some("▼"), tint(false)),
         Judged::Count {
             inconclusive: None, ..
