@@ -324,3 +324,71 @@ fn compare_saturates_counters_that_overflow() {
         .unwrap_or_else(|| panic!("no IPIs/round trip row:\n{out}"));
     assert!(!line.contains(" 0.00 "), "{line}");
 }
+
+/// Five repeats of one configuration, each run's latency `base` cycles
+/// (plus a small spread) and `exits` exits per IPI.
+fn repeats(base: u64, exits: u64) -> Vec<ipivmm::RunReport> {
+    (0..5u64)
+        .map(|i| {
+            let mut r = report(&["--apic", "x2apic"], base + i * base / 100, exits);
+            r.repeat = Some(i as u32);
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn repeats_share_a_cell_and_the_gate_judges_them() {
+    use ipivmm::output::compare::Judged;
+    use ipivmm::stats::Verdict;
+    let dir = temp_dir("compare-repeats");
+    let old = record(&dir, "old.json", &repeats(10_000, 2));
+    let same = record(&dir, "same.json", &repeats(10_050, 2));
+    let slow = record(&dir, "slow.json", &repeats(12_000, 2));
+    // The five runs of a file are one cell, not five rows.
+    let c = compare(&[old.clone(), same]);
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!(c.rows[0].repeats[0].len(), 5);
+    let g = c.gate(0.10, 0.05);
+    assert!(g.compared > 0 && g.regressions.is_empty(), "{g:?}");
+    match c.rows[0].judge(Metric::CyclesPerOpP50, 1, 0.10, 0.05) {
+        Some(Judged::Figure(j)) => assert_eq!(j.verdict, Verdict::NoSignificantDifference),
+        other => panic!("{other:?}"),
+    }
+    // 20% slower in every repeat: significant and beyond the threshold.
+    let c = compare(&[old.clone(), slow]);
+    let g = c.gate(0.10, 0.05);
+    assert!(
+        g.regressions
+            .iter()
+            .any(|r| r.contains("cycles/round trip p50")),
+        "{g:?}"
+    );
+    // Not a regression where the threshold is above the change.
+    assert!(c.gate(0.30, 0.05).regressions.is_empty());
+    // Exact counts are judged as counts: 2 to 3 exits per IPI regresses.
+    let more_exits = record(&dir, "exits.json", &repeats(10_000, 3));
+    let g = compare(&[old, more_exits]).gate(0.10, 0.05);
+    assert!(
+        g.regressions.iter().any(|r| r.contains("exits/IPI")),
+        "{g:?}"
+    );
+}
+
+#[test]
+fn one_run_a_side_is_inconclusive_and_nothing_compared_is_said() {
+    let dir = temp_dir("compare-inconclusive");
+    let a = record(&dir, "a.json", &[report(&["--apic", "x2apic"], 10_000, 2)]);
+    let b = record(&dir, "b.json", &[report(&["--apic", "x2apic"], 30_000, 2)]);
+    let g = compare(&[a.clone(), b]).gate(0.10, 0.05);
+    assert!(g.regressions.is_empty(), "one run a side proves nothing");
+    assert!(
+        g.inconclusive.iter().any(|i| i.contains("too few repeats")),
+        "{g:?}"
+    );
+    // Nothing to compare: an empty file, another APIC mode.
+    let empty = record(&dir, "empty.json", &[]);
+    assert_eq!(compare(&[a.clone(), empty]).gate(0.10, 0.05).compared, 0);
+    let other = record(&dir, "xapic.json", &[report(&[], 10_000, 2)]);
+    assert_eq!(compare(&[a, other]).gate(0.10, 0.05).compared, 0);
+}

@@ -205,7 +205,7 @@ pub struct CompareArgs {
     /// How much a count (exits, ICR-write exits per operation or IPI) may rise before --fail-on-regression fails: a fraction, judged exactly where every repeat agrees (default 0.05).
     #[arg(long, default_value_t = ipivmm::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
     pub count_tolerance: f64,
-    /// A gate for CI: exit 1 on a regression that is significant (rank test over the repeats, p < 0.05) and by --threshold or more (counts: beyond --count-tolerance), listing each; 4 when nothing could be judged (too few repeats, too noisy); 3 when nothing was compared at all (docs/ci.md).
+    /// A gate for CI: exit 1 on a regression that is significant (rank test over the repeats, p < 0.05) and by --threshold or more (counts: beyond --count-tolerance), listing each; 4 when a figure could not be judged (too few repeats, too noisy, a busy host); 3 when nothing was compared at all (docs/ci.md).
     #[arg(long)]
     pub fail_on_regression: bool,
     /// Outputs.

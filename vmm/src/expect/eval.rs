@@ -1,9 +1,10 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
-use super::{Expectation, Rhs, Scope, Subject, VcpuCount, Vcpus};
-use crate::results::metrics::RunMetrics;
+use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
+use crate::stats;
 
 /// How an expectation came out.
 #[derive(Clone, Debug, PartialEq)]
@@ -335,22 +336,98 @@ fn fmt(v: f64) -> String {
     }
 }
 
-/// The one run of `scope` a ratio reads (the first, when several match).
-fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<f64, Outcome> {
-    let Some(r) = runs_of(doc, scope).into_iter().next() else {
+/// The figure of every completed repeat of `scope` a ratio reads (the
+/// runs of the first configuration that matches, when several do).
+fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, Outcome> {
+    let runs = runs_of(doc, scope);
+    let Some(first) = runs.first() else {
         return Err(match skipped_reason(doc, scope) {
             Some(why) => Outcome::Skip(format!("{}: {why}", scope_text(scope))),
             None => Outcome::Fail(format!("no run of {}", scope_text(scope))),
         });
     };
-    if !r.succeeded() {
-        return Err(Outcome::Fail(format!(
-            "{} did not complete: {}",
-            full_label(r),
-            r.status.line()
-        )));
+    let key = full_label(first);
+    let mut values = Vec::new();
+    for r in runs.iter().filter(|r| full_label(r) == key) {
+        if !r.succeeded() {
+            return Err(Outcome::Fail(format!(
+                "{} did not complete: {}",
+                full_label(r),
+                r.status.line()
+            )));
+        }
+        values.push(
+            metric_value(metric, r)
+                .map_err(|why| Outcome::Skip(format!("{}: {why}", full_label(r))))?,
+        );
     }
-    metric_value(metric, r).map_err(|why| Outcome::Skip(format!("{}: {why}", full_label(r))))
+    Ok(values)
+}
+
+/// A ratio of two sides' repeats judged against `op want`: a count by the
+/// ratio of medians alone; any other figure by the ratio's 95% interval
+/// (the rank test's): it holds when the whole interval does, fails when
+/// none of it does, and is a skip (inconclusive, never a pass) otherwise.
+fn judge_ratio(e: &Expectation, metric: &str, a: &[f64], b: &[f64], want: f64) -> Outcome {
+    let (Some(n), Some(d)) = (stats::median(a), stats::median(b)) else {
+        return Outcome::Skip(format!("{metric}: no figure"));
+    };
+    if d == 0.0 {
+        return Outcome::Skip(format!("{metric} of the second side is 0"));
+    }
+    let v = n / d;
+    let count = Metric::ALL
+        .iter()
+        .any(|m| m.key() == metric && m.is_count());
+    if count || a.iter().chain(b).any(|x| *x <= 0.0) {
+        return if e.op.holds(v, want, e.tolerance) {
+            Outcome::Pass(v)
+        } else {
+            Outcome::Fail(format!("got {} ({} / {})", fmt(v), fmt(n), fmt(d)))
+        };
+    }
+    let Some(i) = stats::ratio_interval(b, a, stats::CONFIDENCE) else {
+        return Outcome::Skip(format!("{metric}: no interval"));
+    };
+    let said = format!(
+        "×{:.3} [{:.3}, {:.3}] over {} vs {} repeats",
+        v,
+        i.lo,
+        i.hi,
+        a.len(),
+        b.len()
+    );
+    if !i.reaches(stats::CONFIDENCE) {
+        return Outcome::Skip(format!(
+            "inconclusive: {said}: too few repeats for a 95% interval (at least {} each, --repeat)",
+            stats::MIN_REPEATS
+        ));
+    }
+    let (lo, hi) = (
+        e.op.holds(i.lo, want, e.tolerance),
+        e.op.holds(i.hi, want, e.tolerance),
+    );
+    // Whether the whole interval lies on one side of the band (== and !=).
+    let band = (want - e.tolerance, want + e.tolerance);
+    let outside = i.hi < band.0 || i.lo > band.1;
+    match e.op {
+        Op::Ne if outside => Outcome::Pass(v),
+        Op::Ne if lo == hi && !lo => Outcome::Fail(format!("got {said}")),
+        Op::Eq if lo && hi => Outcome::Pass(v),
+        Op::Eq if outside => Outcome::Fail(format!("got {said}")),
+        Op::Eq | Op::Ne => Outcome::Skip(format!(
+            "inconclusive: {said} straddles {} {}",
+            e.op.symbol(),
+            fmt(want)
+        )),
+        _ if lo && hi => Outcome::Pass(v),
+        _ if !lo && !hi => Outcome::Fail(format!("got {said}")),
+        _ => Outcome::Skip(format!(
+            "inconclusive: {said} straddles {} {}: more repeats",
+            e.op.symbol(),
+            fmt(want)
+        )),
+    }
 }
 
 /// Every expectation against `doc`.
@@ -360,18 +437,12 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         if let Subject::Ratio { metric, a, b } = &e.subject {
             let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
                 (Err(o), _) | (_, Err(o)) => o,
-                (Ok(_), Ok(0.0)) => Outcome::Skip(format!("{metric} of {} is 0", scope_text(b))),
                 (Ok(n), Ok(d)) => {
-                    let v = n / d;
                     let want = match e.value {
                         Rhs::Number(x) => x,
                         Rhs::Metric(_) => unreachable!("refused by the parser"),
                     };
-                    if e.op.holds(v, want, e.tolerance) {
-                        Outcome::Pass(v)
-                    } else {
-                        Outcome::Fail(format!("got {} ({} / {})", fmt(v), fmt(n), fmt(d)))
-                    }
+                    judge_ratio(e, metric, &n, &d, want)
                 }
             };
             out.push(Verdict {

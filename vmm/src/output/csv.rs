@@ -11,6 +11,7 @@
 use super::sink::{io_error, Command, Docs, Kind, Sink};
 use super::OutputError;
 use crate::results::metrics::Metric;
+use crate::results::repeats::{configurations, ConfigurationStats};
 use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
@@ -99,6 +100,11 @@ pub fn phase_counters(p: &PhaseResult) -> Vec<(String, String, String, &'static 
             rows.push(lat(c, v.to_string(), "cycles"));
         }
         rows.push(lat("mean", l.mean.to_string(), "cycles"));
+        if let Some(i) = &l.p50_interval {
+            rows.push(lat("p50_lo", i.lo.to_string(), "cycles"));
+            rows.push(lat("p50_hi", i.hi.to_string(), "cycles"));
+            rows.push(lat("p50_coverage", i.coverage.to_string(), "ratio"));
+        }
         if let Some(n) = &l.ns {
             for (c, v) in [
                 ("min_ns", n.min),
@@ -184,6 +190,74 @@ fn write_run<W: Write>(
     Ok(())
 }
 
+/// The rows of one configuration's repeats: source `repeats`, `run` the
+/// indices of its runs, the other columns from its first run.
+fn write_configuration<W: Write>(
+    w: &mut csv::Writer<W>,
+    origin: &str,
+    runs: &[RunReport],
+    c: &ConfigurationStats,
+) -> Result<(), csv::Error> {
+    let Some(first) = c.runs.first().and_then(|&i| runs.get(i)) else {
+        return Ok(());
+    };
+    let m = &first.mode;
+    let indices: Vec<String> = c.runs.iter().map(ToString::to_string).collect();
+    let (run, vcpus) = (indices.join(" "), m.vcpus.to_string());
+    let (label, workload) = (first.label(), m.workload_label());
+    let payload = m.payload.clone().unwrap_or_default();
+    let mut row = |counter: &str, value: f64, unit: &str| {
+        w.write_record([
+            origin,
+            &run,
+            &workload,
+            &label,
+            m.irqchip.name(),
+            m.apic.name(),
+            m.ipi.name(),
+            m.target.name(),
+            &vcpus,
+            first.status.name(),
+            "",
+            "",
+            "",
+            "",
+            "repeats",
+            counter,
+            &value.to_string(),
+            unit,
+            &payload,
+        ])
+    };
+    row("repeats", c.repeats as f64, "count")?;
+    for metric in Metric::ALL {
+        let (k, unit) = (metric.key(), metric.unit());
+        if let Some(f) = c.figures.get(k) {
+            row(&format!("{k}_median"), f.median, unit)?;
+            if let Some(i) = &f.interval {
+                row(&format!("{k}_lo"), i.lo, unit)?;
+                row(&format!("{k}_hi"), i.hi, unit)?;
+                row(&format!("{k}_coverage"), i.coverage, "ratio")?;
+            }
+            if let Some(v) = f.cov {
+                row(&format!("{k}_cov"), v, "ratio")?;
+            }
+        }
+        if let Some(n) = c.counts.get(k) {
+            row(&format!("{k}_median"), n.median, unit)?;
+            row(&format!("{k}_min"), n.min, unit)?;
+            row(&format!("{k}_max"), n.max, unit)?;
+        }
+    }
+    if let Some(e) = c.min_detectable_effect {
+        row("min_detectable_effect", e, "ratio")?;
+    }
+    if let Some(n) = c.repeats_for_target {
+        row("repeats_for_target", n as f64, "count")?;
+    }
+    Ok(())
+}
+
 fn csv_error(e: csv::Error) -> OutputError {
     let problem = e.to_string();
     match e.into_kind() {
@@ -215,12 +289,17 @@ impl<W: Write> Writer<W> {
         write_run(&mut self.w, origin, index, r).map_err(csv_error)
     }
 
-    /// The rows of every run of recorded document `d`, named by `origin`.
+    /// The rows of every run of recorded document `d`, named by `origin`,
+    /// then those of its configurations (`configurations[]`).
     pub fn doc(&mut self, origin: &str, d: &Document) -> Result<(), OutputError> {
         d.runs
             .iter()
             .enumerate()
-            .try_for_each(|(i, r)| self.run(origin, i, r))
+            .try_for_each(|(i, r)| self.run(origin, i, r))?;
+        for c in configurations(&d.runs) {
+            write_configuration(&mut self.w, origin, &d.runs, &c).map_err(csv_error)?;
+        }
+        Ok(())
     }
 
     /// Flushes what is buffered.

@@ -218,7 +218,10 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
             .disable_x_mesh()
             .x_label_formatter(&label_at(&labels))
             .y_label_formatter(&|v| human(*v))
-            .x_desc(format!("{} (bar = p50, whisker = p99)", x_what(bars)))
+            .x_desc(format!(
+                "{} (bar = p50, red = its 95% interval, whisker = p99)",
+                x_what(bars)
+            ))
             .y_desc(y_desc)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 17))
@@ -256,6 +259,16 @@ fn draw_cycles_bar(chart: &mut BarChart, i: usize, b: &Bar, ymax: f64) -> DrawRe
         PathElement::new(vec![(x + 0.5, l.p50), (x + 0.5, l.p99)], whisker),
         PathElement::new(vec![(x + 0.42, l.p99), (x + 0.58, l.p99)], whisker),
     ])?;
+    // The p50's interval from the run's own samples, as an error bar
+    // beside the whisker (absent where several vCPUs' samples were pooled).
+    if let Some(iv) = &l.p50_interval {
+        let err = ShapeStyle::from(&RED).stroke_width(2);
+        chart.draw_series([
+            PathElement::new(vec![(x + 0.32, iv.lo), (x + 0.32, iv.hi)], err),
+            PathElement::new(vec![(x + 0.27, iv.lo), (x + 0.37, iv.lo)], err),
+            PathElement::new(vec![(x + 0.27, iv.hi), (x + 0.37, iv.hi)], err),
+        ])?;
+    }
     draw_p50_label(chart, x, l, ymax)?;
     chart.draw_series(std::iter::once(
         EmptyElement::at((x + 0.58, l.p99))

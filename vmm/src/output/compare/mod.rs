@@ -190,6 +190,8 @@ pub struct Row {
     pub cells: Vec<Option<RunSummary>>,
     /// Per column: every run of the cell (its repeats), in file order.
     pub repeats: Vec<Vec<RunSummary>>,
+    /// Per column: the host load each repeat recorded.
+    pub loads: Vec<Vec<stats::HostLoad>>,
     /// Per column: why the cell is empty, when the file recorded a skip.
     pub skipped: Vec<Option<String>>,
 }
@@ -298,7 +300,24 @@ impl Row {
             return None;
         }
         if !metric.is_count() {
-            return stats::judge(&base, &new, threshold).map(Judged::Figure);
+            let mut j = stats::judge(&base, &new, threshold)?;
+            // A difference measured while other work took the host's CPUs
+            // may be the host's: said, not judged.
+            let busy: Vec<String> = [0, col]
+                .iter()
+                .flat_map(|&c| self.loads.get(c).into_iter().flatten())
+                .flat_map(stats::load_instabilities)
+                .map(|i| i.to_string())
+                .collect();
+            if matches!(j.verdict, stats::Verdict::Slower | stats::Verdict::Faster) {
+                if let Some(first) = busy.first() {
+                    j.verdict = stats::Verdict::Inconclusive;
+                    j.why = Some(format!(
+                        "a difference, but measured on a busy host ({first}); rerun on a quiet host or interleave the two"
+                    ));
+                }
+            }
+            return Some(Judged::Figure(j));
         }
         let ratio = self.ratio(metric, col)?;
         let same = |v: &[f64]| v.iter().all(|x| (x - v[0]).abs() <= 1e-9);
@@ -469,6 +488,8 @@ pub struct Recorded {
     pub runs: Vec<RunSummary>,
     /// Each run's parts, in the same order.
     pub parts: Vec<RunParts>,
+    /// What else the host did during each run, in the same order.
+    pub loads: Vec<Option<stats::HostLoad>>,
 }
 
 impl Recorded {
@@ -479,6 +500,7 @@ impl Recorded {
             skipped: d.skipped.clone(),
             runs: d.runs.iter().map(summarize).collect(),
             parts: d.runs.iter().map(RunParts::of).collect(),
+            loads: d.runs.iter().map(|r| r.host_load).collect(),
         }
     }
 }
@@ -507,6 +529,7 @@ struct Placed {
     column: String,
     file: usize,
     summary: RunSummary,
+    load: Option<stats::HostLoad>,
 }
 
 fn workload_of(s: &RunSummary) -> String {
@@ -523,7 +546,7 @@ fn workload_of(s: &RunSummary) -> String {
 fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
     let mut out: Vec<Placed> = Vec::new();
     for (fi, (name, d)) in docs.iter().enumerate() {
-        for (s, parts) in d.runs.iter().zip(&d.parts) {
+        for ((s, parts), load) in d.runs.iter().zip(&d.parts).zip(&d.loads) {
             let s = s.clone();
             let (workload, vcpus, label) = (workload_of(&s), s.group.vcpus, s.mode.clone());
             let (column, key) = match by {
@@ -578,6 +601,7 @@ fn place(docs: &[(String, Recorded)], by: Dimension) -> Vec<Placed> {
                 column,
                 file: fi,
                 summary: s,
+                load: *load,
             });
         }
     }
@@ -776,6 +800,7 @@ fn line_up(
                 key: p.key.clone(),
                 cells: vec![None; n],
                 repeats: vec![Vec::new(); n],
+                loads: vec![Vec::new(); n],
                 skipped: vec![None; n],
             });
             rows.len() - 1
@@ -784,6 +809,7 @@ fn line_up(
             rows[i].cells[col] = Some(p.summary.clone());
         }
         rows[i].repeats[col].push(p.summary.clone());
+        rows[i].loads[col].extend(p.load);
     }
     let mut notes: Vec<(String, Vec<String>)> = Vec::new();
     let mut whole: Vec<String> = Vec::new();
