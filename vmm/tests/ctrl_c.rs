@@ -284,8 +284,8 @@ fn a_sigterm_delivered_twice_is_one_request_and_check_keeps_its_results() {
     std::fs::write(
         &plan,
         "name = \"t\"\n\
-         [[experiment]]\nname = \"quick\"\nrun = \"--iterations 10 --warmup 1 --no-tracepoints\"\nexpect = [\"vcpus == 2\"]\n\
-         [[experiment]]\nname = \"long\"\nrun = \"--iterations 20000000 --memory 512 --timeout 300 --no-tracepoints\"\nexpect = [\"vcpus == 2\"]\n",
+         [[experiment]]\nname = \"quick\"\nrun = \"--iterations 10 --warmup 1 --no-tracepoints --repeat 1\"\nexpect = [\"vcpus == 2\"]\n\
+         [[experiment]]\nname = \"long\"\nrun = \"--iterations 20000000 --memory 512 --timeout 300 --no-tracepoints --repeat 1\"\nexpect = [\"vcpus == 2\"]\n",
     )
     .expect("plan");
     let (junit, json_dir) = (dir.join("s.xml"), dir.join("sj"));

@@ -34,6 +34,8 @@ fn kill_9_of_a_sweep_leaves_every_finished_row_readable() {
             "1",
             "--observer-effect",
             "0",
+            "--repeat",
+            "1",
             "--quiet",
             "--json",
         ])

@@ -211,7 +211,7 @@ fn json_dir_files_of_different_names_stay_apart() {
     let mut text_plan = String::from("name = \"t\"\n");
     for n in names {
         text_plan.push_str(&format!(
-            "[[experiment]]\nname = \"{n}\"\nrun = \"--iterations 5 --warmup 1 --no-tracepoints\"\nexpect = [\"vcpus == 2\"]\n"
+            "[[experiment]]\nname = \"{n}\"\nrun = \"--iterations 5 --warmup 1 --no-tracepoints --repeat 1\"\nexpect = [\"vcpus == 2\"]\n"
         ));
     }
     let p = plan(&d, "names", &text_plan);
