@@ -86,7 +86,8 @@ fn child(f: &Flood, json: &Path) {
     let errors = outputs.write(&doc);
     assert!(errors.is_empty(), "{errors:?}");
     let started = Instant::now();
-    let text = ipivmm::output::text::render(&doc.runs[0]);
+    // Unwrapped (--wide): the checks below read whole lines.
+    let text = ipivmm::output::text::render_with(&doc.runs[0], ipivmm::output::fit::Layout::Wide);
     let render = started.elapsed();
     std::fs::write(json.with_extension("txt"), &text).expect("text report");
     println!(

@@ -3,6 +3,7 @@
 //! issue 20's guest-driven cases 1, 7, 9, 10 and 11 (6 is in
 //! `user_irqchip_events.rs`, 3 in `vmm/tests/stdout_pipe.rs`). Each test
 //! says which case it is and what ipivmm did before the fix.
+use ipivmm::output::fit::Layout;
 use ipivmm::output::text;
 use ipivmm::results::{Document, RunStatus, VcpuEnd};
 use ipivmm::run::RunReport;
@@ -146,7 +147,8 @@ fn a_reused_phase_id_is_a_phase_per_name() {
             "vcpu{v} phase {id} '{phase}' #{which}"
         );
     }
-    let report = text::render(&r);
+    // Unwrapped (--wide): the checks read whole lines.
+    let report = text::render_with(&r, Layout::Wide);
     for title in ["phase 0 'alpha'", "phase 0 'beta'", "phase 0 'gamma'"] {
         assert_eq!(report.matches(title).count(), 1, "{title}:\n{report}");
     }
@@ -214,7 +216,8 @@ fn samples_for_phases_that_never_ended_are_counted() {
         .expect("the phase open at Done is kept");
     assert!(open.unfinished);
     assert_eq!(open.latency.as_ref().map(|l| l.count), Some(ORPHAN_SAMPLES));
-    let report = text::render(&r);
+    // Unwrapped (--wide): the checks read whole lines.
+    let report = text::render_with(&r, Layout::Wide);
     let line =
         format!("vcpu0: {ORPHAN_SAMPLES} samples dropped: their phase never ended on this vCPU");
     assert!(report.contains(&line), "{report}");
@@ -259,7 +262,8 @@ fn counters_that_overflow_a_u64_saturate_in_every_sum() {
     assert_eq!((s.icr_writes, s.operations), (u64::MAX, 20));
     let per_op = s.ipis_per_operation().expect("IPIs per sample");
     assert!(per_op > 1e17, "IPIs per sample {per_op}");
-    let report = text::render(&r);
+    // Unwrapped (--wide): the checks read whole lines.
+    let report = text::render_with(&r, Layout::Wide);
     assert!(!report.contains("IPIs/sample 0.00"), "{report}");
 }
 

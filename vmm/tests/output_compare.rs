@@ -392,3 +392,52 @@ fn one_run_a_side_is_inconclusive_and_nothing_compared_is_said() {
     let other = record(&dir, "xapic.json", &[report(&[], 10_000, 2)]);
     assert_eq!(compare(&[a, other]).gate(0.10, 0.05).compared, 0);
 }
+
+/// Issue 30: after a sweep with TIMEOUT rows, `compare --by vcpus` shows no
+/// ratio from a run that did not complete, and says so before the table.
+#[test]
+fn a_run_that_did_not_complete_is_in_no_ratio_and_said_before_the_table() {
+    let dir = temp_dir("compare-timeout");
+    let mut runs: Vec<_> = [2u64, 4, 8]
+        .iter()
+        .map(|&n| {
+            let v = n.to_string();
+            report(&["--workload", "broadcast", "--vcpus", &v], 1_000 * n, 2)
+        })
+        .collect();
+    runs[2].status = ipivmm::results::RunStatus::TimedOut {
+        after_s: 60,
+        stuck: "vcpu1 at rip=0x1000".into(),
+        hint: String::new(),
+    };
+    let docs = [record(&dir, "s.json", &runs)];
+    let c = compare_by(&docs, Dimension::Vcpus, None).unwrap();
+    let row = &c.rows[0];
+    assert_eq!(c.columns, ["2", "4", "8"]);
+    assert!(row.ratio(Metric::CyclesPerOpP50, 1).is_some());
+    assert_eq!(row.ratio(Metric::CyclesPerOpP50, 2), None);
+    assert_eq!(row.ratio(Metric::ExitsPerIpi, 2), None);
+    assert!(c
+        .regressions(0.0001, 0.0)
+        .iter()
+        .all(|r| !r.contains("N=8")));
+    let text = render(&c, 0.1, false);
+    let note = text
+        .find("not compared: 1 run that did not complete")
+        .expect("the note");
+    let table = text.find('┌').expect("the table");
+    assert!(note < table, "{text}");
+    // Its cells say so, with no figure and no ratio.
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with('│') && l.contains("cycles/"))
+    {
+        assert!(
+            line.trim_end_matches('│')
+                .trim_end()
+                .ends_with("incomplete"),
+            "{line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
