@@ -20,7 +20,17 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-const QUICK: &[&str] = &["--iterations", "100", "--warmup", "10", "--serial", "none"];
+// One VM each (`--repeat 1`): these tests are about the gate, not the spread.
+const QUICK: &[&str] = &[
+    "--iterations",
+    "100",
+    "--warmup",
+    "10",
+    "--serial",
+    "none",
+    "--repeat",
+    "1",
+];
 
 /// The "done when": one expectation that holds, one that cannot
 /// (on any KVM a round trip takes more than 0.01 exits per IPI).
