@@ -129,7 +129,7 @@ mod tests {
         // n = 20: ranks 6 and 15 (the classic table), coverage 95.9%.
         let (j, k, c) = median_ranks(20, 0.95).unwrap();
         assert_eq!((j, k), (6, 15));
-        assert!(c >= 0.95 && c < 0.97, "{c}");
+        assert!((0.95..0.97).contains(&c), "{c}");
         // Large n: about n/2 ± 0.98·sqrt(n), at least 95%.
         let (j, k, c) = median_ranks(1_000_000, 0.95).unwrap();
         assert!((499_000..499_100).contains(&j), "{j}");

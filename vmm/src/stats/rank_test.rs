@@ -131,7 +131,8 @@ pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
 /// `level` where too few values reach it: then the widest interval).
 /// None when a side is empty or a value is not positive.
 pub fn ratio_interval(base: &[f64], new: &[f64], level: f64) -> Option<super::Interval> {
-    if base.is_empty() || new.is_empty() || base.iter().chain(new).any(|v| !(*v > 0.0)) {
+    if base.is_empty() || new.is_empty() || base.iter().chain(new).any(|v| v.is_nan() || *v <= 0.0)
+    {
         return None;
     }
     let (n, m) = (base.len(), new.len());
