@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 fn ipivmm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .arg("run")
+        .args(["run", "--repeat", "1"])
         .args(args)
         .arg("--no-tracepoints")
         .output()

@@ -23,7 +23,7 @@ fn send(pid: u32, sig: libc::c_int) {
 /// closed, stderr piped.
 fn spawn_run(args: &[&str], json: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .arg("run")
+        .args(["run", "--repeat", "1"])
         .args(args)
         .args(["--serial", "none", "--quiet", "--json"])
         .arg(json)

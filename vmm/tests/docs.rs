@@ -377,7 +377,15 @@ fn readme_sample_header_is_the_real_one() {
         // The sample's 1000 halted round trips, measured twice (uncounted
         // and counted), took 48 s of the default 60 s timeout on this
         // 2-CPU host under other jobs' load: room, not a speed target.
-        let mut args = vec!["run", "--serial", "none", "--timeout", "300"];
+        let mut args = vec![
+            "run",
+            "--repeat",
+            "1",
+            "--serial",
+            "none",
+            "--timeout",
+            "300",
+        ];
         args.extend(&flags);
         let o = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
             .args(&args)

@@ -37,7 +37,7 @@ fn run_limited(
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("run.json");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipivmm"));
-    cmd.args(["run", "--vcpus", &vcpus.to_string()])
+    cmd.args(["run", "--repeat", "1", "--vcpus", &vcpus.to_string()])
         .args(["--apic", "x2apic", "--workload", "broadcast", "--target"])
         .args(["halt", "--iterations", "3", "--warmup", "1", "--timeout"])
         .args(["120", "--serial", "none", "--quiet", "--json"])

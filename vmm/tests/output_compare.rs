@@ -84,8 +84,9 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
         c.flags
     );
     let text = render(&c, 0.10, false);
+    // One run a side: a latency ratio cannot be judged (?), an exact count can.
     assert!(
-        text.contains("×1.50 ▲") && text.contains("×2.00 ▲"),
+        text.contains("×1.50 ?") && text.contains("×2.00 ▲"),
         "{text}"
     );
     assert!(text.contains("missing"), "{text}");

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 /// A short run: 1 vCPU, 10 self-IPIs, no tracepoints, no serial output.
 const QUICK: &[&str] = &[
     "run",
+    "--repeat",
+    "1",
     "--workload",
     "self-ipi",
     "--vcpus",

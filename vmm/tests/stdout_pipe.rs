@@ -31,7 +31,15 @@ fn a_stdout_nobody_reads_does_not_hold_the_exit() {
     let _ = std::fs::remove_file(&json);
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args(["run", "--vcpus", "1", "--no-tracepoints", "--payload"])
+        .args([
+            "run",
+            "--repeat",
+            "1",
+            "--vcpus",
+            "1",
+            "--no-tracepoints",
+            "--payload",
+        ])
         .arg(&payload)
         .args(["--param", &(Case::PrintForever as u64).to_string()])
         .args(["--timeout", &TIMEOUT_S.to_string(), "--json"])

@@ -474,9 +474,14 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         }
         let several = runs.len() > 1;
         for r in runs {
+            // A repeat (`--repeat`) is named by its index: one test point each.
+            let repeat = r
+                .repeat
+                .map(|i| format!(" repeat {}", i + 1))
+                .unwrap_or_default();
             out.push(Verdict {
                 name: if several {
-                    format!("{} [{}]", e.text, full_label(r))
+                    format!("{} [{}{repeat}]", e.text, full_label(r))
                 } else {
                     e.text.clone()
                 },

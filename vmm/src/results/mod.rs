@@ -613,7 +613,11 @@ impl Document {
                 )))
             }
         }
-        serde_json::from_str(text).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))
+        let mut doc: Self =
+            serde_json::from_str(text).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))?;
+        // Derived, never read back: recomputed from the runs as read.
+        doc.configurations = repeats::configurations(&doc.runs);
+        Ok(doc)
     }
 
     /// Reads and parses a results file: a regular file of at most

@@ -154,7 +154,7 @@ impl ConfigurationStats {
 
 /// Every configuration of `runs`, in order of first appearance.
 pub fn configurations(runs: &[RunReport]) -> Vec<ConfigurationStats> {
-    let summaries: Vec<(usize, RunSummary, Option<HostLoad>)> = runs
+    let summaries: Vec<Summarized> = runs
         .iter()
         .enumerate()
         .map(|(i, r)| (i, summarize(r), r.host_load))
@@ -162,11 +162,14 @@ pub fn configurations(runs: &[RunReport]) -> Vec<ConfigurationStats> {
     of_summaries(&summaries)
 }
 
-/// [`configurations`] of runs already summarized (index, summary, load).
-pub fn of_summaries(runs: &[(usize, RunSummary, Option<HostLoad>)]) -> Vec<ConfigurationStats> {
+/// A run as the statistics read it: its index in `runs[]`, its summary
+/// and the host load it recorded.
+pub type Summarized = (usize, RunSummary, Option<HostLoad>);
+
+/// [`configurations`] of runs already summarized.
+pub fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
     let mut order: Vec<ConfigKey> = Vec::new();
-    let mut groups: BTreeMap<ConfigKey, Vec<&(usize, RunSummary, Option<HostLoad>)>> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<ConfigKey, Vec<&Summarized>> = BTreeMap::new();
     for r in runs {
         let k = ConfigKey::of(&r.1);
         if !groups.contains_key(&k) {
@@ -183,10 +186,7 @@ pub fn of_summaries(runs: &[(usize, RunSummary, Option<HostLoad>)]) -> Vec<Confi
         .collect()
 }
 
-fn configuration(
-    k: &ConfigKey,
-    members: &[&(usize, RunSummary, Option<HostLoad>)],
-) -> ConfigurationStats {
+fn configuration(k: &ConfigKey, members: &[&Summarized]) -> ConfigurationStats {
     let done: Vec<&RunSummary> = members
         .iter()
         .map(|m| &m.1)
