@@ -13,7 +13,7 @@ cargo build --release -q -p ipivmm
 out=$(mktemp -d)
 for apic in xapic x2apic; do
     perf stat -x, -e kvm:kvm_apic_ipi -o "$out/perf-$apic.txt" -- \
-        target/release/ipivmm run --apic "$apic" --iterations "$iters" --warmup 10 --serial none -q \
+        target/release/ipivmm run --repeat 1 --apic "$apic" --iterations "$iters" --warmup 10 --serial none -q \
         --json "$out/run-$apic.json"
     perf_total=$(awk -F, '/kvm:kvm_apic_ipi/ { print $1 }' "$out/perf-$apic.txt")
     ours=$(jq '[.runs[0].vcpus[].phases[].tracepoints.kvm_apic_ipi // 0] | add' "$out/run-$apic.json")

@@ -124,7 +124,7 @@ host_facts() { ipivmm host >"$OUT/host.txt" && ipivmm host --json >"$OUT/host.js
 ipi_sweep() { # $1: name, then extra flags
     name=$1
     shift
-    step "$name" 1800 ipivmm sweep --irqchip kernel,split,user --apic xapic,x2apic \
+    step "$name" 1800 ipivmm sweep --repeat 1 --irqchip kernel,split,user --apic xapic,x2apic \
         --ipi icr,pv --apicv host,inhibit --json "$OUT/runs/$name.json" "$@"
 }
 
@@ -160,7 +160,7 @@ inhibit_repeats() { # $1: runs per APIC mode
     fails=0
     for apic in x2apic xapic; do
         for i in $(seq "$1"); do
-            if ! ipivmm run --apic "$apic" --apicv inhibit --target halt --iterations 50 \
+            if ! ipivmm run --repeat 1 --apic "$apic" --apicv inhibit --target halt --iterations 50 \
                 --warmup 5 --serial none -q --timeout 60 --json "$OUT/runs/inhibit-$apic-$i.json"; then
                 echo "run $apic #$i failed"
                 fails=$((fails + 1))
@@ -252,7 +252,7 @@ hs_set_and_restore() {
 }
 
 start_vm() { # a VM that runs until stopped (hours under TCG); waits until KVM lists it
-    ipivmm run --iterations 1000000 --timeout 600 --serial none -q --no-tracepoints &
+    ipivmm run --repeat 1 --iterations 1000000 --timeout 600 --serial none -q --no-tracepoints &
     VM=$!
     for _ in $(seq 120); do
         ls /sys/kernel/debug/kvm 2>/dev/null | grep -q '^[0-9]*-[0-9]*$' && return 0
@@ -272,7 +272,7 @@ hs_refused_while_a_vm_runs() {
     rc=$?
     cat /tmp/refused.txt
     expect "host --set refused with exit 2, naming the VM" sh -c "[ $rc = 2 ] && grep -q 'VMs are running (pid $VM (ipivmm)' /tmp/refused.txt"
-    ipivmm sweep --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
+    ipivmm sweep --repeat 1 --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
         --iterations 20 -q --json /tmp/refused.json 2>/tmp/refused.txt
     rc=$?
     cat /tmp/refused.txt
@@ -287,7 +287,7 @@ hs_refused_while_a_vm_runs() {
 
 hs_sweep() {
     echo "=== sweep --host-param kvm_amd.npt=1,0"
-    ipivmm sweep --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
+    ipivmm sweep --repeat 1 --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
         --iterations "${ITER:-20}" --warmup 3 --json $OUT/runs/sweep-hostparam.json
     expect "sweep exits 0" [ $? = 0 ]
     j=$OUT/runs/sweep-hostparam.json
@@ -297,7 +297,7 @@ hs_sweep() {
 
 hs_sweep_avic() {
     echo "=== sweep --host-param kvm_amd.avic=0,1 (TCG has no AVIC: avic=1 reads back N)"
-    ipivmm sweep --host-param kvm_amd.avic=0,1 --workload pingpong --irqchip kernel --apic x2apic \
+    ipivmm sweep --repeat 1 --host-param kvm_amd.avic=0,1 --workload pingpong --irqchip kernel --apic x2apic \
         --ipi icr --iterations 20 -q --json $OUT/runs/hostswitch-avic.json 2>/tmp/avic.txt
     rc=$?
     cat /tmp/avic.txt
@@ -309,7 +309,7 @@ hs_sweep_avic() {
 
 hs_signal_during_reload() {
     echo "=== SIGTERM while the module is being reloaded"
-    ipivmm sweep --host-param kvm_amd.npt=0,1 --workload pingpong --irqchip kernel --apic x2apic \
+    ipivmm sweep --repeat 1 --host-param kvm_amd.npt=0,1 --workload pingpong --irqchip kernel --apic x2apic \
         --iterations 20 -q --json $OUT/runs/hostswitch-sigterm.json &
     pid=$!
     # Until the module is gone (mid-reload), for at most 120 s.
@@ -330,7 +330,7 @@ hs_signal_during_reload() {
 
 hs_kill9() {
     echo "=== kill -9 after the switch, then host --restore"
-    ipivmm sweep --host-param kvm_amd.npt=0 --workload pingpong --irqchip kernel --apic x2apic \
+    ipivmm sweep --repeat 1 --host-param kvm_amd.npt=0 --workload pingpong --irqchip kernel --apic x2apic \
         --iterations 100000 --timeout 300 -q &
     pid=$!
     for _ in $(seq 120); do
@@ -368,7 +368,7 @@ overhead() { # $1: pairs (lab.overhead_pairs=N overrides)
                 for how in bpf sampled counters off; do
                     name=overhead-$apic-$target-$how
                     [ "${rounds:-1}" -gt 1 ] && name=$name-$round
-                    watch_run 45 ipivmm run --apic $apic --target $target --iterations "${ITER:-200}" \
+                    watch_run 45 ipivmm run --repeat 1 --apic $apic --target $target --iterations "${ITER:-200}" \
                         --warmup 10 -q --serial none --exit-reasons $how --observer-effect "$1" \
                         --json "$OUT/runs/$name.json"
                     rc=$?
@@ -417,7 +417,7 @@ watch_run() { # $1: seconds a VM may run before its stacks are taken, then the c
 # An exit flood between two drains of the sampler's ring: lost records must
 # be reported (complete: false), never under-counted silently.
 flood_lost() {
-    ipivmm run --workload flood --apic x2apic --iterations "${ITER:-200000}" --warmup 10 -q --serial none --timeout 300 \
+    ipivmm run --repeat 1 --workload flood --apic x2apic --iterations "${ITER:-200000}" --warmup 10 -q --serial none --timeout 300 \
         --json "$OUT/runs/flood-lost.json"
 }
 
@@ -426,7 +426,7 @@ flood_diag() {
     fails=0
     for i in 1 2; do
         for how in sampled counters off; do
-            ipivmm run --workload flood --apic x2apic --iterations "${ITER:-20000}" --warmup 10 -q \
+            ipivmm run --repeat 1 --workload flood --apic x2apic --iterations "${ITER:-20000}" --warmup 10 -q \
                 --serial none --exit-reasons $how --json "$OUT/runs/flood-diag-$how-$i.json" 2>&1 | tail -n 1
             echo "flood-diag $how #$i: rc=$?"
         done
@@ -565,7 +565,7 @@ main() {
         hold_vm stop
         step hostswitch 900 host_switch
         reload_vendor npt=0
-        step sweep-npt0 900 ipivmm sweep --irqchip kernel --apic xapic,x2apic --ipi icr,pv \
+        step sweep-npt0 900 ipivmm sweep --repeat 1 --irqchip kernel --apic xapic,x2apic --ipi icr,pv \
             --workload pingpong --iterations "${ITER:-30}" --warmup 3 -q --json $OUT/runs/sweep-npt0.json
         ;;
     full)
@@ -573,7 +573,7 @@ main() {
         ipi_sweep sweep --iterations "${ITER:-100}" --warmup 10 -q
         ipi_sweep sweep-halt --target halt --workload pingpong --iterations "${ITER:-100}" --warmup 10 -q
         for p in avic-broadcast ipiv-unicast apicv-topology; do
-            step "preset-$p" 1800 ipivmm sweep --preset "$p" --iterations "${ITER:-100}" --warmup 10 -q \
+            step "preset-$p" 1800 ipivmm sweep --repeat 1 --preset "$p" --iterations "${ITER:-100}" --warmup 10 -q \
                 --json "$OUT/runs/preset-$p.json"
         done
         step kvm-paths 1200 kvm_paths

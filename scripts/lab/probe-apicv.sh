@@ -75,7 +75,7 @@ selftests() { # label
 ipivmm_run() { # flags...
     echo "== ipivmm run $*"
     echo "lab: probe: ipivmm run $*" >/dev/console
-    timeout 300 ipivmm run "$@" --iterations 10 --warmup 2 --timeout 120 --serial none 2>&1 | tail -n 45
+    timeout 300 ipivmm run --repeat 1 "$@" --iterations 10 --warmup 2 --timeout 120 --serial none 2>&1 | tail -n 45
     echo "rc=$?"
 }
 
@@ -100,7 +100,7 @@ if [ -n "$N" ]; then
         shift
         echo "== sweep $n"
         echo "lab: probe: sweep $n" >/dev/console
-        timeout 1500 ipivmm sweep "$@" --host-param kvm_intel.enable_ipiv=Y,N --iterations "$N" --warmup 3 \
+        timeout 1500 ipivmm sweep --repeat 1 "$@" --host-param kvm_intel.enable_ipiv=Y,N --iterations "$N" --warmup 3 \
             --json "$OUT/runs/$n.json" 2>&1 | tail -n 60 || fails=$((fails + 1))
         params
         save_partial
@@ -120,7 +120,7 @@ if [ -n "$N" ]; then
         reload "${v%:*}" "${v#*:}"
         echo "== sweep, APICv matrix $name"
         echo "lab: probe: APICv matrix $name" >/dev/console
-        timeout 2400 ipivmm sweep --irqchip kernel,split --apic xapic,x2apic --ipi icr,pv \
+        timeout 2400 ipivmm sweep --repeat 1 --irqchip kernel,split --apic xapic,x2apic --ipi icr,pv \
             --apicv host,inhibit --workload pingpong --iterations "$N" --warmup 3 \
             --json "$OUT/runs/sweep-apicv-$name.json" 2>&1 | tail -n 80 || fails=$((fails + 1))
         save_partial

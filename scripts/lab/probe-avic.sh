@@ -89,12 +89,12 @@ selftests() { # label (on|off)
     done
 }
 
-sweep() { # label (part of the file name), then ipivmm sweep flags
+sweep() { # label (part of the file name), then ipivmm sweep --repeat 1 flags
     name=$1
     shift
     echo "== sweep $name: $*"
     echo "lab: probe: sweep $name" >/dev/console
-    timeout 2400 ipivmm sweep "$@" --iterations "$N" --warmup 3 -q \
+    timeout 2400 ipivmm sweep --repeat 1 "$@" --iterations "$N" --warmup 3 -q \
         --json "$OUT/runs/$name.json" 2>&1 | tail -n 60 || fails=$((fails + 1))
     save_partial
 }

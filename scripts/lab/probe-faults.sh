@@ -102,14 +102,14 @@ r="-q --serial none"
 fault_case selftest-xapic-ipi $((4 * n)) 60 /lab/selftests/xapic_ipi_test -s 30
 # Fault 4: targets halted with `sti; hlt`, each IPI sent as soon as the target
 # published that it is halting (no settle time), and the lab's inhibit repeats.
-fault_case halt-settle0-x2apic $((4 * n)) 60 ipivmm run --apic x2apic --target halt --halt-settle-ns 0 --iterations 2000 --warmup 5 $r --timeout 120
-fault_case halt-settle0-xapic $((4 * n)) 60 ipivmm run --apic xapic --target halt --halt-settle-ns 0 --iterations 2000 --warmup 5 $r --timeout 120
-fault_case inhibit-halt-x2apic $((8 * n)) 30 ipivmm run --apic x2apic --apicv inhibit --target halt --iterations 50 --warmup 5 $r --timeout 60
+fault_case halt-settle0-x2apic $((4 * n)) 60 ipivmm run --repeat 1 --apic x2apic --target halt --halt-settle-ns 0 --iterations 2000 --warmup 5 $r --timeout 120
+fault_case halt-settle0-xapic $((4 * n)) 60 ipivmm run --repeat 1 --apic xapic --target halt --halt-settle-ns 0 --iterations 2000 --warmup 5 $r --timeout 120
+fault_case inhibit-halt-x2apic $((8 * n)) 30 ipivmm run --repeat 1 --apic x2apic --apicv inhibit --target halt --iterations 50 --warmup 5 $r --timeout 60
 # Fault 3: the user-irqchip x2APIC ping-pong.
-fault_case user-x2apic-pingpong $((20 * n)) 30 ipivmm run --irqchip user --apic x2apic --iterations 30 --warmup 3 $r --timeout 60
+fault_case user-x2apic-pingpong $((20 * n)) 30 ipivmm run --repeat 1 --irqchip user --apic x2apic --iterations 30 --warmup 3 $r --timeout 60
 # Fault 1: the flood-lost step's run, and shorter floods.
-fault_case flood-lost $((2 * n)) 150 ipivmm run --workload flood --apic x2apic --iterations 200000 --warmup 10 $r --timeout 300
-fault_case flood-short $((12 * n)) 60 ipivmm run --workload flood --apic x2apic --iterations 2000 --warmup 10 $r --timeout 120
+fault_case flood-lost $((2 * n)) 150 ipivmm run --repeat 1 --workload flood --apic x2apic --iterations 200000 --warmup 10 $r --timeout 300
+fault_case flood-short $((12 * n)) 60 ipivmm run --repeat 1 --workload flood --apic x2apic --iterations 2000 --warmup 10 $r --timeout 120
 # Fault 2: each guest_floods test alone.
 if [ -x /lab/tests/guest_floods ]; then
     for t in $(/lab/tests/guest_floods --list 2>/dev/null | sed -n 's/: test$//p'); do

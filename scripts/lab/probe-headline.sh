@@ -23,7 +23,7 @@ for i in $(seq 1 25); do
                 notp) extra="--no-tracepoints" ;;
                 off) extra="--exit-reasons off" ;;
             esac
-            ipivmm run --apic x2apic --target $target --iterations 400 --warmup 20 -q --serial none \
+            ipivmm run --repeat 1 --apic x2apic --target $target --iterations 400 --warmup 20 -q --serial none \
                 --timeout 120 $extra --json "$OUT/runs/headline/$target-$how-$i.json"
         done
     done
