@@ -176,7 +176,11 @@ mod tests {
             "none (tracepoints off: --no-tracepoints)"
         );
         for (s, want) in cases {
-            assert_eq!(of_sources(std::slice::from_ref(&s)).to_string(), want, "{s:?}");
+            assert_eq!(
+                of_sources(std::slice::from_ref(&s)).to_string(),
+                want,
+                "{s:?}"
+            );
         }
         assert_eq!(of_sources(&[]).to_string(), "none (no counted phase began)");
     }
