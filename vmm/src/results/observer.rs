@@ -86,7 +86,7 @@ mod tests {
         };
         assert!(
             e.text()
-                .contains("exits counted by sampler (bpf unavailable: not root)")
+                .contains("exit counting: sampler (bpf unavailable: not root)")
                 && !e.text().contains("bpf)"),
             "{}",
             e.text()
