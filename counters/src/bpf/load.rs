@@ -241,7 +241,10 @@ pub struct BpfExits {
     switch: Mutex<Switch>,
     ebpf: Mutex<Ebpf>,
     /// Record mode only: keeps kvm_exit registered while its program is off.
-    anchor: Result<TracepointAnchor, String>,
+    /// Opened by attach_counting, before the programs: an anchor opened
+    /// at the load would register `kvm_exit` with perf while the uncounted
+    /// part runs.
+    anchor: OnceLock<Result<TracepointAnchor, String>>,
     /// Which program counts exits.
     exit_program: ExitProgram,
     /// The exit program's tracepoint (system, event).
@@ -445,16 +448,6 @@ impl BpfExits {
         let threads: HashMap<MapData, u32, u32> = threads
             .try_into()
             .map_err(|_| BpfError::Layout("THREADS"))?;
-        // The anchor first, so that no detach below is a last close. A raw
-        // tracepoint program needs none: it is never detached.
-        let anchor = match &at.exit_program {
-            ExitProgram::None(why) => Err(format!("no exit program: {why}")),
-            ExitProgram::Raw(_) => Err("a raw tracepoint program, never detached".to_string()),
-            ExitProgram::Record { .. } => tracefs
-                .event_id(&at.exit.0, &at.exit.1)
-                .map_err(|e| e.to_string())
-                .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string())),
-        };
         // Verified now, attached by attach_counting.
         load_programs(&mut ebpf, at)?;
         let (inhibits, why_no_inhibits) = if at.events {
@@ -474,7 +467,7 @@ impl BpfExits {
             // start off, and the first to switch on then finds it attached.
             switch: Mutex::new(Switch::default()),
             ebpf: Mutex::new(ebpf),
-            anchor,
+            anchor: OnceLock::new(),
             exit_program: at.exit_program.clone(),
             exit_at: at.exit.clone(),
             at: at.clone(),
@@ -527,7 +520,7 @@ impl BpfExits {
     /// Whether the exit program is detached while no thread counts,
     /// else why it stays attached (a raw program, or no anchor event).
     pub fn detaches_when_idle(&self) -> Result<(), &str> {
-        self.anchor.as_ref().map(|_| ()).map_err(String::as_str)
+        self.anchor().map(|_| ())
     }
 
     /// The raw exit program in use, else why the record one counts.
@@ -542,7 +535,7 @@ impl BpfExits {
     /// How exits are counted, in words for the report's sources.
     pub fn exit_detail(&self) -> String {
         let (system, event) = &self.exit_at;
-        match (&self.exit_program, &self.anchor) {
+        match (&self.exit_program, self.anchor()) {
             (ExitProgram::None(why), _) => {
                 format!("{system}:{event}: no program attached ({why})")
             }
@@ -606,7 +599,7 @@ impl BpfExits {
         let mut sw = lock(&self.switch);
         sw.counting = sw.counting.saturating_sub(1);
         self.store_active(sw.counting);
-        if sw.counting > 0 || self.anchor.is_err() {
+        if sw.counting > 0 || self.anchor().is_err() {
             return;
         }
         let Some(id) = sw.link.take() else {
@@ -629,6 +622,16 @@ impl BpfExits {
             .spawn(move || drop(taken))
             .map_err(|e| log::debug!("bpf: closing links on this thread: {e}"))
             .ok();
+    }
+
+    /// The anchor on the exit tracepoint, else why there is none (not
+    /// attached yet, a raw program, no perf event).
+    fn anchor(&self) -> Result<&TracepointAnchor, &str> {
+        match self.anchor.get() {
+            Some(Ok(a)) => Ok(a),
+            Some(Err(why)) => Err(why),
+            None => Err("not attached yet"),
+        }
     }
 
     /// The `TIDS` slot of `tid`.
@@ -663,6 +666,17 @@ impl BpfExits {
     /// lab's nested TCG a re-attach hung its CPU: a soft lockup).
     pub fn attach_counting(&self) -> Result<(), BpfError> {
         let done = self.counting.get_or_init(|| {
+            // The anchor first, so that no detach is a last close. A raw
+            // tracepoint program needs none: it is never detached.
+            self.anchor.get_or_init(|| match &self.at.exit_program {
+                ExitProgram::None(why) => Err(format!("no exit program: {why}")),
+                ExitProgram::Raw(_) => Err("a raw tracepoint program, never detached".to_string()),
+                ExitProgram::Record { .. } => self
+                    .tracefs
+                    .event_id(&self.at.exit.0, &self.at.exit.1)
+                    .map_err(|e| e.to_string())
+                    .and_then(|id| TracepointAnchor::open(id).map_err(|e| e.to_string())),
+            });
             // One lock at a time: thread_on/off take the switch, then ebpf.
             let link = attach(&mut lock(&self.ebpf), &self.at).map_err(|e| e.to_string())?;
             lock(&self.switch).link = link;

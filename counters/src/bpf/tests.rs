@@ -375,3 +375,33 @@ fn with_no_exit_program_nothing_is_attached_to_the_exit_event() {
         bpf.exit_detail()
     );
 }
+
+#[test]
+fn loaded_idle_nothing_runs_until_the_counting_programs_attach() {
+    let test = "bpf::loaded_idle_nothing_runs_until_the_counting_programs_attach";
+    let (Ok(tracefs), at) = (Tracefs::find(), syscall_attach()) else {
+        return skip(test, Need::Setup, "no tracefs");
+    };
+    if !rustix::process::geteuid().is_root() {
+        return skip(test, Need::Setup, "not root");
+    }
+    let bpf = Arc::new(BpfExits::load_idle(&tracefs, &at, 2, None).expect("loads"));
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("BPF_ENABLE_STATS");
+    // Loaded, nothing that counts attached: neither program runs, no anchor.
+    assert!(!bpf.attached() && bpf.counters().is_empty());
+    assert!(bpf.detaches_when_idle().is_err());
+    getppid_n(100);
+    let runs = |b: &BpfExits| {
+        let (exit, entry) = b.run_counts();
+        (exit.unwrap_or(0), entry.unwrap_or(0))
+    };
+    assert_eq!(runs(&bpf), (0, 0), "nothing ran before attach_counting");
+    // A thread switching on attaches them (once) and is counted.
+    let mut me = bpf.register().unwrap();
+    me.set_counting(true).unwrap();
+    assert!(bpf.attached() && bpf.detaches_when_idle().is_ok());
+    counts_exactly(&mut me, 100, "counted once attached");
+    bpf.attach_counting()
+        .expect("a second call gives the first answer");
+    counts_exactly(&mut me, 10, "attached once, counted once");
+}

@@ -45,7 +45,7 @@ impl ObserverEffect {
         // What counted, as the runs say; as asked only for older files.
         let how = match self.mechanism.is_empty() {
             true => format!("exit reasons {}", self.exit_reasons),
-            false => format!("exits counted by {}", self.mechanism.join(", ")),
+            false => format!("exit counting: {}", self.mechanism.join(", ")),
         };
         format!(
             "counting cost: p50 {:.0} cycles with the counters ({how}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
@@ -86,7 +86,7 @@ mod tests {
         };
         assert!(
             e.text()
-                .contains("exits counted by sampler (bpf unavailable: not root)")
+                .contains("exit counting: sampler (bpf unavailable: not root)")
                 && !e.text().contains("bpf)"),
             "{}",
             e.text()
