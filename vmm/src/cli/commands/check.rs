@@ -125,6 +125,9 @@ fn parse_job(command: &str, flags: &str) -> Result<Job, String> {
         }
         Command::Sweep(a) => {
             refuse_unhonoured(&a.output, &a.gate)?;
+            if a.dry_run {
+                return Err("--dry-run is not for a plan line: `ipivmm sweep --dry-run FLAGS` shows a sweep's plan".into());
+            }
             Job::Sweep(a)
         }
         _ => unreachable!("the command word is run or sweep"),
