@@ -72,6 +72,14 @@ fn a_request_run_refuses_fails_the_plan_before_anything_runs() {
             "{flags}: no TAP for a plan that does not load"
         );
     }
+    let p = plan(
+        &d,
+        "sweep",
+        "name = \"t\"\n[[experiment]]\nname = \"e\"\nsweep = \"--dry-run\"\nexpect = [\"vcpus == 2\"]\n",
+    );
+    let o = ipivmm(&["check", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--dry-run is not for a plan line"));
 }
 
 #[test]
