@@ -1,23 +1,15 @@
 //! ipivmm as a gate in a kernel CI (issue 21): `--expect` on `run` with
 //! TAP and JUnit, kselftest's exit codes, `compare --fail-on-regression`,
 //! and `check` plans.
+mod cli_kit;
+
+use cli_kit::{ipivmm, plan};
 use ipivmm_testkit::kvm_available;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn ipivmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("ipivmm runs")
-}
-
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ipivmm-gate-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    cli_kit::dir("gate", name)
 }
 
 // One VM each (`--repeat 1`): these tests are about the gate, not the spread.
@@ -199,12 +191,6 @@ fn compare_fails_on_a_regression_past_the_threshold() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(4), "{e}");
     assert!(e.contains("too few repeats"), "{e}");
-}
-
-fn plan(d: &Path, name: &str, text: &str) -> PathBuf {
-    let p = d.join(format!("{name}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
 }
 
 #[test]

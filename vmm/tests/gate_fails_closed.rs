@@ -3,7 +3,10 @@
 //! figure is filled in from another; file names from user text stay apart;
 //! `-` is stdout; a closed stdout is an error; user text is escaped on its
 //! way to a terminal. The plans here need no /dev/kvm unless they say so.
+mod cli_kit;
 mod output_fixtures;
+
+use cli_kit::{ipivmm, plan};
 
 use ipivmm::expect::{evaluate, Outcome};
 use ipivmm::results::summary::{measured_phase, summarize};
@@ -13,25 +16,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn ipivmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("ipivmm runs")
-}
-
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ipivmm-closed-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn plan(d: &Path, name: &str, text: &str) -> PathBuf {
-    let p = d.join(format!("{name}.toml"));
-    std::fs::write(&p, text).unwrap();
-    p
+    cli_kit::dir("closed", name)
 }
 
 fn one_run(flags: &str) -> String {

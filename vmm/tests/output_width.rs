@@ -4,19 +4,14 @@
 //! vCPU; many vCPUs collapse to the first ones and the outliers; and with
 //! stderr not a terminal a sweep says one line per finished run. Real runs
 //! (they skip without /dev/kvm).
+mod cli_kit;
+
+use cli_kit::ipivmm;
 use ipivmm_testkit::kvm_available;
 use std::process::{Command, Output, Stdio};
 
 /// The widest line a text report may print by default.
 const WIDTH: usize = 120;
-
-fn ipivmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipivmm"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("ipivmm runs")
-}
 
 /// Lines of `text` longer than [`WIDTH`] characters (as a terminal counts
 /// them: the box-drawing characters and `µ` are one each).

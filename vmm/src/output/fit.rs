@@ -24,6 +24,14 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// `text` as this layout prints it: [`wrap`]ped to fit, or as it is.
+    pub fn lines(self, text: &str) -> String {
+        match self {
+            Layout::Fit => wrap(text),
+            Layout::Wide => text.to_string(),
+        }
+    }
+
     /// [`Layout::Wide`] when `wide`, else [`Layout::Fit`].
     pub fn wide(wide: bool) -> Self {
         if wide {

@@ -71,7 +71,7 @@ pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
             .with_silent_exits(silent_exits(p))
             // Every built-in workload measures both ways, after its idle
             // and warm-up phases: nothing is attached before its uncounted
-            // part ends. (A shortfall of fds is listed in each vCPU's
+            // part ends. (A shortfall of fds is logged once and listed in each vCPU's
             // sources when its counters open: checking it here would load
             // the BPF object on the guest's path.)
             .with_attach_after_uncounted(c.payload.is_builtin());

@@ -87,6 +87,10 @@ pub struct TraceConfig {
     /// Why `kvm:kvm_exit` never fires on this host's KVM, when it does not
     /// (kvm_pvm): the exit_reasons source says so.
     silent_exits: Option<String>,
+    /// The fd shortfall was logged (once per run, by the first vCPU to
+    /// open its counters: checking it earlier would load the BPF object on
+    /// the guest's path).
+    shortfall_logged: AtomicBool,
 }
 
 /// What one vCPU thread opens within its share of the fd limit.
@@ -128,6 +132,7 @@ impl TraceConfig {
             after_uncounted: false,
             perf_specs: OnceLock::new(),
             silent_exits: None,
+            shortfall_logged: AtomicBool::new(false),
         }
     }
 
@@ -437,6 +442,9 @@ impl ThreadTrace {
             })
             .collect();
         if let Some(why) = &shortfall {
+            if !config.shortfall_logged.swap(true, Ordering::SeqCst) {
+                log::warn!("tracepoints: not every counter is opened: {why}");
+            }
             let mut left: Vec<&str> = specs[share.counters..]
                 .iter()
                 .map(|s| s.name.as_str())

@@ -90,9 +90,11 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         let layout = ipivmm::output::fit::Layout::wide(args.wide);
         let mut text = text::render_with(report, layout);
         text.push('\n');
-        text.push_str(&repeats::render(&doc.configurations, Some(choice), &|i| {
-            own_p50(&doc.runs[i])
-        }));
+        text.push_str(
+            &layout.lines(&repeats::render(&doc.configurations, Some(choice), &|i| {
+                own_p50(&doc.runs[i])
+            })),
+        );
         print_text(&text, outputs.uses_stdout());
     }
     let ok = doc.runs.iter().all(|r| r.succeeded());

@@ -184,8 +184,9 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if args.dry_run {
         return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect);
     }
+    let layout = ipivmm::output::fit::Layout::wide(args.wide);
     if !args.quiet {
-        eprintln!("repeats: {choice}");
+        eprint!("{}", layout.lines(&format!("repeats: {choice}\n")));
     }
     let journal = outputs.file_of("json").map(Journal::new);
     let progress = Progress::new(args.quiet, journal);
@@ -194,15 +195,13 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     drop(progress);
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
-        let mut text = sweep_tables::render_with(
-            &swept.doc,
-            swept.wall,
-            ipivmm::output::fit::Layout::wide(args.wide),
-        );
+        let mut text = sweep_tables::render_with(&swept.doc, swept.wall, layout);
         text.push('\n');
-        text.push_str(&repeats::render(&swept.doc.configurations, None, &|i| {
-            super::run::own_p50(&swept.doc.runs[i])
-        }));
+        text.push_str(
+            &layout.lines(&repeats::render(&swept.doc.configurations, None, &|i| {
+                super::run::own_p50(&swept.doc.runs[i])
+            })),
+        );
         print_text(&text, outputs.uses_stdout());
     }
     let errors: Vec<String> = errors
