@@ -6,7 +6,7 @@ mod cli_kit;
 use cli_kit::{ipivmm, plan};
 use ipivmm_testkit::kvm_available;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 fn dir(name: &str) -> PathBuf {
     cli_kit::dir("gate", name)

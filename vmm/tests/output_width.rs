@@ -8,7 +8,7 @@ mod cli_kit;
 
 use cli_kit::ipivmm;
 use ipivmm_testkit::kvm_available;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 /// The widest line a text report may print by default.
 const WIDTH: usize = 120;
