@@ -115,6 +115,10 @@ enum End {
     OutOfTime,
     /// No heartbeat for too long.
     Wedged,
+    /// The emulator ended before the guest said its pass was done (a reset
+    /// of the guest under -no-reboot, an emulator that died): resumed like
+    /// a wedge, so the steps still to run are not lost.
+    Vanished,
 }
 
 /// Stops the emulator: SIGTERM, then SIGKILL after [`TERM_GRACE`].
@@ -194,7 +198,11 @@ fn watch(
         }
         if let Some(status) = child.try_wait()? {
             return Ok(Watched {
-                end: End::Ended,
+                end: if done_at.is_some() {
+                    End::Ended
+                } else {
+                    End::Vanished
+                },
                 status,
                 last_step,
                 dump: String::new(),
@@ -375,6 +383,18 @@ pub fn boot(
                 break;
             }
             End::Wedged => {}
+            End::Vanished => {
+                work.warn(format!(
+                    "boot {n}: {} ended ({}) during step {} before the pass was done (no kernel message); rebooted to resume after the steps that finished",
+                    emu.name(),
+                    w.status,
+                    w.last_step.as_deref().unwrap_or("?")
+                ));
+                if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
+                    break;
+                }
+                continue;
+            }
         }
         let wedge_s = emu.wedge_after_s().unwrap_or_default();
         let file = format!("wedge-{n}.txt");
