@@ -246,15 +246,21 @@ fn json_stem(name: &str) -> String {
     ipivmm::results::slug::reversible(name)
 }
 
-/// Every expectation of an experiment that could not be judged, as a skip.
-fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
+/// Every expectation of an experiment with one `outcome`: a skip where it
+/// could not be judged here, a failure where the plan itself was wrong.
+fn all_with(name: &str, expectations: &[Expectation], outcome: Outcome) -> Vec<Verdict> {
     expectations
         .iter()
         .map(|e| Verdict {
             name: format!("{name}: {}", e.text),
-            outcome: Outcome::Skip(why.to_string()),
+            outcome: outcome.clone(),
         })
         .collect()
+}
+
+/// Every expectation of an experiment that could not be judged, as a skip.
+fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
+    all_with(name, expectations, Outcome::Skip(why.to_string()))
 }
 
 /// Why an experiment left no document.
@@ -323,13 +329,7 @@ fn execute(
 /// Every expectation of an experiment that could not run because of the
 /// plan, as a failure: an error in a plan never reads as a skip.
 fn all_failed(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
-    expectations
-        .iter()
-        .map(|e| Verdict {
-            name: format!("{name}: {}", e.text),
-            outcome: Outcome::Fail(why.to_string()),
-        })
-        .collect()
+    all_with(name, expectations, Outcome::Fail(why.to_string()))
 }
 
 /// Run the `check` subcommand.
