@@ -12,7 +12,7 @@ bin=target/release/ipivmm
 measure() { # $@: extra flags
     local firsts=() rss=()
     for _ in $(seq "$runs"); do
-        line=$("$bin" run -v -q --iterations 10 --warmup 0 --serial none "$@" 2>&1 | grep 'timings:')
+        line=$("$bin" run -v -q --repeat 1 --iterations 10 --warmup 0 --serial none "$@" 2>&1 | grep 'timings:')
         firsts+=("$(sed -E 's/.*first guest message after ([0-9.]+) ms.*/\1/' <<<"$line")")
         rss+=("$(sed -E 's/.*peak RSS ([0-9]+) KiB.*/\1/' <<<"$line")")
     done
