@@ -354,9 +354,14 @@ impl Icr {
         self.low & ICR_TRIGGER_LEVEL != 0
     }
 
-    /// INIT level de-assert (delivered nowhere on KVM).
+    /// INIT level de-assert (delivered nowhere on KVM): INIT with the level
+    /// bit clear *and* the trigger mode level (SDM 11.6.1); an edge INIT
+    /// with the level bit clear is an INIT to KVM (`__apic_accept_irq`
+    /// delivers unless both), and [`Icr::check`] refuses it.
     pub const fn is_init_deassert(self) -> bool {
-        matches!(self.delivery_mode(), Some(DeliveryMode::Init)) && !self.is_assert()
+        matches!(self.delivery_mode(), Some(DeliveryMode::Init))
+            && !self.is_assert()
+            && self.is_level_triggered()
     }
 
     /// Checks the command against the SDM's ICR rules for an APIC in
@@ -379,7 +384,7 @@ impl Icr {
         if matches!(dm, DeliveryMode::Fixed | DeliveryMode::LowestPriority) && vector < 16 {
             return Err(IcrError::IllegalVector(vector));
         }
-        if !self.is_assert() && dm != DeliveryMode::Init {
+        if !self.is_assert() && !self.is_init_deassert() {
             return Err(IcrError::Deasserted(dm));
         }
         let sh = self.shorthand_field();
@@ -445,6 +450,10 @@ impl fmt::Display for IcrError {
                     "vector {v} is illegal for fixed/lowest-priority delivery (16..=255)"
                 )
             }
+            IcrError::Deasserted(DeliveryMode::Init) => write!(
+                f,
+                "an INIT with the level bit clear is a de-assert only with the trigger mode level (bit 15)"
+            ),
             IcrError::Deasserted(m) => {
                 write!(f, "level de-assert is for INIT only, not {}", m.name())
             }
@@ -565,6 +574,15 @@ mod tests {
         assert!(Icr::init_deassert().is_init_deassert());
         assert!(!Icr::init().is_init_deassert());
         assert!(Icr::init().is_level_triggered() && Icr::init().is_assert());
+        // Level bit clear with an edge trigger is no de-assert: KVM sends
+        // an INIT, and the check refuses it (the property test in
+        // devices/tests/icr_agrees_with_abi.rs found the two decoders apart).
+        let edge = Icr::from_raw(0b101 << 8, 1);
+        assert!(!edge.is_init_deassert());
+        assert_eq!(
+            edge.check(ApicMode::X2apic),
+            Err(IcrError::Deasserted(DeliveryMode::Init))
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ mod tests {
         let mut bus = Bus::new();
         bus.insert(
             AddressSpace::Mmio,
-            0xfee0_0000,
+            ipivmm_abi::XAPIC_BASE,
             XAPIC_PAGE_LEN,
             Arc::new(Mutex::new(LapicMmio::new(group.clone()))),
         )

@@ -4,8 +4,9 @@
 //! Offsets are those of the xAPIC MMIO page (Intel SDM vol. 3, table 11-1);
 //! the x2APIC MSR of a register is `0x800 + (offset >> 4)` (SDM table 11-6).
 
-/// Default guest-physical base of the xAPIC MMIO page.
-pub const XAPIC_DEFAULT_BASE: u64 = 0xFEE0_0000;
+/// Default xAPIC MMIO base (IA32_APIC_BASE after reset): the ABI's one
+/// constant, which the payload and the VMM share.
+pub const XAPIC_DEFAULT_BASE: u64 = ipivmm_abi::XAPIC_BASE;
 /// Size of the xAPIC MMIO page.
 pub const XAPIC_MMIO_SIZE: u64 = 0x1000;
 /// MSR number of IA32_APIC_BASE.

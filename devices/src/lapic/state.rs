@@ -378,7 +378,8 @@ impl Lapic {
     }
 }
 
-/// x2APIC logical ID derived from the x2APIC ID (SDM 11.12.10.2).
+/// x2APIC logical ID derived from the x2APIC ID (SDM 11.12.10.2): the
+/// ABI's rule, which the payload's IPI counting uses too.
 pub fn x2apic_ldr(id: u32) -> u32 {
-    ((id >> 4) << 16) | (1 << (id & 0xF))
+    ipivmm_abi::x2apic_logical_id(id)
 }

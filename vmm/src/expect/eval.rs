@@ -3,6 +3,7 @@
 use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
 use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::summary::{measured_phase, summarize};
+use crate::results::source::Source;
 use crate::results::{Document, PhaseResult, RunReport};
 use crate::stats;
 use std::borrow::Cow;
@@ -186,7 +187,7 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
             .and_then(|s| s.detail.clone())
     };
     if key.starts_with("icr_write_exits") {
-        let why = source("tracepoints").unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        let why = source(Source::Tracepoints.key()).unwrap_or_else(|| "no ICR-write exit counter ran".into());
         return format!(
             "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
         );
@@ -252,14 +253,14 @@ fn counter_values(
         let value = counters.iter().find(|(_, n, _)| *n == name).map(|c| c.2);
         // Sources that list only what is non-zero: a missing name is 0.
         let sparse = matches!(
-            source,
-            "exit_reasons" | "exit_reasons_host_ns" | "userspace_exits"
+            Source::of_key(source),
+            Some(Source::ExitReasons | Source::ExitReasonsHostNs | Source::UserspaceExits)
         );
         let value = match value {
             Some(x) => x,
             None if sparse
                 && PhaseResult::is_counter_name(source, name) == Some(true)
-                && (!source.starts_with("exit_reasons") || p.exit_reasons.is_some()) =>
+                && (!source.starts_with(Source::ExitReasons.key()) || p.exit_reasons.is_some()) =>
             {
                 0
             }

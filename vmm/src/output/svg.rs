@@ -461,14 +461,9 @@ fn draw_legend(
     Ok(())
 }
 
-/// Human name of a counter source.
+/// Human name of a counter source (the key itself when it names none).
 pub fn source_name(s: &str) -> &str {
-    match s {
-        "tracepoints" => "kvm_exit tracepoints",
-        "kvm_stats" => "KVM binary stats",
-        "userspace_exits" => "userspace exits",
-        other => other,
-    }
+    crate::results::source::Source::of_key(s).map_or(s, |src| src.human())
 }
 
 /// The x range every latency panel shares: the buckets of all bars, with a

@@ -1,5 +1,6 @@
 //! The human-readable report of a run: one table per phase, one row per vCPU,
 //! then the latency distribution of every phase that recorded samples.
+use crate::results::source::Source;
 use crate::output::fit::{self, Col, FitTable, Layout};
 use crate::results::columns::PHASE_COLUMNS;
 use crate::results::{PhaseResult, VcpuEnd};
@@ -300,7 +301,7 @@ fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
                 .collect();
             ("kvm_exit counters", parts)
         } else {
-            ("kvm_stats", stat_parts(p))
+            (Source::KvmStats.key(), stat_parts(p))
         };
         if !parts.is_empty() {
             lines.push(format!(

@@ -2,6 +2,7 @@
 //! vCPUs' sources say (the `exit_reasons` source's detail starts with the
 //! mechanism: `bpf:`, `sampled:`, `counters:`, `off:`), so recorded runs
 //! say it too. The report's header and the counting-cost line name it.
+use super::source::Source;
 use super::{RunReport, SourceStatus};
 use std::fmt;
 
@@ -75,7 +76,7 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
         why: why.map(str::to_string),
     };
     let off = sources.iter().any(|s| {
-        s.source == "tracepoints"
+        s.source == Source::Tracepoints.key()
             && s.detail
                 .as_deref()
                 .is_some_and(|d| d.starts_with("disabled"))
@@ -83,10 +84,10 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
     if off {
         return counting(Mechanism::None, Some("tracepoints off: --no-tracepoints"));
     }
-    let Some(s) = sources.iter().find(|s| s.source == "exit_reasons") else {
+    let Some(s) = sources.iter().find(|s| s.source == Source::ExitReasons.key()) else {
         let why = sources
             .iter()
-            .find(|s| s.source == "tracepoints" && !s.available)
+            .find(|s| s.source == Source::Tracepoints.key() && !s.available)
             .and_then(|s| s.detail.as_deref())
             .map_or("no counted phase began", first_clause);
         return counting(Mechanism::None, Some(why));
@@ -149,24 +150,24 @@ mod tests {
     #[test]
     fn each_detail_names_its_mechanism() {
         let cases = [
-            (src("exit_reasons", true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the raw kvm_exit (reason read from vcpu_svm's vmcb->control.exit_code: no record built), attached throughout and idle while no vCPU counts"), "bpf raw (in the kernel, no record built)"),
-            (src("exit_reasons", true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the kvm:kvm_exit read from its record (not raw: no BTF for kvm_amd); its program detached while no vCPU counts"), "bpf record (not raw: no BTF for kvm_amd)"),
-            (src("exit_reasons", true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring (bpf unavailable: loading the BPF exit counter failed: EPERM)"), "sampler (bpf unavailable: loading the BPF exit counter failed: EPERM)"),
-            (src("exit_reasons", true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring"), "sampler (asked for: --exit-reasons sampled)"),
-            (src("exit_reasons", false, "off: not by reason (exit_reasons is `off`)"), "none (off: not by reason)"),
-            (src("exit_reasons", false, "counters: not by reason (exit_reasons is `counters`)"), "per-reason counters (counters: not by reason)"),
-            (src("exit_reasons", false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires; the bpf object attached)"),
-            (src("tracepoints", false, "disabled (--no-tracepoints, VmConfig::tracepoints = false)"), "none (tracepoints off: --no-tracepoints)"),
+            (src(Source::ExitReasons.key(), true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the raw kvm_exit (reason read from vcpu_svm's vmcb->control.exit_code: no record built), attached throughout and idle while no vCPU counts"), "bpf raw (in the kernel, no record built)"),
+            (src(Source::ExitReasons.key(), true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the kvm:kvm_exit read from its record (not raw: no BTF for kvm_amd); its program detached while no vCPU counts"), "bpf record (not raw: no BTF for kvm_amd)"),
+            (src(Source::ExitReasons.key(), true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring (bpf unavailable: loading the BPF exit counter failed: EPERM)"), "sampler (bpf unavailable: loading the BPF exit counter failed: EPERM)"),
+            (src(Source::ExitReasons.key(), true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring"), "sampler (asked for: --exit-reasons sampled)"),
+            (src(Source::ExitReasons.key(), false, "off: not by reason (exit_reasons is `off`)"), "none (off: not by reason)"),
+            (src(Source::ExitReasons.key(), false, "counters: not by reason (exit_reasons is `counters`)"), "per-reason counters (counters: not by reason)"),
+            (src(Source::ExitReasons.key(), false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires; the bpf object attached)"),
+            (src(Source::Tracepoints.key(), false, "disabled (--no-tracepoints, VmConfig::tracepoints = false)"), "none (tracepoints off: --no-tracepoints)"),
         ];
         // --no-tracepoints: the exit source says `off`, the tracepoints why.
         let notp = [
             src(
-                "tracepoints",
+                Source::Tracepoints.key(),
                 false,
                 "disabled (--no-tracepoints, VmConfig::tracepoints = false)",
             ),
             src(
-                "exit_reasons",
+                Source::ExitReasons.key(),
                 false,
                 "off: not by reason (exit_reasons is `off`)",
             ),

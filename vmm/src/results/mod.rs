@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod observer;
 pub mod repeats;
 pub mod slug;
+pub mod source;
 pub mod summary;
 pub mod vcpu;
 

@@ -30,6 +30,7 @@
 //! - exits are summed over all vCPUs (the target's exits are part of an
 //!   IPI's cost), from the best source every vCPU has: `kvm_exit:*`
 //!   tracepoints, else KVM binary stats, else userspace exits.
+use super::source::Source;
 use crate::results::latency::{cycles_to_ns, Histogram};
 use crate::results::{saturating_sum as sum, PhaseResult as Phase, RunReport as Run};
 use std::collections::BTreeMap;
@@ -436,7 +437,7 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
         let total = sum(ps
             .iter()
             .filter_map(|p| p.tracepoints.get("kvm_exit").copied()));
-        ("tracepoints", total.max(listed))
+        (Source::Tracepoints.key(), total.max(listed))
     } else if all_have(&|p| p.kvm_stats.contains_key("exits")) {
         for p in ps {
             for name in KVM_STAT_REASONS {
@@ -446,7 +447,7 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
             }
         }
         (
-            "kvm_stats",
+            Source::KvmStats.key(),
             sum(ps.iter().filter_map(|p| p.kvm_stats.get("exits").copied())),
         )
     } else if !ps.is_empty() {
@@ -456,7 +457,7 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
             }
         }
         let total = sum(reasons.values().copied());
-        ("userspace_exits", total)
+        (Source::UserspaceExits.key(), total)
     } else {
         return None;
     };
@@ -464,8 +465,8 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     let mut by_reason: Vec<(String, u64)> = reasons.into_iter().filter(|(_, v)| *v > 0).collect();
     by_reason.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     if total > listed {
-        let rest = match source {
-            "kvm_stats" => "other (no per-kind KVM stat)",
+        let rest = match Source::of_key(source) {
+            Some(Source::KvmStats) => "other (no per-kind KVM stat)",
             _ => "other",
         };
         by_reason.push((rest.into(), total - listed));

@@ -1,5 +1,6 @@
 //! Per-vCPU and per-phase results. Everything here survives a failing run:
 //! phases are pushed as soon as their end marker is handled.
+use super::source::Source;
 use super::exits::ExitCounts;
 use super::latency::LatencyStats;
 use ipivmm_abi::GuestCounters;
@@ -103,17 +104,17 @@ impl PhaseResult {
     }
 
     /// Every source [`PhaseResult::counters`] names, in its order (the
-    /// CSV's `source` column, an expectation's `SOURCE`).
-    pub const SOURCES: [&'static str; 8] = [
-        "guest",
-        "userspace_exits",
-        "kvm_stats",
-        "tracepoints",
-        "exit_reasons",
-        "exit_reasons_host_ns",
-        "user_lapic",
-        "records",
-    ];
+    /// CSV's `source` column, an expectation's `SOURCE`): the keys of
+    /// [`Source::ALL`].
+    pub const SOURCES: [&'static str; Source::ALL.len()] = {
+        let mut keys = [""; Source::ALL.len()];
+        let mut i = 0;
+        while i < keys.len() {
+            keys[i] = Source::ALL[i].key();
+            i += 1;
+        }
+        keys
+    };
 
     /// Whether `name` can be a counter of `source`, where ipivmm or the
     /// hardware fixes the names (the guest's counters, userspace exit kinds,
@@ -131,12 +132,14 @@ impl PhaseResult {
                     .iter()
                     .any(|&isa| exit_reasons(isa).iter().any(|(_, r)| *r == n))
         };
-        Some(match source {
-            "guest" => GuestCounters::ALL.iter().any(|c| c.name == name),
-            "userspace_exits" => super::exits::ExitKind::ALL.iter().any(|k| k.name() == name),
-            "exit_reasons" => reason(name) || matches!(name, "lost" | "missing"),
-            "exit_reasons_host_ns" => reason(name),
-            _ => return None,
+        Some(match Source::of_key(source)? {
+            Source::Guest => GuestCounters::ALL.iter().any(|c| c.name == name),
+            Source::UserspaceExits => super::exits::ExitKind::ALL.iter().any(|k| k.name() == name),
+            Source::ExitReasons => reason(name) || matches!(name, "lost" | "missing"),
+            Source::ExitReasonsHostNs => reason(name),
+            Source::KvmStats | Source::Tracepoints | Source::UserLapic | Source::Records => {
+                return None
+            }
         })
     }
 
@@ -145,16 +148,16 @@ impl PhaseResult {
     /// payload's records, each under the source that produced it. A counter
     /// added to any of these sources shows up here (and in the CSV) as is.
     pub fn counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
-        let guest = self.guest.named().into_iter().map(|(k, v)| ("guest", k, v));
+        let guest = self.guest.named().into_iter().map(|(k, v)| (Source::Guest.key(), k, v));
         let exits = self
             .exits
             .nonzero()
-            .map(|(k, v)| ("userspace_exits", k.name(), v));
+            .map(|(k, v)| (Source::UserspaceExits.key(), k.name(), v));
         let maps = [
-            ("kvm_stats", &self.kvm_stats),
-            ("tracepoints", &self.tracepoints),
-            ("user_lapic", &self.user_lapic),
-            ("records", &self.records),
+            (Source::KvmStats.key(), &self.kvm_stats),
+            (Source::Tracepoints.key(), &self.tracepoints),
+            (Source::UserLapic.key(), &self.user_lapic),
+            (Source::Records.key(), &self.records),
         ];
         let maps = maps
             .into_iter()
@@ -174,15 +177,15 @@ impl PhaseResult {
         let reasons = e.into_iter().flat_map(|e| {
             e.by_reason.iter().flat_map(|(k, r)| {
                 [
-                    ("exit_reasons", k.as_str(), r.count),
-                    ("exit_reasons_host_ns", k.as_str(), r.host_ns),
+                    (Source::ExitReasons.key(), k.as_str(), r.count),
+                    (Source::ExitReasonsHostNs.key(), k.as_str(), r.host_ns),
                 ]
             })
         });
         let totals = e.into_iter().flat_map(|e| {
             [
-                ("exit_reasons", "lost", Some(e.lost)),
-                ("exit_reasons", "missing", e.missing),
+                (Source::ExitReasons.key(), "lost", Some(e.lost)),
+                (Source::ExitReasons.key(), "missing", e.missing),
             ]
             .into_iter()
             .filter_map(|(s, n, v)| Some((s, n, v?)))
@@ -361,7 +364,7 @@ impl std::fmt::Display for Registers {
 /// Availability of one counter source on one vCPU.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceStatus {
-    /// Source name: "userspace_exits", "kvm_stats", "tracepoints", "guest".
+    /// Source key ([`Source::key`]).
     pub source: String,
     /// Whether it produced figures.
     pub available: bool,

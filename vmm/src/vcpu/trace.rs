@@ -1,5 +1,6 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
+use crate::results::source::Source;
 use crate::config::ExitReasons;
 pub use crate::host::fds::{raise_fd_limit, FdLimit, OTHER_FDS_PER_VCPU, RESERVED_FDS};
 use crate::results::SourceStatus;
@@ -413,7 +414,7 @@ impl ThreadTrace {
     /// Open the counters on the calling thread; never fails as a whole.
     pub fn open(cfg: Option<&TraceConfig>) -> (Option<Self>, SourceStatus) {
         let unavailable = |detail: String| SourceStatus {
-            source: "tracepoints".into(),
+            source: Source::Tracepoints.key().into(),
             available: false,
             detail: Some(detail),
         };
@@ -485,7 +486,7 @@ impl ThreadTrace {
             d
         });
         let status = SourceStatus {
-            source: "tracepoints".into(),
+            source: Source::Tracepoints.key().into(),
             available: true,
             detail,
         };
@@ -517,7 +518,7 @@ impl ThreadTrace {
         cfg: Option<&TraceConfig>,
     ) -> (Option<ExitSource>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
-            source: "exit_reasons".into(),
+            source: Source::ExitReasons.key().into(),
             available,
             detail: Some(detail),
         };
@@ -556,7 +557,7 @@ impl ThreadTrace {
     /// or `Bpf` where BPF could not load).
     fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
         let status = |available, detail: String| SourceStatus {
-            source: "exit_reasons".into(),
+            source: Source::ExitReasons.key().into(),
             available,
             detail: Some(detail),
         };

@@ -8,6 +8,7 @@
 //! vCPUs parked on a condition variable, and kicks for targets that are
 //! running. Every event is taken by its target's own thread, before its
 //! next KVM_RUN.
+use crate::results::source::Source;
 use super::exit_handler::MsrHandler;
 use super::irqchip::{set_tss_address, Chip, Entry};
 use crate::results::SourceStatus;
@@ -291,7 +292,7 @@ impl Chip for UserApic {
 
     fn source(&self) -> Option<SourceStatus> {
         Some(SourceStatus {
-            source: "user_lapic".into(),
+            source: Source::UserLapic.key().into(),
             available: true,
             detail: Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
         })

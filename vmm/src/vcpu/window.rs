@@ -1,6 +1,7 @@
 //! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
 //! own sources while it handles a phase marker, so a window holds only what
 //! happened on this vCPU between its begin and end markers.
+use crate::results::source::Source;
 use super::irqchip::SharedChip;
 use super::trace::{ThreadTrace, TraceConfig};
 use crate::results::exits::ExitCounts;
@@ -103,12 +104,12 @@ impl Sources {
     ) -> Self {
         let mut status = vec![
             SourceStatus {
-                source: "userspace_exits".into(),
+                source: Source::UserspaceExits.key().into(),
                 available: true,
                 detail: None,
             },
             SourceStatus {
-                source: "guest".into(),
+                source: Source::Guest.key().into(),
                 available: true,
                 detail: Some("counted by the payload, sent with each control message".into()),
             },
@@ -119,7 +120,7 @@ impl Sources {
                 let shared = stats_layout.get_or_init(|| r.shared_descriptors());
                 r.share_descriptors(shared);
                 status.push(SourceStatus {
-                    source: "kvm_stats".into(),
+                    source: Source::KvmStats.key().into(),
                     available: true,
                     detail: None,
                 });
@@ -127,7 +128,7 @@ impl Sources {
             }
             Err(e) => {
                 status.push(SourceStatus {
-                    source: "kvm_stats".into(),
+                    source: Source::KvmStats.key().into(),
                     available: false,
                     detail: Some(e.to_string()),
                 });
@@ -135,7 +136,7 @@ impl Sources {
             }
         };
         status.push(SourceStatus {
-            source: "tracepoints".into(),
+            source: Source::Tracepoints.key().into(),
             available: false,
             detail: Some(
                 "opened at the first counted phase (after an uncounted part); none began".into(),
@@ -204,7 +205,7 @@ impl Sources {
         }
         let (exits, exits_status) = ThreadTrace::open_exit_source(cfg.as_deref());
         self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_source(exits))));
-        if let Some(slot) = self.status.iter_mut().find(|s| s.source == "tracepoints") {
+        if let Some(slot) = self.status.iter_mut().find(|s| s.source == Source::Tracepoints.key()) {
             *slot = status;
         }
         self.status.push(exits_status);
@@ -316,7 +317,7 @@ impl Sources {
             Some(&exits) => Some(IcrExits {
                 exits,
                 accelerated: guest_delta.all_icr_writes().saturating_sub(exits),
-                source: "user_lapic".into(),
+                source: Source::UserLapic.key().into(),
             }),
             None => self.icr_exits(&tracepoints, &guest_delta),
         };
@@ -334,7 +335,7 @@ impl Sources {
             true => (
                 BTreeMap::new(),
                 None,
-                icr_write_exits.filter(|i| i.source == "user_lapic"),
+                icr_write_exits.filter(|i| i.source == Source::UserLapic.key()),
             ),
             false => (tracepoints, exit_reasons, icr_write_exits),
         };

@@ -365,6 +365,8 @@ pub fn avic_summary(f: &RunsFile) -> Vec<String> {
 
 #[cfg(test)]
 pub(super) mod tests {
+    /// The phase field (and counter source) of exits by reason.
+    const EXIT_REASONS: &str = ipivmm::results::source::Source::ExitReasons.key();
     use super::*;
     use serde_json::{json, Value};
     use std::path::Path;
@@ -407,7 +409,7 @@ pub(super) mod tests {
 
     /// An exit reason of a phase, `n` exits.
     fn set_reason(p: &mut Value, name: &str, n: u64) {
-        let by = p["exit_reasons"]["by_reason"].as_object_mut().unwrap();
+        let by = p[EXIT_REASONS]["by_reason"].as_object_mut().unwrap();
         if n == 0 {
             by.remove(name);
         } else {

@@ -624,6 +624,8 @@ pub fn overhead_summary(f: &RunsFile) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The phase field (and counter source) of exits by reason.
+    const EXIT_REASONS: &str = ipivmm::results::source::Source::ExitReasons.key();
     use super::*;
 
     const SWEEP: &str = concat!(
@@ -735,7 +737,7 @@ mod tests {
         );
         // Counted by BPF, one exit more than KVM's stat.
         let f = edited_file(&overhead_path("bpf"), |v| {
-            let e = &mut measure(v, 0, 0)["exit_reasons"]["exits"];
+            let e = &mut measure(v, 0, 0)[EXIT_REASONS]["exits"];
             *e = (e.as_u64().unwrap() + 1).into();
         });
         assert_eq!(sampled_exit_mismatch(&f).len(), 1);
@@ -794,7 +796,7 @@ mod tests {
             (
                 // The sampler's total off by one (its reasons unchanged).
                 Box::new(|v| {
-                    let e = &mut measure(v, 0, 0)["exit_reasons"]["exits"];
+                    let e = &mut measure(v, 0, 0)[EXIT_REASONS]["exits"];
                     *e = (e.as_u64().unwrap() + 1).into();
                 }),
                 vec![sampled_exit_mismatch],
@@ -815,7 +817,7 @@ mod tests {
                 // A PV hypercall not counted as a hypercall exit.
                 Box::new(|v| {
                     let c =
-                        &mut measure(v, 1, 0)["exit_reasons"]["by_reason"]["hypercall"]["count"];
+                        &mut measure(v, 1, 0)[EXIT_REASONS]["by_reason"]["hypercall"]["count"];
                     *c = (c.as_u64().unwrap() - 1).into();
                 }),
                 vec![pv_mismatch],
@@ -842,7 +844,7 @@ mod tests {
                     measure(v, 2, 1)
                         .as_object_mut()
                         .unwrap()
-                        .remove("exit_reasons");
+                        .remove(EXIT_REASONS);
                 }),
                 vec![missing_exit_reasons, recorded_metrics_mismatch],
             ),
@@ -964,9 +966,9 @@ mod tests {
                 "vcpu1: 83 exits, 83 sampled, 0 records reported lost, 0 missing by KVM's stat, complete=true"
             ]
         );
-        let lost_but_complete = edited(|v| measure(v, 0, 0)["exit_reasons"]["lost"] = 3.into());
+        let lost_but_complete = edited(|v| measure(v, 0, 0)[EXIT_REASONS]["lost"] = 3.into());
         assert_eq!(flood_lost_mismatch(&lost_but_complete).len(), 1);
-        let undercounted = edited(|v| measure(v, 0, 0)["exit_reasons"]["missing"] = 1.into());
+        let undercounted = edited(|v| measure(v, 0, 0)[EXIT_REASONS]["missing"] = 1.into());
         assert_eq!(flood_lost_mismatch(&undercounted).len(), 1);
     }
 }
