@@ -13,8 +13,16 @@ use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_counters::tracefs::Tracefs;
 use std::thread::JoinHandle;
 
-/// A sampler being opened for the calling thread, or none to open.
-pub struct CreationSampler(Option<JoinHandle<Option<InhibitSampler>>>);
+/// The sampler of the calling thread: being opened, opened (None: it
+/// could not be), or not started.
+pub enum CreationSampler {
+    /// Being opened by another thread.
+    Opening(JoinHandle<Option<InhibitSampler>>),
+    /// Opened (None: it could not be).
+    Opened(Option<InhibitSampler>),
+    /// Not started: tracefs must be mounted first, or nothing counts.
+    NotStarted,
+}
 
 /// The calling thread's id, as the sampler's samples give it.
 fn this_thread() -> u32 {
@@ -30,7 +38,7 @@ impl CreationSampler {
     /// be mounted first is left to [`CreationSampler::finish`]).
     pub fn start(config: &VmConfig) -> Self {
         if !config.tracepoints {
-            return Self(None);
+            return Self::NotStarted;
         }
         let tracefs = match &config.tracefs {
             Some(root) if root.join("events").is_dir() => Some(Tracefs::at(root)),
@@ -38,7 +46,7 @@ impl CreationSampler {
             None => Tracefs::find().ok(),
         };
         let Some(tracefs) = tracefs else {
-            return Self(None);
+            return Self::NotStarted;
         };
         let tid = this_thread();
         let opener = std::thread::Builder::new()
@@ -46,7 +54,17 @@ impl CreationSampler {
             .spawn(move || {
                 InhibitSampler::open_for_thread(&tracefs, inhibits::INHIBIT_RING_PAGES, tid).ok()
             });
-        Self(opener.ok())
+        opener.map_or(Self::NotStarted, Self::Opening)
+    }
+
+    /// Waits for the sampler being opened: it holds one fd per CPU, which
+    /// the run's fd budget ([`crate::host::fds::FdLimit::now`]) must see
+    /// as open.
+    pub fn join(self) -> Self {
+        match self {
+            Self::Opening(opener) => Self::Opened(opener.join().ok().flatten()),
+            other => other,
+        }
     }
 
     /// The sampler of the calling thread, opened and enabled, before the
@@ -54,9 +72,9 @@ impl CreationSampler {
     /// tracefs (mounted if the configuration says so) when none was
     /// started.
     pub fn finish(self, trace: Option<&TraceConfig>) -> Option<InhibitSampler> {
-        match self.0 {
-            Some(opener) => opener.join().ok().flatten(),
-            None => trace.and_then(|t| {
+        match self.join() {
+            Self::Opened(sampler) => sampler,
+            Self::Opening(_) | Self::NotStarted => trace.and_then(|t| {
                 let tracefs = t.tracefs()?;
                 let pages = inhibits::INHIBIT_RING_PAGES;
                 InhibitSampler::open_for_thread(tracefs, pages, this_thread()).ok()

@@ -93,6 +93,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     // Every vCPU holds fds from its creation on (its own, its stats fd):
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
     crate::host::fds::raise_fd_limit();
+    let sampler = sampler.join();
     let trace = spawn::trace_config(&prepared);
     // Inhibits set while the VM is created show on this thread only: it
     // samples its own, from before KVM_CREATE_VM to the end. The BPF object

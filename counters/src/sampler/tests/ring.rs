@@ -188,7 +188,9 @@ fn record_straddling_the_end_is_reassembled() {
     assert_eq!(out, stream);
     let recs = parse(&out);
     assert_eq!(recs.len(), 3);
-    assert!(matches!(recs[1], Ok(Record::Sample { id: 2, time: 20, raw, .. }) if raw[..36] == [2; 36]));
+    assert!(
+        matches!(recs[1], Ok(Record::Sample { id: 2, time: 20, raw, .. }) if raw[..36] == [2; 36])
+    );
     assert_eq!(recs[2], Ok(Record::Lost { id: 1, lost: 3 }));
     // A header straddling the end (split after 4 bytes) works too.
     let mut ring = vec![0u8; 64];
