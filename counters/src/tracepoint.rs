@@ -142,12 +142,14 @@ pub(crate) fn perf_event_open_self(attr: PerfEventAttr) -> std::io::Result<File>
     perf_event_open_on(attr, 0, -1)
 }
 
-/// `perf_event_open` of `attr` on thread `tid` (of this process), any CPU.
-pub(crate) fn perf_event_open_thread(
-    attr: PerfEventAttr,
-    tid: libc::pid_t,
-) -> std::io::Result<File> {
-    perf_event_open_on(attr, tid, -1)
+/// `perf_event_open` of `attr` for every task on CPU `cpu` (a CPU-wide
+/// event: needs CAP_PERFMON or `perf_event_paranoid` <= 0, -1 with RAW).
+/// Unlike a task-bound event, the first one of the system does not enable
+/// perf's context-switch hooks (`perf_sched_events`, a `synchronize_rcu`).
+pub(crate) fn perf_event_open_cpu(attr: PerfEventAttr, cpu: u32) -> std::io::Result<File> {
+    let cpu =
+        libc::c_int::try_from(cpu).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    perf_event_open_on(attr, -1, cpu)
 }
 
 /// A tracepoint event that never counts (opened disabled, on CPU 0, for no

@@ -4,6 +4,9 @@
 //! `sample_period = 1` (every hit is a sample) and
 //! `sample_type = IDENTIFIER | TIME | RAW`, bound to the calling thread
 //! (`pid = 0, cpu = -1`, nothing excluded: tracepoints are kernel events).
+//! A CPU-wide event (`pid = -1, cpu = c`, [`SampledEvents::open_cpu`])
+//! samples every task on its CPU and adds `TID` to tell them apart; it
+//! has a ring of its own (`SET_OUTPUT` cannot cross CPUs).
 //! Time is `CLOCK_MONOTONIC` (`use_clockid`), so samples compare with
 //! `clock_gettime(CLOCK_MONOTONIC)` taken in userspace.
 //!
@@ -20,32 +23,38 @@
 use std::fs::File;
 
 use crate::tracepoint::{
-    ioctls, perf_event_open_self, perf_event_open_thread, perf_ioctl, tracepoint_attr,
-    PerfEventAttr,
+    ioctls, perf_event_open_cpu, perf_event_open_self, perf_ioctl, tracepoint_attr, PerfEventAttr,
 };
 
 use super::error::{Result, SamplerError};
 use super::ring::{
-    RingBuffer, RingError, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW, PERF_SAMPLE_TIME,
+    RingBuffer, RingError, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW, PERF_SAMPLE_TID,
+    PERF_SAMPLE_TIME,
 };
 
-/// The `sample_type` of every sampling event.
+/// The `sample_type` of a sampling event of the calling thread.
 pub const SAMPLE_TYPE: u64 = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
 
-/// One sampling tracepoint event of the calling thread.
+/// The `sample_type` of a CPU-wide sampling event: the task of each
+/// sample too, since the event sees every task on its CPU.
+pub const CPU_WIDE_SAMPLE_TYPE: u64 = SAMPLE_TYPE | PERF_SAMPLE_TID;
+
+/// One sampling tracepoint event (of the calling thread, or CPU-wide).
 #[derive(Debug)]
 pub struct SamplingEvent {
     file: File,
     name: String,
     tracepoint: u64,
     id: u64,
+    sample_type: u64,
 }
 
-/// The attributes of a sampling tracepoint event (opened disabled).
-pub fn sampling_attr(tracepoint: u64) -> PerfEventAttr {
+/// The attributes of a sampling tracepoint event (opened disabled) whose
+/// samples carry `sample_type`.
+pub fn sampling_attr(tracepoint: u64, sample_type: u64) -> PerfEventAttr {
     let mut attr = tracepoint_attr(tracepoint);
     attr.__bindgen_anon_1.sample_period = 1;
-    attr.sample_type = SAMPLE_TYPE;
+    attr.sample_type = sample_type;
     // Wake-ups by bytes, not events; the kernel clamps the watermark to
     // the data size, so the reader is never woken: it drains at markers.
     attr.set_watermark(1);
@@ -59,17 +68,24 @@ impl SamplingEvent {
     /// Opens tracepoint `tracepoint` (tracefs id; `name` = `system:event`,
     /// for messages) on the calling thread, disabled.
     pub fn open(tracepoint: u64, name: &str) -> Result<Self> {
-        Self::open_on(tracepoint, name, None)
+        let opened = perf_event_open_self(sampling_attr(tracepoint, SAMPLE_TYPE));
+        Self::opened(opened, tracepoint, name, SAMPLE_TYPE)
     }
 
-    /// Opens tracepoint `tracepoint` on thread `tid` of this process (the
-    /// calling thread when None), disabled.
-    pub fn open_on(tracepoint: u64, name: &str, tid: Option<libc::pid_t>) -> Result<Self> {
-        let attr = sampling_attr(tracepoint);
-        let opened = match tid {
-            None => perf_event_open_self(attr),
-            Some(tid) => perf_event_open_thread(attr, tid),
-        };
+    /// Opens tracepoint `tracepoint` for every task on CPU `cpu`, disabled,
+    /// its samples carrying the task ([`CPU_WIDE_SAMPLE_TYPE`]).
+    pub fn open_cpu(tracepoint: u64, name: &str, cpu: u32) -> Result<Self> {
+        let sample_type = CPU_WIDE_SAMPLE_TYPE;
+        let opened = perf_event_open_cpu(sampling_attr(tracepoint, sample_type), cpu);
+        Self::opened(opened, tracepoint, name, sample_type)
+    }
+
+    fn opened(
+        opened: std::io::Result<File>,
+        tracepoint: u64,
+        name: &str,
+        sample_type: u64,
+    ) -> Result<Self> {
         let file = opened.map_err(|source| SamplerError::Open {
             event: name.to_string(),
             id: tracepoint,
@@ -80,6 +96,7 @@ impl SamplingEvent {
             name: name.to_string(),
             tracepoint,
             id: 0,
+            sample_type,
         };
         ev.id = ev.query_id()?;
         Ok(ev)
@@ -133,6 +150,11 @@ impl SamplingEvent {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The `sample_type` its samples are written with.
+    pub fn sample_type(&self) -> u64 {
+        self.sample_type
+    }
 }
 
 fn ioctl_error(what: &'static str, source: std::io::Error) -> SamplerError {
@@ -158,7 +180,8 @@ pub struct ReadOut<'a> {
     pub full: bool,
 }
 
-/// Several sampling events of the calling thread writing into one ring.
+/// Several sampling events (of the calling thread, or of one CPU) writing
+/// into one ring.
 #[derive(Debug)]
 pub struct SampledEvents {
     // Drop order: the ring is unmapped before the events are closed.
@@ -171,20 +194,24 @@ impl SampledEvents {
     /// Opens `(tracefs id, "system:event")` on the calling thread, all
     /// disabled, into one ring of `data_pages` pages (the first event's).
     pub fn open(tracepoints: &[(u64, &str)], data_pages: usize) -> Result<Self> {
-        Self::open_on(tracepoints, data_pages, None)
-    }
-
-    /// [`SampledEvents::open`] on thread `tid` of this process (the calling
-    /// thread when None).
-    pub fn open_on(
-        tracepoints: &[(u64, &str)],
-        data_pages: usize,
-        tid: Option<libc::pid_t>,
-    ) -> Result<Self> {
         let events = tracepoints
             .iter()
-            .map(|&(id, name)| SamplingEvent::open_on(id, name, tid))
+            .map(|&(id, name)| SamplingEvent::open(id, name))
             .collect::<Result<Vec<_>>>()?;
+        Self::with_ring(events, data_pages)
+    }
+
+    /// [`SampledEvents::open`] for every task on CPU `cpu`
+    /// ([`SamplingEvent::open_cpu`]).
+    pub fn open_cpu(tracepoints: &[(u64, &str)], data_pages: usize, cpu: u32) -> Result<Self> {
+        let events = tracepoints
+            .iter()
+            .map(|&(id, name)| SamplingEvent::open_cpu(id, name, cpu))
+            .collect::<Result<Vec<_>>>()?;
+        Self::with_ring(events, data_pages)
+    }
+
+    fn with_ring(events: Vec<SamplingEvent>, data_pages: usize) -> Result<Self> {
         let Some(first) = events.first() else {
             return Err(SamplerError::NoEvents);
         };
@@ -212,6 +239,13 @@ impl SampledEvents {
     /// Disables every event.
     pub fn disable(&self) -> Result<()> {
         self.events.iter().try_for_each(SamplingEvent::disable)
+    }
+
+    /// The `sample_type` of the ring's samples (the same for every event).
+    pub fn sample_type(&self) -> u64 {
+        self.events
+            .first()
+            .map_or(SAMPLE_TYPE, SamplingEvent::sample_type)
     }
 
     /// Size of the ring's data area in bytes.

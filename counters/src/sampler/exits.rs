@@ -220,7 +220,7 @@ impl ExitDecoder {
     /// Decodes one parsed record.
     pub fn decode(&self, rec: std::result::Result<Record<'_>, ParseError>) -> ExitEvent {
         match rec {
-            Ok(Record::Sample { id, time, raw }) if id == self.exit_id => {
+            Ok(Record::Sample { id, time, raw, .. }) if id == self.exit_id => {
                 match (self.exit_check.matches(raw), self.reason.read_u32(raw)) {
                     (true, Some(reason)) => ExitEvent::Exit {
                         time,
@@ -230,7 +230,7 @@ impl ExitDecoder {
                     _ => ExitEvent::Malformed,
                 }
             }
-            Ok(Record::Sample { id, time, raw }) if id == self.entry_id => {
+            Ok(Record::Sample { id, time, raw, .. }) if id == self.entry_id => {
                 if self.entry_check.matches(raw) {
                     ExitEvent::Entry { time }
                 } else {

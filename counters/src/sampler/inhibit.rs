@@ -1,4 +1,12 @@
-//! `kvm:kvm_apicv_inhibit_changed` sampled on the calling thread.
+//! `kvm:kvm_apicv_inhibit_changed` sampled for one thread.
+//!
+//! Two ways: a vCPU thread opens the event bound to itself
+//! ([`InhibitSampler::open`]); the thread that creates the VM has it
+//! opened CPU-wide, once per online CPU, and keeps only its own samples
+//! ([`InhibitSampler::open_for_thread`]). A task-bound event costs the
+//! first of its kind on the system a `synchronize_rcu` in the kernel
+//! (`account_event` enabling `perf_sched_events`: 7–16 ms here), which
+//! must not delay `KVM_CREATE_VM`; a CPU-wide event costs none.
 //!
 //! Fields (5.18 to 6.18 alike): `int reason` (a value of the kernel-internal
 //! `enum kvm_apicv_inhibit`), `bool set`, `unsigned long inhibits` (every
@@ -18,10 +26,14 @@ use serde::Serialize;
 use crate::apicv::InhibitTable;
 use crate::tracefs::{EventFormat, Tracefs};
 
-use super::error::Result;
+use super::cpus::online_cpus;
+use super::error::{Result, SamplerError};
 use super::event::{SampledEvents, SAMPLE_TYPE};
 use super::raw::{FieldReader, TypeCheck};
-use super::ring::{parse_records, Record};
+use super::ring::{parse_records, Record, SampleTid};
+
+/// The event's name, for messages.
+const EVENT: &str = "kvm:kvm_apicv_inhibit_changed";
 
 /// Default ring size for inhibit changes (rare events): 1 data page.
 pub const DEFAULT_INHIBIT_PAGES: usize = 1;
@@ -49,14 +61,19 @@ pub struct InhibitDrain {
     /// Records that could not be decoded (a framing error counts once and
     /// skips the rest).
     pub malformed: u64,
+    /// Samples of other threads, skipped (CPU-wide rings only).
+    pub other_threads: u64,
     /// The ring was (nearly) full: losses may be reported only later.
     pub ring_full: bool,
 }
 
-/// Decodes the inhibit ring's records (built once from the format).
+/// Decodes the inhibit rings' records (built once from the format).
 #[derive(Debug, Clone)]
 pub struct InhibitDecoder {
-    sample_id: u64,
+    sample_ids: Vec<u64>,
+    sample_type: u64,
+    /// Only this task's samples are changes (CPU-wide rings).
+    thread: Option<SampleTid>,
     check: TypeCheck,
     reason: FieldReader,
     set: FieldReader,
@@ -64,11 +81,35 @@ pub struct InhibitDecoder {
 }
 
 impl InhibitDecoder {
-    /// A decoder for samples with id `sample_id` of an event with `format`.
+    /// A decoder for samples with id `sample_id` of an event with `format`
+    /// bound to one thread ([`SAMPLE_TYPE`]).
     pub fn new(format: &EventFormat, sample_id: u64) -> Result<Self> {
-        let ev = "kvm:kvm_apicv_inhibit_changed";
+        Self::with(format, vec![sample_id], SAMPLE_TYPE, None)
+    }
+
+    /// A decoder for the samples with ids `sample_ids` of CPU-wide events
+    /// of `format` (written with `sample_type`, which must carry
+    /// `PERF_SAMPLE_TID`) that keeps only those of `thread`.
+    pub fn for_thread(
+        format: &EventFormat,
+        sample_ids: Vec<u64>,
+        sample_type: u64,
+        thread: SampleTid,
+    ) -> Result<Self> {
+        Self::with(format, sample_ids, sample_type, Some(thread))
+    }
+
+    fn with(
+        format: &EventFormat,
+        sample_ids: Vec<u64>,
+        sample_type: u64,
+        thread: Option<SampleTid>,
+    ) -> Result<Self> {
+        let ev = EVENT;
         Ok(Self {
-            sample_id,
+            sample_ids,
+            sample_type,
+            thread,
             check: TypeCheck::new(format),
             reason: FieldReader::require(format, ev, &["reason"])?,
             set: FieldReader::require(format, ev, &["set"])?,
@@ -88,15 +129,18 @@ impl InhibitDecoder {
         })
     }
 
-    /// Decodes every record of `bytes`.
-    pub fn drain_bytes(&self, bytes: &[u8]) -> InhibitDrain {
-        let mut d = InhibitDrain::default();
-        for rec in parse_records(bytes, SAMPLE_TYPE) {
+    /// Decodes every record of `bytes` (one ring's) into `d`.
+    pub fn drain_bytes_into(&self, bytes: &[u8], d: &mut InhibitDrain) {
+        for rec in parse_records(bytes, self.sample_type) {
             match rec {
-                Ok(Record::Sample { id, time, raw }) if id == self.sample_id => {
-                    match self.change(time, raw) {
-                        Some(c) => d.changes.push(c),
-                        None => d.malformed += 1,
+                Ok(Record::Sample { id, time, tid, raw }) if self.sample_ids.contains(&id) => {
+                    match (self.thread, tid) {
+                        (Some(_), None) => d.malformed += 1,
+                        (Some(want), Some(tid)) if tid != want => d.other_threads += 1,
+                        _ => match self.change(time, raw) {
+                            Some(c) => d.changes.push(c),
+                            None => d.malformed += 1,
+                        },
                     }
                 }
                 Ok(Record::Sample { .. }) | Err(_) => d.malformed += 1,
@@ -104,57 +148,101 @@ impl InhibitDecoder {
                 Ok(Record::Other { .. }) => {}
             }
         }
+    }
+
+    /// Decodes every record of `bytes` (one ring's).
+    pub fn drain_bytes(&self, bytes: &[u8]) -> InhibitDrain {
+        let mut d = InhibitDrain::default();
+        self.drain_bytes_into(bytes, &mut d);
         d
     }
 }
 
-/// `kvm:kvm_apicv_inhibit_changed` sampled on one thread.
+/// `kvm:kvm_apicv_inhibit_changed` sampled for one thread.
 #[derive(Debug)]
 pub struct InhibitSampler {
-    events: SampledEvents,
+    /// One ring: the calling thread's; or one per online CPU.
+    rings: Vec<SampledEvents>,
     decoder: InhibitDecoder,
     names: BTreeMap<u32, String>,
 }
 
 impl InhibitSampler {
-    /// Opens the event on the calling thread (ring of `data_pages` pages),
-    /// enabled; names come from the format, else from the kernel release.
+    /// Opens the event bound to the calling thread (ring of `data_pages`
+    /// pages), enabled; names come from the format, else from the kernel
+    /// release.
     pub fn open(tracefs: &Tracefs, data_pages: usize) -> Result<Self> {
-        Self::open_on(tracefs, data_pages, None)
+        let format = super::event_format(tracefs, "kvm", "kvm_apicv_inhibit_changed")?;
+        let ring = SampledEvents::open(&[(format.id, EVENT)], data_pages)?;
+        let decoder = InhibitDecoder::new(&format, ring.events()[0].id())?;
+        Self::enabled(&format, vec![ring], decoder)
     }
 
-    /// [`InhibitSampler::open`] for thread `tid` of this process (the
-    /// calling thread when None): another thread can open it while `tid`
-    /// does other work (the run's main thread, before it creates the VM).
-    pub fn open_on(tracefs: &Tracefs, data_pages: usize, tid: Option<libc::pid_t>) -> Result<Self> {
+    /// The changes of thread `tid` of this process, sampled CPU-wide: one
+    /// event and ring (`data_pages` pages) per online CPU, every task's
+    /// samples written, the other tasks' skipped at each drain. Any thread
+    /// can open it for `tid` (the run's main thread has it opened while it
+    /// prepares the run), and none pays the `synchronize_rcu` of a first
+    /// task-bound event. Needs CAP_PERFMON (or root).
+    pub fn open_for_thread(tracefs: &Tracefs, data_pages: usize, tid: u32) -> Result<Self> {
         let format = super::event_format(tracefs, "kvm", "kvm_apicv_inhibit_changed")?;
-        let events = SampledEvents::open_on(
-            &[(format.id, "kvm:kvm_apicv_inhibit_changed")],
-            data_pages,
+        let cpus = online_cpus().map_err(|source| SamplerError::Open {
+            event: EVENT.to_string(),
+            id: format.id,
+            source,
+        })?;
+        let rings = cpus
+            .into_iter()
+            .map(|cpu| SampledEvents::open_cpu(&[(format.id, EVENT)], data_pages, cpu))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = rings.iter().map(|r| r.events()[0].id()).collect();
+        let sample_type = rings
+            .first()
+            .map_or(SAMPLE_TYPE, SampledEvents::sample_type);
+        let thread = SampleTid {
+            pid: std::process::id(),
             tid,
-        )?;
-        let decoder = InhibitDecoder::new(&format, events.events()[0].id())?;
+        };
+        let decoder = InhibitDecoder::for_thread(&format, ids, sample_type, thread)?;
+        Self::enabled(&format, rings, decoder)
+    }
+
+    fn enabled(
+        format: &EventFormat,
+        rings: Vec<SampledEvents>,
+        decoder: InhibitDecoder,
+    ) -> Result<Self> {
         let names = inhibit_names(&format.print_fmt)
             .or_else(|| {
                 let release = ipivmm_host::facts::kernel_release();
                 fallback_inhibit_names(&release)
             })
             .unwrap_or_default();
-        events.enable()?;
+        rings.iter().try_for_each(SampledEvents::enable)?;
         Ok(Self {
-            events,
+            rings,
             decoder,
             names,
         })
     }
 
-    /// The changes since the previous drain.
+    /// The changes since the previous drain, oldest first (across rings).
     pub fn drain(&mut self) -> InhibitDrain {
-        let out = self.events.read();
-        let mut d = self.decoder.drain_bytes(out.bytes);
-        d.malformed += u64::from(out.error.is_some());
-        d.ring_full = out.full;
+        let mut d = InhibitDrain::default();
+        for ring in &mut self.rings {
+            let out = ring.read();
+            self.decoder.drain_bytes_into(out.bytes, &mut d);
+            d.malformed += u64::from(out.error.is_some());
+            d.ring_full |= out.full;
+        }
+        d.changes.sort_by_key(|c| c.time_ns);
         d
+    }
+
+    /// The thread whose changes a CPU-wide sampler keeps (None: the
+    /// sampler is bound to the thread that opened it).
+    pub fn thread(&self) -> Option<u32> {
+        self.decoder.thread.map(|t| t.tid)
     }
 
     /// Reason names by enum value (empty: numbers only).

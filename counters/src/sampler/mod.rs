@@ -11,8 +11,10 @@
 //! Small modules, one job each:
 //! - [`ring`]: the mmap ring (acquire/release on `data_head`/`data_tail`,
 //!   wrap-around) and pure record parsing.
-//! - [`event`]: opening sampling tracepoint events on the calling thread,
-//!   sharing one ring (`SET_OUTPUT`), sample ids, enable/disable.
+//! - [`event`]: opening sampling tracepoint events on the calling thread
+//!   (or CPU-wide), sharing one ring (`SET_OUTPUT`), sample ids,
+//!   enable/disable.
+//! - `cpus`: the online CPUs, for CPU-wide events.
 //! - [`raw`]: reading fields of a tracepoint's raw data by its `format`.
 //! - [`exits`]: exit/entry pairing into per-reason counts and host time
 //!   ([`ExitTally`], defined in `tally.rs`).
@@ -23,6 +25,7 @@
 //! (`PERF_RECORD_LOST` → `lost`), as are throttling, undecodable records and
 //! exits that could not be paired.
 
+mod cpus;
 pub mod error;
 pub mod event;
 pub mod exits;

@@ -50,16 +50,30 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = PERF_SAMPLE_IDENTIFIER
 /// `struct perf_event_header` size.
 const HEADER: usize = 8;
 
+/// `PERF_SAMPLE_TID`: the task a sample was taken in, as seen from the
+/// pid namespace of the process that opened the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleTid {
+    /// Process id (thread group id).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+}
+
 /// One record of the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record<'a> {
     /// `PERF_RECORD_SAMPLE`: `id` (from IDENTIFIER or ID, else 0), `time`
-    /// (0 without TIME) and the raw tracepoint data (empty without RAW).
+    /// (0 without TIME), the task (None without TID) and the raw
+    /// tracepoint data (empty without RAW).
     Sample {
         /// Sample id of the event (`PERF_EVENT_IOC_ID`).
         id: u64,
         /// `PERF_SAMPLE_TIME` (ns, of the event's clock).
         time: u64,
+        /// `PERF_SAMPLE_TID`: needed to tell threads apart in the ring of
+        /// an event that is not bound to one (a CPU-wide event).
+        tid: Option<SampleTid>,
         /// The tracepoint's record: common fields first, as in its format.
         raw: &'a [u8],
     },
@@ -174,7 +188,11 @@ fn parse_sample(body: &[u8], sample_type: u64) -> std::result::Result<Record<'_>
     };
     let identifier = next(PERF_SAMPLE_IDENTIFIER)?;
     next(PERF_SAMPLE_IP)?;
-    next(PERF_SAMPLE_TID)?; // u32 pid + u32 tid
+    // u32 pid then u32 tid, little-endian in one u64.
+    let tid = next(PERF_SAMPLE_TID)?.map(|v| SampleTid {
+        pid: v as u32,
+        tid: (v >> 32) as u32,
+    });
     let time = next(PERF_SAMPLE_TIME)?.unwrap_or(0);
     next(PERF_SAMPLE_ADDR)?;
     let id = next(PERF_SAMPLE_ID)?;
@@ -192,6 +210,7 @@ fn parse_sample(body: &[u8], sample_type: u64) -> std::result::Result<Record<'_>
     Ok(Record::Sample {
         id: identifier.or(id).unwrap_or(0),
         time,
+        tid,
         raw,
     })
 }

@@ -7,7 +7,8 @@
 /// its KVM stats fd.
 pub const OTHER_FDS_PER_VCPU: usize = 2;
 /// Descriptors kept free for the rest of the run: the VM, the event loop,
-/// eventfds, timers, the creation-time sampler, the result files.
+/// eventfds, timers, the result files. (The creation-time sampler's fds,
+/// one per CPU, are open when the budget is taken.)
 pub const RESERVED_FDS: usize = 64;
 
 /// RLIMIT_NOFILE as a run of `vcpus` vCPUs finds it, and the share of it

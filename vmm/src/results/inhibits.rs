@@ -1,7 +1,7 @@
 //! The effective APICv/AVIC state of a run, from the kernel's own events:
-//! `kvm:kvm_apicv_inhibit_changed` is sampled on the main thread from before
-//! KVM_CREATE_VM (creation sets DISABLE/ABSENT, the PIT sets PIT_REINJ...)
-//! and on every vCPU thread from its first phase marker (runtime changes
+//! `kvm:kvm_apicv_inhibit_changed` is sampled for the main thread (CPU-wide,
+//! its samples kept) from before KVM_CREATE_VM (creation sets
+//! DISABLE/ABSENT, the PIT sets PIT_REINJ...) and on every vCPU thread from its first phase marker (runtime changes
 //! such as IRQWIN). The event carries the whole mask after each change, so
 //! the state at any time is the last change's mask; each phase is then
 //! active or not, and an inhibit lever is seen to take effect or not.

@@ -19,6 +19,7 @@ pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
 pub use prepare::{prepare, Prepared};
 
 use crate::vm::VmError;
+use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -85,12 +86,14 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 /// Build and run one VM, in stages; a run that started always returns its
 /// report, whatever happened to the guest.
 pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
-    // Opened on another thread while the run is prepared (off the path).
+    // Opened (CPU-wide, for this thread) by another thread while the run is
+    // prepared: off the guest's path.
     let sampler = creation_sampler::CreationSampler::start(config);
     let prepared = prepare(config)?;
     // Every vCPU holds fds from its creation on (its own, its stats fd):
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
     crate::host::fds::raise_fd_limit();
+    let sampler = sampler.join();
     let trace = spawn::trace_config(&prepared);
     // Inhibits set while the VM is created show on this thread only: it
     // samples its own, from before KVM_CREATE_VM to the end. The BPF object
@@ -118,12 +121,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     }
     let bpf = trace.as_ref().and_then(|t| t.loaded_inhibit_log());
     // This thread's own changes are its sampler's (when it has one).
-    let me = creation.as_ref().map(|_| {
-        rustix::thread::gettid()
-            .as_raw_nonzero()
-            .get()
-            .unsigned_abs()
-    });
+    let me = creation.as_ref().and_then(InhibitSampler::thread);
     if let Some((changes, lost, names)) = bpf.as_ref().and_then(|b| b.inhibit_changes_except(me)) {
         log.add(changes, lost, names);
     }

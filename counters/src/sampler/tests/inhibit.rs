@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use super::super::event::{CPU_WIDE_SAMPLE_TYPE, SAMPLE_TYPE};
 use super::super::inhibit::*;
+use super::super::ring::SampleTid;
 use super::formats::*;
-use super::{cat, fmt, lost, raw, sample};
+use super::{cat, fmt, lost, raw, sample, sample_tid};
 
 fn names(pairs: &[(u32, &str)]) -> BTreeMap<u32, String> {
     pairs.iter().map(|&(b, n)| (b, n.to_string())).collect()
@@ -114,4 +116,38 @@ fn decodes_synthetic_inhibit_records() {
             .collect();
         assert_eq!(got, [(10, 0, true, 1), (20, 2, true, 5), (30, 2, false, 1)]);
     }
+}
+
+#[test]
+fn cpu_wide_rings_keep_only_the_threads_own_changes() {
+    let f = fmt(INHIBIT_6_18);
+    let me = SampleTid { pid: 100, tid: 101 };
+    // Ids 42 and 43: the events of two CPUs.
+    let d = InhibitDecoder::for_thread(&f, vec![42, 43], CPU_WIDE_SAMPLE_TYPE, me).unwrap();
+    let rec = |reason: u64| raw(&f, &[("reason", reason), ("set", 1), ("inhibits", 1)]);
+    let bytes = cat(&[
+        sample_tid(42, 100, 101, 10, &rec(0)), // this thread, CPU A
+        sample_tid(43, 100, 102, 20, &rec(1)), // another thread of this process
+        sample_tid(42, 200, 101, 30, &rec(2)), // another process's thread 101
+        sample_tid(42, 200, 200, 35, &rec(3)), // another process's main thread
+        lost(43, 4),
+        sample_tid(43, 100, 101, 40, &rec(9)), // this thread, CPU B
+        sample_tid(7, 100, 101, 50, &rec(5)),  // an id of no CPU's event
+    ]);
+    let out = d.drain_bytes(&bytes);
+    let got: Vec<_> = out.changes.iter().map(|c| (c.time_ns, c.reason)).collect();
+    assert_eq!(got, [(10, 0), (40, 9)]);
+    assert_eq!((out.other_threads, out.lost, out.malformed), (3, 4, 1));
+}
+
+#[test]
+fn a_thread_filter_without_tids_decodes_nothing() {
+    let f = fmt(INHIBIT_6_18);
+    let me = SampleTid { pid: 100, tid: 101 };
+    // Samples without PERF_SAMPLE_TID cannot be attributed: malformed,
+    // never taken for the thread's.
+    let d = InhibitDecoder::for_thread(&f, vec![42], SAMPLE_TYPE, me).unwrap();
+    let out = d.drain_bytes(&sample(42, 10, &raw(&f, &[("reason", 0), ("set", 1)])));
+    assert!(out.changes.is_empty());
+    assert_eq!((out.malformed, out.other_threads), (1, 0));
 }

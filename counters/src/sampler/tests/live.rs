@@ -62,7 +62,9 @@ fn take(ev: &mut SampledEvents, tp: u64) -> (u64, u64, Vec<u64>, bool) {
     let (mut n, mut lost, mut times) = (0, 0, Vec::new());
     for rec in parse_records(out.bytes, SAMPLE_TYPE) {
         match rec.expect("well-formed ring") {
-            Record::Sample { id: i, time, raw } => {
+            Record::Sample {
+                id: i, time, raw, ..
+            } => {
                 assert_eq!(i, id);
                 assert_eq!(u64::from(u16::from_le_bytes([raw[0], raw[1]])), tp);
                 n += 1;
@@ -191,6 +193,46 @@ fn inhibit_sampler_sees_vm_creation_on_this_thread() {
     let name = s.names().get(&c.reason).map(String::as_str);
     assert!(matches!(name, Some("ABSENT" | "DISABLED")), "{name:?}");
     assert_eq!(s.decode(1 << c.reason), [name.unwrap_or_default()]);
+}
+
+#[test]
+fn cpu_wide_inhibit_sampler_sees_this_thread_only() {
+    let test = "cpu_wide_inhibit_sampler_sees_this_thread_only";
+    let Some(t) = tracefs(test) else { return };
+    let me = rustix::thread::gettid()
+        .as_raw_nonzero()
+        .get()
+        .unsigned_abs();
+    // Opened by another thread for this one, as a run does.
+    let opener = std::thread::spawn(move || InhibitSampler::open_for_thread(&t, 1, me));
+    let Some(mut s) = opened(test, opener.join().expect("opener thread")) else {
+        return;
+    };
+    let Ok(kvm) = kvm_ioctls::Kvm::new() else {
+        skip(test, "cannot open /dev/kvm");
+        return;
+    };
+    // A VM created by another thread: its creation's changes are not ours.
+    let other = std::thread::spawn(move || kvm.create_vm().map(drop).map(|()| kvm));
+    let Ok(kvm) = other.join().expect("creating thread") else {
+        skip(test, "KVM_CREATE_VM failed");
+        return;
+    };
+    let d = s.drain();
+    assert!(d.changes.is_empty(), "another thread's changes: {d:?}");
+    assert!(
+        d.other_threads >= 1,
+        "the other thread's creation was not seen: {d:?}"
+    );
+    let before = monotonic_ns();
+    let vm = kvm.create_vm().unwrap();
+    let d = s.drain();
+    drop(vm);
+    assert_eq!((d.lost, d.malformed), (0, 0));
+    let c = d.changes.first().expect("KVM_CREATE_VM changed no inhibit");
+    assert!(c.set && c.time_ns >= before);
+    let name = s.names().get(&c.reason).map(String::as_str);
+    assert!(matches!(name, Some("ABSENT" | "DISABLED")), "{name:?}");
 }
 
 #[test]

@@ -34,6 +34,18 @@ pub(super) fn sample(id: u64, time: u64, raw: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A sample record of `sample_type = IDENTIFIER | TID | TIME | RAW` (a
+/// CPU-wide event's) taken in task `pid`/`tid`.
+pub(super) fn sample_tid(id: u64, pid: u32, tid: u32, time: u64, raw: &[u8]) -> Vec<u8> {
+    let plain = sample(id, time, raw);
+    let mut v = header(PERF_RECORD_SAMPLE, plain.len() + 8);
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&pid.to_le_bytes());
+    v.extend_from_slice(&tid.to_le_bytes());
+    v.extend_from_slice(&plain[16..]); // time, raw size, raw
+    v
+}
+
 /// A `PERF_RECORD_LOST` record.
 pub(super) fn lost(id: u64, n: u64) -> Vec<u8> {
     let mut v = header(PERF_RECORD_LOST, 24);

@@ -31,7 +31,13 @@ fn samples_lost_and_other_records() {
     ]);
     let recs = parse(&bytes);
     assert_eq!(recs.len(), 4, "{recs:?}");
-    let Ok(Record::Sample { id, time, raw: r }) = recs[0] else {
+    let Ok(Record::Sample {
+        id,
+        time,
+        raw: r,
+        tid: None,
+    }) = recs[0]
+    else {
         panic!("{:?}", recs[0]);
     };
     assert_eq!((id, time), (7, 100));
@@ -124,7 +130,8 @@ fn other_sample_layouts() {
         | PERF_SAMPLE_PERIOD
         | PERF_SAMPLE_RAW;
     let mut v = header(PERF_RECORD_SAMPLE, 8 + 6 * 8 + 4 + 4);
-    for x in [0xaa_u64, 0xbb, 555, 77, 0xcc, 1] {
+    // TID is u32 pid 0xbb then u32 tid 0xdd.
+    for x in [0xaa_u64, (0xdd << 32) | 0xbb, 555, 77, 0xcc, 1] {
         v.extend_from_slice(&x.to_le_bytes());
     }
     v.extend_from_slice(&4u32.to_le_bytes());
@@ -135,6 +142,10 @@ fn other_sample_layouts() {
         [Ok(Record::Sample {
             id: 77,
             time: 555,
+            tid: Some(SampleTid {
+                pid: 0xbb,
+                tid: 0xdd
+            }),
             raw: &[1, 2, 3, 4]
         })]
     );
@@ -177,7 +188,9 @@ fn record_straddling_the_end_is_reassembled() {
     assert_eq!(out, stream);
     let recs = parse(&out);
     assert_eq!(recs.len(), 3);
-    assert!(matches!(recs[1], Ok(Record::Sample { id: 2, time: 20, raw }) if raw[..36] == [2; 36]));
+    assert!(
+        matches!(recs[1], Ok(Record::Sample { id: 2, time: 20, raw, .. }) if raw[..36] == [2; 36])
+    );
     assert_eq!(recs[2], Ok(Record::Lost { id: 1, lost: 3 }));
     // A header straddling the end (split after 4 bytes) works too.
     let mut ring = vec![0u8; 64];
@@ -203,6 +216,7 @@ fn empty_raw_is_allowed() {
         [Ok(Record::Sample {
             id: 3,
             time: 4,
+            tid: None,
             raw: &[]
         })]
     );
