@@ -409,8 +409,13 @@ mod tests {
         let b = recorder();
         let mut bus = Bus::new();
         bus.insert(AddressSpace::Pio, 0x3f8, 8, a.clone()).unwrap();
-        bus.insert(AddressSpace::Mmio, ipivmm_abi::XAPIC_BASE, 0x1000, b.clone())
-            .unwrap();
+        bus.insert(
+            AddressSpace::Mmio,
+            ipivmm_abi::XAPIC_BASE,
+            0x1000,
+            b.clone(),
+        )
+        .unwrap();
         let bus = Arc::new(bus);
 
         let mut buf = [0u8; 1];

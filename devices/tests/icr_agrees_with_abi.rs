@@ -31,7 +31,11 @@ fn agree(raw: u64) {
     assert_eq!(a.vector(), d.vector, "{raw:#x}");
     assert_eq!(a.delivery_mode(), delivery(d.delivery_mode), "{raw:#x}");
     assert_eq!(a.is_assert(), d.level == Level::Assert, "{raw:#x}");
-    assert_eq!(a.is_level_triggered(), d.trigger == Trigger::Level, "{raw:#x}");
+    assert_eq!(
+        a.is_level_triggered(),
+        d.trigger == Trigger::Level,
+        "{raw:#x}"
+    );
     assert_eq!(a.is_init_deassert(), d.is_init_deassert(), "{raw:#x}");
     let shorthand = match d.shorthand {
         Shorthand::None => abi::Shorthand::None,
@@ -66,12 +70,8 @@ fn every_low_word_pattern_decodes_alike() {
         let trigger = bits >> 5 & 1;
         let shorthand = bits >> 6 & 0b11;
         for vector in [0u32, 2, 15, 16, 0x40, 0xff] {
-            let low = vector
-                | mode << 8
-                | logical << 11
-                | level << 14
-                | trigger << 15
-                | shorthand << 18;
+            let low =
+                vector | mode << 8 | logical << 11 | level << 14 | trigger << 15 | shorthand << 18;
             for dest in [0u32, 1, 0xff, 0x1_0003, 0xffff_ffff] {
                 agree(u64::from(dest) << 32 | u64::from(low));
             }

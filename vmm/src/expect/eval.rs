@@ -2,8 +2,8 @@
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
 use crate::results::metrics::{Metric, RunMetrics};
-use crate::results::summary::{measured_phase, summarize};
 use crate::results::source::Source;
+use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
 use crate::stats;
 use std::borrow::Cow;
@@ -187,7 +187,8 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
             .and_then(|s| s.detail.clone())
     };
     if key.starts_with("icr_write_exits") {
-        let why = source(Source::Tracepoints.key()).unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        let why = source(Source::Tracepoints.key())
+            .unwrap_or_else(|| "no ICR-write exit counter ran".into());
         return format!(
             "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
         );

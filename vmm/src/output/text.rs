@@ -1,8 +1,8 @@
 //! The human-readable report of a run: one table per phase, one row per vCPU,
 //! then the latency distribution of every phase that recorded samples.
-use crate::results::source::Source;
 use crate::output::fit::{self, Col, FitTable, Layout};
 use crate::results::columns::PHASE_COLUMNS;
+use crate::results::source::Source;
 use crate::results::{PhaseResult, VcpuEnd};
 use crate::results::{RunConfig, RunReport, RunStatus};
 use std::fmt::Write;

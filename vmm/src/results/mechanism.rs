@@ -84,7 +84,10 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
     if off {
         return counting(Mechanism::None, Some("tracepoints off: --no-tracepoints"));
     }
-    let Some(s) = sources.iter().find(|s| s.source == Source::ExitReasons.key()) else {
+    let Some(s) = sources
+        .iter()
+        .find(|s| s.source == Source::ExitReasons.key())
+    else {
         let why = sources
             .iter()
             .find(|s| s.source == Source::Tracepoints.key() && !s.available)

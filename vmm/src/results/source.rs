@@ -95,7 +95,10 @@ mod tests {
         keys.dedup();
         names.sort_unstable();
         names.dedup();
-        assert_eq!((keys.len(), names.len()), (Source::ALL.len(), Source::ALL.len()));
+        assert_eq!(
+            (keys.len(), names.len()),
+            (Source::ALL.len(), Source::ALL.len())
+        );
         for s in Source::ALL {
             assert_eq!(Source::of_key(s.key()), Some(s));
         }

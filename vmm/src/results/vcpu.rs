@@ -1,8 +1,8 @@
 //! Per-vCPU and per-phase results. Everything here survives a failing run:
 //! phases are pushed as soon as their end marker is handled.
-use super::source::Source;
 use super::exits::ExitCounts;
 use super::latency::LatencyStats;
+use super::source::Source;
 use ipivmm_abi::GuestCounters;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -148,7 +148,11 @@ impl PhaseResult {
     /// payload's records, each under the source that produced it. A counter
     /// added to any of these sources shows up here (and in the CSV) as is.
     pub fn counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
-        let guest = self.guest.named().into_iter().map(|(k, v)| (Source::Guest.key(), k, v));
+        let guest = self
+            .guest
+            .named()
+            .into_iter()
+            .map(|(k, v)| (Source::Guest.key(), k, v));
         let exits = self
             .exits
             .nonzero()

@@ -1,8 +1,8 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
-use crate::results::source::Source;
 use crate::config::ExitReasons;
 pub use crate::host::fds::{raise_fd_limit, FdLimit, OTHER_FDS_PER_VCPU, RESERVED_FDS};
+use crate::results::source::Source;
 use crate::results::SourceStatus;
 use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};

@@ -8,9 +8,9 @@
 //! vCPUs parked on a condition variable, and kicks for targets that are
 //! running. Every event is taken by its target's own thread, before its
 //! next KVM_RUN.
-use crate::results::source::Source;
 use super::exit_handler::MsrHandler;
 use super::irqchip::{set_tss_address, Chip, Entry};
+use crate::results::source::Source;
 use crate::results::SourceStatus;
 use crate::vm::arch::regs;
 use crate::vm::kvm_extra::{self, KvmCall};

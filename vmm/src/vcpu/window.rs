@@ -1,11 +1,11 @@
 //! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
 //! own sources while it handles a phase marker, so a window holds only what
 //! happened on this vCPU between its begin and end markers.
-use crate::results::source::Source;
 use super::irqchip::SharedChip;
 use super::trace::{ThreadTrace, TraceConfig};
 use crate::results::exits::ExitCounts;
 use crate::results::inhibits::InhibitLog;
+use crate::results::source::Source;
 use crate::results::{
     saturating_sum as sum, ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus,
 };
@@ -205,7 +205,11 @@ impl Sources {
         }
         let (exits, exits_status) = ThreadTrace::open_exit_source(cfg.as_deref());
         self.trace = TraceState::Opened(trace.map(|t| Box::new(t.with_exit_source(exits))));
-        if let Some(slot) = self.status.iter_mut().find(|s| s.source == Source::Tracepoints.key()) {
+        if let Some(slot) = self
+            .status
+            .iter_mut()
+            .find(|s| s.source == Source::Tracepoints.key())
+        {
             *slot = status;
         }
         self.status.push(exits_status);

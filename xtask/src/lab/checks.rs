@@ -816,8 +816,7 @@ mod tests {
             (
                 // A PV hypercall not counted as a hypercall exit.
                 Box::new(|v| {
-                    let c =
-                        &mut measure(v, 1, 0)[EXIT_REASONS]["by_reason"]["hypercall"]["count"];
+                    let c = &mut measure(v, 1, 0)[EXIT_REASONS]["by_reason"]["hypercall"]["count"];
                     *c = (c.as_u64().unwrap() - 1).into();
                 }),
                 vec![pv_mismatch],
