@@ -12,6 +12,7 @@
 #   fetch_source PKG SUITE GLOB  the source package into $CACHE/src
 #   build_dir                    BUILD, a scratch directory removed at exit
 #   apply_patches SRC            PATCHES applied to the tree SRC
+#   patched_files                the paths PATCHES touch, one a line
 #   finish SOURCE                DEST's record of what it was built from
 CACHE=${IPIVMM_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ipivmm-lab}
 LAB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -122,6 +123,15 @@ apply_patches() {
         log "applying $(basename "$p")"
         patch -d "$1" -p1 -s <"$p" || die "$(basename "$p") does not apply"
     done
+}
+
+# The paths (relative to the tree) the patches of PATCHES touch: created,
+# changed or deleted.
+patched_files() {
+    local p
+    for p in "${PATCHES[@]}"; do
+        sed -n -e 's|^--- a/\([^[:space:]]*\).*|\1|p' -e 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$p"
+    done | sort -u
 }
 
 # Records in DEST what it was built from (the source file $1, the patches)

@@ -7,6 +7,10 @@
 # qemu-system-data and seabios packages. The patches of
 # scripts/lab/qemu-7.2.series are applied in that order (each made on top
 # of the ones before it; a patch file the series does not name is an error).
+# The build tree is kept ($CACHE/qemu-7.2/tree): a later build with other
+# patches copies over it only the files whose contents changed, so ninja
+# rebuilds what the change touched, not all ~1400 steps (--force starts
+# from scratch).
 # Usage: scripts/lab/build-qemu.sh [--force]     prints the binary's path
 # Environment: IPIVMM_LAB_CACHE (default ~/.cache/ipivmm-lab), QEMU_JOBS (ninja -j, 2),
 # QEMU_PATCHES=none (bookworm's QEMU as it is) or NAME[,NAME] (only these
@@ -50,16 +54,46 @@ log "unpacking $(basename "$DSC") with Debian's patches"
 dpkg-source --no-check -x "$DSC" "$BUILD/src" >"$BUILD/unpack.log" 2>&1 ||
     { tail -n 20 "$BUILD/unpack.log" >&2; die "dpkg-source -x failed"; }
 apply_patches "$BUILD/src"
-mkdir "$BUILD/obj"
-log "configuring (x86_64-softmmu, TCG, no optional features)"
-(cd "$BUILD/obj" && ../src/configure "${CONFIGURE[@]}" >"$BUILD/configure.log" 2>&1) ||
-    { tail -n 30 "$BUILD/configure.log" >&2; die "configure failed"; }
-log "building qemu-system-x86_64 (nice, -j${QEMU_JOBS:-2}; ~12 min on 2 cores)"
-(cd "$BUILD/obj" && nice -n 10 ninja -j"${QEMU_JOBS:-2}" qemu-system-x86_64 >"$BUILD/make.log" 2>&1) ||
-    { grep -E 'error|FAILED' -A3 "$BUILD/make.log" | head -n 40 >&2; die "build failed"; }
+
+# The kept tree: one build at a time; a new source package or other
+# configure flags (or --force) start it afresh.
+TREE=$CACHE/qemu-7.2/tree
+mkdir -p "$CACHE/qemu-7.2"
+exec 9>"$CACHE/qemu-7.2/tree.lock"
+flock 9
+KEY="$(basename "$DSC") ${CONFIGURE[*]}"
+if [ "${1:-}" = --force ] || [ "$(cat "$TREE/key" 2>/dev/null)" != "$KEY" ]; then
+    rm -rf "$TREE"
+    mkdir -p "$TREE/obj"
+    mv "$BUILD/src" "$TREE/src"
+    log "configuring (x86_64-softmmu, TCG, no optional features)"
+    (cd "$TREE/obj" && ../src/configure "${CONFIGURE[@]}" >"$TREE/configure.log" 2>&1) ||
+        { tail -n 30 "$TREE/configure.log" >&2; rm -rf "$TREE"; die "configure failed"; }
+    echo "$KEY" >"$TREE/key"
+    log "building qemu-system-x86_64 from scratch (nice, -j${QEMU_JOBS:-2}; 1427 steps, ~18 min on 2 cores)"
+else
+    # Only files a patch touches (this time or last) can differ from the
+    # kept tree: copy those that do (a new mtime: ninja rebuilds them).
+    changed=0
+    while read -r f; do
+        if [ -e "$BUILD/src/$f" ]; then
+            cmp -s "$BUILD/src/$f" "$TREE/src/$f" && continue
+            mkdir -p "$(dirname "$TREE/src/$f")"
+            cp "$BUILD/src/$f" "$TREE/src/$f"
+        else
+            [ -e "$TREE/src/$f" ] || continue
+            rm -f "$TREE/src/$f"
+        fi
+        changed=$((changed + 1))
+    done < <(sort -u "$TREE/patched" <(patched_files))
+    log "building qemu-system-x86_64 on the kept tree ($changed files changed; nice, -j${QEMU_JOBS:-2})"
+fi
+patched_files >"$TREE/patched"
+(cd "$TREE/obj" && nice -n 10 ninja -j"${QEMU_JOBS:-2}" qemu-system-x86_64 >"$TREE/make.log" 2>&1) ||
+    { grep -E 'error|FAILED' -A3 "$TREE/make.log" | head -n 40 >&2; die "build failed"; }
 rm -rf "$DEST"
 mkdir -p "$DEST/bin"
-cp "$BUILD/obj/qemu-system-x86_64" "$DEST/bin/"
+cp "$TREE/obj/qemu-system-x86_64" "$DEST/bin/"
 finish "$DSC"
 log "built $DEST/bin/qemu-system-x86_64"
 echo "$DEST/bin/qemu-system-x86_64"

@@ -441,7 +441,8 @@ reload_vendor() { # $@: module parameters
 }
 
 # One empty VM held from module load to the end of the pass, released
-# around module reloads and the host-switch step (why: scripts/lab/hold-vm.c).
+# around module reloads and the host-switch step (why: scripts/lab/hold-vm.c);
+# a step's script calls it as `/init __fn hold_vm stop|start` (probe-avic.sh).
 hold_vm() { # start | stop
     case $1 in
     start) [ -c /dev/kvm ] && { hold-vm & echo $! >/run/hold-vm.pid; } ;;
@@ -541,9 +542,10 @@ main() {
             overhead) step overhead 2400 overhead 3 ;;
             flood) step flood-lost 600 flood_lost ;;
             flood-diag) step flood-diag 1200 flood_diag ;;
-            # A script an extra initramfs archive brought (it may reload the
-            # vendor module: the held VM is released meanwhile).
-            extra) hold_vm stop; step extra 3000 /lab/extra.sh; hold_vm start ;;
+            # A script an extra initramfs archive brought. The VM stays
+            # held: a script that reloads the vendor module releases it
+            # around the reload (/init __fn hold_vm stop|start).
+            extra) step extra 3000 /lab/extra.sh ;;
             *) say "unknown step $s" ;;
             esac
         done

@@ -118,6 +118,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
         versions.push(format!("qemu patches {p}"));
     }
     let mut q = s.qemu(binary, &image, initrd, &work.dir);
+    versions.push(format!("qemu -cpu {}", q.cpu));
     let results = args
         .results
         .clone()
@@ -203,13 +204,10 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
             .collect();
         r.bad("kvm_amd avic=Y without force_avic", seen);
     }
-    let state = fs::read_to_string(dir.join("host-avic.json"))
+    let host = fs::read_to_string(dir.join("host-avic.json"))
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| {
-            let verdicts = v.pointer("/host/verdicts").or_else(|| v.get("verdicts"))?;
-            Some(verdicts.pointer("/avic/state")?.as_str()?.to_string())
-        });
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let state = verdict_state(host.as_ref(), "avic");
     if state.as_deref() == Some("available") {
         r.ok("ipivmm host: AVIC usable");
     } else {
@@ -225,6 +223,7 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
         );
         r.bad("ipivmm host: AVIC usable", why);
     }
+    x2avic_agrees(r, dir, host.as_ref());
     match part {
         Part::Selftests => selftests(r, dir),
         Part::Matrix | Part::Preset => {
@@ -250,6 +249,75 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
                 }
             }
         }
+    }
+}
+
+/// `ipivmm host --json`'s verdict `name` (`avic`, `x2avic`): its state.
+fn verdict_state(host: Option<&serde_json::Value>, name: &str) -> Option<String> {
+    let host = host?;
+    let verdicts = host
+        .pointer("/host/verdicts")
+        .or_else(|| host.get("verdicts"))?;
+    Some(verdicts.get(name)?.get("state")?.as_str()?.to_string())
+}
+
+/// x2AVIC as the guest saw it, on (QEMU's `-cpu max`) or off (`--cpu
+/// max,-x2avic`): the CPU flag `x2avic` (host-avic.json), kvm_amd's "x2AVIC
+/// enabled" at load (dmesg) and `ipivmm host`'s verdict agree, which says
+/// whether the part's x2APIC runs went through the backing page or ran
+/// hybrid AVIC.
+fn x2avic_agrees(r: &mut Report, dir: &Path, host: Option<&serde_json::Value>) {
+    let name = "x2AVIC: the CPU flag, kvm_amd (dmesg) and ipivmm host agree";
+    let flag = host
+        .and_then(|h| {
+            h.pointer("/host/virt_flags/x2avic")
+                .or_else(|| h.pointer("/virt_flags/x2avic"))
+        })
+        .and_then(|f| f.as_bool());
+    // The probe's own grep of dmesg at its start (extra.log) and the
+    // kernel's log saved later: either keeps kvm_amd's line from the load.
+    let logs: Vec<String> = ["extra.log", "dmesg-avic-on.txt", "dmesg.txt"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(dir.join(f)).ok())
+        .collect();
+    let dmesg = (!logs.is_empty()).then(|| logs.concat());
+    let verdict = verdict_state(host, "x2avic");
+    let (Some(flag), Some(dmesg), Some(verdict)) = (flag, dmesg.as_deref(), verdict.as_deref())
+    else {
+        r.bad(
+            name,
+            vec![format!(
+                "missing: {}",
+                [
+                    (flag.is_none(), "host-avic.json virt_flags.x2avic"),
+                    (dmesg.is_none(), "extra.log, dmesg-avic-on.txt or dmesg.txt"),
+                    (verdict.is_none(), "host-avic.json verdicts.x2avic"),
+                ]
+                .iter()
+                .filter(|(m, _)| *m)
+                .map(|(_, w)| *w)
+                .collect::<Vec<_>>()
+                .join(", ")
+            )],
+        );
+        return;
+    };
+    let enabled = dmesg.contains("SVM: x2AVIC enabled");
+    let available = verdict == "available";
+    if flag == enabled && flag == available {
+        r.ok(name);
+        r.info(if flag {
+            "  x2AVIC on: x2APIC guests' APIC through the backing page"
+        } else {
+            "  x2AVIC off: x2APIC guests run hybrid AVIC (x2APIC MSRs intercepted)"
+        });
+    } else {
+        r.bad(
+            name,
+            vec![format!(
+                "CPU flag x2avic {flag}, dmesg \"x2AVIC enabled\" {enabled}, ipivmm host x2AVIC {verdict}"
+            )],
+        );
     }
 }
 
@@ -349,6 +417,9 @@ mod tests {
                 p.replace("kvm_amd.avic=N", "kvm_amd.avic=Y")
             })
             .edit("steps.tsv", |_| "host\t0\t2\nextra\t0\t880\n".into())
+            .edit("dmesg-avic-on.txt", |_| {
+                "[    2.101] SVM: AVIC enabled\n".into()
+            })
             .edit("pass.txt", |_| format!("{}\n", Expect::Avic(part).name()));
         match part {
             Part::Selftests => {
@@ -407,8 +478,9 @@ mod tests {
         let r = report(&t, Part::Matrix);
         let text = r.text();
         assert!(r.passed(), "{text}");
-        // Two steps, the backend, params, host, 7 checks with AVIC on, 4 off.
-        assert_eq!(r.counts(), (2 + 1 + 2 + 7 + 4, 0), "{text}");
+        // Two steps, the backend, params, host, x2AVIC, 8 checks with AVIC
+        // on, 4 off.
+        assert_eq!(r.counts(), (2 + 1 + 2 + 1 + 8 + 4, 0), "{text}");
         assert!(text.starts_with("lab avic-matrix pass: "), "{text}");
         assert!(text.contains("\n  PASS  kvm_amd loaded with avic=1 reads avic=Y (force_avic=N)\n  PASS  ipivmm host: AVIC usable\n"), "{text}");
         assert!(text.contains("\n  avic: avic-on.json: pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated;"), "{text}");
@@ -439,18 +511,67 @@ mod tests {
                 "{name}: {text}"
             );
         }
+        // Hybrid AVIC only (a host without x2AVIC): nothing for A7, A8 and
+        // the x2AVIC check.
         let t = tree("x2apic-only", Part::Preset);
         t.edit("runs/avic-preset.json", |_| {
             let mut v = avic_on();
+            v["runs"].as_array_mut().unwrap().truncate(4);
             for run in v["runs"].as_array_mut().unwrap() {
                 run["mode"]["apic"] = "x2apic".into();
             }
             v.to_string()
         });
         let text = report(&t, Part::Preset).text();
-        for a in ["A7", "A8"] {
+        for a in ["A7", "A8", "x2AVIC"] {
             assert!(text.contains(&format!("  SKIP  {a}: ")), "{a}: {text}");
         }
+    }
+
+    /// x2AVIC on needs all three: the CPU flag, kvm_amd's "x2AVIC enabled"
+    /// and ipivmm host's verdict; off, none of them.
+    #[test]
+    fn x2avic_is_on_or_off_by_every_account() {
+        let name = "x2AVIC: the CPU flag, kvm_amd (dmesg) and ipivmm host agree";
+        let t = tree("x2avic", Part::Preset);
+        let text = report(&t, Part::Preset).text();
+        assert!(
+            text.contains(&format!(
+                "  PASS  {name}\n  x2AVIC off: x2APIC guests run hybrid AVIC"
+            )),
+            "{text}"
+        );
+        let host = |flag: bool, state: &str| {
+            let mut h: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(t.0.join("host-avic.json")).unwrap())
+                    .unwrap();
+            h["host"]["virt_flags"]["x2avic"] = flag.into();
+            h["host"]["verdicts"]["x2avic"] = serde_json::json!({"state": state});
+            h.to_string()
+        };
+        let on = host(true, "available");
+        t.edit("host-avic.json", |_| on)
+            .edit("dmesg-avic-on.txt", |d| {
+                d + "[    2.102] SVM: x2AVIC enabled\n"
+            });
+        let r = report(&t, Part::Preset);
+        assert!(r.passed(), "{}", r.text());
+        assert!(r
+            .text()
+            .contains("  x2AVIC on: x2APIC guests' APIC through the backing page"));
+        // kvm_amd did not enable what the CPU offers.
+        t.edit("dmesg-avic-on.txt", |d| {
+            d.replace("SVM: x2AVIC enabled", "x")
+        });
+        assert_eq!(failures(&t, Part::Preset), [name]);
+        assert!(report(&t, Part::Preset).text().contains(
+            "        CPU flag x2avic true, dmesg \"x2AVIC enabled\" false, ipivmm host x2AVIC available\n"
+        ));
+        // No dmesg saved at all.
+        fs::remove_file(t.0.join("dmesg-avic-on.txt")).unwrap();
+        assert!(report(&t, Part::Preset)
+            .text()
+            .contains("        missing: extra.log, dmesg-avic-on.txt or dmesg.txt\n"));
     }
 
     #[test]

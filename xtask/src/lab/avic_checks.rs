@@ -3,8 +3,10 @@
 //! `runs/avic-preset.json`), beside the lab's own ([`super::checks`]):
 //! kvm_amd loaded with `avic=1` on QEMU's emulated AVIC against
 //! docs/kernel-paths.md's AVIC rows (A5, A7, A8) and ipivmm's ICR-write
-//! accounting, per boot of the pass ([`Part`]). Each yields one line per
-//! offence; none means it passed.
+//! accounting, per boot of the pass ([`Part`]). x2APIC runs go through the
+//! backing page when the host has x2AVIC (the run's recorded verdict), else
+//! they run hybrid AVIC (A5). Each yields one line per offence; none means
+//! it passed.
 use super::checks::{every_run, icr_runs, label, measured, not_flood, opt, Check, RunsFile, Scope};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{PhaseResult, RunReport};
@@ -55,12 +57,12 @@ pub const ON_CHECKS: &[(&str, Check, Scope)] = &[
         not_flood,
     ),
     (
-        "ICR-write exits (kvm_apic:icr_write + incomplete - busy) == the exits KVM took (0x401 xAPIC, MSR x2APIC); the rest accelerated",
+        "ICR-write exits (kvm_apic:icr_write + incomplete - busy) == the exits KVM took (0x401 xAPIC and x2AVIC, MSR hybrid x2APIC); the rest accelerated",
         icr_accounting_mismatch,
         avic_icr,
     ),
     (
-        "A7: unicast to a running target accelerated (no exit)",
+        "A7: IPIs to running targets (a CPU per vCPU) accelerated (no exit)",
         a7_mismatch,
         a7_run,
     ),
@@ -70,7 +72,12 @@ pub const ON_CHECKS: &[(&str, Check, Scope)] = &[
         a8_run,
     ),
     (
-        "A5: hybrid AVIC (x2APIC): every IPI through kvm_apicv_accept_irq",
+        "x2AVIC: no x2APIC ICR write an msr exit (kvm_msr:icr_write 0)",
+        x2avic_mismatch,
+        x2avic_run,
+    ),
+    (
+        "A5: hybrid AVIC (x2APIC without x2AVIC): every IPI through kvm_apicv_accept_irq",
         a5_mismatch,
         a5_run,
     ),
@@ -115,6 +122,24 @@ fn in_kernel_lapic(r: &RunReport) -> bool {
 /// A run with AVIC active on the ICR path.
 fn avic_icr(r: &RunReport) -> bool {
     r.apicv.effective == ApicvState::Active && r.mode.ipi == IpiPath::Icr
+}
+
+/// The host of the run had x2AVIC (`ipivmm host`'s verdict it recorded):
+/// kvm_amd runs an x2APIC guest's APIC through the backing page.
+fn x2avic(r: &RunReport) -> bool {
+    r.host_settings
+        .as_ref()
+        .is_some_and(|h| h.verdicts.x2avic.is_available())
+}
+
+/// A run whose ICR writes AVIC handles itself (accelerated or
+/// AVIC_INCOMPLETE_IPI): xAPIC, and x2APIC with x2AVIC. The others
+/// (x2APIC without x2AVIC: hybrid AVIC) exit on every WRMSR.
+fn icr_in_hardware(r: &RunReport) -> bool {
+    match r.mode.apic {
+        ApicMode::Xapic => true,
+        ApicMode::X2apic => x2avic(r),
+    }
 }
 
 /// The measured phases of vCPU 0, the sender.
@@ -181,9 +206,10 @@ pub fn avic_off_mismatch(f: &RunsFile) -> Vec<String> {
 /// ipivmm's ICR-write exits (`kvm_apic:icr_write` +
 /// `kvm_avic_incomplete_ipi` − `kvm_avic_incomplete_ipi:busy`) against the
 /// exits KVM took by reason, on every vCPU that wrote the ICR: with AVIC an
-/// xAPIC ICR write exits only as AVIC_INCOMPLETE_IPI (0x401), the rest are
-/// accelerated; an x2APIC ICR write is an intercepted WRMSR (hybrid AVIC,
-/// no x2AVIC), every one an exit.
+/// xAPIC ICR write (and an x2APIC one with x2AVIC) exits only as
+/// AVIC_INCOMPLETE_IPI (0x401), the rest are accelerated; an x2APIC ICR
+/// write without x2AVIC is an intercepted WRMSR (hybrid AVIC), every one an
+/// exit.
 pub fn icr_accounting_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
     for r in f.doc.runs.iter().filter(|r| avic_icr(r)) {
@@ -193,23 +219,23 @@ pub fn icr_accounting_mismatch(f: &RunsFile) -> Vec<String> {
                 let icr = p.icr_write_exits.as_ref();
                 let (x, a) = (icr.map(|e| e.exits), icr.map(|e| e.accelerated));
                 let incomplete = reason(p, "avic_incomplete_ipi");
-                let bad = match r.mode.apic {
-                    ApicMode::Xapic => {
-                        x != Some(incomplete)
-                            || a != Some(w.saturating_sub(incomplete))
-                            || tp(p, "kvm_avic_incomplete_ipi") != incomplete
-                    }
-                    ApicMode::X2apic => x != Some(w) || a != Some(0) || reason(p, "msr") < w,
+                let bad = if icr_in_hardware(r) {
+                    x != Some(incomplete)
+                        || a != Some(w.saturating_sub(incomplete))
+                        || tp(p, "kvm_avic_incomplete_ipi") != incomplete
+                } else {
+                    x != Some(w) || a != Some(0) || reason(p, "msr") < w
                 };
                 if !bad {
                     continue;
                 }
-                let exits = match r.mode.apic {
-                    ApicMode::Xapic => format!(
+                let exits = if icr_in_hardware(r) {
+                    format!(
                         "avic_incomplete_ipi exits {incomplete} (tracepoint {})",
                         tp(p, "kvm_avic_incomplete_ipi")
-                    ),
-                    ApicMode::X2apic => format!("msr exits {}", reason(p, "msr")),
+                    )
+                } else {
+                    format!("msr exits {}", reason(p, "msr"))
                 };
                 out.push(format!(
                     "{} vcpu{}: {w} ICR writes, ICR-write exits {}, accelerated {}, {exits}",
@@ -224,38 +250,42 @@ pub fn icr_accounting_mismatch(f: &RunsFile) -> Vec<String> {
     out
 }
 
-/// The xAPIC ping-pong runs with AVIC active on the ICR path to a `target`.
-fn xapic_pingpong(f: &RunsFile, target: TargetWait) -> impl Iterator<Item = &RunReport> {
-    f.doc
-        .runs
-        .iter()
-        .filter(move |r| is_xapic_pingpong(r, target))
+/// An AVIC-active run on the ICR path whose ICR writes AVIC handles
+/// ([`icr_in_hardware`]), to `target`s that wait so.
+fn in_hardware_to(r: &RunReport, target: TargetWait) -> bool {
+    avic_icr(r) && icr_in_hardware(r) && r.mode.target == target
 }
 
-/// An AVIC-active xAPIC ping-pong on the ICR path to a `target` that waits so.
-fn is_xapic_pingpong(r: &RunReport, target: TargetWait) -> bool {
-    avic_icr(r)
-        && r.mode.apic == ApicMode::Xapic
-        && r.mode.workload == Workload::Pingpong
-        && r.mode.target == target
-}
-
-/// A run A7 is about: a spinning target with a CPU of every vCPU's own.
+/// A run A7 is about: IPIs to other vCPUs (ping-pong, broadcast,
+/// multicast) or to self, spinning targets, a CPU of every vCPU's own.
 fn a7_run(r: &RunReport) -> bool {
-    is_xapic_pingpong(r, TargetWait::Spin) && own_cpus(r)
+    in_hardware_to(r, TargetWait::Spin)
+        && matches!(
+            r.mode.workload,
+            Workload::Pingpong | Workload::Broadcast | Workload::Multicast | Workload::SelfIpi
+        )
+        && own_cpus(r)
 }
 
-/// A run A8 is about: a halted target.
+/// A run A8 is about: a ping-pong to a halted target.
 fn a8_run(r: &RunReport) -> bool {
-    is_xapic_pingpong(r, TargetWait::Halt)
+    in_hardware_to(r, TargetWait::Halt) && r.mode.workload == Workload::Pingpong
+}
+
+/// An x2APIC run with x2AVIC on the ICR path.
+fn x2avic_run(r: &RunReport) -> bool {
+    avic_icr(r) && r.mode.apic == ApicMode::X2apic && x2avic(r)
+}
+
+/// A hybrid-AVIC run (x2APIC without x2AVIC) on the ICR path.
+fn hybrid_run(r: &RunReport) -> bool {
+    avic_icr(r) && r.mode.apic == ApicMode::X2apic && !x2avic(r)
 }
 
 /// A run A5 is about: hybrid AVIC on the ICR path, its sender traced with
 /// `kvm_apicv_accept_irq` (a preset without --context-events is not).
 fn a5_run(r: &RunReport) -> bool {
-    avic_icr(r)
-        && r.mode.apic == ApicMode::X2apic
-        && sender(r).any(|p| p.tracepoints.contains_key("kvm_apicv_accept_irq"))
+    hybrid_run(r) && sender(r).any(|p| p.tracepoints.contains_key("kvm_apicv_accept_irq"))
 }
 
 /// Every vCPU has a host CPU of its own.
@@ -263,14 +293,15 @@ fn own_cpus(r: &RunReport) -> bool {
     r.mode.host_cpus > 0 && r.mode.vcpus <= r.mode.host_cpus
 }
 
-/// docs/kernel-paths.md A7: a fixed IPI to a running target (spinning, and
+/// docs/kernel-paths.md A7: a fixed IPI to running targets (spinning, and
 /// every vCPU with a CPU of its own: 2 vCPUs on the 2 emulated CPUs) is
-/// delivered by the emulated AVIC without an exit: the sender has
-/// accelerated ICR writes. A sender without the figure is an offence too.
-/// With more vCPUs than CPUs a target may not be running: that is A8.
+/// delivered by the emulated AVIC without an exit, xAPIC or x2APIC with
+/// x2AVIC: the sender has accelerated ICR writes. A sender without the
+/// figure is an offence too. With more vCPUs than CPUs a target may not be
+/// running: that is A8.
 pub fn a7_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    for r in xapic_pingpong(f, TargetWait::Spin).filter(|r| own_cpus(r)) {
+    for r in f.doc.runs.iter().filter(|r| a7_run(r)) {
         for p in sender(r) {
             let icr = p.icr_write_exits.as_ref();
             if icr.is_none_or(|e| e.accelerated == 0) {
@@ -292,7 +323,7 @@ pub fn a7_mismatch(f: &RunsFile) -> Vec<String> {
 /// `kvm_apic_ipi`.
 pub fn a8_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    for r in xapic_pingpong(f, TargetWait::Halt) {
+    for r in f.doc.runs.iter().filter(|r| a8_run(r)) {
         for p in sender(r) {
             let incomplete = reason(p, "avic_incomplete_ipi");
             if incomplete < p.guest.icr_writes
@@ -312,18 +343,36 @@ pub fn a8_mismatch(f: &RunsFile) -> Vec<String> {
     out
 }
 
+/// x2AVIC: an x2APIC ICR write reaches the backing page, accelerated or
+/// an AVIC_INCOMPLETE_IPI exit ([`icr_accounting_mismatch`] counts those):
+/// never an intercepted WRMSR (`kvm_msr:icr_write`), which is what hybrid
+/// AVIC does. A sender that did not count the tracepoint is an offence.
+pub fn x2avic_mismatch(f: &RunsFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in f.doc.runs.iter().filter(|r| x2avic_run(r)) {
+        for p in sender(r).filter(|p| p.guest.icr_writes > 0) {
+            match p.tracepoints.get("kvm_msr:icr_write") {
+                Some(0) => {}
+                n => out.push(format!(
+                    "{}: {} ICR writes, kvm_msr:icr_write {}, msr exits {}",
+                    label(r),
+                    p.guest.all_icr_writes(),
+                    opt(n.copied()),
+                    reason(p, "msr")
+                )),
+            }
+        }
+    }
+    out
+}
+
 /// A5: hybrid AVIC (x2APIC without x2AVIC): the ICR WRMSR exits and KVM
 /// delivers every IPI through the target's backing page
 /// (`kvm_apicv_accept_irq`), where the run traced it (`--context-events`;
 /// the preset does not).
 pub fn a5_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    for r in f
-        .doc
-        .runs
-        .iter()
-        .filter(|r| avic_icr(r) && r.mode.apic == ApicMode::X2apic)
-    {
+    for r in f.doc.runs.iter().filter(|r| hybrid_run(r)) {
         for p in sender(r).filter(|p| p.tracepoints.contains_key("kvm_apicv_accept_irq")) {
             let accepted = tp(p, "kvm_apicv_accept_irq");
             if accepted < p.guest.ipis_sent {
@@ -346,14 +395,20 @@ pub fn avic_summary(f: &RunsFile) -> Vec<String> {
         for p in sender(r) {
             let icr = p.icr_write_exits.as_ref();
             out.push(format!(
-                "{} {}v {}: {} ICR writes, {} exits, {} accelerated; avic_incomplete_ipi {}, avic_unaccelerated_access {}, doorbells {}, kvm_apicv_accept_irq {}",
+                "{} {}v {}{}: {} ICR writes, {} exits, {} accelerated; avic_incomplete_ipi {}, msr {}, avic_unaccelerated_access {}, doorbells {}, kvm_apicv_accept_irq {}",
                 label(r),
                 r.mode.vcpus,
                 r.mode.target.name(),
+                match (r.mode.apic, x2avic(r)) {
+                    (ApicMode::X2apic, true) => " x2AVIC",
+                    (ApicMode::X2apic, false) => " hybrid",
+                    _ => "",
+                },
                 p.guest.all_icr_writes(),
                 opt(icr.map(|e| e.exits)),
                 opt(icr.map(|e| e.accelerated)),
                 reason(p, "avic_incomplete_ipi"),
+                reason(p, "msr"),
                 reason(p, "avic_unaccelerated_access"),
                 tp(p, "kvm_avic_doorbell"),
                 tp(p, "kvm_apicv_accept_irq")
@@ -430,13 +485,15 @@ pub(super) mod tests {
     ///    AVIC_INCOMPLETE_IPI exit after delivery, no ICR emulation (A8);
     /// 2. x2APIC (hybrid AVIC, A5): the ICR WRMSR exits, every IPI through
     ///    `kvm_apicv_accept_irq` (`--context-events`);
-    /// 3. x2APIC `--apicv inhibit`: inhibited by the PIT's reinjection.
+    /// 3. x2APIC `--apicv inhibit`: inhibited by the PIT's reinjection;
+    /// 4. x2APIC ping-pong to a spinning target on a host with x2AVIC: every
+    ///    ICR WRMSR accelerated, no `msr` exit (A7).
     pub fn avic_on() -> Value {
         let mut v = avic_off();
         let (host, inhibit) = (v["runs"][0].clone(), v["runs"][3].clone());
-        v["runs"] = json!([host.clone(), host.clone(), host, inhibit]);
+        v["runs"] = json!([host.clone(), host.clone(), host.clone(), inhibit, host]);
         v["skipped"] = json!([]);
-        for run in 0..3 {
+        for run in [0, 1, 2, 4] {
             active(&mut v["runs"][run]);
         }
         for run in 0..2 {
@@ -465,6 +522,17 @@ pub(super) mod tests {
                 p["apicv"] = json!({"active": false, "inhibits": ["PIT_REINJ"]});
             }
         }
+        v["runs"][4]["host_settings"]["verdicts"]["x2avic"] = json!({"state": "available"});
+        for vcpu in 0..2 {
+            let p = measure(&mut v, 4, vcpu);
+            set_reason(p, "msr", 0);
+            p["tracepoints"]["kvm_msr:icr_write"] = 0.into();
+            p["tracepoints"]["kvm_apic:icr_write"] = 0.into();
+            p["tracepoints"]["kvm_apic_ipi"] = 0.into();
+        }
+        let a7 = measure(&mut v, 4, 0);
+        a7["icr_write_exits"]["exits"] = 0.into();
+        a7["icr_write_exits"]["accelerated"] = 30.into();
         v
     }
 
@@ -494,7 +562,7 @@ pub(super) mod tests {
     #[test]
     fn avic_runs_as_kvm_amd_records_them_pass() {
         let on = runs_file(&avic_on());
-        assert_eq!(on.doc.runs.len(), 4);
+        assert_eq!(on.doc.runs.len(), 5);
         assert_eq!(failing(&on, ON_CHECKS), Vec::<&str>::new());
         let off = RunsFile::load(Path::new(SWEEP)).unwrap();
         assert_eq!(failing(&off, OFF_CHECKS), Vec::<&str>::new());
@@ -511,6 +579,7 @@ pub(super) mod tests {
                 "pingpong kernel/xapic/icr apicv=host: APICv active with avic=0",
                 "pingpong kernel/x2apic/icr apicv=host: APICv active with avic=0",
                 "pingpong kernel/x2apic/icr apicv=inhibit: APICv inhibited with avic=0",
+                "pingpong kernel/x2apic/icr apicv=host: APICv active with avic=0",
             ]
         );
     }
@@ -588,6 +657,54 @@ pub(super) mod tests {
                     let p = measure(v, 2, 0);
                     p["icr_write_exits"]["exits"] = 29.into();
                     p["icr_write_exits"]["accelerated"] = 1.into();
+                }),
+                vec![icr_accounting_mismatch],
+            ),
+            (
+                "x2AVIC: an ICR WRMSR intercepted (hybrid AVIC's exit)",
+                Box::new(|v| {
+                    let p = measure(v, 4, 0);
+                    set_reason(p, "msr", 1);
+                    p["tracepoints"]["kvm_msr:icr_write"] = 1.into();
+                }),
+                vec![x2avic_mismatch],
+            ),
+            (
+                "x2AVIC: kvm_msr:icr_write not counted",
+                Box::new(|v| {
+                    measure(v, 4, 0)["tracepoints"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("kvm_msr:icr_write");
+                }),
+                vec![x2avic_mismatch],
+            ),
+            (
+                "x2AVIC: every ICR write exits as it would without AVIC",
+                Box::new(|v| {
+                    let p = measure(v, 4, 0);
+                    p["icr_write_exits"]["exits"] = 30.into();
+                    p["icr_write_exits"]["accelerated"] = 0.into();
+                }),
+                vec![a7_mismatch, icr_accounting_mismatch],
+            ),
+            (
+                "x2AVIC: 3 vCPUs on 2 CPUs: every write AVIC_INCOMPLETE_IPI (A8, not A7)",
+                Box::new(|v| {
+                    v["runs"][4]["mode"]["vcpus"] = 3.into();
+                    let p = measure(v, 4, 0);
+                    p["icr_write_exits"]["exits"] = 30.into();
+                    p["icr_write_exits"]["accelerated"] = 0.into();
+                    set_reason(p, "avic_incomplete_ipi", 30);
+                    p["tracepoints"]["kvm_avic_incomplete_ipi"] = 30.into();
+                }),
+                vec![],
+            ),
+            (
+                "the x2AVIC run's host without x2AVIC: accelerated WRMSRs where hybrid AVIC exits",
+                Box::new(|v| {
+                    v["runs"][4]["host_settings"]["verdicts"]["x2avic"] =
+                        json!({"state": "unavailable", "reason": "CPU has no x2avic flag"})
                 }),
                 vec![icr_accounting_mismatch],
             ),
@@ -671,9 +788,10 @@ pub(super) mod tests {
         assert_eq!(
             avic_summary(&f),
             [
-                "pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated; avic_incomplete_ipi 0, avic_unaccelerated_access 0, doorbells 30, kvm_apicv_accept_irq 0",
-                "pingpong kernel/xapic/icr apicv=host 2v halt: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 30, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 0",
-                "pingpong kernel/x2apic/icr apicv=host 2v spin: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 0, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 30",
+                "pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated; avic_incomplete_ipi 0, msr 0, avic_unaccelerated_access 0, doorbells 30, kvm_apicv_accept_irq 0",
+                "pingpong kernel/xapic/icr apicv=host 2v halt: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 30, msr 0, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 0",
+                "pingpong kernel/x2apic/icr apicv=host 2v spin hybrid: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 0, msr 30, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 30",
+                "pingpong kernel/x2apic/icr apicv=host 2v spin x2AVIC: 30 ICR writes, 0 exits, 30 accelerated; avic_incomplete_ipi 0, msr 0, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 0",
             ]
         );
     }

@@ -119,8 +119,9 @@ pub struct Args {
     /// Bochs release: 2.7 (bookworm's package, no posted interrupts) or 3.0 (built from trixie's source, APICv)
     #[arg(long, value_enum, default_value_t, help_heading = "Bochs")]
     pub bochs: bochs::Version,
-    /// Bochs CPU model [default: 2.7 broadwell_ult, 3.0 corei7_skylake_x]
-    #[arg(long, help_heading = "Bochs")]
+    /// The emulated CPU model [default: QEMU max; Bochs 2.7 broadwell_ult, 3.0 corei7_skylake_x];
+    /// e.g. `--cpu max,-x2avic`: the AVIC pass with x2APIC guests on hybrid AVIC
+    #[arg(long)]
     pub cpu: Option<String>,
     /// Bochs instructions per emulated second
     #[arg(long, default_value_t = 60_000_000, help_heading = "Bochs")]

@@ -62,6 +62,8 @@ struct Settings {
     kernel_args: Vec<String>,
     /// `--cpio` and LAB_EXTRA_CPIO: archives appended to the initramfs.
     extra_cpio: Vec<PathBuf>,
+    /// QEMU's `-cpu` (`--cpu`, default max).
+    qemu_cpu: String,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -112,6 +114,11 @@ impl Settings {
             wedge_s: env_num("LAB_WEDGE_S", 180)?,
             kernel_args,
             extra_cpio,
+            qemu_cpu: match args.emulator {
+                EmulatorKind::Qemu => args.cpu.clone(),
+                EmulatorKind::Bochs => None,
+            }
+            .unwrap_or_else(|| qemu::DEFAULT_CPU.into()),
         })
     }
 
@@ -119,6 +126,7 @@ impl Settings {
     fn qemu(&self, binary: PathBuf, image: &Image, initrd: PathBuf, work: &Path) -> qemu::Qemu {
         qemu::Qemu {
             binary,
+            cpu: self.qemu_cpu.clone(),
             smp: self.smp,
             mem_mib: self.mem_mib,
             wedge_s: self.wedge_s,

@@ -15,11 +15,16 @@ use std::time::Duration;
 const PACKAGE: &str = "qemu-system-x86";
 /// The default binary (LAB_QEMU names another, e.g. a QEMU built for the lab).
 const BINARY: &str = "qemu-system-x86_64";
+/// The CPU model unless `--cpu` names one: every feature TCG has (SVM,
+/// nested paging; with the AVIC series AVIC and x2AVIC).
+pub const DEFAULT_CPU: &str = "max";
 
 /// QEMU and the machine it emulates.
 pub struct Qemu {
     /// The QEMU binary.
     pub binary: PathBuf,
+    /// `-cpu`.
+    pub cpu: String,
     /// Emulated CPUs.
     pub smp: u32,
     /// Guest memory, MiB.
@@ -53,7 +58,7 @@ impl Qemu {
 
     fn machine(&self) -> Command {
         let mut c = Command::new(&self.binary);
-        c.args(["-accel", "tcg,thread=multi", "-cpu", "max"])
+        c.args(["-accel", "tcg,thread=multi", "-cpu", &self.cpu])
             .args([
                 "-smp",
                 &self.smp.to_string(),
@@ -116,7 +121,10 @@ fn monitor_dump(socket: &std::path::Path) -> Result<String> {
 
 impl Emulator for Qemu {
     fn name(&self) -> String {
-        format!("QEMU TCG ({} vCPUs, {} MiB)", self.smp, self.mem_mib)
+        format!(
+            "QEMU TCG (-cpu {}, {} vCPUs, {} MiB)",
+            self.cpu, self.smp, self.mem_mib
+        )
     }
 
     fn console_args(&self) -> &'static str {

@@ -7,7 +7,7 @@
 use anyhow::{bail, Context, Result};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{Document, PhaseResult, RunReport};
-use ipivmm::{ApicvRequest, IpiPath, Irqchip, Workload};
+use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -139,7 +139,14 @@ pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
 /// AVIC in a run as the AVIC table says it: `on` (active), `off`
 /// (unavailable: avic=0), else the state.
 fn avic_state(r: &RunReport) -> String {
+    let x2avic = r
+        .host_settings
+        .as_ref()
+        .is_some_and(|h| h.verdicts.x2avic.is_available());
     match r.apicv.effective {
+        // x2APIC: through the backing page (x2AVIC) or its MSRs intercepted.
+        ApicvState::Active if r.mode.apic == ApicMode::X2apic && x2avic => "on (x2AVIC)".into(),
+        ApicvState::Active if r.mode.apic == ApicMode::X2apic => "on (hybrid)".into(),
         ApicvState::Active => "on".into(),
         ApicvState::Unavailable => "off".into(),
         other => other.to_string(),
@@ -232,8 +239,8 @@ pub fn avic_doc_lines(dir: &Path, date: &str) -> Result<Vec<String>> {
         .map_or("QEMU", |v| v.split('(').next().unwrap_or(v).trim());
     let mut lines = vec![
         format!("Kernel irqchip, `--apicv host`, {iterations} iterations per run (`cargo xtask lab avic --update-docs`, {date});"),
-        format!("guest: {kernel} on {cpu} with the emulated AVIC ({qemu} + scripts/lab/qemu-7.2-avic-*.patch),"),
-        "kvm_amd avic=1 (on) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.".to_string(),
+        format!("guest: {kernel} on {cpu} with the emulated AVIC ({qemu} + scripts/lab/qemu-7.2.series),"),
+        "kvm_amd avic=1 (on; x2APIC: x2AVIC, or hybrid AVIC without it) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.".to_string(),
         String::new(),
     ];
     let refs: Vec<&Document> = docs.iter().collect();
@@ -584,9 +591,10 @@ mod tests {
         let load = |v: serde_json::Value| Document::from_json(&v.to_string(), "avic").unwrap();
         let (on, off) = (load(avic_on()), load(avic_off()));
         let t = avic_table(&[&off, &on]);
-        // On: xAPIC spin and halt, x2APIC (the inhibit run is not --apicv
-        // host); off: x2APIC (the PV and user-irqchip runs are left out).
-        assert_eq!(t.len(), 2 + 4, "{t:#?}");
+        // On: xAPIC spin and halt, x2APIC hybrid and x2AVIC (the inhibit
+        // run is not --apicv host); off: x2APIC (the PV and user-irqchip
+        // runs are left out).
+        assert_eq!(t.len(), 2 + 5, "{t:#?}");
         assert_eq!(
             t[2],
             "| pingpong 2v halt | kernel/xapic | on | 2.93 | interrupt 1.9, avic_incomplete_ipi 1, io 0.03 | 2.77 | interrupt 1.73, io 0.03 | 1 | 0 |"
@@ -596,12 +604,17 @@ mod tests {
             "| pingpong 2v spin | kernel/x2apic | off | 2.93 | interrupt 1.9, msr 1, io 0.03 | 2.77 | interrupt 1.73, msr 1, io 0.03 | 1 | 0 |"
         );
         assert!(
-            t[4].starts_with("| pingpong 2v spin | kernel/x2apic | on | "),
+            t[4].starts_with("| pingpong 2v spin | kernel/x2apic | on (hybrid) | ")
+                && t[4].ends_with(" | 1 | 0 |"),
             "{}",
             t[4]
         );
         assert_eq!(
             t[5],
+            "| pingpong 2v spin | kernel/x2apic | on (x2AVIC) | 2.93 | interrupt 1.9, io 0.03 | 2.77 | interrupt 1.73, io 0.03 | 0 | 1 |"
+        );
+        assert_eq!(
+            t[6],
             "| pingpong 2v spin | kernel/xapic | on | 2.93 | interrupt 1.9, io 0.03 | 2.77 | interrupt 1.73, io 0.03 | 0 | 1 |"
         );
     }
@@ -625,11 +638,11 @@ mod tests {
             lines[..3],
             [
                 "Kernel irqchip, `--apicv host`, 30 iterations per run (`cargo xtask lab avic --update-docs`, 2026-12-01);",
-                "guest: 6.1.0-50-amd64 on QEMU TCG CPU version 2.5+ with the emulated AVIC (QEMU emulator version 7.2.19 + scripts/lab/qemu-7.2-avic-*.patch),",
-                "kvm_amd avic=1 (on) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.",
+                "guest: 6.1.0-50-amd64 on QEMU TCG CPU version 2.5+ with the emulated AVIC (QEMU emulator version 7.2.19 + scripts/lab/qemu-7.2.series),",
+                "kvm_amd avic=1 (on; x2APIC: x2AVIC, or hybrid AVIC without it) and avic=0 (off); 2 emulated CPUs. \"Sender\" is vCPU 0, \"receivers\" the other vCPUs together.",
             ]
         );
-        assert_eq!(lines.len(), 4 + 2 + 4 + 1);
+        assert_eq!(lines.len(), 4 + 2 + 5 + 1);
         let doc = "x\n<!-- avic-table:begin -->\nNot generated yet\n<!-- avic-table:end -->\n";
         let new = replace_between(doc, "avic-table", &lines).unwrap();
         assert!(
