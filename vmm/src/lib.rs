@@ -147,12 +147,10 @@ pub mod host;
 pub mod inputs;
 pub mod interrupt;
 pub mod mode;
-pub mod output;
 pub mod payload;
 pub mod results;
 pub mod run;
 pub mod stats;
-pub mod sweep;
 pub mod vcpu;
 pub mod vm;
 
