@@ -172,8 +172,9 @@ fn sighup_stops_the_run_like_sigterm_and_writes_partial_json() {
 #[test]
 fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
     use ipivmm::config::VmConfig;
+    use ipivmm::results::RunStatus;
     use ipivmm::results::VcpuEnd;
-    use ipivmm::run::{run, RunOptions, RunStatus};
+    use ipivmm::run::{run, RunOptions};
     if !kvm_available("sigint_cancels_a_library_run_through_the_interrupt_flag") {
         return;
     }

@@ -15,9 +15,9 @@
 //! - every ```sh block either runs (some need /dev/kvm or cargo: they skip
 //!   visibly without) or is listed in [`SH_BLOCKS`] with why it cannot run
 //!   in a test; a new block fails this test until it is listed.
-use ipivmm_cli::output::text;
 use ipivmm::results::RunConfig;
 use ipivmm::VmConfig;
+use ipivmm_cli::output::text;
 use ipivmm_testkit::{kvm_available, skip, Need};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -131,7 +131,7 @@ fn ipivmm_dir() -> PathBuf {
 fn bash(script: &str, cwd: &Path) -> Output {
     let mut cmd = Command::new("bash");
     cmd.arg("-c").arg(script).current_dir(cwd);
-    ipivmm::payload::build::scrub_env(&mut cmd);
+    ipivmm::payload::scrub::scrub_env(&mut cmd);
     let path = std::env::var("PATH").unwrap_or_default();
     cmd.env("PATH", format!("{}:{path}", ipivmm_dir().display()));
     cmd.output().expect("bash runs")

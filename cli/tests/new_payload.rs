@@ -31,7 +31,7 @@ fn text(o: &Output) -> String {
 fn sh(line: &str, cwd: &Path) -> Result<Output, std::io::Error> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(line).current_dir(cwd);
-    ipivmm::payload::build::scrub_env(&mut cmd);
+    ipivmm::payload::scrub::scrub_env(&mut cmd);
     cmd.output()
 }
 

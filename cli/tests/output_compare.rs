@@ -2,9 +2,9 @@
 //! missing, one-line errors for bad files.
 mod output_fixtures;
 
-use ipivmm_cli::output::compare::{compare, compare_by, render, Dimension};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
+use ipivmm_cli::output::compare::{compare, compare_by, render, Dimension};
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
 
@@ -340,8 +340,8 @@ fn repeats(base: u64, exits: u64) -> Vec<ipivmm::RunReport> {
 
 #[test]
 fn repeats_share_a_cell_and_the_gate_judges_them() {
-    use ipivmm_cli::output::compare::Judged;
     use ipivmm::stats::Verdict;
+    use ipivmm_cli::output::compare::Judged;
     let dir = temp_dir("compare-repeats");
     let old = record(&dir, "old.json", &repeats(10_000, 2));
     let same = record(&dir, "same.json", &repeats(10_050, 2));

@@ -3,8 +3,9 @@
 //! /dev/kvm needed: the reports are built in code.
 mod output_fixtures;
 
-use ipivmm_cli::output::{csv, svg, text};
-use ipivmm::results::{Document, LatencyStats, SkippedMode};
+use ipivmm::results::latency::LatencyStats;
+use ipivmm::results::{Document, SkippedMode};
+use ipivmm_cli::output::{chart_kit, csv, svg, text};
 use output_fixtures::{report, temp_dir, IPIS, TSC_KHZ};
 
 #[test]
@@ -505,10 +506,10 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
     m.samples = samples;
     let svg_text = svg::render_latency(
         &ipivmm::results::summary::summarize(&r).group,
-        &svg::group(vec![svg::Entry {
+        &svg::group(vec![chart_kit::Entry {
             origin: None,
             summary: ipivmm::results::summary::summarize(&r),
-            credit: svg::Credit::of(&r, None),
+            credit: chart_kit::Credit::of(&r, None),
         }])[0]
             .1,
     )
@@ -530,16 +531,19 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
         );
     }
     // 1, 2, 5 x 10^k where the range is narrow.
-    assert_eq!(svg::log_ticks(90.0, 1100.0), [100.0, 200.0, 500.0, 1000.0]);
     assert_eq!(
-        svg::log_ticks(15e6, 25e6).len(),
+        chart_kit::log_ticks(90.0, 1100.0),
+        [100.0, 200.0, 500.0, 1000.0]
+    );
+    assert_eq!(
+        chart_kit::log_ticks(15e6, 25e6).len(),
         11,
         "{:?}",
-        svg::log_ticks(15e6, 25e6)
+        chart_kit::log_ticks(15e6, 25e6)
     );
     assert_eq!(
         ["1", "20", "500", "1k", "2M", "5G", "1.5k"],
-        [1.0, 20.0, 500.0, 1e3, 2e6, 5e9, 1500.0].map(svg::tick_label)
+        [1.0, 20.0, 500.0, 1e3, 2e6, 5e9, 1500.0].map(chart_kit::tick_label)
     );
 }
 

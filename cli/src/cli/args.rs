@@ -1,11 +1,11 @@
 //! The flags of every subcommand, parsed by clap into the library's types
 //! (the mode parts parse themselves: `ipivmm::mode` derives clap's ValueEnum).
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use ipivmm::mode::levers::{ExitControl, ExitControls};
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use crate::output::compare::Dimension;
 use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipivmm::mode::levers::{ExitControl, ExitControls};
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
@@ -255,7 +255,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 }
 
 /// The seed experiments `sweep --preset` re-creates (library data).
-pub use crate::sweep::presets::Preset;
+use crate::sweep::presets::Preset;
 
 /// Flags of `ipivmm sweep`. Lists are comma-separated; each defaults to every value.
 #[derive(Args, Debug)]

@@ -9,7 +9,7 @@
 use super::atomic::tempfile_in;
 #[cfg(test)]
 use super::atomic::temporary_of;
-pub use super::atomic::{remove_stale_temporaries, write_atomic, write_atomic_with};
+use super::atomic::write_atomic_with;
 use super::sink::{Docs, Kind, Sink};
 use ipivmm::results::Document;
 use std::io::Write;
@@ -430,6 +430,7 @@ pub fn print_text(text: &str, to_stderr: bool) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::atomic::write_atomic;
     use super::*;
 
     fn tmpdir(name: &str) -> PathBuf {

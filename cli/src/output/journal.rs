@@ -3,7 +3,7 @@
 //! run readable. While the sweep goes on the document carries `incomplete`
 //! (what is missing); the sweep's final write replaces it with the whole
 //! document, which has none.
-use super::dest::write_atomic;
+use super::atomic::write_atomic;
 use ipivmm::results::{Document, RunReport};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};

@@ -98,8 +98,6 @@ pub fn paint(text: &str, tint: Tint, color: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-pub use ipivmm::results::slug::{slug, MAX_SLUG};
-
 /// A count in a short human form: 950, 12.3k, 4.57M, 1.2G, 10M (trailing
 /// zeros dropped).
 pub fn human(v: f64) -> String {

@@ -33,7 +33,7 @@ pub struct ScaleGroup {
 impl ScaleGroup {
     /// File-name stem, e.g. `broadcast-halt-scale`.
     pub fn slug(&self) -> String {
-        super::slug(&format!("{}-{}-scale", self.workload, self.target))
+        ipivmm::results::slug::slug(&format!("{}-{}-scale", self.workload, self.target))
     }
 
     /// The vCPU counts of the group, ascending.

@@ -11,19 +11,19 @@
 //! - `<group>-exits.svg`: VM exits per delivered IPI (per sample), stacked
 //!   by exit reason;
 //! - `<group>-latency.svg`: the latency histogram of every bar, one panel
-//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`]);
+//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`](super::chart_kit::log_ticks));
 //! - `<workload>-<target>-scale.svg` where a workload ran at several vCPU
 //!   counts: its figures against N, a line per mode
 //!   ([`super::scale_chart`]).
 use super::chart_kit::{color, draw_footer, footer, footer_height, FooterLine, FONT};
-pub use super::chart_kit::{log_ticks, tick_label, Credit, DrawResult, Entry, LogAxis, Provenance};
+use super::chart_kit::{tick_label, Credit, DrawResult, Entry, LogAxis};
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::{human, human_ns, OutputError};
 use ipivmm::results::latency::Histogram;
 use ipivmm::results::summary::{self, summarize_phases, GroupKey, RunSummary};
 use ipivmm::results::Document;
-use ipivmm::run::RunReport;
+use ipivmm::results::RunReport;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;

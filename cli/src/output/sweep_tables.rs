@@ -5,10 +5,10 @@
 //! metric, a column per N); the skipped combinations grouped by reason,
 //! and a summary line.
 use crate::output::fit::{Col, FitTable, Layout};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::summary::{self, RunSummary};
 use ipivmm::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use std::time::Duration;
 
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {

@@ -151,8 +151,8 @@ fn say(lines: &[String], events: &dyn SweepEvents) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
     use crate::sweep::execute::Quiet;
+    use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
     use ipivmm_host::module_switch::{parse_param_values, FakeModprobe};
     use std::path::Path;
     use std::sync::atomic::AtomicBool;

@@ -18,9 +18,8 @@ use ipivmm::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
 
-pub use execute::{run_all, Quiet, SweepEvents, SweepOptions, SweepOutcome};
-use host_stages::run_stages;
-pub use host_stages::{preflight, HostSweep};
+use execute::{run_all, SweepEvents, SweepOptions, SweepOutcome};
+use host_stages::{run_stages, HostSweep};
 
 /// The dimensions a sweep crosses.
 #[derive(Clone, Debug)]

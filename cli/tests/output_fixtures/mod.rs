@@ -1,8 +1,9 @@
 //! Run reports built in code (no /dev/kvm) for the output tests.
 #![allow(dead_code)]
+use ipivmm::results::latency::LatencyStats;
 use ipivmm::results::{
-    ExitCounts, ExitKind, GuestDelta, IcrExits, LatencyStats, PhaseResult, RunConfig, SourceStatus,
-    Timings, VcpuEnd, VcpuResult,
+    ExitCounts, ExitKind, GuestDelta, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings,
+    VcpuEnd, VcpuResult,
 };
 use ipivmm::{RunReport, RunStatus, VmConfig};
 use std::collections::BTreeMap;

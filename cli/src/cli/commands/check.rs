@@ -7,12 +7,13 @@
 use super::sweep::{plan_sweep, PlanError};
 use super::{fail, init_log};
 use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
+use crate::output::atomic::write_atomic;
+use crate::output::dest::{emit, print_text, Dest};
+use crate::sweep::execute::Quiet;
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::host::load::LoadProbe;
 use ipivmm::host::HostInfo;
-use crate::output::dest::{emit, print_text, write_atomic, Dest};
-use crate::sweep::Quiet;
 use ipivmm::{Document, RunOptions, SerialSink};
 use ipivmm_devices::text::escape_controls;
 use serde::Deserialize;

@@ -1,9 +1,9 @@
 //! `ipivmm run`: one VM, one workload; results files first, then the table.
 use super::{fail, finish, init_log, plan_outputs, skip_all};
 use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
-use ipivmm::host::load::LoadProbe;
 use crate::output::dest::print_text;
 use crate::output::{repeats, text};
+use ipivmm::host::load::LoadProbe;
 use ipivmm::SerialSink;
 use ipivmm::{run, Document, RunOptions};
 use std::process::ExitCode;
@@ -118,11 +118,11 @@ pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm::stats::Interval)> 
 /// `run --dry-run`: the checks of a run (prepare) and the report's header,
 /// without a VM.
 fn dry_run(config: &ipivmm::VmConfig) -> ExitCode {
-    let prepared = match ipivmm::run::prepare(config) {
+    let prepared = match ipivmm::run::prepare::prepare(config) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let mode = ipivmm::run::RunConfig::of(&prepared.config);
+    let mode = ipivmm::results::RunConfig::of(&prepared.config);
     println!("{}", text::header_line(&mode, &mode.label(config.apicv)));
     println!(
         "APICv: {} ({})",

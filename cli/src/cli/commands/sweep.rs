@@ -3,13 +3,15 @@
 //! presets and running the plan are the library's (`crate::sweep`).
 use super::{fail, finish, init_log, plan_outputs, skip_all};
 use crate::cli::args::{repeat_choice, SweepArgs};
-use ipivmm::mode::{ApicMode, TargetWait};
 use crate::output::dest::print_text;
 use crate::output::journal::Journal;
 use crate::output::progress::SweepProgress;
 use crate::output::{repeats, sweep_tables};
+use crate::sweep::execute::{SweepEvents, SweepOptions};
+use crate::sweep::host_stages::{preflight, HostSweep};
 use crate::sweep::presets::PresetHost;
-use crate::sweep::{execute, plan, preflight, SweepEvents, SweepOptions, SweepSpec};
+use crate::sweep::{execute, plan, SweepSpec};
+use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::vm::{max_vcpus, open_kvm};
 use ipivmm::Document;
 use std::cell::RefCell;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 pub struct Planned {
     spec: SweepSpec,
     host: Option<ipivmm::host::HostInfo>,
-    host_sweep: Option<crate::sweep::HostSweep>,
+    host_sweep: Option<HostSweep>,
     preset: Option<ipivmm::results::PresetReport>,
 }
 

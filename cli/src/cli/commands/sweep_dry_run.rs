@@ -2,8 +2,8 @@
 //! the repeats, every skip with its reason, and the time it would take,
 //! estimated from a short calibration (two runs of the first row).
 use super::sweep::Planned;
-use ipivmm::results::RunConfig;
 use crate::sweep::{plan, PlannedRun};
+use ipivmm::results::RunConfig;
 use ipivmm::{RunOptions, SerialSink, VmConfig};
 use std::fmt::Write;
 use std::time::{Duration, Instant};
