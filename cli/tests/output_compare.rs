@@ -376,6 +376,53 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     );
 }
 
+/// `runs` with every repeat recorded under `load` (others' share of the
+/// host's CPU time beside this process's 50%, and steal).
+fn loaded(mut runs: Vec<ipivmm::RunReport>, others: f64, steal: f64) -> Vec<ipivmm::RunReport> {
+    for r in &mut runs {
+        r.host_load = Some(ipivmm::stats::HostLoad {
+            cpus: 2,
+            busy: 0.5 + others,
+            own: 0.5,
+            steal,
+        });
+    }
+    runs
+}
+
+#[test]
+fn a_difference_is_the_hosts_only_where_the_slower_side_ran_on_a_busy_host() {
+    let dir = temp_dir("compare-busy");
+    let quiet_old = record(&dir, "old.json", &loaded(repeats(10_000, 2), 0.0, 0.01));
+    let busy_old = record(&dir, "busy-old.json", &loaded(repeats(10_000, 2), 0.4, 0.0));
+    let busy_slow = record(
+        &dir,
+        "busy-slow.json",
+        &loaded(repeats(12_000, 2), 0.4, 0.0),
+    );
+    let stolen_slow = record(&dir, "stolen.json", &loaded(repeats(12_000, 2), 0.0, 0.08));
+    let quiet_slow = record(&dir, "slow.json", &loaded(repeats(12_000, 2), 0.0, 0.037));
+    // Slower while others took 40% of the CPUs, or 8% was stolen: maybe
+    // the host's, so not judged (and not a pass).
+    for slow in [busy_slow, stolen_slow] {
+        let g = compare(&[quiet_old.clone(), slow]).gate(0.10, 0.05);
+        assert!(g.regressions.is_empty(), "{g:?}");
+        assert!(
+            g.inconclusive.iter().any(|i| i.contains("busy host")),
+            "{g:?}"
+        );
+    }
+    // Slower on a quiet host (steal at this host's usual 3.7%), against a
+    // baseline measured on a busy one: the load cannot explain it.
+    let g = compare(&[busy_old, quiet_slow]).gate(0.10, 0.05);
+    assert!(
+        g.regressions
+            .iter()
+            .any(|r| r.contains("cycles/round trip p50")),
+        "{g:?}"
+    );
+}
+
 #[test]
 fn one_run_a_side_is_inconclusive_and_nothing_compared_is_said() {
     let dir = temp_dir("compare-inconclusive");

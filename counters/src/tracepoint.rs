@@ -142,6 +142,14 @@ pub(crate) fn perf_event_open_self(attr: PerfEventAttr) -> std::io::Result<File>
     perf_event_open_on(attr, 0, -1)
 }
 
+/// `perf_event_open` of `attr` on thread `tid` (of this process), any CPU.
+pub(crate) fn perf_event_open_thread(
+    attr: PerfEventAttr,
+    tid: libc::pid_t,
+) -> std::io::Result<File> {
+    perf_event_open_on(attr, tid, -1)
+}
+
 /// A tracepoint event that never counts (opened disabled, on CPU 0, for no
 /// task, never enabled) and is kept open only so that its tracepoint stays
 /// registered with perf: while it is open, closing another perf event of

@@ -112,6 +112,10 @@ pub struct VmConfig {
     /// trip grows by this much, a known effect to check a comparison
     /// against. 0 = none.
     pub ipi_delay_cycles: u64,
+    /// The phase the headline, metrics and expectations read (`--phase`;
+    /// a custom payload's `cpuid`, say); None: the measured-phase rule of
+    /// [`crate::results::summary::measured_phase`]. The guest ignores it.
+    pub headline_phase: Option<String>,
     /// Measured iterations.
     pub iterations: u64,
     /// Warm-up iterations.
@@ -168,6 +172,7 @@ impl Default for VmConfig {
             target_wait: TargetWait::Spin,
             halt_settle: DEFAULT_HALT_SETTLE,
             ipi_delay_cycles: 0,
+            headline_phase: None,
             iterations: 1000,
             warmup: 100,
             ipi_vector: ipivmm_abi::DEFAULT_IPI_VECTOR,
@@ -251,6 +256,9 @@ pub enum ConfigError {
     /// An injected delay longer than any IPI.
     #[error("--inject-delay-cycles {0} (VmConfig::ipi_delay_cycles): at most {MAX_IPI_DELAY_CYCLES} TSC cycles per IPI (a few ms; more would outlast the timeout)")]
     IpiDelay(u64),
+    /// A phase name no guest can send.
+    #[error("--phase '{0}' (VmConfig::headline_phase): a phase name is 1 to {max} printable characters without spaces, as the payload names it (e.g. --phase cpuid)", max = ipivmm_abi::MAX_NAME_LEN)]
+    PhaseName(String),
     /// A timeout of zero.
     #[error("--timeout (VmConfig::timeout) must be at least 1 second")]
     ZeroTimeout,
@@ -327,6 +335,13 @@ impl VmConfig {
         if self.ipi_delay_cycles > MAX_IPI_DELAY_CYCLES {
             return Err(ConfigError::IpiDelay(self.ipi_delay_cycles));
         }
+        if let Some(name) = &self.headline_phase {
+            if !is_phase_name(name) {
+                return Err(ConfigError::PhaseName(
+                    ipivmm_devices::text::escape_controls(name),
+                ));
+            }
+        }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
         let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
         if need > u128::from(have) {
@@ -380,6 +395,14 @@ pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
+/// Whether `name` can name a phase a payload sends: 1 to
+/// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
+pub fn is_phase_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
+        && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
+}
 
 #[cfg(test)]
 mod tests {
@@ -490,5 +513,20 @@ mod tests {
         }
         c.guest_memory_budget = MIN_GUEST_MEMORY_BUDGET;
         assert_eq!(c.validate(8), Ok(()));
+    }
+
+    #[test]
+    fn a_phase_name_is_what_a_payload_can_send() {
+        let mut c = VmConfig::default();
+        for good in ["cpuid", "measure-uncounted", &"x".repeat(64)] {
+            c.headline_phase = Some(good.to_string());
+            assert_eq!(c.validate(8), Ok(()), "{good}");
+        }
+        for bad in ["", "two words", "bell\u{7}", &"x".repeat(65)] {
+            c.headline_phase = Some(bad.to_string());
+            let e = c.validate(8).unwrap_err();
+            assert!(matches!(e, ConfigError::PhaseName(_)), "{bad}: {e}");
+            assert!(!e.to_string().contains('\u{7}'), "escaped: {e}");
+        }
     }
 }

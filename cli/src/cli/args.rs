@@ -199,6 +199,9 @@ pub struct CompareArgs {
     /// The column the others are divided by (a file name, mode label or vCPU count; default: the first).
     #[arg(long, value_name = "VALUE")]
     pub baseline: Option<String>,
+    /// Compare this phase of every run instead of the one each run's headline read (its `--phase`, else the measured-phase rule); a run without it compares nothing.
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
     /// Flag ratios at or beyond 1 ± this fraction.
     #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
     pub threshold: f64,
@@ -290,6 +293,9 @@ pub struct SweepArgs {
     /// Warm-up iterations per run.
     #[arg(long, default_value_t = 10)]
     pub warmup: u64,
+    /// The phase the headline, metrics and expectations read (a custom payload's `cpuid`, say); default: the phase named `measure`, else the counted phase with the most samples (docs/results-schema.md). A row without that phase shows no figures.
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
     /// Watchdog per run, seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
@@ -366,6 +372,9 @@ pub struct RunArgs {
     /// With --target halt: how long a sender waits after the target published that it is halting (ns).
     #[arg(long, value_name = "NS", default_value_t = 20_000)]
     pub halt_settle_ns: u64,
+    /// The phase the headline, metrics and expectations read (a custom payload's `cpuid`, say); default: the phase named `measure`, else the counted phase with the most samples (docs/results-schema.md). A run without that phase fails.
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
     /// Busy-wait N TSC cycles in every handler of the measured vector on a receiving vCPU, before the IPI counts as received: a round trip grows by N, a known effect to check a comparison against (docs/statistics.md); at most 10000000.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub inject_delay_cycles: u64,
@@ -547,6 +556,7 @@ impl RunArgs {
             target_wait: self.target,
             halt_settle: Duration::from_nanos(self.halt_settle_ns),
             ipi_delay_cycles: self.inject_delay_cycles,
+            headline_phase: self.phase.clone(),
             iterations: self.iterations,
             warmup: self.warmup,
             ipi_vector: self.vector,

@@ -57,8 +57,9 @@ impl Docs for Document {
 }
 
 /// Recorded results files (`compare`), each read when its turn comes and
-/// dropped before the next: memory is that of the largest file.
-pub struct Files<'a>(pub &'a [PathBuf]);
+/// dropped before the next: memory is that of the largest file. With a
+/// phase (`compare --phase`), every run reads that phase.
+pub struct Files<'a>(pub &'a [PathBuf], pub Option<&'a str>);
 
 impl Docs for Files<'_> {
     fn each(
@@ -66,7 +67,10 @@ impl Docs for Files<'_> {
         f: &mut dyn FnMut(Option<&str>, &Document) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         for path in self.0 {
-            let doc = Document::load(path).map_err(std::io::Error::other)?;
+            let mut doc = Document::load(path).map_err(std::io::Error::other)?;
+            if let Some(phase) = self.1 {
+                doc.read_phase(phase);
+            }
             f(Some(&path.display().to_string()), &doc)?;
         }
         Ok(())

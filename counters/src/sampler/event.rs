@@ -19,7 +19,10 @@
 
 use std::fs::File;
 
-use crate::tracepoint::{ioctls, perf_event_open_self, perf_ioctl, tracepoint_attr, PerfEventAttr};
+use crate::tracepoint::{
+    ioctls, perf_event_open_self, perf_event_open_thread, perf_ioctl, tracepoint_attr,
+    PerfEventAttr,
+};
 
 use super::error::{Result, SamplerError};
 use super::ring::{
@@ -56,12 +59,21 @@ impl SamplingEvent {
     /// Opens tracepoint `tracepoint` (tracefs id; `name` = `system:event`,
     /// for messages) on the calling thread, disabled.
     pub fn open(tracepoint: u64, name: &str) -> Result<Self> {
-        let file = perf_event_open_self(sampling_attr(tracepoint)).map_err(|source| {
-            SamplerError::Open {
-                event: name.to_string(),
-                id: tracepoint,
-                source,
-            }
+        Self::open_on(tracepoint, name, None)
+    }
+
+    /// Opens tracepoint `tracepoint` on thread `tid` of this process (the
+    /// calling thread when None), disabled.
+    pub fn open_on(tracepoint: u64, name: &str, tid: Option<libc::pid_t>) -> Result<Self> {
+        let attr = sampling_attr(tracepoint);
+        let opened = match tid {
+            None => perf_event_open_self(attr),
+            Some(tid) => perf_event_open_thread(attr, tid),
+        };
+        let file = opened.map_err(|source| SamplerError::Open {
+            event: name.to_string(),
+            id: tracepoint,
+            source,
         })?;
         let mut ev = Self {
             file,
@@ -159,9 +171,19 @@ impl SampledEvents {
     /// Opens `(tracefs id, "system:event")` on the calling thread, all
     /// disabled, into one ring of `data_pages` pages (the first event's).
     pub fn open(tracepoints: &[(u64, &str)], data_pages: usize) -> Result<Self> {
+        Self::open_on(tracepoints, data_pages, None)
+    }
+
+    /// [`SampledEvents::open`] on thread `tid` of this process (the calling
+    /// thread when None).
+    pub fn open_on(
+        tracepoints: &[(u64, &str)],
+        data_pages: usize,
+        tid: Option<libc::pid_t>,
+    ) -> Result<Self> {
         let events = tracepoints
             .iter()
-            .map(|&(id, name)| SamplingEvent::open(id, name))
+            .map(|&(id, name)| SamplingEvent::open_on(id, name, tid))
             .collect::<Result<Vec<_>>>()?;
         let Some(first) = events.first() else {
             return Err(SamplerError::NoEvents);

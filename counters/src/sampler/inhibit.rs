@@ -108,7 +108,7 @@ impl InhibitDecoder {
     }
 }
 
-/// `kvm:kvm_apicv_inhibit_changed` sampled on the calling thread.
+/// `kvm:kvm_apicv_inhibit_changed` sampled on one thread.
 #[derive(Debug)]
 pub struct InhibitSampler {
     events: SampledEvents,
@@ -120,9 +120,19 @@ impl InhibitSampler {
     /// Opens the event on the calling thread (ring of `data_pages` pages),
     /// enabled; names come from the format, else from the kernel release.
     pub fn open(tracefs: &Tracefs, data_pages: usize) -> Result<Self> {
+        Self::open_on(tracefs, data_pages, None)
+    }
+
+    /// [`InhibitSampler::open`] for thread `tid` of this process (the
+    /// calling thread when None): another thread can open it while `tid`
+    /// does other work (the run's main thread, before it creates the VM).
+    pub fn open_on(tracefs: &Tracefs, data_pages: usize, tid: Option<libc::pid_t>) -> Result<Self> {
         let format = super::event_format(tracefs, "kvm", "kvm_apicv_inhibit_changed")?;
-        let events =
-            SampledEvents::open(&[(format.id, "kvm:kvm_apicv_inhibit_changed")], data_pages)?;
+        let events = SampledEvents::open_on(
+            &[(format.id, "kvm:kvm_apicv_inhibit_changed")],
+            data_pages,
+            tid,
+        )?;
         let decoder = InhibitDecoder::new(&format, events.events()[0].id())?;
         let names = inhibit_names(&format.print_fmt)
             .or_else(|| {

@@ -5,6 +5,7 @@ use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::summary::{measured_phase, summarize};
 use crate::results::{Document, PhaseResult, RunReport};
 use crate::stats;
+use std::borrow::Cow;
 
 /// How an expectation came out.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,8 +97,24 @@ fn matches_but_count(scope: &Scope, workload: &str, label: &str) -> bool {
         && scope.label.as_ref().is_none_or(|l| label_matches(l, label))
 }
 
-/// The runs of `doc` that `scope` names.
-fn runs_of<'d>(doc: &'d Document, scope: &Scope) -> Vec<&'d RunReport> {
+/// The runs of `doc` that `scope` names, reading the scope's phase when it
+/// names one (`@cpuid`).
+fn runs_of<'d>(doc: &'d Document, scope: &Scope) -> Vec<Cow<'d, RunReport>> {
+    let runs = matching_runs(doc, scope).into_iter();
+    match &scope.phase {
+        None => runs.map(Cow::Borrowed).collect(),
+        Some(phase) => runs
+            .map(|r| {
+                let mut r = r.clone();
+                r.mode.phase = Some(phase.clone());
+                Cow::Owned(r)
+            })
+            .collect(),
+    }
+}
+
+/// The runs of `doc` whose workload, vCPU count and label `scope` names.
+fn matching_runs<'d>(doc: &'d Document, scope: &Scope) -> Vec<&'d RunReport> {
     let candidates: Vec<&RunReport> = doc
         .runs
         .iter()
@@ -129,6 +146,9 @@ fn scope_text(s: &Scope) -> String {
         Some(VcpuCount::Max) => parts.push("maxv".into()),
         None => {}
     }
+    if let Some(p) = &s.phase {
+        parts.push(format!("@{p}"));
+    }
     if let Some(l) = &s.label {
         parts.push(l.clone());
     }
@@ -155,6 +175,9 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
 /// Why a metric has no value in `r`, in words and with the fix where there
 /// is one.
 fn missing_metric(key: &str, r: &RunReport) -> String {
+    if let Some(why) = crate::results::summary::missing_phase(r) {
+        return why;
+    }
     let source = |name: &str| {
         r.vcpus
             .iter()
@@ -175,6 +198,13 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
 }
 
 fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
+    if key == "vcpus" {
+        return Ok(r.mode.vcpus as f64);
+    }
+    // A phase the run never finished has no figures, not zeros.
+    if let Some(why) = crate::results::summary::missing_phase(r) {
+        return Err(why);
+    }
     let m = RunMetrics::of(&summarize(r));
     let scalar = match key {
         "operations" => Some(m.operations as f64),
@@ -198,7 +228,8 @@ fn counter_values(
     only: Option<usize>,
 ) -> Result<Vec<(usize, u64)>, String> {
     let Some((id, phase_name)) = measured_phase(r) else {
-        return Err("the run has no measured phase".into());
+        return Err(crate::results::summary::missing_phase(r)
+            .unwrap_or_else(|| "the run has no measured phase".into()));
     };
     let mut out = Vec::new();
     for v in r.vcpus.iter().filter(|v| only.is_none_or(|i| v.index == i)) {
@@ -263,6 +294,11 @@ fn counter_values(
 fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
     if !r.succeeded() {
         return Outcome::Fail(format!("the run did not complete: {}", r.status.line()));
+    }
+    // A phase named (`--phase`, `@NAME`) that the run never finished: a
+    // failure, not a skip (the name is the user's, the run is there).
+    if let Some(why) = crate::results::summary::missing_phase(r) {
+        return Outcome::Fail(why);
     }
     let want = match &e.value {
         Rhs::Number(x) => *x,
@@ -355,6 +391,9 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
                 full_label(r),
                 r.status.line()
             )));
+        }
+        if let Some(why) = crate::results::summary::missing_phase(r) {
+            return Err(Outcome::Fail(format!("{}: {why}", full_label(r))));
         }
         values.push(
             metric_value(metric, r)
@@ -481,11 +520,11 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                 .unwrap_or_default();
             out.push(Verdict {
                 name: if several {
-                    format!("{} [{}{repeat}]", e.text, full_label(r))
+                    format!("{} [{}{repeat}]", e.text, full_label(&r))
                 } else {
                     e.text.clone()
                 },
-                outcome: on_run(e, r),
+                outcome: on_run(e, &r),
             });
         }
     }

@@ -100,6 +100,9 @@ pub struct Scope {
     pub vcpus: Option<VcpuCount>,
     /// The mode and the extras of the run's label (`RunReport::label`).
     pub label: Option<String>,
+    /// `@NAME`: the phase the expectation reads instead of the run's
+    /// headline phase (`--phase`, else the measured-phase rule).
+    pub phase: Option<String>,
 }
 
 /// A scope's vCPU count.

@@ -114,11 +114,26 @@ fn number_and_tolerance(s: &str) -> Result<(Rhs, f64), String> {
     Ok((value, tolerance))
 }
 
-/// `[WORKLOAD] [Nv] [LABEL]`: the label starts at the first word with a
-/// '/' (`kernel/x2apic/icr`).
+/// `[WORKLOAD] [Nv] [@PHASE] [LABEL]`: the label starts at the first word
+/// with a '/' (`kernel/x2apic/icr`); `@cpuid` reads phase `cpuid` (a bare
+/// word names a workload).
 pub(super) fn scope(s: &str) -> Result<Scope, String> {
-    let words: Vec<&str> = s.split_whitespace().collect();
-    if words.is_empty() {
+    let mut phase = None;
+    let mut words: Vec<&str> = Vec::new();
+    for w in s.split_whitespace() {
+        match w.strip_prefix('@') {
+            Some(name) if phase.is_none() && crate::config::is_phase_name(name) => {
+                phase = Some(name.to_string())
+            }
+            Some(_) => {
+                return Err(format!(
+                    "cannot read the scope '{s}': one @PHASE, a phase name after the '@' (e.g. '@cpuid: exits_per_ipi < 2')"
+                ))
+            }
+            None => words.push(w),
+        }
+    }
+    if words.is_empty() && phase.is_none() {
         return Err("an empty scope before ': '".into());
     }
     let label_at = words
@@ -127,6 +142,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
         .unwrap_or(words.len());
     let mut scope = Scope {
         label: (label_at < words.len()).then(|| words[label_at..].join(" ")),
+        phase,
         ..Scope::default()
     };
     for w in &words[..label_at] {
@@ -142,7 +158,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
             _ if scope.workload.is_none() && scope.vcpus.is_none() => scope.workload = Some((*w).to_string()),
             _ => {
                 return Err(format!(
-                    "cannot read the scope '{s}': write [WORKLOAD] [Nv] LABEL, e.g. 'broadcast 4v kernel/x2apic/icr'"
+                    "cannot read the scope '{s}': write [WORKLOAD] [Nv] [@PHASE] LABEL, e.g. 'broadcast 4v kernel/x2apic/icr'"
                 ))
             }
         }
@@ -243,10 +259,27 @@ mod tests {
             Scope {
                 workload: Some("broadcast".into()),
                 vcpus: Some(VcpuCount::Exactly(4)),
-                label: Some("kernel/xapic/icr pin:0,1".into())
+                label: Some("kernel/xapic/icr pin:0,1".into()),
+                phase: None,
             }
         );
         assert_eq!(e.op, Op::Le);
+        let e = ok("@cpuid: vcpus.guest.ipis_sent == 0");
+        assert_eq!(e.scope.phase.as_deref(), Some("cpuid"));
+        assert_eq!(
+            (e.scope.workload.as_ref(), e.scope.label.as_ref()),
+            (None, None)
+        );
+        let e = ok("scaffold 2v @measure-uncounted kernel/x2apic/icr: operations > 0");
+        assert_eq!(
+            e.scope,
+            Scope {
+                workload: Some("scaffold".into()),
+                vcpus: Some(VcpuCount::Exactly(2)),
+                label: Some("kernel/x2apic/icr".into()),
+                phase: Some("measure-uncounted".into()),
+            }
+        );
         let e = ok("vcpu1.guest.ipis_received >= 1000");
         assert_eq!(
             e.subject,
@@ -308,6 +341,8 @@ mod tests {
                 "drop the 'SCOPE: '",
             ),
             ("x y z/w: exits_per_ipi < 1", "cannot read the scope"),
+            ("@a @b: exits_per_ipi < 1", "one @PHASE"),
+            ("@: exits_per_ipi < 1", "one @PHASE"),
             ("exits_per_ipi < inf", "not a number"),
             // Sparse sources list only non-zero counters: a misspelling
             // must not read 0 (it used to pass `== 0`).

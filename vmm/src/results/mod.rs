@@ -233,6 +233,11 @@ pub struct RunConfig {
     /// (`--inject-delay-cycles`); absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ipi_delay_cycles: u64,
+    /// The phase the headline, metrics and expectations read, as `--phase`
+    /// picked it; absent: the measured-phase rule
+    /// ([`summary::measured_phase`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
     /// vCPUs.
     pub vcpus: usize,
     /// Iterations.
@@ -295,6 +300,7 @@ impl RunConfig {
             target: c.target_wait,
             halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
             ipi_delay_cycles: c.ipi_delay_cycles,
+            phase: c.headline_phase.clone(),
             vcpus: c.vcpus,
             iterations: c.iterations,
             warmup: c.warmup,
@@ -570,6 +576,16 @@ impl Document {
             preset: None,
             incomplete: None,
         }
+    }
+
+    /// Makes every run's headline, metrics and expectations read phase
+    /// `name` (`compare --phase`), and the per-configuration figures with
+    /// them.
+    pub fn read_phase(&mut self, name: &str) {
+        for r in &mut self.runs {
+            r.mode.phase = Some(name.to_string());
+        }
+        self.configurations = repeats::configurations(&self.runs);
     }
 
     /// The document as pretty JSON with a trailing newline.

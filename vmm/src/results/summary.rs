@@ -7,7 +7,8 @@
 //!   phase whose figures count every run ([`phase_keys`]);
 //! - every sum saturates ([`crate::results::saturating_sum`]): guest
 //!   counters are whatever the guest sends;
-//! - the measured phase is the one named `measure`, else the counted phase
+//! - the measured phase is the one `--phase` names (`mode.phase`; none if
+//!   the run has no phase of that name), else the one named `measure`, else the counted phase
 //!   with the most latency samples, else the one with the most IPIs sent
 //!   (tables and `compare`); charts draw every phase that has samples
 //!   ([`summarize_phases`]);
@@ -329,6 +330,14 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
     let counted = |id: u32, name: &str| {
         phases(run, id, name).any(|p| !p.uncounted) && !phases(run, id, name).any(|p| p.unfinished)
     };
+    // `--phase` names the phase; a run without it has no measured phase
+    // (its figures are missing, never another phase's).
+    if let Some(chosen) = &run.mode.phase {
+        return keys
+            .into_iter()
+            .filter(|(_, n)| n == chosen)
+            .max_by_key(|(id, n)| (counted(*id, n), *id));
+    }
     if let Some(m) = keys
         .iter()
         .find(|(id, n)| n == ipivmm_abi::builtin_phases::MEASURE.1 && counted(*id, n))
@@ -343,6 +352,29 @@ pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
     let sent = |id: u32, name: &str| sum(phases(run, id, name).map(|p| p.guest.ipis_sent));
     keys.into_iter()
         .max_by_key(|(id, name)| (counted(*id, name), samples(*id, name), sent(*id, name), *id))
+}
+
+/// Why `run` has no figures for the phase `--phase` named: None when it
+/// names none, or the run ran a finished phase of that name.
+pub fn missing_phase(run: &Run) -> Option<String> {
+    let chosen = run.mode.phase.as_ref()?;
+    if measured_phase(run).is_some() {
+        return None;
+    }
+    let mut unique: Vec<String> = Vec::new();
+    for (_, n) in phase_keys(run) {
+        if !unique.contains(&n) {
+            unique.push(n);
+        }
+    }
+    Some(if unique.is_empty() {
+        format!("no phase '{chosen}': the run finished no phase")
+    } else {
+        format!(
+            "no phase '{chosen}' in this run (its finished phases: {})",
+            unique.join(", ")
+        )
+    })
 }
 
 /// The uncounted part of phase `id` (`name`): the (id, name) of a phase

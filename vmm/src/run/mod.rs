@@ -4,6 +4,7 @@
 //! the vCPU threads → [`supervise::supervise`] them (watchdog, cancel,
 //! kicks) → [`collect::report`] what they produced.
 pub mod collect;
+pub mod creation_sampler;
 pub mod devices;
 pub mod monitor;
 pub mod observer;
@@ -15,7 +16,6 @@ use prepare::prepare;
 
 use crate::results::{inhibits, RunReport};
 use crate::vm::VmError;
-use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -82,6 +82,8 @@ fn host<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> RunError 
 /// Build and run one VM, in stages; a run that started always returns its
 /// report, whatever happened to the guest.
 pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunReport, RunError> {
+    // Opened on another thread while the run is prepared (off the path).
+    let sampler = creation_sampler::CreationSampler::start(config);
     let prepared = prepare(config)?;
     // Every vCPU holds fds from its creation on (its own, its stats fd):
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
@@ -92,10 +94,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     // is loaded once the guest runs (off its path), and the vCPU threads
     // wait for its inhibit log at their first phase marker.
     let created_ns = inhibits::monotonic_ns();
-    let mut creation = trace.as_ref().and_then(|t| {
-        let tracefs = t.tracefs()?;
-        InhibitSampler::open(tracefs, inhibits::INHIBIT_RING_PAGES).ok()
-    });
+    let mut creation = sampler.finish(trace.as_deref());
     let vm = crate::vm::Vm::build(&prepared)?;
     let log = Arc::new(inhibits::InhibitLog::default());
     if let Some(s) = &mut creation {

@@ -10,8 +10,12 @@ pub const COV_BOUND: f64 = 0.10;
 /// Other processes busy for more than this fraction of the host's CPU
 /// time during a run are flagged.
 pub const HOST_BUSY_BOUND: f64 = 0.25;
-/// Steal time beyond this fraction of the host's CPU time is flagged.
-pub const STEAL_BOUND: f64 = 0.02;
+/// Steal time beyond this fraction of the host's CPU time is flagged. The
+/// development host (a cloud VM) steals 0.6–3.7% with nothing else running
+/// (2026-12-02, docs/statistics.md): a bound below that would flag every
+/// run there, and a few percent of lost time is far below the effects
+/// compared (16–55%).
+pub const STEAL_BOUND: f64 = 0.05;
 
 /// The host's CPU time during a run, from /proc/stat and the process's
 /// own CPU time: what else competed with the VM.
@@ -165,9 +169,16 @@ mod tests {
             steal: 0.0,
         };
         assert!(load_instabilities(&quiet).is_empty());
+        // The steal the development host shows with nothing else running
+        // is not flagged.
+        assert!(load_instabilities(&HostLoad {
+            steal: 0.037,
+            ..quiet
+        })
+        .is_empty());
         let busy = HostLoad {
             busy: 0.95,
-            steal: 0.05,
+            steal: 0.06,
             ..quiet
         };
         let flags = load_instabilities(&busy);

@@ -16,6 +16,17 @@ use std::process::ExitCode;
 /// summaries (and the charts' entries).
 pub fn main(args: &CompareArgs) -> ExitCode {
     init_log("warn");
+    if let Some(p) = args
+        .phase
+        .as_deref()
+        .filter(|p| !ipivmm::config::is_phase_name(p))
+    {
+        return fail(format!(
+            "--phase '{}': a phase name is 1 to {} printable characters without spaces, as the payload names it",
+            ipivmm_devices::text::escape_controls(p),
+            ipivmm_abi::MAX_NAME_LEN
+        ));
+    }
     let inputs: Vec<&std::path::Path> = args.files.iter().map(|p| p.as_path()).collect();
     let outputs = match Outputs::plan_all(&args.output.requests(None), &inputs) {
         Ok(o) => o,
@@ -24,7 +35,12 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     let mut recorded = Vec::with_capacity(args.files.len());
     for f in &args.files {
         match Document::load(f) {
-            Ok(d) => recorded.push((f.display().to_string(), compare::Recorded::of(&d))),
+            Ok(mut d) => {
+                if let Some(phase) = &args.phase {
+                    d.read_phase(phase);
+                }
+                recorded.push((f.display().to_string(), compare::Recorded::of(&d)))
+            }
             Err(e) => return fail(e),
         }
     }
@@ -33,7 +49,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let errors = outputs.write_from(&Files(&args.files), &mut |f| {
+    let errors = outputs.write_from(&Files(&args.files, args.phase.as_deref()), &mut |f| {
         if !args.quiet {
             eprintln!("wrote {}", f.display());
         }

@@ -97,7 +97,18 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         );
         print_text(&text, outputs.uses_stdout());
     }
-    let ok = doc.runs.iter().all(|r| r.succeeded());
+    let mut ok = doc.runs.iter().all(|r| r.succeeded());
+    // A phase the payload never finished: the figures are missing, and
+    // saying so once is enough (every repeat runs the same payload).
+    if let Some(why) = doc
+        .runs
+        .iter()
+        .filter(|r| r.succeeded())
+        .find_map(ipivmm::results::summary::missing_phase)
+    {
+        eprintln!("ipivmm: --phase: {why}");
+        ok = false;
+    }
     for r in doc.runs.iter().filter(|r| !r.succeeded()) {
         let which = r
             .repeat

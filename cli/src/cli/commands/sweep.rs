@@ -342,6 +342,7 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     }
     spec.base.iterations = args.iterations;
     spec.base.warmup = args.warmup;
+    spec.base.headline_phase = args.phase.clone();
     spec.base.timeout = Duration::from_secs(args.timeout);
     spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
     spec.force = args.force;

@@ -301,15 +301,24 @@ impl Row {
         }
         if !metric.is_count() {
             let mut j = stats::judge(&base, &new, threshold)?;
-            // A difference measured while other work took the host's CPUs
-            // may be the host's: said, not judged.
-            let busy: Vec<String> = [0, col]
-                .iter()
-                .flat_map(|&c| self.loads.get(c).into_iter().flatten())
-                .flat_map(stats::load_instabilities)
-                .map(|i| i.to_string())
-                .collect();
-            if matches!(j.verdict, stats::Verdict::Slower | stats::Verdict::Faster) {
+            // A difference may be the host's when the side that measured
+            // slower did so while other work took the host's CPUs: said,
+            // not judged. (Load only slows a run down: the faster side's
+            // load cannot explain the difference.)
+            let slower = match j.verdict {
+                stats::Verdict::Slower => Some(col),
+                stats::Verdict::Faster => Some(0),
+                _ => None,
+            };
+            if let Some(c) = slower {
+                let busy: Vec<String> = self
+                    .loads
+                    .get(c)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(stats::load_instabilities)
+                    .map(|i| i.to_string())
+                    .collect();
                 if let Some(first) = busy.first() {
                     j.verdict = stats::Verdict::Inconclusive;
                     j.why = Some(format!(

@@ -1,0 +1,173 @@
+//! `--phase NAME` and `@NAME` (issue 32, item 5): the headline, the
+//! metrics, `compare` and the expectations read the phase a user names,
+//! a run without it fails naming the phases it has, and no figure of
+//! another phase stands in for a missing one.
+mod cli_kit;
+mod output_fixtures;
+
+use cli_kit::{dir, ipivmm};
+use ipivmm::results::summary::{measured_phase, summarize};
+use ipivmm::results::Document;
+use ipivmm_testkit::kvm_available;
+use std::path::Path;
+
+const TEST: &str = "phase_choice";
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// One repeat of a short ping-pong with `extra` flags, its JSON in `json`.
+fn run(json: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        "--repeat",
+        "1",
+        "--iterations",
+        "40",
+        "--warmup",
+        "15",
+        "--no-tracepoints",
+        "--serial",
+        "none",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ipivmm(&args)
+}
+
+#[test]
+fn the_named_phase_is_what_the_headline_and_the_expectations_read() {
+    if !kvm_available(TEST) {
+        return;
+    }
+    let d = dir("phase", "named");
+    let warm = d.join("warmup.json");
+    // The warm-up phase sends 15 IPIs and records no samples: every figure
+    // the gate reads must be the warm-up's, the measured phase's 40 must
+    // not show through.
+    let o = run(
+        &warm,
+        &[
+            "--phase",
+            "warmup",
+            "--expect",
+            "ipis_sent == 15",
+            "--expect",
+            "@measure: ipis_sent == 40",
+            "--expect",
+            "@measure: vcpu0.guest.ipis_sent == 40",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = Document::load(&warm).unwrap();
+    let r = &doc.runs[0];
+    assert_eq!(r.mode.phase.as_deref(), Some("warmup"));
+    assert_eq!(measured_phase(r).map(|(_, n)| n).as_deref(), Some("warmup"));
+    let s = summarize(r);
+    assert_eq!(s.ipis, 15);
+    assert!(s.latency.is_none(), "the warm-up has no samples");
+
+    // The default reads `measure`, and an expectation can read the warm-up.
+    let plain = d.join("plain.json");
+    let o = run(
+        &plain,
+        &[
+            "--expect",
+            "ipis_sent == 40",
+            "--expect",
+            "@warmup: ipis_sent == 15",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+
+    // `compare --phase` reads that phase of every file.
+    let o = ipivmm(&[
+        "compare",
+        plain.to_str().unwrap(),
+        warm.to_str().unwrap(),
+        "--phase",
+        "measure",
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let exits_rows = t
+        .lines()
+        .filter(|l| l.contains("ICR-write exits/IPI"))
+        .count();
+    assert!(exits_rows <= 1, "{t}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_phase_the_payload_never_ran_fails_and_names_the_phases_it_has() {
+    if !kvm_available(TEST) {
+        return;
+    }
+    let d = dir("phase", "missing");
+    let json = d.join("r.json");
+    let o = run(&json, &["--phase", "cpuid", "--expect", "ipis_sent >= 0"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("no phase 'cpuid' in this run (its finished phases: idle, warmup,"),
+        "{t}"
+    );
+    // The results are kept, and none of them is another phase's.
+    let doc = Document::load(&json).unwrap();
+    assert_eq!(measured_phase(&doc.runs[0]), None);
+    assert_eq!(summarize(&doc.runs[0]).ipis, 0);
+    // An expectation reading a phase no run has fails too.
+    let o = run(&d.join("r2.json"), &["--expect", "@nosuch: ipis_sent >= 0"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("no phase 'nosuch'"), "{t}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_phase_name_no_payload_can_send_is_a_usage_error() {
+    for args in [
+        &["run", "--phase", "two words", "--dry-run"][..],
+        &["compare", "a.json", "--phase", ""][..],
+    ] {
+        let o = ipivmm(args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("--phase"), "{t}");
+    }
+    let o = ipivmm(&["run", "--expect", "@a @b: ipis_sent > 0", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// Without a VM: the rule on a recorded run with phases `idle` and
+/// `measure`, and `Document::read_phase` (what `compare --phase` does).
+#[test]
+fn the_rule_reads_the_named_phase_and_nothing_else() {
+    let mut r = output_fixtures::report(&["--apic", "x2apic"], 10_000, 2);
+    assert_eq!(
+        measured_phase(&r).map(|(_, n)| n).as_deref(),
+        Some("measure")
+    );
+    r.mode.phase = Some("idle".into());
+    assert_eq!(measured_phase(&r), Some((0, "idle".to_string())));
+    assert_eq!(ipivmm::results::summary::missing_phase(&r), None);
+    r.mode.phase = Some("cpuid".into());
+    assert_eq!(measured_phase(&r), None);
+    assert_eq!(
+        ipivmm::results::summary::missing_phase(&r).as_deref(),
+        Some("no phase 'cpuid' in this run (its finished phases: idle, measure)")
+    );
+    assert_eq!(summarize(&r).ipis, 0, "no other phase's figures");
+    let mut doc = Document::new(vec![output_fixtures::report(&[], 10_000, 2)], Vec::new());
+    doc.read_phase("idle");
+    assert_eq!(doc.runs[0].mode.phase.as_deref(), Some("idle"));
+    // The JSON keeps the choice, and a file without it reads as before.
+    let back = Document::from_json(&doc.to_json(), "t").unwrap();
+    assert_eq!(back.runs[0].mode.phase.as_deref(), Some("idle"));
+}
