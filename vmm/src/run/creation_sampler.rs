@@ -3,8 +3,8 @@
 //! while the run is prepared: its `perf_event_open` (registering the
 //! tracepoint, several ms) is then off the guest's path to its first
 //! message.
-use super::inhibits;
 use crate::config::VmConfig;
+use crate::results::inhibits;
 use crate::vcpu::trace::TraceConfig;
 use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_counters::tracefs::Tracefs;
