@@ -21,7 +21,7 @@ shift $(($# < 2 ? $# : 2))
 extra=("$@")
 [ ${#extra[@]} -gt 0 ] || extra=(--apic x2apic --target halt)
 if [ -z "${IPIVMM:-}" ]; then
-    cargo build --release -q -p ipivmm
+    cargo build --release -q -p ipivmm-cli
     IPIVMM=target/release/ipivmm
 fi
 command -v jq >/dev/null || { echo "bench-counters: needs jq (apt-get install jq)" >&2; exit 2; }

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 vcpus=${*:-1 64}
 timeout=${TIMEOUT:-5}
 if [[ -z ${IPIVMM:-} ]]; then
-    cargo build --release -q -p ipivmm
+    cargo build --release -q -p ipivmm-cli
     IPIVMM=target/release/ipivmm
 fi
 work=$(mktemp -d)

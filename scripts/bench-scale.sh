@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 max=${1:-1024}
 iters=${2:-3}
 if [ -z "${IPIVMM:-}" ]; then
-    cargo build --release -q -p ipivmm
+    cargo build --release -q -p ipivmm-cli
     IPIVMM=target/release/ipivmm
 fi
 command -v jq >/dev/null || { echo "bench-scale: needs jq (apt-get install jq)" >&2; exit 2; }

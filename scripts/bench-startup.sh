@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
-cargo build --release -q -p ipivmm
+cargo build --release -q -p ipivmm-cli
 bin=target/release/ipivmm
 declare -A first rss
 

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iters=${1:-500}
-cargo build --release -q -p ipivmm
+cargo build --release -q -p ipivmm-cli
 out=$(mktemp -d)
 for apic in xapic x2apic; do
     perf stat -x, -e kvm:kvm_apic_ipi -o "$out/perf-$apic.txt" -- \

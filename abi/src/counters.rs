@@ -9,7 +9,7 @@
 //! ([`GuestCounters::since`]), names each counter in the CSV, `--expect` and
 //! the JSON (`runs[].vcpus[].phases[].guest`, the field names; with the
 //! `host` feature serde derives the same struct), and docs/guest-abi.md's
-//! table is checked against it (`vmm/tests/docs.rs`). The SDK keeps one
+//! table is checked against it (`cli/tests/docs.rs`). The SDK keeps one
 //! atomic per counter and fills a [`GuestCounters`] field by field, so a
 //! counter it does not fill is a compile error there.
 

@@ -1,8 +1,9 @@
 //! The guest-visible parts of a mode (APIC mode, IPI path, how targets
 //! wait) and the built-in workloads, defined once for host and guest: the
 //! guest reads their numbers from [`crate::BootInfo`]; with the `host`
-//! feature the host's CLI, JSON and tables get their one kebab-case
-//! spelling from the same enums (clap, serde and strum derive it).
+//! feature the host's JSON and tables get their one kebab-case spelling
+//! from the same enums (serde and strum derive it; clap too, for a command
+//! line, with the `clap` feature).
 //! [`Workload::spec`] describes each workload once: its name, what one
 //! sample times, how many vCPUs it needs and how many IPIs one operation
 //! delivers, which the host's metrics, the tests and the lab check.
@@ -18,12 +19,13 @@ macro_rules! abi_enum {
         #[cfg_attr(
             feature = "host",
             derive(
-                serde::Serialize, serde::Deserialize, clap::ValueEnum,
+                serde::Serialize, serde::Deserialize,
                 strum::Display, strum::EnumString, strum::IntoStaticStr,
             ),
             serde(rename_all = "kebab-case"),
             strum(serialize_all = "kebab-case")
         )]
+        #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
         pub enum $name { $($(#[$vmeta])* $variant = $v,)+ }
 
         impl $name {

@@ -5,7 +5,8 @@
 use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::image::minimal_elf;
-use ipivmm::run::{run, RunOptions, RunReport};
+use ipivmm::results::RunReport;
+use ipivmm::run::{run, RunOptions};
 use ipivmm::KvmBackend;
 
 pub use ipivmm_testkit::{skip, Need};

@@ -7,7 +7,7 @@
 
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::build::{BuildError, PayloadBuild};
-use ipivmm::results::exits::ExitKind;
+use ipivmm::results::ExitKind;
 use ipivmm::results::{PhaseResult, VcpuEnd, VcpuResult};
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::path::{Path, PathBuf};

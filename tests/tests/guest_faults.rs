@@ -2,8 +2,8 @@
 //! report naming the vCPU, its registers and what it did.
 use ipivmm::config::VmConfig;
 use ipivmm::mode::Workload;
+use ipivmm::results::RunStatus;
 use ipivmm::results::VcpuEnd;
-use ipivmm::run::RunStatus;
 use ipivmm_tests::{code, code_payload, kvm_available, run_ok};
 use std::time::Duration;
 

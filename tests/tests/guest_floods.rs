@@ -9,10 +9,10 @@
 //! run by `IPIVMM_FLOOD_CHILD`), so its peak RSS (VmHWM) is its own and not
 //! that of the tests running beside it.
 use ipivmm::config::VmConfig;
-use ipivmm::output::dest::Outputs;
 use ipivmm::results::{Document, RunStatus, VcpuEnd};
 use ipivmm::run::{run, RunOptions};
 use ipivmm::SerialSink;
+use ipivmm_cli::output::dest::Outputs;
 use ipivmm_tests::{code_payload, floods, kvm_available};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,7 +87,8 @@ fn child(f: &Flood, json: &Path) {
     assert!(errors.is_empty(), "{errors:?}");
     let started = Instant::now();
     // Unwrapped (--wide): the checks below read whole lines.
-    let text = ipivmm::output::text::render_with(&doc.runs[0], ipivmm::output::fit::Layout::Wide);
+    let text =
+        ipivmm_cli::output::text::render_with(&doc.runs[0], ipivmm_cli::output::fit::Layout::Wide);
     let render = started.elapsed();
     std::fs::write(json.with_extension("txt"), &text).expect("text report");
     println!(

@@ -12,7 +12,7 @@
 use ipivmm::config::VmConfig;
 use ipivmm::mode::{ApicMode, Irqchip, Workload};
 use ipivmm::results::VcpuEnd;
-use ipivmm::run::{RunReport, RunStatus};
+use ipivmm::results::{RunReport, RunStatus};
 use ipivmm_abi::PAYLOAD_START;
 use ipivmm_tests::{code_payload, hostile, kvm_available, run_ok};
 use std::time::{Duration, Instant};

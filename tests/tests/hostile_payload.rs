@@ -1,13 +1,13 @@
 //! The hostile SDK payload (`ipivmm_tests::HOSTILE_PAYLOAD`, one case per
 //! `BootInfo::params[0]`) against what ipivmm keeps, reports and sums:
 //! issue 20's guest-driven cases 1, 7, 9, 10 and 11 (6 is in
-//! `user_irqchip_events.rs`, 3 in `vmm/tests/stdout_pipe.rs`). Each test
+//! `user_irqchip_events.rs`, 3 in `cli/tests/stdout_pipe.rs`). Each test
 //! says which case it is and what ipivmm did before the fix.
-use ipivmm::output::fit::Layout;
-use ipivmm::output::text;
+use ipivmm::results::RunReport;
 use ipivmm::results::{Document, RunStatus, VcpuEnd};
-use ipivmm::run::RunReport;
 use ipivmm_abi::MAX_SAMPLES_PER_MSG;
+use ipivmm_cli::output::fit::Layout;
+use ipivmm_cli::output::text;
 use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};
 

@@ -67,7 +67,7 @@ fn library_only_example_builds_and_runs_with_ipivmm_alone() {
         .args(["build", "--release", "--offline", "--quiet"])
         .arg("--target-dir")
         .arg(&target_dir);
-    ipivmm::payload::build::scrub_env(&mut cmd);
+    ipivmm::payload::scrub::scrub_env(&mut cmd);
     let out = match cmd.output() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -114,4 +114,60 @@ fn library_only_example_builds_and_runs_with_ipivmm_alone() {
         stdout.contains("p50 ") && stdout.contains("over 200 samples"),
         "{stdout}"
     );
+}
+
+/// The crates only the front end (`ipivmm-cli`) needs: a library user of
+/// the engine compiles none of them.
+const FRONT_END_ONLY: &[&str] = &[
+    "clap",
+    "plotters",
+    "comfy-table",
+    "indicatif",
+    "quick-junit",
+];
+
+/// `cargo tree -p ipivmm -e normal`: what the engine crate links, by its
+/// own features (clap's parser for the mode parts is its `clap` feature,
+/// which only ipivmm-cli turns on).
+#[test]
+fn the_engine_links_no_front_end_crate() {
+    const TEST: &str = "the_engine_links_no_front_end_crate";
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(repo()).args([
+        "tree",
+        "-p",
+        "ipivmm",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+        "--offline",
+    ]);
+    ipivmm::payload::scrub::scrub_env(&mut cmd);
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            skip(TEST, Need::Setup, &format!("cargo not found ({e})"));
+            return;
+        }
+        Err(e) => panic!("cannot run cargo: {e}"),
+    };
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo tree failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    // The tree was read: the engine's own KVM crates are in it.
+    assert!(crates.contains(&"kvm-ioctls"), "{tree}");
+    let front: Vec<&&str> = crates
+        .iter()
+        .filter(|c| FRONT_END_ONLY.contains(c))
+        .collect();
+    assert!(front.is_empty(), "the engine links {front:?}:\n{tree}");
 }

@@ -6,8 +6,9 @@
 //! RSS growth.
 use ipivmm::config::VmConfig;
 use ipivmm::mode::Workload;
+use ipivmm::results::RunStatus;
 use ipivmm::results::VcpuEnd;
-use ipivmm::run::{run, RunOptions, RunStatus};
+use ipivmm::run::{run, RunOptions};
 use ipivmm_tests::{code_payload, hostile, kvm_available};
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,8 @@
 //! cannot run are refused with the reason, never hung.
 use ipivmm::config::VmConfig;
 use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
-use ipivmm::run::{run, RunError, RunOptions, RunReport};
+use ipivmm::results::RunReport;
+use ipivmm::run::{run, RunError, RunOptions};
 
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! (`BOOT_FLAG_HALTING_BARRIERS`); iteration counts are small.
 use ipivmm::config::{ExitReasons, VmConfig};
 use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
-use ipivmm::run::RunReport;
+use ipivmm::results::RunReport;
 use ipivmm::vm::layout;
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::time::Duration;

@@ -13,7 +13,7 @@
 use ipivmm::mode::Irqchip;
 use ipivmm::results::summary::summarize;
 use ipivmm::results::PhaseResult;
-use ipivmm::run::{RunReport, RunStatus};
+use ipivmm::results::{RunReport, RunStatus};
 use ipivmm::ApicMode;
 use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};

@@ -14,7 +14,7 @@
 //! 100,000 HLT exits.
 use ipivmm::mode::Irqchip;
 use ipivmm::results::{ExitKind, Registers, VcpuEnd};
-use ipivmm::run::{RunReport, RunStatus};
+use ipivmm::results::{RunReport, RunStatus};
 use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};
 

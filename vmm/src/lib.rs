@@ -9,7 +9,7 @@
 //! typed [`RunReport`]: per vCPU ([`results::VcpuResult`]) and per measured
 //! phase ([`results::PhaseResult`]) the userspace exits, KVM stats,
 //! tracepoint counters, the payload's own counters and records, and latency
-//! statistics ([`results::LatencyStats`]). A failed run still returns its report: the
+//! statistics ([`results::latency::LatencyStats`]). A failed run still returns its report: the
 //! phases that finished, how each vCPU ended (with a register dump on a
 //! fault) and the tail of the guest's serial output.
 //!
@@ -23,6 +23,13 @@
 //! [`VmConfig`] field to change next to the command-line flag that sets it
 //! (e.g. `--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 ...`).
 //! `examples/library-only/` is a crate that depends on `ipivmm` alone.
+//!
+//! This crate is the engine. The `ipivmm` command (its flags, the text
+//! report, CSV, SVG, TAP and JUnit writers, `compare` and sweeps) is the
+//! `ipivmm-cli` crate (`cli/` in the repository), so a library user
+//! compiles none of the command line's and output formats' crates; the
+//! `clap` feature (off by default) derives clap's parser for the mode
+//! parts, for a command line of your own.
 //!
 //! # Running a VM
 //!
@@ -147,12 +154,10 @@ pub mod host;
 pub mod inputs;
 pub mod interrupt;
 pub mod mode;
-pub mod output;
 pub mod payload;
 pub mod results;
 pub mod run;
 pub mod stats;
-pub mod sweep;
 pub mod vcpu;
 pub mod vm;
 

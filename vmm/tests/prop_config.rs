@@ -2,7 +2,7 @@
 //! `VmConfig::validate`, `mode::check`, the mode-name parsers, and
 //! `payload::image::check` on mutated ELF images. No input may panic; what is
 //! accepted must be a configuration `run` can honour. (The command line's
-//! own properties are unit tests of the binary: vmm/src/cli/prop_tests.rs.)
+//! own properties are unit tests of the binary: cli/src/cli/prop_tests.rs.)
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};

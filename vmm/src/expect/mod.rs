@@ -1,7 +1,7 @@
 //! Expectations: statements about a run's figures that a kernel CI can gate
 //! on (`run --expect`, `sweep --expect`, `check` plans), each evaluated to
 //! pass, fail or skip ([`Outcome`]), written as TAP or JUnit by
-//! `output::tap` and `output::junit`.
+//! the front end's `output::tap` and `output::junit` (`ipivmm-cli`).
 //!
 //! ```text
 //! [SCOPE:] SUBJECT OP NUMBER [± TOL]

@@ -22,7 +22,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::process::Command;
 
-pub use super::scrub::{is_scrubbed, scrub_env, KEPT_CARGO_PREFIXES, REMOVED_VARS};
+use super::scrub::scrub_env;
 
 /// Why a payload could not be built.
 #[derive(Debug)]
@@ -253,6 +253,7 @@ pub fn executables(stdout: &[u8]) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scrub::is_scrubbed;
     use super::*;
     use std::path::Path;
 

@@ -35,7 +35,7 @@ pub struct Column {
     pub value: fn(&PhaseResult) -> Option<u64>,
     /// How much the column matters when the text table must fit 120
     /// columns: the lowest ranks give way first (`--wide` shows them all;
-    /// [`crate::output::fit`]).
+    /// the front end's `output::fit`).
     pub rank: u8,
 }
 

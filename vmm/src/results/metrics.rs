@@ -135,7 +135,7 @@ impl Metric {
     }
 
     /// How much the column matters when a text table must fit 120
-    /// columns: the lowest ranks give way first ([`crate::output::fit`]).
+    /// columns: the lowest ranks give way first (the front end's `output::fit`).
     pub fn rank(self) -> u8 {
         match self {
             Metric::CyclesPerOpP50 | Metric::ExitsPerIpi => 9,

@@ -16,8 +16,8 @@
 //! ```
 pub mod apicv;
 pub mod columns;
-pub mod exits;
-pub mod host;
+mod exits;
+mod host;
 pub mod inhibits;
 pub mod latency;
 pub mod mechanism;
@@ -27,11 +27,10 @@ pub mod repeats;
 pub mod slug;
 pub mod source;
 pub mod summary;
-pub mod vcpu;
+mod vcpu;
 
 pub use exits::{ExitCounts, ExitKind};
 pub use host::HostSettings;
-pub use latency::LatencyStats;
 pub use vcpu::{
     ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
     VcpuEnd, VcpuResult,

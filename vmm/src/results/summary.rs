@@ -111,7 +111,7 @@ pub struct Headline {
     /// recorded them all ([`LatencyStats::p50_interval`]; a pooled p50 is
     /// a weighted mean of several, with no order-statistic interval).
     ///
-    /// [`LatencyStats::p50_interval`]: crate::results::LatencyStats::p50_interval
+    /// [`LatencyStats::p50_interval`]: crate::results::latency::LatencyStats::p50_interval
     pub p50_interval: Option<crate::stats::Interval>,
 }
 

@@ -1,9 +1,9 @@
 //! Stage 5 of a run: join the vCPU threads and turn what they left in the
 //! shared results into the report.
-use super::prepare::Prepared;
 use super::spawn::Running;
 use super::supervise::Outcome;
 use crate::results::{HostSettings, RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
+use crate::vm::Prepared;
 use std::time::Instant;
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 

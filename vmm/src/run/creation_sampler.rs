@@ -6,8 +6,8 @@
 //! another thread while the run is prepared, so what opening costs (an
 //! event and ring per CPU, registering the tracepoint) is off the guest's
 //! path to its first message too.
-use super::inhibits;
 use crate::config::VmConfig;
+use crate::results::inhibits;
 use crate::vcpu::trace::TraceConfig;
 use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_counters::tracefs::Tracefs;

@@ -1,5 +1,5 @@
 //! One run, in stages that each do one job:
-//! [`prepare()`] (every check, the host probed once) → build the VM
+//! [`prepare::prepare`] (every check, the host probed once) → build the VM
 //! ([`crate::vm::Vm::build`]) → [`devices::wire`] the bus → [`spawn::spawn`]
 //! the vCPU threads → [`supervise::supervise`] them (watchdog, cancel,
 //! kicks) → [`collect::report`] what they produced.
@@ -12,12 +12,9 @@ pub mod prepare;
 pub mod spawn;
 pub mod supervise;
 
-/// The APICv inhibit log, now beside the results it becomes (kept here
-/// for callers of `run::inhibits`).
-pub use crate::results::inhibits;
-pub use crate::results::{RunConfig, RunReport, RunStatus, Timings};
-pub use prepare::{prepare, Prepared};
+use prepare::prepare;
 
+use crate::results::{inhibits, RunReport};
 use crate::vm::VmError;
 use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_devices::serial::SerialSink;

@@ -11,7 +11,7 @@ use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-pub use crate::results::observer::ObserverEffect;
+use crate::results::observer::ObserverEffect;
 
 /// Most pairs [`measure`] runs: each pair is two whole runs, and the
 /// per-pair figures are kept, so the count is bounded (the command line

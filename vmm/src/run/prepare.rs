@@ -5,7 +5,7 @@
 use super::RunError;
 use crate::config::VmConfig;
 use crate::mode::levers;
-pub use crate::vm::Prepared;
+use crate::vm::Prepared;
 use crate::vm::{load_payload, max_vcpus, open_kvm, x2apic_api};
 
 /// Check `config` for a run here; nothing is created yet.

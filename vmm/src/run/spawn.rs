@@ -1,14 +1,14 @@
 //! Stage 3 of a run: one thread per vCPU, named `vcpu{N}`, each opening its
 //! own counters and then waiting on a barrier, so that all start together.
 use super::devices::Devices;
-use super::inhibits::InhibitLog;
 use super::monitor::RunMonitor;
-use super::prepare::Prepared;
 use super::{host, RunError};
 use crate::host::fds::FdLimit;
+use crate::results::inhibits::InhibitLog;
 use crate::results::VcpuResult;
 use crate::vcpu::trace::TraceConfig;
 use crate::vcpu::{self, kick, Shared, VcpuEnv};
+use crate::vm::Prepared;
 use crate::vm::Vm;
 use event_manager::{EventManager, SubscriberId, SubscriberOps};
 use ipivmm_devices::serial::SerialHandle;

@@ -1,5 +1,5 @@
 //! What one VM exit means, as a free function that tests feed synthetic exits.
-use crate::results::exits::ExitKind;
+use crate::results::ExitKind;
 use ipivmm_devices::bus::{AddressSpace, Bus, DeviceEvent};
 use ipivmm_devices::lapic::Delivery;
 use kvm_ioctls::VcpuExit;

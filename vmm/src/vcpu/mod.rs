@@ -9,7 +9,8 @@ pub mod trace;
 pub mod user_apic;
 pub mod window;
 
-use crate::results::{ExitCounts, ExitKind, LatencyStats, Registers, VcpuEnd, VcpuResult};
+use crate::results::latency::LatencyStats;
+use crate::results::{ExitCounts, ExitKind, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
 use ipivmm_abi::GuestCounters;
 use ipivmm_devices::budget::{Excess, GuestBudget};

@@ -1,7 +1,7 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
 use crate::config::ExitReasons;
-pub use crate::host::fds::{raise_fd_limit, FdLimit, OTHER_FDS_PER_VCPU, RESERVED_FDS};
+use crate::host::fds::FdLimit;
 use crate::results::source::Source;
 use crate::results::SourceStatus;
 use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
@@ -668,6 +668,7 @@ fn no_tracefs_detail(why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::fds::OTHER_FDS_PER_VCPU;
 
     #[test]
     fn the_tracefs_hint_is_given_once() {

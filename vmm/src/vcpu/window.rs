@@ -3,9 +3,9 @@
 //! happened on this vCPU between its begin and end markers.
 use super::irqchip::SharedChip;
 use super::trace::{ThreadTrace, TraceConfig};
-use crate::results::exits::ExitCounts;
 use crate::results::inhibits::InhibitLog;
 use crate::results::source::Source;
+use crate::results::ExitCounts;
 use crate::results::{
     saturating_sum as sum, ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, SourceStatus,
 };

@@ -40,12 +40,12 @@ pub fn test_name(binary: &Path) -> String {
 /// Builds everything the guest runs.
 pub fn build(root: &Path) -> Result<Binaries> {
     run(cargo()
-        .args(["build", "--release", "-q", "-p", "ipivmm"])
+        .args(["build", "--release", "-q", "-p", "ipivmm-cli"])
         .current_dir(root))?;
     let mut tests = Vec::new();
     for args in [
         &["-p", "ipivmm-tests", "--tests"][..],
-        &["-p", "ipivmm", "--test", "ctrl_c"][..],
+        &["-p", "ipivmm-cli", "--test", "ctrl_c"][..],
     ] {
         let json = output(
             cargo()

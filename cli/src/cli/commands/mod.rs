@@ -1,0 +1,107 @@
+//! One module per subcommand; `main.rs` only dispatches.
+pub mod check;
+pub mod compare;
+pub mod host;
+pub mod host_switch;
+pub mod new_payload;
+pub mod run;
+pub mod sweep;
+pub mod sweep_dry_run;
+
+use crate::cli::args::{GateArgs, OutputArgs};
+use crate::output::dest::Outputs;
+use ipivmm::Document;
+use std::process::ExitCode;
+
+/// Print a one-line error and return the exit code for bad input (2).
+pub fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ipivmm: error: {msg}");
+    ExitCode::from(2)
+}
+
+/// Log to stderr at `level` unless RUST_LOG says otherwise.
+pub fn init_log(level: &str) {
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .format_target(false)
+        .try_init();
+}
+
+/// The outputs of `o` and `gate`, checked before the run.
+pub fn plan_outputs(
+    o: &OutputArgs,
+    gate: &GateArgs,
+    inputs: &[&std::path::Path],
+) -> Result<Outputs, String> {
+    Outputs::plan_all(&o.requests(Some(gate)), inputs)
+}
+
+/// Nothing could run here (`why`): with expectations, each is a skip with
+/// the reason, in TAP and JUnit as asked, and the exit is 4 (kselftest's
+/// SKIP); without, the error as usual (exit 2).
+pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> ExitCode {
+    if gate.expect.is_empty() {
+        return fail(why);
+    }
+    let verdicts = ipivmm::expect::Verdicts(
+        gate.expect
+            .iter()
+            .map(|e| ipivmm::expect::Verdict {
+                name: e.text.clone(),
+                outcome: ipivmm::expect::Outcome::Skip(why.to_string()),
+            })
+            .collect(),
+    );
+    let errors = outputs.write_verdicts(&verdicts, suite);
+    eprintln!("ipivmm: nothing ran: {why}");
+    eprintln!(
+        "ipivmm: expectations: 0 passed, 0 failed, {} skipped",
+        verdicts.0.len()
+    );
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    ExitCode::from(if errors.is_empty() { 4 } else { 1 })
+}
+
+/// The exit code of a command that ran: with expectations, kselftest's
+/// (0 all hold, 1 one fails or a run failed, 4 none could be judged),
+/// written as TAP and JUnit; without, 0 when `ok`. Any output error makes
+/// it 1.
+pub fn finish(
+    doc: &Document,
+    gate: &GateArgs,
+    outputs: &Outputs,
+    suite: &str,
+    ok: bool,
+    mut errors: Vec<String>,
+) -> ExitCode {
+    let code = if gate.expect.is_empty() {
+        u8::from(!ok)
+    } else {
+        let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
+        errors.extend(outputs.write_verdicts(&verdicts, suite));
+        let (passed, failed, skipped) = verdicts.counts();
+        if !outputs.lists_verdicts_on_stdout() {
+            for v in &verdicts.0 {
+                if let ipivmm::expect::Outcome::Fail(why) = &v.outcome {
+                    eprintln!("ipivmm: expectation failed: {}: {why}", v.name);
+                }
+            }
+        }
+        eprintln!("ipivmm: expectations: {passed} passed, {failed} failed, {skipped} skipped");
+        // A run that failed fails the command even where no expectation
+        // read it; nothing judged at all stays 4.
+        match verdicts.exit_code() {
+            0 if !ok => 1,
+            c => c,
+        }
+    };
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    if !errors.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(code)
+    }
+}

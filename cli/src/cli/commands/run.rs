@@ -1,0 +1,147 @@
+//! `ipivmm run`: one VM, one workload; results files first, then the table.
+use super::{fail, finish, init_log, plan_outputs, skip_all};
+use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
+use crate::output::dest::print_text;
+use crate::output::{repeats, text};
+use ipivmm::host::load::LoadProbe;
+use ipivmm::SerialSink;
+use ipivmm::{run, Document, RunOptions};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Run the `run` subcommand.
+pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
+    init_log(if args.verbose { "debug" } else { "warn" });
+    let config = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let inputs: Vec<&std::path::Path> = args.payload.iter().map(|p| p.as_path()).collect();
+    let outputs = match plan_outputs(&args.output, &args.gate, &inputs) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
+    if args.dry_run {
+        return dry_run(&config);
+    }
+    let serial = match args.serial {
+        SerialArg::Stdout if outputs.uses_stdout() => SerialSink::Log,
+        SerialArg::Stdout => SerialSink::Stdout,
+        SerialArg::Log => SerialSink::Log,
+        SerialArg::None => SerialSink::Discard,
+    };
+    let choice = repeat_choice(args.repeat);
+    let cancel = ipivmm::interrupt::cancel_flag();
+    // A pair that cannot start does not stop the run itself: its own
+    // outcome (and JSON) is what the user asked for.
+    let observer =
+        ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
+            .unwrap_or_else(|e| {
+                log::warn!("counting cost not measured: {e}");
+                None
+            });
+    let mut reports = Vec::with_capacity(choice.repeats as usize);
+    for i in 0..choice.repeats {
+        if i > 0 && cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let opts = RunOptions {
+            // The guest's console once: the other repeats keep its tail.
+            serial: if i == 0 { serial } else { SerialSink::Discard },
+            started: if i == 0 { started } else { Instant::now() },
+            cancel: Some(cancel.clone()),
+        };
+        let probe = LoadProbe::start();
+        let mut report = match run(&config, opts) {
+            Ok(r) => r,
+            Err(e) if e.host_cannot_run() && reports.is_empty() => {
+                return skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string())
+            }
+            Err(e) => return fail(e),
+        };
+        report.host_load = probe.and_then(|p| p.finish());
+        if choice.repeats > 1 {
+            report.repeat = Some(i);
+        }
+        if i == 0 {
+            report.observer_effect = observer.clone();
+        }
+        let t = &report.timings;
+        log::info!(
+            "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",
+            t.setup_ns as f64 / 1e6,
+            t.first_message_ns.map_or("never".into(), |ns| format!("{:.2} ms", ns as f64 / 1e6)),
+            t.total_ns as f64 / 1e6,
+            t.peak_rss_kib.unwrap_or(0)
+        );
+        // The text report says in one line why a counter source is
+        // unavailable; -v logs the whole reason (the JSON has it too).
+        for s in report.vcpus.first().iter().flat_map(|v| &v.sources) {
+            if let (false, Some(detail)) = (s.available, &s.detail) {
+                log::info!("counter source {} unavailable: {detail}", s.source);
+            }
+        }
+        reports.push(report);
+    }
+    let doc = Document::new(reports, Vec::new());
+    let errors = outputs.write(&doc);
+    let report = &doc.runs[0];
+    if !args.quiet {
+        let layout = crate::output::fit::Layout::wide(args.wide);
+        let mut text = text::render_with(report, layout);
+        text.push('\n');
+        text.push_str(
+            &layout.lines(&repeats::render(&doc.configurations, Some(choice), &|i| {
+                own_p50(&doc.runs[i])
+            })),
+        );
+        print_text(&text, outputs.uses_stdout());
+    }
+    let mut ok = doc.runs.iter().all(|r| r.succeeded());
+    // A phase the payload never finished: the figures are missing, and
+    // saying so once is enough (every repeat runs the same payload).
+    if let Some(why) = doc
+        .runs
+        .iter()
+        .filter(|r| r.succeeded())
+        .find_map(ipivmm::results::summary::missing_phase)
+    {
+        eprintln!("ipivmm: --phase: {why}");
+        ok = false;
+    }
+    for r in doc.runs.iter().filter(|r| !r.succeeded()) {
+        let which = r
+            .repeat
+            .map(|i| format!(" (repeat {})", i + 1))
+            .unwrap_or_default();
+        eprintln!("ipivmm: run did not complete{which}: {}", r.status.line());
+    }
+    finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)
+}
+
+/// A run's headline p50 and its interval from the run's own samples.
+pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm::stats::Interval)> {
+    let s = ipivmm::results::summary::summarize(r);
+    let l = s.latency?;
+    Some((l.p50, l.p50_interval?))
+}
+
+/// `run --dry-run`: the checks of a run (prepare) and the report's header,
+/// without a VM.
+fn dry_run(config: &ipivmm::VmConfig) -> ExitCode {
+    let prepared = match ipivmm::run::prepare::prepare(config) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let mode = ipivmm::results::RunConfig::of(&prepared.config);
+    println!("{}", text::header_line(&mode, &mode.label(config.apicv)));
+    println!(
+        "APICv: {} ({})",
+        prepared.plan.effective, prepared.plan.detail
+    );
+    println!(
+        "dry run: configuration, payload, outputs, {} and host checked; no VM built",
+        config.kvm_device.display()
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,463 @@
+//! `ipivmm sweep`: run a plan of modes x workloads x vCPU counts and print
+//! one table per workload, a row per mode, side by side. Planning, the
+//! presets and running the plan are the library's (`crate::sweep`).
+use super::{fail, finish, init_log, plan_outputs, skip_all};
+use crate::cli::args::{repeat_choice, SweepArgs};
+use crate::output::dest::print_text;
+use crate::output::journal::Journal;
+use crate::output::progress::SweepProgress;
+use crate::output::{repeats, sweep_tables};
+use crate::sweep::execute::{SweepEvents, SweepOptions};
+use crate::sweep::host_stages::{preflight, HostSweep};
+use crate::sweep::presets::PresetHost;
+use crate::sweep::{execute, plan, SweepSpec};
+use ipivmm::mode::{ApicMode, TargetWait};
+use ipivmm::vm::{max_vcpus, open_kvm};
+use ipivmm::Document;
+use std::cell::RefCell;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// A sweep checked and planned: what it will run on this host.
+pub struct Planned {
+    spec: SweepSpec,
+    host: Option<ipivmm::host::HostInfo>,
+    host_sweep: Option<HostSweep>,
+    preset: Option<ipivmm::results::PresetReport>,
+}
+
+/// A sweep that ran.
+pub struct Swept {
+    /// Its results.
+    pub doc: Document,
+    /// Host-switch errors.
+    pub errors: Vec<String>,
+    /// How long it took.
+    pub wall: Duration,
+    /// Whether every run completed (and any ran, and nothing was cancelled).
+    pub ok: bool,
+}
+
+/// Why a sweep was not planned.
+#[derive(Debug)]
+pub enum PlanError {
+    /// The request itself is wrong (exit 2).
+    Usage(String),
+    /// Every combination is skipped on this host: with expectations, each
+    /// is a skip (exit 4).
+    NothingToRun(String),
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::Usage(s) | PlanError::NothingToRun(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<String> for PlanError {
+    fn from(s: String) -> Self {
+        PlanError::Usage(s)
+    }
+}
+
+impl From<PlanError> for String {
+    fn from(e: PlanError) -> Self {
+        e.to_string()
+    }
+}
+
+/// Checks `args` and plans the sweep on this host; an error is a usage
+/// error or a plan with nothing to run.
+pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
+    let host = ipivmm::host::probe().ok();
+    let preset_host = args
+        .preset
+        .map(|_| PresetHost::probe(std::path::Path::new("/dev/kvm"), host.clone()));
+    let spec = spec_of(args, preset_host.as_ref())?;
+    validate(&spec)?;
+    let host_sweep = preflight(&spec.host_params, host.as_ref())?;
+    let (runs, skipped) = plan(&spec, host.as_ref());
+    if runs.is_empty() && host_sweep.is_none() {
+        return Err(PlanError::NothingToRun(format!(
+            "nothing to run: all {} combinations are skipped ({})",
+            skipped.len(),
+            skipped.first().map_or(String::new(), |s| s.reason.clone())
+        )));
+    }
+    let preset = args
+        .preset
+        .zip(preset_host.as_ref())
+        .map(|(p, h)| p.report(h, &runs, &skipped));
+    Ok(Planned {
+        spec,
+        host,
+        host_sweep,
+        preset,
+    })
+}
+
+impl Planned {
+    /// The sweep's dimensions.
+    pub fn spec(&self) -> &SweepSpec {
+        &self.spec
+    }
+
+    /// The host it is planned on (None: not probed).
+    pub fn host(&self) -> Option<&ipivmm::host::HostInfo> {
+        self.host.as_ref()
+    }
+
+    /// What the preset asks and this host can answer, if it is a preset.
+    pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
+        self.preset.as_ref()
+    }
+
+    /// Runs the plan, telling `events`; stops at `cancel`.
+    pub fn run(
+        self,
+        observer_pairs: u32,
+        repeats: u32,
+        cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+        events: &dyn SweepEvents,
+    ) -> Swept {
+        let started = Instant::now();
+        let opts = SweepOptions {
+            observer_pairs,
+            cancel: cancel.clone(),
+            repeats,
+        };
+        let out = execute(
+            &self.spec,
+            self.host.as_ref(),
+            self.host_sweep.as_ref(),
+            &opts,
+            events,
+        );
+        let wall = started.elapsed();
+        let ran = out.reports.len();
+        let mut doc = Document::new(out.reports, out.skipped);
+        doc.preset = self.preset;
+        let ok = !cancel.load(Ordering::SeqCst)
+            && ran > 0
+            && out.errors.is_empty()
+            && doc.runs.iter().all(|r| r.succeeded());
+        Swept {
+            doc,
+            errors: out.errors,
+            wall,
+            ok,
+        }
+    }
+}
+
+/// Run the `sweep` subcommand.
+pub fn main(args: &SweepArgs) -> ExitCode {
+    init_log("warn");
+    // Signals from here on cancel the sweep cleanly (host switch included).
+    let cancel = ipivmm::interrupt::cancel_flag();
+    let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
+        Ok(out) => out,
+        Err(e) => return fail(e),
+    };
+    let planned = match plan_sweep(args) {
+        Ok(p) => p,
+        Err(PlanError::NothingToRun(why)) => {
+            return skip_all(&args.gate, &outputs, "ipivmm sweep", &why)
+        }
+        Err(e) => return fail(e),
+    };
+    if let Some(note) = oversubscription_note(&planned.spec) {
+        if !args.quiet {
+            eprintln!("{note}");
+        }
+    }
+    // What the preset asks and what this host can answer, before anything runs.
+    if let (Some(p), false) = (planned.preset(), args.quiet) {
+        let text = sweep_tables::preset_text(p);
+        match args.wide {
+            true => eprint!("{text}"),
+            false => eprint!("{}", crate::output::fit::wrap(&text)),
+        }
+    }
+    let choice = repeat_choice(args.repeat);
+    if args.dry_run {
+        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect);
+    }
+    let layout = crate::output::fit::Layout::wide(args.wide);
+    if !args.quiet {
+        eprint!("{}", layout.lines(&format!("repeats: {choice}\n")));
+    }
+    let journal = outputs.file_of("json").map(Journal::new);
+    let progress = Progress::new(args.quiet, journal);
+    let swept = planned.run(args.observer_effect, choice.repeats, &cancel, &progress);
+    let journal_error = progress.journal.as_ref().and_then(Journal::error);
+    drop(progress);
+    let errors = outputs.write(&swept.doc);
+    if !args.quiet {
+        let mut text = sweep_tables::render_with(&swept.doc, swept.wall, layout);
+        text.push('\n');
+        text.push_str(
+            &layout.lines(&repeats::render(&swept.doc.configurations, None, &|i| {
+                super::run::own_p50(&swept.doc.runs[i])
+            })),
+        );
+        print_text(&text, outputs.uses_stdout());
+    }
+    let errors: Vec<String> = errors
+        .into_iter()
+        .chain(swept.errors)
+        .chain(journal_error)
+        .collect();
+    finish(
+        &swept.doc,
+        &args.gate,
+        &outputs,
+        "ipivmm sweep",
+        swept.ok,
+        errors,
+    )
+}
+
+/// The sweep's events on the terminal: a progress bar per stage (hidden
+/// when quiet or stderr is not a terminal) and the notes above it.
+struct Progress {
+    quiet: bool,
+    bar: RefCell<Option<SweepProgress>>,
+    /// `--json FILE` rewritten after every run (durable rows).
+    journal: Option<Journal>,
+}
+
+impl Progress {
+    fn new(quiet: bool, journal: Option<Journal>) -> Self {
+        Self {
+            quiet,
+            bar: RefCell::new(None),
+            journal,
+        }
+    }
+}
+
+impl SweepEvents for Progress {
+    fn report(&self, report: &ipivmm::RunReport) {
+        if let Some(j) = &self.journal {
+            j.record(report);
+        }
+    }
+    fn planned(&self, runs: usize) {
+        if let Some(j) = &self.journal {
+            j.plan_more(runs);
+        }
+        if let Some(old) = self
+            .bar
+            .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
+        {
+            old.finish();
+        }
+    }
+    fn start(&self, label: &str) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.start(label);
+        }
+    }
+    fn note(&self, line: &str) {
+        match &*self.bar.borrow() {
+            Some(b) => b.println(line),
+            None if !self.quiet => eprintln!("{line}"),
+            None => {}
+        }
+    }
+    fn host(&self, line: &str) {
+        match &*self.bar.borrow() {
+            Some(b) if b.is_visible() => b.println(line),
+            _ => eprintln!("{line}"),
+        }
+    }
+    fn finished_one(&self) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.finish_one();
+        }
+    }
+}
+
+/// Checks every configuration's own values the way `run` does, before any
+/// run: a bad value is a usage error (exit 2), not a sweep of skips.
+fn validate(spec: &SweepSpec) -> Result<(), String> {
+    let max = open_kvm(&spec.base.kvm_device)
+        .map(|k| max_vcpus(&k))
+        .map_err(|e| e.to_string())?;
+    // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
+    // usage error, when the sweep also has x2APIC rows.
+    let apic = if spec.apics.contains(&ApicMode::X2apic) {
+        ApicMode::X2apic
+    } else {
+        spec.apics.first().copied().unwrap_or(ApicMode::X2apic)
+    };
+    for &vcpus in &spec.vcpus {
+        let c = ipivmm::VmConfig {
+            vcpus,
+            apic,
+            memory_bytes: spec
+                .base
+                .memory_bytes
+                .max(ipivmm::vm::layout::default_mem_bytes(vcpus)),
+            ..spec.base.clone()
+        };
+        c.validate(max).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The sweep spec from the preset (planned for `preset_host`) and flags.
+pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<SweepSpec, String> {
+    let mut spec = SweepSpec::default();
+    if let (Some(p), Some(h)) = (args.preset, preset_host) {
+        p.apply(&mut spec, h);
+    }
+    if let Some(v) = &args.irqchip {
+        spec.irqchips = v.clone();
+    }
+    if let Some(v) = &args.apic {
+        spec.apics = v.clone();
+    }
+    if let Some(v) = &args.ipi {
+        spec.ipis = v.clone();
+    }
+    if let Some(v) = &args.apicv {
+        spec.apicv = v.clone();
+    }
+    if let Some(v) = &args.workload {
+        spec.workloads = v.clone();
+    }
+    if let Some(v) = &args.vcpus {
+        spec.vcpus = v.0.clone();
+    }
+    if let Some(v) = &args.host_param {
+        spec.host_params = v.0.clone();
+    }
+    if let Some(t) = args.target {
+        spec.base.target_wait = t;
+    }
+    spec.base.iterations = args.iterations;
+    spec.base.warmup = args.warmup;
+    spec.base.headline_phase = args.phase.clone();
+    spec.base.timeout = Duration::from_secs(args.timeout);
+    spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
+    spec.force = args.force;
+    args.levers.apply(&mut spec.base);
+    let empty = [
+        spec.irqchips.is_empty(),
+        spec.apics.is_empty(),
+        spec.ipis.is_empty(),
+        spec.apicv.is_empty(),
+        spec.workloads.is_empty(),
+        spec.vcpus.is_empty(),
+    ];
+    if empty.iter().any(|e| *e) {
+        return Err("every swept dimension needs at least one value".into());
+    }
+    Ok(spec)
+}
+
+/// A note for a sweep whose largest VM outnumbers the host CPUs, if it does.
+fn oversubscription_note(spec: &SweepSpec) -> Option<String> {
+    let cpus = ipivmm::mode::levers::allowed_cpus().len();
+    let n = spec.vcpus.iter().copied().max()?;
+    (cpus > 0 && n > cpus).then(|| {
+        let spin = if spec.base.target_wait == TargetWait::Spin {
+            "; spinning targets each need a time slice per IPI (--target halt-immediate is much faster)"
+        } else {
+            ""
+        };
+        format!(
+            "ipivmm: note: oversubscribed: up to {n} vCPUs on {cpus} host CPUs: rows above {cpus} vCPUs time-share the CPUs{spin}"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+    use clap::Parser;
+    use ipivmm::host::{HostInfo, KvmBackend};
+
+    fn sweep_args(flags: &[&str]) -> SweepArgs {
+        let mut argv = vec!["ipivmm", "sweep"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Sweep(a) => *a,
+            _ => unreachable!("sweep was parsed"),
+        }
+    }
+
+    fn host(backend: KvmBackend, apicv: bool) -> HostInfo {
+        HostInfo::synthetic(backend, apicv)
+    }
+
+    fn two_cpus() -> PresetHost {
+        PresetHost {
+            cpus: vec![0, 1],
+            kvm_max_vcpus: 1024,
+            ..Default::default()
+        }
+    }
+
+    /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host
+    /// without APICv: the inhibit rows would run the same VM as the host
+    /// rows, so they are skipped, each with the reason.
+    #[test]
+    fn ipiv_unicast_preset_skips_inhibit_rows_without_apicv() {
+        let args = sweep_args(&[
+            "--preset",
+            "ipiv-unicast",
+            "--iterations",
+            "5",
+            "--warmup",
+            "1",
+        ]);
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
+        assert!(spec.skip_duplicates);
+        assert_eq!((spec.base.iterations, spec.base.warmup), (5, 1));
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pingpong 2v kernel/xapic/icr",
+                "pingpong 2v kernel/x2apic/icr"
+            ]
+        );
+        let skipped: Vec<&str> = skips.iter().map(|s| s.mode.as_str()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "pingpong 2v kernel/xapic/icr apicv-inhibit",
+                "pingpong 2v kernel/x2apic/icr apicv-inhibit"
+            ]
+        );
+        for s in &skips {
+            assert!(
+                s.reason
+                    .starts_with("identical to the apicv=host row on this host: APICv unavailable"),
+                "{s:?}"
+            );
+        }
+        // Where APICv is on (Intel), both inhibit rows run: xAPIC with
+        // modified APIC IDs, x2APIC with the SynIC lever.
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmIntel, true)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pingpong 2v kernel/xapic/icr",
+                "pingpong 2v kernel/xapic/icr apicv-inhibit",
+                "pingpong 2v kernel/x2apic/icr",
+                "pingpong 2v kernel/x2apic/icr apicv-inhibit"
+            ]
+        );
+        assert!(skips.is_empty(), "{skips:?}");
+    }
+}

@@ -1,0 +1,209 @@
+//! `ipivmm sweep --dry-run`: the plan, before anything runs: every row,
+//! the repeats, every skip with its reason, and the time it would take,
+//! estimated from a short calibration (two runs of the first row).
+use super::sweep::Planned;
+use crate::sweep::{plan, PlannedRun};
+use ipivmm::results::RunConfig;
+use ipivmm::{RunOptions, SerialSink, VmConfig};
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+/// Iterations of the two calibration runs (the second also times how a
+/// run grows with its iterations).
+const CALIBRATION: [u64; 2] = [10, 40];
+
+/// A run's wall time as `fixed + per_iteration * iterations`, from two runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    /// The run's time outside its iterations.
+    pub fixed: Duration,
+    /// One measured iteration (both parts of the measured phase and its
+    /// warm-ups included), at the calibrated row's IPIs per operation.
+    pub per_iteration: Duration,
+    /// IPIs per operation of the calibrated row.
+    pub ipis_per_op: u64,
+}
+
+impl Calibration {
+    /// From two runs of `iterations` taking `walls`.
+    pub fn of(iterations: [u64; 2], walls: [Duration; 2], ipis_per_op: u64) -> Self {
+        let di = iterations[1].saturating_sub(iterations[0]).max(1);
+        let per_iteration = walls[1].saturating_sub(walls[0]) / di as u32;
+        let fixed = walls[0].saturating_sub(per_iteration * iterations[0] as u32);
+        Self {
+            fixed,
+            per_iteration,
+            ipis_per_op: ipis_per_op.max(1),
+        }
+    }
+
+    /// The estimate for one run of `c`: iterations (and warm-up) scaled by
+    /// its IPIs per operation against the calibrated row's.
+    pub fn estimate(&self, c: &VmConfig) -> Duration {
+        let ipis = RunConfig::of(c).fan_out().unwrap_or(1).max(1);
+        let scale = (ipis as f64 / self.ipis_per_op as f64).max(1.0);
+        // An iteration as calibrated covers both parts of the measured
+        // phase; a warm-up iteration runs twice too (its phase, and before
+        // the counted part).
+        let iterations = (c.iterations + c.warmup) as f64;
+        self.fixed + self.per_iteration.mul_f64(iterations * scale)
+    }
+}
+
+/// The wall time of one run of `c` with `iterations`, or why it failed.
+fn time_run(c: &VmConfig, iterations: u64) -> Result<Duration, String> {
+    let c = VmConfig {
+        iterations,
+        warmup: c.warmup.min(iterations),
+        ..c.clone()
+    };
+    let started = Instant::now();
+    let opts = RunOptions {
+        serial: SerialSink::Discard,
+        ..RunOptions::default()
+    };
+    let r = ipivmm::run(&c, opts).map_err(|e| e.to_string())?;
+    match r.succeeded() {
+        true => Ok(started.elapsed()),
+        false => Err(r.status.text()),
+    }
+}
+
+/// Calibrates on `first`: two short runs.
+fn calibrate(first: &PlannedRun) -> Result<Calibration, String> {
+    let a = time_run(&first.config, CALIBRATION[0])?;
+    let b = time_run(&first.config, CALIBRATION[1])?;
+    let ipis = RunConfig::of(&first.config).fan_out().unwrap_or(1);
+    Ok(Calibration::of(CALIBRATION, [a, b], ipis))
+}
+
+/// The plan as text; `repeats`: runs per row; `observer_pairs`: the
+/// counting-cost pairs on the first row; `calibration` of the first row.
+pub fn render(
+    runs: &[PlannedRun],
+    skipped: &[ipivmm::results::SkippedMode],
+    repeats: u32,
+    observer_pairs: u32,
+    stages: usize,
+    calibration: Result<Calibration, String>,
+) -> String {
+    let mut out = String::new();
+    let stage_note = match stages {
+        0 | 1 => String::new(),
+        n => format!(", under each of {n} host settings"),
+    };
+    let _ = writeln!(
+        out,
+        "sweep plan (dry run, nothing ran but the calibration): {} rows x {repeats} repeats{stage_note}, {} skipped",
+        runs.len(),
+        skipped.len()
+    );
+    for r in runs {
+        let _ = writeln!(out, "  run   {}", r.label);
+    }
+    for s in skipped {
+        let _ = writeln!(out, "  skip  {}: {}", s.mode, s.reason);
+    }
+    let _ = match calibration {
+        Ok(cal) => {
+            let per_row: Duration = runs.iter().map(|r| cal.estimate(&r.config)).sum();
+            let first = runs
+                .first()
+                .map_or(Duration::ZERO, |r| cal.estimate(&r.config));
+            let total = (per_row * repeats + first * 2 * observer_pairs) * stages.max(1) as u32;
+            writeln!(
+                out,
+                "estimated time: about {:.0} s ({} runs; calibrated on the first row: {:.0} ms per run + {:.2} ms per iteration at {} IPIs per operation, scaled by each row's; a row with more vCPUs than host CPUs takes longer)",
+                total.as_secs_f64(),
+                (runs.len() as u32 * repeats + 2 * observer_pairs) as usize * stages.max(1),
+                cal.fixed.as_secs_f64() * 1e3,
+                cal.per_iteration.as_secs_f64() * 1e3,
+                cal.ipis_per_op,
+            )
+        }
+        Err(why) => writeln!(
+            out,
+            "estimated time: unknown (the calibration run failed: {why})"
+        ),
+    };
+    out
+}
+
+/// `sweep --dry-run`: prints the plan of `planned` on stdout.
+pub fn main(planned: &Planned, repeats: u32, observer_pairs: u32) -> std::process::ExitCode {
+    let (runs, skipped) = plan(planned.spec(), planned.host());
+    let calibration = match runs.first() {
+        Some(first) => calibrate(first),
+        None => Err("no row to run".into()),
+    };
+    let stages = planned.spec().host_params.len();
+    print!(
+        "{}",
+        render(
+            &runs,
+            &skipped,
+            repeats,
+            observer_pairs,
+            stages,
+            calibration
+        )
+    );
+    std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_follows_iterations_and_fan_out() {
+        let ms = Duration::from_millis;
+        // 10 iterations in 300 ms, 40 in 600 ms: 10 ms each, 200 ms fixed.
+        let cal = Calibration::of([10, 40], [ms(300), ms(600)], 1);
+        assert_eq!((cal.fixed, cal.per_iteration), (ms(200), ms(10)));
+        let c = VmConfig {
+            iterations: 100,
+            warmup: 10,
+            ..Default::default()
+        };
+        assert_eq!(cal.estimate(&c), ms(200 + 1100));
+        // A broadcast to 7 targets: 7 IPIs per operation.
+        let b = VmConfig {
+            workload: ipivmm::mode::Workload::Broadcast,
+            vcpus: 8,
+            ..c.clone()
+        };
+        assert_eq!(cal.estimate(&b), ms(200 + 7 * 1100));
+    }
+
+    #[test]
+    fn the_plan_lists_rows_skips_and_the_estimate() {
+        let run = PlannedRun {
+            label: "pingpong 2v kernel/x2apic/icr".into(),
+            config: VmConfig::default(),
+            host_param: None,
+            placement: None,
+        };
+        let skip = ipivmm::results::SkippedMode {
+            mode: "broadcast 4v kernel/x2apic/icr".into(),
+            reason: "4 spinning vCPUs on 2 host CPUs".into(),
+        };
+        let ms = Duration::from_millis;
+        let cal = Calibration::of([10, 40], [ms(300), ms(600)], 1);
+        let text = render(&[run], &[skip], 3, 1, 1, Ok(cal));
+        assert!(text.contains("1 rows x 3 repeats, 1 skipped"), "{text}");
+        assert!(
+            text.contains("  run   pingpong 2v kernel/x2apic/icr"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  skip  broadcast 4v kernel/x2apic/icr: 4 spinning vCPUs on 2 host CPUs"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("estimated time: about "), "{text}");
+        let failed = render(&[], &[], 1, 0, 1, Err("no row to run".into()));
+        assert!(failed.contains("unknown (the calibration run failed: no row to run)"));
+    }
+}

@@ -1,0 +1,190 @@
+//! The repeats of each configuration as text (`run` and `sweep`, after
+//! their tables): the p50 as the median over repeats with its 95% interval
+//! and spread, each repeat's own p50 interval, counts as counts, what a
+//! comparison at these repeats can detect, and what makes the figures
+//! unstable ([`ipivmm::results::repeats`]).
+use ipivmm::results::metrics::Metric;
+use ipivmm::results::repeats::{ConfigurationStats, CountStats, FigureStats};
+use ipivmm::stats::{Interval, CONFIDENCE};
+use std::fmt::Write;
+
+/// How the repeat count was chosen, for the line that says it.
+#[derive(Clone, Copy, Debug)]
+pub struct RepeatChoice {
+    /// Repeats per configuration.
+    pub repeats: u32,
+    /// Whether it is the default ([`ipivmm::stats::DEFAULT_REPEATS`]).
+    pub default: bool,
+}
+
+impl std::fmt::Display for RepeatChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.repeats;
+        write!(
+            f,
+            "{n} independent VM{} per configuration",
+            if n == 1 { "" } else { "s" }
+        )?;
+        if self.default {
+            write!(
+                f,
+                " (the default --repeat {n}: the fewest that can show a difference at 95% is 4, one more for a failed run)"
+            )
+        } else {
+            write!(f, " (--repeat {n})")
+        }
+    }
+}
+
+/// `v` with its interval: `123456 [120000, 130000]`, the coverage named
+/// where it is not 95% (`93.8%`).
+pub fn with_interval(m: Metric, v: f64, i: Option<&Interval>) -> String {
+    let mut s = m.format(v);
+    if let Some(i) = i {
+        let _ = write!(s, " [{}, {}]", m.format(i.lo), m.format(i.hi));
+        if !i.reaches(CONFIDENCE) || (i.coverage - CONFIDENCE).abs() > 0.005 {
+            let _ = write!(s, " ({:.1}%)", i.coverage * 100.0);
+        }
+    }
+    s
+}
+
+fn figure_line(m: Metric, op: &str, f: &FigureStats) -> String {
+    let mut s = format!(
+        "  {:<24} median {}",
+        m.name(op),
+        with_interval(m, f.median, f.interval.as_ref())
+    );
+    if let Some(c) = f.cov {
+        let _ = write!(s, ", CoV {:.1}%", c * 100.0);
+    }
+    if f.values.len() > 1 {
+        let each: Vec<String> = f.values.iter().map(|v| m.format(*v)).collect();
+        let _ = write!(s, "; per repeat {}", each.join(" "));
+    }
+    s
+}
+
+fn count_line(m: Metric, op: &str, c: &CountStats) -> String {
+    let name = m.name(op);
+    if c.exact {
+        let every = if c.values.len() > 1 {
+            " in every repeat"
+        } else {
+            ""
+        };
+        format!("  {name:<24} {}{every} (a count)", m.format(c.median))
+    } else {
+        format!(
+            "  {name:<24} {} to {} across repeats, median {} (counts; they differ between repeats here)",
+            m.format(c.min),
+            m.format(c.max),
+            m.format(c.median)
+        )
+    }
+}
+
+/// The text of every configuration's repeats. `single_p50` gives each
+/// run's own p50 interval (from its samples) by run index.
+pub fn render(
+    configs: &[ConfigurationStats],
+    choice: Option<RepeatChoice>,
+    single_p50: &dyn Fn(usize) -> Option<(f64, Interval)>,
+) -> String {
+    let mut out = String::new();
+    if let Some(c) = choice {
+        let _ = writeln!(out, "repeats: {c}");
+    }
+    for c in configs {
+        let op = c.operation;
+        let _ = writeln!(
+            out,
+            "{}, {} vCPU{} / {}: {} of {} repeat{} completed",
+            c.workload,
+            c.vcpus,
+            if c.vcpus == 1 { "" } else { "s" },
+            c.label,
+            c.repeats,
+            c.runs.len(),
+            if c.runs.len() == 1 { "" } else { "s" }
+        );
+        for m in Metric::ALL {
+            if let Some(f) = c.figures.get(m.key()) {
+                let _ = writeln!(out, "{}", figure_line(m, op, f));
+            } else if let Some(n) = c.counts.get(m.key()) {
+                let _ = writeln!(out, "{}", count_line(m, op, n));
+            }
+        }
+        let own: Vec<String> = c
+            .runs
+            .iter()
+            .filter_map(|&i| single_p50(i))
+            .map(|(v, i)| with_interval(Metric::CyclesPerOpP50, v, Some(&i)))
+            .collect();
+        if !own.is_empty() {
+            let _ = writeln!(
+                out,
+                "  each run's p50 with its interval from its own samples: {}",
+                own.join("; ")
+            );
+        }
+        let p50 = Metric::CyclesPerOpP50.name(op);
+        match (c.min_detectable_effect, c.repeats_for_target) {
+            (Some(e), Some(n)) => {
+                let _ = writeln!(
+                    out,
+                    "  at {} repeats this host detects a change of {:.0}% or more in {p50} (95% confidence, 80% power); {:.0}% needs {n} repeats",
+                    c.repeats,
+                    e * 100.0,
+                    c.target_effect * 100.0
+                );
+            }
+            (None, Some(n)) => {
+                let _ = writeln!(
+                    out,
+                    "  at {} repeats no change can be shown at 95%; {:.0}% in {p50} needs {n} repeats (95% confidence, 80% power)",
+                    c.repeats,
+                    c.target_effect * 100.0
+                );
+            }
+            _ if c.repeats < 2 => {
+                let _ = writeln!(
+                    out,
+                    "  one repeat: no spread, no interval over repeats, nothing a comparison could show (--repeat 5)"
+                );
+            }
+            _ => {}
+        }
+        for u in &c.unstable {
+            let _ = writeln!(out, "  unstable: {u}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_names_a_coverage_other_than_95() {
+        let i = Interval {
+            lo: 90.0,
+            hi: 110.0,
+            coverage: 0.9375,
+        };
+        assert_eq!(
+            with_interval(Metric::CyclesPerOpP50, 100.0, Some(&i)),
+            "100 [90, 110] (93.8%)"
+        );
+        let i = Interval {
+            coverage: 0.951,
+            ..i
+        };
+        assert_eq!(
+            with_interval(Metric::CyclesPerOpP50, 100.0, Some(&i)),
+            "100 [90, 110]"
+        );
+        assert_eq!(with_interval(Metric::CyclesPerOpP50, 100.0, None), "100");
+    }
+}

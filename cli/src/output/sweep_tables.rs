@@ -1,0 +1,235 @@
+//! The text report of a sweep: one table per workload, a row per run, its
+//! figures named after the workload's operation (cycles per broadcast,
+//! per round trip...) and per delivered IPI ([`Metric::shown`]); a scale
+//! table per workload swept over several vCPU counts (a row per mode and
+//! metric, a column per N); the skipped combinations grouped by reason,
+//! and a summary line.
+use crate::output::fit::{Col, FitTable, Layout};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use ipivmm::results::metrics::Metric;
+use ipivmm::results::summary::{self, RunSummary};
+use ipivmm::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
+use std::time::Duration;
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn right_align(t: &mut Table, from: usize, to: usize) {
+    for c in from..to {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// The runs of `doc`, summarized, grouped by workload in order of first appearance.
+fn by_workload(doc: &Document) -> Vec<(String, Vec<(&RunReport, RunSummary)>)> {
+    let mut groups: Vec<(String, Vec<(&RunReport, RunSummary)>)> = Vec::new();
+    for r in &doc.runs {
+        let w = r.mode.workload_label();
+        let s = summary::summarize(r);
+        match groups.iter_mut().find(|(g, _)| *g == w) {
+            Some((_, v)) => v.push((r, s)),
+            None => groups.push((w, vec![(r, s)])),
+        }
+    }
+    groups
+}
+
+fn metrics_of(runs: &[(&RunReport, RunSummary)]) -> &'static [Metric] {
+    Metric::shown(runs.iter().filter_map(|(_, s)| s.ipis_per_operation()))
+}
+
+/// What a preset asks and what this host can answer, printed before its
+/// runs (and kept in the JSON's `preset` object): the question, the seed,
+/// the host's caveats, one line per row.
+pub fn preset_text(p: &PresetReport) -> String {
+    let mut out = format!(
+        "preset {}: {}
+  {}
+",
+        p.preset, p.question, p.seed
+    );
+    if p.host.is_empty() {
+        out.push_str(
+            "  this host can answer it
+",
+        );
+    }
+    for c in &p.host {
+        out.push_str(&format!(
+            "  this host: {c}
+"
+        ));
+    }
+    for r in &p.rows {
+        let what = match (&r.caveat, r.runs) {
+            (None, _) => "answers".to_string(),
+            (Some(c), true) => format!("runs, but {c}"),
+            (Some(c), false) => format!("skipped: {c}"),
+        };
+        out.push_str(&format!("  {}: {what}\n", r.row));
+    }
+    out
+}
+
+/// The sweep as text (see the module doc), fitted to 120 columns;
+/// `wall` is the sweep's duration.
+pub fn render(doc: &Document, wall: Duration) -> String {
+    render_with(doc, wall, Layout::Fit)
+}
+
+/// The sweep as text laid out by `layout` (`--wide`: every column). The
+/// preset's question and caveats are not repeated: the command prints them
+/// before the runs ([`preset_text`]).
+pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
+    let mut out = String::new();
+    for (w, runs) in by_workload(doc) {
+        let op = runs.first().map_or("op", |(_, s)| s.operation);
+        let metrics = metrics_of(&runs);
+        let mut cols = vec![
+            Col::key("mode"),
+            Col::figure("vCPUs", 8),
+            // APICv on or off is what a preset row varies: it stays.
+            Col::figure("APICv", 8).left(),
+            Col::key("status"),
+        ];
+        cols.extend(metrics.iter().map(|m| Col::figure(m.name(op), m.rank())));
+        cols.push(Col::figure("IPIs/s", 1));
+        let mut t = FitTable::new(cols);
+        for (r, s) in &runs {
+            t.add_row(row(r, s, metrics));
+        }
+        out.push_str(&format!("\n{w}\n{}\n", t.render(layout)));
+        out.push_str(&scale_table(&w, op, &runs));
+    }
+    if let Some((r, o)) = doc
+        .runs
+        .iter()
+        .find_map(|r| Some((r, r.observer_effect.as_ref()?)))
+    {
+        out.push_str(&format!("\n{}, measured on {}\n", o.text(), r.label()));
+    }
+    out.push_str(&skipped_text(&doc.skipped));
+    let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
+    let what = doc
+        .preset
+        .as_ref()
+        .map_or(String::new(), |p| format!(" (preset {})", p.preset));
+    out.push_str(&format!(
+        "\nsweep{what}: {} runs ({} failed), {} skipped, {:.1} s\n",
+        doc.runs.len(),
+        failed,
+        doc.skipped.len(),
+        wall.as_secs_f64()
+    ));
+    match layout {
+        Layout::Fit => crate::output::fit::wrap(&out),
+        Layout::Wide => out,
+    }
+}
+
+fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
+    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
+    let status = match &r.status {
+        RunStatus::Completed => "ok",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Failed { .. } => "FAILED",
+        RunStatus::TimedOut { .. } => "TIMEOUT",
+        RunStatus::OverBudget { .. } => "OVER BUDGET",
+    };
+    // A run that did not complete shows the figures of the phase it got
+    // to (a timeout in the measured phase shows the warm-up's): say which.
+    let status = match (&r.status, &s.phase) {
+        (RunStatus::Completed, _) | (_, None) => status.to_string(),
+        (_, Some(p)) => format!("{status} (figures: '{p}')"),
+    };
+    let mut cells = vec![
+        r.label(),
+        r.mode.vcpus.to_string(),
+        r.apicv.effective.to_string(),
+        status,
+    ];
+    cells.extend(
+        metrics
+            .iter()
+            .map(|m| m.value(s).map_or("-".into(), |v| m.format(v))),
+    );
+    cells.push(fmt_opt(rate, 0));
+    cells
+}
+
+/// With runs at two or more vCPU counts: a row per (mode, metric), a column
+/// per vCPU count, so a figure's growth with N reads across.
+fn scale_table(workload: &str, op: &str, runs: &[(&RunReport, RunSummary)]) -> String {
+    let mut counts: Vec<usize> = runs.iter().map(|(r, _)| r.mode.vcpus).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.len() < 2 {
+        return String::new();
+    }
+    let mut modes: Vec<String> = Vec::new();
+    for (_, s) in runs {
+        if !modes.contains(&s.mode) {
+            modes.push(s.mode.clone());
+        }
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    let mut header = vec!["mode".to_string(), "metric".to_string()];
+    header.extend(counts.iter().map(|n| format!("N={n}")));
+    t.set_header(header);
+    let metrics = Metric::scale(metrics_of(runs));
+    for mode in &modes {
+        for &m in metrics {
+            let mut cells = vec![mode.clone(), m.name(op)];
+            for n in &counts {
+                // The first run of this mode at N (a repeat shows in the table above).
+                let v = runs
+                    .iter()
+                    .find(|(r, s)| r.mode.vcpus == *n && s.mode == *mode)
+                    .map(|(_, s)| m.value(s));
+                cells.push(match v {
+                    None => "not run".into(),
+                    Some(v) => v.map_or("-".into(), |v| m.format(v)),
+                });
+            }
+            t.add_row(cells);
+        }
+    }
+    right_align(&mut t, 2, 2 + counts.len());
+    format!("\n{workload} by vCPU count\n{t}\n")
+}
+
+/// One line per reason: the combinations it covers, without repeating workloads.
+fn skipped_text(skipped: &[SkippedMode]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\nskipped {} combinations:\n", skipped.len());
+    let mut by_reason: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+    for s in skipped {
+        let mode = s.mode.split_once(' ').map_or(s.mode.as_str(), |(_, m)| m);
+        match by_reason.iter_mut().find(|(r, _, _)| *r == s.reason) {
+            Some((_, modes, n)) => {
+                *n += 1;
+                if !modes.contains(&mode) {
+                    modes.push(mode);
+                }
+            }
+            None => by_reason.push((&s.reason, vec![mode], 1)),
+        }
+    }
+    for (reason, modes, n) in by_reason {
+        out.push_str(&format!("  {} ({n}): {reason}\n", modes.join(", ")));
+    }
+    out
+}
+
+/// Delivered IPIs per second over the measured phase (vCPU 0's window).
+fn ipis_per_sec(r: &RunReport, ipis: u64, phase: Option<(u32, String)>) -> Option<f64> {
+    let (id, name) = phase?;
+    let wall = r.vcpus.first()?.phase_of(id, &name)?.wall_ns;
+    (wall > 0).then(|| ipis as f64 * 1e9 / wall as f64)
+}
