@@ -336,11 +336,7 @@ impl VmConfig {
             return Err(ConfigError::IpiDelay(self.ipi_delay_cycles));
         }
         if let Some(name) = &self.headline_phase {
-            if !is_phase_name(name) {
-                return Err(ConfigError::PhaseName(
-                    ipivmm_devices::text::escape_controls(name),
-                ));
-            }
+            check_phase_name(name)?;
         }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
         let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
@@ -395,6 +391,18 @@ pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
+/// `name` as a phase a payload can send, or the error that says what one
+/// is (`--phase` of `run`, `sweep` and `compare`).
+pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
+    if is_phase_name(name) {
+        Ok(())
+    } else {
+        Err(ConfigError::PhaseName(
+            ipivmm_devices::text::escape_controls(name),
+        ))
+    }
+}
 
 /// Whether `name` can name a phase a payload sends: 1 to
 /// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.

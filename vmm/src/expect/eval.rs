@@ -176,9 +176,6 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
 /// Why a metric has no value in `r`, in words and with the fix where there
 /// is one.
 fn missing_metric(key: &str, r: &RunReport) -> String {
-    if let Some(why) = crate::results::summary::missing_phase(r) {
-        return why;
-    }
     let source = |name: &str| {
         r.vcpus
             .iter()
@@ -199,14 +196,9 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
     format!("{key} not measured in this run")
 }
 
+/// `key` of `r`. Its callers ([`on_run`], [`ratio_side`]) have failed a
+/// run without the phase `--phase`/`@NAME` named: its zeros are no figures.
 fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
-    if key == "vcpus" {
-        return Ok(r.mode.vcpus as f64);
-    }
-    // A phase the run never finished has no figures, not zeros.
-    if let Some(why) = crate::results::summary::missing_phase(r) {
-        return Err(why);
-    }
     let m = RunMetrics::of(&summarize(r));
     let scalar = match key {
         "operations" => Some(m.operations as f64),
@@ -230,8 +222,7 @@ fn counter_values(
     only: Option<usize>,
 ) -> Result<Vec<(usize, u64)>, String> {
     let Some((id, phase_name)) = measured_phase(r) else {
-        return Err(crate::results::summary::missing_phase(r)
-            .unwrap_or_else(|| "the run has no measured phase".into()));
+        return Err("the run has no measured phase".into());
     };
     let mut out = Vec::new();
     for v in r.vcpus.iter().filter(|v| only.is_none_or(|i| v.index == i)) {

@@ -8,9 +8,8 @@
 //! path to its first message too.
 use crate::config::VmConfig;
 use crate::results::inhibits;
-use crate::vcpu::trace::TraceConfig;
+use crate::vcpu::trace::{locate_tracefs, TraceConfig};
 use ipivmm_counters::sampler::InhibitSampler;
-use ipivmm_counters::tracefs::Tracefs;
 use std::thread::JoinHandle;
 
 /// The sampler of the calling thread: being opened, opened (None: it
@@ -40,12 +39,8 @@ impl CreationSampler {
         if !config.tracepoints {
             return Self::NotStarted;
         }
-        let tracefs = match &config.tracefs {
-            Some(root) if root.join("events").is_dir() => Some(Tracefs::at(root)),
-            Some(_) => None,
-            None => Tracefs::find().ok(),
-        };
-        let Some(tracefs) = tracefs else {
+        // Never mounted from here: that is the trace configuration's job.
+        let Ok(tracefs) = locate_tracefs(config.tracefs.as_deref(), false) else {
             return Self::NotStarted;
         };
         let tid = this_thread();

@@ -348,14 +348,19 @@ impl TraceConfig {
     }
 }
 
-fn resolve(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&Path>) -> Resolved {
-    let found = match root {
+/// Tracefs at `root` (`--tracefs`), else where /proc/mounts says, mounted
+/// first when `mount` asks for it; Err says why there is none.
+pub fn locate_tracefs(root: Option<&Path>, mount: bool) -> Result<Tracefs, String> {
+    match root {
         Some(root) if root.join("events").is_dir() => Ok(Tracefs::at(root)),
         Some(root) => Err(format!("no tracefs at {}", root.display())),
         None if mount => ipivmm_counters::tracefs::mount_tracefs().map_err(|e| e.to_string()),
         None => Tracefs::find().map_err(|e| e.to_string()),
-    };
-    let (tracefs, why_no_tracefs) = match found {
+    }
+}
+
+fn resolve(isa: Option<Isa>, vcpus: usize, mount: bool, root: Option<&Path>) -> Resolved {
+    let (tracefs, why_no_tracefs) = match locate_tracefs(root, mount) {
         Ok(t) => (Some(t.with_format_cache()), None),
         Err(e) => (None, Some(e)),
     };

@@ -16,16 +16,8 @@ use std::process::ExitCode;
 /// summaries (and the charts' entries).
 pub fn main(args: &CompareArgs) -> ExitCode {
     init_log("warn");
-    if let Some(p) = args
-        .phase
-        .as_deref()
-        .filter(|p| !ipivmm::config::is_phase_name(p))
-    {
-        return fail(format!(
-            "--phase '{}': a phase name is 1 to {} printable characters without spaces, as the payload names it",
-            ipivmm_devices::text::escape_controls(p),
-            ipivmm_abi::MAX_NAME_LEN
-        ));
+    if let Some(Err(e)) = args.phase.as_deref().map(ipivmm::config::check_phase_name) {
+        return fail(e);
     }
     let inputs: Vec<&std::path::Path> = args.files.iter().map(|p| p.as_path()).collect();
     let outputs = match Outputs::plan_all(&args.output.requests(None), &inputs) {
