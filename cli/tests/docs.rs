@@ -14,7 +14,15 @@
 //!   `$ ipivmm ...` there succeeds;
 //! - every ```sh block either runs (some need /dev/kvm or cargo: they skip
 //!   visibly without) or is listed in [`SH_BLOCKS`] with why it cannot run
-//!   in a test; a new block fails this test until it is listed.
+//!   in a test; a new block fails this test until it is listed;
+//! - the recorded examples are what the code writes now ([`examples`]);
+//! - the file and module paths and the crate lists the docs give are the
+//!   tree's ([`paths`]).
+#[path = "docs/examples.rs"]
+mod examples;
+#[path = "docs/paths.rs"]
+mod paths;
+
 use ipivmm::results::RunConfig;
 use ipivmm::VmConfig;
 use ipivmm_cli::output::text;
