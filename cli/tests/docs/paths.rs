@@ -388,3 +388,51 @@ fn crate_lists_are_the_workspace() {
         assert!(dirs.contains(m), "README.md's layout does not list {m}/");
     }
 }
+
+/// The file of the deepest module `path` names from the engine's root
+/// (`run::prepare` → vmm/src/run/prepare.rs, `vm::Vm::build` → vm's file).
+fn engine_module_file(path: &str) -> PathBuf {
+    let mut m = crate_roots()["ipivmm"].clone();
+    for seg in path.split("::") {
+        match m.child(seg) {
+            Some(c) => m = c,
+            None => break,
+        }
+    }
+    m.file
+}
+
+/// docs/architecture.md's stages of a run are numbered as the code numbers
+/// them (each stage's module says "Stage N of a run"), and there are as
+/// many as it says.
+#[test]
+fn run_stages_are_numbered_as_the_code_numbers_them() {
+    let arch = read("docs/architecture.md");
+    let section = arch
+        .split("## One run, in stages")
+        .nth(1)
+        .expect("docs/architecture.md has the stages");
+    let mut stages = Vec::new();
+    for line in section.lines() {
+        let Some((n, rest)) = line.split_once(". **") else {
+            continue;
+        };
+        let Ok(n) = n.parse::<usize>() else { continue };
+        let (name, rest) = rest.split_once("** (`").expect("N. **name** (`path`)");
+        let path = rest.split('`').next().unwrap();
+        let file = engine_module_file(path);
+        let code = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            code.contains(&format!("Stage {n} of a run")),
+            "docs/architecture.md numbers {name} ({path}) stage {n}; {} does not say \"Stage {n} of a run\"",
+            file.display()
+        );
+        stages.push(n);
+    }
+    assert_eq!(stages, (0..stages.len()).collect::<Vec<_>>(), "in order from 0");
+    assert!(
+        section.contains(&format!("`run::run` is {} stages", ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight"][stages.len()])),
+        "docs/architecture.md's count of stages ({})",
+        stages.len()
+    );
+}
