@@ -121,50 +121,60 @@ pub fn phase_counters(p: &PhaseResult) -> Vec<(String, String, String, &'static 
     rows
 }
 
+/// The cells every row of a run starts with (the first ten of [`HEADER`])
+/// and ends with (its payload): one place for the run's columns, shared by
+/// its counter rows, its metrics rows and its configuration's rows.
+struct RunCells {
+    first: [String; 10],
+    payload: String,
+}
+
+impl RunCells {
+    /// The cells of run `r` of `origin`, numbered `run`.
+    fn of(origin: &str, run: String, r: &RunReport) -> Self {
+        let m = &r.mode;
+        RunCells {
+            first: [
+                origin.to_string(),
+                run,
+                m.workload_label(),
+                r.label(),
+                m.irqchip.name().to_string(),
+                m.apic.name().to_string(),
+                m.ipi.name().to_string(),
+                m.target.name().to_string(),
+                m.vcpus.to_string(),
+                r.status.name().to_string(),
+            ],
+            payload: m.payload.clone().unwrap_or_default(),
+        }
+    }
+
+    /// One row: these cells around `[vcpu, apic_id, phase_id, phase,
+    /// source, counter, value, unit]`.
+    fn write<W: Write>(&self, w: &mut csv::Writer<W>, row: [&str; 8]) -> Result<(), csv::Error> {
+        let first = self.first.iter().map(String::as_str);
+        w.write_record(first.chain(row).chain([self.payload.as_str()]))
+    }
+}
+
 fn write_run<W: Write>(
     w: &mut csv::Writer<W>,
     origin: &str,
     index: usize,
     r: &RunReport,
 ) -> Result<(), csv::Error> {
-    let m = &r.mode;
-    let (run, vcpus) = (index.to_string(), m.vcpus.to_string());
-    let (label, workload) = (r.label(), m.workload_label());
-    let payload = m.payload.clone().unwrap_or_default();
-    let mut row = |vcpu: &str, apic_id: &str, phase_id: &str, phase: &str, c: [&str; 4]| {
-        w.write_record([
-            origin,
-            &run,
-            &workload,
-            &label,
-            m.irqchip.name(),
-            m.apic.name(),
-            m.ipi.name(),
-            m.target.name(),
-            &vcpus,
-            r.status.name(),
-            vcpu,
-            apic_id,
-            phase_id,
-            phase,
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            &payload,
-        ])
-    };
+    let cells = RunCells::of(origin, index.to_string(), r);
     for v in &r.vcpus {
         let (vcpu, apic_id) = (v.index.to_string(), v.apic_id.to_string());
         for p in &v.phases {
             let phase_id = p.id.to_string();
             for (source, counter, value, unit) in phase_counters(p) {
-                row(
-                    &vcpu,
-                    &apic_id,
-                    &phase_id,
-                    &p.name,
-                    [&source, &counter, &value, unit],
+                cells.write(
+                    w,
+                    [
+                        &vcpu, &apic_id, &phase_id, &p.name, &source, &counter, &value, unit,
+                    ],
                 )?;
             }
         }
@@ -177,12 +187,18 @@ fn write_run<W: Write>(
                 let value = v.to_string();
                 // Latency rows name the part they came from.
                 let phase = metric.phase(&s).unwrap_or(&name);
-                row(
-                    "",
-                    "",
-                    &id,
-                    phase,
-                    ["metrics", metric.key(), &value, metric.unit()],
+                cells.write(
+                    w,
+                    [
+                        "",
+                        "",
+                        &id,
+                        phase,
+                        "metrics",
+                        metric.key(),
+                        &value,
+                        metric.unit(),
+                    ],
                 )?;
             }
         }
@@ -201,33 +217,11 @@ fn write_configuration<W: Write>(
     let Some(first) = c.runs.first().and_then(|&i| runs.get(i)) else {
         return Ok(());
     };
-    let m = &first.mode;
     let indices: Vec<String> = c.runs.iter().map(ToString::to_string).collect();
-    let (run, vcpus) = (indices.join(" "), m.vcpus.to_string());
-    let (label, workload) = (first.label(), m.workload_label());
-    let payload = m.payload.clone().unwrap_or_default();
+    let cells = RunCells::of(origin, indices.join(" "), first);
     let mut row = |counter: &str, value: f64, unit: &str| {
-        w.write_record([
-            origin,
-            &run,
-            &workload,
-            &label,
-            m.irqchip.name(),
-            m.apic.name(),
-            m.ipi.name(),
-            m.target.name(),
-            &vcpus,
-            first.status.name(),
-            "",
-            "",
-            "",
-            "",
-            "repeats",
-            counter,
-            &value.to_string(),
-            unit,
-            &payload,
-        ])
+        let value = value.to_string();
+        cells.write(w, ["", "", "", "", "repeats", counter, &value, unit])
     };
     row("repeats", c.repeats as f64, "count")?;
     for metric in Metric::ALL {

@@ -8,6 +8,7 @@
 //! against the host as it is then.
 pub mod execute;
 pub mod host_stages;
+pub mod planned;
 pub mod presets;
 pub mod topology;
 pub mod vcpus;

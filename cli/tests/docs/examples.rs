@@ -88,7 +88,9 @@ pub fn drift(path: &str, example: &Value, now: &Value, out: &mut Vec<String>) {
         | (Value::Number(_), Value::Number(_)) => {}
         (Value::String(a), Value::String(b)) => {
             if a != b && !listed(FACT_STRINGS, path) {
-                out.push(format!("{path}: the example has {a:?}, the code writes {b:?}"));
+                out.push(format!(
+                    "{path}: the example has {a:?}, the code writes {b:?}"
+                ));
             }
         }
         (Value::Array(a), Value::Array(b)) if listed(DATA_ARRAYS, path) => {
@@ -112,10 +114,16 @@ pub fn drift(path: &str, example: &Value, now: &Value, out: &mut Vec<String>) {
         (Value::Object(a), Value::Object(b)) => {
             if !listed(DATA_MAPS, path) {
                 for k in a.keys().filter(|k| !b.contains_key(*k)) {
-                    out.push(format!("{}: in the example, not written now", child(path, k)));
+                    out.push(format!(
+                        "{}: in the example, not written now",
+                        child(path, k)
+                    ));
                 }
                 for k in b.keys().filter(|k| !a.contains_key(*k)) {
-                    out.push(format!("{}: written now, not in the example", child(path, k)));
+                    out.push(format!(
+                        "{}: written now, not in the example",
+                        child(path, k)
+                    ));
                 }
             }
             for (k, x) in a {
@@ -163,7 +171,11 @@ fn run_flags(example: &Value, what: &str, iterations: u64, warmup: u64) -> Vec<S
     let runs = example["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 1, "{what}: one run per example");
     let m = &runs[0]["mode"];
-    let s = |k: &str| m[k].as_str().unwrap_or_else(|| panic!("{what}: mode.{k}")).to_string();
+    let s = |k: &str| {
+        m[k].as_str()
+            .unwrap_or_else(|| panic!("{what}: mode.{k}"))
+            .to_string()
+    };
     let mut flags: Vec<String> = ["run", "--repeat", "1", "--serial", "none"]
         .map(String::from)
         .to_vec();
@@ -215,7 +227,12 @@ fn record(flags: &[String], out: &Path) -> String {
         .arg(out)
         .output()
         .expect("ipivmm runs");
-    assert!(o.status.success(), "ipivmm {}: {}", flags.join(" "), text_of(&o));
+    assert!(
+        o.status.success(),
+        "ipivmm {}: {}",
+        flags.join(" "),
+        text_of(&o)
+    );
     std::fs::read_to_string(out).unwrap()
 }
 
@@ -229,7 +246,11 @@ fn schema_examples_read_and_write_back_with_the_same_fields() {
         let doc = Document::load(&f).unwrap_or_else(|e| panic!("{e}"));
         let mut out = Vec::new();
         drift("", &stored, &json(&doc.to_json(), &what), &mut out);
-        assert!(out.is_empty(), "{what} is not what the code writes:\n{}", out.join("\n"));
+        assert!(
+            out.is_empty(),
+            "{what} is not what the code writes:\n{}",
+            out.join("\n")
+        );
     }
 }
 
@@ -321,4 +342,16 @@ fn drift_names_what_differs_and_lets_measurements_differ() {
     let mut out = Vec::new();
     drift("", &a, &a, &mut out);
     assert!(out.is_empty(), "{out:?}");
+}
+
+/// docs/results-schema.md's CSV header is the one the CSV writer writes.
+#[test]
+fn the_schema_docs_csv_header_is_the_writers() {
+    let doc = super::read("docs/results-schema.md");
+    let header = ipivmm_cli::output::csv::HEADER.join(",");
+    let shown = doc
+        .lines()
+        .find(|l| l.starts_with("origin,run,"))
+        .expect("docs/results-schema.md shows the CSV header");
+    assert_eq!(shown, header, "docs/results-schema.md's CSV header");
 }

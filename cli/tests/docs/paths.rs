@@ -88,10 +88,13 @@ impl Module {
     fn child(&self, name: &str) -> Option<Module> {
         let flat = self.children.join(format!("{name}.rs"));
         let nested = self.children.join(name).join("mod.rs");
-        [flat, nested].into_iter().find(|f| f.exists()).map(|file| Module {
-            file,
-            children: self.children.join(name),
-        })
+        [flat, nested]
+            .into_iter()
+            .find(|f| f.exists())
+            .map(|file| Module {
+                file,
+                children: self.children.join(name),
+            })
     }
 }
 
@@ -157,7 +160,15 @@ fn is_ident(c: char) -> bool {
 /// `word` occurs in `text` as a whole identifier after one of `before`.
 fn defines(text: &str, word: &str) -> bool {
     const KINDS: &[&str] = &[
-        "fn ", "struct ", "enum ", "trait ", "const ", "static ", "type ", "mod ", "union ",
+        "fn ",
+        "struct ",
+        "enum ",
+        "trait ",
+        "const ",
+        "static ",
+        "type ",
+        "mod ",
+        "union ",
         "macro_rules! ",
     ];
     KINDS.iter().any(|k| {
@@ -205,8 +216,7 @@ fn globs(text: &str) -> impl Iterator<Item = &str> {
     text.match_indices("pub use ").filter_map(|(i, _)| {
         let stmt = &text[i + "pub use ".len()..];
         let stmt = &stmt[..stmt.find(';')?];
-        stmt.strip_suffix("::*")
-            .filter(|m| m.chars().all(is_ident))
+        stmt.strip_suffix("::*").filter(|m| m.chars().all(is_ident))
     })
 }
 
@@ -216,7 +226,11 @@ fn crate_text(src: &Path) -> String {
     let mut out = String::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().map(|e| e.unwrap().path()) {
+        for e in std::fs::read_dir(&d)
+            .into_iter()
+            .flatten()
+            .map(|e| e.unwrap().path())
+        {
             if e.is_dir() {
                 stack.push(e);
             } else if e.extension().is_some_and(|x| x == "rs") {
@@ -257,7 +271,10 @@ fn doc_paths_name_files_and_modules_that_exist() {
             for token in span.split_whitespace() {
                 let token = token.trim_matches(|c: char| ",;:()'\"".contains(c));
                 let at = format!("{doc}:{line}: `{token}`");
-                if NOT_IN_THE_TREE.iter().any(|(d, n, _)| *d == doc && *n == token) {
+                if NOT_IN_THE_TREE
+                    .iter()
+                    .any(|(d, n, _)| *d == doc && *n == token)
+                {
                     continue;
                 }
                 // A file or directory of the repository.
@@ -283,7 +300,10 @@ fn doc_paths_name_files_and_modules_that_exist() {
                 }
                 let path = token.trim_end_matches("::");
                 let segments: Vec<&str> = path.split("::").collect();
-                if !segments.iter().all(|s| !s.is_empty() && s.chars().all(is_ident)) {
+                if !segments
+                    .iter()
+                    .all(|s| !s.is_empty() && s.chars().all(is_ident))
+                {
                     continue;
                 }
                 let (first, rest) = segments.split_first().unwrap();
@@ -348,18 +368,31 @@ fn crate_lists_are_the_workspace() {
     .expect("docs/architecture.md says how many crates");
     assert_eq!(count, members.len(), "docs/architecture.md's crate count");
     let mut rows = Vec::new();
-    for line in arch.lines().skip_while(|l| !l.starts_with("| crate |")).skip(2) {
+    for line in arch
+        .lines()
+        .skip_while(|l| !l.starts_with("| crate |"))
+        .skip(2)
+    {
         if !line.starts_with('|') {
             break;
         }
-        let cell = line.trim_start_matches('|').split('|').next().unwrap().trim();
+        let cell = line
+            .trim_start_matches('|')
+            .split('|')
+            .next()
+            .unwrap()
+            .trim();
         let names: Vec<&str> = cell.split('`').skip(1).step_by(2).collect();
         let dir = names[0].trim_end_matches('/');
         if dir == "guest-payload" {
             continue;
         }
         if let Some(pkg) = names.get(1) {
-            assert_eq!(*pkg, package_name(dir), "docs/architecture.md's row of {dir}");
+            assert_eq!(
+                *pkg,
+                package_name(dir),
+                "docs/architecture.md's row of {dir}"
+            );
         }
         rows.push(dir.to_string());
     }
@@ -429,9 +462,16 @@ fn run_stages_are_numbered_as_the_code_numbers_them() {
         );
         stages.push(n);
     }
-    assert_eq!(stages, (0..stages.len()).collect::<Vec<_>>(), "in order from 0");
+    assert_eq!(
+        stages,
+        (0..stages.len()).collect::<Vec<_>>(),
+        "in order from 0"
+    );
     assert!(
-        section.contains(&format!("`run::run` is {} stages", ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight"][stages.len()])),
+        section.contains(&format!(
+            "`run::run` is {} stages",
+            ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight"][stages.len()]
+        )),
         "docs/architecture.md's count of stages ({})",
         stages.len()
     );

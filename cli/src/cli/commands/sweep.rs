@@ -7,37 +7,16 @@ use crate::output::dest::print_text;
 use crate::output::journal::Journal;
 use crate::output::progress::SweepProgress;
 use crate::output::{repeats, sweep_tables};
-use crate::sweep::execute::{SweepEvents, SweepOptions};
-use crate::sweep::host_stages::{preflight, HostSweep};
+use crate::sweep::execute::SweepEvents;
+use crate::sweep::host_stages::preflight;
+use crate::sweep::planned::Planned;
 use crate::sweep::presets::PresetHost;
-use crate::sweep::{execute, plan, SweepSpec};
+use crate::sweep::{plan, SweepSpec};
 use ipivmm::mode::{ApicMode, TargetWait};
 use ipivmm::vm::{max_vcpus, open_kvm};
-use ipivmm::Document;
 use std::cell::RefCell;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-/// A sweep checked and planned: what it will run on this host.
-pub struct Planned {
-    spec: SweepSpec,
-    host: Option<ipivmm::host::HostInfo>,
-    host_sweep: Option<HostSweep>,
-    preset: Option<ipivmm::results::PresetReport>,
-}
-
-/// A sweep that ran.
-pub struct Swept {
-    /// Its results.
-    pub doc: Document,
-    /// Host-switch errors.
-    pub errors: Vec<String>,
-    /// How long it took.
-    pub wall: Duration,
-    /// Whether every run completed (and any ran, and nothing was cancelled).
-    pub ok: bool,
-}
+use std::time::Duration;
 
 /// Why a sweep was not planned.
 #[derive(Debug)]
@@ -91,66 +70,7 @@ pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
         .preset
         .zip(preset_host.as_ref())
         .map(|(p, h)| p.report(h, &runs, &skipped));
-    Ok(Planned {
-        spec,
-        host,
-        host_sweep,
-        preset,
-    })
-}
-
-impl Planned {
-    /// The sweep's dimensions.
-    pub fn spec(&self) -> &SweepSpec {
-        &self.spec
-    }
-
-    /// The host it is planned on (None: not probed).
-    pub fn host(&self) -> Option<&ipivmm::host::HostInfo> {
-        self.host.as_ref()
-    }
-
-    /// What the preset asks and this host can answer, if it is a preset.
-    pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
-        self.preset.as_ref()
-    }
-
-    /// Runs the plan, telling `events`; stops at `cancel`.
-    pub fn run(
-        self,
-        observer_pairs: u32,
-        repeats: u32,
-        cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-        events: &dyn SweepEvents,
-    ) -> Swept {
-        let started = Instant::now();
-        let opts = SweepOptions {
-            observer_pairs,
-            cancel: cancel.clone(),
-            repeats,
-        };
-        let out = execute(
-            &self.spec,
-            self.host.as_ref(),
-            self.host_sweep.as_ref(),
-            &opts,
-            events,
-        );
-        let wall = started.elapsed();
-        let ran = out.reports.len();
-        let mut doc = Document::new(out.reports, out.skipped);
-        doc.preset = self.preset;
-        let ok = !cancel.load(Ordering::SeqCst)
-            && ran > 0
-            && out.errors.is_empty()
-            && doc.runs.iter().all(|r| r.succeeded());
-        Swept {
-            doc,
-            errors: out.errors,
-            wall,
-            ok,
-        }
-    }
+    Ok(Planned::new(spec, host, host_sweep, preset))
 }
 
 /// Run the `sweep` subcommand.
@@ -169,7 +89,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         }
         Err(e) => return fail(e),
     };
-    if let Some(note) = oversubscription_note(&planned.spec) {
+    if let Some(note) = oversubscription_note(planned.spec()) {
         if !args.quiet {
             eprintln!("{note}");
         }

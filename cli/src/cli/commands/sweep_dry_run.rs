@@ -1,7 +1,7 @@
 //! `ipivmm sweep --dry-run`: the plan, before anything runs: every row,
 //! the repeats, every skip with its reason, and the time it would take,
 //! estimated from a short calibration (two runs of the first row).
-use super::sweep::Planned;
+use crate::sweep::planned::Planned;
 use crate::sweep::{plan, PlannedRun};
 use ipivmm::results::RunConfig;
 use ipivmm::{RunOptions, SerialSink, VmConfig};

@@ -1,0 +1,99 @@
+//! A sweep checked and planned on this host (what `sweep` runs and `sweep
+//! --dry-run` prints), and what running it gives. The command line makes
+//! one (`commands::sweep::plan_sweep`); both commands read it here.
+use super::execute::{SweepEvents, SweepOptions};
+use super::host_stages::HostSweep;
+use super::{execute, SweepSpec};
+use ipivmm::Document;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// A sweep checked and planned: what it will run on this host.
+pub struct Planned {
+    spec: SweepSpec,
+    host: Option<ipivmm::host::HostInfo>,
+    host_sweep: Option<HostSweep>,
+    preset: Option<ipivmm::results::PresetReport>,
+}
+
+/// A sweep that ran.
+pub struct Swept {
+    /// Its results.
+    pub doc: Document,
+    /// Host-switch errors.
+    pub errors: Vec<String>,
+    /// How long it took.
+    pub wall: Duration,
+    /// Whether every run completed (and any ran, and nothing was cancelled).
+    pub ok: bool,
+}
+
+impl Planned {
+    /// A plan of `spec` on `host` (None: not probed), with its host-setting
+    /// stages and the preset's report, if any.
+    pub fn new(
+        spec: SweepSpec,
+        host: Option<ipivmm::host::HostInfo>,
+        host_sweep: Option<HostSweep>,
+        preset: Option<ipivmm::results::PresetReport>,
+    ) -> Self {
+        Planned {
+            spec,
+            host,
+            host_sweep,
+            preset,
+        }
+    }
+
+    /// The sweep's dimensions.
+    pub fn spec(&self) -> &SweepSpec {
+        &self.spec
+    }
+
+    /// The host it is planned on (None: not probed).
+    pub fn host(&self) -> Option<&ipivmm::host::HostInfo> {
+        self.host.as_ref()
+    }
+
+    /// What the preset asks and this host can answer, if it is a preset.
+    pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
+        self.preset.as_ref()
+    }
+
+    /// Runs the plan, telling `events`; stops at `cancel`.
+    pub fn run(
+        self,
+        observer_pairs: u32,
+        repeats: u32,
+        cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+        events: &dyn SweepEvents,
+    ) -> Swept {
+        let started = Instant::now();
+        let opts = SweepOptions {
+            observer_pairs,
+            cancel: cancel.clone(),
+            repeats,
+        };
+        let out = execute(
+            &self.spec,
+            self.host.as_ref(),
+            self.host_sweep.as_ref(),
+            &opts,
+            events,
+        );
+        let wall = started.elapsed();
+        let ran = out.reports.len();
+        let mut doc = Document::new(out.reports, out.skipped);
+        doc.preset = self.preset;
+        let ok = !cancel.load(Ordering::SeqCst)
+            && ran > 0
+            && out.errors.is_empty()
+            && doc.runs.iter().all(|r| r.succeeded());
+        Swept {
+            doc,
+            errors: out.errors,
+            wall,
+            ok,
+        }
+    }
+}
