@@ -63,7 +63,7 @@ impl Irqchip {
     /// Whether KVM models the LAPIC (`kernel`, `split`) rather than ipivmm
     /// (`user`): what the mode's rules ask of an irqchip (PV IPIs, APICv
     /// and its levers, KVM_CAP_X2APIC_API). How each one is built and run
-    /// is `vcpu::irqchip`'s.
+    /// is `irqchip`'s.
     pub const fn lapic_in_kernel(self) -> bool {
         match self {
             Irqchip::Kernel | Irqchip::Split => true,
