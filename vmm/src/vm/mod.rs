@@ -15,7 +15,7 @@ use crate::irqchip::{Chip, SharedChip};
 use crate::kvm_extra::KvmCall;
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
-use crate::mode::{ApicMode, IpiPath};
+use crate::mode::ApicMode;
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
@@ -314,7 +314,7 @@ fn setup_vcpu(
         apic_id,
         vcpu_count: config.vcpus as u32,
         x2apic: config.apic == ApicMode::X2apic,
-        pv_send_ipi: config.ipi == IpiPath::Pv,
+        pv_send_ipi: config.ipi.is_hypercall(),
         realtime_hint: config.realtime_hint,
     };
     cpuid::shape(cpuid.as_mut_slice(), &shape)?;
