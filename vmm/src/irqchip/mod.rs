@@ -14,9 +14,10 @@
 //! (whose loop asks it): it imports neither, only the leaves (`arch`,
 //! `kvm_extra`) and the results model.
 mod in_kernel;
-pub mod user_apic;
+mod user_apic;
 
-pub use in_kernel::{set_tss_address, InKernel};
+use in_kernel::set_tss_address;
+pub use in_kernel::InKernel;
 pub use user_apic::UserApic;
 
 use crate::kvm_extra::KvmCall;
