@@ -65,6 +65,29 @@ abi_enum! {
     }
 }
 
+impl IpiPath {
+    /// Whether an IPI is the KVM_HC_SEND_IPI hypercall: then it needs KVM's
+    /// LAPIC, KVM_FEATURE_PV_SEND_IPI in CPUID and a backend where a guest
+    /// vmcall/vmmcall returns, and no ICR write is made. Every rule about
+    /// the path asks this (or [`IpiPath::writes_icr`]), so a new path is a
+    /// decision here, not a silent `==` elsewhere.
+    pub const fn is_hypercall(self) -> bool {
+        match self {
+            IpiPath::Icr => false,
+            IpiPath::Pv => true,
+        }
+    }
+
+    /// Whether each IPI is a guest write to the ICR (what ICR-write exits
+    /// count, and what APICv/AVIC/IPIv accelerate).
+    pub const fn writes_icr(self) -> bool {
+        match self {
+            IpiPath::Icr => true,
+            IpiPath::Pv => false,
+        }
+    }
+}
+
 abi_enum! {
     /// How IPI targets wait between IPIs.
     pub enum TargetWait {

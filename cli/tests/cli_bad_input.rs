@@ -404,8 +404,8 @@ fn bad_payload_files_are_refused() {
 /// tables, GDT/TSS below 1 MiB; the vCPU stacks from 8 MiB) or past RAM.
 #[test]
 fn payload_segments_on_reserved_guest_memory_are_refused() {
+    use ipivmm::arch::layout;
     use ipivmm::payload::image::minimal_elf;
-    use ipivmm::vm::layout;
     let places: &[(&str, u64, usize)] = &[
         ("zero", 0, 16),
         ("boot-info", layout::BOOT_INFO, 16),

@@ -2,6 +2,7 @@
 //! it) opens the tracepoint fds that fit, evenly per vCPU, completes, and
 //! reports the gap: one warning line naming `ulimit -n`, and in every
 //! vCPU's sources the counters that were not opened.
+use ipivmm::results::source::Source;
 use ipivmm_testkit::{kvm_available, skip, Need};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -85,7 +86,7 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
     assert_eq!(doc["runs"][0]["status"]["state"], "completed", "{stderr}");
     let trace = sources(&doc, 0)
         .into_iter()
-        .find(|s| s.0 == "tracepoints")
+        .find(|s| s.0 == Source::Tracepoints.key())
         .expect("a tracepoints source");
     if !trace.2.contains("not opened") && !trace.1 {
         // No tracefs or no perf_event_open here (not root): nothing to limit.
@@ -111,7 +112,7 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
         let gap: Vec<_> = s
             .iter()
             .filter(|(name, _, detail)| {
-                (name == "tracepoints" || name == "exit_reasons")
+                (name == Source::Tracepoints.key() || name == Source::ExitReasons.key())
                     && detail.contains("not opened")
                     && detail.contains("ulimit -n")
             })
@@ -123,7 +124,7 @@ fn a_low_fd_limit_leaves_a_reported_gap_not_a_crash() {
         // The fds were shared evenly: every vCPU has the same counters.
         let t = s
             .iter()
-            .find(|x| x.0 == "tracepoints")
+            .find(|x| x.0 == Source::Tracepoints.key())
             .expect("tracepoints");
         assert_eq!(t.2, trace.2, "vcpu{vcpu} opened other counters than vcpu0");
     }

@@ -85,7 +85,7 @@ fn thousand_vm_cycles_leak_no_fds_or_threads() {
     let cfg = VmConfig {
         vcpus: 1,
         workload: Workload::SelfIpi,
-        memory_bytes: ipivmm::vm::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
+        memory_bytes: ipivmm::arch::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
         payload: code_payload(hostile::DONE_IMMEDIATELY),
         timeout: ipivmm_testkit::scaled(Duration::from_secs(10)),
         tracepoints: false,

@@ -4,10 +4,10 @@
 //! quirk) and on ipivmm's own (user irqchip). Oversubscribed here (2 host
 //! CPUs), so targets halt between IPIs and the payload's barriers halt too
 //! (`BOOT_FLAG_HALTING_BARRIERS`); iteration counts are small.
+use ipivmm::arch::layout;
 use ipivmm::config::{ExitReasons, VmConfig};
 use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
 use ipivmm::results::RunReport;
-use ipivmm::vm::layout;
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ fn kvm_takes_vcpus(test: &str) -> bool {
     if !kvm_available(test) {
         return false;
     }
-    let max = ipivmm::vm::open_kvm(std::path::Path::new("/dev/kvm"))
+    let max = ipivmm::host::device::open(std::path::Path::new("/dev/kvm"))
         .map(|k| ipivmm::vm::max_vcpus(&k))
         .unwrap_or(0);
     if max < VCPUS {

@@ -1,7 +1,7 @@
 //! Typed configuration of one VM run, validated before any KVM call.
+use crate::arch::layout;
 use crate::mode::levers::ExitControls;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
-use crate::vm::layout;
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -148,11 +148,15 @@
 /// layout shared with payloads, and the numeric form of the mode parts.
 pub use ipivmm_abi as abi;
 
+pub mod arch;
 pub mod config;
 pub mod expect;
 pub mod host;
 pub mod inputs;
 pub mod interrupt;
+pub mod irqchip;
+pub mod kick;
+pub mod kvm_extra;
 pub mod mode;
 pub mod payload;
 pub mod results;
@@ -203,6 +207,6 @@ pub use ipivmm_devices::serial::SerialSink;
 ///     Err(e) => println!("no VM can run here: {e}"),
 /// }
 /// ```
-pub fn kvm_available() -> Result<KvmInfo, VmError> {
+pub fn kvm_available() -> Result<KvmInfo, host::device::DeviceError> {
     host::kvm_info(std::path::Path::new("/dev/kvm"))
 }

@@ -5,10 +5,10 @@
 //! own properties are unit tests of the binary: cli/src/cli/prop_tests.rs.)
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
+use ipivmm::arch::layout;
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
 use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::payload::image::{check, minimal_elf, ImageError};
-use ipivmm::vm::layout;
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
 use proptest::prelude::*;
 use std::str::FromStr;

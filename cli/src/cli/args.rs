@@ -527,11 +527,11 @@ impl RunArgs {
         let mut params = [0u64; 8];
         params[..self.params.len()].copy_from_slice(&self.params);
         let memory_bytes = match self.memory {
-            None => ipivmm::vm::layout::default_mem_bytes(self.vcpus),
+            None => ipivmm::arch::layout::default_mem_bytes(self.vcpus),
             Some(mib) => mib.checked_mul(1 << 20).ok_or_else(|| {
                 // The MiB as typed: a byte count saturated here would misquote it.
-                let l = ipivmm::vm::layout::min_mem_bytes(self.vcpus).div_ceil(1 << 20);
-                let h = ipivmm::vm::layout::MAX_MEM_BYTES >> 20;
+                let l = ipivmm::arch::layout::min_mem_bytes(self.vcpus).div_ceil(1 << 20);
+                let h = ipivmm::arch::layout::MAX_MEM_BYTES >> 20;
                 format!("--memory {mib} MiB: must be between {l} and {h} MiB")
             })?,
         };

@@ -177,7 +177,7 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
                                     memory_bytes: spec
                                         .base
                                         .memory_bytes
-                                        .max(ipivmm::vm::layout::default_mem_bytes(vcpus)),
+                                        .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
                                     ..spec.base.clone()
                                 };
                                 out.push((place.clone(), config));

@@ -45,7 +45,7 @@ impl PresetHost {
     pub fn probe(kvm_device: &std::path::Path, facts: Option<HostInfo>) -> Self {
         let cpus = ipivmm::mode::levers::allowed_cpus();
         let places = topology::read_places(std::path::Path::new("/sys/devices/system/cpu"), &cpus);
-        let kvm = ipivmm::vm::open_kvm(kvm_device).ok();
+        let kvm = ipivmm::host::device::open(kvm_device).ok();
         Self {
             kvm_max_vcpus: kvm.as_ref().map_or(2, ipivmm::vm::max_vcpus),
             exit_controls: kvm

@@ -156,7 +156,7 @@ fn prepare_startup() {
     };
     // SAFETY: SIPI_VECTOR << 12 and SIPI_MSG_GPA are free, identity-mapped
     // guest RAM below the payload (above the host's system tables, see
-    // vmm/src/vm/layout.rs), used by nothing else; the trampoline is
+    // vmm/src/arch/layout.rs), used by nothing else; the trampoline is
     // `len` bytes of our own image.
     unsafe {
         core::ptr::copy_nonoverlapping(start, dest, len);

@@ -119,7 +119,7 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     if mode == ApicMode::X2apic && features & features::X2APIC == 0 {
         panic!("x2APIC mode requested but CPUID.1:ECX[21] (x2APIC) is clear");
     }
-    if ipi_path() == IpiPath::Pv && features & features::PV_SEND_IPI == 0 {
+    if ipi_path().is_hypercall() && features & features::PV_SEND_IPI == 0 {
         panic!("PV IPI path requested but CPUID 0x40000001 lacks KVM_FEATURE_PV_SEND_IPI");
     }
     settings::set_apic_mode(mode);

@@ -228,7 +228,7 @@ fn subject(s: &str) -> Result<Subject, String> {
 }
 
 /// The sources a phase's counters come from: [`PhaseResult::SOURCES`].
-pub const COUNTER_SOURCES: [&str; 8] = PhaseResult::SOURCES;
+pub const COUNTER_SOURCES: [&str; PhaseResult::SOURCES.len()] = PhaseResult::SOURCES;
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,14 @@
 //! The host: its facts (CPU, KVM backend, APICv/AVIC/IPIv verdicts, module
 //! parameters; from `ipivmm-counters`) and what its KVM device can do.
 pub mod caps;
+pub mod device;
+mod device_access;
 pub mod fds;
 pub mod load;
 
 pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
 
-use crate::vm::VmError;
+use device::DeviceError;
 use std::path::{Path, PathBuf};
 
 /// The KVM device as [`kvm_info`] found it: open, speaking API 12, with its
@@ -58,8 +60,8 @@ impl std::fmt::Display for KvmInfo {
 /// let e = ipivmm::host::kvm_info(Path::new("/nonexistent/kvm")).unwrap_err();
 /// assert!(e.to_string().contains("does not exist; load the kvm module"), "{e}");
 /// ```
-pub fn kvm_info(device: &Path) -> Result<KvmInfo, VmError> {
-    let kvm = crate::vm::open_kvm(device)?;
+pub fn kvm_info(device: &Path) -> Result<KvmInfo, DeviceError> {
+    let kvm = device::open(device)?;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .map(|t| ipivmm_host::facts::parse_cpuinfo(&t))
         .unwrap_or_default();

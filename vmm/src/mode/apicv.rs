@@ -17,7 +17,7 @@
 //! Where the host has no APICv/AVIC at all the lever is still pulled: it
 //! changes nothing there, but KVM still records the inhibit
 //! (`kvm_apicv_inhibit_changed`), so the run shows the lever works.
-use crate::mode::{ApicMode, ApicvRequest, Irqchip, Mode};
+use crate::mode::{ApicMode, ApicvRequest, Mode};
 use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
@@ -110,7 +110,7 @@ fn host_support(host: &HostInfo) -> (&'static str, &ApicvSupport) {
 /// backend).
 fn vendor_lever(backend: &KvmBackend, mode: Mode) -> Option<InhibitLever> {
     match backend {
-        KvmBackend::KvmAmd if mode.irqchip == Irqchip::Kernel => Some(InhibitLever::PitReinject),
+        KvmBackend::KvmAmd if mode.irqchip.pit_in_kernel() => Some(InhibitLever::PitReinject),
         KvmBackend::KvmIntel if mode.apic == ApicMode::Xapic => Some(InhibitLever::ApicIdModified),
         KvmBackend::KvmAmd | KvmBackend::KvmIntel => Some(InhibitLever::HypervSynic),
         _ => None,
@@ -187,7 +187,7 @@ pub fn apic_id(lever: InhibitLever, index: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mode::IpiPath;
+    use crate::mode::{IpiPath, Irqchip};
     use std::collections::BTreeMap;
 
     fn host(backend: KvmBackend, apicv: bool) -> HostInfo {

@@ -63,11 +63,21 @@ impl Irqchip {
     /// Whether KVM models the LAPIC (`kernel`, `split`) rather than ipivmm
     /// (`user`): what the mode's rules ask of an irqchip (PV IPIs, APICv
     /// and its levers, KVM_CAP_X2APIC_API). How each one is built and run
-    /// is `vcpu::irqchip`'s.
+    /// is `irqchip`'s.
     pub const fn lapic_in_kernel(self) -> bool {
         match self {
             Irqchip::Kernel | Irqchip::Split => true,
             Irqchip::User => false,
+        }
+    }
+
+    /// Whether KVM also models the PIT (`kernel` only: `split` leaves the
+    /// PIT, IOAPIC and PIC to userspace, and ipivmm has none): what AMD's
+    /// PIT-reinjection APICv inhibit needs.
+    pub const fn pit_in_kernel(self) -> bool {
+        match self {
+            Irqchip::Kernel => true,
+            Irqchip::Split | Irqchip::User => false,
         }
     }
 }
@@ -159,10 +169,10 @@ pub struct Shape {
 /// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
 /// skips it with the reason (both through `VmConfig::check_mode`).
 pub fn check(m: Mode, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
-    if m.ipi == IpiPath::Pv && !m.irqchip.lapic_in_kernel() {
+    if m.ipi.is_hypercall() && !m.irqchip.lapic_in_kernel() {
         return Err(Infeasible::PvNeedsKernelLapic);
     }
-    if m.ipi == IpiPath::Pv && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
+    if m.ipi.is_hypercall() && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
         return Err(Infeasible::PvOnKvmPvm);
     }
     if let Some(workload) = shape.workload {

@@ -5,7 +5,7 @@
 //! here and the code that fills it.
 
 /// One counter source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::VariantArray)]
 pub enum Source {
     /// The payload's own counters, sent with each control message.
     Guest,
@@ -26,17 +26,9 @@ pub enum Source {
 }
 
 impl Source {
-    /// Every source, in the order a phase lists its counters.
-    pub const ALL: [Source; 8] = [
-        Source::Guest,
-        Source::UserspaceExits,
-        Source::KvmStats,
-        Source::Tracepoints,
-        Source::ExitReasons,
-        Source::ExitReasonsHostNs,
-        Source::UserLapic,
-        Source::Records,
-    ];
+    /// Every source, in the order a phase lists its counters (the order
+    /// of declaration: a new variant is in it by being declared).
+    pub const ALL: &'static [Source] = <Source as strum::VariantArray>::VARIANTS;
 
     /// The key: JSON, CSV and `--expect` spelling.
     pub const fn key(self) -> &'static str {
@@ -68,12 +60,12 @@ impl Source {
 
     /// The source keyed `key`, if any.
     pub fn of_key(key: &str) -> Option<Source> {
-        Source::ALL.into_iter().find(|s| s.key() == key)
+        Source::ALL.iter().copied().find(|s| s.key() == key)
     }
 
     /// Every key, in [`Source::ALL`] order.
     pub fn keys() -> impl Iterator<Item = &'static str> {
-        Source::ALL.into_iter().map(Source::key)
+        Source::ALL.iter().map(|s| s.key())
     }
 }
 
@@ -99,7 +91,7 @@ mod tests {
             (keys.len(), names.len()),
             (Source::ALL.len(), Source::ALL.len())
         );
-        for s in Source::ALL {
+        for &s in Source::ALL {
             assert_eq!(Source::of_key(s.key()), Some(s));
         }
         assert_eq!(Source::of_key("exit-reasons"), None);

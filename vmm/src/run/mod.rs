@@ -62,16 +62,7 @@ impl RunError {
     /// no usable /dev/kvm, or a mode this host cannot run. A gate reports
     /// such a run's expectations as skipped (kselftest's exit 4).
     pub fn host_cannot_run(&self) -> bool {
-        matches!(
-            self,
-            RunError::Mode(_)
-                | RunError::Vm(
-                    VmError::NoKvm(_)
-                        | VmError::KvmPermission(..)
-                        | VmError::KvmOpen(..)
-                        | VmError::NotKvm(_)
-                )
-        )
+        matches!(self, RunError::Mode(_) | RunError::Vm(VmError::Device(_)))
     }
 }
 

@@ -4,14 +4,15 @@
 //! what the later stages trust without checking again.
 use super::RunError;
 use crate::config::VmConfig;
+use crate::host::device;
 use crate::mode::levers;
 use crate::vm::Prepared;
-use crate::vm::{load_payload, max_vcpus, open_kvm, x2apic_api};
+use crate::vm::{load_payload, max_vcpus, x2apic_api};
 
 /// Check `config` for a run here; nothing is created yet.
 pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     let image = load_payload(&config.payload)?;
-    let kvm = open_kvm(&config.kvm_device)?;
+    let kvm = device::open(&config.kvm_device).map_err(crate::vm::VmError::from)?;
     config
         .validate(max_vcpus(&kvm))
         .map_err(crate::vm::VmError::from)?;

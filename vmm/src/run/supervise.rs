@@ -4,7 +4,7 @@
 //! leave KVM_RUN) and joins the threads.
 use super::spawn::Running;
 use super::RunError;
-use crate::vcpu::kick;
+use crate::kick;
 use event_manager::SubscriberOps;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -1,17 +1,8 @@
 //! What one VM exit means, as a free function that tests feed synthetic exits.
+use crate::irqchip::MsrHandler;
 use crate::results::ExitKind;
 use ipivmm_devices::bus::{AddressSpace, Bus, DeviceEvent};
-use ipivmm_devices::lapic::Delivery;
 use kvm_ioctls::VcpuExit;
-
-/// Answers the MSR accesses KVM hands to userspace (KVM_EXIT_X86_RDMSR and
-/// WRMSR: the x2APIC registers and IA32_APIC_BASE without an in-kernel LAPIC).
-pub trait MsrHandler {
-    /// The value of `msr` on vCPU `vcpu`; Err (why) = #GP.
-    fn read_msr(&self, vcpu: usize, msr: u32) -> Result<u64, String>;
-    /// Writes `value`; Ok(Some) = interrupts to deliver; Err (why) = #GP.
-    fn write_msr(&self, vcpu: usize, msr: u32, value: u64) -> Result<Option<Delivery>, String>;
-}
 
 /// What the run loop does after an exit.
 #[derive(Debug, PartialEq, Eq)]
@@ -129,6 +120,7 @@ fn read(bus: &Bus, space: AddressSpace, vcpu: usize, addr: u64, data: &mut [u8])
 mod tests {
     use super::*;
     use ipivmm_devices::bus::BusDevice;
+    use ipivmm_devices::lapic::Delivery;
     use std::sync::{Arc, Mutex};
 
     struct Echo(Vec<u8>);

@@ -1,14 +1,11 @@
 //! vCPU threads: named `vcpu{N}`, released together by a barrier, each
 //! running its own KVM_RUN loop and snapshotting its own counters.
-pub mod chips;
 pub mod exit_handler;
-pub mod irqchip;
-pub mod kick;
 pub mod store;
 pub mod trace;
-pub mod user_apic;
 pub mod window;
 
+use crate::irqchip::{Entry, SharedChip};
 use crate::results::latency::LatencyStats;
 use crate::results::{ExitCounts, ExitKind, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
@@ -16,7 +13,6 @@ use ipivmm_abi::GuestCounters;
 use ipivmm_devices::budget::{Excess, GuestBudget};
 use ipivmm_devices::bus::{Bus, DeviceEvent};
 use ipivmm_devices::control::{ControlBody, ControlError, ControlRequest};
-use irqchip::{Entry, SharedChip};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +91,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         }
     }
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
-    let _guard = kick::ImmediateExitGuard::new(ptr);
+    let _guard = crate::kick::ImmediateExitGuard::new(ptr);
     env.irqchip.register_thread(env.index);
     let inhibits = env.shared.inhibits.clone();
     let mut sources = Sources::open(

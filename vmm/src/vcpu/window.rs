@@ -1,8 +1,8 @@
 //! Per-vCPU counter sources and phase windows. The vCPU thread snapshots its
 //! own sources while it handles a phase marker, so a window holds only what
 //! happened on this vCPU between its begin and end markers.
-use super::irqchip::SharedChip;
 use super::trace::{ThreadTrace, TraceConfig};
+use crate::irqchip::SharedChip;
 use crate::results::inhibits::InhibitLog;
 use crate::results::source::Source;
 use crate::results::ExitCounts;

@@ -1,7 +1,7 @@
 //! The BootInfo block: built from the configuration, encoded little-endian
 //! field by field (no `unsafe` transmute of the struct).
+use crate::arch::layout;
 use crate::config::VmConfig;
-use crate::vm::layout;
 use ipivmm_abi::{
     BootInfo, ABI_VERSION, BOOT_APIC_IDS, BOOT_INFO_MAGIC, BOOT_INFO_SIZE, MAX_VCPUS,
 };

@@ -4,26 +4,23 @@
 //! - KVM_CREATE_IRQCHIP / KVM_CAP_SPLIT_IRQCHIP "must be called before any
 //!   vCPU is created" (the LAPIC is instantiated with the vCPU).
 //! - KVM_SET_CPUID2 must precede the first KVM_RUN.
-pub mod arch;
 pub mod boot_info;
-mod device_access;
-pub mod kvm_extra;
-pub mod layout;
 mod prepared;
 pub mod x2apic_api;
 
+use crate::arch::{cpuid, gdt, layout, paging, regs};
 use crate::config::{PayloadSource, VmConfig};
+use crate::host::device::DeviceError;
+use crate::irqchip::{Chip, SharedChip};
+use crate::kvm_extra::KvmCall;
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::levers;
-use crate::mode::{ApicMode, IpiPath};
+use crate::mode::ApicMode;
 use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
-use crate::vcpu::irqchip::{Chip, SharedChip};
-use crate::vm::arch::{cpuid, gdt, paging, regs};
 use kvm_bindings::{
     kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
     KVM_CAP_HYPERV_SYNIC2, KVM_MAX_CPUID_ENTRIES,
 };
-use kvm_extra::KvmCall;
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
 pub use prepared::Prepared;
@@ -33,18 +30,9 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestM
 /// Why a VM could not be built. Each message names the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
-    /// /dev/kvm missing.
-    #[error("cannot open {0}: it does not exist; load the kvm module (modprobe kvm_intel / kvm_amd) or run on a KVM host")]
-    NoKvm(String),
-    /// /dev/kvm not accessible.
-    #[error("cannot open {0}: permission denied; {1}")]
-    KvmPermission(String, String),
-    /// Other open failure.
-    #[error("cannot open {0}: {1}")]
-    KvmOpen(String, std::io::Error),
-    /// The path is not a KVM device.
-    #[error("{0} is not a KVM device (KVM_GET_API_VERSION failed or is not 12); pass /dev/kvm to --kvm-device (VmConfig::kvm_device)")]
-    NotKvm(String),
+    /// The KVM device could not be opened, or is not KVM.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
     /// Bad configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -117,25 +105,6 @@ impl From<KvmCall> for VmError {
     }
 }
 
-/// Open the KVM device, turning errno into an error that says what to do.
-pub fn open_kvm(path: &std::path::Path) -> Result<Kvm, VmError> {
-    let name = path.display().to_string();
-    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| VmError::NoKvm(name.clone()))?;
-    let kvm = Kvm::new_with_path(cpath).map_err(|e| match e.errno() {
-        libc::ENOENT | libc::ENODEV | libc::ENXIO => VmError::NoKvm(name.clone()),
-        libc::EACCES | libc::EPERM => {
-            VmError::KvmPermission(name.clone(), device_access::hint(path))
-        }
-        errno => VmError::KvmOpen(name.clone(), std::io::Error::from_raw_os_error(errno)),
-    })?;
-    // KVM_API_VERSION has been 12 since Linux 2.6.22; anything else is not KVM.
-    if kvm.get_api_version() != 12 {
-        return Err(VmError::NotKvm(name));
-    }
-    Ok(kvm)
-}
-
 /// Most vCPUs this KVM accepts in one VM.
 pub fn max_vcpus(kvm: &Kvm) -> usize {
     kvm.get_max_vcpus()
@@ -201,7 +170,7 @@ impl Vm {
         let apic_ids: Vec<u32> = (0..config.vcpus)
             .map(|i| apicv::apic_id(lever, i))
             .collect();
-        let irqchip = crate::vcpu::chips::for_mode(config.irqchip, &apic_ids, config.apic);
+        let irqchip = crate::irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
         vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
         if p.x2apic_api {
             x2apic_api::enable(&fd).map_err(kvm_err("KVM_ENABLE_CAP(KVM_CAP_X2APIC_API)"))?;
@@ -345,7 +314,7 @@ fn setup_vcpu(
         apic_id,
         vcpu_count: config.vcpus as u32,
         x2apic: config.apic == ApicMode::X2apic,
-        pv_send_ipi: config.ipi == IpiPath::Pv,
+        pv_send_ipi: config.ipi.is_hypercall(),
         realtime_hint: config.realtime_hint,
     };
     cpuid::shape(cpuid.as_mut_slice(), &shape)?;

@@ -10,7 +10,7 @@
 use super::checks::{every_run, icr_runs, label, measured, not_flood, opt, Check, RunsFile, Scope};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{PhaseResult, RunReport};
-use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::{ApicMode, ApicvRequest, TargetWait, Workload};
 
 /// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,12 +116,12 @@ fn reason(p: &PhaseResult, name: &str) -> u64 {
 /// A run whose LAPIC is KVM's (the kernel and split irqchips): the only
 /// ones AVIC can accelerate.
 fn in_kernel_lapic(r: &RunReport) -> bool {
-    matches!(r.mode.irqchip, Irqchip::Kernel | Irqchip::Split)
+    r.mode.irqchip.lapic_in_kernel()
 }
 
 /// A run with AVIC active on the ICR path.
 fn avic_icr(r: &RunReport) -> bool {
-    r.apicv.effective == ApicvState::Active && r.mode.ipi == IpiPath::Icr
+    r.apicv.effective == ApicvState::Active && r.mode.ipi.writes_icr()
 }
 
 /// The host of the run had x2AVIC (`ipivmm host`'s verdict it recorded):

@@ -5,7 +5,7 @@
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::metrics::{Metric, RunMetrics};
 use ipivmm::results::{summary, Document, PhaseResult, RunReport, RunStatus};
-use ipivmm::{IpiPath, Workload};
+use ipivmm::Workload;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -78,12 +78,12 @@ pub fn every_run(_: &RunReport) -> bool {
 
 /// Runs on the ICR path.
 pub fn icr_runs(r: &RunReport) -> bool {
-    r.mode.ipi == IpiPath::Icr
+    r.mode.ipi.writes_icr()
 }
 
 /// Runs on the PV path.
 pub fn pv_runs(r: &RunReport) -> bool {
-    r.mode.ipi == IpiPath::Pv
+    r.mode.ipi.is_hypercall()
 }
 
 /// Runs whose IPIs must all arrive (a flood's may coalesce).
@@ -277,7 +277,7 @@ fn ipiv_in_effect(r: &RunReport) -> bool {
 /// still exit (unicast workloads: the barriers' only; broadcast: all).
 pub fn icr_exit_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    for r in f.doc.runs.iter().filter(|r| r.mode.ipi == IpiPath::Icr) {
+    for r in f.doc.runs.iter().filter(|r| r.mode.ipi.writes_icr()) {
         let ipiv = ipiv_in_effect(r);
         for (i, p) in measured_phases(r) {
             let writes = p.guest.all_icr_writes();
@@ -305,7 +305,7 @@ pub fn icr_exit_mismatch(f: &RunsFile) -> Vec<String> {
 /// shows ICR-write exits or accelerated ICR writes.
 pub fn pv_mismatch(f: &RunsFile) -> Vec<String> {
     let mut out = Vec::new();
-    for r in f.doc.runs.iter().filter(|r| r.mode.ipi == IpiPath::Pv) {
+    for r in f.doc.runs.iter().filter(|r| r.mode.ipi.is_hypercall()) {
         for (i, p) in measured_phases(r).filter(|(_, p)| p.guest.hypercalls > 0) {
             let by = p.exits_by_reason();
             let hc: u64 = ["hypercall", "VMCALL"]
@@ -362,10 +362,12 @@ pub fn metrics_mismatch(f: &RunsFile) -> Vec<String> {
         let Some(fan) = fan_out(r) else {
             continue;
         };
-        let want_icr = match r.mode.ipi {
-            IpiPath::Pv => Some(0.0),
-            IpiPath::Icr if r.apicv.effective == ApicvState::Active => None,
-            IpiPath::Icr => Some(1.0),
+        let want_icr = if !r.mode.ipi.writes_icr() {
+            Some(0.0)
+        } else if r.apicv.effective == ApicvState::Active {
+            None
+        } else {
+            Some(1.0)
         };
         let s = summary::summarize(r);
         let ipis = Metric::IpisPerOp.value(&s);

@@ -7,7 +7,7 @@
 use anyhow::{bail, Context, Result};
 use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{Document, PhaseResult, RunReport};
-use ipivmm::{ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
+use ipivmm::{ApicMode, ApicvRequest, Irqchip, Workload};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -163,7 +163,7 @@ pub fn avic_table(docs: &[&Document]) -> Vec<String> {
         .filter(|r| {
             r.apicv.requested == ApicvRequest::Host
                 && r.mode.irqchip == Irqchip::Kernel
-                && r.mode.ipi == IpiPath::Icr
+                && r.mode.ipi.writes_icr()
         })
         .collect();
     runs.sort_by_key(|r| {

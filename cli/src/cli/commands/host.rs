@@ -4,8 +4,8 @@ use super::{fail, host_switch};
 use crate::cli::args::HostArgs;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use ipivmm::host::caps::{self, CapInfo};
+use ipivmm::host::device;
 use ipivmm::host::{probe, ApicvSupport, HostInfo};
-use ipivmm::vm::open_kvm;
 use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;
 use std::path::Path;
@@ -37,7 +37,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(format!("cannot read host facts: {e}")),
     };
-    let (caps, kvm_error) = match open_kvm(&args.kvm_device) {
+    let (caps, kvm_error) = match device::open(&args.kvm_device) {
         Ok(kvm) => (caps::query(&kvm), None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };

@@ -12,8 +12,9 @@ use crate::sweep::host_stages::preflight;
 use crate::sweep::planned::Planned;
 use crate::sweep::presets::PresetHost;
 use crate::sweep::{plan, SweepSpec};
+use ipivmm::host::device;
 use ipivmm::mode::{ApicMode, TargetWait};
-use ipivmm::vm::{max_vcpus, open_kvm};
+use ipivmm::vm::max_vcpus;
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -205,7 +206,7 @@ impl SweepEvents for Progress {
 /// Checks every configuration's own values the way `run` does, before any
 /// run: a bad value is a usage error (exit 2), not a sweep of skips.
 fn validate(spec: &SweepSpec) -> Result<(), String> {
-    let max = open_kvm(&spec.base.kvm_device)
+    let max = device::open(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
         .map_err(|e| e.to_string())?;
     // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
@@ -222,7 +223,7 @@ fn validate(spec: &SweepSpec) -> Result<(), String> {
             memory_bytes: spec
                 .base
                 .memory_bytes
-                .max(ipivmm::vm::layout::default_mem_bytes(vcpus)),
+                .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
             ..spec.base.clone()
         };
         c.validate(max).map_err(|e| e.to_string())?;

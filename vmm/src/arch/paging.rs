@@ -1,6 +1,6 @@
 //! Identity map of the low 4 GiB with 2 MiB pages, so the payload and the
 //! xAPIC page at 0xFEE00000 are reachable from the first instruction.
-use crate::vm::layout::{PDPT, PD_BASE, PD_COUNT, PML4};
+use crate::arch::layout::{PDPT, PD_BASE, PD_COUNT, PML4};
 
 const PRESENT: u64 = 1 << 0;
 const WRITABLE: u64 = 1 << 1;

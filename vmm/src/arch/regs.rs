@@ -5,7 +5,7 @@
 //! `kvm_vcpu_deliver_sipi_vector` do (SDM vol. 3, 10.1 table "IA-32
 //! Processor States Following Power-up, Reset, or INIT").
 use super::gdt::{code_segment, data_segment, task_segment, GDT_SIZE};
-use crate::vm::layout;
+use crate::arch::layout;
 use kvm_bindings::{kvm_regs, kvm_segment, kvm_sregs};
 
 /// CR0: PE, MP, ET, NE, WP, PG.

@@ -8,12 +8,11 @@
 //! vCPUs parked on a condition variable, and kicks for targets that are
 //! running. Every event is taken by its target's own thread, before its
 //! next KVM_RUN.
-use super::exit_handler::MsrHandler;
-use super::irqchip::{set_tss_address, Chip, Entry};
+use super::{set_tss_address, Chip, Entry, MsrHandler};
+use crate::arch::regs;
+use crate::kvm_extra::{self, KvmCall};
 use crate::results::source::Source;
 use crate::results::SourceStatus;
-use crate::vm::arch::regs;
-use crate::vm::kvm_extra::{self, KvmCall};
 use ipivmm_devices::bus::{AddressSpace, Bus, BusError};
 use ipivmm_devices::lapic::mmio::{LapicMmio, XAPIC_PAGE_LEN};
 use ipivmm_devices::lapic::{Delivery, Lapic, LapicCounters, LapicGroup};
@@ -308,7 +307,7 @@ impl Chip for UserApic {
     }
 
     fn delivered(&self, sender: usize, delivery: &Delivery) {
-        self.kick(sender, delivery, super::kick::kick_signal());
+        self.kick(sender, delivery, crate::kick::kick_signal());
     }
 
     fn halted(&self, index: usize, vcpu: &mut VcpuFd, stop: &AtomicBool) -> Result<(), String> {
