@@ -3,7 +3,8 @@
 //! compared, field by field, with a document written today — a fresh run of
 //! the same mode where /dev/kvm is usable (the examples were recorded on a
 //! kvm_pvm host: on another backend the comparison is a visible skip), and,
-//! without KVM, the example read and written again by today's code. Key
+//! without KVM, the example read and written again by today's code and its
+//! counter sources checked against the code's list of them. Key
 //! sets are compared recursively, strings (counter sources, states, names)
 //! exactly; numbers and booleans are measurements and may differ.
 //!
@@ -354,4 +355,45 @@ fn the_schema_docs_csv_header_is_the_writers() {
         .find(|l| l.starts_with("origin,run,"))
         .expect("docs/results-schema.md shows the CSV header");
     assert_eq!(shown, header, "docs/results-schema.md's CSV header");
+}
+
+/// Without KVM too: the counter sources the examples name are ones the code
+/// writes (`sources[].source` a [`Source`] key, `icr_write_exits.source`
+/// the user LAPIC's key or the tracepoint formula).
+///
+/// [`Source`]: ipivmm::results::source::Source
+#[test]
+fn schema_examples_name_the_codes_counter_sources() {
+    use ipivmm::results::source::Source;
+    let icr_sources = [
+        Source::UserLapic.key(),
+        ipivmm::vcpu::window::ICR_EXITS_SOURCE,
+    ];
+    let mut checked = 0;
+    for f in examples() {
+        let what = rel(&f);
+        let doc = json(&std::fs::read_to_string(&f).unwrap(), &what);
+        for v in doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["vcpus"].as_array().unwrap())
+        {
+            for s in v["sources"].as_array().unwrap() {
+                let key = s["source"].as_str().unwrap();
+                assert!(
+                    Source::of_key(key).is_some(),
+                    "{what}: source {key:?} is not a Source key"
+                );
+                checked += 1;
+            }
+            for p in v["phases"].as_array().unwrap() {
+                if let Some(src) = p["icr_write_exits"]["source"].as_str() {
+                    assert!(icr_sources.contains(&src), "{what}: ICR-write exits from {src:?}, which the code does not write (it writes {icr_sources:?})");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "{checked} sources checked");
 }
