@@ -483,13 +483,28 @@ fn run_stages_are_numbered_as_the_code_numbers_them() {
             "docs/architecture.md numbers {name} ({path}) stage {n}; {} does not say \"Stage {n} of a run\"",
             file.display()
         );
-        stages.push(n);
+        stages.push((n, name.to_string()));
     }
     assert_eq!(
-        stages,
+        stages.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
         (0..stages.len()).collect::<Vec<_>>(),
         "in order from 0"
     );
+    // "stage N, name" elsewhere in the doc says the list's number.
+    for (i, _) in arch.match_indices("stage ") {
+        let rest = &arch[i + "stage ".len()..];
+        let Some((n, name)) = rest.split_once(", ") else {
+            continue;
+        };
+        let name = name
+            .split(|c: char| !c.is_alphanumeric())
+            .next()
+            .unwrap_or("");
+        let Ok(n) = n.parse::<usize>() else { continue };
+        if let Some((want, _)) = stages.iter().find(|(_, s)| s == name) {
+            assert_eq!(n, *want, "docs/architecture.md calls {name} stage {n}");
+        }
+    }
     assert!(
         section.contains(&format!(
             "`run::run` is {} stages",
