@@ -775,7 +775,7 @@ mod tests {
     #[test]
     fn a_host_param_run_is_labelled_with_its_setting_and_old_files_load() {
         let doc = Document::from_json(
-            include_str!("../../../docs/examples/run-pingpong.json"),
+            include_str!("../../tests/fixtures/run-pingpong-2026-12-01.json"),
             "example",
         )
         .unwrap();
