@@ -13,7 +13,7 @@
 //! Host facts and module switching are `ipivmm-host`'s. See
 //! `docs/counters.md` for definitions and availability rules.
 
-pub mod apicv;
+pub mod apicv_inhibits;
 pub mod bpf;
 pub mod exit_reasons;
 pub mod kvm_stats;

@@ -213,7 +213,7 @@ fn kvm_bindings_hlt() -> ipivmm::mode::levers::ExitControls {
 }
 
 /// vCPU 0's APICv state over the measured phase (VM-wide).
-fn measure_apicv(r: &RunReport) -> ipivmm::results::apicv::PhaseApicv {
+fn measure_apicv(r: &RunReport) -> ipivmm::results::apicv_observed::PhaseApicv {
     let p = r.vcpus[0].phase_named("measure").expect("a measure phase");
     p.apicv.clone().expect("APICv state decoded for the phase")
 }

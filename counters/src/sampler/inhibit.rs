@@ -17,13 +17,13 @@
 //! Names: since 6.11 the `print fmt` lists them (`__print_flags` over
 //! `APICV_INHIBIT_REASONS`, see [`inhibit_names`]); 6.1 prints only hex, so
 //! the table is chosen by kernel release ([`fallback_inhibit_names`], the
-//! tables of [`crate::apicv`]); otherwise bits are shown as numbers.
+//! tables of [`crate::apicv_inhibits`]); otherwise bits are shown as numbers.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::apicv::InhibitTable;
+use crate::apicv_inhibits::InhibitTable;
 use crate::tracefs::{EventFormat, Tracefs};
 
 use super::cpus::online_cpus;
@@ -266,7 +266,7 @@ pub fn decode_mask(mask: u64, names: &BTreeMap<u32, String>) -> Vec<String> {
 }
 
 /// The built-in table for a kernel release (`uname -r`), from
-/// [`crate::apicv::InhibitTable`]: 6.0–6.2 (6.1: DISABLE … SEV, 10 values)
+/// [`crate::apicv_inhibits::InhibitTable`]: 6.0–6.2 (6.1: DISABLE … SEV, 10 values)
 /// and 6.3+ (6.12: … PHYSICAL_ID_ALIASED … LOGICAL_ID_ALIASED, 12 values,
 /// plus PHYSICAL_ID_TOO_BIG from 6.16). Value 0 is `DISABLED` on every
 /// kernel (6.1 spells it DISABLE), so reports compare across kernels.

@@ -6,7 +6,7 @@
 //! the state at any time is the last change's mask; each phase is then
 //! active or not, and an inhibit lever is seen to take effect or not.
 use crate::mode::apicv::InhibitLever;
-use crate::results::apicv::{ApicvObserved, InhibitEvent, LeverCheck, PhaseApicv};
+use crate::results::apicv_observed::{ApicvObserved, InhibitEvent, LeverCheck, PhaseApicv};
 use crate::results::VcpuResult;
 use ipivmm_counters::sampler::{decode_mask, InhibitChange, InhibitSampler};
 use std::collections::BTreeMap;

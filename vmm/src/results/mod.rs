@@ -14,7 +14,7 @@
 //! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
 //! # Ok::<(), ipivmm::results::ResultsError>(())
 //! ```
-pub mod apicv;
+pub mod apicv_observed;
 pub mod columns;
 mod exits;
 mod host;
@@ -413,7 +413,7 @@ pub struct RunReport {
     /// APICv/AVIC inhibits as the kernel reported them during the run
     /// (`kvm_apicv_inhibit_changed`; needs tracepoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apicv_observed: Option<apicv::ApicvObserved>,
+    pub apicv_observed: Option<apicv_observed::ApicvObserved>,
     /// The host as the run saw it (for the document; not per run in JSON).
     #[serde(skip)]
     pub host: Option<HostInfo>,

@@ -45,7 +45,7 @@ pub struct PhaseResult {
     pub exit_reasons: Option<ExitReasonCounts>,
     /// APICv/AVIC during the phase, from the observed inhibits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apicv: Option<super::apicv::PhaseApicv>,
+    pub apicv: Option<super::apicv_observed::PhaseApicv>,
     /// The uncounted part of a measured phase (`PhaseBegin` flag
     /// `UNCOUNTED`): every per-exit counter was off, so it has no
     /// tracepoints, exit reasons or (outside the user irqchip) ICR-write
