@@ -122,7 +122,7 @@ params
 [ -s /run/hold-vm.pid ] && echo "held VM: hold-vm pid $(cat /run/hold-vm.pid)"
 grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic' | tr '\n' ' '
 echo
-dmesg | grep -E 'SVM: (AVIC|x2AVIC)'
+dmesg | grep -E '(SVM|kvm_amd): (AVIC|x2AVIC)' # SVM: on 6.1, kvm_amd: on 6.12
 ipivmm host >"$OUT/host-avic.txt" 2>&1
 ipivmm host --json >"$OUT/host-avic.json" 2>/dev/null
 grep -E 'AVIC|x2AVIC' "$OUT/host-avic.txt"
