@@ -25,7 +25,7 @@ pub const STEPS: &[&str] = &[
 
 const ENVIRONMENT: &str = "\
 Environment:
-  IPIVMM_LAB_CACHE  downloads and the Bochs 3.0 build (default ~/.cache/ipivmm-lab)
+  IPIVMM_LAB_CACHE  downloads and the emulator builds (QEMU 7.2, Bochs 3.0; default ~/.cache/ipivmm-lab)
   LAB_SMP           vCPUs of the emulated machine (2; --smp)
   LAB_MEM           its memory, MiB (2048)
   LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
