@@ -3,8 +3,10 @@
 # qemu-system-x86 package) with AVIC emulated in TCG's SVM, once, into
 # $CACHE/qemu-7.2/STAMP/bin/qemu-system-x86_64, for the AMD lab's AVIC pass
 # (`cargo xtask lab avic`; docs/lab.md, "AVIC"). Only the x86_64-softmmu
-# target, no optional features; the firmware comes from the system's
-# qemu-system-data and seabios packages. The patches of
+# target, no optional features, no debug information, and only the devices
+# of the lab's machine (scripts/lab/qemu-7.2-devices.mak): CI builds it
+# cold. The firmware comes from the system's qemu-system-data and seabios
+# packages. The patches of
 # scripts/lab/qemu-7.2.series are applied in that order (each made on top
 # of the ones before it; a patch file the series does not name is an error).
 # The build tree is kept ($CACHE/qemu-7.2/tree): a later build with other
@@ -23,10 +25,16 @@ BUILD_NAME=qemu-build
 . "$(dirname "$0")/build-common.sh"
 series_patches qemu-7.2 "${QEMU_PATCHES:-}"
 FIRMWARE=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
+# No -g (--disable-debug-info): the same code, built in less time; gdb on
+# the emulator wants QEMU_DEBUG_INFO=1.
+DEVICES=$LAB/qemu-7.2-devices.mak
 CONFIGURE=(--target-list=x86_64-softmmu --without-default-features --enable-tcg
+    --without-default-devices --with-devices-x86_64=ipivmm-lab
     --disable-docs --disable-werror --disable-user --disable-tools --disable-guest-agent
     "--firmwarepath=$FIRMWARE")
-build_dest qemu-7.2 bin/qemu-system-x86_64 "${1:-}" "${CONFIGURE[@]}"
+[ "${QEMU_DEBUG_INFO:-0}" = 1 ] || CONFIGURE+=(--disable-debug-info)
+DEVICES_SUM=$(sha256sum <"$DEVICES" | cut -c1-16)
+build_dest qemu-7.2 bin/qemu-system-x86_64 "${1:-}" "${CONFIGURE[@]}" "devices=$DEVICES_SUM"
 
 need=()
 for c in gcc:build-essential make:build-essential patch:patch ninja:ninja-build meson:meson \
@@ -54,6 +62,7 @@ log "unpacking $(basename "$DSC") with Debian's patches"
 dpkg-source --no-check -x "$DSC" "$BUILD/src" >"$BUILD/unpack.log" 2>&1 ||
     { tail -n 20 "$BUILD/unpack.log" >&2; die "dpkg-source -x failed"; }
 apply_patches "$BUILD/src"
+cp "$DEVICES" "$BUILD/src/configs/devices/x86_64-softmmu/ipivmm-lab.mak"
 
 # The kept tree: one build at a time; a new source package or other
 # configure flags (or --force) start it afresh.
@@ -61,16 +70,16 @@ TREE=$CACHE/qemu-7.2/tree
 mkdir -p "$CACHE/qemu-7.2"
 exec 9>"$CACHE/qemu-7.2/tree.lock"
 flock 9
-KEY="$(basename "$DSC") ${CONFIGURE[*]}"
+KEY="$(basename "$DSC") ${CONFIGURE[*]} devices=$DEVICES_SUM"
 if [ "${1:-}" = --force ] || [ "$(cat "$TREE/key" 2>/dev/null)" != "$KEY" ]; then
     rm -rf "$TREE"
     mkdir -p "$TREE/obj"
     mv "$BUILD/src" "$TREE/src"
-    log "configuring (x86_64-softmmu, TCG, no optional features)"
+    log "configuring (x86_64-softmmu, TCG, no optional features, the lab's devices)"
     (cd "$TREE/obj" && ../src/configure "${CONFIGURE[@]}" >"$TREE/configure.log" 2>&1) ||
         { tail -n 30 "$TREE/configure.log" >&2; rm -rf "$TREE"; die "configure failed"; }
     echo "$KEY" >"$TREE/key"
-    log "building qemu-system-x86_64 from scratch (nice, -j${QEMU_JOBS:-2}; 1427 steps, ~18 min on 2 cores)"
+    log "building qemu-system-x86_64 from scratch (nice, -j${QEMU_JOBS:-2}; 1214 steps, ~7 min on 2 cores)"
 else
     # Only files a patch touches (this time or last) can differ from the
     # kept tree: copy those that do (a new mtime: ninja rebuilds them).

@@ -98,13 +98,25 @@ selftests() { # label (on|off)
 
 # --force: the rows with more vCPUs than the 2 emulated CPUs are what A8
 # needs (targets not running); they count exits, their latency means nothing.
+# The sweep rewrites its JSON after every run (durable rows); the results
+# go onto the disk every SAVE_S seconds while it runs, so the rows a sweep
+# finished before a freeze reach the host too (kept beside the resumed
+# boot's as NAME.before-bootN.json), not only those of finished sweeps.
+SAVE_S=15
 sweep() { # label (part of the file name), then ipivmm sweep --repeat 1 flags
     name=$1
     shift
     echo "== sweep $name: $*"
     echo "lab: probe: sweep $name" >/dev/console
     timeout 2400 ipivmm sweep --repeat 1 --force "$@" --iterations "$N" --warmup 3 -q \
-        --json "$OUT/runs/$name.json" 2>&1 | tail -n 60 || fails=$((fails + 1))
+        --json "$OUT/runs/$name.json" >/tmp/sweep.log 2>&1 &
+    pid=$!
+    while kill -0 $pid 2>/dev/null; do
+        sleep $SAVE_S
+        kill -0 $pid 2>/dev/null && save_partial
+    done
+    wait $pid || fails=$((fails + 1))
+    tail -n 60 /tmp/sweep.log
     save_partial
 }
 
@@ -122,7 +134,7 @@ params
 [ -s /run/hold-vm.pid ] && echo "held VM: hold-vm pid $(cat /run/hold-vm.pid)"
 grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic' | tr '\n' ' '
 echo
-dmesg | grep -E 'SVM: (AVIC|x2AVIC)'
+dmesg | grep -E '(SVM|kvm_amd): (AVIC|x2AVIC)' # SVM: on 6.1, kvm_amd: on 6.12
 ipivmm host >"$OUT/host-avic.txt" 2>&1
 ipivmm host --json >"$OUT/host-avic.json" 2>/dev/null
 grep -E 'AVIC|x2AVIC' "$OUT/host-avic.txt"

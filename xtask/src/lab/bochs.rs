@@ -110,29 +110,15 @@ impl Bochs {
         }
     }
 
-    /// The ATA drivers and their dependencies as an archive that adds them
-    /// to /lab/modules and names them in order.extra (init.sh loads both lists).
-    pub fn ata_archive(kernel: &Path, busybox: &Path, run: &Path) -> Result<PathBuf> {
-        let name = kernel
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let release = name.strip_prefix("vmlinuz-").unwrap_or(&name);
-        let moddir = kernel
-            .parent()
-            .and_then(Path::parent)
-            .context("the kernel's package root")?
-            .join("lib/modules")
-            .join(release)
-            .join("kernel");
-        if !moddir.is_dir() {
-            bail!("no modules for {release} at {}", moddir.display());
-        }
+    /// The ATA drivers and their dependencies (from `modules`, the guest
+    /// kernel's lib/modules/RELEASE) as an archive that adds them to
+    /// /lab/modules and names them in order.extra (init.sh loads both lists).
+    pub fn ata_archive(modules: &Path, busybox: &Path, run: &Path) -> Result<PathBuf> {
         let st = run.join("ata");
         let _ = fs::remove_dir_all(&st);
         initramfs::add_modules(
             &st,
-            &modules::load_order(&moddir, modules::ATA)?,
+            &modules::load_order(modules, modules::ATA)?,
             "order.extra",
         )?;
         let out = run.join("ata.cpio");

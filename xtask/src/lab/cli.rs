@@ -25,7 +25,7 @@ pub const STEPS: &[&str] = &[
 
 const ENVIRONMENT: &str = "\
 Environment:
-  IPIVMM_LAB_CACHE  downloads and the Bochs 3.0 build (default ~/.cache/ipivmm-lab)
+  IPIVMM_LAB_CACHE  downloads and the emulator builds (QEMU 7.2, Bochs 3.0; default ~/.cache/ipivmm-lab)
   LAB_SMP           vCPUs of the emulated machine (2; --smp)
   LAB_MEM           its memory, MiB (2048)
   LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
@@ -126,12 +126,18 @@ pub struct Args {
     /// Bochs instructions per emulated second
     #[arg(long, default_value_t = 60_000_000, help_heading = "Bochs")]
     pub ips: u64,
+    /// The guest kernel instead of the pinned Debian 6.1: a Debian linux-image .deb (its modules
+    /// inside; scripts/lab/fetch-kernel.sh SUITE downloads one), or a bzImage with --modules; with
+    /// --initrd, that initramfs's kernel (its modules beside it, as Debian's package has them)
+    #[arg(long)]
+    pub kernel: Option<PathBuf>,
+    /// The modules of a --kernel bzImage: `make modules_install INSTALL_MOD_PATH=DIR`'s DIR, or
+    /// its lib/modules/RELEASE
+    #[arg(long, requires = "kernel", conflicts_with = "initrd")]
+    pub modules: Option<PathBuf>,
     /// Boot this initramfs instead of building one (`initrd` prints one); needs --kernel
     #[arg(long, requires = "kernel", help_heading = "Bochs")]
     pub initrd: Option<PathBuf>,
-    /// The kernel to boot with --initrd (its modules beside it, as Debian's package has them)
-    #[arg(long, requires = "initrd", help_heading = "Bochs")]
-    pub kernel: Option<PathBuf>,
     /// Append this newc archive to the initramfs (repeatable): the kernel unpacks concatenated
     /// archives, later files win (e.g. scripts/lab/build-selftests.sh's, for the step extra)
     #[arg(long)]
@@ -243,6 +249,15 @@ mod tests {
         assert!(
             parse(&["--initrd", "x"]).is_err(),
             "--initrd needs --kernel"
+        );
+        let a = parse(&["avic", "--kernel", "bzImage", "--modules", "m"]).unwrap();
+        assert_eq!(
+            (a.kernel.as_deref(), a.modules.as_deref()),
+            (Some("bzImage".as_ref()), Some("m".as_ref()))
+        );
+        assert!(
+            parse(&["--modules", "m"]).is_err(),
+            "--modules needs --kernel"
         );
     }
 

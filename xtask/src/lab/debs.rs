@@ -1,7 +1,9 @@
 //! The guest's kernel and busybox: pinned Debian bookworm packages,
 //! downloaded into the cache with `apt-get download` and unpacked with
 //! `dpkg-deb`. A pin the registry no longer serves falls back to the newest
-//! of the same series, with a warning the verdict repeats.
+//! of the same series, with a warning the verdict repeats. `--kernel` gives
+//! another kernel ([`GuestKernel`]): a Debian linux-image package, or a
+//! bzImage with its modules.
 use super::host::{log, run, Work};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
@@ -31,44 +33,169 @@ pub const BUSYBOX: Pin = Pin {
     series: None,
 };
 
+/// The guest's kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuestKernel {
+    /// [`KERNEL`], downloaded.
+    Pinned,
+    /// A Debian linux-image package (boot/vmlinuz-*, its modules inside).
+    Deb(PathBuf),
+    /// A bzImage and its modules: `make modules_install
+    /// INSTALL_MOD_PATH=DIR`'s DIR, or its lib/modules/RELEASE.
+    Image { image: PathBuf, modules: PathBuf },
+}
+
+impl GuestKernel {
+    /// `--kernel` and `--modules` as given: a `.deb` alone, or a bzImage
+    /// with its modules.
+    pub fn from_args(kernel: Option<&Path>, modules: Option<&Path>) -> Result<Self> {
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        match (kernel, modules) {
+            (None, None) => Ok(Self::Pinned),
+            (None, Some(_)) => bail!("--modules goes with --kernel BZIMAGE"),
+            (Some(k), m) if k.extension().is_some_and(|x| x == "deb") => match m {
+                None => Ok(Self::Deb(abs(k))),
+                Some(_) => bail!("--kernel {}: a .deb has its modules inside; drop --modules", k.display()),
+            },
+            (Some(k), Some(m)) => Ok(Self::Image {
+                image: abs(k),
+                modules: abs(m),
+            }),
+            (Some(k), None) => bail!(
+                "--kernel {}: a bzImage needs --modules DIR (make modules_install's INSTALL_MOD_PATH), or give a linux-image .deb",
+                k.display()
+            ),
+        }
+    }
+}
+
 /// The unpacked kernel and busybox.
 pub struct Unpacked {
-    /// The kernel package's file name (versions.txt).
+    /// What the kernel came from (versions.txt): the package's file name,
+    /// or the bzImage's path.
     pub kernel_deb: String,
     /// The busybox package's file name.
     pub busybox_deb: String,
-    /// `boot/vmlinuz-*` of the kernel package.
+    /// The kernel image (the package's `boot/vmlinuz-*`, or the bzImage).
     pub vmlinuz: PathBuf,
-    /// The kernel release (`6.1.0-50-amd64`).
-    pub release: String,
-    /// The root of the unpacked kernel package.
-    pub kernel_root: PathBuf,
+    /// The kernel's lib/modules/RELEASE.
+    pub modules: PathBuf,
     /// The static busybox binary.
     pub busybox: PathBuf,
 }
 
-/// Downloads (when not cached) and unpacks the kernel and busybox.
-pub fn fetch(work: &mut Work, cache: &Path) -> Result<Unpacked> {
+/// Downloads (when not cached) and unpacks busybox and the kernel
+/// (`kernel`: the pinned one downloaded, a package unpacked, or a bzImage
+/// and its modules checked against each other).
+pub fn fetch(work: &mut Work, cache: &Path, kernel: &GuestKernel) -> Result<Unpacked> {
     let debs = cache.join("debs");
     fs::create_dir_all(&debs)?;
-    let kdeb = fetch_deb(work, &debs, &KERNEL)?;
     let bdeb = fetch_deb(work, &debs, &BUSYBOX)?;
-    let kroot = unpack(cache, &kdeb)?;
     let broot = unpack(cache, &bdeb)?;
-    let vmlinuz = first_with_prefix(&kroot.join("boot"), "vmlinuz-", "")?
-        .with_context(|| format!("no boot/vmlinuz-* in {}", kdeb.display()))?;
-    let release = file_name(&vmlinuz)
-        .strip_prefix("vmlinuz-")
-        .unwrap_or_default()
-        .to_string();
+    let (kernel_deb, vmlinuz, modules) = match kernel {
+        GuestKernel::Pinned | GuestKernel::Deb(_) => {
+            let kdeb = match kernel {
+                GuestKernel::Deb(d) => d.clone(),
+                _ => fetch_deb(work, &debs, &KERNEL)?,
+            };
+            let kroot = unpack(cache, &kdeb)?;
+            let vmlinuz = first_with_prefix(&kroot.join("boot"), "vmlinuz-", "")?
+                .with_context(|| format!("no boot/vmlinuz-* in {}", kdeb.display()))?;
+            let release = file_name(&vmlinuz)
+                .strip_prefix("vmlinuz-")
+                .unwrap_or_default()
+                .to_string();
+            let modules = modules_dir(&kroot, &release)
+                .with_context(|| format!("no lib/modules/{release} in {}", kdeb.display()))?;
+            (file_name(&kdeb), vmlinuz, modules)
+        }
+        GuestKernel::Image { image, modules } => {
+            let modules = release_dir(modules)?;
+            let release = file_name(&modules);
+            match bzimage_release(image)? {
+                Some(r) if r == release => {}
+                Some(r) => bail!(
+                    "--kernel {} is {r}, --modules {} has {release}: give the modules of that build",
+                    image.display(),
+                    modules.display()
+                ),
+                None => bail!("--kernel {}: not a bzImage (no Linux boot header)", image.display()),
+            }
+            (
+                format!("{} ({release})", image.display()),
+                image.clone(),
+                modules,
+            )
+        }
+    };
     Ok(Unpacked {
-        kernel_deb: file_name(&kdeb),
+        kernel_deb,
         busybox_deb: file_name(&bdeb),
         vmlinuz,
-        release,
-        kernel_root: kroot,
+        modules,
         busybox: broot.join("bin/busybox"),
     })
+}
+
+/// A kernel's lib/modules/RELEASE under the root `root` of its package
+/// (Debian's since trixie are under usr/lib/modules).
+pub fn modules_dir(root: &Path, release: &str) -> Option<PathBuf> {
+    ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .map(|d| root.join(d).join(release))
+        .find(|d| d.is_dir())
+}
+
+/// `--modules DIR`'s lib/modules/RELEASE: DIR itself when it holds
+/// `kernel/` or `modules.builtin`, else the one release under DIR's
+/// lib/modules or usr/lib/modules.
+fn release_dir(dir: &Path) -> Result<PathBuf> {
+    if dir.join("kernel").is_dir() || dir.join("modules.builtin").is_file() {
+        return Ok(dir.to_path_buf());
+    }
+    let mut found = Vec::new();
+    for d in ["lib/modules", "usr/lib/modules"] {
+        if let Ok(rd) = fs::read_dir(dir.join(d)) {
+            found.extend(
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir()),
+            );
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!(
+            "--modules {}: no lib/modules/RELEASE there (give make modules_install's INSTALL_MOD_PATH or its lib/modules/RELEASE)",
+            dir.display()
+        ),
+        more => bail!(
+            "--modules {}: {} releases under lib/modules; name one (--modules {})",
+            dir.display(),
+            more.len(),
+            more[0].display()
+        ),
+    }
+}
+
+/// The release a bzImage names in its boot header (the setup header's
+/// `kernel_version` string, Documentation/arch/x86/boot.rst), e.g.
+/// `6.12.117+deb13-amd64`; None when the file is no bzImage.
+pub fn bzimage_release(image: &Path) -> Result<Option<String>> {
+    let data = fs::read(image).with_context(|| format!("cannot read {}", image.display()))?;
+    Ok(release_in_header(&data))
+}
+
+fn release_in_header(data: &[u8]) -> Option<String> {
+    // "HdrS" at 0x202; kernel_version (u16) at 0x20e, an offset from 0x200.
+    if data.get(0x202..0x206)? != b"HdrS" {
+        return None;
+    }
+    let at = u16::from_le_bytes([*data.get(0x20e)?, *data.get(0x20f)?]) as usize + 0x200;
+    let text = data.get(at..)?;
+    let end = text.iter().position(|&b| b == 0 || b == b' ')?;
+    let release = std::str::from_utf8(&text[..end]).ok()?;
+    (!release.is_empty()).then(|| release.to_string())
 }
 
 /// The busybox of an earlier fetch (the Bochs lab given `--initrd` packs
@@ -215,6 +342,46 @@ pub fn version_order(a: &str, b: &str) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bzimage_names_its_release() {
+        let mut img = vec![0u8; 0x400];
+        img[0x202..0x206].copy_from_slice(b"HdrS");
+        img[0x20e..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+        let v = b"6.12.117+deb13-amd64 (debian-kernel@lists.debian.org) #1 SMP\0";
+        img[0x300..0x300 + v.len()].copy_from_slice(v);
+        assert_eq!(
+            release_in_header(&img).as_deref(),
+            Some("6.12.117+deb13-amd64")
+        );
+        img[0x202] = b'X';
+        assert_eq!(release_in_header(&img), None);
+        assert_eq!(release_in_header(b"short"), None);
+    }
+
+    #[test]
+    fn kernel_options_pick_a_package_or_an_image_with_modules() {
+        let k = |a: Option<&str>, m: Option<&str>| {
+            GuestKernel::from_args(a.map(Path::new), m.map(Path::new))
+        };
+        assert_eq!(k(None, None).unwrap(), GuestKernel::Pinned);
+        assert!(matches!(
+            k(Some("/x/linux-image-6.12_amd64.deb"), None).unwrap(),
+            GuestKernel::Deb(_)
+        ));
+        assert!(matches!(
+            k(Some("/x/bzImage"), Some("/m")).unwrap(),
+            GuestKernel::Image { .. }
+        ));
+        for (a, m, why) in [
+            (Some("/x/bzImage"), None, "needs --modules"),
+            (Some("/x/k.deb"), Some("/m"), "drop --modules"),
+            (None, Some("/m"), "--modules goes with --kernel"),
+        ] {
+            let e = k(a, m).err().unwrap().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+    }
 
     #[test]
     fn newest_kernel_of_the_series_sorts_last() {

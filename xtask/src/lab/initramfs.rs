@@ -6,7 +6,7 @@
 use super::binaries::{test_name, Binaries};
 use super::debs::Unpacked;
 use super::host::run;
-use super::modules;
+use super::modules::{self, Module};
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::io::Write;
@@ -104,15 +104,16 @@ pub fn pack(st: &Path, busybox: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `modules` into `st/lab/modules` and their names, in order, to `list`.
-pub fn add_modules(st: &Path, modules: &[PathBuf], list: &str) -> Result<()> {
+/// Writes `modules` into `st/lab/modules` as NAME.ko (decompressed: the
+/// guest's busybox insmod takes plain objects) and their names, in order,
+/// to `list`.
+pub fn add_modules(st: &Path, modules: &[Module], list: &str) -> Result<()> {
     let dir = st.join("lab/modules");
     fs::create_dir_all(&dir)?;
     let mut names = String::new();
     for m in modules {
-        let name = m.file_name().context("module file name")?;
-        copy(m, &dir.join(name))?;
-        names.push_str(&m.file_stem().unwrap_or_default().to_string_lossy());
+        fs::write(dir.join(format!("{}.ko", m.name)), m.read()?)?;
+        names.push_str(&m.name);
         names.push('\n');
     }
     fs::write(dir.join(list), names)?;
@@ -166,12 +167,11 @@ pub fn build(
     copy(&debs.busybox, &st.join("bin/busybox"))?;
     copy(&lab.join("init.sh"), &st.join("init"))?;
     fs::set_permissions(st.join("init"), fs::Permissions::from_mode(0o755))?;
-    let moddir = debs
-        .kernel_root
-        .join("lib/modules")
-        .join(&debs.release)
-        .join("kernel");
-    add_modules(&st, &modules::load_order(&moddir, modules::GUEST)?, "order")?;
+    add_modules(
+        &st,
+        &modules::load_order(&debs.modules, modules::GUEST)?,
+        "order",
+    )?;
     // The binaries at their host paths too: CARGO_BIN_EXE_* and the example
     // payload's path are compiled into the tests.
     let mut all: Vec<&Path> = vec![&bins.ipivmm];

@@ -64,6 +64,8 @@ struct Settings {
     extra_cpio: Vec<PathBuf>,
     /// QEMU's `-cpu` (`--cpu`, default max).
     qemu_cpu: String,
+    /// The guest's kernel (`--kernel`, `--modules`; default the pinned 6.1).
+    kernel: debs::GuestKernel,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -119,6 +121,13 @@ impl Settings {
                 EmulatorKind::Bochs => None,
             }
             .unwrap_or_else(|| qemu::DEFAULT_CPU.into()),
+            // With --initrd, --kernel is that initramfs's kernel (lab()).
+            kernel: match args.initrd {
+                Some(_) => debs::GuestKernel::Pinned,
+                None => {
+                    debs::GuestKernel::from_args(args.kernel.as_deref(), args.modules.as_deref())?
+                }
+            },
         })
     }
 
@@ -222,6 +231,8 @@ fn print_verdict(expect: Expect, dir: &Path) -> Verdict {
 /// The guest's kernel and initramfs.
 struct Image {
     kernel: PathBuf,
+    /// The kernel's lib/modules/RELEASE.
+    modules: PathBuf,
     initrd: PathBuf,
     busybox: PathBuf,
     /// versions.txt's lines about them.
@@ -237,7 +248,7 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
     if !host::have("cc") {
         host::apt_install(&["gcc", "libc6-dev"])?;
     }
-    let debs = work.timed("fetch", |w| debs::fetch(w, &s.cache))?;
+    let debs = work.timed("fetch", |w| debs::fetch(w, &s.cache, &s.kernel))?;
     let bins = work.timed("build", |_| binaries::build(&s.root))?;
     let dir = work.dir.clone();
     let (initrd, plans) = work.timed("initramfs", |_| {
@@ -245,6 +256,7 @@ fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
     })?;
     Ok(Image {
         kernel: debs.vmlinuz.clone(),
+        modules: debs.modules.clone(),
         initrd,
         busybox: debs.busybox.clone(),
         versions: vec![
@@ -342,6 +354,18 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     let image = match (&args.initrd, &args.kernel) {
         (Some(initrd), Some(kernel)) => Image {
             kernel: kernel.clone(),
+            // Beside it, as Debian's package has them (boot/vmlinuz-RELEASE).
+            modules: {
+                let name = kernel.file_name().unwrap_or_default().to_string_lossy();
+                let release = name.strip_prefix("vmlinuz-").unwrap_or(&name);
+                kernel
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(|root| debs::modules_dir(root, release))
+                    .with_context(|| {
+                        format!("no modules for {release} beside {}", kernel.display())
+                    })?
+            },
             initrd: initrd.clone(),
             busybox: debs::cached_busybox(&s.cache)?,
             versions: vec![format!(
@@ -386,7 +410,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
             let _ = std::fs::remove_dir_all(&run);
             std::fs::create_dir_all(&run)?;
             let ata = work.timed("modules", |_| {
-                bochs::Bochs::ata_archive(&image.kernel, &image.busybox, &run)
+                bochs::Bochs::ata_archive(&image.modules, &image.busybox, &run)
             })?;
             let b = bochs::Bochs {
                 version: args.bochs,

@@ -110,6 +110,9 @@ pub enum Item {
 #[derive(Debug, Default)]
 pub struct Report {
     pub items: Vec<Item>,
+    /// The guest kernel the results came from (`uname -r` there, as
+    /// `ipivmm host` recorded it): the summary line names it.
+    pub kernel: Option<String>,
 }
 
 impl Report {
@@ -209,6 +212,7 @@ impl Report {
         }
         let (n, failed) = self.counts();
         let _ = write!(s, "lab: {}/{n} checks passed", n - failed);
+
         if failed > 0 {
             let _ = write!(s, ", {failed} FAILED");
         }
@@ -218,9 +222,27 @@ impl Report {
                 let _ = write!(s, ", {k} skipped");
             }
         }
+        let _ = write!(
+            s,
+            "; guest kernel {}",
+            self.kernel.as_deref().unwrap_or("unknown (no host.json)")
+        );
         s.push('\n');
         s
     }
+}
+
+/// The guest's kernel release as `ipivmm host --json` read it there
+/// (host.json, else the AVIC pass's host-avic.json).
+fn guest_kernel(dir: &Path) -> Option<String> {
+    ["host.json", "host-avic.json"].iter().find_map(|f| {
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join(f)).ok()?).ok()?;
+        let k = v
+            .pointer("/host/kernel_release")
+            .or_else(|| v.get("kernel_release"))?;
+        Some(k.as_str()?.to_string())
+    })
 }
 
 /// The last `n` lines of a file (none when it is missing).
@@ -355,6 +377,7 @@ pub fn verify_with(
     let mut r = Report::default();
     let mut files = Loaded::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
+    r.kernel = guest_kernel(dir);
     let steps = steps(dir);
     if steps.is_empty() {
         r.bad(
@@ -669,7 +692,7 @@ pub(super) mod tests {
         assert!(text.contains("\n  PASS  tests pingpong: 6 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.44s\n"));
         // A pass from a tree without plans/kvm-paths.toml (it predates it).
         assert!(text.contains("\n  SKIP  ipivmm check plans/kvm-paths.toml: the tree the lab was built from has no plans/kvm-paths.toml\n"), "{text}");
-        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 21/21 checks passed, 1 skipped\n"), "{text}");
+        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 21/21 checks passed, 1 skipped; guest kernel 6.1.0-50-amd64\n"), "{text}");
     }
 
     #[test]
@@ -703,7 +726,10 @@ pub(super) mod tests {
         let text = r.text();
         assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
         assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  PASS  ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
-        assert!(text.ends_with("lab: 24/24 checks passed\n"), "{text}");
+        assert!(
+            text.ends_with("lab: 24/24 checks passed; guest kernel 6.1.0-50-amd64\n"),
+            "{text}"
+        );
         // One expectation that does not hold fails the pass, with its message.
         t.edit("kvm-paths.tap", |s| {
             s.replace("ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n", "not ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  message: \"got 2.0000, want <= 1.0000\"\n  severity: fail\n")
@@ -912,6 +938,8 @@ pub(super) mod tests {
         });
         let text = verify(Expect::Quick, &t.0).text();
         assert!(text.contains("test binaries and steps that failed once and ran again (a binary's first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
-        assert!(text.ends_with("lab: 21/21 checks passed, 1 skipped\n"));
+        assert!(
+            text.ends_with("lab: 21/21 checks passed, 1 skipped; guest kernel 6.1.0-50-amd64\n")
+        );
     }
 }
