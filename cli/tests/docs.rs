@@ -642,6 +642,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("builds QEMU with the AVIC series and boots the lab three times (root, tens of minutes); not in CI"),
     ),
     (
+        "deb=$(scripts/lab/fetch-kernel.sh trixie)",
+        How::NotHere("downloads Debian trixie's kernel package and boots the AVIC lab on it (root, QEMU build, minutes); not in CI"),
+    ),
+    (
         "scripts/lab/build-selftests.sh scripts/lab/probe-headline.sh target/lab/headline.cpio",
         How::NotHere("builds KVM selftests and boots the lab for 150 runs (root, about 10 minutes); not in CI"),
     ),
