@@ -209,6 +209,23 @@ pub(crate) fn draw_footer(
     Ok(())
 }
 
+/// A white canvas `width` wide for a chart `height` high with `foot`
+/// drawn below it (its [`footer_height`] added): the area the chart goes
+/// in. Every chart starts here, so every chart carries its footer.
+pub(crate) fn framed_canvas<'a>(
+    buf: &'a mut String,
+    width: u32,
+    height: u32,
+    foot: &[FooterLine],
+) -> DrawResult<DrawingArea<SVGBackend<'a>, plotters::coord::Shift>> {
+    let root =
+        SVGBackend::with_string(buf, (width, height + footer_height(foot))).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (chart, foot_area) = root.split_vertically(height);
+    draw_footer(&foot_area, foot)?;
+    Ok(chart)
+}
+
 /// A logarithmic axis over `[lo, hi]` (both > 0) whose ticks are
 /// [`log_ticks`], labelled by [`tick_label`].
 #[derive(Clone, Copy, Debug)]

@@ -5,7 +5,7 @@
 //! they span more than a factor of 20 (and none is below 1). Written as `<workload>-<target>-scale.svg`
 //! by `--plot` for every workload that ran at two or more vCPU counts.
 use super::chart_kit::{
-    color, draw_footer, footer, footer_height, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
+    color, footer, framed_canvas, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
 };
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::summary::RunSummary;
@@ -193,11 +193,7 @@ pub fn render_scale(g: &ScaleGroup) -> DrawResult<String> {
     let height = 50 + PANEL_H * metrics.len() as u32;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, height + footer_height(&foot)))
-            .into_drawing_area();
-        root.fill(&WHITE)?;
-        let (root, foot_area) = root.split_vertically(height);
-        draw_footer(&foot_area, &foot)?;
+        let root = framed_canvas(&mut buf, width, height, &foot)?;
         let title = format!(
             "{}, target {}: cost against vCPU count (one {} = one sample)",
             g.workload, g.target, g.operation

@@ -15,7 +15,7 @@
 //! - `<workload>-<target>-scale.svg` where a workload ran at several vCPU
 //!   counts: its figures against N, a line per mode
 //!   ([`super::scale_chart`]).
-use super::chart_kit::{color, draw_footer, footer, footer_height, FooterLine, FONT};
+use super::chart_kit::{color, footer, framed_canvas, FooterLine, FONT};
 use super::chart_kit::{tick_label, Credit, DrawResult, Entry, LogAxis};
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
@@ -199,14 +199,7 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let foot = bars_footer(bars);
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(
-            &mut buf,
-            (width_for(n, longest), 500 + footer_height(&foot)),
-        )
-        .into_drawing_area();
-        root.fill(&WHITE)?;
-        let (root, foot_area) = root.split_vertically(500);
-        draw_footer(&foot_area, &foot)?;
+        let root = framed_canvas(&mut buf, width_for(n, longest), 500, &foot)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(format!("{group}: cycles per {unit}"), (FONT, 24))
             .margin(15)
@@ -374,11 +367,7 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let foot = bars_footer(bars);
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, 500 + footer_height(&foot)))
-            .into_drawing_area();
-        root.fill(&WHITE)?;
-        let (root, foot_area) = root.split_vertically(500);
-        draw_footer(&foot_area, &foot)?;
+        let root = framed_canvas(&mut buf, width, 500, &foot)?;
         let (left, right) = root.split_horizontally(width - legend_w);
         let mut chart = ChartBuilder::on(&left)
             .caption(format!("{group}: VM exits per {unit}"), (FONT, 24))
@@ -494,11 +483,7 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let height = 50 + panel_h * n as u32;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, height + footer_height(&foot)))
-            .into_drawing_area();
-        root.fill(&WHITE)?;
-        let (root, foot_area) = root.split_vertically(height);
-        draw_footer(&foot_area, &foot)?;
+        let root = framed_canvas(&mut buf, width, height, &foot)?;
         let first = bars.first().map(|b| &b.summary.phase);
         let per = if bars.iter().all(|b| Some(&b.summary.phase) == first) {
             "mode"
