@@ -34,6 +34,21 @@ fn dependencies(manifest: &str) -> Vec<String> {
     names
 }
 
+/// Runs `cmd` (a cargo command) with the payload build's environment
+/// scrubbed; None when cargo is not installed (test `test` skipped, saying
+/// so). Any other failure to start it fails the test.
+fn run_cargo(test: &str, mut cmd: Command) -> Option<std::process::Output> {
+    ipivmm::payload::scrub::scrub_env(&mut cmd);
+    match cmd.output() {
+        Ok(o) => Some(o),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            skip(test, Need::Setup, &format!("cargo not found ({e})"));
+            None
+        }
+        Err(e) => panic!("cannot run cargo: {e}"),
+    }
+}
+
 #[test]
 fn library_only_example_builds_and_runs_with_ipivmm_alone() {
     let example = repo().join("examples/library-only");
@@ -67,14 +82,8 @@ fn library_only_example_builds_and_runs_with_ipivmm_alone() {
         .args(["build", "--release", "--offline", "--quiet"])
         .arg("--target-dir")
         .arg(&target_dir);
-    ipivmm::payload::scrub::scrub_env(&mut cmd);
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            skip(TEST, Need::Setup, &format!("cargo not found ({e})"));
-            return;
-        }
-        Err(e) => panic!("cannot run cargo: {e}"),
+    let Some(out) = run_cargo(TEST, cmd) else {
+        return;
     };
     assert!(
         out.status.success(),
@@ -144,14 +153,8 @@ fn the_engine_links_no_front_end_crate() {
         "none",
         "--offline",
     ]);
-    ipivmm::payload::scrub::scrub_env(&mut cmd);
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            skip(TEST, Need::Setup, &format!("cargo not found ({e})"));
-            return;
-        }
-        Err(e) => panic!("cannot run cargo: {e}"),
+    let Some(out) = run_cargo(TEST, cmd) else {
+        return;
     };
     let tree = String::from_utf8_lossy(&out.stdout);
     assert!(
