@@ -110,6 +110,14 @@ fault_case user-x2apic-pingpong $((20 * n)) 30 ipivmm run --repeat 1 --irqchip u
 # Fault 1: the flood-lost step's run, and shorter floods.
 fault_case flood-lost $((2 * n)) 150 ipivmm run --repeat 1 --workload flood --apic x2apic --iterations 200000 --warmup 10 $r --timeout 300
 fault_case flood-short $((12 * n)) 60 ipivmm run --repeat 1 --workload flood --apic x2apic --iterations 2000 --warmup 10 $r --timeout 120
+# Fault 5: the AVIC preset's rows that failed (docs/lab.md, "The AVIC rows'
+# race, found"); AVIC-active only on the AVIC lab's QEMU with lab.kvm=avic=1.
+for apic in xapic x2apic; do
+    for v in 4 8; do
+        fault_case avic-broadcast-$apic-$v $((5 * n)) 60 ipivmm run --repeat 1 --irqchip kernel --apicv host \
+            --workload broadcast --vcpus $v --apic $apic --realtime-hint --iterations 30 --warmup 3 $r --timeout 60
+    done
+done
 # Fault 2: each guest_floods test alone.
 if [ -x /lab/tests/guest_floods ]; then
     for t in $(/lab/tests/guest_floods --list 2>/dev/null | sed -n 's/: test$//p'); do
