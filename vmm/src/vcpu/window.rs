@@ -246,4 +246,103 @@ mod tests {
         let c = with_missing(sampled(5), &BTreeMap::new());
         assert_eq!((c.missing, c.complete), (None, true));
     }
+
+    /// A source that opens at the first begin marker, then reports a
+    /// second entry and asks to be called per exit; counts its calls.
+    struct Late {
+        key: &'static str,
+        opened: bool,
+        exits_seen: std::rc::Rc<std::cell::Cell<u32>>,
+    }
+
+    impl PhaseCounter for Late {
+        fn status(&self, out: &mut Vec<SourceStatus>) {
+            let st = |source: &str, available| SourceStatus {
+                source: source.into(),
+                available,
+                detail: None,
+            };
+            out.push(st(self.key, self.opened));
+            if self.opened {
+                out.push(st("late_extra", true));
+            }
+        }
+        fn at_begin_marker(&mut self, _: bool) -> bool {
+            !std::mem::replace(&mut self.opened, true)
+        }
+        fn begin(&mut self, _: &LoopCounts) {}
+        fn end(&mut self, _: &LoopCounts, _: &mut PhaseResult) {}
+        fn per_exit(&self) -> bool {
+            self.opened
+        }
+        fn after_exit(&mut self) {
+            self.exits_seen.set(self.exits_seen.get() + 1);
+        }
+    }
+
+    #[test]
+    fn a_late_source_updates_its_status_in_place_and_is_called_per_exit_once_open() {
+        let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+        let late = |key| Late {
+            key,
+            opened: false,
+            exits_seen: seen.clone(),
+        };
+        let mut s = Sources {
+            counters: vec![Box::new(late("a")), Box::new(late("b"))],
+            per_exit: Vec::new(),
+            status: Vec::new(),
+        };
+        s.refresh();
+        let keys = |s: &Sources| -> Vec<(String, bool)> {
+            s.status
+                .iter()
+                .map(|x| (x.source.clone(), x.available))
+                .collect()
+        };
+        let k = |v: &[(&str, bool)]| -> Vec<(String, bool)> {
+            v.iter().map(|(a, b)| (a.to_string(), *b)).collect()
+        };
+        assert_eq!(keys(&s), k(&[("a", false), ("b", false)]));
+        s.after_exit();
+        assert_eq!(seen.get(), 0, "no source asked to be called per exit");
+        assert!(s.at_begin(false), "both opened");
+        // Each keeps its place; what is new comes after (once).
+        assert_eq!(
+            keys(&s),
+            k(&[("a", true), ("b", true), ("late_extra", true)])
+        );
+        s.after_exit();
+        assert_eq!(seen.get(), 2);
+        assert!(!s.at_begin(false));
+    }
+
+    #[test]
+    fn an_uncounted_part_keeps_no_per_exit_figure_but_its_check() {
+        let mut p = PhaseResult {
+            uncounted: true,
+            tracepoints: [("kvm_apic:icr_write".to_string(), 3)].into(),
+            exit_reasons: Some(sampled(2)),
+            ..Default::default()
+        };
+        p.guest.icr_writes = 10;
+        derive(&mut p);
+        assert_eq!(p.counted_while_off, 5);
+        assert!(p.tracepoints.is_empty() && p.exit_reasons.is_none());
+        assert_eq!(p.icr_write_exits, None, "from tracepoints: not kept");
+        // With the LAPIC model, ICR-write exits are exact: kept, and
+        // taken from the model before the tracepoints.
+        let mut p = PhaseResult {
+            uncounted: true,
+            tracepoints: [("kvm_apic:icr_write".to_string(), 3)].into(),
+            ..Default::default()
+        };
+        p.guest.icr_writes = 10;
+        p.by_source
+            .set(Source::UserLapic, [("icr_writes".to_string(), 7)].into());
+        derive(&mut p);
+        let icr = p.icr_write_exits.expect("kept");
+        assert_eq!((icr.exits, icr.accelerated), (7, 3));
+        assert_eq!(icr.source, Source::UserLapic.key());
+    }
 }
