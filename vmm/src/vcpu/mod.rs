@@ -76,7 +76,8 @@ pub struct VcpuEnv {
     pub shared: Arc<Shared>,
     /// TSC frequency for ns figures.
     pub tsc_khz: u64,
-    /// Tracepoints to count, if any.
+    /// The run's tracepoint configuration (None: tracepoints off), which
+    /// the per-exit sources open from (`vcpu::sources`); the loop never reads it.
     pub trace: Option<Arc<trace::TraceConfig>>,
     /// Host CPU to pin this vCPU thread to.
     pub pin: Option<usize>,
