@@ -85,7 +85,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         },
         kvm_stats,
         tracepoints,
-        user_lapic: BTreeMap::new(),
+        by_source: Default::default(),
         exit_reasons: None,
         apicv: None,
         uncounted: false,

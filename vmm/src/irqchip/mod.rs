@@ -119,7 +119,8 @@ pub trait Chip: Send + Sync {
     }
 
     /// Counter sources: vCPU `index`'s counters now, by name (None: none);
-    /// a phase gets their deltas (`PhaseResult::user_lapic`).
+    /// a phase gets their deltas under the source `source` names
+    /// (`PhaseResult::by_source`: `user_lapic`), through `vcpu::sources`.
     fn counters(&self, _index: usize) -> Option<BTreeMap<String, u64>> {
         None
     }

@@ -2,61 +2,59 @@
 //! once. Its key is the JSON field and `sources[].source` value, the CSV's
 //! `source` column and an expectation's `SOURCE` (`vcpu0.exit_reasons.hlt`);
 //! its name is what people read (charts, tables). A new source is one row
-//! here and the code that fills it.
+//! here and the code that fills it, on the vCPU side its own file in
+//! `vcpu::sources` (a `PhaseCounter`).
 
-/// One counter source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::VariantArray)]
-pub enum Source {
+/// Declares [`Source`] with each source's key and name, one row each.
+macro_rules! sources {
+    ($($(#[$doc:meta])* $variant:ident = $key:literal, $name:literal;)*) => {
+        /// One counter source.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::VariantArray)]
+        pub enum Source {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Source {
+            /// The key: JSON, CSV and `--expect` spelling.
+            pub const fn key(self) -> &'static str {
+                match self {
+                    $(Source::$variant => $key,)*
+                }
+            }
+
+            /// The name people read.
+            pub const fn human(self) -> &'static str {
+                match self {
+                    $(Source::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+sources! {
     /// The payload's own counters, sent with each control message.
-    Guest,
+    Guest = "guest", "guest counters";
     /// Exits ipivmm handled in userspace, by kind.
-    UserspaceExits,
+    UserspaceExits = "userspace_exits", "userspace exits";
     /// KVM's binary stats of the vCPU.
-    KvmStats,
+    KvmStats = "kvm_stats", "KVM binary stats";
     /// kvm:* tracepoint counters of the vCPU thread.
-    Tracepoints,
+    Tracepoints = "tracepoints", "kvm_exit tracepoints";
     /// VM exits by reason (BPF or the exit sampler).
-    ExitReasons,
+    ExitReasons = "exit_reasons", "exits by reason";
     /// Host time per exit reason, ns (with [`Source::ExitReasons`]).
-    ExitReasonsHostNs,
+    ExitReasonsHostNs = "exit_reasons_host_ns", "host time by exit reason";
     /// ipivmm's userspace LAPIC model (`--irqchip user`).
-    UserLapic,
+    UserLapic = "user_lapic", "userspace LAPIC model";
     /// Named values the payload recorded.
-    Records,
+    Records = "records", "payload records";
 }
 
 impl Source {
     /// Every source, in the order a phase lists its counters (the order
     /// of declaration: a new variant is in it by being declared).
     pub const ALL: &'static [Source] = <Source as strum::VariantArray>::VARIANTS;
-
-    /// The key: JSON, CSV and `--expect` spelling.
-    pub const fn key(self) -> &'static str {
-        match self {
-            Source::Guest => "guest",
-            Source::UserspaceExits => "userspace_exits",
-            Source::KvmStats => "kvm_stats",
-            Source::Tracepoints => "tracepoints",
-            Source::ExitReasons => "exit_reasons",
-            Source::ExitReasonsHostNs => "exit_reasons_host_ns",
-            Source::UserLapic => "user_lapic",
-            Source::Records => "records",
-        }
-    }
-
-    /// The name people read.
-    pub const fn human(self) -> &'static str {
-        match self {
-            Source::Guest => "guest counters",
-            Source::UserspaceExits => "userspace exits",
-            Source::KvmStats => "KVM binary stats",
-            Source::Tracepoints => "kvm_exit tracepoints",
-            Source::ExitReasons => "exits by reason",
-            Source::ExitReasonsHostNs => "host time by exit reason",
-            Source::UserLapic => "userspace LAPIC model",
-            Source::Records => "payload records",
-        }
-    }
 
     /// The source keyed `key`, if any.
     pub fn of_key(key: &str) -> Option<Source> {

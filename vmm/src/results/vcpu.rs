@@ -34,9 +34,12 @@ pub struct PhaseResult {
     pub kvm_stats: BTreeMap<String, u64>,
     /// Tracepoint counter deltas by name.
     pub tracepoints: BTreeMap<String, u64>,
-    /// ipivmm's LAPIC model counters (`--irqchip user` only).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub user_lapic: BTreeMap<String, u64>,
+    /// The counters of the sources without a field of their own, each
+    /// written as a field named after its source's key, absent when empty:
+    /// `user_lapic`, ipivmm's LAPIC model (`--irqchip user` only), and any
+    /// source added since.
+    #[serde(flatten)]
+    pub by_source: SourceMaps,
     /// ICR-write exits attributed to this vCPU, and where the figure came from.
     pub icr_write_exits: Option<IcrExits>,
     /// Exits by reason with their host time, from sampled `kvm_exit` and
@@ -137,16 +140,17 @@ impl PhaseResult {
             Source::UserspaceExits => super::exits::ExitKind::ALL.iter().any(|k| k.name() == name),
             Source::ExitReasons => reason(name) || matches!(name, "lost" | "missing"),
             Source::ExitReasonsHostNs => reason(name),
-            Source::KvmStats | Source::Tracepoints | Source::UserLapic | Source::Records => {
-                return None
-            }
+            // KVM's stats, tracepoints, the LAPIC model's, the payload's
+            // records and any source added since.
+            _ => return None,
         })
     }
 
     /// Every counter of the phase as (source, name, value): the guest's,
-    /// userspace exits, KVM stats, tracepoints, the LAPIC model's and the
-    /// payload's records, each under the source that produced it. A counter
-    /// added to any of these sources shows up here (and in the CSV) as is.
+    /// userspace exits, KVM stats, tracepoints, the payload's records and
+    /// every source in [`PhaseResult::by_source`] (the LAPIC model's...),
+    /// each under the source that produced it. A counter added to any
+    /// source, or a source added, shows up here (and in the CSV) as is.
     pub fn counters(&self) -> impl Iterator<Item = (&str, &str, u64)> + '_ {
         let guest = self
             .guest
@@ -158,14 +162,15 @@ impl PhaseResult {
             .nonzero()
             .map(|(k, v)| (Source::UserspaceExits.key(), k.name(), v));
         let maps = [
-            (Source::KvmStats.key(), &self.kvm_stats),
-            (Source::Tracepoints.key(), &self.tracepoints),
-            (Source::UserLapic.key(), &self.user_lapic),
-            (Source::Records.key(), &self.records),
+            (Source::KvmStats, &self.kvm_stats),
+            (Source::Tracepoints, &self.tracepoints),
         ];
+        let records = [(Source::Records, &self.records)];
         let maps = maps
             .into_iter()
-            .flat_map(|(source, m)| m.iter().map(move |(k, v)| (source, k.as_str(), *v)));
+            .chain(self.by_source.iter())
+            .chain(records)
+            .flat_map(|(s, m)| m.iter().map(move |(k, v)| (s.key(), k.as_str(), *v)));
         guest
             .chain(exits)
             .chain(maps)
@@ -195,6 +200,94 @@ impl PhaseResult {
             .filter_map(|(s, n, v)| Some((s, n, v?)))
         });
         reasons.chain(totals)
+    }
+}
+
+/// The sources with a field of their own in [`PhaseResult`] (or, for
+/// `exit_reasons_host_ns`, a part of one): every other source's counters
+/// are kept in [`PhaseResult::by_source`]. Closed: a new source needs no
+/// field (nor a line here).
+pub const OWN_FIELDS: [Source; 7] = [
+    Source::Guest,
+    Source::UserspaceExits,
+    Source::KvmStats,
+    Source::Tracepoints,
+    Source::ExitReasons,
+    Source::ExitReasonsHostNs,
+    Source::Records,
+];
+
+/// Named counters by source, for the sources without a field of their own
+/// in [`PhaseResult`] ([`OWN_FIELDS`]): each written as a field named
+/// after its source's key, in [`Source::ALL`] order, absent when empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceMaps(BTreeMap<Source, BTreeMap<String, u64>>);
+
+impl SourceMaps {
+    /// The phase's counters of `source` (None: it counted nothing).
+    pub fn get(&self, source: Source) -> Option<&BTreeMap<String, u64>> {
+        self.0.get(&source).filter(|m| !m.is_empty())
+    }
+
+    /// Set the counters of `source`, which has no field of its own.
+    pub fn set(&mut self, source: Source, counters: BTreeMap<String, u64>) {
+        assert!(
+            !OWN_FIELDS.contains(&source),
+            "{source} has a field of its own in PhaseResult"
+        );
+        self.0.insert(source, counters);
+    }
+
+    /// Every source's non-empty counters, in [`Source::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Source, &BTreeMap<String, u64>)> + '_ {
+        self.0
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(s, m)| (*s, m))
+    }
+}
+
+impl Serialize for SourceMaps {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (source, counters) in self.iter() {
+            map.serialize_entry(source.key(), counters)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceMaps {
+    /// Reads the fields a [`PhaseResult`]'s own fields left (it is
+    /// flattened): those named after a source without a field of its own;
+    /// any other is skipped, as serde skips unknown fields.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = SourceMaps;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("counters by source")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<SourceMaps, A::Error> {
+                let mut maps = SourceMaps::default();
+                while let Some(key) = a.next_key::<String>()? {
+                    match Source::of_key(&key).filter(|s| !OWN_FIELDS.contains(s)) {
+                        Some(s) => {
+                            maps.0.insert(s, a.next_value()?);
+                        }
+                        None => {
+                            a.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(maps)
+            }
+        }
+        d.deserialize_map(Visitor)
     }
 }
 
@@ -468,10 +561,12 @@ mod tests {
         let mut p = PhaseResult {
             kvm_stats: [("exits".to_string(), 1)].into(),
             tracepoints: [("kvm_apic_ipi".to_string(), 1)].into(),
-            user_lapic: [("eois".to_string(), 1)].into(),
             records: [("r".to_string(), 1)].into(),
             ..Default::default()
         };
+        for s in Source::ALL.iter().filter(|s| !OWN_FIELDS.contains(s)) {
+            p.by_source.set(*s, [("c".to_string(), 1)].into());
+        }
         p.exits.bump(super::super::exits::ExitKind::Hlt);
         p.exit_reasons = Some(ExitReasonCounts {
             by_reason: [("msr".to_string(), ReasonCount::default())].into(),
@@ -492,6 +587,33 @@ mod tests {
             assert!(PhaseResult::SOURCES.contains(s), "{s} is not in SOURCES");
         }
         assert_eq!(seen.len(), PhaseResult::SOURCES.len(), "{seen:?}");
+    }
+
+    #[test]
+    fn sources_without_a_field_are_written_as_fields_of_their_own() {
+        let mut p = PhaseResult::default();
+        let keys = |p: &PhaseResult| -> Vec<String> {
+            let v = serde_json::to_value(p).unwrap();
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        assert!(
+            !keys(&p).contains(&"user_lapic".to_string()),
+            "absent when empty"
+        );
+        p.by_source
+            .set(Source::UserLapic, [("eois".to_string(), 3)].into());
+        let text = serde_json::to_string(&p).unwrap();
+        // Where the field was before it moved into `by_source`.
+        let at = |k: &str| text.find(&format!("\"{k}\":")).unwrap();
+        assert!(at("tracepoints") < at("user_lapic") && at("user_lapic") < at("icr_write_exits"));
+        let back: PhaseResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.by_source, p.by_source);
+        assert_eq!(back.by_source.get(Source::UserLapic).unwrap()["eois"], 3);
+        // Other fields the struct does not know are skipped, as before.
+        let mut v = serde_json::to_value(&p).unwrap();
+        v["a_field_of_later"] = serde_json::json!({"x": "y"});
+        let back: PhaseResult = serde_json::from_value(v).unwrap();
+        assert_eq!(back.by_source, p.by_source);
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     // the soft RLIMIT_NOFILE (often 1024) goes up to the hard limit first.
     crate::host::fds::raise_fd_limit();
     let sampler = sampler.join();
-    let trace = spawn::trace_config(&prepared);
+    let trace = crate::vcpu::trace::TraceConfig::for_run(&prepared.config, prepared.host.as_ref());
     // Inhibits set while the VM is created show on this thread only: it
     // samples its own, from before KVM_CREATE_VM to the end. The BPF object
     // is loaded once the guest runs (off its path), and the vCPU threads

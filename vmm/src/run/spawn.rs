@@ -3,7 +3,6 @@
 use super::devices::Devices;
 use super::monitor::RunMonitor;
 use super::{host, RunError};
-use crate::host::fds::FdLimit;
 use crate::kick;
 use crate::results::inhibits::InhibitLog;
 use crate::results::VcpuResult;
@@ -40,53 +39,6 @@ pub struct Running {
     pub vm_fd: VmFd,
     /// Kept alive until the threads are gone.
     pub memory: GuestMemoryMmap,
-}
-
-/// Data pages of each vCPU's exit-sampler ring: room for a phase of
-/// `iterations` with a few exits each between two drains (the sampler is
-/// drained at every userspace exit), within 512 MiB for the whole VM; a
-/// phase that still overflows it reports its lost records.
-pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
-    const RECORD_PAIR: u64 = 176;
-    const EXITS_PER_ITERATION: u64 = 8;
-    let want = iterations.saturating_mul(EXITS_PER_ITERATION * RECORD_PAIR) / 4096;
-    let cap = (512 << 20) / 4096 / vcpus.max(1) as u64;
-    let pages = want.clamp(64, 4096).min(cap.max(16));
-    // The kernel wants a power of two.
-    1 << (63 - pages.max(1).leading_zeros())
-}
-
-/// The tracepoint configuration of a run (None: tracepoints off), shared by
-/// the main thread (inhibits around VM creation) and every vCPU thread.
-pub fn trace_config(p: &Prepared) -> Option<Arc<TraceConfig>> {
-    let c = &p.config;
-    let isa = p
-        .host
-        .as_ref()
-        .and_then(|h| ipivmm_counters::exit_reasons::Isa::of_backend(&h.backend));
-    c.tracepoints.then(|| {
-        let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
-            .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
-            .with_context_events(c.context_events)
-            .with_fd_limit(Some(FdLimit::now(c.vcpus)))
-            .with_silent_exits(silent_exits(p))
-            // Every built-in workload measures both ways, after its idle
-            // and warm-up phases: nothing is attached before its uncounted
-            // part ends. (A shortfall of fds is logged once and listed in each vCPU's
-            // sources when its counters open: checking it here would load
-            // the BPF object on the guest's path.)
-            .with_attach_after_uncounted(c.payload.is_builtin());
-        Arc::new(t)
-    })
-}
-
-/// Why `kvm:kvm_exit` never fires on the run's KVM, when it does not.
-fn silent_exits(p: &Prepared) -> Option<String> {
-    use ipivmm_host::facts::KvmBackend;
-    let backend = &p.host.as_ref()?.backend;
-    (*backend == KvmBackend::KvmPvm).then(|| {
-        "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason; totals and kinds come from KVM's binary stats".to_string()
-    })
 }
 
 /// Start the vCPU threads of `vm` and release them together.
@@ -162,21 +114,4 @@ pub fn spawn(
         vm_fd: fd,
         memory,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::exit_ring_pages;
-
-    #[test]
-    fn exit_rings_are_powers_of_two_within_the_budget() {
-        assert_eq!(exit_ring_pages(10, 2), 64);
-        assert_eq!(exit_ring_pages(1000, 2), 256);
-        assert_eq!(exit_ring_pages(1_000_000, 2), 4096);
-        assert_eq!(exit_ring_pages(1000, 1024), 128);
-        assert_eq!(exit_ring_pages(100_000, 8192), 16);
-        for (i, v) in [(1, 1), (5000, 7), (77_777, 300)] {
-            assert!(exit_ring_pages(i, v).is_power_of_two());
-        }
-    }
 }

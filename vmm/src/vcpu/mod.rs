@@ -1,6 +1,7 @@
 //! vCPU threads: named `vcpu{N}`, released together by a barrier, each
 //! running its own KVM_RUN loop and snapshotting its own counters.
 pub mod exit_handler;
+pub mod sources;
 pub mod store;
 pub mod trace;
 pub mod window;
@@ -14,6 +15,7 @@ use ipivmm_devices::budget::{Excess, GuestBudget};
 use ipivmm_devices::bus::{Bus, DeviceEvent};
 use ipivmm_devices::control::{ControlBody, ControlError, ControlRequest};
 use kvm_ioctls::VcpuFd;
+use sources::LoopCounts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
@@ -74,7 +76,8 @@ pub struct VcpuEnv {
     pub shared: Arc<Shared>,
     /// TSC frequency for ns figures.
     pub tsc_khz: u64,
-    /// Tracepoints to count, if any.
+    /// The run's tracepoint configuration (None: tracepoints off), which
+    /// the per-exit sources open from (`vcpu::sources`); the loop never reads it.
     pub trace: Option<Arc<trace::TraceConfig>>,
     /// Host CPU to pin this vCPU thread to.
     pub pin: Option<usize>,
@@ -93,15 +96,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = crate::kick::ImmediateExitGuard::new(ptr);
     env.irqchip.register_thread(env.index);
-    let inhibits = env.shared.inhibits.clone();
-    let mut sources = Sources::open(
-        &vcpu,
-        env.trace.clone(),
-        env.irqchip.clone(),
-        env.index,
-        inhibits,
-        &env.shared.stats_layout,
-    );
+    let mut sources = Sources::open(&vcpu, &env);
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.arrive();
     let mut run_loop = RunLoop {
@@ -122,7 +117,7 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         .map(|(id, s)| (*id, s.len() as u64))
         .collect();
     drop(run_loop);
-    sources.drain_inhibits();
+    sources.vcpu_ended();
     let failed = !matches!(end, VcpuEnd::Done { status: 0, .. });
     {
         let mut result = env.shared.result(env.index);
@@ -192,7 +187,7 @@ impl RunLoop<'_> {
             };
             chip.after_exit(index, self.vcpu);
             // Keep the exit sampler's ring from filling between markers.
-            self.sources.drain_exits(self.open.as_mut());
+            self.sources.after_exit();
             match step {
                 Step::Resume => {}
                 Step::Interrupted => self.vcpu.set_kvm_immediate_exit(0),
@@ -345,10 +340,8 @@ impl RunLoop<'_> {
         match req.body {
             ControlBody::Hello { .. } => {
                 self.env.shared.first_message.get_or_init(Instant::now);
-                // The guest runs: load the BPF object beside it, off its path.
-                if let Some(t) = &self.env.trace {
-                    t.start_loading();
-                }
+                // The guest runs (the BPF object loads beside it, off its path).
+                self.sources.guest_started();
             }
             ControlBody::PhaseBegin {
                 phase,
@@ -364,11 +357,15 @@ impl RunLoop<'_> {
                 if self.sources.at_begin(uncounted) {
                     self.env.shared.result(index).sources = self.sources.status.clone();
                 }
-                let mut open = self.sources.begin(phase, name, &self.exits, &self.guest);
+                let now = LoopCounts {
+                    exits: &self.exits,
+                    guest: &self.guest,
+                };
+                let mut open = self.sources.begin(phase, name, &now);
                 if uncounted {
                     // After the begin snapshot: the marker's own exit is
                     // counted, nothing of the part is.
-                    if let Err(e) = self.sources.set_counting(false, Some(&mut open)) {
+                    if let Err(e) = self.sources.set_counting(false) {
                         return Some(self.fault(format!(
                             "switching the counters off for the uncounted phase {phase} failed: {e}"
                         )));
@@ -380,12 +377,16 @@ impl RunLoop<'_> {
             ControlBody::PhaseEnd { phase } => match self.open.take() {
                 Some(open) if open.id == phase => {
                     let uncounted = open.uncounted;
-                    let result = self.sources.end(open, &self.exits, &self.guest);
+                    let now = LoopCounts {
+                        exits: &self.exits,
+                        guest: &self.guest,
+                    };
+                    let result = self.sources.end(open, &now);
                     if uncounted && self.sources.at_uncounted_end() {
                         self.env.shared.result(index).sources = self.sources.status.clone();
                     }
                     if uncounted {
-                        if let Err(e) = self.sources.set_counting(true, None) {
+                        if let Err(e) = self.sources.set_counting(true) {
                             return Some(self.fault(format!(
                                 "switching the counters back on after the uncounted phase {phase} failed: {e}"
                             )));
@@ -436,7 +437,11 @@ impl RunLoop<'_> {
                 if let Some(open) = self.open.take() {
                     // Kept, marked: a phase left open is not a finished one,
                     // but what it counted up to Done is no less real.
-                    let mut result = self.sources.end(open, &self.exits, &self.guest);
+                    let now = LoopCounts {
+                        exits: &self.exits,
+                        guest: &self.guest,
+                    };
+                    let mut result = self.sources.end(open, &now);
                     result.unfinished = true;
                     let early = self.pending_samples.remove(&result.id);
                     let mut r = self.env.shared.result(index);

@@ -20,9 +20,10 @@ fn entry_bytes<V>(key: &str) -> u64 {
 /// Host bytes a finished phase holds (samples excluded: they are charged
 /// when they arrive).
 pub fn phase_bytes(p: &PhaseResult) -> u64 {
-    let maps = [&p.kvm_stats, &p.tracepoints, &p.user_lapic, &p.records];
+    let maps = [&p.kvm_stats, &p.tracepoints, &p.records];
     let counters: u64 = maps
-        .iter()
+        .into_iter()
+        .chain(p.by_source.iter().map(|(_, m)| m))
         .flat_map(|m| m.keys())
         .map(|k| entry_bytes::<u64>(k))
         .sum();

@@ -1,6 +1,6 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
-use crate::config::ExitReasons;
+use crate::config::{ExitReasons, VmConfig};
 use crate::host::fds::FdLimit;
 use crate::results::source::Source;
 use crate::results::SourceStatus;
@@ -12,6 +12,7 @@ use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_counters::specs::{kvm_specs, ExitReasonSelection};
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::{Availability, CounterSpec, TracepointSet};
+use ipivmm_host::facts::{HostInfo, KvmBackend};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,6 +114,28 @@ struct Resolved {
 }
 
 impl TraceConfig {
+    /// The configuration of a run of `c` on the host `host` probed (None:
+    /// tracepoints off), shared by the main thread (inhibits around VM
+    /// creation, the BPF object's inhibit log at the end) and every vCPU
+    /// thread's per-exit sources (`vcpu::sources`).
+    pub fn for_run(c: &VmConfig, host: Option<&HostInfo>) -> Option<Arc<Self>> {
+        let isa = host.and_then(|h| Isa::of_backend(&h.backend));
+        c.tracepoints.then(|| {
+            let t = TraceConfig::new(c.vcpus, isa, c.mount_tracefs, c.tracefs.clone())
+                .with_exit_reasons(c.exit_reasons, exit_ring_pages(c.iterations, c.vcpus))
+                .with_context_events(c.context_events)
+                .with_fd_limit(Some(FdLimit::now(c.vcpus)))
+                .with_silent_exits(silent_exits(host))
+                // Every built-in workload measures both ways, after its idle
+                // and warm-up phases: nothing is attached before its uncounted
+                // part ends. (A shortfall of fds is logged once and listed in each vCPU's
+                // sources when its counters open: checking it here would load
+                // the BPF object on the guest's path.)
+                .with_attach_after_uncounted(c.payload.is_builtin());
+            Arc::new(t)
+        })
+    }
+
     /// Counters for a VM of `vcpus` vCPUs on a KVM whose exits use `isa`'s
     /// reasons, with tracefs at `root` (None: find it through /proc/mounts,
     /// mounting it first if `mount`).
@@ -346,6 +369,27 @@ impl TraceConfig {
             r
         })
     }
+}
+
+/// Data pages of each vCPU's exit-sampler ring: room for a phase of
+/// `iterations` with a few exits each between two drains (the sampler is
+/// drained at every userspace exit), within 512 MiB for the whole VM; a
+/// phase that still overflows it reports its lost records.
+pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
+    const RECORD_PAIR: u64 = 176;
+    const EXITS_PER_ITERATION: u64 = 8;
+    let want = iterations.saturating_mul(EXITS_PER_ITERATION * RECORD_PAIR) / 4096;
+    let cap = (512 << 20) / 4096 / vcpus.max(1) as u64;
+    let pages = want.clamp(64, 4096).min(cap.max(16));
+    // The kernel wants a power of two.
+    1 << (63 - pages.max(1).leading_zeros())
+}
+
+/// Why `kvm:kvm_exit` never fires on the run's KVM, when it does not.
+fn silent_exits(host: Option<&HostInfo>) -> Option<String> {
+    (host?.backend == KvmBackend::KvmPvm).then(|| {
+        "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason; totals and kinds come from KVM's binary stats".to_string()
+    })
 }
 
 /// Tracefs at `root` (`--tracefs`), else where /proc/mounts says, mounted
@@ -774,6 +818,18 @@ mod tests {
         let (_, status) = ThreadTrace::open_exit_source(Some(&off));
         assert!(status.detail.unwrap().starts_with("off: "));
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn exit_rings_are_powers_of_two_within_the_budget() {
+        assert_eq!(exit_ring_pages(10, 2), 64);
+        assert_eq!(exit_ring_pages(1000, 2), 256);
+        assert_eq!(exit_ring_pages(1_000_000, 2), 4096);
+        assert_eq!(exit_ring_pages(1000, 1024), 128);
+        assert_eq!(exit_ring_pages(100_000, 8192), 16);
+        for (i, v) in [(1, 1), (5000, 7), (77_777, 300)] {
+            assert!(exit_ring_pages(i, v).is_power_of_two());
+        }
     }
 
     #[test]
