@@ -134,8 +134,8 @@ check_plan() { # $1: step name, $2: plan file in /lab/plans, $3: iterations (lab
         echo "no $plan: the tree the lab was built from has no plans/$2"
         return 0
     fi
-    # lab.iterations=N (the full pass's own count): every line's
-    # --iterations, in a copy of the plan.
+    # $3 (lab.iterations=N; the full pass's 100 for lab-sweep.toml under
+    # npt=0): every line's --iterations, in a copy of the plan.
     if [ -n "${3:-}" ]; then
         sed "s/--iterations [0-9]*/--iterations $3/" "$plan" >"/tmp/$2"
         plan=/tmp/$2
