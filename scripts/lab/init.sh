@@ -121,38 +121,39 @@ run_tests() { # $1: label (suffix of the output names)
 
 host_facts() { ipivmm host >"$OUT/host.txt" && ipivmm host --json >"$OUT/host.json"; }
 
-ipi_sweep() { # $1: name, then extra flags
-    name=$1
-    shift
-    step "$name" 1800 ipivmm sweep --repeat 1 --irqchip kernel,split,user --apic xapic,x2apic \
-        --ipi icr,pv --apicv host,inhibit --json "$OUT/runs/$name.json" "$@"
-}
-
-# The counting invariants any KVM host must satisfy (plans/kvm-paths.toml,
-# `ipivmm check`, docs/kernel-paths.md): TAP into $OUT/kvm-paths.tap (the
-# host's verdict reads it), JUnit beside it, each experiment's results in
-# runs/kvm-paths/. The host carries the plan in /lab/plans when its tree has
-# one; without it there is nothing to run and the verdict says so.
-kvm_paths() {
-    plan=/lab/plans/kvm-paths.toml
-    if [ ! -e $plan ]; then
-        echo "no $plan: the tree the lab was built from has no plans/kvm-paths.toml"
+# A plan of plans/ with `ipivmm check` (docs/ci.md), as step $1: TAP into
+# $OUT/$1.tap (the host's verdict reads it: xtask/src/lab/tap.rs), JUnit
+# beside it, each experiment's results in runs/$1/. The lab's own plans
+# (plans/lab-*.toml) hold the sweeps and the invariants they must satisfy;
+# plans/kvm-paths.toml the counting invariants any KVM host must satisfy
+# (docs/kernel-paths.md). The host carries plans/ in /lab/plans; a tree
+# without the plan has nothing to run and the verdict says so.
+check_plan() { # $1: step name, $2: plan file in /lab/plans, $3: iterations (lab plans)
+    name=$1 plan=/lab/plans/$2
+    if [ ! -e "$plan" ]; then
+        echo "no $plan: the tree the lab was built from has no plans/$2"
         return 0
     fi
-    mkdir -p $OUT/runs/kvm-paths
-    ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap &&
+    # $3 (lab.iterations=N; the full pass's 100 for lab-sweep.toml under
+    # npt=0): every line's --iterations, in a copy of the plan.
+    if [ -n "${3:-}" ]; then
+        sed "s/--iterations [0-9]*/--iterations $3/" "$plan" >"/tmp/$2"
+        plan=/tmp/$2
+    fi
+    mkdir -p "$OUT/runs/$name"
+    ipivmm check "$plan" --junit "$OUT/$name.junit.xml" --json-dir "$OUT/runs/$name" >"$OUT/$name.tap" &&
         return 0
     # Once more after a failure, as a test binary is: under TCG a nested guest
     # now and then faults (a spurious #PF becomes a triple fault: docs/lab.md,
     # "Open"). The first attempt is kept out of runs/, and the verdict lists
     # the retry; a real failure fails twice.
-    rm -rf $OUT/kvm-paths.first-attempt
-    mkdir -p $OUT/kvm-paths.first-attempt
-    mv $OUT/kvm-paths.tap $OUT/runs/kvm-paths $OUT/kvm-paths.first-attempt/
-    mv $OUT/kvm-paths.junit.xml $OUT/kvm-paths.first-attempt/ 2>/dev/null
-    echo "kvm-paths (first attempt in kvm-paths.first-attempt/)" >>$OUT/retried.txt
-    mkdir -p $OUT/runs/kvm-paths
-    ipivmm check $plan --junit $OUT/kvm-paths.junit.xml --json-dir $OUT/runs/kvm-paths >$OUT/kvm-paths.tap
+    rm -rf "$OUT/$name.first-attempt"
+    mkdir -p "$OUT/$name.first-attempt"
+    mv "$OUT/$name.tap" "$OUT/runs/$name" "$OUT/$name.first-attempt/"
+    mv "$OUT/$name.junit.xml" "$OUT/$name.first-attempt/" 2>/dev/null
+    echo "$name (first attempt in $name.first-attempt/)" >>$OUT/retried.txt
+    mkdir -p "$OUT/runs/$name"
+    ipivmm check "$plan" --junit "$OUT/$name.junit.xml" --json-dir "$OUT/runs/$name" >"$OUT/$name.tap"
 }
 
 # Repeats of the configuration that once hung, alone and beside two busy loops.
@@ -288,7 +289,9 @@ hs_refused_while_a_vm_runs() {
 hs_sweep() {
     echo "=== sweep --host-param kvm_amd.npt=1,0"
     ipivmm sweep --repeat 1 --host-param kvm_amd.npt=1,0 --workload pingpong --irqchip kernel --apic x2apic \
-        --iterations "${ITER:-20}" --warmup 3 --json $OUT/runs/sweep-hostparam.json
+        --iterations "${ITER:-20}" --warmup 3 --json $OUT/runs/sweep-hostparam.json \
+        --expect 'ipis_delivered == ipis_sent' --expect '@warmup: ipis_delivered == ipis_sent' \
+        --expect 'ipis_per_operation == fan_out' --expect 'icr_write_exits_per_operation <= 1'
     expect "sweep exits 0" [ $? = 0 ]
     j=$OUT/runs/sweep-hostparam.json
     expect "both settings recorded" sh -c "grep -q '\"host_param\": \"kvm_amd.npt=1\"' $j && grep -q '\"host_param\": \"kvm_amd.npt=0\"' $j"
@@ -532,9 +535,9 @@ main() {
         for s in $(echo "$STEPS" | tr ',' ' '); do
             case $s in
             host) step host 60 host_facts ;;
-            sweep) ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q ;;
+            sweep) step sweep 1800 check_plan sweep lab-sweep.toml "$ITER" ;;
             tests) run_tests "" ;;
-            kvm-paths) step kvm-paths 1200 kvm_paths ;;
+            kvm-paths) step kvm-paths 1200 check_plan kvm-paths kvm-paths.toml ;;
             inhibit) step inhibit-repeats 1800 inhibit_repeats "${ITER:-3}" ;;
             hostswitch) hold_vm stop; step hostswitch 900 host_switch; hold_vm start ;;
             inhibit-loaded) step inhibit-repeats-loaded 1800 under_load inhibit_repeats "${ITER:-3}" ;;
@@ -560,25 +563,20 @@ main() {
         ;;
     quick)
         step host 60 host_facts
-        ipi_sweep sweep --workload pingpong,broadcast --iterations "${ITER:-30}" --warmup 3 -q
-        step kvm-paths 1200 kvm_paths
+        step sweep 1800 check_plan sweep lab-sweep.toml "$ITER"
+        step kvm-paths 1200 check_plan kvm-paths kvm-paths.toml
         run_tests ""
         step inhibit-repeats 900 inhibit_repeats 3
         hold_vm stop
         step hostswitch 900 host_switch
         reload_vendor npt=0
-        step sweep-npt0 900 ipivmm sweep --repeat 1 --irqchip kernel --apic xapic,x2apic --ipi icr,pv \
-            --workload pingpong --iterations "${ITER:-30}" --warmup 3 -q --json $OUT/runs/sweep-npt0.json
+        step sweep-npt0 900 check_plan sweep-npt0 lab-npt0.toml "$ITER"
         ;;
     full)
         step host 60 host_facts
-        ipi_sweep sweep --iterations "${ITER:-100}" --warmup 10 -q
-        ipi_sweep sweep-halt --target halt --workload pingpong --iterations "${ITER:-100}" --warmup 10 -q
-        for p in avic-broadcast ipiv-unicast apicv-topology; do
-            step "preset-$p" 1800 ipivmm sweep --repeat 1 --preset "$p" --iterations "${ITER:-100}" --warmup 10 -q \
-                --json "$OUT/runs/preset-$p.json"
-        done
-        step kvm-paths 1200 kvm_paths
+        # Every workload, a halted target and the presets: one plan.
+        step sweep 7200 check_plan sweep lab-full.toml "$ITER"
+        step kvm-paths 1200 check_plan kvm-paths kvm-paths.toml
         run_tests ""
         step inhibit-repeats 1800 inhibit_repeats 20
         step inhibit-repeats-loaded 1800 under_load inhibit_repeats 20
@@ -587,7 +585,7 @@ main() {
         hold_vm stop
         step hostswitch 900 host_switch
         reload_vendor npt=0
-        ipi_sweep sweep-npt0 --workload pingpong,broadcast --iterations "${ITER:-100}" --warmup 10 -q
+        step sweep-npt0 1800 check_plan sweep-npt0 lab-sweep.toml "${ITER:-100}"
         run_tests "-npt0"
         ;;
     *)

@@ -9,8 +9,9 @@
 use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, output, Work};
+use super::pass::{self, Boot, Image, Settings, Verdict};
 use super::verify::{self, Expect, Loaded, Report};
-use super::{boot, qemu, tables, Boot, Settings, Verdict};
+use super::{boot, initramfs, qemu, tables};
 use anyhow::{bail, Result};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -77,12 +78,7 @@ fn qemu_binary(s: &Settings) -> Result<PathBuf> {
 /// initramfs, with the KVM selftests when a part runs them: building those
 /// needs Linux's source (scripts/lab/build-selftests.sh), which the other
 /// parts (CI's `preset`) do without.
-fn probe_archive(
-    s: &Settings,
-    image: &super::Image,
-    work: &Path,
-    parts: &[Part],
-) -> Result<PathBuf> {
+fn probe_archive(s: &Settings, image: &Image, work: &Path, parts: &[Part]) -> Result<PathBuf> {
     if parts.contains(&Part::Selftests) {
         return selftests_archive(s, work);
     }
@@ -93,7 +89,7 @@ fn probe_archive(
     fs::copy(s.root.join("scripts/lab/probe-avic.sh"), &extra)?;
     fs::set_permissions(&extra, fs::Permissions::from_mode(0o755))?;
     let out = work.join("probe.cpio");
-    super::initramfs::pack(&st, &image.busybox, &out)?;
+    initramfs::pack(&st, &image.busybox, &out)?;
     fs::remove_dir_all(&st)?;
     Ok(out)
 }
@@ -129,7 +125,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     let mut work = Work::open(&work_dir(&s.root))?;
     let binary = work.timed("build-qemu", |_| qemu_binary(s))?;
     log(format!("QEMU: {}", binary.display()));
-    let image = super::build_image(s, &mut work)?;
+    let image = pass::build_image(s, &mut work)?;
     let dir = work.dir.clone();
     let parts = args.parts.clone().unwrap_or_else(|| Part::ALL.to_vec());
     let probe = work.timed("probe", |_| probe_archive(s, &image, &dir, &parts))?;
@@ -138,7 +134,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
         .chain(s.extra_cpio.iter().cloned())
         .collect();
     // Not initrd-extra.cpio: each part's collect removes that one.
-    let initrd = super::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
+    let initrd = pass::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
     let mut versions = image.versions.clone();
     versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
     if let Some(p) = qemu_patches(&binary) {
@@ -168,11 +164,11 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
             results: results.join(part.name()),
             pass: Expect::Avic(part).name(),
         };
-        super::boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
+        pass::boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
         // Each part's warnings.txt holds its own boot's.
         work.warnings.clear();
         if !args.no_verify {
-            if let Verdict::Failed = super::print_verdict(Expect::Avic(part), &b.results) {
+            if let Verdict::Failed = pass::print(&verify(part, &b.results)) {
                 verdict = Verdict::Failed;
             }
         }

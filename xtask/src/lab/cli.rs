@@ -41,12 +41,13 @@ Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup
 /// What `cargo xtask lab` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Action {
-    /// Host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit), `ipivmm
-    /// check plans/kvm-paths.toml` (its TAP and JUnit checked), the KVM test binaries with every
-    /// skip a failure, --apicv inhibit repeats, the host switches, an npt=0 reload (CI runs this)
+    /// Host facts, the mode matrix (ping-pong + broadcast, icr/pv, APICv host/inhibit:
+    /// plans/lab-sweep.toml), plans/kvm-paths.toml (each plan's TAP and JUnit checked), the KVM
+    /// test binaries with every skip a failure, --apicv inhibit repeats, the host switches, an
+    /// npt=0 reload with plans/lab-npt0.toml (CI runs this)
     Quick,
-    /// Every workload, halted targets, the presets, plans/kvm-paths.toml, repeats under load, the
-    /// npt=0 pass with the tests again
+    /// Every workload, halted targets, the presets (plans/lab-full.toml), plans/kvm-paths.toml,
+    /// repeats under load, the npt=0 pass with the tests again
     Full,
     /// Boot with everything loaded and drop to a shell on this terminal (QEMU)
     Shell,

@@ -426,7 +426,14 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
     let load = |p: &Path| ipivmm::results::Document::load(p).map_err(anyhow::Error::msg);
     match emulator {
         EmulatorKind::Qemu => {
-            let lab = load(&results.join("runs/sweep.json"))?;
+            // The sweep step's plan writes runs/sweep/sweep.json; a pass
+            // from before the plans wrote runs/sweep.json.
+            let sweep = ["runs/sweep/sweep.json", "runs/sweep.json"]
+                .map(|f| results.join(f))
+                .into_iter()
+                .find(|p| p.exists())
+                .unwrap_or_else(|| results.join("runs/sweep/sweep.json"));
+            let lab = load(&sweep)?;
             let host_json = results.join("host-sweep.json");
             // The same matrix on this machine (PV is skipped where hypercalls cannot run).
             let ok = Command::new(root.join("target/release/ipivmm"))

@@ -1,17 +1,55 @@
-//! The guest's `ipivmm check plans/kvm-paths.toml` (issue 21: the counting
-//! invariants of docs/kernel-paths.md that any KVM host must satisfy) as the
-//! lab reads it back: its TAP version 13 on stdout, written by ipivmm's own
+//! The guest's `ipivmm check` steps as the lab reads them back: each runs
+//! a plan of plans/ (scripts/lab/init.sh's `check_plan`): the lab's sweeps
+//! with the invariants they must satisfy (plans/lab-*.toml) and the
+//! counting invariants any KVM host must satisfy (plans/kvm-paths.toml,
+//! issue 21). Its TAP version 13 on stdout, written by ipivmm's own
 //! `output::tap`, one test point per expectation (`ok N - name`,
 //! `not ok N - name` with a YAML `message:`, `ok N - name # SKIP why`),
 //! and the JUnit XML it wrote beside it (`output::junit`), which must tell
 //! the same story.
+/// A guest step that runs `ipivmm check` on a plan: its TAP is
+/// `<step>.tap`, its JUnit `<step>.junit.xml`, each experiment's results
+/// `runs/<step>/<experiment>.json`.
+#[derive(Debug)]
+pub struct PlanStep {
+    /// init.sh's step (steps.tsv's name).
+    pub step: &'static str,
+    /// The plan it runs in the quick pass (and under `--steps`).
+    pub quick: &'static str,
+    /// The plan it runs in the full pass.
+    pub full: &'static str,
+}
 
-/// The plan the quick and full passes run (`plans/` in the tree, carried
-/// in the initramfs's `/lab/plans`).
-pub const PLAN: &str = "kvm-paths.toml";
+impl PlanStep {
+    /// The plan file (in plans/) the step runs in the full pass (`full`)
+    /// or another.
+    pub fn plan(&self, full: bool) -> &'static str {
+        if full {
+            self.full
+        } else {
+            self.quick
+        }
+    }
+}
 
-/// init.sh's step that runs it; its TAP is `<STEP>.tap` in the results.
-pub const STEP: &str = "kvm-paths";
+/// The plan steps of the quick and full passes, in the order they run.
+pub const PLAN_STEPS: &[PlanStep] = &[
+    PlanStep {
+        step: "sweep",
+        quick: "lab-sweep.toml",
+        full: "lab-full.toml",
+    },
+    PlanStep {
+        step: "kvm-paths",
+        quick: "kvm-paths.toml",
+        full: "kvm-paths.toml",
+    },
+    PlanStep {
+        step: "sweep-npt0",
+        quick: "lab-npt0.toml",
+        full: "lab-sweep.toml",
+    },
+];
 
 /// One test point.
 #[derive(Debug, PartialEq, Eq)]
@@ -271,6 +309,31 @@ mod tests {
             ["unicast: ipis_per_operation == fan_out [pingpong 2v kernel/xapic/icr]: failure got 2"]
         );
         assert_eq!(junit_offences("<testsuites", &tap).len(), 1);
+    }
+
+    /// The plans the host reads back are the plans of plans/ that init.sh
+    /// runs as those steps.
+    #[test]
+    fn the_plan_steps_are_what_init_sh_runs() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let init = std::fs::read_to_string(root.join("scripts/lab/init.sh")).unwrap();
+        for p in PLAN_STEPS {
+            for plan in [p.quick, p.full] {
+                assert!(root.join("plans").join(plan).is_file(), "no plans/{plan}");
+                let line = format!("step {} ", p.step);
+                assert!(
+                    init.lines().any(|l| l.trim_start().starts_with(&line)
+                        && l.contains(&format!(" check_plan {} {plan}", p.step))),
+                    "init.sh runs no `check_plan {} {plan}` as step {}",
+                    p.step,
+                    p.step
+                );
+            }
+            assert_eq!(p.plan(false), p.quick);
+            assert_eq!(p.plan(true), p.full);
+        }
     }
 
     #[test]

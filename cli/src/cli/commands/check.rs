@@ -473,11 +473,22 @@ mod tests {
 
     #[test]
     fn the_shipped_plans_load() {
-        for plan in ["kvm-paths", "seeds"] {
-            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../plans/{plan}.toml"));
-            let (plan, jobs) = load(&p).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(plan.experiments.len(), jobs.len());
+        // Every plan of plans/ (the lab's included: cargo xtask lab runs them).
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans");
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let (plan, jobs) = load(&p).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(plan.experiments.len(), jobs.len());
+                names.push(plan.name);
+            }
         }
+        names.sort();
+        assert_eq!(
+            names,
+            ["kvm-paths", "lab-full", "lab-npt0", "lab-sweep", "seeds"]
+        );
     }
 
     #[test]
