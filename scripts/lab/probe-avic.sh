@@ -124,8 +124,10 @@ matrix() { # label (on|off)
     sweep "avic-$1" --irqchip kernel,split --apic xapic,x2apic --ipi icr \
         --apicv host,inhibit --workload pingpong,broadcast,multicast,self-ipi --vcpus 2,3 \
         --context-events
+    # Halt polling off: every halt blocks (IsRunning clear), so every IPI
+    # meets a target not running (A8); a polled halt keeps it set.
     sweep "avic-$1-halt" --irqchip kernel --apic xapic,x2apic --ipi icr \
-        --apicv host,inhibit --workload pingpong --target halt --context-events
+        --apicv host,inhibit --workload pingpong --target halt --halt-poll-ns 0 --context-events
     sweep "avic-$1-pv" --irqchip kernel --apic xapic,x2apic --ipi pv \
         --apicv host --workload pingpong,broadcast --vcpus 3 --context-events
 }

@@ -147,6 +147,11 @@ fn sender(r: &RunReport) -> impl Iterator<Item = &PhaseResult> {
     r.vcpus.iter().take(1).flat_map(|v| measured(&v.phases))
 }
 
+/// The measured phases of the other vCPUs.
+fn receivers(r: &RunReport) -> impl Iterator<Item = &PhaseResult> {
+    r.vcpus.iter().skip(1).flat_map(|v| measured(&v.phases))
+}
+
 /// With avic=1 every in-kernel-LAPIC run asking for the host's setting has
 /// AVIC active for its whole measured phase, on every vCPU; a `--apicv
 /// inhibit` run is inhibited.
@@ -267,9 +272,15 @@ fn a7_run(r: &RunReport) -> bool {
         && own_cpus(r)
 }
 
-/// A run A8 is about: a ping-pong to a halted target.
+/// A run A8 is about: a ping-pong to a halted target whose halts all
+/// blocked. A halt KVM ended by polling (`halt_successful_poll`) kept the
+/// target loaded, IsRunning set, so an IPI then is accelerated as to a
+/// running target, on hardware as here: the AVIC pass runs its halted
+/// targets with `--halt-poll-ns 0`.
 fn a8_run(r: &RunReport) -> bool {
-    in_hardware_to(r, TargetWait::Halt) && r.mode.workload == Workload::Pingpong
+    in_hardware_to(r, TargetWait::Halt)
+        && r.mode.workload == Workload::Pingpong
+        && !receivers(r).any(|p| p.kvm_stats.get("halt_successful_poll").is_some_and(|&n| n > 0))
 }
 
 /// An x2APIC run with x2AVIC on the ICR path.
@@ -623,6 +634,14 @@ pub(super) mod tests {
                 "A8: one AVIC_INCOMPLETE_IPI exit fewer than ICR writes",
                 Box::new(|v| set_reason(measure(v, 1, 0), "avic_incomplete_ipi", 29)),
                 vec![a8_mismatch, icr_accounting_mismatch],
+            ),
+            (
+                "A8: the target's halts ended in polling (IsRunning stayed set): not A8",
+                Box::new(|v| {
+                    set_reason(measure(v, 1, 0), "avic_incomplete_ipi", 29);
+                    measure(v, 1, 1)["kvm_stats"]["halt_successful_poll"] = 1.into();
+                }),
+                vec![icr_accounting_mismatch],
             ),
             (
                 "xAPIC: the tracepoint and the exits disagree",
