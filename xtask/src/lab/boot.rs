@@ -119,6 +119,9 @@ enum End {
     /// of the guest under -no-reboot, an emulator that died): resumed like
     /// a wedge, so the steps still to run are not lost.
     Vanished,
+    /// The guest's kernel panicked before its pass was done (the line
+    /// that said so): resumed like a wedge, and named in the verdict.
+    Panicked(String),
 }
 
 /// Stops the emulator: SIGTERM, then SIGKILL after [`TERM_GRACE`].
@@ -149,6 +152,13 @@ struct Watched {
     dump: String,
 }
 
+/// The panic a kernel line reports, from "Kernel panic" on, its control
+/// characters escaped (guest text, printed on the host's terminal).
+fn panic_reason(line: &str) -> String {
+    let from = line.find("Kernel panic").unwrap_or(0);
+    line[from..].trim_end().escape_debug().to_string()
+}
+
 /// Follows one boot to its end.
 fn watch(
     work: &mut Work,
@@ -164,6 +174,7 @@ fn watch(
     let mut beats = 0u64;
     let mut banners = 0u32;
     let mut done_at: Option<Instant> = None;
+    let mut panic: Option<String> = None;
     let mut last_step = None;
     let wedge_after = emu.wedge_after_s();
     loop {
@@ -183,7 +194,7 @@ fn watch(
                     done_at.get_or_insert_with(Instant::now);
                 }
                 Line::Panic if done_at.is_none() => {
-                    work.warn("kernel panic in the guest (see console.log)".into());
+                    panic = Some(panic_reason(&line));
                     done_at = Some(Instant::now());
                 }
                 Line::Banner => {
@@ -198,10 +209,10 @@ fn watch(
         }
         if let Some(status) = child.try_wait()? {
             return Ok(Watched {
-                end: if done_at.is_some() {
-                    End::Ended
-                } else {
-                    End::Vanished
+                end: match (&panic, done_at) {
+                    (Some(p), _) => End::Panicked(p.clone()),
+                    (None, Some(_)) => End::Ended,
+                    (None, None) => End::Vanished,
                 },
                 status,
                 last_step,
@@ -220,7 +231,10 @@ fn watch(
         }) {
             (End::Wedged, emu.dump_state())
         } else if done_at.is_some_and(|t| t.elapsed() >= DONE_GRACE) {
-            (End::Ended, String::new())
+            match &panic {
+                Some(p) => (End::Panicked(p.clone()), String::new()),
+                None => (End::Ended, String::new()),
+            }
         } else {
             std::thread::sleep(Duration::from_secs(1));
             continue;
@@ -383,6 +397,16 @@ pub fn boot(
                 break;
             }
             End::Wedged => {}
+            End::Panicked(line) => {
+                work.warn(format!(
+                    "boot {n}: kernel panic in the guest during step {} ({line}; console.log has the trace); rebooted to resume after the steps that finished",
+                    w.last_step.as_deref().unwrap_or("?")
+                ));
+                if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
+                    break;
+                }
+                continue;
+            }
             End::Vanished => {
                 work.warn(format!(
                     "boot {n}: {} ended ({}) during step {} before the pass was done (no kernel message); rebooted to resume after the steps that finished",
@@ -490,6 +514,18 @@ mod tests {
         fn spawn(&mut self, _: &BootSpec) -> Result<Child> {
             unreachable!()
         }
+    }
+
+    #[test]
+    fn a_panic_is_named_by_its_message_escaped() {
+        assert_eq!(
+            panic_reason("[   72.933323] Kernel panic - not syncing: corrupted stack end detected inside scheduler\r"),
+            "Kernel panic - not syncing: corrupted stack end detected inside scheduler"
+        );
+        assert_eq!(
+            panic_reason("Kernel panic - not syncing: \x1b[2Jgone"),
+            "Kernel panic - not syncing: \\u{1b}[2Jgone"
+        );
     }
 
     #[test]
