@@ -8,7 +8,7 @@
 //! each part's results tree is checked on its own ([`verdict`]).
 use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
 use super::cli::{Args, EmulatorKind};
-use super::host::{self, log, output, Work};
+use super::host::{self, log, Work};
 use super::pass::{self, Boot, Image, Settings, Verdict};
 use super::verify::{self, Expect, Loaded, Report};
 use super::{boot, initramfs, qemu, tables};
@@ -52,28 +52,6 @@ pub fn work_dir(root: &Path) -> PathBuf {
     root.join("target/lab-avic")
 }
 
-/// The last line a build script printed: the path it built.
-fn built(script: &str, cmd: &mut Command) -> Result<PathBuf> {
-    let out = output(cmd)?;
-    match out.lines().last() {
-        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-        _ => bail!("{script} printed no path"),
-    }
-}
-
-/// LAB_QEMU, else the QEMU scripts/lab/build-qemu.sh builds (once per patch
-/// set, into the cache; QEMU_PATCHES and QEMU_JOBS pass through).
-fn qemu_binary(s: &Settings) -> Result<PathBuf> {
-    if let Some(b) = std::env::var_os("LAB_QEMU").filter(|b| !b.is_empty()) {
-        return Ok(PathBuf::from(b));
-    }
-    let script = "scripts/lab/build-qemu.sh";
-    built(
-        script,
-        Command::new(s.root.join(script)).env("IPIVMM_LAB_CACHE", &s.cache),
-    )
-}
-
 /// probe-avic.sh as /lab/extra.sh in an archive to append to the
 /// initramfs, with the KVM selftests when a part runs them: building those
 /// needs Linux's source (scripts/lab/build-selftests.sh), which the other
@@ -97,7 +75,7 @@ fn probe_archive(s: &Settings, image: &Image, work: &Path, parts: &[Part]) -> Re
 /// The selftests and probe-avic.sh as an archive to append to the initramfs.
 fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
     let script = "scripts/lab/build-selftests.sh";
-    built(
+    super::host::built(
         script,
         Command::new(s.root.join(script))
             .arg(s.root.join("scripts/lab/probe-avic.sh"))
@@ -123,7 +101,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     }
     let stop = host::interrupt_flag()?;
     let mut work = Work::open(&work_dir(&s.root))?;
-    let binary = work.timed("build-qemu", |_| qemu_binary(s))?;
+    let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
     log(format!("QEMU: {}", binary.display()));
     let image = pass::build_image(s, &mut work)?;
     let dir = work.dir.clone();

@@ -31,9 +31,9 @@ Environment:
   LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
   LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
                     wedges the first boot there: a test of the watchdog)
-  LAB_QEMU          the QEMU binary (default qemu-system-x86_64, installed when missing;
-                    avic: the one scripts/lab/build-qemu.sh builds)
-  QEMU_PATCHES, QEMU_JOBS     passed to scripts/lab/build-qemu.sh (avic)
+  LAB_QEMU          the QEMU binary (default: the lab's, which scripts/lab/build-qemu.sh
+                    builds once into the cache; qemu-system-x86_64: the system's)
+  QEMU_PATCHES, QEMU_JOBS     passed to scripts/lab/build-qemu.sh
   LAB_EXTRA_CPIO    initramfs archives to append (space-separated; as --cpio)
   BOCHS_PATCHES, BOCHS_JOBS   passed to scripts/lab/build-bochs.sh (Bochs 3.0)
 Exit status: 0 when every check passed, 1 when one failed, 2 on a usage or setup error.";

@@ -188,3 +188,12 @@ impl Work {
         self.warnings.push(w);
     }
 }
+
+/// The last line a build script printed: the path it built.
+pub fn built(script: &str, cmd: &mut Command) -> Result<PathBuf> {
+    let out = output(cmd)?;
+    match out.lines().last() {
+        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ => bail!("{script} printed no path"),
+    }
+}

@@ -104,7 +104,9 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         _ => "quick",
     };
     let qemu_binary = match args.emulator {
-        EmulatorKind::Qemu if args.action != Action::Initrd => Some(qemu::Qemu::binary()?),
+        EmulatorKind::Qemu if args.action != Action::Initrd => {
+            Some(work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?)
+        }
         _ => None,
     };
     let bochs_binary = match args.emulator {

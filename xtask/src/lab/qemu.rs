@@ -3,18 +3,16 @@
 //! guest's results disk is virtio; a wedged guest's CPU state comes from
 //! the QEMU monitor.
 use super::boot::{BootSpec, Emulator};
-use super::host::{apt_install, have, output, run};
+use super::host::{built, output, run};
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Debian's package of the default QEMU.
-const PACKAGE: &str = "qemu-system-x86";
-/// The default binary (LAB_QEMU names another, e.g. a QEMU built for the lab).
-const BINARY: &str = "qemu-system-x86_64";
+/// What builds the lab's QEMU (bookworm's 7.2 with scripts/lab/qemu-7.2.series).
+const BUILD_SCRIPT: &str = "scripts/lab/build-qemu.sh";
 /// The CPU model unless `--cpu` names one: every feature TCG has (SVM,
 /// nested paging; with the AVIC series AVIC and x2AVIC).
 pub const DEFAULT_CPU: &str = "max";
@@ -39,15 +37,22 @@ pub struct Qemu {
 }
 
 impl Qemu {
-    /// The binary LAB_QEMU names, else qemu-system-x86_64 (installed when missing).
-    pub fn binary() -> Result<PathBuf> {
+    /// The binary LAB_QEMU names, else the lab's QEMU: Debian bookworm's
+    /// 7.2 with the series of scripts/lab/qemu-7.2.series, built once per
+    /// patch set into the cache by scripts/lab/build-qemu.sh (QEMU_PATCHES
+    /// and QEMU_JOBS pass through). Every pass uses it, not only AVIC's:
+    /// the series also fixes TCG's SVM defects a plain kvm_amd meets (an
+    /// injected interrupt delivered twice, the lost interrupt shadow), which
+    /// stalled the stock QEMU's floods (docs/lab.md). `LAB_QEMU=qemu-system-x86_64`
+    /// runs the system's QEMU instead.
+    pub fn binary(root: &Path, cache: &Path) -> Result<PathBuf> {
         if let Some(b) = std::env::var_os("LAB_QEMU").filter(|b| !b.is_empty()) {
             return Ok(PathBuf::from(b));
         }
-        if !have(BINARY) {
-            apt_install(&[PACKAGE])?;
-        }
-        Ok(PathBuf::from(BINARY))
+        built(
+            BUILD_SCRIPT,
+            Command::new(root.join(BUILD_SCRIPT)).env("IPIVMM_LAB_CACHE", cache),
+        )
     }
 
     /// `qemu ... --version`'s first line.
