@@ -85,13 +85,6 @@ fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
     )
 }
 
-/// The patches the QEMU binary was built with (build-qemu.sh's
-/// patches.txt beside its bin/), for versions.txt.
-fn qemu_patches(binary: &Path) -> Option<String> {
-    let list = fs::read_to_string(binary.parent()?.parent()?.join("patches.txt")).ok()?;
-    Some(list.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
 /// The pass: QEMU and the guest's image built once, then a boot per part,
 /// each part's results checked; `--update-docs` rewrites docs/lab.md's
 /// AVIC table from the matrix part.
@@ -114,10 +107,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     // Not initrd-extra.cpio: each part's collect removes that one.
     let initrd = pass::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
     let mut versions = image.versions.clone();
-    versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
-    if let Some(p) = qemu_patches(&binary) {
-        versions.push(format!("qemu patches {p}"));
-    }
+    versions.extend(qemu::Qemu::versions(&binary)?);
     let mut q = s.qemu(binary, &image, initrd, &work.dir);
     versions.push(format!("qemu -cpu {}", q.cpu));
     let results = args

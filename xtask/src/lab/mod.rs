@@ -160,7 +160,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
                 &s.extra_cpio,
                 work.dir.join("initrd-extra.cpio"),
             )?;
-            versions.push(format!("qemu {}", qemu::Qemu::version(&binary)?));
+            versions.extend(qemu::Qemu::versions(&binary)?);
             let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
                 q.shell(&work.dir.join("out-shell.img"))?;

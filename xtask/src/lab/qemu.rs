@@ -55,6 +55,23 @@ impl Qemu {
         )
     }
 
+    /// versions.txt's lines for `binary`: its version and the patches it
+    /// was built with (build-qemu.sh's patches.txt beside its bin/).
+    pub fn versions(binary: &Path) -> Result<Vec<String>> {
+        let mut v = vec![format!("qemu {}", Self::version(binary)?)];
+        let patches = binary
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| d.join("patches.txt"));
+        if let Some(list) = patches.and_then(|p| std::fs::read_to_string(p).ok()) {
+            v.push(format!(
+                "qemu patches {}",
+                list.split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        }
+        Ok(v)
+    }
+
     /// `qemu ... --version`'s first line.
     pub fn version(binary: &std::path::Path) -> Result<String> {
         let v = output(Command::new(binary).arg("--version"))?;
