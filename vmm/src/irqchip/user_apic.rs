@@ -290,11 +290,11 @@ impl Chip for UserApic {
     }
 
     fn source(&self) -> Option<SourceStatus> {
-        Some(SourceStatus {
-            source: Source::UserLapic.key().into(),
-            available: true,
-            detail: Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
-        })
+        Some(SourceStatus::new(
+            Source::UserLapic,
+            true,
+            Some("ipivmm's LAPIC model: every ICR write is a userspace exit".into()),
+        ))
     }
 
     /// This vCPU's model counters.

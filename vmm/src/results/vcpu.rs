@@ -469,6 +469,17 @@ pub struct SourceStatus {
     pub detail: Option<String>,
 }
 
+impl SourceStatus {
+    /// `source`'s status, under its key.
+    pub fn new(source: Source, available: bool, detail: Option<String>) -> Self {
+        SourceStatus {
+            source: source.key().into(),
+            available,
+            detail,
+        }
+    }
+}
+
 /// Everything one vCPU produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VcpuResult {

@@ -462,11 +462,8 @@ pub struct ThreadTrace {
 impl ThreadTrace {
     /// Open the counters on the calling thread; never fails as a whole.
     pub fn open(cfg: Option<&TraceConfig>) -> (Option<Self>, SourceStatus) {
-        let unavailable = |detail: String| SourceStatus {
-            source: Source::Tracepoints.key().into(),
-            available: false,
-            detail: Some(detail),
-        };
+        let unavailable =
+            |detail: String| SourceStatus::new(Source::Tracepoints, false, Some(detail));
         let Some(cfg) = cfg else {
             return (
                 None,
@@ -534,11 +531,7 @@ impl ThreadTrace {
             }
             d
         });
-        let status = SourceStatus {
-            source: Source::Tracepoints.key().into(),
-            available: true,
-            detail,
-        };
+        let status = SourceStatus::new(Source::Tracepoints, true, detail);
         let t = Self { set, exits: None };
         (Some(t), status)
     }
@@ -566,10 +559,8 @@ impl ThreadTrace {
     fn open_exit_source_as_configured(
         cfg: Option<&TraceConfig>,
     ) -> (Option<ExitSource>, SourceStatus) {
-        let status = |available, detail: String| SourceStatus {
-            source: Source::ExitReasons.key().into(),
-            available,
-            detail: Some(detail),
+        let status = |available, detail: String| {
+            SourceStatus::new(Source::ExitReasons, available, Some(detail))
         };
         let not_bpf = match cfg.and_then(TraceConfig::bpf_counting) {
             Some(Ok(bpf)) => match bpf
@@ -605,10 +596,8 @@ impl ThreadTrace {
     /// Open the exit sampler of the calling thread (with `ExitReasons::Sampled`,
     /// or `Bpf` where BPF could not load).
     fn open_exit_sampler(cfg: Option<&TraceConfig>) -> (Option<ExitSampler>, SourceStatus) {
-        let status = |available, detail: String| SourceStatus {
-            source: Source::ExitReasons.key().into(),
-            available,
-            detail: Some(detail),
+        let status = |available, detail: String| {
+            SourceStatus::new(Source::ExitReasons, available, Some(detail))
         };
         let Some(cfg) = cfg.filter(|c| c.samples_exits()) else {
             let how = cfg.map_or(ExitReasons::Off, |c| c.exit_reasons);

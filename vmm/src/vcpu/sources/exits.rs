@@ -19,11 +19,7 @@ pub fn open(_: &VcpuFd, _: &VcpuEnv) -> Option<Box<dyn PhaseCounter>> {
 
 impl PhaseCounter for UserspaceExits {
     fn status(&self, out: &mut Vec<SourceStatus>) {
-        out.push(SourceStatus {
-            source: Source::UserspaceExits.key().into(),
-            available: true,
-            detail: None,
-        });
+        out.push(SourceStatus::new(Source::UserspaceExits, true, None));
     }
 
     fn begin(&mut self, now: &LoopCounts) {

@@ -20,11 +20,11 @@ pub fn open(_: &VcpuFd, _: &VcpuEnv) -> Option<Box<dyn PhaseCounter>> {
 
 impl PhaseCounter for Guest {
     fn status(&self, out: &mut Vec<SourceStatus>) {
-        out.push(SourceStatus {
-            source: Source::Guest.key().into(),
-            available: true,
-            detail: Some("counted by the payload, sent with each control message".into()),
-        });
+        out.push(SourceStatus::new(
+            Source::Guest,
+            true,
+            Some("counted by the payload, sent with each control message".into()),
+        ));
     }
 
     fn begin(&mut self, now: &LoopCounts) {

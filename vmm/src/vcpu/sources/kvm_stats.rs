@@ -17,11 +17,7 @@ struct KvmStats {
 
 /// Always reported; counts where the vCPU's stats fd opens.
 pub fn open(vcpu: &VcpuFd, env: &VcpuEnv) -> Option<Box<dyn PhaseCounter>> {
-    let status = |available, detail| SourceStatus {
-        source: Source::KvmStats.key().into(),
-        available,
-        detail,
-    };
+    let status = |available, detail| SourceStatus::new(Source::KvmStats, available, detail);
     let (reader, status) = match stats_fd(vcpu).and_then(StatsReader::new) {
         Ok(mut r) => {
             // One copy of the descriptors per VM, not per vCPU.

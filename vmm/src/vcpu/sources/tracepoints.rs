@@ -48,13 +48,11 @@ struct PerExit {
 
 /// Always reported: opened at the first counted phase.
 pub fn open(_: &VcpuFd, env: &VcpuEnv) -> Option<Box<dyn PhaseCounter>> {
-    let pending = SourceStatus {
-        source: Source::Tracepoints.key().into(),
-        available: false,
-        detail: Some(
-            "opened at the first counted phase (after an uncounted part); none began".into(),
-        ),
-    };
+    let pending = SourceStatus::new(
+        Source::Tracepoints,
+        false,
+        Some("opened at the first counted phase (after an uncounted part); none began".into()),
+    );
     Some(Box::new(PerExit {
         cfg: env.trace.clone(),
         state: State::Pending,
