@@ -390,52 +390,40 @@ pub fn boot(
         append(&spec.console, &all_console)?;
         fs::remove_file(&spec.disk)?;
         left = left.saturating_sub(started.elapsed().as_secs());
-        match w.end {
+        let step = w.last_step.as_deref().unwrap_or("?");
+        let why = match &w.end {
             End::Ended => break,
             End::OutOfTime => {
                 work.warn(format!("{} stopped after {timeout_s}s in all", emu.name()));
                 break;
             }
-            End::Wedged => {}
             End::Panicked(line) => {
-                work.warn(format!(
-                    "boot {n}: kernel panic in the guest during step {} ({line}; console.log has the trace); rebooted to resume after the steps that finished",
-                    w.last_step.as_deref().unwrap_or("?")
-                ));
-                if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
-                    break;
-                }
-                continue;
+                format!("kernel panic in the guest during step {step} ({line}; console.log has the trace)")
             }
-            End::Vanished => {
-                work.warn(format!(
-                    "boot {n}: {} ended ({}) during step {} before the pass was done (no kernel message); rebooted to resume after the steps that finished",
-                    emu.name(),
-                    w.status,
-                    w.last_step.as_deref().unwrap_or("?")
-                ));
-                if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
-                    break;
+            End::Vanished => format!(
+                "{} ended ({}) during step {step} before the pass was done (no kernel message)",
+                emu.name(),
+                w.status
+            ),
+            End::Wedged => {
+                let wedge_s = emu.wedge_after_s().unwrap_or_default();
+                let file = format!("wedge-{n}.txt");
+                if !w.dump.is_empty() {
+                    let syms = wedge::Symbols::parse(
+                        &fs::read_to_string(new.join("kallsyms.txt")).unwrap_or_default(),
+                    );
+                    fs::write(work.dir.join(&file), &w.dump)?;
+                    fs::write(new.join(&file), wedge::symbolize(&w.dump, &syms))?;
+                    log(format!(
+                        "boot {n}: wedged at: {}",
+                        wedge::summary(&w.dump, &syms)
+                    ));
                 }
-                continue;
+                format!("guest wedged during step {step} (no heartbeat for {wedge_s}s; CPU state in {file})")
             }
-        }
-        let wedge_s = emu.wedge_after_s().unwrap_or_default();
-        let file = format!("wedge-{n}.txt");
-        if !w.dump.is_empty() {
-            let syms = wedge::Symbols::parse(
-                &fs::read_to_string(new.join("kallsyms.txt")).unwrap_or_default(),
-            );
-            fs::write(work.dir.join(&file), &w.dump)?;
-            fs::write(new.join(&file), wedge::symbolize(&w.dump, &syms))?;
-            log(format!(
-                "boot {n}: wedged at: {}",
-                wedge::summary(&w.dump, &syms)
-            ));
-        }
+        };
         work.warn(format!(
-            "boot {n}: guest wedged during step {} (no heartbeat for {wedge_s}s; CPU state in {file}); rebooted to resume after the steps that finished",
-            w.last_step.as_deref().unwrap_or("?")
+            "boot {n}: {why}; rebooted to resume after the steps that finished"
         ));
         if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
             break;
