@@ -46,12 +46,25 @@ step() {
         ;;
     esac
     [ "$limit" -gt "$left" ] && limit=$left
-    # lab.wedge_at=STEP: a test of the host's watchdog and resume (first boot
-    # only): the heartbeat stops and user space sleeps, as in a real wedge.
-    if [ "$(arg wedge_at)" = "$name" ] && [ "$(arg boot)" = 1 ]; then
-        say "step $name: wedging on request (lab.wedge_at)"
-        kill "$HEARTBEAT_PID"
-        while :; do sleep 3600; done
+    # Tests of the host's watchdog and resume (first boot only):
+    # lab.wedge_at=STEP: the heartbeat stops and user space sleeps, as in a
+    # real wedge; lab.panic_at=STEP: the kernel panics (sysrq's crash);
+    # lab.fail_at=STEP: the step's command fails at once (a test binary's
+    # first attempt, so its retry runs: lab.panic_at=test-X-retry after it).
+    if [ "$(arg boot)" = 1 ]; then
+        if [ "$(arg wedge_at)" = "$name" ]; then
+            say "step $name: wedging on request (lab.wedge_at)"
+            kill "$HEARTBEAT_PID"
+            while :; do sleep 3600; done
+        fi
+        if [ "$(arg panic_at)" = "$name" ]; then
+            say "step $name: panicking on request (lab.panic_at)"
+            echo c >/proc/sysrq-trigger
+        fi
+        if [ "$(arg fail_at)" = "$name" ]; then
+            say "step $name: failing on request (lab.fail_at)"
+            set -- false
+        fi
     fi
     say "step $name: $*"
     start=$(date +%s)
@@ -109,6 +122,10 @@ run_tests() { # $1: label (suffix of the output names)
         if ! grep -q '^test result: ok' "$OUT/test-$n$1.log"; then
             mv "$OUT/test-$n$1.log" "$OUT/tests/$n$1.first-attempt.log"
             echo "$n$1" >>"$OUT/retried.txt"
+            # Out before the retry: a boot that ends during it keeps the
+            # failed first attempt (the host then runs the binary again
+            # from its first attempt: xtask/src/lab/boot.rs, rerun_of).
+            save
             IPIVMM_REQUIRE_KVM=1 IPIVMM_REQUIRE_HW_KVM=1 IPIVMM_LIFECYCLE_CYCLES=20 \
                 IPIVMM_EXAMPLE_PAYLOAD=$(cat /lab/example-payload) \
                 step "test-$n$1-retry" 600 "$t" --test-threads=1 $(cat /lab/tests.skip)
@@ -152,6 +169,8 @@ check_plan() { # $1: step name, $2: plan file in /lab/plans, $3: iterations (lab
     mv "$OUT/$name.tap" "$OUT/runs/$name" "$OUT/$name.first-attempt/"
     mv "$OUT/$name.junit.xml" "$OUT/$name.first-attempt/" 2>/dev/null
     echo "$name (first attempt in $name.first-attempt/)" >>$OUT/retried.txt
+    # Out before the second: a boot that ends during it keeps the first.
+    save
     mkdir -p "$OUT/runs/$name"
     ipivmm check "$plan" --junit "$OUT/$name.junit.xml" --json-dir "$OUT/runs/$name" >"$OUT/$name.tap"
 }

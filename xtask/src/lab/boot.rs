@@ -260,6 +260,30 @@ pub fn done_steps(results: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The suffix init.sh gives a test binary's second attempt (`test-X-retry`).
+const RETRY: &str = "-retry";
+
+/// The step a boot that ended during `step` must run again whole: a retry's
+/// first attempt, which failed and so cannot stand for the step, or the
+/// step itself.
+fn rerun_of(step: &str) -> &str {
+    step.strip_suffix(RETRY).unwrap_or(step)
+}
+
+/// The steps the next boot skips: those `results` finished, less those
+/// whose retry a boot did not finish (`rerun`), which run again from their
+/// first attempt.
+fn resume_after(results: &Path, rerun: &[String]) -> Vec<String> {
+    done_steps(results)
+        .into_iter()
+        .filter(|s| !rerun.contains(s))
+        .collect()
+}
+
+/// Files every boot adds lines to, which merge by appending: the steps'
+/// verdicts and the list of retried steps.
+const APPENDED: [&str; 2] = ["steps.tsv", "retried.txt"];
+
 /// Unpacks the results archive the guest wrote at the start of `disk`
 /// into `into` (nothing when the guest wrote none).
 pub fn unpack_disk(disk: &Path, into: &Path) -> Result<()> {
@@ -277,11 +301,12 @@ pub const SUPERSEDED: &str = "superseded.txt";
 
 /// Moves everything of `from` (what boot `boot` left) into `into` (files
 /// replace files, trees merge), except that a results document (`.json`)
-/// an earlier boot wrote differently is not replaced: it is kept as
-/// `NAME.before-bootN.json` beside the new one (so the checks, which read
-/// every `NAME*.json`, judge its runs too), and `kept` names it. A resumed
-/// boot re-runs the step a frozen one was in: the first attempt's runs,
-/// failing ones included, must not vanish behind the second's.
+/// or a log (`.log`) an earlier boot wrote differently is not replaced: it
+/// is kept as `NAME.before-bootN.EXT` beside the new one (so the checks,
+/// which read every `NAME*.json`, judge its runs too), and `kept` names it.
+/// A resumed boot re-runs the step a frozen one was in: the first attempt's
+/// runs and logs, failing ones included, must not vanish behind the
+/// second's.
 fn merge_into(from: &Path, into: &Path, boot: u32, kept: &mut Vec<String>) -> Result<()> {
     fs::create_dir_all(into)?;
     for e in fs::read_dir(from)? {
@@ -291,13 +316,22 @@ fn merge_into(from: &Path, into: &Path, boot: u32, kept: &mut Vec<String>) -> Re
             merge_into(&e.path(), &to, boot, kept)?;
             continue;
         }
-        let is_json = to.extension().is_some_and(|x| x == "json");
-        if is_json && to.is_file() && fs::read(&to)? != fs::read(e.path())? {
+        let ext = to
+            .extension()
+            .map(|x| x.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let kept_aside = matches!(ext.as_str(), "json" | "log");
+        if kept_aside && to.is_file() && fs::read(&to)? != fs::read(e.path())? {
             let stem = to.file_stem().unwrap_or_default().to_string_lossy();
-            let aside = to.with_file_name(format!("{stem}.before-boot{boot}.json"));
+            let aside = to.with_file_name(format!("{stem}.before-boot{boot}.{ext}"));
             fs::rename(&to, &aside)?;
+            let checked = if ext == "json" {
+                " and checked too"
+            } else {
+                ""
+            };
             kept.push(format!(
-                "{}: boot {boot} wrote it again; the earlier boot's kept as {} and checked too",
+                "{}: boot {boot} wrote it again; the earlier boot's kept as {}{checked}",
                 to.display(),
                 aside.file_name().unwrap_or_default().to_string_lossy()
             ));
@@ -337,10 +371,11 @@ pub fn boot(
     let all_console = work.dir.join("console.log");
     File::create(&all_console)?;
     let mut left = timeout_s;
+    let mut rerun = Vec::new();
     for n in 1..=MAX_BOOTS {
         let started = Instant::now();
         let spec = BootSpec {
-            append: guest.append(emu, n, left, &done_steps(new)),
+            append: guest.append(emu, n, left, &resume_after(new, &rerun)),
             disk: work.dir.join(format!("out-{n}.img")),
             console: work.dir.join(format!("console-{n}.log")),
         };
@@ -371,8 +406,10 @@ pub fn boot(
         if let Err(e) = unpack_disk(&spec.disk, &this) {
             log(format!("boot {n}: {e:#}"));
         }
-        append(&this.join("steps.tsv"), &new.join("steps.tsv"))?;
-        let _ = fs::remove_file(this.join("steps.tsv"));
+        for f in APPENDED {
+            append(&this.join(f), &new.join(f))?;
+            let _ = fs::remove_file(this.join(f));
+        }
         let mut kept = Vec::new();
         merge_into(&this, new, n, &mut kept)?;
         for line in &kept {
@@ -422,8 +459,15 @@ pub fn boot(
                 format!("guest wedged during step {step} (no heartbeat for {wedge_s}s; CPU state in {file})")
             }
         };
+        let redo = rerun_of(step);
+        let whole = if redo != step {
+            rerun.push(redo.to_string());
+            format!(" ({redo} again from its first attempt)")
+        } else {
+            String::new()
+        };
         work.warn(format!(
-            "boot {n}: {why}; rebooted to resume after the steps that finished"
+            "boot {n}: {why}; rebooted to resume after the steps that finished{whole}"
         ));
         if n == MAX_BOOTS || left <= REBOOT_MIN_LEFT_S {
             break;
@@ -576,6 +620,61 @@ mod tests {
         );
         assert_eq!(done_steps(&into), ["host", "tests"]);
         assert!(!a.exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_boot_that_ended_in_a_retry_runs_the_step_again_from_its_first_attempt() {
+        let dir = std::env::temp_dir().join(format!("xtask-rerun-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        // Boot 1 finished host and the failed first attempt of test-lifecycle,
+        // then panicked in its retry.
+        fs::write(
+            dir.join("steps.tsv"),
+            "host\t0\t1\ntest-lifecycle\t101\t9\n",
+        )
+        .unwrap();
+        assert_eq!(rerun_of("test-lifecycle-retry"), "test-lifecycle");
+        assert_eq!(rerun_of("sweep"), "sweep");
+        let rerun = vec![rerun_of("test-lifecycle-retry").to_string()];
+        assert_eq!(resume_after(&dir, &rerun), ["host"]);
+        // A boot that ended in an ordinary step skips every finished one.
+        assert_eq!(resume_after(&dir, &[]), ["host", "test-lifecycle"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_boots_logs_and_retries_add_to_the_first_boots() {
+        let dir = std::env::temp_dir().join(format!("xtask-merge-log-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (b2, into) = (dir.join("boot-2"), dir.join("new"));
+        fs::create_dir_all(b2.join("tests")).unwrap();
+        fs::create_dir_all(into.join("tests")).unwrap();
+        fs::write(into.join("tests/x.first-attempt.log"), "boot 1 failed").unwrap();
+        fs::write(b2.join("tests/x.first-attempt.log"), "boot 2 failed").unwrap();
+        fs::write(into.join("retried.txt"), "x\n").unwrap();
+        fs::write(b2.join("retried.txt"), "x\n").unwrap();
+        for f in APPENDED {
+            append(&b2.join(f), &into.join(f)).unwrap();
+            let _ = fs::remove_file(b2.join(f));
+        }
+        let mut kept = Vec::new();
+        merge_into(&b2, &into, 2, &mut kept).unwrap();
+        assert_eq!(
+            fs::read_to_string(into.join("tests/x.first-attempt.log")).unwrap(),
+            "boot 2 failed"
+        );
+        assert_eq!(
+            fs::read_to_string(into.join("tests/x.first-attempt.before-boot2.log")).unwrap(),
+            "boot 1 failed"
+        );
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert!(!kept[0].contains("checked too"), "{kept:?}");
+        assert_eq!(
+            fs::read_to_string(into.join("retried.txt")).unwrap(),
+            "x\nx\n"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -30,7 +30,8 @@ Environment:
   LAB_MEM           its memory, MiB (2048)
   LAB_WEDGE_S       seconds without a guest heartbeat before a reboot (QEMU: 180)
   LAB_KERNEL_ARGS   guest kernel arguments (default loglevel=4; e.g. lab.wedge_at=sweep
-                    wedges the first boot there: a test of the watchdog)
+                    wedges the first boot there, lab.panic_at=STEP panics it, lab.fail_at=STEP
+                    fails the step: tests of the watchdog and resume)
   LAB_QEMU          the QEMU binary (default: the lab's, which scripts/lab/build-qemu.sh
                     builds once into the cache; qemu-system-x86_64: the system's)
   QEMU_PATCHES, QEMU_JOBS     passed to scripts/lab/build-qemu.sh

@@ -511,7 +511,7 @@ pub fn verify_with(
     }
     let superseded = listing(super::boot::SUPERSEDED);
     if !superseded.is_empty() {
-        r.info("results a resumed boot wrote again (the earlier boot's kept and checked too):");
+        r.info("results a resumed boot wrote again (the earlier boot's kept beside them; its results documents checked too):");
         for l in superseded {
             r.info(format!("  {l}"));
         }
