@@ -58,6 +58,13 @@ pub trait Emulator {
     fn dump_state(&mut self) -> String {
         String::new()
     }
+    /// What a panicked guest's CPUs hold: their registers and the end of
+    /// each one's kernel stack, where "corrupted stack end" panics find the
+    /// word overwritten ("" when the emulator cannot say, or the guest's
+    /// panic already ended it).
+    fn dump_panic(&mut self) -> String {
+        String::new()
+    }
     /// The emulator's own files for the results (its configuration, the
     /// end of its log).
     fn collect(&self, _into: &Path) -> Result<()> {
@@ -232,7 +239,7 @@ fn watch(
             (End::Wedged, emu.dump_state())
         } else if done_at.is_some_and(|t| t.elapsed() >= DONE_GRACE) {
             match &panic {
-                Some(p) => (End::Panicked(p.clone()), String::new()),
+                Some(p) => (End::Panicked(p.clone()), emu.dump_panic()),
                 None => (End::Ended, String::new()),
             }
         } else {
@@ -435,7 +442,14 @@ pub fn boot(
                 break;
             }
             End::Panicked(line) => {
-                format!("kernel panic in the guest during step {step} ({line}; console.log has the trace)")
+                let state = if w.dump.is_empty() {
+                    String::new()
+                } else {
+                    let file = format!("panic-{n}.txt");
+                    fs::write(new.join(&file), &w.dump)?;
+                    format!(", the CPUs' state in {file}")
+                };
+                format!("kernel panic in the guest during step {step} ({line}; console.log has the trace{state})")
             }
             End::Vanished => format!(
                 "{} ended ({}) during step {step} before the pass was done (no kernel message)",

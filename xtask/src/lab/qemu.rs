@@ -141,6 +141,56 @@ fn monitor_dump(socket: &std::path::Path) -> Result<String> {
     Ok(text)
 }
 
+/// A kernel stack's size and alignment (x86-64 without KASAN: 16 KiB), so
+/// its end, where the kernel keeps STACK_END_MAGIC, is RSP rounded down.
+const KERNEL_STACK: u64 = 16 << 10;
+
+/// Each CPU's RSP where it points into the kernel's half, from the
+/// monitor's `info registers -a`.
+fn kernel_rsps(registers: &str) -> Vec<(u32, u64)> {
+    let mut cpu = None;
+    let mut out = Vec::new();
+    for line in registers.lines() {
+        if let Some(n) = line.trim().strip_prefix("CPU#") {
+            cpu = n.split_whitespace().next().and_then(|n| n.parse().ok());
+        }
+        let rsp = line
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix("RSP="))
+            .and_then(|v| u64::from_str_radix(v, 16).ok());
+        if let (Some(c), Some(r)) = (cpu, rsp) {
+            // The kernel's half: the top bit set (4- or 5-level paging:
+            // -cpu max has LA57, whose stacks sit at 0xffa0...).
+            if r >> 63 == 1 {
+                out.push((c, r));
+            }
+        }
+    }
+    out
+}
+
+/// A panicked guest's registers, then the first 512 bytes of the kernel
+/// stack each CPU is on (the word at its start is STACK_END_MAGIC,
+/// 0x57ac6e9d, unless something overwrote it).
+fn monitor_panic_dump(socket: &Path) -> Result<String> {
+    let mut text = monitor_dump(socket)?;
+    let mut s = UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    read_prompt(&mut s);
+    for (cpu, rsp) in kernel_rsps(&text.clone()) {
+        let end = rsp & !(KERNEL_STACK - 1);
+        text.push_str(&format!(
+            "=== CPU {cpu}: RSP {rsp:#x}, its stack's end {end:#x}\n"
+        ));
+        for cmd in [format!("cpu {cpu}"), format!("x /64gx {end:#x}")] {
+            s.write_all(format!("{cmd}\n").as_bytes())?;
+            text.push_str(&read_prompt(&mut s));
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
 impl Emulator for Qemu {
     fn name(&self) -> String {
         format!(
@@ -151,8 +201,9 @@ impl Emulator for Qemu {
 
     fn console_args(&self) -> &'static str {
         // nokaslr: a wedged guest's RIPs (wedge-N.txt) are named from the
-        // kallsyms it saved at boot.
-        "console=ttyS0 panic=-1 nokaslr"
+        // kallsyms it saved at boot. panic=0: a panicked kernel stays up
+        // (the boot core stops it) so its stacks can be read (panic-N.txt).
+        "console=ttyS0 panic=0 nokaslr"
     }
 
     fn deadline_margin_s(&self) -> u64 {
@@ -186,5 +237,28 @@ impl Emulator for Qemu {
 
     fn dump_state(&mut self) -> String {
         monitor_dump(&self.monitor).unwrap_or_else(|e| format!("{e:#}\n"))
+    }
+
+    fn dump_panic(&mut self) -> String {
+        monitor_panic_dump(&self.monitor).unwrap_or_else(|e| format!("{e:#}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cpus_kernel_rsp_is_read_from_the_monitor() {
+        let regs = "CPU#0\nRAX=0000000000000000 RBX=ffffffff82613940\nRSI=0 RDI=0 RBP=ffffc90000d47e10 RSP=ffffc90000d47d88\nCPU#1 (halted)\nRSI=0 RDI=0 RBP=0 RSP=00007ffe12345678\nCPU#2\nRSP=ffff888100003f00\nCPU#3\nRSP=ffa0000000013a98\n";
+        assert_eq!(
+            kernel_rsps(regs),
+            [
+                (0, 0xffffc90000d47d88),
+                (2, 0xffff888100003f00),
+                (3, 0xffa0000000013a98)
+            ]
+        );
+        assert_eq!(0xffffc90000d47d88 & !(KERNEL_STACK - 1), 0xffffc90000d44000);
     }
 }
