@@ -111,32 +111,50 @@ impl Qemu {
     }
 }
 
-/// Reads the monitor until its prompt (or 3 s of silence).
-fn read_prompt(s: &mut UnixStream) -> String {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 65536];
-    while !out.ends_with(b"(qemu) ") {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
+/// The QEMU monitor (HMP) on its socket, asked one command at a time.
+struct Monitor(UnixStream);
+
+impl Monitor {
+    fn connect(socket: &Path) -> Result<Self> {
+        let s = UnixStream::connect(socket)
+            .with_context(|| format!("cannot connect to the QEMU monitor {}", socket.display()))?;
+        s.set_read_timeout(Some(Duration::from_secs(3)))?;
+        let mut m = Monitor(s);
+        m.read_prompt();
+        Ok(m)
     }
-    String::from_utf8_lossy(&out)
-        .replace("\x1b[K", "")
-        .replace("\x1b[D", "")
+
+    /// Reads until the prompt (or 3 s of silence).
+    fn read_prompt(&mut self) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !out.ends_with(b"(qemu) ") {
+            match self.0.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// `cmd`'s reply, headed by the command: the monitor's echo of it (one
+    /// redrawn line per keystroke) and its next prompt left out.
+    fn ask(&mut self, cmd: &str) -> Result<String> {
+        self.0.write_all(format!("{cmd}\n").as_bytes())?;
+        let raw = self.read_prompt();
+        let reply = raw.split_once('\n').map_or("", |(_, r)| r);
+        let reply = reply.strip_suffix("(qemu) ").unwrap_or(reply);
+        let reply = reply.replace('\r', "");
+        Ok(format!("(qemu) {cmd}\n{}\n", reply.trim_end_matches('\n')))
+    }
 }
 
 /// Every CPU's state from the QEMU monitor at `socket`.
-fn monitor_dump(socket: &std::path::Path) -> Result<String> {
-    let mut s = UnixStream::connect(socket)
-        .with_context(|| format!("cannot connect to the QEMU monitor {}", socket.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(3)))?;
-    read_prompt(&mut s);
+fn monitor_dump(socket: &Path) -> Result<String> {
+    let mut m = Monitor::connect(socket)?;
     let mut text = String::new();
     for cmd in ["info cpus", "info registers -a"] {
-        s.write_all(format!("{cmd}\n").as_bytes())?;
-        text.push_str(&read_prompt(&mut s));
-        text.push('\n');
+        text.push_str(&m.ask(cmd)?);
     }
     Ok(text)
 }
@@ -174,19 +192,14 @@ fn kernel_rsps(registers: &str) -> Vec<(u32, u64)> {
 /// 0x57ac6e9d, unless something overwrote it).
 fn monitor_panic_dump(socket: &Path) -> Result<String> {
     let mut text = monitor_dump(socket)?;
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(3)))?;
-    read_prompt(&mut s);
+    let mut m = Monitor::connect(socket)?;
     for (cpu, rsp) in kernel_rsps(&text.clone()) {
         let end = rsp & !(KERNEL_STACK - 1);
         text.push_str(&format!(
             "=== CPU {cpu}: RSP {rsp:#x}, its stack's end {end:#x}\n"
         ));
-        for cmd in [format!("cpu {cpu}"), format!("x /64gx {end:#x}")] {
-            s.write_all(format!("{cmd}\n").as_bytes())?;
-            text.push_str(&read_prompt(&mut s));
-            text.push('\n');
-        }
+        m.ask(&format!("cpu {cpu}"))?;
+        text.push_str(&m.ask(&format!("x /64gx {end:#x}"))?);
     }
     Ok(text)
 }
@@ -247,6 +260,21 @@ impl Emulator for Qemu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_monitor_reply_comes_without_its_echo_and_prompt() {
+        let (ours, mut qemu) = UnixStream::pair().unwrap();
+        let mut m = Monitor(ours);
+        qemu.write_all(b"xx /x /64gx 0x10\x1b[K\x1b[D\r\nffa0: 0x0000000057ac6e9d 0x0\r\nffb0: 0x0 0x0\r\n(qemu) ")
+            .unwrap();
+        assert_eq!(
+            m.ask("x /64gx 0x10").unwrap(),
+            "(qemu) x /64gx 0x10\nffa0: 0x0000000057ac6e9d 0x0\nffb0: 0x0 0x0\n"
+        );
+        let mut typed = [0u8; 13];
+        qemu.read_exact(&mut typed).unwrap();
+        assert_eq!(&typed, b"x /64gx 0x10\n");
+    }
 
     #[test]
     fn each_cpus_kernel_rsp_is_read_from_the_monitor() {
