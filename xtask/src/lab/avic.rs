@@ -75,7 +75,7 @@ fn probe_archive(s: &Settings, image: &Image, work: &Path, parts: &[Part]) -> Re
 /// The selftests and probe-avic.sh as an archive to append to the initramfs.
 fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
     let script = "scripts/lab/build-selftests.sh";
-    super::host::built(
+    host::built(
         script,
         Command::new(s.root.join(script))
             .arg(s.root.join("scripts/lab/probe-avic.sh"))

@@ -349,6 +349,19 @@ fn merge_into(from: &Path, into: &Path, boot: u32, kept: &mut Vec<String>) -> Re
     Ok(())
 }
 
+/// Moves boot `boot`'s results `from` into the merged tree `into`: the
+/// files every boot adds lines to ([`APPENDED`]) appended, the rest by
+/// [`merge_into`], whose list of results kept aside it returns.
+fn merge_boot(from: &Path, into: &Path, boot: u32) -> Result<Vec<String>> {
+    for f in APPENDED {
+        append(&from.join(f), &into.join(f))?;
+        let _ = fs::remove_file(from.join(f));
+    }
+    let mut kept = Vec::new();
+    merge_into(from, into, boot, &mut kept)?;
+    Ok(kept)
+}
+
 /// Appends the file `from` to `to` (a missing `from` adds nothing).
 fn append(from: &Path, to: &Path) -> Result<()> {
     let Ok(bytes) = fs::read(from) else {
@@ -413,12 +426,7 @@ pub fn boot(
         if let Err(e) = unpack_disk(&spec.disk, &this) {
             log(format!("boot {n}: {e:#}"));
         }
-        for f in APPENDED {
-            append(&this.join(f), &new.join(f))?;
-            let _ = fs::remove_file(this.join(f));
-        }
-        let mut kept = Vec::new();
-        merge_into(&this, new, n, &mut kept)?;
+        let kept = merge_boot(&this, new, n)?;
         for line in &kept {
             log(format!("boot {n}: {line}"));
         }
@@ -610,12 +618,9 @@ mod tests {
         fs::write(into.join("runs/y.json"), "kept").unwrap();
         fs::write(a.join("steps.tsv"), "tests\t0\t3\n").unwrap();
         fs::write(into.join("steps.tsv"), "host\t0\t2\n").unwrap();
-        append(&a.join("steps.tsv"), &into.join("steps.tsv")).unwrap();
-        fs::remove_file(a.join("steps.tsv")).unwrap();
         fs::write(a.join("console.txt"), "boot 2").unwrap();
         fs::write(into.join("console.txt"), "boot 1").unwrap();
-        let mut kept = Vec::new();
-        merge_into(&a, &into, 2, &mut kept).unwrap();
+        let kept = merge_boot(&a, &into, 2).unwrap();
         assert_eq!(fs::read_to_string(into.join("runs/x.json")).unwrap(), "new");
         // The first attempt's results are not replaced: kept, and named.
         assert_eq!(
@@ -669,12 +674,7 @@ mod tests {
         fs::write(b2.join("tests/x.first-attempt.log"), "boot 2 failed").unwrap();
         fs::write(into.join("retried.txt"), "x\n").unwrap();
         fs::write(b2.join("retried.txt"), "x\n").unwrap();
-        for f in APPENDED {
-            append(&b2.join(f), &into.join(f)).unwrap();
-            let _ = fs::remove_file(b2.join(f));
-        }
-        let mut kept = Vec::new();
-        merge_into(&b2, &into, 2, &mut kept).unwrap();
+        let kept = merge_boot(&b2, &into, 2).unwrap();
         assert_eq!(
             fs::read_to_string(into.join("tests/x.first-attempt.log")).unwrap(),
             "boot 2 failed"

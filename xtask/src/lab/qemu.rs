@@ -149,14 +149,18 @@ impl Monitor {
     }
 }
 
-/// Every CPU's state from the QEMU monitor at `socket`.
-fn monitor_dump(socket: &Path) -> Result<String> {
-    let mut m = Monitor::connect(socket)?;
+/// Every CPU's state, asked of the monitor `m`.
+fn cpu_state(m: &mut Monitor) -> Result<String> {
     let mut text = String::new();
     for cmd in ["info cpus", "info registers -a"] {
         text.push_str(&m.ask(cmd)?);
     }
     Ok(text)
+}
+
+/// Every CPU's state from the QEMU monitor at `socket`.
+fn monitor_dump(socket: &Path) -> Result<String> {
+    cpu_state(&mut Monitor::connect(socket)?)
 }
 
 /// A kernel stack's size and alignment (x86-64 without KASAN: 16 KiB), so
@@ -191,9 +195,9 @@ fn kernel_rsps(registers: &str) -> Vec<(u32, u64)> {
 /// stack each CPU is on (the word at its start is STACK_END_MAGIC,
 /// 0x57ac6e9d, unless something overwrote it).
 fn monitor_panic_dump(socket: &Path) -> Result<String> {
-    let mut text = monitor_dump(socket)?;
     let mut m = Monitor::connect(socket)?;
-    for (cpu, rsp) in kernel_rsps(&text.clone()) {
+    let mut text = cpu_state(&mut m)?;
+    for (cpu, rsp) in kernel_rsps(&text) {
         let end = rsp & !(KERNEL_STACK - 1);
         text.push_str(&format!(
             "=== CPU {cpu}: RSP {rsp:#x}, its stack's end {end:#x}\n"
