@@ -46,7 +46,7 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// `ipivmm run` flags of the configuration to calibrate on.
-    #[arg(long = "run", value_name = "FLAGS", default_value = "--apic x2apic --target halt --iterations 200")]
+    #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, default_value = "--apic x2apic --target halt --iterations 200")]
     pub run: String,
     /// Recordings (blocks of repeats, --pause apart), at least 2.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=50))]
@@ -254,7 +254,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub noise_profile: Option<PathBuf>,
     /// Run and compare live instead of reading files: `ipivmm run` flags, given twice (the baseline, then the new side); rounds of one run each, in random order, until the gate decides or --budget is spent.
-    #[arg(long = "run", value_name = "FLAGS", conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
+    #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
     pub run: Vec<String>,
     /// The most a live comparison (--run) may take: minutes (5m), seconds (300s) or VMs (40vms).
     #[arg(long, value_name = "BUDGET", default_value = "5m", value_parser = parse_budget)]
