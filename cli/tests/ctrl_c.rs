@@ -303,7 +303,15 @@ fn a_sigterm_delivered_twice_is_one_request_and_check_keeps_its_results() {
     // The first experiment's file is there once it finished; the second
     // runs far longer than the test waits. Progress, not a fixed delay.
     let started = Instant::now();
-    while !json_dir.join("quick.json").exists() {
+    // (Each file is there from its experiment's start, marked incomplete
+    // until it ends.)
+    let finished = |name: &str| {
+        std::fs::read_to_string(json_dir.join(name)).is_ok_and(|t| {
+            serde_json::from_str::<serde_json::Value>(&t)
+                .is_ok_and(|d| d.get("incomplete").is_none())
+        })
+    };
+    while !finished("quick.json") {
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "the first experiment never finished"

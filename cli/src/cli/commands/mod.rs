@@ -19,6 +19,12 @@ pub fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A line for people on stderr, wrapped at 120 columns (a run's status
+/// names its cause and the fix, which can take more than one line).
+pub fn say(line: &str) {
+    eprint!("{}", crate::output::fit::wrap(&format!("{line}\n")));
+}
+
 /// Log to stderr at `level` unless RUST_LOG says otherwise.
 pub fn init_log(level: &str) {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
