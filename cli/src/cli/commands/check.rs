@@ -450,14 +450,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             verdicts.push(v);
         }
     }
-    if let Some(sig) = ipivmm::interrupt::received() {
-        // Verdicts and results written below all the same; a cancelled
-        // suite never exits 0.
-        errors.push(format!(
-            "cancelled by {}: experiments not run are reported as skips",
-            ipivmm::interrupt::signal_name(sig)
-        ));
-    }
+
     let verdicts = Verdicts(verdicts);
     let suite = if plan.about.is_empty() {
         plan.name.clone()
@@ -485,7 +478,11 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    if errors.is_empty() {
+    // Verdicts and results were written all the same (experiments not run
+    // are skips); a cancelled suite exits 128 + the signal.
+    if let Some(cancelled) = super::cancelled() {
+        cancelled
+    } else if errors.is_empty() {
         ExitCode::from(verdicts.exit_code())
     } else {
         ExitCode::from(1)

@@ -105,7 +105,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect);
+        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect, &cancel);
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
