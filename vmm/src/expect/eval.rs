@@ -1,12 +1,12 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use crate::gate::claim::{self, Claim, Judgement};
+use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::source::Source;
 use crate::results::summary::{measured_phase, summarize};
-use crate::results::identity::{ConfigId, Field};
 use crate::results::{Document, PhaseResult, RunReport};
-use crate::gate::claim::{self, Claim, Judgement};
 use crate::stats;
 use std::borrow::Cow;
 
@@ -127,7 +127,10 @@ fn fields_match(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
 /// picks the largest).
 fn matches_but_count(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
     scope.workload.as_ref().is_none_or(|w| w == id.guest.name())
-        && scope.label.as_ref().is_none_or(|l| label_matches(l, &id.label()))
+        && scope
+            .label
+            .as_ref()
+            .is_none_or(|l| label_matches(l, &id.label()))
         && fields_match(scope, id, r)
 }
 
@@ -211,7 +214,10 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
                 count_ok(vcpus)
                     && scope.fields.is_empty()
                     && scope.workload.as_ref().is_none_or(|w| w == workload)
-                    && scope.label.as_ref().is_none_or(|l| label_matches(l, &label))
+                    && scope
+                        .label
+                        .as_ref()
+                        .is_none_or(|l| label_matches(l, &label))
             }
         };
         matched.then(|| format!("not run here: {}", s.reason))
@@ -498,7 +504,11 @@ impl Statistical {
                 format!("{} against {want}", claim::ratio_text(a, b, &policy)),
                 stats::median(a).zip(stats::median(b)).map(|(x, y)| x / y),
             ),
-            Statistical::Median { values, claim, want } => (
+            Statistical::Median {
+                values,
+                claim,
+                want,
+            } => (
                 claim::median_of(values, *claim, &policy, level),
                 format!("{} against {want}", claim::median_text(values)),
                 stats::median(values),
@@ -608,7 +618,9 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                     let mut failed = None;
                     for r in &members {
                         match metric_value(key, r) {
-                            _ if !r.succeeded() || crate::results::summary::missing_phase(r).is_some() => {
+                            _ if !r.succeeded()
+                                || crate::results::summary::missing_phase(r).is_some() =>
+                            {
                                 failed.get_or_insert_with(|| on_run(e, r));
                             }
                             Ok(v) => values.push(v),
@@ -662,7 +674,8 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
             Pending::Done(_) => None,
         })
         .collect();
-    let mut levels = crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
+    let mut levels =
+        crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
     Verdicts(
         pending
             .into_iter()

@@ -105,7 +105,12 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect, &cancel);
+        return super::sweep_dry_run::main(
+            &planned,
+            choice.planned(),
+            args.observer_effect,
+            &cancel,
+        );
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
@@ -120,7 +125,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let progress = Progress::new(args.quiet);
     let swept = planned.run(
         args.observer_effect,
-        choice.repeats,
+        choice.rounds(args.budget),
         &cancel,
         &progress,
         journal,
