@@ -1,7 +1,7 @@
 //! Stage 2 of a run: the devices the guest talks to, on one bus: the serial
-//! console (COM1), the control port (the payload ABI) and the irqchip's
+//! console (COM1), the control port (the payload ABI), the irqchip's
 //! devices (`Chip::wire`: with `--irqchip user`, ipivmm's LAPIC model at
-//! the xAPIC page).
+//! the xAPIC page) and, for a Linux guest, its power-off registers.
 use super::{host, RunError};
 use crate::config::VmConfig;
 use crate::vm::Vm;
@@ -9,6 +9,7 @@ use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
+use ipivmm_devices::power;
 use ipivmm_devices::serial::{SerialConsole, SerialHandle, SerialSink};
 use std::sync::{Arc, Mutex};
 
@@ -46,6 +47,16 @@ pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, Run
     vm.irqchip
         .wire(&mut bus)
         .map_err(host("LAPIC on the bus"))?;
+    if config.payload.linux().is_some() {
+        // The ACPI sleep registers a Linux guest powers off through.
+        bus.insert(
+            AddressSpace::Pio,
+            u64::from(power::PORT),
+            power::LEN,
+            Arc::new(Mutex::new(power::PowerDevice)),
+        )
+        .map_err(host("power-off registers on the bus"))?;
+    }
     Ok(Devices {
         bus: Arc::new(bus),
         serial,
