@@ -9,6 +9,9 @@
 #   broadcast  linux:ipi-broadcast at 2 and 4 vCPUs, xAPIC and x2APIC,
 #              --apicv host (AVIC on) and inhibit (AVIC off: the PIT lever)
 #   workloads  the other workloads at 2 vCPUs, x2APIC, AVIC on and off
+#   modes      linux:ipi-broadcast in the other modes a Linux guest runs
+#              in: the split irqchip (no IOAPIC) in both APIC modes, PV IPIs
+#              advertised (x2APIC, 2 and 4 vCPUs)
 #   ci         linux:ipi-broadcast at 2 vCPUs, x2APIC, AVIC on and off (the
 #              two runs whose checks matter most: accelerated writes, and
 #              one exit per broadcast)
@@ -61,6 +64,14 @@ if want broadcast; then
                 run "broadcast-$a-$v-$m" --workload linux:ipi-broadcast --vcpus $v --apic $a --apicv $m
             done
         done
+    done
+fi
+if want modes; then
+    for a in x2apic xapic; do
+        run "broadcast-$a-2-split" --workload linux:ipi-broadcast --vcpus 2 --apic $a --irqchip split
+    done
+    for v in 2 4; do
+        run "broadcast-x2apic-$v-pv" --workload linux:ipi-broadcast --vcpus $v --apic x2apic --ipi pv
     done
 fi
 if want ci; then
