@@ -118,6 +118,13 @@ pub fn verify(dir: &Path) -> Report {
         );
         files.check_scoped(
             r,
+            "AVIC off, 2 vCPUs: the IPIs each vCPU's kernel counted = those KVM sent it (kvm_apic_ipi)",
+            &runs,
+            lc::host_sent_guest_received,
+            lc::two_vcpus_avic_off,
+        );
+        files.check_scoped(
+            r,
             "AVIC off: every operation an ICR-write exit and a kvm_apic_ipi on the sender",
             &runs,
             lc::avic_off_exits,
