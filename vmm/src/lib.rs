@@ -149,8 +149,11 @@
 pub use ipivmm_abi as abi;
 
 pub mod arch;
+pub mod compare;
 pub mod config;
 pub mod expect;
+pub mod experiment;
+pub mod gate;
 pub mod host;
 pub mod inputs;
 pub mod interrupt;

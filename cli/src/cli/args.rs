@@ -1,6 +1,7 @@
 //! The flags of every subcommand, parsed by clap into the library's types
 //! (the mode parts parse themselves: `ipivmm::mode` derives clap's ValueEnum).
 use crate::output::compare::Dimension;
+use ipivmm::results::metrics::Metric;
 use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -31,12 +32,50 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities; switch them (--set, --restore).
     Host(HostArgs),
-    /// Compare recorded results (--json files) side by side, with ratios to the first.
+    /// Compare recorded results (--json files) side by side against a baseline, or two configurations live (--run A --run B); gate them (--fail-on-regression).
     Compare(CompareArgs),
+    /// Measure this host's noise: recordings of one configuration, the drift between them, and how the gate does on an A/A and an injected-delay control.
+    Calibrate(CalibrateArgs),
     /// Write a new guest payload crate (SDK included) and print how to build and run it.
     NewPayload(NewPayloadArgs),
     /// Run a plan (TOML: named runs and sweeps with their expectations) and print TAP; exit 0 all hold, 1 one fails, 4 none could be judged.
     Check(CheckArgs),
+}
+
+/// Flags of `ipivmm calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// `ipivmm run` flags of the configuration to calibrate on.
+    #[arg(long = "run", value_name = "FLAGS", default_value = "--apic x2apic --target halt --iterations 200")]
+    pub run: String,
+    /// Recordings (blocks of repeats, --pause apart), at least 2.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=50))]
+    pub recordings: u16,
+    /// Repeats per recording, at least 2.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(2..=200))]
+    pub repeat: u16,
+    /// Pause between recordings (e.g. 30s, 2m): files recorded apart drift more than back to back.
+    #[arg(long, value_name = "TIME", default_value = "0s", value_parser = parse_pause)]
+    pub pause: Duration,
+    /// The injected delay of the control, as a fraction of the first recording's p50.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2, value_parser = parse_threshold)]
+    pub inject: f64,
+    /// Write the profile (JSON) here, for `compare --noise-profile FILE`.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print only the profile's summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_pause(s: &str) -> Result<Duration, String> {
+    if s == "0" || s == "0s" {
+        return Ok(Duration::ZERO);
+    }
+    match s.parse::<ipivmm::experiment::Budget>() {
+        Ok(ipivmm::experiment::Budget::Time(d)) => Ok(d),
+        _ => Err(format!("'{s}' is not a pause: seconds (30s) or minutes (2m)")),
+    }
 }
 
 /// Flags of `ipivmm check`.
@@ -190,25 +229,37 @@ impl LeverArgs {
 /// Flags of `ipivmm compare`.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline. One file gives a summary.
-    #[arg(required = true, value_name = "FILE")]
+    /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline unless --baseline names others. One file gives a summary.
+    #[arg(value_name = "FILE", required_unless_present = "run")]
     pub files: Vec<PathBuf>,
     /// What the columns are: one per file (hosts, kernels, dates), per mode label, per vCPU count, or per value of one mode part (target wait, irqchip, APIC mode, IPI path, APICv request, host setting); the other dimensions key the rows.
     #[arg(long, value_enum, default_value_t = Dimension::File)]
     pub by: Dimension,
-    /// The column the others are divided by (a file name, mode label or vCPU count; default: the first).
+    /// The baseline: with --by file a results file, repeatable for several recordings of the baseline (their spread then measures the drift between recordings; files not among FILE are read too); else the column value (a mode label, vCPU count...). Default: the first.
     #[arg(long, value_name = "VALUE")]
-    pub baseline: Option<String>,
+    pub baseline: Vec<String>,
     /// Compare this phase of every run instead of the one each run's headline read (its `--phase`, else the measured-phase rule); a run without it compares nothing.
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
-    /// Flag ratios at or beyond 1 ± this fraction.
-    #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
+    /// The smallest change of a latency figure that matters, a fraction: regressions are at least this, equivalence within it.
+    #[arg(long, default_value_t = ipivmm::gate::DEFAULT_POLICY.threshold, value_parser = parse_threshold)]
     pub threshold: f64,
-    /// How much a count (exits, ICR-write exits per operation or IPI) may rise before --fail-on-regression fails: a fraction, judged exactly where every repeat agrees (default 0.05).
+    /// The same for counts (exits, ICR-write exits per operation or IPI), of the baseline or of one count, whichever is larger.
     #[arg(long, default_value_t = crate::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
     pub count_tolerance: f64,
-    /// A gate for CI: exit 1 on a regression that is significant (rank test over the repeats, p < 0.05) and by --threshold or more (counts: beyond --count-tolerance), listing each; 4 when a figure could not be judged (too few repeats, too noisy, a busy host); 3 when nothing was compared at all (docs/ci.md).
+    /// Also gate these figures (default: cycles per operation p50 and exits and ICR-write exits per IPI): p99, us, cycles-per-ipi, exits-per-op, icr-exits-per-op, or a metric key.
+    #[arg(long = "gate", value_name = "LIST", value_delimiter = ',', value_parser = parse_metric)]
+    pub gate: Vec<Metric>,
+    /// A host noise profile (`ipivmm calibrate --output FILE`): the gate adds its drift between recordings to a comparison of one baseline file.
+    #[arg(long, value_name = "FILE")]
+    pub noise_profile: Option<PathBuf>,
+    /// Run and compare live instead of reading files: `ipivmm run` flags, given twice (the baseline, then the new side); rounds of one run each, in random order, until the gate decides or --budget is spent.
+    #[arg(long = "run", value_name = "FLAGS", conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
+    pub run: Vec<String>,
+    /// The most a live comparison (--run) may take: minutes (5m), seconds (300s) or VMs (40vms).
+    #[arg(long, value_name = "BUDGET", default_value = "5m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
+    /// A gate for CI: exit 1 on a regression (or a side whose runs failed), 0 when every gated figure is equivalent or not slower, 4 when undecided, 3 when nothing was compared (docs/ci.md, docs/statistics.md).
     #[arg(long)]
     pub fail_on_regression: bool,
     /// Outputs.
@@ -217,6 +268,16 @@ pub struct CompareArgs {
     /// Do not print the comparison.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+fn parse_metric(s: &str) -> Result<Metric, String> {
+    Metric::parse(s).ok_or_else(|| {
+        format!("'{s}' is not a figure: p50, p99, us, cycles-per-ipi, exits, exits-per-op, icr-exits, icr-exits-per-op, ipis, observer, or a metric key")
+    })
+}
+
+fn parse_budget(s: &str) -> Result<ipivmm::experiment::Budget, String> {
+    s.parse()
 }
 
 /// Most repeats a command runs per configuration.

@@ -5,6 +5,7 @@
 //! and library callers can stay quiet with [`Quiet`]).
 use super::PlannedRun;
 use ipivmm::host::load::LoadProbe;
+use ipivmm::results::identity::ConfigId;
 use ipivmm::results::{RunReport, SkippedMode};
 use ipivmm::run::{run, RunOptions};
 use ipivmm_devices::serial::SerialSink;
@@ -95,6 +96,11 @@ pub fn run_all(
             if opts.cancel.load(Ordering::SeqCst) {
                 if round == 0 {
                     skipped.push(SkippedMode {
+                        id: Some(ConfigId::of_config(
+                            config,
+                            placement.clone(),
+                            host_param.clone(),
+                        )),
                         mode: label.clone(),
                         reason: "not run: sweep cancelled".into(),
                     });
@@ -135,6 +141,11 @@ pub fn run_all(
                     events.note(&format!("{label}: could not start: {e}"));
                     refused.push(label);
                     skipped.push(SkippedMode {
+                        id: Some(ConfigId::of_config(
+                            config,
+                            placement.clone(),
+                            host_param.clone(),
+                        )),
                         mode: label.clone(),
                         reason: format!("could not start: {e}"),
                     });

@@ -137,6 +137,7 @@ fn not_run(
     let (runs, skips) = plan_stage(spec, None, Some(setting));
     skipped.extend(skips);
     skipped.extend(runs.into_iter().map(|r| SkippedMode {
+        id: Some(r.id()),
         mode: r.label,
         reason: reason.to_string(),
     }));

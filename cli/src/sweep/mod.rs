@@ -15,6 +15,7 @@ pub mod vcpus;
 
 use ipivmm::config::VmConfig;
 use ipivmm::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
+use ipivmm::results::identity::ConfigId;
 use ipivmm::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
@@ -91,6 +92,13 @@ pub struct PlannedRun {
     /// The named placement of this run (`close`, `spread`), for
     /// [`RunReport::placement`](ipivmm::results::RunReport::placement).
     pub placement: Option<String>,
+}
+
+impl PlannedRun {
+    /// The configuration this run is.
+    pub fn id(&self) -> ConfigId {
+        ConfigId::of_config(&self.config, self.placement.clone(), self.host_param.clone())
+    }
 }
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
@@ -214,6 +222,11 @@ pub fn plan_stage(
         };
         match skip_reason(&config, host, spec.skip_duplicates).or_else(capacity) {
             Some(reason) => skips.push(SkippedMode {
+                id: Some(ConfigId::of_config(
+                    &config,
+                    (!place.is_empty()).then(|| place.clone()),
+                    host_param.clone(),
+                )),
                 mode: label,
                 reason,
             }),

@@ -14,13 +14,18 @@ mod judge;
 mod order;
 mod power;
 mod rank_test;
+pub mod sequential;
+pub mod shift;
+pub mod signed_rank;
 mod spread;
 mod stability;
 
 pub use judge::{judge, Judgement, Verdict};
-pub use order::{median, median_interval, median_ranks, sample_median_interval, Interval};
+pub use order::{round6, median, median_interval, median_ranks, sample_median_interval, Interval};
 pub use power::{min_detectable_effect, repeats_needed, MIN_REPEATS};
-pub use rank_test::{mann_whitney, min_p, ratio_interval, RankTest};
+pub use rank_test::{
+    mann_whitney, mann_whitney_greater, min_p, ratio_interval, shift_bound_rank, OneSided, RankTest,
+};
 pub use spread::{cov, log_sd, mean, sd};
 pub use stability::{
     bimodal, load_instabilities, HostLoad, Instability, COV_BOUND, HOST_BUSY_BOUND, STEAL_BOUND,
