@@ -160,6 +160,7 @@ pub mod interrupt;
 pub mod irqchip;
 pub mod kick;
 pub mod kvm_extra;
+pub mod linux;
 pub mod mode;
 pub mod payload;
 pub mod results;

@@ -451,9 +451,9 @@ pub struct RunArgs {
     /// IPI path: icr (ICR writes) or pv (KVM_HC_SEND_IPI hypercall).
     #[arg(long, default_value = "icr")]
     pub ipi: IpiPath,
-    /// Built-in workload.
-    #[arg(long, default_value = "pingpong")]
-    pub workload: Workload,
+    /// Workload: one of the built-in payload's (default pingpong; docs/modes.md), or with --kernel a Linux guest's, linux:NAME (docs/linux-guest.md).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::linux_args::parse_workload)]
+    pub workload: Option<crate::cli::linux_args::WorkloadArg>,
     /// How IPI targets wait between IPIs: spin (interrupts on, no exit), halt (sti; hlt, and each IPI waits until the target is halted: the wake-up path) or halt-immediate (the next IPI right after the ack).
     #[arg(long, default_value = "spin")]
     pub target: TargetWait,
@@ -484,6 +484,9 @@ pub struct RunArgs {
     /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
     #[arg(long)]
     pub payload: Option<PathBuf>,
+    /// A Linux guest instead of a payload.
+    #[command(flatten)]
+    pub linux: crate::cli::linux_args::LinuxArgs,
     /// Most guest-driven data the host keeps for the run, MiB: phases, records, samples and captured serial output of all vCPUs together; a guest that sends more stops the run (status over_budget), keeping what was measured.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     pub guest_memory_budget: u64,
@@ -643,7 +646,6 @@ impl RunArgs {
             irqchip: self.irqchip,
             apic: self.apic,
             ipi: self.ipi,
-            workload: self.workload,
             target_wait: self.target,
             halt_settle: Duration::from_nanos(self.halt_settle_ns),
             ipi_delay_cycles: self.inject_delay_cycles,
@@ -663,6 +665,8 @@ impl RunArgs {
             ..VmConfig::default()
         };
         self.levers.apply(&mut c);
+        self.linux
+            .apply(&mut c, self.workload, self.memory.is_some())?;
         Ok(c)
     }
 }

@@ -71,7 +71,12 @@ impl RunError {
     /// no usable /dev/kvm, or a mode this host cannot run. A gate reports
     /// such a run's expectations as skipped (kselftest's exit 4).
     pub fn host_cannot_run(&self) -> bool {
-        matches!(self, RunError::Mode(_) | RunError::Vm(VmError::Device(_)))
+        matches!(
+            self,
+            RunError::Mode(_)
+                | RunError::Vm(VmError::Device(_))
+                | RunError::Vm(VmError::Linux(crate::linux::LinuxError::SoftwareKvm))
+        )
     }
 }
 

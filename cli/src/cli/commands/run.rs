@@ -17,7 +17,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let inputs: Vec<&std::path::Path> = args.payload.iter().map(|p| p.as_path()).collect();
+    let inputs: Vec<&std::path::Path> = args
+        .payload
+        .iter()
+        .map(|p| p.as_path())
+        .chain(args.linux.inputs())
+        .collect();
     let outputs = match plan_outputs(&args.output, &args.gate, &inputs) {
         Ok(out) => out,
         Err(e) => return fail(e),
