@@ -163,6 +163,7 @@ pub mod kvm_extra;
 pub mod linux;
 pub mod mode;
 pub mod payload;
+pub mod plan;
 pub mod results;
 pub mod run;
 pub mod stats;

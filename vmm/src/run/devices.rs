@@ -23,8 +23,14 @@ pub struct Devices {
     pub budget: Arc<GuestBudget>,
 }
 
-/// Put the devices of a run on a bus for `vm`, charging `budget`.
-pub fn wire(vm: &Vm, budget: Arc<GuestBudget>, sink: SerialSink) -> Result<Devices, RunError> {
+/// Put the devices of a run on a bus for `vm`, charging `budget`; `linux`
+/// adds the power-off registers a Linux guest ends through.
+pub fn wire(
+    vm: &Vm,
+    budget: Arc<GuestBudget>,
+    sink: SerialSink,
+    linux: bool,
+) -> Result<Devices, RunError> {
     let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
     let mut bus = Bus::new();
     bus.insert(
@@ -45,7 +51,7 @@ pub fn wire(vm: &Vm, budget: Arc<GuestBudget>, sink: SerialSink) -> Result<Devic
     vm.irqchip
         .wire(&mut bus)
         .map_err(host("LAPIC on the bus"))?;
-    if config.payload.linux().is_some() {
+    if linux {
         // The ACPI sleep registers a Linux guest powers off through.
         bus.insert(
             AddressSpace::Pio,

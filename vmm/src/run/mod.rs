@@ -112,7 +112,8 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         Some(shared) => shared.for_run(),
         None => GuestBudget::new(prepared.config.guest_memory_budget),
     };
-    let devices = devices::wire(&vm, Arc::new(budget), opts.serial)?;
+    let linux = prepared.config.payload.linux().is_some();
+    let devices = devices::wire(&vm, Arc::new(budget), opts.serial, linux)?;
     let mut running = spawn::spawn(
         vm,
         devices,
