@@ -70,6 +70,30 @@ impl std::fmt::Display for RepeatChoice {
     }
 }
 
+/// Which of `runs` (the repeats of one configuration) a run's text report
+/// shows, and the line that says so above its tables: the first that
+/// completed (else the first), "" for a single run.
+pub fn shown_repeat(runs: &[ipivmm::RunReport]) -> (usize, String) {
+    let shown = runs.iter().position(|r| r.succeeded()).unwrap_or(0);
+    if runs.len() < 2 {
+        return (shown, String::new());
+    }
+    let which = runs[shown].repeat.map_or(shown, |i| i as usize) + 1;
+    let why = match shown {
+        0 => "the first",
+        _ => "the first that completed",
+    };
+    (
+        shown,
+        format!(
+            "The tables below are repeat {which} of {} ({why}); the figures over all {} repeats follow them, \
+             every repeat is in --json.\n",
+            runs.len(),
+            runs.len()
+        ),
+    )
+}
+
 /// `v` with its interval: `123456 [120000, 130000]`, the coverage named
 /// where it is not 95% (`93.8%`).
 pub fn with_interval(m: Metric, v: f64, i: Option<&Interval>) -> String {
@@ -223,6 +247,26 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tables_say_which_repeat_they_are() {
+        let config = ipivmm::VmConfig::default();
+        let mut runs: Vec<ipivmm::RunReport> = (0..3)
+            .map(|i| {
+                let mut r = ipivmm::RunReport::not_started(&config, "test");
+                r.repeat = Some(i);
+                r
+            })
+            .collect();
+        assert_eq!(shown_repeat(&runs[..1]), (0, String::new()));
+        runs[1].status = ipivmm::RunStatus::Completed;
+        let (i, note) = shown_repeat(&runs);
+        assert_eq!(i, 1);
+        assert!(
+            note.starts_with("The tables below are repeat 2 of 3 (the first that completed)"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn interval_names_a_coverage_other_than_95() {

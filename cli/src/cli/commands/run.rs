@@ -79,10 +79,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let (doc, journal_error) = journal.finish(Vec::new());
     let mut errors = outputs.write(&doc);
     errors.extend(journal_error);
-    let report = &doc.runs[0];
     if !args.quiet {
         let layout = crate::output::fit::Layout::wide(args.wide);
-        let mut text = text::render_with(report, layout);
+        // One repeat's tables (the first that completed), saying which.
+        let (shown, note) = repeats::shown_repeat(&doc.runs);
+        let mut text = layout.lines(&note);
+        text.push_str(&text::render_with(&doc.runs[shown], layout));
         text.push('\n');
         text.push_str(
             &layout.lines(&repeats::render(&doc.configurations, Some(choice), &|i| {

@@ -142,6 +142,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         );
         print_text(&text, outputs.uses_stdout());
     }
+    if args.quiet {
+        // Nothing else is printed: say what ran and where it went.
+        eprintln!("{}", quiet_summary(&swept.doc, &outputs.destinations()));
+    }
     let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
     finish(
         &swept.doc,
@@ -150,6 +154,24 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         "ipivmm sweep",
         swept.ok,
         errors,
+    )
+}
+
+/// The one line of a quiet sweep: what ran, and where the results went
+/// (`dest`, one `--flag PATH` each) or that they went nowhere.
+fn quiet_summary(doc: &ipivmm::Document, dest: &[String]) -> String {
+    let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
+    let runs = match doc.runs.len() {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    let went = match dest.is_empty() {
+        true => "not kept: give --json FILE (or --csv, --plot) to keep them".to_string(),
+        false => format!("in {}", dest.join(", ")),
+    };
+    format!(
+        "ipivmm: sweep: {runs} ({failed} failed), {} skipped; results {went}",
+        doc.skipped.len()
     )
 }
 
