@@ -11,5 +11,3 @@ pub mod control;
 pub mod control_msg;
 pub mod lapic;
 pub mod serial;
-pub mod stdout;
-pub mod text;

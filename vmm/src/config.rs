@@ -405,9 +405,9 @@ pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
     if is_phase_name(name) {
         Ok(())
     } else {
-        Err(ConfigError::PhaseName(
-            ipivmm_devices::text::escape_controls(name),
-        ))
+        Err(ConfigError::PhaseName(ipivmm_term::text::escape_controls(
+            name,
+        )))
     }
 }
 

@@ -15,7 +15,7 @@ use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::host::load::LoadProbe;
 use ipivmm::host::HostInfo;
 use ipivmm::{Document, RunOptions, SerialSink};
-use ipivmm_devices::text::escape_controls;
+use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
 use std::path::Path;
 use std::process::ExitCode;
