@@ -166,8 +166,8 @@ fn refusals_leave_old_results_and_the_payload_alone() {
 }
 
 #[test]
-fn a_killed_run_leaves_the_old_results_whole() {
-    let test = "a_killed_run_leaves_the_old_results_whole";
+fn a_killed_run_leaves_no_old_results_that_read_as_current() {
+    let test = "a_killed_run_leaves_no_old_results_that_read_as_current";
     if !kvm_available(test) {
         return;
     }
@@ -196,7 +196,10 @@ fn a_killed_run_leaves_the_old_results_whole() {
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().expect("SIGKILL");
     let _ = child.wait();
-    assert_eq!(std::fs::read(&json).unwrap(), b"old results");
+    // Issue 39: replaced before the first VM by a whole document that says
+    // it is incomplete (the old file used to stay, reading as current).
+    let doc = ipivmm::results::Document::load(&json).expect("a whole document");
+    assert!(doc.incomplete.is_some() && doc.runs.is_empty());
     let left: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().collect();
     assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
     let _ = std::fs::remove_dir_all(&d);

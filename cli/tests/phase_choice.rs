@@ -171,3 +171,63 @@ fn the_rule_reads_the_named_phase_and_nothing_else() {
     let back = Document::from_json(&doc.to_json(), "t").unwrap();
     assert_eq!(back.runs[0].mode.phase.as_deref(), Some("idle"));
 }
+
+/// Issue 39: six repeats of `--phase cpuid` where three ran only a phase
+/// of another name: "6 of 6 repeats completed" stays true, but every
+/// figure and its statistics count the three that have it, and the report
+/// says the repeats differ (it used to say 6, show three values, and take
+/// n = 6 for the detectable effect).
+#[test]
+fn figures_count_the_repeats_that_have_them() {
+    use ipivmm::results::metrics::Metric;
+    let runs: Vec<ipivmm::RunReport> = (0..6u32)
+        .map(|i| {
+            let mut r = output_fixtures::report(&[], 10_000 + 700 * u64::from(i), 3);
+            r.mode.phase = Some("cpuid".into());
+            let name = if i % 2 == 0 { "cpuid" } else { "cpuid2" };
+            for v in &mut r.vcpus {
+                v.phases[1].name = name.into();
+            }
+            r.repeat = Some(i);
+            r
+        })
+        .collect();
+    let doc = Document::new(runs, Vec::new());
+    let c = &doc.configurations[0];
+    assert_eq!((c.runs.len(), c.completed, c.repeats), (6, 6, 3));
+    let p50 = c.p50().expect("the p50 of the repeats that measured cpuid");
+    assert_eq!(p50.runs, [0, 2, 4]);
+    assert_eq!(p50.values.len(), 3);
+    let differ = c.repeats_differ.as_deref().unwrap_or_default();
+    assert_eq!(
+        differ,
+        "the repeats measured different phases: phase 'cpuid' in 3, no measured phase in 3"
+    );
+    // Three repeats are too few for a detectable effect: none is claimed.
+    assert_eq!(c.min_detectable_effect, None);
+    let text = ipivmm_cli::output::repeats::render(&doc.configurations, None, &|_| None);
+    assert!(text.contains(": 6 of 6 repeats completed\n"), "{text}");
+    assert!(
+        text.contains("phase 'cpuid' in 3, no measured phase in 3: each figure counts"),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains(&Metric::CyclesPerOpP50.name(c.operation)))
+        .unwrap();
+    assert!(line.contains("(3 of 6 repeats)"), "{line}");
+    assert!(!text.contains("at 6 repeats"), "{text}");
+    // Four of six: the effect is that of n = 4, not 6.
+    let mut runs = doc.runs.clone();
+    for v in &mut runs[1].vcpus {
+        v.phases[1].name = "cpuid".into();
+    }
+    let c = &Document::new(runs, Vec::new()).configurations[0];
+    let p50 = c.p50().unwrap();
+    assert_eq!(p50.values.len(), 4);
+    let sd = ipivmm::stats::log_sd(&p50.values).unwrap();
+    assert_eq!(
+        c.min_detectable_effect,
+        ipivmm::stats::min_detectable_effect(sd, 4)
+    );
+}

@@ -1,6 +1,8 @@
 //! One memory budget per run for everything the guest makes the host keep:
 //! finished phases, records, latency samples and captured serial output,
-//! over all vCPUs together.
+//! over all vCPUs together; and [`SharedBudget`], one budget for all the runs
+//! of an invocation (repeats, a sweep's rows), whose finished results the
+//! caller keeps until it writes them.
 //!
 //! Every place that stores guest-driven data asks [`GuestBudget::charge`]
 //! first; the first charge that does not fit is remembered as the run's
@@ -66,8 +68,10 @@ pub struct Excess {
     pub kind: DataKind,
     /// Bytes it asked for.
     pub asked: u64,
-    /// Bytes held by the whole run when it asked.
+    /// Bytes held when it asked (the run's, and `earlier`).
     pub used: u64,
+    /// Of `used`, what earlier runs of the same [`SharedBudget`] still hold.
+    pub earlier: u64,
     /// The budget.
     pub limit: u64,
     /// The allocator refused the memory even though the budget had room.
@@ -77,6 +81,10 @@ pub struct Excess {
 impl fmt::Display for Excess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let earlier = match self.earlier {
+            0 => String::new(),
+            b => format!(", {:.1} MiB of it by earlier runs", mib(b)),
+        };
         if self.allocation_failed {
             write!(
                 f,
@@ -86,7 +94,7 @@ impl fmt::Display for Excess {
         } else {
             write!(
                 f,
-                "vcpu{}: the guest's {} exceeded the guest memory budget of {:.1} MiB ({:.1} MiB held by the run, {} more bytes asked)",
+                "vcpu{}: the guest's {} exceeded the guest memory budget of {:.1} MiB ({:.1} MiB held{earlier}, {} more bytes asked)",
                 self.vcpu,
                 self.kind,
                 mib(self.limit),
@@ -103,6 +111,8 @@ impl std::error::Error for Excess {}
 #[derive(Debug)]
 pub struct GuestBudget {
     limit: u64,
+    /// Held by earlier runs of the invocation ([`SharedBudget::for_run`]).
+    earlier: u64,
     used: AtomicU64,
     excess: OnceLock<Excess>,
 }
@@ -118,6 +128,7 @@ impl GuestBudget {
     pub fn new(limit: u64) -> Self {
         Self {
             limit,
+            earlier: 0,
             used: AtomicU64::new(0),
             excess: OnceLock::new(),
         }
@@ -133,7 +144,12 @@ impl GuestBudget {
         self.limit
     }
 
-    /// Bytes held now.
+    /// Bytes held by earlier runs when this one began (0 for a run alone).
+    pub fn earlier(&self) -> u64 {
+        self.earlier
+    }
+
+    /// Bytes held now (earlier runs' included).
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
@@ -153,6 +169,7 @@ impl GuestBudget {
                 kind,
                 asked: bytes,
                 used,
+                earlier: self.earlier,
                 limit: self.limit,
                 allocation_failed: false,
             };
@@ -195,11 +212,85 @@ impl GuestBudget {
             kind,
             asked: bytes,
             used: self.used(),
+            earlier: self.earlier,
             limit: self.limit,
             allocation_failed: true,
         };
         self.excess.get_or_init(|| e.clone());
         e
+    }
+}
+
+/// One guest memory budget for every run of an invocation (`run --repeat`,
+/// a sweep's rows, a `check` experiment): the results of a finished run
+/// stay in the caller's memory until its outputs are written, so what they
+/// hold ([`SharedBudget::keep`]) counts against the runs after it. However
+/// many runs, the guests' data of the whole process stays within one limit.
+///
+/// ```
+/// use ipivmm_devices::budget::{DataKind, SharedBudget};
+///
+/// let shared = SharedBudget::new(1000);
+/// let first = shared.for_run();
+/// first.charge(0, DataKind::Phases, 700)?;
+/// shared.keep(first.used()); // the caller keeps the first run's results
+/// let second = shared.for_run();
+/// let e = second.charge(0, DataKind::Phases, 400).unwrap_err();
+/// assert_eq!((e.used, e.earlier), (700, 700));
+/// # Ok::<(), ipivmm_devices::budget::Excess>(())
+/// ```
+#[derive(Debug)]
+pub struct SharedBudget {
+    limit: u64,
+    held: AtomicU64,
+}
+
+impl SharedBudget {
+    /// A budget of `limit` bytes for all the runs of an invocation.
+    pub fn new(limit: u64) -> Self {
+        Self {
+            limit,
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// The limit, bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes the finished runs' results hold.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The budget of the next run: the same limit, what the finished runs
+    /// hold already used.
+    pub fn for_run(&self) -> GuestBudget {
+        let earlier = self.held().min(self.limit);
+        GuestBudget {
+            earlier,
+            used: AtomicU64::new(earlier),
+            ..GuestBudget::new(self.limit)
+        }
+    }
+
+    /// A finished run's results, `bytes`, kept by the caller.
+    pub fn keep(&self, bytes: u64) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                Some(h.saturating_add(bytes))
+            });
+    }
+
+    /// Part of what was kept, `bytes`, freed by the caller.
+    pub fn release(&self, bytes: u64) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                Some(h.saturating_sub(bytes))
+            });
     }
 }
 
@@ -292,6 +383,29 @@ mod tests {
         let e = append_charged(&small, 5, DataKind::Samples, &mut d, vec![1]).unwrap_err();
         assert_eq!((e.vcpu, e.kind), (5, DataKind::Samples));
         assert_eq!(d.len(), 8);
+    }
+
+    #[test]
+    fn a_shared_budget_counts_what_finished_runs_keep() {
+        let shared = SharedBudget::new(100);
+        let a = shared.for_run();
+        a.charge(0, DataKind::Phases, 60).unwrap();
+        shared.keep(a.used());
+        // The next run starts with the first one's 60 bytes used, and its
+        // own excess; the first run's excess would not be its.
+        let b = shared.for_run();
+        assert_eq!((b.earlier(), b.used()), (60, 60));
+        b.charge(1, DataKind::Samples, 40).unwrap();
+        let e = b.charge(1, DataKind::Samples, 1).unwrap_err();
+        assert_eq!((e.used, e.earlier, e.limit), (100, 60, 100));
+        assert!(e.to_string().contains("MiB of it by earlier runs"), "{e}");
+        shared.keep(b.used() - b.earlier());
+        // Over the limit, a run starts full: its first charge is refused.
+        shared.keep(50);
+        let c = shared.for_run();
+        assert_eq!(c.used(), 100);
+        assert!(c.charge(0, DataKind::Records, 1).is_err());
+        assert!(b.excess().is_some() && a.excess().is_none());
     }
 
     #[test]

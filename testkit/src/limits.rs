@@ -23,6 +23,7 @@ const PROBE: Duration = Duration::from_millis(50);
 pub const SCALE_VAR: &str = "IPIVMM_TEST_TIME_SCALE";
 
 static SAID: Once = Once::new();
+static SAID_SCALE: Once = Once::new();
 
 /// What [`slowdown`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,12 +94,16 @@ pub fn measure() -> Load {
 /// when set, else [`measure`]d. The first factor above 1 is said once on
 /// stderr, so that a slow test run explains itself.
 pub fn slowdown() -> f64 {
-    if let Some(f) = std::env::var(SCALE_VAR)
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|f| f.is_finite() && *f >= 1.0)
-    {
-        return f.min(MAX_SLOWDOWN);
+    if let Ok(v) = std::env::var(SCALE_VAR) {
+        let (factor, note) = scale_of(&v);
+        if let Some(note) = note {
+            SAID_SCALE.call_once(|| {
+                let _ = std::io::stderr().write_all(format!("ipivmm-testkit: {note}\n").as_bytes());
+            });
+        }
+        if let Some(f) = factor {
+            return f;
+        }
     }
     let load = measure();
     let f = load.slowdown();
@@ -114,6 +119,30 @@ pub fn slowdown() -> f64 {
         });
     }
     f
+}
+
+/// The factor [`SCALE_VAR`] set to `value` gives, and what to say about
+/// it: a number from 1 to [`MAX_SLOWDOWN`] is the factor; a larger one is
+/// capped (said); anything else (0, -1, nan, inf, not a number) is no
+/// factor, said, and the slowdown is measured instead.
+pub fn scale_of(value: &str) -> (Option<f64>, Option<String>) {
+    let bad = || {
+        format!(
+            "{SCALE_VAR}={value:?} is not a factor: give a number from 1 to {MAX_SLOWDOWN} \
+             (how many times longer the time limits are); measuring the host's slowdown instead"
+        )
+    };
+    match value.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f > MAX_SLOWDOWN => (
+            Some(MAX_SLOWDOWN),
+            Some(format!(
+                "{SCALE_VAR}={value} is above the largest factor, {MAX_SLOWDOWN} (a hang must still be \
+                 caught): time limits ×{MAX_SLOWDOWN}"
+            )),
+        ),
+        Ok(f) if f.is_finite() && f >= 1.0 => (Some(f), None),
+        _ => (None, Some(bad())),
+    }
 }
 
 /// `limit` (set for an idle machine) stretched by [`slowdown`]: for a VM
@@ -162,6 +191,24 @@ mod tests {
             cpu_share: 1.0,
         };
         assert_eq!(wild.slowdown(), MAX_SLOWDOWN);
+    }
+
+    #[test]
+    fn the_scale_variable_is_checked_with_a_message() {
+        assert_eq!(scale_of("3"), (Some(3.0), None));
+        assert_eq!(scale_of(" 1 "), (Some(1.0), None));
+        for bad in ["0", "-1", "nan", "NaN", "inf", "0.5", "", "fast"] {
+            let (f, note) = scale_of(bad);
+            assert_eq!(f, None, "{bad}");
+            let note = note.unwrap_or_default();
+            assert!(
+                note.contains("is not a factor: give a number from 1 to 50"),
+                "{bad}: {note}"
+            );
+        }
+        let (f, note) = scale_of("1e9");
+        assert_eq!(f, Some(MAX_SLOWDOWN));
+        assert!(note.unwrap().contains("above the largest factor, 50"));
     }
 
     #[test]

@@ -323,3 +323,53 @@ fn an_allocation_failure_under_an_address_space_limit_stops_the_run_and_keeps_th
         .and_then(|p| p.latency.as_ref())
         .is_some());
 }
+
+/// Issue 39: one budget for several runs (`RunOptions::budget`): what a
+/// finished run's report holds counts against the next run, which starts
+/// with it used and says so; each run keeps its own excess.
+#[test]
+fn a_shared_budget_holds_across_runs() {
+    if !kvm_available("a_shared_budget_holds_across_runs") {
+        return;
+    }
+    let shared = std::sync::Arc::new(ipivmm::SharedBudget::new(4 * MIB));
+    let config = VmConfig {
+        vcpus: 2,
+        payload: code_payload(floods::PHASE_FLOOD),
+        timeout: ipivmm_testkit::scaled(Duration::from_secs(60)),
+        tracepoints: false,
+        guest_memory_budget: 1 << 40, // the shared budget's limit holds instead
+        ..Default::default()
+    };
+    let opts = || RunOptions {
+        serial: SerialSink::Discard,
+        budget: Some(shared.clone()),
+        ..Default::default()
+    };
+    let first = run(&config, opts()).expect("the run starts");
+    assert_eq!(first.status.name(), "over_budget", "{:?}", first.status);
+    let held = shared.held();
+    // What the report holds, counted by its own estimate (the budget's
+    // charges are independent of it): kept, within what the run was allowed.
+    assert_eq!(held, ipivmm::vcpu::store::report_bytes(&first));
+    assert!(held > 3 * MIB && held <= 4 * MIB, "{held}");
+    let second = run(&config, opts()).expect("the run starts");
+    match &second.status {
+        RunStatus::OverBudget {
+            reason,
+            limit_bytes,
+            ..
+        } => {
+            assert_eq!(*limit_bytes, 4 * MIB);
+            assert!(reason.contains("MiB of it by earlier runs"), "{reason}");
+        }
+        s => panic!("status {s:?}"),
+    }
+    let phases = |r: &ipivmm::RunReport| r.vcpus.iter().map(|v| v.phases.len()).sum::<usize>();
+    assert!(
+        phases(&second) * 10 < phases(&first),
+        "the second run had only what the first left: {} phases against {}",
+        phases(&second),
+        phases(&first)
+    );
+}

@@ -199,6 +199,9 @@ pub use vm::VmError;
 /// ```
 pub use ipivmm_devices::serial::SerialSink;
 
+/// One guest memory budget for several runs ([`RunOptions::budget`]).
+pub use ipivmm_devices::budget::SharedBudget;
+
 /// Whether KVM is usable here: opens `/dev/kvm`, checks its API version
 /// and reads its vCPU limits and backend ([`host::kvm_info`] for another
 /// device node). The error says what to do (load the module, join the

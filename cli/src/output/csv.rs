@@ -223,6 +223,7 @@ fn write_configuration<W: Write>(
         let value = value.to_string();
         cells.write(w, ["", "", "", "", "repeats", counter, &value, unit])
     };
+    row("completed", c.completed as f64, "count")?;
     row("repeats", c.repeats as f64, "count")?;
     for metric in Metric::ALL {
         let (k, unit) = (metric.key(), metric.unit());

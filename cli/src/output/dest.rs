@@ -7,8 +7,6 @@
 //! [`super::sinks::ALL`]): [`Outputs::plan_all`] checks them and
 //! [`Outputs::write_from`] writes them, each the same way.
 use super::atomic::tempfile_in;
-#[cfg(test)]
-use super::atomic::temporary_of;
 use super::atomic::write_atomic_with;
 use super::sink::{Docs, Kind, Sink};
 use ipivmm::results::Document;
@@ -514,34 +512,6 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].starts_with("writing --json"), "{errors:?}");
         assert!(std::fs::read_to_string(b.join("r.csv")).is_ok_and(|c| !c.is_empty()));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// Issue 20, case 16: a writer killed between its temporary and the
-    /// rename leaves `.ipivmm-PID-N.tmp`; the next write into that directory
-    /// removes it when PID is gone, and keeps a live process's.
-    #[test]
-    fn stale_temporaries_of_dead_writers_are_removed() {
-        let dir = tmpdir("stale");
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let stale = dir.join(format!(".ipivmm-{dead}-0.tmp"));
-        let live = dir.join(format!(".ipivmm-{}-7.tmp", std::process::id()));
-        let other = dir.join(format!(".ipivmm-{dead}-x.tmp"));
-        for f in [&stale, &live, &other] {
-            std::fs::write(f, b"partial").unwrap();
-        }
-        write_atomic(&dir.join("r.json"), b"{}").unwrap();
-        assert!(!stale.exists(), "a dead writer's temporary stays");
-        assert!(live.exists(), "a live writer's temporary was removed");
-        assert!(
-            other.exists(),
-            "a file not named like a temporary was removed"
-        );
-        assert_eq!(temporary_of(".ipivmm-12-3.tmp"), Some(12));
-        assert_eq!(temporary_of(".ipivmm-0-3.tmp"), None);
-        assert_eq!(temporary_of("ipivmm-12-3.tmp"), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,70 +1,256 @@
-//! Durable rows: a sweep's `--json FILE` rewritten (atomically) after every
-//! run, so a SIGKILL, a frozen machine or a power cut leaves every finished
-//! run readable. While the sweep goes on the document carries `incomplete`
-//! (what is missing); the sweep's final write replaces it with the whole
-//! document, which has none.
-use super::atomic::write_atomic;
-use ipivmm::results::{Document, RunReport};
-use std::cell::{Cell, RefCell};
+//! The journal of a command that runs VMs (`run`, `sweep`, each experiment
+//! of `check`): the runs it finished, held once for its outputs, under one
+//! guest memory budget for all of them, and, with a results file, that file
+//! rewritten (atomically) after every run. The file is first written before
+//! the first VM, with no run and `incomplete` set, so that a command killed
+//! at any point (SIGKILL, a frozen machine, a power cut) never leaves an
+//! older file that reads as current: it leaves a whole document of every
+//! finished run, saying how many of how many. The command's final write
+//! (its outputs) replaces it with the whole document, which has no
+//! `incomplete`.
+//!
+//! The repeat loops call [`Journal::record`] with each report as it ends;
+//! what stops a configuration's repeats is [`stops_repeats`].
+use super::atomic::write_atomic_with;
+use ipivmm::results::{Document, RunReport, RunStatus, SkippedMode};
+use ipivmm::SharedBudget;
+use std::cell::{Ref, RefCell};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The runs finished so far, and the file that holds them.
+/// The runs of one command so far, and the file that holds them.
 pub struct Journal {
-    path: PathBuf,
-    planned: Cell<usize>,
-    doc: RefCell<Option<Document>>,
-    error: RefCell<Option<String>>,
+    path: Option<PathBuf>,
+    what: &'static str,
+    budget: Arc<SharedBudget>,
+    state: RefCell<State>,
+}
+
+struct State {
+    planned: usize,
+    doc: Document,
+    error: Option<String>,
 }
 
 impl Journal {
-    /// A journal written to `path`.
-    pub fn new(path: &Path) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            planned: Cell::new(0),
-            doc: RefCell::new(None),
-            error: RefCell::new(None),
-        }
+    /// The journal of `what` (`run`, `sweep`, `check`) with `planned` runs
+    /// to come and a guest memory budget of `budget` bytes for all of them,
+    /// written to `path` when there is one (now, before any VM: a document
+    /// with no run, marked incomplete).
+    pub fn start(path: Option<&Path>, what: &'static str, planned: usize, budget: u64) -> Self {
+        let j = Self {
+            path: path.map(Path::to_path_buf),
+            what,
+            budget: Arc::new(SharedBudget::new(budget)),
+            state: RefCell::new(State {
+                planned,
+                doc: Document::new(Vec::new(), Vec::new()),
+                error: None,
+            }),
+        };
+        j.write();
+        j
     }
 
-    /// `runs` more runs are planned (a sweep, or one host stage of it).
+    /// The budget every run of the command draws on (`RunOptions::budget`).
+    pub fn budget(&self) -> Arc<SharedBudget> {
+        self.budget.clone()
+    }
+
+    /// `runs` more runs are planned (one host stage of a sweep).
     pub fn plan_more(&self, runs: usize) {
-        self.planned.set(self.planned.get().saturating_add(runs));
+        let mut s = self.state.borrow_mut();
+        s.planned = s.planned.saturating_add(runs);
     }
 
-    /// Adds `report` (its raw samples left out: they are not in the JSON)
-    /// and rewrites the file. A failed write is kept for [`Journal::error`]
-    /// and stops later ones; the sweep goes on (its final write reports
-    /// its own errors).
-    pub fn record(&self, report: &RunReport) {
-        if self.error.borrow().is_some() {
-            return;
+    /// Keeps `report` (its raw samples freed: no output needs them, and
+    /// the budget gets their bytes back) and rewrites the file. A failed
+    /// write is kept for [`Journal::error`] and stops later ones; the
+    /// command goes on (its final write reports its own errors).
+    pub fn record(&self, mut report: RunReport) {
+        self.budget.release(report.drop_samples());
+        log::debug!(
+            "{} kept: the command's guest data holds {} of its {} bytes",
+            report.label(),
+            self.budget.held(),
+            self.budget.limit()
+        );
+        let mut s = self.state.borrow_mut();
+        if s.doc.host.is_none() && report.host.is_some() {
+            s.doc.host = report.host.clone();
+            s.doc.host_error = None;
         }
-        let mut r = report.clone();
-        for p in r.vcpus.iter_mut().flat_map(|v| v.phases.iter_mut()) {
-            p.samples = Vec::new();
-        }
-        let mut slot = self.doc.borrow_mut();
-        let doc = slot.get_or_insert_with(|| Document::new(Vec::new(), Vec::new()));
-        if doc.host.is_none() {
-            doc.host = r.host.clone();
-            doc.host_error = None;
-        }
-        doc.runs.push(r);
-        doc.configurations = ipivmm::results::repeats::configurations(&doc.runs);
-        doc.incomplete = Some(format!(
-            "sweep in progress (or killed): {} of {} planned runs finished; skipped combinations are listed when it ends",
-            doc.runs.len(),
-            self.planned.get().max(doc.runs.len())
-        ));
-        if let Err(e) = write_atomic(&self.path, doc.to_json().as_bytes()) {
-            *self.error.borrow_mut() =
-                Some(format!("writing {} after a run: {e}", self.path.display()));
-        }
+        s.doc.runs.push(report);
+        drop(s);
+        self.write();
+    }
+
+    /// The runs so far.
+    pub fn runs(&self) -> Ref<'_, [RunReport]> {
+        Ref::map(self.state.borrow(), |s| s.doc.runs.as_slice())
     }
 
     /// Why the journal stopped writing, if it did.
     pub fn error(&self) -> Option<String> {
-        self.error.borrow().clone()
+        self.state.borrow().error.clone()
+    }
+
+    /// The whole document: every run kept, `skipped`, no `incomplete`;
+    /// and why the file could not be kept up to date, if it could not.
+    pub fn finish(self, skipped: Vec<SkippedMode>) -> (Document, Option<String>) {
+        let State { doc, error, .. } = self.state.into_inner();
+        let mut whole = Document::new(doc.runs, skipped);
+        if whole.host.is_none() {
+            (whole.host, whole.host_error) = (doc.host, doc.host_error);
+        }
+        (whole, error)
+    }
+
+    /// The document so far, to the file (streamed: a large document is not
+    /// held twice).
+    fn write(&self) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let mut s = self.state.borrow_mut();
+        if s.error.is_some() {
+            return;
+        }
+        let (done, planned) = (s.doc.runs.len(), s.planned.max(s.doc.runs.len()));
+        s.doc.configurations = ipivmm::results::repeats::configurations(&s.doc.runs);
+        s.doc.incomplete = Some(format!(
+            "{} in progress (or killed): {done} of {planned} planned runs finished; \
+             what did not run is listed when it ends",
+            self.what
+        ));
+        let doc = &s.doc;
+        let written = write_atomic_with(path, |w| {
+            let mut w = std::io::BufWriter::new(w);
+            serde_json::to_writer_pretty(&mut w, doc)?;
+            w.write_all(b"\n")?;
+            w.flush()
+        });
+        if let Err(e) = written {
+            let when = if done == 0 {
+                "before the first run"
+            } else {
+                "after a run"
+            };
+            s.error = Some(format!("writing {} {when}: {e}", path.display()));
+        }
+    }
+}
+
+/// Why the repeats of `report`'s configuration after it are not run, if
+/// they are not: a run that could not start will not start the next time
+/// either, and a guest that went over the guest memory budget does the
+/// same every time (the budget is the command's, not the run's).
+pub fn stops_repeats(report: &RunReport) -> Option<&'static str> {
+    match &report.status {
+        RunStatus::OverBudget { .. } => Some(
+            "its other repeats are not run (a guest that floods the host does so every time, \
+             and the budget is the whole command's)",
+        ),
+        RunStatus::Failed { .. } if report.vcpus.is_empty() => {
+            Some("its other repeats are not run")
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ipivmm-journal-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn report(label_vcpus: usize) -> RunReport {
+        let config = ipivmm::VmConfig {
+            vcpus: label_vcpus,
+            ..Default::default()
+        };
+        RunReport::not_started(&config, "a test run")
+    }
+
+    #[test]
+    fn the_file_is_incomplete_from_the_start_and_whole_at_the_end() {
+        let d = dir("start");
+        let path = d.join("r.json");
+        std::fs::write(&path, "{\"old\": true}").unwrap();
+        let j = Journal::start(Some(&path), "run", 3, 1 << 20);
+        // Before any run: no older file reads as current.
+        let doc = Document::load(&path).unwrap();
+        assert!(doc.runs.is_empty());
+        let note = doc.incomplete.unwrap();
+        assert!(
+            note.starts_with("run in progress (or killed): 0 of 3 planned runs"),
+            "{note}"
+        );
+        j.record(report(2));
+        j.record(report(4));
+        let doc = Document::load(&path).unwrap();
+        assert_eq!(doc.runs.len(), 2);
+        assert!(doc
+            .incomplete
+            .unwrap()
+            .contains("2 of 3 planned runs finished"));
+        assert_eq!(j.runs().len(), 2);
+        let (whole, error) = j.finish(Vec::new());
+        assert!(error.is_none() && whole.incomplete.is_none());
+        assert_eq!(whole.runs.len(), 2);
+        assert_eq!(whole.configurations.len(), 2);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn samples_are_freed_and_their_bytes_given_back() {
+        let j = Journal::start(None, "sweep", 1, 1 << 20);
+        let mut r = report(2);
+        let mut v = ipivmm::results::VcpuResult::new(0, 0);
+        v.phases.push(ipivmm::results::PhaseResult {
+            samples: vec![7; 1000],
+            ..Default::default()
+        });
+        r.vcpus.push(v);
+        j.budget().keep(ipivmm::vcpu::store::report_bytes(&r));
+        let with_samples = j.budget().held();
+        j.record(r);
+        assert_eq!(j.budget().held(), with_samples - 8000);
+        assert!(j.runs()[0].vcpus[0].phases[0].samples.is_empty());
+    }
+
+    #[test]
+    fn a_write_that_fails_is_said_once_and_the_runs_are_kept() {
+        let d = dir("fails");
+        let path = d.join("gone").join("r.json");
+        let j = Journal::start(Some(&path), "check", 2, 1 << 20);
+        j.record(report(2));
+        let error = j.error().unwrap();
+        assert!(error.contains("before the first run"), "{error}");
+        assert_eq!(j.runs().len(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn runs_that_could_not_start_or_went_over_budget_stop_their_repeats() {
+        let mut r = report(2);
+        assert_eq!(stops_repeats(&r), Some("its other repeats are not run"));
+        r.vcpus.push(ipivmm::results::VcpuResult::new(0, 0));
+        r.status = RunStatus::Completed;
+        assert!(stops_repeats(&r).is_none());
+        r.status = RunStatus::OverBudget {
+            vcpu: 1,
+            data: "phases".into(),
+            limit_bytes: 1 << 27,
+            reason: "vcpu1: ...".into(),
+        };
+        let why = stops_repeats(&r).unwrap();
+        assert!(why.contains("its other repeats are not run"), "{why}");
     }
 }

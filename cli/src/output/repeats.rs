@@ -49,11 +49,20 @@ pub fn with_interval(m: Metric, v: f64, i: Option<&Interval>) -> String {
     s
 }
 
-fn figure_line(m: Metric, op: &str, f: &FigureStats) -> String {
+/// ` (3 of 6 repeats)` when a figure is not every repeat's.
+fn of_how_many(n: usize, completed: usize) -> String {
+    match n < completed {
+        true => format!(" ({n} of {completed} repeats)"),
+        false => String::new(),
+    }
+}
+
+fn figure_line(m: Metric, op: &str, f: &FigureStats, completed: usize) -> String {
     let mut s = format!(
-        "  {:<24} median {}",
+        "  {:<24} median {}{}",
         m.name(op),
-        with_interval(m, f.median, f.interval.as_ref())
+        with_interval(m, f.median, f.interval.as_ref()),
+        of_how_many(f.values.len(), completed)
     );
     if let Some(c) = f.cov {
         let _ = write!(s, ", CoV {:.1}%", c * 100.0);
@@ -65,21 +74,23 @@ fn figure_line(m: Metric, op: &str, f: &FigureStats) -> String {
     s
 }
 
-fn count_line(m: Metric, op: &str, c: &CountStats) -> String {
+fn count_line(m: Metric, op: &str, c: &CountStats, completed: usize) -> String {
     let name = m.name(op);
+    let n = c.values.len();
     if c.exact {
-        let every = if c.values.len() > 1 {
-            " in every repeat"
-        } else {
-            ""
+        let every = match (n > 1, n < completed) {
+            (_, true) => format!(" in {n} of {completed} repeats"),
+            (true, false) => " in every repeat".into(),
+            (false, false) => String::new(),
         };
         format!("  {name:<24} {}{every} (a count)", m.format(c.median))
     } else {
         format!(
-            "  {name:<24} {} to {} across repeats, median {} (counts; they differ between repeats here)",
+            "  {name:<24} {} to {} across repeats, median {} (counts; they differ between repeats here){}",
             m.format(c.min),
             m.format(c.max),
-            m.format(c.median)
+            m.format(c.median),
+            of_how_many(n, completed)
         )
     }
 }
@@ -104,15 +115,25 @@ pub fn render(
             c.vcpus,
             if c.vcpus == 1 { "" } else { "s" },
             c.label,
-            c.repeats,
+            c.completed,
             c.runs.len(),
             if c.runs.len() == 1 { "" } else { "s" }
         );
+        // What the figures below count, when it is not every completed one.
+        if let Some(why) = &c.repeats_differ {
+            let _ = writeln!(out, "  {why}: each figure counts the repeats that have it");
+        } else if c.repeats < c.completed {
+            let _ = writeln!(
+                out,
+                "  {} of them measured no phase: each figure counts the repeats that have it",
+                c.completed - c.repeats
+            );
+        }
         for m in Metric::ALL {
             if let Some(f) = c.figures.get(m.key()) {
-                let _ = writeln!(out, "{}", figure_line(m, op, f));
+                let _ = writeln!(out, "{}", figure_line(m, op, f, c.completed));
             } else if let Some(n) = c.counts.get(m.key()) {
-                let _ = writeln!(out, "{}", count_line(m, op, n));
+                let _ = writeln!(out, "{}", count_line(m, op, n, c.completed));
             }
         }
         let own: Vec<String> = c
@@ -129,12 +150,14 @@ pub fn render(
             );
         }
         let p50 = Metric::CyclesPerOpP50.name(op);
+        // The repeats that have the p50: the n of what it can detect.
+        let n_p50 = c.p50().map_or(0, |f| f.values.len());
         match (c.min_detectable_effect, c.repeats_for_target) {
             (Some(e), Some(n)) => {
                 let _ = writeln!(
                     out,
-                    "  at {} repeats this host detects a change of {:.0}% or more in {p50} (95% confidence, 80% power); {:.0}% needs {n} repeats",
-                    c.repeats,
+                    "  at {n_p50} repeats this host detects a change of {:.0}% or more in {p50} \
+                     (95% confidence, 80% power); {:.0}% needs {n} repeats",
                     e * 100.0,
                     c.target_effect * 100.0
                 );
@@ -142,12 +165,13 @@ pub fn render(
             (None, Some(n)) => {
                 let _ = writeln!(
                     out,
-                    "  at {} repeats no change can be shown at 95%; {:.0}% in {p50} needs {n} repeats (95% confidence, 80% power)",
-                    c.repeats,
+                    "  at {n_p50} repeat{} no change can be shown at 95%; {:.0}% in {p50} needs {n} repeats \
+                     (95% confidence, 80% power)",
+                    if n_p50 == 1 { "" } else { "s" },
                     c.target_effect * 100.0
                 );
             }
-            _ if c.repeats < 2 => {
+            _ if n_p50 == 1 => {
                 let _ = writeln!(
                     out,
                     "  one repeat: no spread, no interval over repeats, nothing a comparison could show (--repeat 5)"

@@ -1,9 +1,12 @@
 //! Running a planned sweep: each run in order, the first one also measuring
-//! what counting costs, runs that cannot start (or are not started after a
-//! cancel) recorded as skipped with the reason. What happens along the way
-//! goes to a [`SweepEvents`] (the command line draws a progress bar; `check`
-//! and library callers can stay quiet with [`Quiet`]).
+//! what counting costs, each finished run kept in the command's journal
+//! ([`Journal`]). A run this host cannot do (its mode, a feature), or not
+//! started after a cancel, is recorded as skipped with the reason; a run
+//! that could not start for another reason is a failed run. What happens
+//! along the way goes to a [`SweepEvents`] (the command line draws a
+//! progress bar; `check` and library callers can stay quiet with [`Quiet`]).
 use super::PlannedRun;
+use crate::output::journal::{stops_repeats, Journal};
 use ipivmm::host::load::LoadProbe;
 use ipivmm::results::identity::ConfigId;
 use ipivmm::results::{RunReport, SkippedMode};
@@ -20,8 +23,14 @@ pub trait SweepEvents {
     fn planned(&self, _runs: usize) {}
     /// The run labelled `label` starts.
     fn start(&self, _label: &str) {}
-    /// A line worth showing (a failed run, a counting cost not measured).
+    /// A line worth showing (a counting cost not measured, a skip).
     fn note(&self, _line: &str) {}
+    /// A run that failed (did not start, did not complete): a caller that
+    /// hides the notes still shows these (the command line prints them
+    /// with `-q` too).
+    fn failed(&self, line: &str) {
+        self.note(line)
+    }
     /// A host switch or its warning (`--host-param`): the kernel module
     /// changed under every later run, so a caller that hides the notes
     /// still shows these (the command line prints them with `-q` too).
@@ -30,9 +39,6 @@ pub trait SweepEvents {
     }
     /// A run ended (or was not started).
     fn finished_one(&self) {}
-    /// A run ended with a report (completed or not), before the next
-    /// starts: where a caller keeps it durable ([`crate::output::journal`]).
-    fn report(&self, _report: &RunReport) {}
 }
 
 /// A caller that wants no events.
@@ -42,7 +48,7 @@ impl SweepEvents for Quiet {}
 
 /// How to run a sweep.
 #[derive(Clone)]
-pub struct SweepOptions {
+pub struct SweepOptions<'a> {
     /// Pairs of runs measuring what counting costs, on the first run.
     pub observer_pairs: u32,
     /// Set (by a signal) to stop: the current run ends cancelled, the rest
@@ -52,35 +58,38 @@ pub struct SweepOptions {
     /// whole plan (A B A B ..., not A A B B) so that drift hits every
     /// combination alike; 0 counts as 1.
     pub repeats: u32,
+    /// Where every finished run goes (and the guest memory budget they
+    /// share).
+    pub journal: &'a Journal,
 }
 
-/// What a sweep produced.
+/// What a sweep produced besides its runs (which are in the journal).
 #[derive(Debug, Default)]
 pub struct SweepOutcome {
-    /// Every run, in the order it ran.
-    pub reports: Vec<RunReport>,
     /// Combinations not run, each with the reason.
     pub skipped: Vec<SkippedMode>,
     /// Host switch or restore errors (`--host-param`), one line each.
     pub errors: Vec<String>,
 }
 
-/// Runs `runs` in order; runs that could not start (or were not started
-/// after a cancel) join `skipped` with the reason. The first run also
-/// measures what counting costs (`observer_pairs` pairs of runs with the
-/// counters detached and attached).
+/// Runs `runs` in order, each finished run into `opts.journal`; runs this
+/// host cannot do (or not started after a cancel) join `skipped` with the
+/// reason. The first run also measures what counting costs
+/// (`observer_pairs` pairs of runs with the counters detached and attached).
 pub fn run_all(
     runs: &[PlannedRun],
     skipped: &mut Vec<SkippedMode>,
     opts: &SweepOptions,
     observer_pairs: u32,
     events: &dyn SweepEvents,
-) -> Vec<RunReport> {
+) {
     let rounds = opts.repeats.max(1);
     events.planned(runs.len() * rounds as usize);
-    let mut reports = Vec::with_capacity(runs.len() * rounds as usize);
-    // Combinations that could not start are not tried again.
-    let mut refused: Vec<&str> = Vec::new();
+    opts.journal.plan_more(runs.len() * rounds as usize);
+    let mut first = observer_pairs > 0;
+    // Combinations whose repeats stop (they could not start, or went over
+    // the guest memory budget) are not tried again.
+    let mut stopped: Vec<&str> = Vec::new();
     for round in 0..rounds {
         for PlannedRun {
             label,
@@ -89,7 +98,7 @@ pub fn run_all(
             placement,
         } in runs
         {
-            if refused.contains(&label.as_str()) {
+            if stopped.contains(&label.as_str()) {
                 events.finished_one();
                 continue;
             }
@@ -113,33 +122,27 @@ pub fn run_all(
                 serial: SerialSink::Discard,
                 started: Instant::now(),
                 cancel: Some(opts.cancel.clone()),
+                budget: Some(opts.journal.budget()),
             };
-            let observer = if reports.is_empty() {
-                ipivmm::run::observer::measure(config, observer_pairs, Some(opts.cancel.clone()))
-                    .unwrap_or_else(|e| {
-                        events.note(&format!("{label}: counting cost not measured: {e}"));
-                        None
-                    })
-            } else {
-                None
+            let observer = match std::mem::take(&mut first) {
+                true => ipivmm::run::observer::measure(
+                    config,
+                    observer_pairs,
+                    Some(opts.cancel.clone()),
+                )
+                .unwrap_or_else(|e| {
+                    events.note(&format!("{label}: counting cost not measured: {e}"));
+                    None
+                }),
+                false => None,
             };
             let probe = LoadProbe::start();
-            match run(config, run_opts) {
-                Ok(mut r) => {
-                    r.host_load = probe.and_then(|p| p.finish());
-                    r.observer_effect = observer;
-                    r.host_param = host_param.clone();
-                    r.placement = placement.clone();
-                    r.repeat = (rounds > 1).then_some(round);
-                    if !r.succeeded() {
-                        events.note(&format!("{label}: {}", r.status.line()));
-                    }
-                    events.report(&r);
-                    reports.push(r);
-                }
-                Err(e) => {
-                    events.note(&format!("{label}: could not start: {e}"));
-                    refused.push(label);
+            let mut r = match run(config, run_opts) {
+                Ok(r) => r,
+                // Only what this host cannot do is a skip.
+                Err(e) if e.host_cannot_run() => {
+                    events.note(&format!("{label}: skipped: {e}"));
+                    stopped.push(label);
                     skipped.push(SkippedMode {
                         id: Some(ConfigId::of_config(
                             config,
@@ -147,12 +150,29 @@ pub fn run_all(
                             host_param.clone(),
                         )),
                         mode: label.clone(),
-                        reason: format!("could not start: {e}"),
+                        reason: format!("this host cannot run it: {e}"),
                     });
+                    events.finished_one();
+                    continue;
                 }
+                Err(e) => RunReport::not_started(config, &e.to_string()),
+            };
+            r.host_load = probe.and_then(|p| p.finish());
+            r.observer_effect = observer;
+            r.host_param = host_param.clone();
+            r.placement = placement.clone();
+            r.repeat = (rounds > 1).then_some(round);
+            // Said once, with why the repeats after it will not run.
+            let stop = stops_repeats(&r).filter(|_| round + 1 < rounds);
+            if !r.succeeded() {
+                let more = stop.map(|why| format!("; {why}")).unwrap_or_default();
+                events.failed(&format!("{label}: {}{more}", r.status.line()));
             }
+            if stop.is_some() {
+                stopped.push(label);
+            }
+            opts.journal.record(r);
             events.finished_one();
         }
     }
-    reports
 }

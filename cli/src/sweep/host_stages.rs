@@ -109,13 +109,11 @@ fn run_stage(
     let (runs, skips) = plan_stage(spec, host.as_ref(), Some(setting));
     out.skipped.extend(skips);
     // The counting cost is measured once, on the sweep's first run.
-    let pairs = if out.reports.is_empty() {
-        opts.observer_pairs
-    } else {
-        0
+    let pairs = match opts.journal.runs().is_empty() {
+        true => opts.observer_pairs,
+        false => 0,
     };
-    out.reports
-        .extend(run_all(&runs, &mut out.skipped, opts, pairs, events));
+    run_all(&runs, &mut out.skipped, opts, pairs, events);
     let restored = guard.restore()?;
     if !restored.was_noop() {
         say(&restored_lines(&restored), events);
@@ -152,6 +150,7 @@ fn say(lines: &[String], events: &dyn SweepEvents) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::journal::Journal;
     use crate::sweep::execute::Quiet;
     use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
     use ipivmm_host::module_switch::{parse_param_values, FakeModprobe};
@@ -187,11 +186,13 @@ mod tests {
         (fake, hs)
     }
 
-    fn opts(cancelled: bool) -> SweepOptions {
+    fn opts(cancelled: bool) -> SweepOptions<'static> {
+        let journal = Box::leak(Box::new(Journal::start(None, "sweep", 0, 1 << 30)));
         SweepOptions {
             observer_pairs: 0,
             cancel: Arc::new(AtomicBool::new(cancelled)),
             repeats: 1,
+            journal,
         }
     }
 

@@ -254,9 +254,8 @@ pub fn execute(
         Some(hs) => run_stages(spec, hs, opts, events),
         None => {
             let (runs, mut skipped) = plan(spec, host);
-            let reports = run_all(&runs, &mut skipped, opts, opts.observer_pairs, events);
+            run_all(&runs, &mut skipped, opts, opts.observer_pairs, events);
             SweepOutcome {
-                reports,
                 skipped,
                 errors: Vec::new(),
             }

@@ -4,6 +4,7 @@
 use super::execute::{SweepEvents, SweepOptions};
 use super::host_stages::HostSweep;
 use super::{execute, SweepSpec};
+use crate::output::journal::Journal;
 use ipivmm::Document;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -60,19 +61,22 @@ impl Planned {
         self.preset.as_ref()
     }
 
-    /// Runs the plan, telling `events`; stops at `cancel`.
+    /// Runs the plan, telling `events`, each run into `journal`; stops at
+    /// `cancel`.
     pub fn run(
         self,
         observer_pairs: u32,
         repeats: u32,
         cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
         events: &dyn SweepEvents,
+        journal: Journal,
     ) -> Swept {
         let started = Instant::now();
         let opts = SweepOptions {
             observer_pairs,
             cancel: cancel.clone(),
             repeats,
+            journal: &journal,
         };
         let out = execute(
             &self.spec,
@@ -82,16 +86,15 @@ impl Planned {
             events,
         );
         let wall = started.elapsed();
-        let ran = out.reports.len();
-        let mut doc = Document::new(out.reports, out.skipped);
+        let (mut doc, journal_error) = journal.finish(out.skipped);
         doc.preset = self.preset;
         let ok = !cancel.load(Ordering::SeqCst)
-            && ran > 0
+            && !doc.runs.is_empty()
             && out.errors.is_empty()
             && doc.runs.iter().all(|r| r.succeeded());
         Swept {
             doc,
-            errors: out.errors,
+            errors: out.errors.into_iter().chain(journal_error).collect(),
             wall,
             ok,
         }

@@ -17,6 +17,7 @@ use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
 use crate::results::RunReport;
 use crate::run::{run, RunError, RunOptions};
+use ipivmm_devices::budget::SharedBudget;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -112,6 +113,7 @@ pub fn calibrate(
 ) -> Result<NoiseProfile, CalibrateError> {
     let mut recordings: Vec<Vec<f64>> = Vec::new();
     let mut id = None;
+    let budget = Arc::new(SharedBudget::new(spec.config.guest_memory_budget));
     let mut injected_config = spec.config.clone();
     for k in 0..=spec.recordings {
         if k > 0 && !spec.pause.is_zero() {
@@ -143,9 +145,11 @@ pub fn calibrate(
                 serial: SerialSink::Discard,
                 started: Instant::now(),
                 cancel: Some(cancel.clone()),
+                budget: Some(budget.clone()),
             };
             let mut r = run(config, opts)?;
             r.host_load = probe.and_then(|p| p.finish());
+            budget.release(r.drop_samples());
             events.run(k, i, &r);
             if cancel.load(Ordering::SeqCst) {
                 return Err(CalibrateError::Cancelled);

@@ -18,6 +18,7 @@ use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
 use crate::results::RunReport;
 use crate::run::{run, RunError, RunOptions};
+use ipivmm_devices::budget::SharedBudget;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -176,6 +177,9 @@ pub fn run_interleaved(
     events: &dyn Events,
 ) -> Result<Finding, RunError> {
     let start = Instant::now();
+    // One guest memory budget for every run of the comparison; a run's
+    // raw samples go back to it once the run is summarized.
+    let budget = Arc::new(SharedBudget::new(spec.arms[0].config.guest_memory_budget));
     let mut coin = Coin(spec.seed | 1);
     let mut reports: Vec<(usize, RunReport)> = Vec::new();
     let mut sequence: Option<Sequential> = None;
@@ -197,9 +201,11 @@ pub fn run_interleaved(
                 serial: SerialSink::Discard,
                 started: Instant::now(),
                 cancel: Some(cancel.clone()),
+                budget: Some(budget.clone()),
             };
             let mut r = run(&spec.arms[arm].config, opts)?;
             r.host_load = probe.and_then(|p| p.finish());
+            budget.release(r.drop_samples());
             r.repeat = Some(rounds as u32);
             events.run_finished(rounds, arm, &r);
             let ok = r.succeeded();

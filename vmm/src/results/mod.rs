@@ -404,6 +404,51 @@ impl RunReport {
         self.status == RunStatus::Completed
     }
 
+    /// A run of `config` that could not start (`why`: the error, which
+    /// names the fix): status `failed`, no vCPU results. A command keeps it
+    /// among its runs, so that a run refused for a reason other than the
+    /// host's (too few file descriptors, a payload gone) reads as a failed
+    /// run, never as a skip.
+    pub fn not_started(config: &crate::config::VmConfig, why: &str) -> Self {
+        RunReport {
+            mode: RunConfig::of(config),
+            apicv: crate::mode::apicv::ApicvPlan {
+                requested: config.apicv,
+                detail: "the run did not start".into(),
+                ..Default::default()
+            },
+            status: RunStatus::Failed {
+                reason: format!("could not start: {why}"),
+            },
+            tsc_khz: 0,
+            timings: Timings::default(),
+            vcpus: Vec::new(),
+            serial_tail: String::new(),
+            serial_dropped_bytes: 0,
+            observer_effect: None,
+            host_settings: None,
+            host_param: None,
+            placement: None,
+            apicv_observed: None,
+            host: None,
+            repeat: None,
+            host_load: None,
+        }
+    }
+
+    /// Frees the phases' raw samples (their statistics stay: `latency`,
+    /// the histogram, the p50's interval; the JSON never has them) and
+    /// returns the bytes their buffers held, for
+    /// [`SharedBudget::release`](ipivmm_devices::budget::SharedBudget::release).
+    pub fn drop_samples(&mut self) -> u64 {
+        let mut freed = 0u64;
+        for p in self.vcpus.iter_mut().flat_map(|v| v.phases.iter_mut()) {
+            freed = freed.saturating_add((p.samples.capacity() * 8) as u64);
+            p.samples = Vec::new();
+        }
+        freed
+    }
+
     /// The headline metrics of the run's measured phase: the `metrics`
     /// object the JSON carries for it (`runs[].metrics`), per operation and
     /// per delivered IPI.

@@ -25,13 +25,17 @@ pub struct FigureStats {
     /// Coefficient of variation over the repeats (from 2 repeats).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cov: Option<f64>,
-    /// Each repeat's figure, in run order.
+    /// Each repeat's figure, in run order: one per repeat that has it (its
+    /// count is the n of every statistic here).
     pub values: Vec<f64>,
+    /// The runs (indices in `runs[]`) `values` come from.
+    pub runs: Vec<usize>,
 }
 
 impl FigureStats {
-    /// The statistics of `values` (None for none).
-    pub fn of(values: Vec<f64>) -> Option<Self> {
+    /// The statistics of `values`, each from the run of the same place in
+    /// `runs` (None for none).
+    pub fn of(values: Vec<f64>, runs: Vec<usize>) -> Option<Self> {
         Some(Self {
             median: stats::median(&values)?,
             interval: (values.len() > 1)
@@ -39,6 +43,7 @@ impl FigureStats {
                 .flatten(),
             cov: stats::cov(&values),
             values,
+            runs,
         })
     }
 }
@@ -54,13 +59,16 @@ pub struct CountStats {
     pub max: f64,
     /// Whether every repeat gave the same count (to 1e-9).
     pub exact: bool,
-    /// Each repeat's count, in run order.
+    /// Each repeat's count, in run order: one per repeat that has it.
     pub values: Vec<f64>,
+    /// The runs (indices in `runs[]`) `values` come from.
+    pub runs: Vec<usize>,
 }
 
 impl CountStats {
-    /// The statistics of `values` (None for none).
-    pub fn of(values: Vec<f64>) -> Option<Self> {
+    /// The statistics of `values`, each from the run of the same place in
+    /// `runs` (None for none).
+    pub fn of(values: Vec<f64>, runs: Vec<usize>) -> Option<Self> {
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Some(Self {
@@ -69,6 +77,7 @@ impl CountStats {
             max,
             exact: max - min <= 1e-9,
             values,
+            runs,
         })
     }
 }
@@ -88,17 +97,27 @@ pub struct ConfigurationStats {
     pub operation: &'static str,
     /// Its runs' indices in `runs[]`.
     pub runs: Vec<usize>,
-    /// Repeats that completed (the figures' count).
+    /// Repeats that completed.
+    pub completed: usize,
+    /// Completed repeats that measured the phase the figures read (its
+    /// headline phase: `measure`, the one `--phase` names...); a figure
+    /// that not all of them have says so by its own `values`.
     pub repeats: usize,
+    /// How the completed repeats differ in what they measured, when they
+    /// do (`--phase cpuid` where some repeats ran no phase of that name,
+    /// a payload whose phases differ between runs): each phase with how
+    /// many repeats measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats_differ: Option<String>,
     /// Latency and ratio figures by [`Metric::key`].
     pub figures: BTreeMap<&'static str, FigureStats>,
     /// Counts by [`Metric::key`].
     pub counts: BTreeMap<&'static str, CountStats>,
     /// Smallest change of the p50 (0.12 = 12%) that a comparison of two
-    /// such configurations at this many repeats detects with 80% power
-    /// under the gate's rule (significant at 5% one-sided and at least the
-    /// 10% threshold: [`crate::gate::power`]), from the repeats' spread;
-    /// None below 4 repeats.
+    /// such configurations at as many repeats as have the p50 detects with
+    /// 80% power under the gate's rule (significant at 5% one-sided and at
+    /// least the 10% threshold: [`crate::gate::power`]), from their
+    /// spread; None below 4 of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_detectable_effect: Option<f64>,
     /// [`stats::TARGET_EFFECT`].
@@ -153,25 +172,50 @@ pub fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
         .collect()
 }
 
+/// How the completed repeats `done` differ in the phase they measured, if
+/// they do: `phase 'cpuid' in 3, no measured phase in 3`.
+fn differences(done: &[&Summarized]) -> Option<String> {
+    let mut seen: Vec<(Option<&str>, usize)> = Vec::new();
+    for s in done {
+        let phase = s.1.phase.as_deref();
+        match seen.iter_mut().find(|(p, _)| *p == phase) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((phase, 1)),
+        }
+    }
+    (seen.len() > 1).then(|| {
+        let each: Vec<String> = seen
+            .iter()
+            .map(|(p, n)| match p {
+                Some(name) => format!("phase '{name}' in {n}"),
+                None => format!("no measured phase in {n}"),
+            })
+            .collect();
+        format!("the repeats measured different phases: {}", each.join(", "))
+    })
+}
+
 fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
-    let done: Vec<&RunSummary> = members
-        .iter()
-        .map(|m| &m.1)
-        .filter(|s| s.completed)
-        .collect();
+    let done_runs: Vec<&Summarized> = members.iter().copied().filter(|m| m.1.completed).collect();
+    let done: Vec<&RunSummary> = done_runs.iter().map(|m| &m.1).collect();
     let mut figures = BTreeMap::new();
     let mut counts = BTreeMap::new();
     for m in Metric::ALL {
-        let values: Vec<f64> = done.iter().filter_map(|s| m.value(s)).collect();
+        let (runs, values): (Vec<usize>, Vec<f64>) = done_runs
+            .iter()
+            .filter_map(|r| Some((r.0, m.value(&r.1)?)))
+            .unzip();
         if m.is_count() {
-            if let Some(c) = CountStats::of(values) {
+            if let Some(c) = CountStats::of(values, runs) {
                 counts.insert(m.key(), c);
             }
-        } else if let Some(f) = FigureStats::of(values) {
+        } else if let Some(f) = FigureStats::of(values, runs) {
             figures.insert(m.key(), f);
         }
     }
     let p50 = figures.get(Metric::CyclesPerOpP50.key());
+    // Every statistic of the p50 counts the repeats that have it.
+    let n = p50.map_or(0, |f| f.values.len());
     let spread = p50.and_then(|f| stats::log_sd(&f.values));
     let mut unstable: Vec<Instability> = Vec::new();
     if let Some(c) = p50.and_then(|f| f.cov).filter(|c| *c > stats::COV_BOUND) {
@@ -196,7 +240,6 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
         unstable.extend(stats::load_instabilities(&load));
     }
     let policy = crate::gate::DEFAULT_POLICY;
-    let n = p50.map_or(0, |f| f.values.len());
     ConfigurationStats {
         id: k.clone(),
         label: k.label(),
@@ -204,7 +247,9 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
         vcpus: k.vcpus,
         operation: members.first().map_or("op", |m| m.1.operation),
         runs: members.iter().map(|m| m.0).collect(),
-        repeats: done.len(),
+        completed: done.len(),
+        repeats: done.iter().filter(|s| s.phase.is_some()).count(),
+        repeats_differ: differences(&done_runs),
         figures,
         counts,
         min_detectable_effect: spread

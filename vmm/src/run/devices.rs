@@ -3,7 +3,6 @@
 //! devices (`Chip::wire`: with `--irqchip user`, ipivmm's LAPIC model at
 //! the xAPIC page).
 use super::{host, RunError};
-use crate::config::VmConfig;
 use crate::vm::Vm;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;
@@ -23,9 +22,8 @@ pub struct Devices {
     pub budget: Arc<GuestBudget>,
 }
 
-/// Put the devices of `config` on a bus for `vm`.
-pub fn wire(vm: &Vm, config: &VmConfig, sink: SerialSink) -> Result<Devices, RunError> {
-    let budget = Arc::new(GuestBudget::new(config.guest_memory_budget));
+/// Put the devices of a run on a bus for `vm`, charging `budget`.
+pub fn wire(vm: &Vm, budget: Arc<GuestBudget>, sink: SerialSink) -> Result<Devices, RunError> {
     let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
     let mut bus = Bus::new();
     bus.insert(

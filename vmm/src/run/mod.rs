@@ -17,6 +17,7 @@ use prepare::prepare;
 use crate::results::{inhibits, RunReport};
 use crate::vm::VmError;
 use ipivmm_counters::sampler::InhibitSampler;
+use ipivmm_devices::budget::{GuestBudget, SharedBudget};
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -31,6 +32,13 @@ pub struct RunOptions {
     /// Set by the caller (e.g. a signal handler) to stop the run early; the
     /// report then has status `Cancelled` and every phase finished so far.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// One guest memory budget for several runs (the repeats and rows of one
+    /// command), instead of `VmConfig::guest_memory_budget` for this run
+    /// alone: the run draws on what the runs before it left, and what its
+    /// report holds ([`crate::vcpu::store::report_bytes`]) is kept in it
+    /// when it ends (a caller that frees part of a report gives it back:
+    /// [`crate::results::RunReport::drop_samples`]).
+    pub budget: Option<Arc<SharedBudget>>,
 }
 
 impl Default for RunOptions {
@@ -39,6 +47,7 @@ impl Default for RunOptions {
             serial: SerialSink::Capture,
             started: Instant::now(),
             cancel: None,
+            budget: None,
         }
     }
 }
@@ -94,7 +103,11 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     if let Some(s) = &mut creation {
         log.drain(s);
     }
-    let devices = devices::wire(&vm, &prepared.config, opts.serial)?;
+    let budget = match &opts.budget {
+        Some(shared) => shared.for_run(),
+        None => GuestBudget::new(prepared.config.guest_memory_budget),
+    };
+    let devices = devices::wire(&vm, Arc::new(budget), opts.serial)?;
     let mut running = spawn::spawn(
         vm,
         devices,
@@ -125,5 +138,8 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         &mut report.vcpus,
         creation.is_some() || bpf.is_some(),
     );
+    if let Some(shared) = &opts.budget {
+        shared.keep(crate::vcpu::store::report_bytes(&report));
+    }
     Ok(report)
 }

@@ -36,6 +36,20 @@ pub fn phase_bytes(p: &PhaseResult) -> u64 {
     size_of::<PhaseResult>() as u64 + p.name.len() as u64 + counters + reasons
 }
 
+/// Host bytes the guest-driven data of a finished run holds, counted as
+/// [`Store`] charged it: each phase ([`phase_bytes`]), the vector that
+/// holds the phases (its capacity) and the samples' buffers; for a budget
+/// shared by several runs ([`ipivmm_devices::budget::SharedBudget`]).
+pub fn report_bytes(r: &crate::results::RunReport) -> u64 {
+    crate::results::saturating_sum(r.vcpus.iter().map(|v| {
+        let vector = (v.phases.capacity() * size_of::<PhaseResult>()) as u64;
+        crate::results::saturating_sum(v.phases.iter().map(|p| {
+            phase_bytes(p).saturating_add((p.samples.capacity() * size_of::<u64>()) as u64)
+        }))
+        .saturating_add(vector)
+    }))
+}
+
 /// What one vCPU's guest stored, charged to the run's budget.
 pub struct Store<'a> {
     /// The run's budget.

@@ -7,14 +7,15 @@
 use super::sweep::{plan_sweep, PlanError};
 use super::{fail, init_log};
 use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
-use crate::output::atomic::write_atomic;
+use crate::output::atomic::write_atomic_with;
 use crate::output::dest::{emit, print_text, Dest};
+use crate::output::journal::{stops_repeats, Journal};
 use crate::sweep::execute::Quiet;
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::host::load::LoadProbe;
 use ipivmm::host::HostInfo;
-use ipivmm::{Document, RunOptions, SerialSink};
+use ipivmm::{Document, RunOptions, RunReport, SerialSink};
 use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
 use std::path::Path;
@@ -273,46 +274,63 @@ enum NotRun {
     Plan(String),
 }
 
-/// Runs one experiment: its document, or why it could not run.
+/// Runs one experiment: its document, or why it could not run. Each
+/// finished run goes into a journal, on disk at `json` (`--json-dir`) from
+/// before the first VM; what the journal could not write is in `errors`.
 fn execute(
     job: &Job,
     cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    json: Option<&Path>,
+    errors: &mut Vec<String>,
 ) -> Result<Document, NotRun> {
-    match job {
+    let not_run = |e: ipivmm::RunError| match e.host_cannot_run() {
+        true => NotRun::Host(e.to_string()),
+        false => NotRun::Plan(e.to_string()),
+    };
+    let (doc, journal_error) = match job {
         Job::Run(args) => {
             let config = args.to_config().map_err(NotRun::Plan)?;
+            // What `run` refuses before any VM is a plan error (or this
+            // host's), and leaves an older file alone.
+            ipivmm::run::prepare::prepare(&config).map_err(not_run)?;
+            // `--repeat` in a plan's line as on the command line (default
+            // 5): independent VMs whose median the ratios judge.
+            let repeats = repeat_choice(args.repeat).repeats;
+            let journal =
+                Journal::start(json, "check", repeats as usize, config.guest_memory_budget);
             let observer =
                 ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
                     .unwrap_or_else(|e| {
                         log::warn!("counting cost not measured: {e}");
                         None
                     });
-            // `--repeat` in a plan's line as on the command line (default
-            // 5): independent VMs whose median the ratios judge.
-            let mut reports = Vec::new();
-            let repeats = repeat_choice(args.repeat).repeats;
             for i in 0..repeats {
+                // A signal stops the repeats: none boots after it.
+                if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let opts = RunOptions {
                     serial: SerialSink::Discard,
                     cancel: Some(cancel.clone()),
+                    budget: Some(journal.budget()),
                     ..RunOptions::default()
                 };
                 let probe = LoadProbe::start();
-                let mut report = ipivmm::run(&config, opts).map_err(|e| {
-                    if e.host_cannot_run() {
-                        NotRun::Host(e.to_string())
-                    } else {
-                        NotRun::Plan(e.to_string())
-                    }
-                })?;
+                // Checked by prepare above: an error now is a failed run.
+                let mut report = ipivmm::run(&config, opts)
+                    .unwrap_or_else(|e| RunReport::not_started(&config, &e.to_string()));
                 report.host_load = probe.and_then(|p| p.finish());
                 report.repeat = (repeats > 1).then_some(i);
                 if i == 0 {
                     report.observer_effect = observer.clone();
                 }
-                reports.push(report);
+                let stop = stops_repeats(&report).is_some();
+                journal.record(report);
+                if stop {
+                    break;
+                }
             }
-            Ok(Document::new(reports, Vec::new()))
+            journal.finish(Vec::new())
         }
         Job::Sweep(args) => {
             let planned = plan_sweep(args).map_err(|e| match e {
@@ -320,11 +338,14 @@ fn execute(
                 e => NotRun::Plan(e.to_string()),
             })?;
             let repeats = repeat_choice(args.repeat).repeats;
-            Ok(planned
-                .run(args.observer_effect, repeats, cancel, &Quiet)
-                .doc)
+            let journal = Journal::start(json, "check", 0, planned.spec().base.guest_memory_budget);
+            let swept = planned.run(args.observer_effect, repeats, cancel, &Quiet, journal);
+            errors.extend(swept.errors);
+            (swept.doc, None)
         }
-    }
+    };
+    errors.extend(journal_error);
+    Ok(doc)
 }
 
 /// Every expectation of an experiment that could not run because of the
@@ -383,7 +404,18 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             verdicts.extend(all_skipped(&x.name, expectations, "not run: cancelled"));
             continue;
         }
-        let doc = match execute(job, &cancel) {
+        // The experiment's file, from before its first VM (its journal).
+        let json = args.json_dir.as_ref().and_then(|dir| {
+            let file = dir.join(format!("{}.json", json_stem(&x.name)));
+            match std::fs::create_dir_all(dir) {
+                Ok(()) => Some(file),
+                Err(e) => {
+                    errors.push(format!("writing --json-dir {}: {e}", dir.display()));
+                    None
+                }
+            }
+        });
+        let doc = match execute(job, &cancel, json.as_deref(), &mut errors) {
             Ok(d) => d,
             Err(NotRun::Host(why)) => {
                 verdicts.extend(all_skipped(
@@ -402,15 +434,15 @@ pub fn main(args: &CheckArgs) -> ExitCode {
                 continue;
             }
         };
-        if let Some(dir) = &args.json_dir {
-            let written = std::fs::create_dir_all(dir).and_then(|_| {
-                write_atomic(
-                    &dir.join(format!("{}.json", json_stem(&x.name))),
-                    doc.to_json().as_bytes(),
-                )
+        if let Some(file) = &json {
+            let written = write_atomic_with(file, |w| {
+                let mut w = std::io::BufWriter::new(w);
+                serde_json::to_writer_pretty(&mut w, &doc)?;
+                std::io::Write::write_all(&mut w, b"\n")?;
+                std::io::Write::flush(&mut w)
             });
             if let Err(e) = written {
-                errors.push(format!("writing --json-dir {}: {e}", dir.display()));
+                errors.push(format!("writing --json-dir {}: {e}", file.display()));
             }
         }
         for mut v in evaluate(&doc, expectations).0 {
@@ -418,14 +450,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             verdicts.push(v);
         }
     }
-    if let Some(sig) = ipivmm::interrupt::received() {
-        // Verdicts and results written below all the same; a cancelled
-        // suite never exits 0.
-        errors.push(format!(
-            "cancelled by {}: experiments not run are reported as skips",
-            ipivmm::interrupt::signal_name(sig)
-        ));
-    }
+
     let verdicts = Verdicts(verdicts);
     let suite = if plan.about.is_empty() {
         plan.name.clone()
@@ -453,7 +478,11 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    if errors.is_empty() {
+    // Verdicts and results were written all the same (experiments not run
+    // are skips); a cancelled suite exits 128 + the signal.
+    if let Some(cancelled) = super::cancelled() {
+        cancelled
+    } else if errors.is_empty() {
         ExitCode::from(verdicts.exit_code())
     } else {
         ExitCode::from(1)

@@ -21,6 +21,12 @@ pub fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A line for people on stderr, wrapped at 120 columns (a run's status
+/// names its cause and the fix, which can take more than one line).
+pub fn say(line: &str) {
+    eprint!("{}", crate::output::fit::wrap(&format!("{line}\n")));
+}
+
 /// Log to stderr at `level` unless RUST_LOG says otherwise.
 pub fn init_log(level: &str) {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
@@ -65,10 +71,23 @@ pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> E
     ExitCode::from(if errors.is_empty() { 4 } else { 1 })
 }
 
+/// When a signal cancelled the command: one line naming it, and the exit
+/// code that says so, 128 + the signal (130 for SIGINT, 143 for SIGTERM,
+/// 129 for SIGHUP), as a shell reports a process a signal ended; the
+/// command stopped cleanly and wrote what it had first.
+pub fn cancelled() -> Option<ExitCode> {
+    let sig = ipivmm::interrupt::received()?;
+    eprintln!(
+        "ipivmm: cancelled by {}: what finished is kept, the rest did not run",
+        ipivmm::interrupt::signal_name(sig)
+    );
+    Some(ExitCode::from(128u8.saturating_add(sig as u8)))
+}
+
 /// The exit code of a command that ran: with expectations, kselftest's
 /// (0 all hold, 1 one fails or a run failed, 4 none could be judged),
 /// written as TAP and JUnit; without, 0 when `ok`. Any output error makes
-/// it 1.
+/// it 1; a signal that cancelled it, 128 + the signal ([`cancelled`]).
 pub fn finish(
     doc: &Document,
     gate: &GateArgs,
@@ -101,7 +120,9 @@ pub fn finish(
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    if !errors.is_empty() {
+    if let Some(cancelled) = cancelled() {
+        cancelled
+    } else if !errors.is_empty() {
         ExitCode::from(1)
     } else {
         ExitCode::from(code)

@@ -1,11 +1,12 @@
 //! `ipivmm run`: one VM, one workload; results files first, then the table.
-use super::{fail, finish, init_log, plan_outputs, skip_all};
+use super::{fail, finish, init_log, plan_outputs, say, skip_all};
 use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
 use crate::output::dest::print_text;
+use crate::output::journal::{stops_repeats, Journal};
 use crate::output::{repeats, text};
 use ipivmm::host::load::LoadProbe;
 use ipivmm::SerialSink;
-use ipivmm::{run, Document, RunOptions};
+use ipivmm::{run, RunOptions, RunReport};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -25,13 +26,29 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         return dry_run(&config);
     }
     let serial = match args.serial {
+        // -q: nothing but errors, the guest's console included.
+        SerialArg::Stdout if args.quiet => SerialSink::Discard,
         SerialArg::Stdout if outputs.uses_stdout() => SerialSink::Log,
         SerialArg::Stdout => SerialSink::Stdout,
         SerialArg::Log => SerialSink::Log,
         SerialArg::None => SerialSink::Discard,
     };
+    // Every check of a run before the journal replaces an older results
+    // file: a refused run (a bad payload, no KVM device) leaves it alone.
+    if let Err(e) = ipivmm::run::prepare::prepare(&config) {
+        return match e.host_cannot_run() {
+            true => skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string()),
+            false => fail(e),
+        };
+    }
     let choice = repeat_choice(args.repeat);
     let cancel = ipivmm::interrupt::cancel_flag();
+    let journal = Journal::start(
+        outputs.file_of("json"),
+        "run",
+        choice.repeats as usize,
+        config.guest_memory_budget,
+    );
     // A pair that cannot start does not stop the run itself: its own
     // outcome (and JSON) is what the user asked for.
     let observer =
@@ -40,9 +57,8 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
                 log::warn!("counting cost not measured: {e}");
                 None
             });
-    let mut reports = Vec::with_capacity(choice.repeats as usize);
     for i in 0..choice.repeats {
-        if i > 0 && cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) && !journal.runs().is_empty() {
             break;
         }
         let opts = RunOptions {
@@ -50,14 +66,16 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
             serial: if i == 0 { serial } else { SerialSink::Discard },
             started: if i == 0 { started } else { Instant::now() },
             cancel: Some(cancel.clone()),
+            budget: Some(journal.budget()),
         };
         let probe = LoadProbe::start();
         let mut report = match run(&config, opts) {
             Ok(r) => r,
-            Err(e) if e.host_cannot_run() && reports.is_empty() => {
+            Err(e) if e.host_cannot_run() && journal.runs().is_empty() => {
                 return skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string())
             }
-            Err(e) => return fail(e),
+            // A failure, not bad input: the finished repeats are kept.
+            Err(e) => RunReport::not_started(&config, &e.to_string()),
         };
         report.host_load = probe.and_then(|p| p.finish());
         if choice.repeats > 1 {
@@ -66,25 +84,16 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         if i == 0 {
             report.observer_effect = observer.clone();
         }
-        let t = &report.timings;
-        log::info!(
-            "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",
-            t.setup_ns as f64 / 1e6,
-            t.first_message_ns.map_or("never".into(), |ns| format!("{:.2} ms", ns as f64 / 1e6)),
-            t.total_ns as f64 / 1e6,
-            t.peak_rss_kib.unwrap_or(0)
-        );
-        // The text report says in one line why a counter source is
-        // unavailable; -v logs the whole reason (the JSON has it too).
-        for s in report.vcpus.first().iter().flat_map(|v| &v.sources) {
-            if let (false, Some(detail)) = (s.available, &s.detail) {
-                log::info!("counter source {} unavailable: {detail}", s.source);
-            }
+        log_run(&report);
+        let stop = stops_repeats(&report).is_some();
+        journal.record(report);
+        if stop {
+            break;
         }
-        reports.push(report);
     }
-    let doc = Document::new(reports, Vec::new());
-    let errors = outputs.write(&doc);
+    let (doc, journal_error) = journal.finish(Vec::new());
+    let mut errors = outputs.write(&doc);
+    errors.extend(journal_error);
     let report = &doc.runs[0];
     if !args.quiet {
         let layout = crate::output::fit::Layout::wide(args.wide);
@@ -112,11 +121,38 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     for r in doc.runs.iter().filter(|r| !r.succeeded()) {
         let which = r
             .repeat
-            .map(|i| format!(" (repeat {})", i + 1))
+            .map(|i| format!(" (repeat {} of {})", i + 1, choice.repeats))
             .unwrap_or_default();
-        eprintln!("ipivmm: run did not complete{which}: {}", r.status.line());
+        // Said once, with why the repeats after it did not run.
+        let stopped = match stops_repeats(r) {
+            Some(why) if doc.runs.len() < choice.repeats as usize => format!("; {why}"),
+            _ => String::new(),
+        };
+        say(&format!(
+            "ipivmm: run did not complete{which}: {}{stopped}",
+            r.status.line()
+        ));
     }
     finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)
+}
+
+/// The run's timings and unavailable counter sources, in the log (-v).
+fn log_run(report: &RunReport) {
+    let t = &report.timings;
+    log::info!(
+        "timings: VM ready after {:.2} ms, first guest message after {}, total {:.1} ms, peak RSS {} KiB",
+        t.setup_ns as f64 / 1e6,
+        t.first_message_ns.map_or("never".into(), |ns| format!("{:.2} ms", ns as f64 / 1e6)),
+        t.total_ns as f64 / 1e6,
+        t.peak_rss_kib.unwrap_or(0)
+    );
+    // The text report says in one line why a counter source is
+    // unavailable; -v logs the whole reason (the JSON has it too).
+    for s in report.vcpus.first().iter().flat_map(|v| &v.sources) {
+        if let (false, Some(detail)) = (s.available, &s.detail) {
+            log::info!("counter source {} unavailable: {detail}", s.source);
+        }
+    }
 }
 
 /// A run's headline p50 and its interval from the run's own samples.

@@ -105,16 +105,26 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect);
+        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect, &cancel);
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
         eprint!("{}", layout.lines(&format!("repeats: {choice}\n")));
     }
-    let journal = outputs.file_of("json").map(Journal::new);
-    let progress = Progress::new(args.quiet, journal);
-    let swept = planned.run(args.observer_effect, choice.repeats, &cancel, &progress);
-    let journal_error = progress.journal.as_ref().and_then(Journal::error);
+    let journal = Journal::start(
+        outputs.file_of("json"),
+        "sweep",
+        0,
+        planned.spec().base.guest_memory_budget,
+    );
+    let progress = Progress::new(args.quiet);
+    let swept = planned.run(
+        args.observer_effect,
+        choice.repeats,
+        &cancel,
+        &progress,
+        journal,
+    );
     drop(progress);
     let errors = outputs.write(&swept.doc);
     if !args.quiet {
@@ -127,11 +137,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         );
         print_text(&text, outputs.uses_stdout());
     }
-    let errors: Vec<String> = errors
-        .into_iter()
-        .chain(swept.errors)
-        .chain(journal_error)
-        .collect();
+    let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
     finish(
         &swept.doc,
         &args.gate,
@@ -147,30 +153,28 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 struct Progress {
     quiet: bool,
     bar: RefCell<Option<SweepProgress>>,
-    /// `--json FILE` rewritten after every run (durable rows).
-    journal: Option<Journal>,
 }
 
 impl Progress {
-    fn new(quiet: bool, journal: Option<Journal>) -> Self {
+    fn new(quiet: bool) -> Self {
         Self {
             quiet,
             bar: RefCell::new(None),
-            journal,
+        }
+    }
+
+    /// `text` above the bar, or on stderr (wrapped at 120 columns).
+    fn print(&self, text: &str) {
+        let text = crate::output::fit::wrap(text);
+        match &*self.bar.borrow() {
+            Some(b) if b.is_visible() => b.println(text.trim_end()),
+            _ => eprintln!("{}", text.trim_end()),
         }
     }
 }
 
 impl SweepEvents for Progress {
-    fn report(&self, report: &ipivmm::RunReport) {
-        if let Some(j) = &self.journal {
-            j.record(report);
-        }
-    }
     fn planned(&self, runs: usize) {
-        if let Some(j) = &self.journal {
-            j.plan_more(runs);
-        }
         if let Some(old) = self
             .bar
             .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
@@ -184,17 +188,15 @@ impl SweepEvents for Progress {
         }
     }
     fn note(&self, line: &str) {
-        match &*self.bar.borrow() {
-            Some(b) => b.println(line),
-            None if !self.quiet => eprintln!("{line}"),
-            None => {}
+        if !self.quiet {
+            self.print(line);
         }
     }
+    fn failed(&self, line: &str) {
+        self.print(line);
+    }
     fn host(&self, line: &str) {
-        match &*self.bar.borrow() {
-            Some(b) if b.is_visible() => b.println(line),
-            _ => eprintln!("{line}"),
-        }
+        self.print(line);
     }
     fn finished_one(&self) {
         if let Some(b) = &*self.bar.borrow() {

@@ -6,6 +6,8 @@ use crate::sweep::{plan, PlannedRun};
 use ipivmm::results::RunConfig;
 use ipivmm::{RunOptions, SerialSink, VmConfig};
 use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Iterations of the two calibration runs (the second also times how a
@@ -50,8 +52,9 @@ impl Calibration {
     }
 }
 
-/// The wall time of one run of `c` with `iterations`, or why it failed.
-fn time_run(c: &VmConfig, iterations: u64) -> Result<Duration, String> {
+/// The wall time of one run of `c` with `iterations`, or why it failed;
+/// a signal (`cancel`) stops it at once.
+fn time_run(c: &VmConfig, iterations: u64, cancel: &Arc<AtomicBool>) -> Result<Duration, String> {
     let c = VmConfig {
         iterations,
         warmup: c.warmup.min(iterations),
@@ -60,6 +63,7 @@ fn time_run(c: &VmConfig, iterations: u64) -> Result<Duration, String> {
     let started = Instant::now();
     let opts = RunOptions {
         serial: SerialSink::Discard,
+        cancel: Some(cancel.clone()),
         ..RunOptions::default()
     };
     let r = ipivmm::run(&c, opts).map_err(|e| e.to_string())?;
@@ -70,9 +74,12 @@ fn time_run(c: &VmConfig, iterations: u64) -> Result<Duration, String> {
 }
 
 /// Calibrates on `first`: two short runs.
-fn calibrate(first: &PlannedRun) -> Result<Calibration, String> {
-    let a = time_run(&first.config, CALIBRATION[0])?;
-    let b = time_run(&first.config, CALIBRATION[1])?;
+fn calibrate(first: &PlannedRun, cancel: &Arc<AtomicBool>) -> Result<Calibration, String> {
+    let a = time_run(&first.config, CALIBRATION[0], cancel)?;
+    if cancel.load(Ordering::SeqCst) {
+        return Err("cancelled".into());
+    }
+    let b = time_run(&first.config, CALIBRATION[1], cancel)?;
     let ipis = RunConfig::of(&first.config).fan_out().unwrap_or(1);
     Ok(Calibration::of(CALIBRATION, [a, b], ipis))
 }
@@ -129,13 +136,23 @@ pub fn render(
     out
 }
 
-/// `sweep --dry-run`: prints the plan of `planned` on stdout.
-pub fn main(planned: &Planned, repeats: u32, observer_pairs: u32) -> std::process::ExitCode {
+/// `sweep --dry-run`: prints the plan of `planned` on stdout. A signal
+/// during the calibration ends it at once: the plan is not printed, the
+/// exit code says the command was cancelled.
+pub fn main(
+    planned: &Planned,
+    repeats: u32,
+    observer_pairs: u32,
+    cancel: &Arc<AtomicBool>,
+) -> std::process::ExitCode {
     let (runs, skipped) = plan(planned.spec(), planned.host());
     let calibration = match runs.first() {
-        Some(first) => calibrate(first),
+        Some(first) => calibrate(first, cancel),
         None => Err("no row to run".into()),
     };
+    if let Some(code) = super::cancelled() {
+        return code;
+    }
     let stages = planned.spec().host_params.len();
     print!(
         "{}",
