@@ -13,5 +13,3 @@ pub mod control_msg;
 pub mod lapic;
 pub mod power;
 pub mod serial;
-pub mod stdout;
-pub mod text;

@@ -145,11 +145,11 @@ macro_rules! sink_args {
         impl clap::FromArgMatches for $t {
             fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 Ok(Self {
-                    given: Sink::given(m, $verdicts),
+                    given: crate::output::sinks::given(m, $verdicts),
                 })
             }
             fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-                self.given = Sink::given(m, $verdicts);
+                self.given = crate::output::sinks::given(m, $verdicts);
                 Ok(())
             }
         }
@@ -157,7 +157,7 @@ macro_rules! sink_args {
         impl Args for $t {
             fn augment_args(cmd: clap::Command) -> clap::Command {
                 match SinkCommand::named(cmd.get_name()) {
-                    Some(c) => Sink::add_args(cmd, c, $verdicts),
+                    Some(c) => crate::output::sinks::add_args(cmd, c, $verdicts),
                     None => cmd,
                 }
             }

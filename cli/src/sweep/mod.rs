@@ -117,8 +117,8 @@ pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
 /// Why a combination is not run on `host`, if it is not: it cannot run
 /// ([`mode::check`]), or it duplicates another (when asked to skip those).
 pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
-    if c.apic == ApicMode::Xapic && c.vcpus > ipivmm_abi::MAX_XAPIC_VCPUS {
-        return Some(ipivmm::config::ConfigError::XapicVcpus(c.vcpus).to_string());
+    if let Err(e) = c.xapic_limit() {
+        return Some(e.to_string());
     }
     match c.check_mode(host) {
         Err(e) => Some(e.to_string()),

@@ -227,16 +227,16 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
 /// Why a metric has no value in `r`, in words and with the fix where there
 /// is one.
 fn missing_metric(key: &str, r: &RunReport) -> String {
-    let source = |name: &str| {
+    let source = |source: Source| {
         r.vcpus
             .iter()
             .flat_map(|v| &v.sources)
-            .find(|s| s.source == name && !s.available)
+            .find(|s| s.source == source && !s.available)
             .and_then(|s| s.detail.clone())
     };
     if key.starts_with("icr_write_exits") {
-        let why = source(Source::Tracepoints.key())
-            .unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        let why =
+            source(Source::Tracepoints).unwrap_or_else(|| "no ICR-write exit counter ran".into());
         return format!(
             "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
         );
@@ -283,7 +283,7 @@ fn counter_values(
         if let Some(s) = v
             .sources
             .iter()
-            .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+            .find(|s| source.starts_with(s.source.key()) && !s.available)
         {
             let why = s.detail.as_deref().unwrap_or("unavailable");
             return Err(format!(
@@ -311,7 +311,7 @@ fn counter_values(
                 let why = v
                     .sources
                     .iter()
-                    .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+                    .find(|s| source.starts_with(s.source.key()) && !s.available)
                     .and_then(|s| s.detail.clone())
                     .unwrap_or_else(|| "nothing recorded".into());
                 return Err(format!("vcpu{}: no '{source}' counters ({why})", v.index));

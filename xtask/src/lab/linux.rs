@@ -8,7 +8,7 @@ use super::checks::every_run;
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
 use super::linux_checks as lc;
-use super::pass::{self, Boot, Settings, Verdict};
+use super::pass::{self, Boot, LabOutcome, Settings};
 use super::verify::{self, Expect, Report};
 use super::{boot, qemu};
 use anyhow::{bail, Result};
@@ -29,7 +29,7 @@ pub fn work_dir(root: &Path) -> PathBuf {
 }
 
 /// The pass: QEMU and the guest's image, the probe archive, one boot, the checks.
-pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
+pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     if args.emulator != EmulatorKind::Qemu {
         bail!("the Linux pass runs on QEMU (kvm_amd): drop --emulator bochs");
     }
@@ -77,7 +77,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
     let _ = fs::remove_file(work.dir.join("initrd-linux.cpio"));
     log(format!("results in {}", results.display()));
     if args.no_verify {
-        return Ok(Verdict::Passed);
+        return Ok(LabOutcome::Passed);
     }
     Ok(pass::print(&verify(&results)))
 }

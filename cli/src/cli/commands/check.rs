@@ -16,7 +16,7 @@ use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use ipivmm::experiment::rounds::{run_rounds, Options, Planned};
 use ipivmm::host::HostInfo;
 use ipivmm::Document;
-use ipivmm_devices::text::escape_controls;
+use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
 use std::path::Path;
 use std::process::ExitCode;

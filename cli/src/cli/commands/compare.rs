@@ -8,7 +8,7 @@ use crate::output::compare::{self, GateOptions};
 use crate::output::dest::{print_text, Outputs};
 use crate::output::fit::wrap;
 use crate::output::sink::Files;
-use crate::output::{color_stderr, color_stdout};
+use crate::output::style::{color_stderr, color_stdout};
 use ipivmm::compare::judge::DEFAULT_GATED;
 use ipivmm::experiment::interleaved::{self, Arm, Events, Spec, Stopped};
 use ipivmm::gate::profile::NoiseProfile;

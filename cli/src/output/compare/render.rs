@@ -6,7 +6,7 @@
 //! warnings and notes.
 use super::{Comparison, GateReport};
 use crate::output::fit::wrap;
-use crate::output::{paint, Tint};
+use crate::output::style::{paint, Tint};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, ContentArrangement, Table};
 use ipivmm::compare::Row;
 use ipivmm::gate::{Judged, Outcome, Scale};
@@ -131,7 +131,7 @@ pub fn render(c: &Comparison, gate: &GateReport, color: bool, decisions_apart: b
             ""
         };
         let at = c.recorded_at[i].map_or_else(String::new, |t| {
-            format!(", recorded at {}", crate::output::iso_time(t))
+            format!(", recorded at {}", crate::output::style::iso_time(t))
         });
         let _ = writeln!(out, "[{}] {name}{base}: {host}{at}", i + 1);
     }
