@@ -3,6 +3,7 @@
 use crate::output::fit::{self, Col, FitTable, Layout};
 use ipivmm::results::columns::PHASE_COLUMNS;
 use ipivmm::results::source::Source;
+use ipivmm::results::summary::{KVM_STAT_MEANINGS, PVM_EMULATION_FAIL};
 use ipivmm::results::{PhaseResult, VcpuEnd};
 use ipivmm::results::{RunConfig, RunReport, RunStatus};
 use std::fmt::Write;
@@ -284,7 +285,9 @@ fn per(num: u64, den: u64) -> String {
 }
 
 /// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
-/// where that tracepoint fired, else from KVM's per-kind exit stats.
+/// where that tracepoint fired, else from KVM's per-kind exit stats and,
+/// for the rest (`other`), the stats that say what KVM did in them
+/// (`insn_emulation`...), with what each counts.
 fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &r.vcpus {
@@ -310,8 +313,59 @@ fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
                 parts.join(" ")
             ));
         }
+        // Exits by stats only: what KVM did in them, by the stats that say.
+        if source == Source::KvmStats.key() {
+            let behind: Vec<String> = KVM_STAT_MEANINGS
+                .iter()
+                .filter_map(|(k, _)| {
+                    p.kvm_stats
+                        .get(*k)
+                        .filter(|n| **n > 0)
+                        .map(|n| format!("{k}={n}"))
+                })
+                .collect();
+            if !behind.is_empty() {
+                lines.push(format!(
+                    "  vcpu{} in those exits (KVM stats): {}",
+                    v.index,
+                    behind.join(" ")
+                ));
+            }
+        }
     }
+    lines.extend(stat_meanings(r, (id, name)));
     lines
+}
+
+/// What each KVM stat shown after the exits counts, once per phase.
+fn stat_meanings(r: &RunReport, (id, name): Key) -> Vec<String> {
+    let pvm = r
+        .host_settings
+        .as_ref()
+        .is_some_and(|h| h.backend == ipivmm::KvmBackend::KvmPvm);
+    let phases: Vec<&PhaseResult> = r
+        .vcpus
+        .iter()
+        .filter_map(|v| v.phase_of(id, name))
+        .collect();
+    let by_stats = phases.iter().all(|p| {
+        p.exit_reasons.as_ref().is_none_or(|e| e.exits == 0) && p.exits_by_reason().is_empty()
+    });
+    if !by_stats {
+        return Vec::new();
+    }
+    KVM_STAT_MEANINGS
+        .iter()
+        .filter(|(k, _)| {
+            phases
+                .iter()
+                .any(|p| p.kvm_stats.get(*k).is_some_and(|n| *n > 0))
+        })
+        .map(|(k, meaning)| match (*k, pvm) {
+            ("insn_emulation_fail", true) => format!("    {k}: {meaning}; {PVM_EMULATION_FAIL}"),
+            _ => format!("    {k}: {meaning}"),
+        })
+        .collect()
 }
 
 /// `reason=count (mean host time)`, busiest first, then what was lost.

@@ -293,6 +293,33 @@ pub const KVM_STAT_REASONS: &[&str] = &[
     "signal_exits",
 ];
 
+/// KVM binary stats that say what happened in the exits no per-kind stat
+/// counts (`other`), where `kvm_exit` does not fire to count them by
+/// reason (kvm_pvm), each with what it counts.
+pub const KVM_STAT_MEANINGS: &[(&str, &str)] = &[
+    (
+        "insn_emulation",
+        "instructions KVM emulated (under kvm_pvm the guest's privileged ones: port I/O, HLT, MSR writes, \
+         IRET...; one exit can emulate several)",
+    ),
+    (
+        "insn_emulation_fail",
+        "instructions KVM's emulator declined to emulate; a failure the guest saw (a #UD, an internal-error \
+         exit) would have ended the run",
+    ),
+    ("hypercalls", "hypercalls KVM handled"),
+    ("pf_taken", "page faults KVM handled"),
+    ("irq_injections", "interrupts KVM injected"),
+    ("halt_wakeup", "times a halted vCPU was woken"),
+];
+
+/// What the kvm_pvm backend's `insn_emulation_fail` counts, measured here
+/// with the `kvm_emulate_insn` tracepoint (`failed == 1`) over a ping-pong:
+/// LFENCE and MFENCE (around the guest's RDTSC) and IRETQ (the end of its
+/// IPI handler). The run goes on and its figures hold: not an error.
+pub const PVM_EMULATION_FAIL: &str = "on kvm_pvm these are LFENCE and MFENCE (around the guest's RDTSC) and IRETQ \
+     (the end of its IPI handler), by the kvm_emulate_insn tracepoint: the run goes on, not an error";
+
 /// Every phase of `run` with this id and name, on any vCPU: one phase of
 /// the report. A phase is its (id, name): a payload that reuses an id under
 /// another name (or names it differently per vCPU) ran different phases; one

@@ -381,7 +381,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     let mut errors = Vec::new();
     for (x, (job, expectations)) in plan.experiments.iter().zip(&jobs) {
         if !args.quiet {
-            eprintln!(
+            super::say(&format!(
                 "ipivmm: check: {}{}",
                 escape_controls(&x.name),
                 if x.about.is_empty() {
@@ -389,7 +389,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
                 } else {
                     format!(": {}", escape_controls(&x.about))
                 }
-            );
+            ));
         }
         let missing: Vec<String> = x
             .requires

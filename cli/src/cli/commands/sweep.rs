@@ -92,7 +92,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     };
     if let Some(note) = oversubscription_note(planned.spec()) {
         if !args.quiet {
-            eprintln!("{note}");
+            super::say(&note);
         }
     }
     // What the preset asks and what this host can answer, before anything runs.
@@ -105,7 +105,9 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect, &cancel);
+        let layout = crate::output::fit::Layout::wide(args.wide);
+        let (repeats, pairs) = (choice.repeats, args.observer_effect);
+        return super::sweep_dry_run::main(&planned, repeats, pairs, &cancel, layout);
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
