@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Command::Host(args) => commands::host::main(&args),
         Command::Sweep(args) => commands::sweep::main(&args),
         Command::Compare(args) => commands::compare::main(&args),
+        Command::Calibrate(args) => commands::calibrate::main(&args),
         Command::NewPayload(args) => commands::new_payload::main(&args),
         Command::Check(args) => commands::check::main(&args),
     }

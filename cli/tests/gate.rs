@@ -214,8 +214,9 @@ fn compare_fails_on_a_regression_past_the_threshold() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
-        e.contains("ipivmm: regression: ")
-            && e.contains(&format!("exits/IPI: {other} against {base}")),
+        e.contains(&format!("exits/IPI, {other} against {base}: "))
+            && e.contains("regressed")
+            && e.contains("ipivmm: gate: FAIL"),
         "{e}"
     );
     // Within the tolerance no count regresses, but one run a side cannot

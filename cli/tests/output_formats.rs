@@ -15,6 +15,7 @@ fn schema_round_trips_through_the_model() {
     let skipped = vec![SkippedMode {
         mode: "kernel/x2apic/pv/pingpong".into(),
         reason: "hypercalls do not return under kvm_pvm".into(),
+        id: None,
     }];
     let doc = Document::new(vec![a, b], skipped);
     let written = serde_json::to_value(&doc).unwrap();

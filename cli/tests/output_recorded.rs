@@ -83,11 +83,11 @@ fn compare_of_two_recorded_runs_gives_the_ratios_of_the_raw_figures() {
         serde_json::from_str(&std::fs::read_to_string(example(f)).unwrap()).unwrap()
     };
     let (a, b) = (raw("run-pingpong.json"), raw("run-pingpong-2.json"));
-    let c = compare(&[load("run-pingpong.json"), load("run-pingpong-2.json")]);
+    let c = compare(&[load("run-pingpong.json"), load("run-pingpong-2.json")]).unwrap();
     assert!(c.flags.is_empty(), "{:?}", c.flags);
     assert_eq!(c.rows.len(), 1);
     let row = &c.rows[0];
-    assert_eq!(row.key.mode.as_deref(), Some("kernel/xapic/icr"));
+    assert_eq!(row.id.label(), "kernel/xapic/icr");
     let got = row.ratio(Metric::CyclesPerOpP50, 1).unwrap();
     assert!((got - p50(&b) / p50(&a)).abs() < 1e-12, "{got}");
     let got = row.ratio(Metric::ExitsPerIpi, 1).unwrap();

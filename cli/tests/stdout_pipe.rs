@@ -4,10 +4,10 @@
 //! serial output held the console and the stdout lock: the JSON was written,
 //! and ipivmm exited, only when the reader went away (40 s). Now serial
 //! output goes through a queue drained by its own thread
-//! (`ipivmm_devices::stdout`): the vCPUs stop at the timeout, the JSON is
+//! (`ipivmm_term::stdout`): the vCPUs stop at the timeout, the JSON is
 //! written then, and the report's print gives up after
-//! `ipivmm_devices::stdout::STALL` without progress.
-use ipivmm_devices::stdout::STALL;
+//! `ipivmm_term::stdout::STALL` without progress.
+use ipivmm_term::stdout::STALL;
 use ipivmm_testkit::kvm_available;
 use ipivmm_tests::cases::Case;
 use ipivmm_tests::HOSTILE_PAYLOAD;

@@ -35,6 +35,15 @@ use ipivmm_counters::sampler::event::SampledEvents;
 use ipivmm_counters::tracefs::Tracefs;
 use ipivmm_counters::tracepoint::TracepointCounter;
 
+/// A loaded counter with its counting programs attached.
+fn attached(
+    b: Result<BpfExits, ipivmm_counters::bpf::BpfError>,
+) -> Result<BpfExits, ipivmm_counters::bpf::BpfError> {
+    let b = b?;
+    b.attach_counting()?;
+    Ok(b)
+}
+
 fn calls(n: u64) -> f64 {
     let t = Instant::now();
     for _ in 0..n {
@@ -109,7 +118,8 @@ fn main() {
     for _ in 0..rounds {
         results[0].push(calls(n));
         {
-            let bpf = Arc::new(BpfExits::load(&tracefs, &at, 2, None).expect("BPF (root?)"));
+            let bpf =
+                Arc::new(attached(BpfExits::load(&tracefs, &at, 2, None)).expect("BPF (root?)"));
             let mut me = bpf.register().expect("register");
             // Attached from the load on, every switch off.
             results[2].push(calls(n));
@@ -166,7 +176,7 @@ fn main() {
             results[5].push(per.iter().sum::<f64>() / per.len() as f64);
         }
         {
-            let bpf = Arc::new(BpfExits::load(&tracefs, &raw, 2, None).expect("BPF raw"));
+            let bpf = Arc::new(attached(BpfExits::load(&tracefs, &raw, 2, None)).expect("BPF raw"));
             let mut me = bpf.register().expect("register");
             results[8].push(calls(n));
             me.set_counting(true).expect("switch on");
@@ -221,7 +231,8 @@ fn kvm_switches(tracefs: &Tracefs, rounds: usize) {
         println!("bpf on kvm: no kvm:kvm_exit here (kvm not loaded): not measured");
         return;
     }
-    let bpf = Arc::new(BpfExits::load_kvm(tracefs, 1, None, None).expect("BPF on kvm"));
+    let at = Attach::for_kvm(None, None);
+    let bpf = Arc::new(attached(BpfExits::load(tracefs, &at, 1, None)).expect("BPF on kvm"));
     let mut me = bpf.register().expect("register");
     me.set_counting(true).expect("switch on");
     let (mut off, mut close, mut on) = (Vec::new(), Vec::new(), Vec::new());

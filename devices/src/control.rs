@@ -131,13 +131,13 @@ fn read_name(mem: &GuestMemoryMmap, gpa: u64, len: u64) -> Result<String, Contro
 }
 
 /// Read a Done/Panic text: lossy UTF-8 with its control characters
-/// escaped ([`crate::text::escape_controls`]: it reaches terminals);
+/// escaped ([`ipivmm_term::text::escape_controls`]: it reaches terminals);
 /// longer than [`MAX_TEXT_LEN`] is truncated to its first `MAX_TEXT_LEN`
 /// bytes (only those are read).
 fn read_text(mem: &GuestMemoryMmap, gpa: u64, len: u64) -> Result<String, ControlError> {
     let take = len.min(MAX_TEXT_LEN);
     let bytes = read_guest(mem, "message text", gpa, take)?;
-    let mut text = crate::text::escape_controls(&String::from_utf8_lossy(&bytes));
+    let mut text = ipivmm_term::text::escape_controls(&String::from_utf8_lossy(&bytes));
     if len > MAX_TEXT_LEN {
         text.push_str(&format!(" [truncated from {len} bytes]"));
     }

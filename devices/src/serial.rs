@@ -81,7 +81,7 @@ impl LineBuffer {
     }
 
     fn take(&mut self) -> String {
-        let text = crate::text::escape_controls(&String::from_utf8_lossy(&self.line));
+        let text = ipivmm_term::text::escape_controls(&String::from_utf8_lossy(&self.line));
         self.line.clear();
         text
     }
@@ -180,7 +180,7 @@ impl Write for SinkWriter {
         match self.sink {
             SerialSink::Stdout => {
                 // Never blocks the vCPU: a full queue drops (and counts).
-                let queued = crate::stdout::stdout().offer(buf);
+                let queued = ipivmm_term::stdout::stdout().offer(buf);
                 s.stdout_dropped += (buf.len() - queued) as u64;
             }
             SerialSink::Log => {
@@ -280,7 +280,7 @@ impl SerialHandle {
 
     /// Push out the unfinished `Log` line. Call at the end of a run. (Stdout
     /// output needs nothing: it leaves through [`crate::stdout`]'s queue;
-    /// [`crate::stdout::StdoutQueue::drain`] waits for it, bounded.)
+    /// [`ipivmm_term::stdout::StdoutQueue::drain`] waits for it, bounded.)
     pub fn flush(&self) {
         flush_sink(self.sink, &self.shared);
     }

@@ -30,6 +30,7 @@ use std::io::Write;
 use std::sync::{Mutex, Once};
 
 pub mod limits;
+pub mod rng;
 pub use limits::{scaled, scaled_secs, slowdown};
 
 /// What a skipped test lacks; it decides which switch makes the skip fail.

@@ -39,7 +39,7 @@ fn tracepoints_available(r: &RunReport, test: &str) -> bool {
     let s = r.vcpus[0]
         .sources
         .iter()
-        .find(|s| s.source == "tracepoints")
+        .find(|s| s.source == ipivmm::results::source::Source::Tracepoints)
         .expect("status");
     if !s.available {
         ipivmm_tests::skip(
@@ -182,7 +182,7 @@ fn run_succeeds_and_says_why_when_tracefs_is_missing() {
     let s = r.vcpus[0]
         .sources
         .iter()
-        .find(|s| s.source == "tracepoints")
+        .find(|s| s.source == ipivmm::results::source::Source::Tracepoints)
         .unwrap();
     assert!(!s.available);
     let detail = s.detail.as_deref().unwrap();

@@ -48,7 +48,7 @@ fn tracepoints_on(r: &RunReport) -> bool {
     let on = r.vcpus[0]
         .sources
         .iter()
-        .any(|s| s.source == "tracepoints" && s.available);
+        .any(|s| s.source == ipivmm::results::source::Source::Tracepoints && s.available);
     if !on {
         ipivmm_tests::skip(
             "measured_both_ways (tracepoint checks)",

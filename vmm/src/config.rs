@@ -54,12 +54,23 @@ pub enum PayloadSource {
     File(PathBuf),
     /// An ELF image already in memory (library use).
     Bytes(Vec<u8>),
+    /// A Linux kernel (`--kernel`): the 64-bit boot protocol instead of
+    /// the payload ABI (docs/linux-guest.md).
+    Linux(crate::linux::LinuxGuest),
 }
 
 impl PayloadSource {
     /// Whether this is the built-in payload (whose workloads ipivmm knows).
     pub fn is_builtin(&self) -> bool {
         matches!(self, PayloadSource::Builtin)
+    }
+
+    /// The Linux guest, when this is one.
+    pub fn linux(&self) -> Option<&crate::linux::LinuxGuest> {
+        match self {
+            PayloadSource::Linux(g) => Some(g),
+            _ => None,
+        }
     }
 }
 
@@ -302,6 +313,15 @@ impl VmConfig {
         crate::mode::check(self.mode(), self.shape(), host)
     }
 
+    /// The xAPIC's vCPU limit (8-bit APIC IDs): the one check of it, which
+    /// [`VmConfig::validate`] makes and a sweep asks of each combination.
+    pub fn xapic_limit(&self) -> Result<(), ConfigError> {
+        if self.apic == ApicMode::Xapic && self.vcpus > MAX_XAPIC_VCPUS {
+            return Err(ConfigError::XapicVcpus(self.vcpus));
+        }
+        Ok(())
+    }
+
     /// Check the configuration's own values against the host's vCPU limit
     /// (whether its mode can run on a host is [`VmConfig::check_mode`]).
     pub fn validate(&self, max_vcpus: usize) -> Result<(), ConfigError> {
@@ -312,9 +332,7 @@ impl VmConfig {
                 max,
             });
         }
-        if self.apic == ApicMode::Xapic && self.vcpus > MAX_XAPIC_VCPUS {
-            return Err(ConfigError::XapicVcpus(self.vcpus));
-        }
+        self.xapic_limit()?;
         let min_mem = layout::min_mem_bytes(self.vcpus);
         if !(min_mem..=layout::MAX_MEM_BYTES).contains(&self.memory_bytes) {
             return Err(ConfigError::Memory {
@@ -398,9 +416,9 @@ pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
     if is_phase_name(name) {
         Ok(())
     } else {
-        Err(ConfigError::PhaseName(
-            ipivmm_devices::text::escape_controls(name),
-        ))
+        Err(ConfigError::PhaseName(ipivmm_term::text::escape_controls(
+            name,
+        )))
     }
 }
 
@@ -451,6 +469,8 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.validate(1024), Err(ConfigError::XapicVcpus(256)));
+        // What a sweep asks of each combination (it skips the row).
+        assert_eq!(c.xapic_limit(), Err(ConfigError::XapicVcpus(256)));
         assert!(c
             .validate(1024)
             .unwrap_err()
@@ -458,6 +478,7 @@ mod tests {
             .contains("use --apic x2apic"));
         c.vcpus = 255;
         assert_eq!(c.validate(1024), Ok(()));
+        assert_eq!(c.xapic_limit(), Ok(()));
         c.apic = ApicMode::X2apic;
         c.vcpus = 1024;
         c.memory_bytes = layout::default_mem_bytes(1024);

@@ -149,16 +149,21 @@
 pub use ipivmm_abi as abi;
 
 pub mod arch;
+pub mod compare;
 pub mod config;
 pub mod expect;
+pub mod experiment;
+pub mod gate;
 pub mod host;
 pub mod inputs;
 pub mod interrupt;
 pub mod irqchip;
 pub mod kick;
 pub mod kvm_extra;
+pub mod linux;
 pub mod mode;
 pub mod payload;
+pub mod plan;
 pub mod results;
 pub mod run;
 pub mod stats;

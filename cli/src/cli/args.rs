@@ -6,6 +6,7 @@ use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::results::metrics::Metric;
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
@@ -31,12 +32,57 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Show the host's CPU, KVM backend, APICv/AVIC/IPIv state, module parameters and KVM capabilities; switch them (--set, --restore).
     Host(HostArgs),
-    /// Compare recorded results (--json files) side by side, with ratios to the first.
+    /// Compare recorded results (--json files) side by side against a baseline, or two configurations live (--run A --run B); gate them (--fail-on-regression).
     Compare(CompareArgs),
+    /// Measure this host's noise: recordings of one configuration, the drift between them, and how the gate does on an A/A and an injected-delay control.
+    Calibrate(CalibrateArgs),
     /// Write a new guest payload crate (SDK included) and print how to build and run it.
     NewPayload(NewPayloadArgs),
     /// Run a plan (TOML: named runs and sweeps with their expectations) and print TAP; exit 0 all hold, 1 one fails, 4 none could be judged.
     Check(CheckArgs),
+}
+
+/// Flags of `ipivmm calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// `ipivmm run` flags of the configuration to calibrate on.
+    #[arg(
+        long = "run",
+        value_name = "FLAGS",
+        allow_hyphen_values = true,
+        default_value = "--apic x2apic --target halt --iterations 200"
+    )]
+    pub run: String,
+    /// Recordings (blocks of repeats, --pause apart), at least 2.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=50))]
+    pub recordings: u16,
+    /// Repeats per recording, at least 2.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(2..=200))]
+    pub repeat: u16,
+    /// Pause between recordings (e.g. 30s, 2m): files recorded apart drift more than back to back.
+    #[arg(long, value_name = "TIME", default_value = "0s", value_parser = parse_pause)]
+    pub pause: Duration,
+    /// The injected delay of the control, as a fraction of the first recording's p50.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2, value_parser = parse_threshold)]
+    pub inject: f64,
+    /// Write the profile (JSON) here, for `compare --noise-profile FILE`.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print only the profile's summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_pause(s: &str) -> Result<Duration, String> {
+    if s == "0" || s == "0s" {
+        return Ok(Duration::ZERO);
+    }
+    match s.parse::<ipivmm::experiment::Budget>() {
+        Ok(ipivmm::experiment::Budget::Time(d)) => Ok(d),
+        _ => Err(format!(
+            "'{s}' is not a pause: seconds (30s) or minutes (2m)"
+        )),
+    }
 }
 
 /// Flags of `ipivmm check`.
@@ -99,11 +145,11 @@ macro_rules! sink_args {
         impl clap::FromArgMatches for $t {
             fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
                 Ok(Self {
-                    given: Sink::given(m, $verdicts),
+                    given: crate::output::sinks::given(m, $verdicts),
                 })
             }
             fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-                self.given = Sink::given(m, $verdicts);
+                self.given = crate::output::sinks::given(m, $verdicts);
                 Ok(())
             }
         }
@@ -111,7 +157,7 @@ macro_rules! sink_args {
         impl Args for $t {
             fn augment_args(cmd: clap::Command) -> clap::Command {
                 match SinkCommand::named(cmd.get_name()) {
-                    Some(c) => Sink::add_args(cmd, c, $verdicts),
+                    Some(c) => crate::output::sinks::add_args(cmd, c, $verdicts),
                     None => cmd,
                 }
             }
@@ -190,25 +236,37 @@ impl LeverArgs {
 /// Flags of `ipivmm compare`.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline. One file gives a summary.
-    #[arg(required = true, value_name = "FILE")]
+    /// Results files (ipivmm.results/1 JSON); with --by file the first is the baseline unless --baseline names others. One file gives a summary.
+    #[arg(value_name = "FILE", required_unless_present = "run")]
     pub files: Vec<PathBuf>,
     /// What the columns are: one per file (hosts, kernels, dates), per mode label, per vCPU count, or per value of one mode part (target wait, irqchip, APIC mode, IPI path, APICv request, host setting); the other dimensions key the rows.
     #[arg(long, value_enum, default_value_t = Dimension::File)]
     pub by: Dimension,
-    /// The column the others are divided by (a file name, mode label or vCPU count; default: the first).
+    /// The baseline: with --by file a results file, repeatable for several recordings of the baseline (their spread then measures the drift between recordings; files not among FILE are read too); else the column value (a mode label, vCPU count...). Default: the first.
     #[arg(long, value_name = "VALUE")]
-    pub baseline: Option<String>,
+    pub baseline: Vec<String>,
     /// Compare this phase of every run instead of the one each run's headline read (its `--phase`, else the measured-phase rule); a run without it compares nothing.
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
-    /// Flag ratios at or beyond 1 ± this fraction.
-    #[arg(long, default_value_t = 0.10, value_parser = parse_threshold)]
+    /// The smallest change of a latency figure that matters, a fraction: regressions are at least this, equivalence within it.
+    #[arg(long, default_value_t = ipivmm::gate::DEFAULT_POLICY.threshold, value_parser = parse_threshold)]
     pub threshold: f64,
-    /// How much a count (exits, ICR-write exits per operation or IPI) may rise before --fail-on-regression fails: a fraction, judged exactly where every repeat agrees (default 0.05).
+    /// The same for counts (exits, ICR-write exits per operation or IPI), of the baseline or of one count, whichever is larger.
     #[arg(long, default_value_t = crate::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
     pub count_tolerance: f64,
-    /// A gate for CI: exit 1 on a regression that is significant (rank test over the repeats, p < 0.05) and by --threshold or more (counts: beyond --count-tolerance), listing each; 4 when a figure could not be judged (too few repeats, too noisy, a busy host); 3 when nothing was compared at all (docs/ci.md).
+    /// Also gate these figures (default: cycles per operation p50 and exits and ICR-write exits per IPI): p99, us, cycles-per-ipi, exits-per-op, icr-exits-per-op, or a metric key.
+    #[arg(long = "gate", value_name = "LIST", value_delimiter = ',', value_parser = parse_metric)]
+    pub gate: Vec<Metric>,
+    /// A host noise profile (`ipivmm calibrate --output FILE`): the gate adds its drift between recordings to a comparison of one baseline file.
+    #[arg(long, value_name = "FILE")]
+    pub noise_profile: Option<PathBuf>,
+    /// Run and compare live instead of reading files: `ipivmm run` flags, given twice (the baseline, then the new side); rounds of one run each, in random order, until the gate decides or --budget is spent.
+    #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
+    pub run: Vec<String>,
+    /// The most a live comparison (--run) may take: minutes (5m), seconds (300s) or VMs (40vms).
+    #[arg(long, value_name = "BUDGET", default_value = "5m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
+    /// A gate for CI: exit 1 on a regression (or a side whose runs failed), 0 when every gated figure is equivalent or not slower, 4 when undecided, 3 when nothing was compared (docs/ci.md, docs/statistics.md).
     #[arg(long)]
     pub fail_on_regression: bool,
     /// Outputs.
@@ -219,23 +277,50 @@ pub struct CompareArgs {
     pub quiet: bool,
 }
 
+fn parse_metric(s: &str) -> Result<Metric, String> {
+    Metric::parse(s).ok_or_else(|| {
+        format!("'{s}' is not a figure: p50, p99, us, cycles-per-ipi, exits, exits-per-op, icr-exits, icr-exits-per-op, ipis, observer, or a metric key")
+    })
+}
+
+fn parse_budget(s: &str) -> Result<ipivmm::experiment::Budget, String> {
+    s.parse()
+}
+
 /// Most repeats a command runs per configuration.
 pub const MAX_REPEATS: u32 = 1000;
 
-fn parse_repeat(s: &str) -> Result<u32, String> {
+/// `--repeat N` or `--repeat auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepeatArg {
+    /// N repeats.
+    Count(u32),
+    /// As many as the gate's threshold needs at this host's spread.
+    Auto,
+}
+
+fn parse_repeat(s: &str) -> Result<RepeatArg, String> {
+    if s == "auto" {
+        return Ok(RepeatArg::Auto);
+    }
     match s.parse::<u32>() {
-        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(n),
+        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(RepeatArg::Count(n)),
         _ => Err(format!(
-            "'{s}' is not a repeat count between 1 and {MAX_REPEATS} (e.g. --repeat 5)"
+            "'{s}' is not a repeat count between 1 and {MAX_REPEATS}, nor auto (e.g. --repeat 5)"
         )),
     }
 }
 
 /// The repeats asked for, or the default, and which it was.
-pub fn repeat_choice(asked: Option<u32>) -> crate::output::repeats::RepeatChoice {
+pub fn repeat_choice(asked: Option<RepeatArg>) -> crate::output::repeats::RepeatChoice {
     crate::output::repeats::RepeatChoice {
-        repeats: asked.unwrap_or(ipivmm::stats::DEFAULT_REPEATS),
+        repeats: match asked {
+            Some(RepeatArg::Count(n)) => n,
+            Some(RepeatArg::Auto) => MAX_REPEATS,
+            None => ipivmm::stats::DEFAULT_REPEATS,
+        },
         default: asked.is_none(),
+        auto: asked == Some(RepeatArg::Auto),
     }
 }
 
@@ -305,9 +390,12 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md). Default 5 (1..=1000).
+    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md); a repeat on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget.
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
-    pub repeat: Option<u32>,
+    pub repeat: Option<RepeatArg>,
+    /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).
+    #[arg(long, value_name = "BUDGET", default_value = "10m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
     /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
     #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
@@ -363,9 +451,9 @@ pub struct RunArgs {
     /// IPI path: icr (ICR writes) or pv (KVM_HC_SEND_IPI hypercall).
     #[arg(long, default_value = "icr")]
     pub ipi: IpiPath,
-    /// Built-in workload.
-    #[arg(long, default_value = "pingpong")]
-    pub workload: Workload,
+    /// Workload: one of the built-in payload's (default pingpong; docs/modes.md), or with --kernel a Linux guest's, linux:NAME (docs/linux-guest.md).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::linux_args::parse_workload)]
+    pub workload: Option<crate::cli::linux_args::WorkloadArg>,
     /// How IPI targets wait between IPIs: spin (interrupts on, no exit), halt (sti; hlt, and each IPI waits until the target is halted: the wake-up path) or halt-immediate (the next IPI right after the ack).
     #[arg(long, default_value = "spin")]
     pub target: TargetWait,
@@ -396,6 +484,9 @@ pub struct RunArgs {
     /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
     #[arg(long)]
     pub payload: Option<PathBuf>,
+    /// A Linux guest instead of a payload.
+    #[command(flatten)]
+    pub linux: crate::cli::linux_args::LinuxArgs,
     /// Most guest-driven data the host keeps for the run, MiB: phases, records, samples and captured serial output of all vCPUs together; a guest that sends more stops the run (status over_budget), keeping what was measured.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     pub guest_memory_budget: u64,
@@ -432,9 +523,12 @@ pub struct RunArgs {
     /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
     #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
-    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON. Default 5 (1..=1000).
+    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON, and one on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget (to record a baseline).
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
-    pub repeat: Option<u32>,
+    pub repeat: Option<RepeatArg>,
+    /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).
+    #[arg(long, value_name = "BUDGET", default_value = "10m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
@@ -552,7 +646,6 @@ impl RunArgs {
             irqchip: self.irqchip,
             apic: self.apic,
             ipi: self.ipi,
-            workload: self.workload,
             target_wait: self.target,
             halt_settle: Duration::from_nanos(self.halt_settle_ns),
             ipi_delay_cycles: self.inject_delay_cycles,
@@ -572,6 +665,8 @@ impl RunArgs {
             ..VmConfig::default()
         };
         self.levers.apply(&mut c);
+        self.linux
+            .apply(&mut c, self.workload, self.memory.is_some())?;
         Ok(c)
     }
 }

@@ -8,8 +8,8 @@
 //! with its headline metrics (source `metrics`, `vcpu` empty: all vCPUs of
 //! the measured phase; [`ipivmm::results::metrics::Metric`]): per operation
 //! and per delivered IPI.
+use super::error::OutputError;
 use super::sink::{io_error, Command, Docs, Kind, Sink};
-use super::OutputError;
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::repeats::{configurations, ConfigurationStats};
 use ipivmm::results::summary::{measured_phase, summarize};

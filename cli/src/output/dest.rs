@@ -424,9 +424,9 @@ pub fn emit_with(
 
 /// Prints `text` to stdout (or stderr): a closed or full stream is not an
 /// error worth losing results over, so failures are ignored (never a
-/// panic). Stdout goes through [`ipivmm_devices::stdout`] (after the guest's
+/// panic). Stdout goes through [`ipivmm_term::stdout`] (after the guest's
 /// serial output, in order), waiting only while stdout takes bytes: after
-/// [`ipivmm_devices::stdout::STALL`] without progress it gives up with a
+/// [`ipivmm_term::stdout::STALL`] without progress it gives up with a
 /// line on stderr, so the exit never hangs on a pipe nobody reads.
 pub fn print_text(text: &str, to_stderr: bool) {
     if to_stderr {
@@ -435,7 +435,7 @@ pub fn print_text(text: &str, to_stderr: bool) {
     }
     // Through the stdout queue, after the guest's serial output, and never
     // waiting on a stdout that takes nothing (the exit stays bounded).
-    let out = ipivmm_devices::stdout::stdout();
+    let out = ipivmm_term::stdout::stdout();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.drain()) {
         eprintln!("ipivmm: the report was not printed in full: {e}; the results files have it all");
     }

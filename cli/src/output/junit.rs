@@ -22,7 +22,7 @@ pub static SINK: Sink = Sink {
 /// the TAP does (XML 1.0 cannot hold most of them, and a name stripped of
 /// them would differ from the same test point's TAP name).
 fn text(s: &str) -> String {
-    ipivmm_devices::text::escape_controls(s)
+    ipivmm_term::text::escape_controls(s)
 }
 
 /// The JUnit XML of `v`, as suite `suite`.

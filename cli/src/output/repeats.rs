@@ -15,10 +15,44 @@ pub struct RepeatChoice {
     pub repeats: u32,
     /// Whether it is the default ([`ipivmm::stats::DEFAULT_REPEATS`]).
     pub default: bool,
+    /// `--repeat auto` (`repeats` is then the most).
+    pub auto: bool,
+}
+
+impl RepeatChoice {
+    /// The engine's repeats for this choice, `budget` bounding `auto`.
+    pub fn rounds(
+        &self,
+        budget: ipivmm::experiment::Budget,
+    ) -> ipivmm::experiment::rounds::Repeats {
+        use ipivmm::experiment::rounds::Repeats;
+        match self.auto {
+            true => Repeats::Auto {
+                max: self.repeats,
+                budget,
+            },
+            false => Repeats::Fixed(self.repeats),
+        }
+    }
+
+    /// How many runs a journal plans for a configuration at first.
+    pub fn planned(&self) -> u32 {
+        match self.auto {
+            true => ipivmm::experiment::rounds::AUTO_MIN,
+            false => self.repeats,
+        }
+    }
 }
 
 impl std::fmt::Display for RepeatChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.auto {
+            return write!(
+                f,
+                "as many independent VMs per configuration as the gate's threshold needs at this host's spread (--repeat auto: at least {})",
+                ipivmm::experiment::rounds::AUTO_MIN
+            );
+        }
         let n = self.repeats;
         write!(
             f,

@@ -335,7 +335,7 @@ fn draw_panel(
         chart
             .configure_mesh()
             .x_desc(x_desc)
-            .y_label_formatter(&|v| super::human(*v))
+            .y_label_formatter(&|v| super::style::human(*v))
             .y_desc(name)
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 15))

@@ -3,11 +3,11 @@
 //! the flag names (a file or `-`, a directory, or nothing: a switch onto
 //! stdout) and how it is written. [`super::sinks::ALL`] lists every sink;
 //! from it come the flags of `run`, `sweep` and `compare`
-//! ([`Sink::arg`]), the checks of their destinations and their writing
-//! ([`super::dest::Outputs`]). Results sinks read documents one at a time
+//! ([`super::sinks::add_args`], each [`Sink::arg`]), the checks of their
+//! destinations and their writing ([`super::dest::Outputs`]). Results sinks read documents one at a time
 //! ([`Docs`]): the one of a run or sweep, in memory, or the files `compare`
 //! reads, each loaded in its turn and dropped after.
-use super::OutputError;
+use super::error::OutputError;
 use ipivmm::expect::Verdicts;
 use ipivmm::results::Document;
 use std::io::Write;
@@ -171,35 +171,6 @@ impl Sink {
             arg
         }
     }
-
-    /// The flags of `command` of the results sinks (`verdicts` false) or
-    /// of the verdict sinks, added to `cmd` in the registry's order.
-    pub fn add_args(cmd: clap::Command, command: Command, verdicts: bool) -> clap::Command {
-        super::sinks::ALL
-            .iter()
-            .filter(|s| s.is_verdicts() == verdicts)
-            .filter_map(|s| Some((s, s.help_in(command)?)))
-            .fold(cmd, |cmd, (s, help)| cmd.arg(s.arg(help)))
-    }
-
-    /// The outputs of these sinks that `m` holds: each sink given and the
-    /// path its flag named (none for a switch).
-    pub fn given(m: &clap::ArgMatches, verdicts: bool) -> Vec<(&'static Sink, Option<PathBuf>)> {
-        super::sinks::ALL
-            .iter()
-            .filter(|s| s.is_verdicts() == verdicts)
-            .filter_map(|s| match s.value_name() {
-                Some(_) => match m.try_get_one::<PathBuf>(s.flag) {
-                    Ok(Some(p)) => Some((*s, Some(p.clone()))),
-                    _ => None,
-                },
-                None => match m.try_get_one::<bool>(s.flag) {
-                    Ok(Some(true)) => Some((*s, None)),
-                    _ => None,
-                },
-            })
-            .collect()
-    }
 }
 
 /// `io::Error` of a results error, keeping an I/O error as it is.
@@ -207,25 +178,5 @@ pub fn io_error(e: OutputError) -> std::io::Error {
     match e {
         OutputError::Io(e) => e,
         e => std::io::Error::other(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::sinks::ALL;
-
-    #[test]
-    fn flags_are_unique_and_each_sink_is_offered_somewhere() {
-        for (i, s) in ALL.iter().enumerate() {
-            assert!(
-                ALL[..i].iter().all(|o| o.flag != s.flag),
-                "{} twice",
-                s.long()
-            );
-            assert!(!s.help.is_empty(), "{} is offered nowhere", s.long());
-            for (_, h) in s.help {
-                assert!(!h.ends_with('.') && !h.contains('\n'), "{h}");
-            }
-        }
     }
 }

@@ -19,9 +19,10 @@
 //!   ([`super::scale_chart`]).
 use super::chart_kit::{color, footer, framed_canvas, mode_color, FooterLine, FONT, MAX_WIDTH};
 use super::chart_kit::{tick_label, Credit, DrawResult, Entry, LogAxis};
+use super::error::OutputError;
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
-use super::{human, human_ns, OutputError};
+use super::style::{human, human_ns};
 use ipivmm::results::latency::Histogram;
 use ipivmm::results::summary::{summarize_phases, GroupKey, RunSummary};
 use ipivmm::results::Document;

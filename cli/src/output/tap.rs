@@ -18,7 +18,7 @@ pub static SINK: Sink = Sink {
 
 /// A TAP description: one line, no `#` (which starts a directive).
 fn description(s: &str) -> String {
-    ipivmm_devices::text::escape_controls(s).replace('#', "\\#")
+    ipivmm_term::text::escape_controls(s).replace('#', "\\#")
 }
 
 /// YAML double-quoted scalar.

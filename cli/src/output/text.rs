@@ -375,7 +375,7 @@ fn sampled_parts(e: &ipivmm::results::ExitReasonCounts) -> Vec<String> {
     let mut parts: Vec<String> = reasons
         .into_iter()
         .map(|(k, r)| match r.mean_ns() {
-            Some(ns) => format!("{k}={} ({})", r.count, crate::output::human_ns(ns)),
+            Some(ns) => format!("{k}={} ({})", r.count, crate::output::style::human_ns(ns)),
             None => format!("{k}={}", r.count),
         })
         .collect();

@@ -135,6 +135,7 @@ fn not_run(
     let (runs, skips) = plan_stage(spec, None, Some(setting));
     skipped.extend(skips);
     skipped.extend(runs.into_iter().map(|r| SkippedMode {
+        id: Some(r.id()),
         mode: r.label,
         reason: reason.to_string(),
     }));
@@ -190,7 +191,7 @@ mod tests {
         SweepOptions {
             observer_pairs: 0,
             cancel: Arc::new(AtomicBool::new(cancelled)),
-            repeats: 1,
+            repeats: ipivmm::experiment::rounds::Repeats::Fixed(1),
             journal,
         }
     }

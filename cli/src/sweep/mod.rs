@@ -15,6 +15,7 @@ pub mod vcpus;
 
 use ipivmm::config::VmConfig;
 use ipivmm::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
+use ipivmm::results::identity::ConfigId;
 use ipivmm::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
@@ -78,20 +79,8 @@ impl Default for SweepSpec {
     }
 }
 
-/// One run of the plan.
-#[derive(Clone, Debug)]
-pub struct PlannedRun {
-    /// `workload Nv mode [placement] [host setting]`.
-    pub label: String,
-    /// The run's configuration.
-    pub config: VmConfig,
-    /// The host setting this run is planned under (`kvm_amd.avic=1`), for
-    /// [`RunReport::host_param`](ipivmm::results::RunReport::host_param).
-    pub host_param: Option<String>,
-    /// The named placement of this run (`close`, `spread`), for
-    /// [`RunReport::placement`](ipivmm::results::RunReport::placement).
-    pub placement: Option<String>,
-}
+/// One run of a sweep's plan: the engine's [`ipivmm::experiment::rounds::Planned`].
+pub type PlannedRun = ipivmm::experiment::rounds::Planned;
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
 /// and the placement's name.
@@ -128,8 +117,8 @@ pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
 /// Why a combination is not run on `host`, if it is not: it cannot run
 /// ([`mode::check`]), or it duplicates another (when asked to skip those).
 pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
-    if c.apic == ApicMode::Xapic && c.vcpus > ipivmm_abi::MAX_XAPIC_VCPUS {
-        return Some(ipivmm::config::ConfigError::XapicVcpus(c.vcpus).to_string());
+    if let Err(e) = c.xapic_limit() {
+        return Some(e.to_string());
     }
     match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
@@ -214,6 +203,11 @@ pub fn plan_stage(
         };
         match skip_reason(&config, host, spec.skip_duplicates).or_else(capacity) {
             Some(reason) => skips.push(SkippedMode {
+                id: Some(ConfigId::of_config(
+                    &config,
+                    (!place.is_empty()).then(|| place.clone()),
+                    host_param.clone(),
+                )),
                 mode: label,
                 reason,
             }),

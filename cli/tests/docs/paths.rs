@@ -104,6 +104,7 @@ fn crate_roots() -> BTreeMap<&'static str, Module> {
     [
         ("abi", "abi/src"),
         ("devices", "devices/src"),
+        ("term", "term/src"),
         ("counters", "counters/src"),
         ("testkit", "testkit/src"),
         ("ipivmm", "vmm/src"),
@@ -112,6 +113,7 @@ fn crate_roots() -> BTreeMap<&'static str, Module> {
         ("ipivmm_host", "host/src"),
         ("ipivmm_counters", "counters/src"),
         ("ipivmm_devices", "devices/src"),
+        ("ipivmm_term", "term/src"),
         ("ipivmm_testkit", "testkit/src"),
         ("ipivmm_tests", "tests/src"),
         ("ipivmm_guest", "guest-payload/sdk/src"),

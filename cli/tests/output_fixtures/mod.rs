@@ -1,6 +1,7 @@
 //! Run reports built in code (no /dev/kvm) for the output tests.
 #![allow(dead_code)]
 use ipivmm::results::latency::LatencyStats;
+use ipivmm::results::source::Source;
 use ipivmm::results::{
     ExitCounts, ExitKind, GuestDelta, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings,
     VcpuEnd, VcpuResult,
@@ -119,16 +120,8 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
             ];
             v.exits.bump(ExitKind::IoOut);
             v.sources = vec![
-                SourceStatus {
-                    source: "kvm_stats".into(),
-                    available: true,
-                    detail: None,
-                },
-                SourceStatus {
-                    source: "tracepoints".into(),
-                    available: false,
-                    detail: Some("not root".into()),
-                },
+                SourceStatus::new(Source::KvmStats, true, None),
+                SourceStatus::new(Source::Tracepoints, false, Some("not root".into())),
             ];
             v.end = Some(VcpuEnd::Done {
                 status: 0,

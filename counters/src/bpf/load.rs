@@ -128,6 +128,20 @@ impl Attach {
         }
     }
 
+    /// What a run counts on: `kvm_exit` / `kvm_entry`, the exits on the raw
+    /// `kvm_exit` where the kernel's BTF says where `isa`'s vendor module
+    /// keeps the reason, else on its record; `silent`: why `kvm_exit` never
+    /// fires on this KVM, if it does not (no exit program then).
+    pub fn for_kvm(isa: Option<Isa>, silent: Option<&str>) -> Self {
+        match silent {
+            Some(why) => Attach {
+                exit_program: ExitProgram::None(why.to_string()),
+                ..Attach::kvm()
+            },
+            None => Attach::kvm_raw(isa),
+        }
+    }
+
     /// `kvm()`, counting exits on the raw `kvm_exit` where the kernel's BTF
     /// says where `isa`'s vendor module keeps the reason.
     pub fn kvm_raw(isa: Option<Isa>) -> Self {
@@ -319,70 +333,35 @@ fn map_err(what: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
 }
 
 impl BpfExits {
-    /// Loads the counter for `capacity` vCPU threads on `kvm_exit` /
-    /// `kvm_entry` (`isa`: the host's, for records without an `isa` field):
-    /// the raw `kvm_exit` program where the kernel's BTF says where the
-    /// reason is, else the record-reading one.
-    /// `silent`: why `kvm_exit` never fires on this KVM, if it does not
-    /// (no exit program is attached then).
-    pub fn load_kvm(
-        tracefs: &Tracefs,
-        capacity: usize,
-        isa: Option<Isa>,
-        silent: Option<&str>,
-    ) -> Result<Self, BpfError> {
-        let b = Self::load_kvm_idle(tracefs, capacity, isa, silent)?;
-        b.attach_counting()?;
-        Ok(b)
-    }
-
-    /// [`BpfExits::load_kvm`] without attaching what counts: the programs
-    /// are loaded (verified) and only the APICv inhibit log is attached (its
-    /// event fires on an inhibit change, never on an exit's path), so a
-    /// vCPU's exits take the kernel path they take with nothing loaded
-    /// until [`BpfExits::attach_counting`].
-    pub fn load_kvm_idle(
-        tracefs: &Tracefs,
-        capacity: usize,
-        isa: Option<Isa>,
-        silent: Option<&str>,
-    ) -> Result<Self, BpfError> {
-        let at = match silent {
-            Some(why) => Attach {
-                exit_program: ExitProgram::None(why.to_string()),
-                ..Attach::kvm()
-            },
-            None => Attach::kvm_raw(isa),
-        };
-        match Self::load_idle(tracefs, &at, capacity, isa) {
-            Err(e) if matches!(at.exit_program, ExitProgram::Raw(_)) => {
-                let at = Attach {
-                    exit_program: ExitProgram::Record {
-                        why_not_raw: format!("the raw kvm_exit program failed: {e}"),
-                    },
-                    ..at
-                };
-                Self::load_idle(tracefs, &at, capacity, isa)
-            }
-            r => r,
-        }
-    }
-
-    /// Loads the counter and attaches it to `at`.
+    /// Loads the counter for `capacity` vCPU threads on `at` (`isa`: the
+    /// host's, for records without an `isa` field) with only the APICv
+    /// inhibit log attached: the programs are loaded (verified), and a
+    /// vCPU's exits take the kernel path they take with nothing loaded until
+    /// [`BpfExits::attach_counting`] attaches what counts. Where the raw
+    /// exit program fails to load, the record-reading one counts instead
+    /// (and the report says why).
     pub fn load(
         tracefs: &Tracefs,
         at: &Attach,
         capacity: usize,
         isa: Option<Isa>,
     ) -> Result<Self, BpfError> {
-        let b = Self::load_idle(tracefs, at, capacity, isa)?;
-        b.attach_counting()?;
-        Ok(b)
+        match Self::load_as(tracefs, at, capacity, isa) {
+            Err(e) if matches!(at.exit_program, ExitProgram::Raw(_)) => {
+                let at = Attach {
+                    exit_program: ExitProgram::Record {
+                        why_not_raw: format!("the raw {} program failed: {e}", at.exit.1),
+                    },
+                    ..at.clone()
+                };
+                Self::load_as(tracefs, &at, capacity, isa)
+            }
+            r => r,
+        }
     }
 
-    /// Loads the counter for `at` with only the inhibit log attached (see
-    /// [`BpfExits::load_kvm_idle`]).
-    pub fn load_idle(
+    /// [`BpfExits::load`] of exactly `at`'s programs.
+    fn load_as(
         tracefs: &Tracefs,
         at: &Attach,
         capacity: usize,

@@ -59,7 +59,8 @@ fn loaded(test: &str, at: &Attach, capacity: usize) -> Option<Arc<BpfExits>> {
         );
         return None;
     }
-    match BpfExits::load(&tracefs, at, capacity, None) {
+    match BpfExits::load(&tracefs, at, capacity, None).and_then(|b| b.attach_counting().map(|()| b))
+    {
         Ok(b) => Some(Arc::new(b)),
         Err(e @ BpfError::NotBuilt(_)) => {
             skip(test, Need::Setup, &e.to_string());
@@ -385,7 +386,7 @@ fn loaded_idle_nothing_runs_until_the_counting_programs_attach() {
     if !rustix::process::geteuid().is_root() {
         return skip(test, Need::Setup, "not root");
     }
-    let bpf = Arc::new(BpfExits::load_idle(&tracefs, &at, 2, None).expect("loads"));
+    let bpf = Arc::new(BpfExits::load(&tracefs, &at, 2, None).expect("loads"));
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("BPF_ENABLE_STATS");
     // Loaded, nothing that counts attached: neither program runs, no anchor.
     assert!(!bpf.attached() && bpf.counters().is_empty());

@@ -8,13 +8,14 @@
 //! reserved bits fault (#GP).
 
 use super::error::ApicFault;
-use super::icr::{Icr, IpiRequest};
+use super::group::IpiRequest;
 use super::regs::{
     Lvt, Register, ESR_ILLEGAL_REGISTER, ICR_BUSY, LVT_MASKED, LVT_TIMER_MODE, MSR_IA32_APIC_BASE,
     SVR_WRITABLE, TDCR_WRITABLE, X2APIC_ICR_RESERVED, X2APIC_MSR_FIRST, X2APIC_MSR_LAST,
     XAPIC_ICR_HIGH_WRITABLE, XAPIC_ICR_LOW_WRITABLE, XAPIC_MMIO_SIZE,
 };
 use super::state::Lapic;
+use ipivmm_abi::Icr;
 
 impl Lapic {
     /// Guest read of `data.len()` bytes at `offset` in the xAPIC page.
@@ -144,10 +145,9 @@ impl Lapic {
             self.icr_low = value as u32 & !ICR_BUSY;
             self.icr_high = (value >> 32) as u32;
             self.counters.icr_writes += 1;
-            let raw = u64::from(self.icr_high) << 32 | u64::from(self.icr_low);
             return Ok(Some(IpiRequest {
                 source: self.index,
-                icr: Icr::from_raw(raw),
+                icr: Icr::from_raw(self.icr_low, self.icr_high),
             }));
         }
         let val = u32::try_from(value).map_err(|_| reserved)?;
@@ -194,7 +194,7 @@ impl Lapic {
                 self.counters.self_ipi_writes += 1;
                 return Ok(Some(IpiRequest {
                     source: self.index,
-                    icr: Icr::self_ipi(val as u8),
+                    icr: Icr::fixed(val as u8).self_only(),
                 }));
             }
             _ => return Err(ApicFault::ReadOnly(msr)),

@@ -17,9 +17,11 @@ const APIC_BASE_LOW_RESERVED: u64 = 0x2FF;
 /// say how many bits the guest's MAXPHYADDR has.
 pub const DEFAULT_PHYS_ADDR_BITS: u8 = 52;
 
-/// Operating mode of a local APIC, from IA32_APIC_BASE EN and EXTD.
+/// The state IA32_APIC_BASE's EN and EXTD bits put a local APIC in: off,
+/// xAPIC or x2APIC. Not the APIC mode a run asks the guest to use
+/// (`--apic`, [`ipivmm_abi::ApicMode`]): this one follows the guest's writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ApicMode {
+pub enum ApicBaseState {
     /// EN = 0, EXTD = 0: globally disabled; the APIC takes no interrupts.
     Disabled,
     /// EN = 1, EXTD = 0: xAPIC, registers in the MMIO page.
@@ -28,14 +30,14 @@ pub enum ApicMode {
     X2Apic,
 }
 
-impl ApicMode {
+impl ApicBaseState {
     /// Mode encoded by an IA32_APIC_BASE value; `None` for the invalid
     /// EN = 0, EXTD = 1 combination.
-    pub fn from_apic_base(value: u64) -> Option<ApicMode> {
+    pub fn from_apic_base(value: u64) -> Option<ApicBaseState> {
         match (value & APIC_BASE_EN != 0, value & APIC_BASE_EXTD != 0) {
-            (false, false) => Some(ApicMode::Disabled),
-            (true, false) => Some(ApicMode::XApic),
-            (true, true) => Some(ApicMode::X2Apic),
+            (false, false) => Some(ApicBaseState::Disabled),
+            (true, false) => Some(ApicBaseState::XApic),
+            (true, true) => Some(ApicBaseState::X2Apic),
             (false, true) => None,
         }
     }
@@ -47,7 +49,7 @@ pub fn reset_apic_base(bsp: bool) -> u64 {
 }
 
 /// Checks a guest write of IA32_APIC_BASE against the current value and
-/// returns the mode it switches to.
+/// returns the state it switches to.
 ///
 /// Faults (all #GP): reserved bits (0..=7, 9, at or above
 /// `phys_addr_bits`), EXTD without x2APIC support, EN = 0 with EXTD = 1,
@@ -59,7 +61,7 @@ pub fn check_transition(
     new: u64,
     x2apic_supported: bool,
     phys_addr_bits: u8,
-) -> Result<ApicMode, ApicFault> {
+) -> Result<ApicBaseState, ApicFault> {
     let bits = u32::from(phys_addr_bits.clamp(12, 63));
     let mut reserved = APIC_BASE_LOW_RESERVED | (u64::MAX << bits);
     if !x2apic_supported {
@@ -69,12 +71,11 @@ pub fn check_transition(
         return Err(ApicFault::ApicBaseReserved(new));
     }
     let illegal = ApicFault::IllegalTransition { from: old, to: new };
-    let to = ApicMode::from_apic_base(new).ok_or(illegal)?;
-    let from = ApicMode::from_apic_base(old).unwrap_or(ApicMode::Disabled);
+    let to = ApicBaseState::from_apic_base(new).ok_or(illegal)?;
+    let from = ApicBaseState::from_apic_base(old).unwrap_or(ApicBaseState::Disabled);
     match (from, to) {
-        (ApicMode::X2Apic, ApicMode::XApic) | (ApicMode::Disabled, ApicMode::X2Apic) => {
-            Err(illegal)
-        }
+        (ApicBaseState::X2Apic, ApicBaseState::XApic)
+        | (ApicBaseState::Disabled, ApicBaseState::X2Apic) => Err(illegal),
         _ => Ok(to),
     }
 }

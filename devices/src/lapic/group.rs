@@ -4,9 +4,19 @@
 //! its own mode); acceptance follows SDM 11.6 / KVM's `__apic_accept_irq`.
 
 use super::error::ApicFault;
-use super::icr::{DeliveryMode, DestMode, IpiRequest, Shorthand};
 use super::regs::{ESR_RECEIVE_ILLEGAL_VECTOR, ESR_SEND_ILLEGAL_VECTOR};
 use super::state::Lapic;
+use ipivmm_abi::{DeliveryMode, Destination, Icr, ICR_DELIVERY_MODE_MASK};
+
+/// An IPI a vCPU asked for by writing its ICR (or SELF IPI MSR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpiRequest {
+    /// Index of the sending vCPU.
+    pub source: usize,
+    /// The command, decoded by the ABI's [`Icr`] (the one the payloads
+    /// build theirs with).
+    pub icr: Icr,
+}
 
 /// What a target vCPU must be made to do after accepting an IPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,9 +75,10 @@ pub struct Delivery {
     /// The destination when it matched no enabled APIC at all (e.g. an IPI
     /// to a nonexistent APIC ID).
     pub unmatched_destination: Option<u32>,
-    /// The delivery mode when the model does not implement it (SMI,
-    /// reserved, ExtINT); nothing was delivered.
-    pub unsupported: Option<DeliveryMode>,
+    /// The delivery mode field (ICR bits 10:8) when the model does not
+    /// implement it: SMI (010) or a reserved value (011, 111: none of
+    /// [`DeliveryMode`]); nothing was delivered.
+    pub unsupported: Option<u32>,
 }
 
 impl Delivery {
@@ -171,29 +182,29 @@ impl LapicGroup {
     pub fn deliver(&mut self, req: &IpiRequest) -> Delivery {
         let icr = req.icr;
         let mut out = Delivery::default();
-        let lowest = icr.delivery_mode == DeliveryMode::LowestPriority;
-        match icr.delivery_mode {
-            DeliveryMode::Smi | DeliveryMode::Reserved | DeliveryMode::ExtInt => {
-                out.unsupported = Some(icr.delivery_mode);
+        let (mode, vector) = match icr.delivery_mode() {
+            None | Some(DeliveryMode::Smi) => {
+                out.unsupported = Some((icr.low() & ICR_DELIVERY_MODE_MASK) >> 8);
                 self.count_sender(req.source, |c| c.ipis_unsupported += 1);
                 return out;
             }
-            DeliveryMode::Fixed | DeliveryMode::LowestPriority if icr.vector < 16 => {
-                if let Some(src) = self.lapics.get_mut(req.source) {
-                    src.record_error(ESR_SEND_ILLEGAL_VECTOR);
-                }
+            Some(mode) => (mode, icr.vector()),
+        };
+        let fixed = matches!(mode, DeliveryMode::Fixed | DeliveryMode::LowestPriority);
+        if fixed && vector < 16 {
+            if let Some(src) = self.lapics.get_mut(req.source) {
+                src.record_error(ESR_SEND_ILLEGAL_VECTOR);
             }
-            _ => {}
         }
         let mut targets: Vec<usize> = (0..self.lapics.len())
             .filter(|&i| self.matches(i, req))
             .collect();
         if targets.is_empty() {
-            out.unmatched_destination = Some(icr.destination);
+            out.unmatched_destination = Some(icr.dest());
             self.count_sender(req.source, |c| c.ipis_dropped += 1);
             return out;
         }
-        if lowest {
+        if mode == DeliveryMode::LowestPriority {
             let chosen = targets
                 .iter()
                 .copied()
@@ -206,16 +217,16 @@ impl LapicGroup {
             let Some(target) = self.lapics.get_mut(vcpu) else {
                 continue;
             };
-            let result = match icr.delivery_mode {
+            let result = match mode {
                 DeliveryMode::Fixed | DeliveryMode::LowestPriority => {
-                    if icr.vector < 16 {
+                    if vector < 16 {
                         target.record_error(ESR_RECEIVE_ILLEGAL_VECTOR);
                         Err(RejectReason::IllegalVector)
                     } else if !target.is_sw_enabled() {
                         Err(RejectReason::SoftwareDisabled)
                     } else {
-                        target.accept_fixed(icr.vector);
-                        Ok(PendingEvent::Fixed(icr.vector))
+                        target.accept_fixed(vector);
+                        Ok(PendingEvent::Fixed(vector))
                     }
                 }
                 DeliveryMode::Nmi => {
@@ -228,11 +239,11 @@ impl LapicGroup {
                     Ok(PendingEvent::Init)
                 }
                 DeliveryMode::StartUp => {
-                    target.accept_sipi(icr.vector);
-                    Ok(PendingEvent::StartUp(icr.vector))
+                    target.accept_sipi(vector);
+                    Ok(PendingEvent::StartUp(vector))
                 }
-                // Filtered out above.
-                DeliveryMode::Smi | DeliveryMode::Reserved | DeliveryMode::ExtInt => continue,
+                // Returned above.
+                DeliveryMode::Smi => continue,
             };
             match result {
                 Ok(event) => out.accepted.push(Accepted { vcpu, event }),
@@ -256,14 +267,12 @@ impl LapicGroup {
         if !target.is_hw_enabled() {
             return false;
         }
-        match req.icr.shorthand {
-            Shorthand::None => match req.icr.dest_mode {
-                DestMode::Physical => target.matches_physical(req.icr.destination),
-                DestMode::Logical => target.matches_logical(req.icr.destination),
-            },
-            Shorthand::SelfOnly => i == req.source,
-            Shorthand::AllIncludingSelf => true,
-            Shorthand::AllExcludingSelf => i != req.source,
+        match req.icr.destination() {
+            Destination::Physical(id) => target.matches_physical(id),
+            Destination::Logical(dest) => target.matches_logical(dest),
+            Destination::SelfOnly => i == req.source,
+            Destination::AllIncludingSelf => true,
+            Destination::AllButSelf => i != req.source,
         }
     }
 

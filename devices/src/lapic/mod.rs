@@ -7,7 +7,8 @@
 //!   [`Lapic::write_msr`], mode switching with [`Lapic::set_apic_base`], and
 //!   the injection side: [`Lapic::pending_vector`], [`Lapic::ack`],
 //!   [`Lapic::take_nmi`], [`Lapic::take_init`], [`Lapic::take_sipi`].
-//! - [`Icr`] / [`IpiRequest`]: a decoded interrupt command and who sent it.
+//! - [`IpiRequest`]: an interrupt command ([`ipivmm_abi::Icr`], the one
+//!   decoder host and guest share) and who sent it.
 //! - [`LapicGroup`]: all vCPUs' APICs; [`LapicGroup::deliver`] resolves the
 //!   targets of an IPI and returns a [`Delivery`] saying whom to kick.
 //! - [`LapicCounters`]: per-vCPU counts (ICR writes, IPIs delivered and
@@ -22,7 +23,6 @@ mod base;
 mod counters;
 mod error;
 mod group;
-mod icr;
 pub mod mmio;
 pub mod regs;
 mod state;
@@ -31,12 +31,12 @@ mod state;
 mod tests;
 
 pub use base::{
-    check_transition, ApicMode, APIC_BASE_BSP, APIC_BASE_EN, APIC_BASE_EXTD, DEFAULT_PHYS_ADDR_BITS,
+    check_transition, ApicBaseState, APIC_BASE_BSP, APIC_BASE_EN, APIC_BASE_EXTD,
+    DEFAULT_PHYS_ADDR_BITS,
 };
 pub use counters::LapicCounters;
 pub use error::ApicFault;
-pub use group::{Accepted, Delivery, LapicGroup, PendingEvent, RejectReason, Rejected};
-pub use icr::{DeliveryMode, DestMode, Icr, IcrFormat, IpiRequest, Level, Shorthand, Trigger};
+pub use group::{Accepted, Delivery, IpiRequest, LapicGroup, PendingEvent, RejectReason, Rejected};
 pub use regs::{
     Lvt, Register, VectorSet, APIC_VERSION, APIC_VERSION_WITH_CMCI, MSR_IA32_APIC_BASE,
     X2APIC_MSR_EOI, X2APIC_MSR_FIRST, X2APIC_MSR_ICR, X2APIC_MSR_LAST, X2APIC_MSR_SELF_IPI,

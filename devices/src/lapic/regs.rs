@@ -74,9 +74,9 @@ pub const ICR_BUSY: u32 = 1 << 12;
 pub const XAPIC_ICR_LOW_WRITABLE: u32 = 0x000C_CFFF;
 /// ICR high bits kept in xAPIC mode (destination, 31:24).
 pub const XAPIC_ICR_HIGH_WRITABLE: u32 = 0xFF00_0000;
-/// x2APIC ICR bits that must be zero (31:20, 17:16, 13); a WRMSR that sets
-/// one faults, as in KVM.
-pub const X2APIC_ICR_RESERVED: u64 = 0xFFF3_2000;
+/// x2APIC ICR bits that must be zero (31:20, 17:16, 13: the ABI's
+/// [`ipivmm_abi::ICR_RESERVED`]); a WRMSR that sets one faults, as in KVM.
+pub const X2APIC_ICR_RESERVED: u64 = ipivmm_abi::ICR_RESERVED as u64;
 
 /// One of the local vector table entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,7 @@
 //! One vCPU's local APIC: state, mode switching, priorities and the
 //! acceptance/injection side. Register access paths live in `access.rs`.
 
-use super::base::{self, ApicMode, APIC_BASE_BSP, DEFAULT_PHYS_ADDR_BITS};
+use super::base::{self, ApicBaseState, APIC_BASE_BSP, DEFAULT_PHYS_ADDR_BITS};
 use super::counters::LapicCounters;
 use super::error::ApicFault;
 use super::regs::{
@@ -101,19 +101,19 @@ impl Lapic {
         self.index
     }
 
-    /// Current mode, from IA32_APIC_BASE.
-    pub fn mode(&self) -> ApicMode {
-        ApicMode::from_apic_base(self.apic_base).unwrap_or(ApicMode::Disabled)
+    /// The state IA32_APIC_BASE puts it in now.
+    pub fn base_state(&self) -> ApicBaseState {
+        ApicBaseState::from_apic_base(self.apic_base).unwrap_or(ApicBaseState::Disabled)
     }
 
     /// Whether the APIC is in x2APIC mode.
     pub fn is_x2apic(&self) -> bool {
-        self.mode() == ApicMode::X2Apic
+        self.base_state() == ApicBaseState::X2Apic
     }
 
     /// Whether IA32_APIC_BASE.EN is set.
     pub fn is_hw_enabled(&self) -> bool {
-        self.mode() != ApicMode::Disabled
+        self.base_state() != ApicBaseState::Disabled
     }
 
     /// Whether SVR bit 8 (APIC software enable) is set.
@@ -238,7 +238,7 @@ impl Lapic {
     /// disabling returns the APIC to its power-up register state (SDM 11.4.3)
     /// and drops pending INIT/SIPI/NMI.
     pub fn set_apic_base(&mut self, value: u64) -> Result<(), ApicFault> {
-        let old_mode = self.mode();
+        let old_mode = self.base_state();
         let new_mode = base::check_transition(
             self.apic_base,
             value,
@@ -247,15 +247,17 @@ impl Lapic {
         )?;
         self.apic_base = value;
         match (old_mode, new_mode) {
-            (ApicMode::Disabled, ApicMode::Disabled) => {}
-            (_, ApicMode::Disabled) => {
+            (ApicBaseState::Disabled, ApicBaseState::Disabled) => {}
+            (_, ApicBaseState::Disabled) => {
                 self.reset_registers();
                 self.nmi_pending = false;
                 self.init_pending = false;
                 self.sipi_pending = None;
             }
-            (ApicMode::Disabled, ApicMode::XApic) => self.xapic_id = self.initial_id as u8,
-            (ApicMode::XApic, ApicMode::X2Apic) => {
+            (ApicBaseState::Disabled, ApicBaseState::XApic) => {
+                self.xapic_id = self.initial_id as u8
+            }
+            (ApicBaseState::XApic, ApicBaseState::X2Apic) => {
                 // x2APIC keeps one 64-bit ICR; start it from the xAPIC halves.
                 self.icr_high = 0;
             }

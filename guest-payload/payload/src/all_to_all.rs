@@ -5,9 +5,8 @@
 //! merge in a target's IRR: sent == received holds exactly. Every vCPU
 //! samples its own round trips; `target_wait` does not apply (all are busy).
 
-use crate::phases::{wait_ack, Ctx, Workload};
+use crate::phases::{Ctx, Workload};
 use ipivmm_guest::sync::barrier;
-use ipivmm_guest::{percpu, tsc};
 
 pub struct AllToAll;
 
@@ -15,15 +14,7 @@ impl Workload for AllToAll {
     fn body(&mut self, ctx: &mut Ctx, _round: u32, iters: u64, measure: bool) {
         for _ in 0..iters {
             for r in 1..ctx.n {
-                let t = (ctx.me + r) % ctx.n;
-                let before = percpu::received(t);
-                let t0 = tsc::now();
-                ctx.sender.unicast(t);
-                wait_ack(t, before);
-                let t1 = tsc::now();
-                if measure {
-                    ctx.samples.push(t1.wrapping_sub(t0));
-                }
+                ctx.round_trip((ctx.me + r) % ctx.n, measure);
                 barrier();
             }
         }

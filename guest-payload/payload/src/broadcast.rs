@@ -4,7 +4,6 @@
 
 use crate::phases::{serve, stop, Acks, Ctx, HaltGate, Workload};
 use ipivmm_guest::ipi::VcpuSet;
-use ipivmm_guest::tsc;
 
 pub struct Broadcast;
 
@@ -19,13 +18,10 @@ impl Workload for Broadcast {
         for _ in 0..iters {
             gate.wait(&others);
             let acks = Acks::snapshot(&others);
-            let t0 = tsc::now();
-            ctx.sender.all_but_self();
-            acks.wait_all(&others);
-            let t1 = tsc::now();
-            if measure {
-                ctx.samples.push(t1.wrapping_sub(t0));
-            }
+            ctx.timed(measure, |s| {
+                s.all_but_self();
+                acks.wait_all(&others);
+            });
         }
         stop(round, ctx.wait, &others, || ctx.sender.all_but_self());
     }

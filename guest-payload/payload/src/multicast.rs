@@ -9,7 +9,6 @@ use crate::phases::{serve, stop, Acks, Ctx, HaltGate, Workload};
 use ipivmm_abi::BootInfo;
 use ipivmm_guest::apic::{self, Apic};
 use ipivmm_guest::ipi::{self, VcpuSet};
-use ipivmm_guest::tsc;
 
 pub struct Multicast {
     targets: VcpuSet,
@@ -56,13 +55,10 @@ impl Workload for Multicast {
         for _ in 0..iters {
             gate.wait(&self.targets);
             let acks = Acks::snapshot(&self.targets);
-            let t0 = tsc::now();
-            ctx.sender.multicast(&self.targets, self.how);
-            acks.wait_all(&self.targets);
-            let t1 = tsc::now();
-            if measure {
-                ctx.samples.push(t1.wrapping_sub(t0));
-            }
+            ctx.timed(measure, |s| {
+                s.multicast(&self.targets, self.how);
+                acks.wait_all(&self.targets);
+            });
         }
         // Everyone outside the set spins or halts too: wake them all.
         let others = VcpuSet::all_but(0);

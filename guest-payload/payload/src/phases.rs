@@ -23,6 +23,7 @@ use ipivmm_guest::ipi::{Sender, VcpuSet};
 use ipivmm_guest::measure::{measure_both_ways, Part, Step};
 use ipivmm_guest::percpu::{self, Samples};
 use ipivmm_guest::sync::{barrier, wait_until};
+use ipivmm_guest::tsc;
 
 /// Phase ids and names (one definition, shared with the host).
 pub use ipivmm_abi::builtin_phases::{IDLE, MEASURE, WARMUP};
@@ -51,6 +52,29 @@ impl Ctx {
             wait: TargetWait::from_raw(boot.target_wait).unwrap_or(TargetWait::Spin),
             samples: Samples::take(),
         }
+    }
+
+    /// One timed operation: `op` sends with this vCPU's sender and returns
+    /// once its IPIs were taken; its TSC cycles are a sample when `measure`.
+    #[inline(always)]
+    pub fn timed(&mut self, measure: bool, op: impl FnOnce(&Sender)) {
+        let t0 = tsc::now();
+        op(&self.sender);
+        let t1 = tsc::now();
+        if measure {
+            self.samples.push(t1.wrapping_sub(t0));
+        }
+    }
+
+    /// One timed round trip: a fixed IPI to vCPU `t`, until its handler
+    /// has counted it.
+    #[inline(always)]
+    pub fn round_trip(&mut self, t: usize, measure: bool) {
+        let before = percpu::received(t);
+        self.timed(measure, |s| {
+            s.unicast(t);
+            wait_ack(t, before);
+        });
     }
 }
 

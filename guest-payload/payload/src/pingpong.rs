@@ -5,10 +5,9 @@
 //! sender first waits until the target is halted (`HaltGate`), outside the
 //! measured round trip.
 
-use crate::phases::{self, round_robin, serve, stop, wait_ack, Ctx, HaltGate, Workload};
+use crate::phases::{self, round_robin, serve, stop, Ctx, HaltGate, Workload};
 use ipivmm_abi::TargetWait;
 use ipivmm_guest::ipi::VcpuSet;
-use ipivmm_guest::{percpu, tsc};
 
 pub struct Pingpong {
     force_halt: bool,
@@ -39,14 +38,7 @@ impl Workload for Pingpong {
         for i in 0..iters {
             let t = round_robin(i, ctx.n);
             gate.wait_one(t);
-            let before = percpu::received(t);
-            let t0 = tsc::now();
-            ctx.sender.unicast(t);
-            wait_ack(t, before);
-            let t1 = tsc::now();
-            if measure {
-                ctx.samples.push(t1.wrapping_sub(t0));
-            }
+            ctx.round_trip(t, measure);
         }
         let others = VcpuSet::all_but(0);
         stop(round, wait, &others, || {

@@ -3,7 +3,7 @@
 //! Needs no other vCPU; `target_wait` does not apply.
 
 use crate::phases::{wait_ack, Ctx, Workload};
-use ipivmm_guest::{percpu, tsc};
+use ipivmm_guest::percpu;
 
 pub struct SelfIpi;
 
@@ -14,14 +14,11 @@ impl Workload for SelfIpi {
 
     fn body(&mut self, ctx: &mut Ctx, _round: u32, iters: u64, measure: bool) {
         for _ in 0..iters {
-            let before = percpu::received(ctx.me);
-            let t0 = tsc::now();
-            ctx.sender.to_self();
-            wait_ack(ctx.me, before);
-            let t1 = tsc::now();
-            if measure {
-                ctx.samples.push(t1.wrapping_sub(t0));
-            }
+            let (me, before) = (ctx.me, percpu::received(ctx.me));
+            ctx.timed(measure, |s| {
+                s.to_self();
+                wait_ack(me, before);
+            });
         }
     }
 }

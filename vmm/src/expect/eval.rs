@@ -1,6 +1,8 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use crate::gate::claim::{self, Claim, Judgement};
+use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::source::Source;
 use crate::results::summary::{measured_phase, summarize};
@@ -68,7 +70,8 @@ fn full_label(r: &RunReport) -> String {
 }
 
 /// A label's mode (its first word, with `apicv-inhibit` when that follows)
-/// and the rest of its words (levers, placement, host setting).
+/// and the rest of its words (levers, placement, host setting): how the
+/// older scopes name a run's label.
 fn mode_and_extras(label: &str) -> (String, Vec<&str>) {
     let mut words: Vec<&str> = label.split_whitespace().collect();
     let mut mode = if words.is_empty() {
@@ -91,11 +94,44 @@ fn label_matches(scope: &str, label: &str) -> bool {
     want_mode == mode && want.iter().all(|w| extras.contains(w))
 }
 
-/// Whether `r` matches `scope` (its `maxv` taken as matching any count:
-/// [`runs_of`] picks the largest).
-fn matches_but_count(scope: &Scope, workload: &str, label: &str) -> bool {
-    scope.workload.as_ref().is_none_or(|w| w == workload)
-        && scope.label.as_ref().is_none_or(|l| label_matches(l, label))
+/// The APICv state run `r` observed: `unavailable` without APICv/AVIC on
+/// the host, else `inhibited` when an inhibit was in effect at its end
+/// (the kernel's own events), `active` when none was; the plan's state
+/// where nothing was observed.
+pub fn observed_apicv(r: &RunReport) -> &'static str {
+    use crate::mode::apicv::ApicvState;
+    match (r.apicv.effective, &r.apicv_observed) {
+        (ApicvState::Unavailable, _) => "unavailable",
+        (ApicvState::Unknown, _) => "unknown",
+        (_, Some(o)) if o.inhibits_at_end.is_empty() => "active",
+        (_, Some(_)) => "inhibited",
+        (ApicvState::Active, None) => "active",
+        (ApicvState::Inhibited, None) => "inhibited",
+    }
+}
+
+/// Whether configuration `id` (and, for `apicv=` states, what run `r`
+/// observed) has one of the values of every field `scope` names.
+fn fields_match(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
+    scope.fields.iter().all(|f| {
+        let mut have = vec![id.value(f.field)];
+        if f.field == Field::Apicv {
+            have.push(r.map_or("unknown", observed_apicv).to_string());
+        }
+        f.values.iter().any(|v| have.contains(v))
+    })
+}
+
+/// Whether a run of configuration `id` (run `r` where there is one)
+/// matches `scope` (its `maxv` taken as matching any count: [`runs_of`]
+/// picks the largest).
+fn matches_but_count(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
+    scope.workload.as_ref().is_none_or(|w| w == id.guest.name())
+        && scope
+            .label
+            .as_ref()
+            .is_none_or(|l| label_matches(l, &id.label()))
+        && fields_match(scope, id, r)
 }
 
 /// The runs of `doc` that `scope` names, reading the scope's phase when it
@@ -119,7 +155,7 @@ fn matching_runs<'d>(doc: &'d Document, scope: &Scope) -> Vec<&'d RunReport> {
     let candidates: Vec<&RunReport> = doc
         .runs
         .iter()
-        .filter(|r| matches_but_count(scope, &r.mode.workload_label(), &r.label()))
+        .filter(|r| matches_but_count(scope, &r.id(), Some(r)))
         .collect();
     match scope.vcpus {
         None => candidates,
@@ -153,39 +189,54 @@ fn scope_text(s: &Scope) -> String {
     if let Some(l) = &s.label {
         parts.push(l.clone());
     }
+    for f in &s.fields {
+        parts.push(format!("{}={}", f.field, f.values.join("|")));
+    }
     parts.join(" ")
 }
 
 /// The skip that names `scope`'s runs, if the document recorded one: the
-/// sweep did not run them on this host, and said why.
+/// sweep did not run them on this host, and said why. A skip carries its
+/// configuration; one of an older file is read from its label.
 fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
     doc.skipped.iter().find_map(|s| {
-        let mut words = s.mode.split_whitespace();
-        let workload = words.next()?;
-        let vcpus = words.next()?.strip_suffix('v')?.parse::<usize>().ok()?;
-        let label = words.collect::<Vec<_>>().join(" ");
-        let count_ok = match scope.vcpus {
+        let count_ok = |vcpus: usize| match scope.vcpus {
             Some(VcpuCount::Exactly(n)) => n == vcpus,
             _ => true,
         };
-        (count_ok && matches_but_count(scope, workload, &label))
-            .then(|| format!("not run here: {}", s.reason))
+        let matched = match &s.id {
+            Some(id) => count_ok(id.vcpus) && matches_but_count(scope, id, None),
+            None => {
+                let mut words = s.mode.split_whitespace();
+                let workload = words.next()?;
+                let vcpus = words.next()?.strip_suffix('v')?.parse::<usize>().ok()?;
+                let label = words.collect::<Vec<_>>().join(" ");
+                count_ok(vcpus)
+                    && scope.fields.is_empty()
+                    && scope.workload.as_ref().is_none_or(|w| w == workload)
+                    && scope
+                        .label
+                        .as_ref()
+                        .is_none_or(|l| label_matches(l, &label))
+            }
+        };
+        matched.then(|| format!("not run here: {}", s.reason))
     })
 }
 
 /// Why a metric has no value in `r`, in words and with the fix where there
 /// is one.
 fn missing_metric(key: &str, r: &RunReport) -> String {
-    let source = |name: &str| {
+    let source = |source: Source| {
         r.vcpus
             .iter()
             .flat_map(|v| &v.sources)
-            .find(|s| s.source == name && !s.available)
+            .find(|s| s.source == source && !s.available)
             .and_then(|s| s.detail.clone())
     };
     if key.starts_with("icr_write_exits") {
-        let why = source(Source::Tracepoints.key())
-            .unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        let why =
+            source(Source::Tracepoints).unwrap_or_else(|| "no ICR-write exit counter ran".into());
         return format!(
             "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
         );
@@ -232,7 +283,7 @@ fn counter_values(
         if let Some(s) = v
             .sources
             .iter()
-            .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+            .find(|s| source.starts_with(s.source.key()) && !s.available)
         {
             let why = s.detail.as_deref().unwrap_or("unavailable");
             return Err(format!(
@@ -260,7 +311,7 @@ fn counter_values(
                 let why = v
                     .sources
                     .iter()
-                    .find(|s| source.starts_with(s.source.as_str()) && !s.available)
+                    .find(|s| source.starts_with(s.source.key()) && !s.available)
                     .and_then(|s| s.detail.clone())
                     .unwrap_or_else(|| "nothing recorded".into());
                 return Err(format!("vcpu{}: no '{source}' counters ({why})", v.index));
@@ -396,91 +447,131 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
     Ok(values)
 }
 
-/// A ratio of two sides' repeats judged against `op want`: a count by the
-/// ratio of medians alone; any other figure by the ratio's 95% interval
-/// (the rank test's): it holds when the whole interval does, fails when
-/// none of it does, and is a skip (inconclusive, never a pass) otherwise.
-fn judge_ratio(e: &Expectation, metric: &str, a: &[f64], b: &[f64], want: f64) -> Outcome {
-    let (Some(n), Some(d)) = (stats::median(a), stats::median(b)) else {
-        return Outcome::Skip(format!("{metric}: no figure"));
-    };
-    if d == 0.0 {
-        return Outcome::Skip(format!("{metric} of the second side is 0"));
-    }
-    let v = n / d;
-    let count = Metric::ALL
-        .iter()
-        .any(|m| m.key() == metric && m.is_count());
-    if count || a.iter().chain(b).any(|x| *x <= 0.0) {
-        return if e.op.holds(v, want, e.tolerance) {
-            Outcome::Pass(v)
+/// The gate's claim of `op want ± tol`, on the log scale for a ratio
+/// (Err: decided by the sign of a ratio alone, e.g. `ratio < 0`).
+fn claim(op: Op, want: f64, tol: f64, log: bool) -> Result<Claim, bool> {
+    let at = |v: f64| {
+        if !log {
+            v
+        } else if v > 0.0 {
+            v.ln()
         } else {
-            Outcome::Fail(format!("got {} ({} / {})", fmt(v), fmt(n), fmt(d)))
-        };
-    }
-    let Some(i) = stats::ratio_interval(b, a, stats::CONFIDENCE) else {
-        return Outcome::Skip(format!("{metric}: no interval"));
+            f64::NEG_INFINITY
+        }
     };
-    let said = format!(
-        "×{:.3} [{:.3}, {:.3}] over {} vs {} repeats",
-        v,
-        i.lo,
-        i.hi,
-        a.len(),
-        b.len()
-    );
-    if !i.reaches(stats::CONFIDENCE) {
-        return Outcome::Skip(format!(
-            "inconclusive: {said}: too few repeats for a 95% interval (at least {} each, --repeat)",
-            stats::MIN_REPEATS
-        ));
+    if log && want + tol <= 0.0 {
+        // A ratio is positive: above any bound at or below 0.
+        return Err(matches!(op, Op::Gt | Op::Ge | Op::Ne));
     }
-    let (lo, hi) = (
-        e.op.holds(i.lo, want, e.tolerance),
-        e.op.holds(i.hi, want, e.tolerance),
-    );
-    // Whether the whole interval lies on one side of the band (== and !=).
-    let band = (want - e.tolerance, want + e.tolerance);
-    let outside = i.hi < band.0 || i.lo > band.1;
-    match e.op {
-        Op::Ne if outside => Outcome::Pass(v),
-        Op::Ne if lo == hi && !lo => Outcome::Fail(format!("got {said}")),
-        Op::Eq if lo && hi => Outcome::Pass(v),
-        Op::Eq if outside => Outcome::Fail(format!("got {said}")),
-        Op::Eq | Op::Ne => Outcome::Skip(format!(
-            "inconclusive: {said} straddles {} {}",
-            e.op.symbol(),
-            fmt(want)
-        )),
-        _ if lo && hi => Outcome::Pass(v),
-        _ if !lo && !hi => Outcome::Fail(format!("got {said}")),
-        _ => Outcome::Skip(format!(
-            "inconclusive: {said} straddles {} {}: more repeats",
-            e.op.symbol(),
-            fmt(want)
-        )),
+    Ok(match op {
+        Op::Lt | Op::Le => Claim::AtMost(at(want)),
+        Op::Gt | Op::Ge => Claim::AtLeast(at(want)),
+        Op::Eq => Claim::Within(at(want - tol), at(want + tol)),
+        Op::Ne => Claim::Outside(at(want - tol), at(want + tol)),
+    })
+}
+
+/// A judgement that waits for its Holm level: a ratio over two
+/// configurations' repeats, or a latency figure's median over one
+/// configuration's.
+enum Statistical {
+    Ratio {
+        a: Vec<f64>,
+        b: Vec<f64>,
+        claim: Claim,
+        want: String,
+    },
+    Median {
+        values: Vec<f64>,
+        claim: Claim,
+        want: String,
+    },
+}
+
+impl Statistical {
+    fn fail_p(&self) -> f64 {
+        match self {
+            Statistical::Ratio { a, b, claim, .. } => claim::ratio_fail_p(a, b, *claim),
+            Statistical::Median { values, claim, .. } => claim::median_fail_p(values, *claim),
+        }
+    }
+
+    fn outcome(&self, level: f64) -> Outcome {
+        let policy = crate::gate::DEFAULT_POLICY;
+        let (j, said, value) = match self {
+            Statistical::Ratio { a, b, claim, want } => (
+                claim::ratio(a, b, *claim, &policy, level),
+                format!("{} against {want}", claim::ratio_text(a, b, &policy)),
+                stats::median(a).zip(stats::median(b)).map(|(x, y)| x / y),
+            ),
+            Statistical::Median {
+                values,
+                claim,
+                want,
+            } => (
+                claim::median_of(values, *claim, &policy, level),
+                format!("{} against {want}", claim::median_text(values)),
+                stats::median(values),
+            ),
+        };
+        match j {
+            Judgement::Holds => Outcome::Pass(value.unwrap_or(f64::NAN)),
+            Judgement::Fails => Outcome::Fail(format!("got {said}")),
+            Judgement::Undecided(why) => Outcome::Skip(format!("undecided: {said}: {why}")),
+        }
     }
 }
 
-/// Every expectation against `doc`.
+/// A verdict, or one that waits for the family's Holm levels.
+enum Pending {
+    Done(Verdict),
+    Judge(String, Statistical),
+}
+
+/// Whether `key` names a latency figure (judged over repeats), not a count.
+fn is_latency(key: &str) -> bool {
+    Metric::ALL.iter().any(|m| m.key() == key && !m.is_count())
+}
+
+/// Every expectation against `doc`: counts per run (an invariant holds in
+/// every run), latency figures per configuration over its repeats and
+/// ratios over two configurations' repeats by the gate's rule, the
+/// failing side of those held to Holm's levels over all of them
+/// ([`crate::gate::claim`]).
 pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
-    let mut out = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     for e in expectations {
+        let want = |x: f64| format!("{} {}", e.op.symbol(), fmt(x));
         if let Subject::Ratio { metric, a, b } = &e.subject {
-            let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
-                (Err(o), _) | (_, Err(o)) => o,
-                (Ok(n), Ok(d)) => {
-                    let want = match e.value {
-                        Rhs::Number(x) => x,
-                        Rhs::Metric(_) => unreachable!("refused by the parser"),
-                    };
-                    judge_ratio(e, metric, &n, &d, want)
-                }
+            let x = match e.value {
+                Rhs::Number(x) => x,
+                Rhs::Metric(_) => unreachable!("refused by the parser"),
             };
-            out.push(Verdict {
-                name: e.text.clone(),
-                outcome,
-            });
+            let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
+                (Err(o), _) | (_, Err(o)) => Some(o),
+                (Ok(n), Ok(d)) => match claim(e.op, x, e.tolerance, true) {
+                    Err(true) => Some(Outcome::Pass(f64::NAN)),
+                    Err(false) => Some(Outcome::Fail("a ratio is positive".into())),
+                    Ok(claim) => {
+                        pending.push(Pending::Judge(
+                            e.text.clone(),
+                            Statistical::Ratio {
+                                a: n,
+                                b: d,
+                                claim,
+                                want: want(x),
+                            },
+                        ));
+                        None
+                    }
+                },
+            };
+            if let Some(outcome) = outcome {
+                pending.push(Pending::Done(Verdict {
+                    name: e.text.clone(),
+                    outcome,
+                }));
+            }
             continue;
         }
         let runs = runs_of(doc, &e.scope);
@@ -498,11 +589,66 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                         .join("; ")
                 )),
             };
-            out.push(Verdict {
+            pending.push(Pending::Done(Verdict {
                 name: e.text.clone(),
                 outcome,
-            });
+            }));
             continue;
+        }
+        // A latency bound: one verdict per configuration, on the median
+        // over its repeats with its interval.
+        if let (Subject::Metric(key), Rhs::Number(x)) = (&e.subject, &e.value) {
+            if is_latency(key) {
+                let mut configs: Vec<(ConfigId, Vec<&RunReport>)> = Vec::new();
+                for r in &runs {
+                    let id = r.id();
+                    match configs.iter_mut().find(|(c, _)| *c == id) {
+                        Some((_, v)) => v.push(r),
+                        None => configs.push((id, vec![r])),
+                    }
+                }
+                let several = configs.len() > 1;
+                for (_, members) in configs {
+                    let name = if several {
+                        format!("{} [{}]", e.text, full_label(members[0]))
+                    } else {
+                        e.text.clone()
+                    };
+                    let mut values = Vec::new();
+                    let mut failed = None;
+                    for r in &members {
+                        match metric_value(key, r) {
+                            _ if !r.succeeded()
+                                || crate::results::summary::missing_phase(r).is_some() =>
+                            {
+                                failed.get_or_insert_with(|| on_run(e, r));
+                            }
+                            Ok(v) => values.push(v),
+                            Err(why) => {
+                                failed.get_or_insert(Outcome::Skip(why));
+                            }
+                        }
+                    }
+                    match (failed, values.is_empty()) {
+                        (Some(o @ Outcome::Fail(_)), _) | (Some(o), true) => {
+                            pending.push(Pending::Done(Verdict { name, outcome: o }))
+                        }
+                        _ => {
+                            let claim = claim(e.op, *x, e.tolerance, false)
+                                .unwrap_or(Claim::AtMost(f64::INFINITY));
+                            pending.push(Pending::Judge(
+                                name,
+                                Statistical::Median {
+                                    values,
+                                    claim,
+                                    want: want(*x),
+                                },
+                            ));
+                        }
+                    }
+                }
+                continue;
+            }
         }
         let several = runs.len() > 1;
         for r in runs {
@@ -511,15 +657,35 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                 .repeat
                 .map(|i| format!(" repeat {}", i + 1))
                 .unwrap_or_default();
-            out.push(Verdict {
+            pending.push(Pending::Done(Verdict {
                 name: if several {
                     format!("{} [{}{repeat}]", e.text, full_label(&r))
                 } else {
                     e.text.clone()
                 },
                 outcome: on_run(e, &r),
-            });
+            }));
         }
     }
-    Verdicts(out)
+    let p: Vec<f64> = pending
+        .iter()
+        .filter_map(|x| match x {
+            Pending::Judge(_, s) => Some(s.fail_p()),
+            Pending::Done(_) => None,
+        })
+        .collect();
+    let mut levels =
+        crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
+    Verdicts(
+        pending
+            .into_iter()
+            .map(|x| match x {
+                Pending::Done(v) => v,
+                Pending::Judge(name, s) => Verdict {
+                    name,
+                    outcome: s.outcome(levels.next().unwrap_or(0.0)),
+                },
+            })
+            .collect(),
+    )
 }

@@ -6,7 +6,13 @@
 //! ```text
 //! [SCOPE:] SUBJECT OP NUMBER [± TOL]
 //!
-//! SCOPE    [WORKLOAD] [Nv | maxv] [MODE [apicv-inhibit] [LEVER...]]: the runs
+//! SCOPE    FIELD=VALUE[|VALUE...] ...: the runs whose configuration has
+//!          one of those values in every field named (`ipi=pv`,
+//!          `irqchip=kernel|split apic=x2apic`, `vcpus=2`, `workload=broadcast`;
+//!          `apicv=active|inhibited|unavailable` is the state the run observed,
+//!          `apicv=host|inhibit` the request; fields: docs/ci.md);
+//!          or the older words, which still work where unambiguous:
+//!          [WORKLOAD] [Nv | maxv] [MODE [apicv-inhibit] [LEVER...]]: the runs
 //!          of that workload, vCPU count (`maxv`: the largest that ran) and
 //!          mode (`kernel/x2apic/icr`; `apicv-inhibit` is part of the mode),
 //!          with at least those levers, placement or host setting
@@ -90,8 +96,19 @@ pub enum Vcpus {
     Sum,
 }
 
-/// Which runs an expectation is about: `workload`, `Nv` and the label,
-/// each optional (None: any).
+/// One part of a scope over the configuration's fields: `apic=x2apic`,
+/// `irqchip=kernel|split` (any of the values), `apicv=active` (the state
+/// the run observed, not the request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldScope {
+    /// The field ([`crate::results::identity::Field`]).
+    pub field: crate::results::identity::Field,
+    /// The values it may have (any of them matches).
+    pub values: Vec<String>,
+}
+
+/// Which runs an expectation is about: `workload`, `Nv`, the label and
+/// the fields, each optional (None or empty: any).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scope {
     /// The workload (built-in name or the payload's workload label).
@@ -103,6 +120,8 @@ pub struct Scope {
     /// `@NAME`: the phase the expectation reads instead of the run's
     /// headline phase (`--phase`, else the measured-phase rule).
     pub phase: Option<String>,
+    /// `FIELD=VALUE[|VALUE...]` parts: every one must hold.
+    pub fields: Vec<FieldScope>,
 }
 
 /// A scope's vCPU count.
@@ -173,6 +192,18 @@ impl std::str::FromStr for Expectation {
         parse::expectation(s)
     }
 }
+
+/// What `apicv=` matches in a scope: the request (`host`, `inhibit`) or
+/// the state the run observed (`active`, `inhibited`, `unavailable`,
+/// `unknown`).
+pub const APICV_VALUES: [&str; 6] = [
+    "host",
+    "inhibit",
+    "active",
+    "inhibited",
+    "unavailable",
+    "unknown",
+];
 
 /// The scalar keys of `runs[].metrics` besides the [`Metric`]s.
 ///

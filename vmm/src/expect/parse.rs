@@ -1,5 +1,6 @@
 //! The expectation grammar (see the module doc of [`super`]).
-use super::{metric_keys, Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use super::{metric_keys, Expectation, FieldScope, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use crate::results::identity::Field;
 use crate::results::PhaseResult;
 
 /// An expectation that cannot be read, with what was expected instead.
@@ -120,7 +121,13 @@ fn number_and_tolerance(s: &str) -> Result<(Rhs, f64), String> {
 pub(super) fn scope(s: &str) -> Result<Scope, String> {
     let mut phase = None;
     let mut words: Vec<&str> = Vec::new();
+    let mut fields: Vec<FieldScope> = Vec::new();
     for w in s.split_whitespace() {
+        // `name=value`: a field (a label's words hold no '=' before a '/').
+        if let Some((name, values)) = w.split_once('=').filter(|(n, _)| !n.contains('/')) {
+            fields.push(field_scope(name, values)?);
+            continue;
+        }
         match w.strip_prefix('@') {
             Some(name) if phase.is_none() && crate::config::is_phase_name(name) => {
                 phase = Some(name.to_string())
@@ -133,7 +140,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
             None => words.push(w),
         }
     }
-    if words.is_empty() && phase.is_none() {
+    if words.is_empty() && phase.is_none() && fields.is_empty() {
         return Err("an empty scope before ': '".into());
     }
     let label_at = words
@@ -143,6 +150,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
     let mut scope = Scope {
         label: (label_at < words.len()).then(|| words[label_at..].join(" ")),
         phase,
+        fields,
         ..Scope::default()
     };
     for w in &words[..label_at] {
@@ -164,6 +172,51 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
         }
     }
     Ok(scope)
+}
+
+/// The values a field may be given in a scope (None: any text).
+fn field_values(f: Field) -> Option<Vec<&'static str>> {
+    use crate::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
+    Some(match f {
+        Field::Target => TargetWait::ALL.iter().map(|v| v.name()).collect(),
+        Field::Irqchip => Irqchip::ALL.iter().map(|v| v.name()).collect(),
+        Field::Apic => ApicMode::ALL.iter().map(|v| v.name()).collect(),
+        Field::Ipi => IpiPath::ALL.iter().map(|v| v.name()).collect(),
+        Field::Apicv => super::APICV_VALUES.to_vec(),
+        Field::Rt => vec!["yes", "no"],
+        _ => return None,
+    })
+}
+
+/// `name=v1|v2`, checked: a field that does not exist or a value it
+/// cannot have would match nothing, silently.
+fn field_scope(name: &str, values: &str) -> Result<FieldScope, String> {
+    let field: Field = name.parse().map_err(|_| {
+        let all: Vec<String> = Field::ALL.iter().map(|f| f.to_string()).collect();
+        format!(
+            "no field '{name}' to scope by; the fields are {}",
+            all.join(", ")
+        )
+    })?;
+    let values: Vec<String> = values.split('|').map(str::to_string).collect();
+    for v in &values {
+        let known = match field_values(field) {
+            Some(ok) => ok.contains(&v.as_str()),
+            None => match field {
+                Field::Vcpus => v.parse::<usize>().is_ok(),
+                Field::Poll => v == "host" || v.parse::<u32>().is_ok(),
+                _ => !v.is_empty(),
+            },
+        };
+        if !known {
+            let hint = match field_values(field) {
+                Some(ok) => format!(": one of {}", ok.join(", ")),
+                None => String::new(),
+            };
+            return Err(format!("'{name}={v}': not a value of {field}{hint}"));
+        }
+    }
+    Ok(FieldScope { field, values })
 }
 
 fn metric(s: &str) -> Result<String, String> {
@@ -261,6 +314,7 @@ mod tests {
                 vcpus: Some(VcpuCount::Exactly(4)),
                 label: Some("kernel/xapic/icr pin:0,1".into()),
                 phase: None,
+                fields: Vec::new(),
             }
         );
         assert_eq!(e.op, Op::Le);
@@ -278,6 +332,7 @@ mod tests {
                 vcpus: Some(VcpuCount::Exactly(2)),
                 label: Some("kernel/x2apic/icr".into()),
                 phase: Some("measure-uncounted".into()),
+                fields: Vec::new(),
             }
         );
         let e = ok("vcpu1.guest.ipis_received >= 1000");
@@ -308,6 +363,42 @@ mod tests {
             matches!(e.subject, Subject::Ratio { ref metric, ref a, ref b }
             if metric == "cycles_per_operation_p50" && a.label.as_deref() == Some("kernel/x2apic/icr") && b.label.as_deref() == Some("kernel/xapic/icr"))
         );
+    }
+
+    #[test]
+    fn scopes_over_fields() {
+        let e = ok("ipi=pv: icr_write_exits_per_ipi == 0");
+        assert_eq!(
+            e.scope.fields,
+            vec![FieldScope {
+                field: Field::Ipi,
+                values: vec!["pv".into()]
+            }]
+        );
+        let e = ok("irqchip=kernel|split apic=x2apic vcpus=2 apicv=active: exits_per_ipi < 3");
+        assert_eq!(e.scope.fields.len(), 4);
+        assert_eq!(e.scope.fields[0].values, ["kernel", "split"]);
+        // A host setting holds '=' itself.
+        let e = ok("host-param=kvm_amd.avic=1: exits_per_ipi < 3");
+        assert_eq!(e.scope.fields[0].values, ["kvm_amd.avic=1"]);
+        // Fields mix with the older words.
+        let e = ok("broadcast 4v ipi=icr: exits_per_ipi < 3");
+        assert_eq!(e.scope.workload.as_deref(), Some("broadcast"));
+        for (s, needle) in [
+            (
+                "ipi=pvv: exits_per_ipi < 1",
+                "not a value of ipi: one of icr, pv",
+            ),
+            ("irq=kernel: exits_per_ipi < 1", "no field 'irq'"),
+            ("vcpus=two: exits_per_ipi < 1", "not a value of vcpus"),
+            (
+                "apicv=on: exits_per_ipi < 1",
+                "one of host, inhibit, active",
+            ),
+        ] {
+            let e = expectation(s).unwrap_err();
+            assert!(e.problem.contains(needle), "{s}: {}", e.problem);
+        }
     }
 
     #[test]

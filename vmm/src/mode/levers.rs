@@ -47,7 +47,7 @@ impl ExitControl {
 /// assert_eq!(c.names(), ["hlt", "pause"]);
 /// assert!(c.contains(ExitControl::Hlt) && !c.contains(ExitControl::Mwait));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ExitControls(u32);
 
 impl ExitControls {

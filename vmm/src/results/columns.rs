@@ -1,5 +1,5 @@
-//! One description per counter a report shows as a column: its header, the
-//! source it comes from, what it means, and how to read it from a phase.
+//! One description per counter a report shows as a column: its header,
+//! what it means, and how to read it from a phase.
 //! The text report's phase tables are built from [`PHASE_COLUMNS`]; the CSV
 //! and JSON carry every counter of every source as is
 //! ([`PhaseResult::counters`]), so a counter added to a source (a tracepoint
@@ -8,27 +8,12 @@
 //! through an example.
 use super::PhaseResult;
 
-/// Where a counter's figure comes from (the `source` of the CSV).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// Counted by the payload (`guest`).
-    Guest,
-    /// Every exit the run loop saw (`userspace_exits`).
-    UserspaceExits,
-    /// KVM's binary stats (`kvm_stats`).
-    KvmStats,
-    /// Computed from other counters (the ICR-write figures name their source).
-    Derived,
-}
-
 /// A counter shown as a column of the per-phase tables. Every counter is
 /// windowed the same way: the vCPU thread snapshots its sources at the
 /// phase's begin and end markers, and the column is the difference.
 pub struct Column {
     /// Table header.
     pub header: &'static str,
-    /// Where the figure comes from.
-    pub source: Source,
     /// What it counts, for docs and `--help`-like listings.
     pub doc: &'static str,
     /// The figure of one vCPU's phase (None: not measured in this run).
@@ -43,56 +28,48 @@ pub struct Column {
 pub const PHASE_COLUMNS: &[Column] = &[
     Column {
         header: "ICR writes",
-        source: Source::Guest,
         doc: "writes to the ICR the vCPU issued (an all-but-self broadcast is one)",
         value: |p| Some(p.guest.icr_writes),
         rank: 5,
     },
     Column {
         header: "PV calls",
-        source: Source::Guest,
         doc: "KVM_HC_SEND_IPI hypercalls the vCPU issued (not ICR writes)",
         value: |p| Some(p.guest.hypercalls),
         rank: 1,
     },
     Column {
         header: "IPIs sent",
-        source: Source::Guest,
         doc: "IPIs the vCPU asked to send, counted per target",
         value: |p| Some(p.guest.ipis_sent),
         rank: 6,
     },
     Column {
         header: "IPIs recv",
-        source: Source::Guest,
         doc: "IPIs of the measured vector the vCPU's handler took",
         value: |p| Some(p.guest.ipis_received),
         rank: 6,
     },
     Column {
         header: "ICR-write exits",
-        source: Source::Derived,
         doc: "ICR writes that left guest mode (docs/kernel-paths.md says which events count)",
         value: |p| p.icr_write_exits.as_ref().map(|i| i.exits),
         rank: 9,
     },
     Column {
         header: "accel. ICR",
-        source: Source::Derived,
         doc: "ICR writes that did not exit (APICv/IPIv/AVIC): ICR writes minus ICR-write exits",
         value: |p| p.icr_write_exits.as_ref().map(|i| i.accelerated),
         rank: 7,
     },
     Column {
         header: "user exits",
-        source: Source::UserspaceExits,
         doc: "exits that reached ipivmm (the phase markers included)",
         value: |p| Some(p.exits.total()),
         rank: 2,
     },
     Column {
         header: "KVM exits",
-        source: Source::KvmStats,
         doc: "every VM exit of the vCPU (KVM stat `exits`)",
         value: |p| p.kvm_stats.get("exits").copied(),
         rank: 8,

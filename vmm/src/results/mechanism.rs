@@ -76,7 +76,7 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
         why: why.map(str::to_string),
     };
     let off = sources.iter().any(|s| {
-        s.source == Source::Tracepoints.key()
+        s.source == Source::Tracepoints
             && s.detail
                 .as_deref()
                 .is_some_and(|d| d.starts_with("disabled"))
@@ -84,13 +84,10 @@ pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
     if off {
         return counting(Mechanism::None, Some("tracepoints off: --no-tracepoints"));
     }
-    let Some(s) = sources
-        .iter()
-        .find(|s| s.source == Source::ExitReasons.key())
-    else {
+    let Some(s) = sources.iter().find(|s| s.source == Source::ExitReasons) else {
         let why = sources
             .iter()
-            .find(|s| s.source == Source::Tracepoints.key() && !s.available)
+            .find(|s| s.source == Source::Tracepoints && !s.available)
             .and_then(|s| s.detail.as_deref())
             .map_or("no counted phase began", first_clause);
         return counting(Mechanism::None, Some(why));
@@ -142,35 +139,31 @@ impl RunReport {
 mod tests {
     use super::*;
 
-    fn src(source: &str, available: bool, detail: &str) -> SourceStatus {
-        SourceStatus {
-            source: source.into(),
-            available,
-            detail: Some(detail.into()),
-        }
+    fn src(source: Source, available: bool, detail: &str) -> SourceStatus {
+        SourceStatus::new(source, available, Some(detail.into()))
     }
 
     #[test]
     fn each_detail_names_its_mechanism() {
         let cases = [
-            (src(Source::ExitReasons.key(), true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the raw kvm_exit (reason read from vcpu_svm's vmcb->control.exit_code: no record built), attached throughout and idle while no vCPU counts"), "bpf raw (in the kernel, no record built)"),
-            (src(Source::ExitReasons.key(), true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the kvm:kvm_exit read from its record (not raw: no BTF for kvm_amd); its program detached while no vCPU counts"), "bpf record (not raw: no BTF for kvm_amd)"),
-            (src(Source::ExitReasons.key(), true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring (bpf unavailable: loading the BPF exit counter failed: EPERM)"), "sampler (bpf unavailable: loading the BPF exit counter failed: EPERM)"),
-            (src(Source::ExitReasons.key(), true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring"), "sampler (asked for: --exit-reasons sampled)"),
-            (src(Source::ExitReasons.key(), false, "off: not by reason (exit_reasons is `off`)"), "none (off: not by reason)"),
-            (src(Source::ExitReasons.key(), false, "counters: not by reason (exit_reasons is `counters`)"), "per-reason counters (counters: not by reason)"),
-            (src(Source::ExitReasons.key(), false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires; the bpf object attached)"),
-            (src(Source::Tracepoints.key(), false, "disabled (--no-tracepoints, VmConfig::tracepoints = false)"), "none (tracepoints off: --no-tracepoints)"),
+            (src(Source::ExitReasons, true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the raw kvm_exit (reason read from vcpu_svm's vmcb->control.exit_code: no record built), attached throughout and idle while no vCPU counts"), "bpf raw (in the kernel, no record built)"),
+            (src(Source::ExitReasons, true, "bpf: counted in the kernel per vCPU thread, host time to raw kvm_entry; exits on the kvm:kvm_exit read from its record (not raw: no BTF for kvm_amd); its program detached while no vCPU counts"), "bpf record (not raw: no BTF for kvm_amd)"),
+            (src(Source::ExitReasons, true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring (bpf unavailable: loading the BPF exit counter failed: EPERM)"), "sampler (bpf unavailable: loading the BPF exit counter failed: EPERM)"),
+            (src(Source::ExitReasons, true, "sampled: kvm_exit/kvm_entry into a 256 KiB ring"), "sampler (asked for: --exit-reasons sampled)"),
+            (src(Source::ExitReasons, false, "off: not by reason (exit_reasons is `off`)"), "none (off: not by reason)"),
+            (src(Source::ExitReasons, false, "counters: not by reason (exit_reasons is `counters`)"), "per-reason counters (counters: not by reason)"),
+            (src(Source::ExitReasons, false, "kvm_pvm backend: kvm:kvm_exit never fires (software KVM without VMX/SVM exits), so no exit is counted by reason (bpf: ...: every exit counts as missing)"), "none (kvm_pvm backend: kvm:kvm_exit never fires; the bpf object attached)"),
+            (src(Source::Tracepoints, false, "disabled (--no-tracepoints, VmConfig::tracepoints = false)"), "none (tracepoints off: --no-tracepoints)"),
         ];
         // --no-tracepoints: the exit source says `off`, the tracepoints why.
         let notp = [
             src(
-                Source::Tracepoints.key(),
+                Source::Tracepoints,
                 false,
                 "disabled (--no-tracepoints, VmConfig::tracepoints = false)",
             ),
             src(
-                Source::ExitReasons.key(),
+                Source::ExitReasons,
                 false,
                 "off: not by reason (exit_reasons is `off`)",
             ),

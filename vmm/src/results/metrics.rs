@@ -208,6 +208,27 @@ impl Metric {
         }
     }
 
+    /// The metric a command line names: its key, or a short name (`p50`,
+    /// `p99`, `us`, `cycles-per-ipi`, `exits`, `exits-per-op`,
+    /// `icr-exits`, `icr-exits-per-op`, `ipis`, `observer`, `observer-p99`).
+    pub fn parse(s: &str) -> Option<Metric> {
+        let by_alias = match s {
+            "p50" => Some(Metric::CyclesPerOpP50),
+            "p99" => Some(Metric::CyclesPerOpP99),
+            "us" | "ns" => Some(Metric::NsPerOpP50),
+            "cycles-per-ipi" => Some(Metric::CyclesPerIpiP50),
+            "ipis" => Some(Metric::IpisPerOp),
+            "exits" => Some(Metric::ExitsPerIpi),
+            "exits-per-op" => Some(Metric::ExitsPerOp),
+            "icr-exits" => Some(Metric::IcrExitsPerIpi),
+            "icr-exits-per-op" => Some(Metric::IcrExitsPerOp),
+            "observer" => Some(Metric::ObserverP50),
+            "observer-p99" => Some(Metric::ObserverP99),
+            _ => None,
+        };
+        by_alias.or_else(|| Metric::ALL.into_iter().find(|m| m.key() == s))
+    }
+
     /// The figure as a table shows it (cycles whole, ns as µs, ratios to
     /// two places).
     pub fn format(self, v: f64) -> String {
@@ -286,10 +307,12 @@ pub(super) fn serialize_runs<S: serde::Serializer>(
     struct WithMetrics<'a> {
         #[serde(flatten)]
         run: &'a super::RunReport,
+        id: super::identity::ConfigId,
         metrics: RunMetrics,
     }
     s.collect_seq(runs.iter().map(|run| WithMetrics {
         run,
+        id: run.id(),
         metrics: RunMetrics::of(&super::summary::summarize(run)),
     }))
 }

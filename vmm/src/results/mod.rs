@@ -18,6 +18,7 @@ pub mod apicv_observed;
 pub mod columns;
 mod exits;
 mod host;
+pub mod identity;
 pub mod inhibits;
 pub mod latency;
 pub mod mechanism;
@@ -39,7 +40,7 @@ pub use vcpu::{
 use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::levers::ExitControls;
-use crate::mode::{ApicMode, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use crate::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm_host::facts::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -314,6 +315,7 @@ impl RunConfig {
                 PayloadSource::Builtin => None,
                 PayloadSource::File(p) => Some(p.display().to_string()),
                 PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
+                PayloadSource::Linux(g) => Some(g.label()),
             },
             host_cpus: crate::mode::levers::allowed_cpus().len(),
             params: c.params,
@@ -332,41 +334,11 @@ impl RunConfig {
     }
 
     /// The one label of a run of this configuration with APICv request
-    /// `apicv`: [`Mode::label`] and the levers that differ from the
-    /// defaults, e.g. `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
+    /// `apicv` ([`identity::ConfigId::label`]: `irqchip/apic/ipi`, then
+    /// the levers that differ from the defaults), e.g.
+    /// `kernel/x2apic/icr apicv-inhibit -exits:hlt rt`.
     pub fn label(&self, apicv: crate::mode::ApicvRequest) -> String {
-        let mode = Mode {
-            irqchip: self.irqchip,
-            apic: self.apic,
-            ipi: self.ipi,
-            apicv,
-        }
-        .label();
-        let levers = self.levers_label();
-        if levers.is_empty() {
-            mode
-        } else {
-            format!("{mode} {levers}")
-        }
-    }
-
-    /// The levers that differ from the defaults, e.g. `-exits:hlt poll:0 rt pin:2,3`.
-    pub fn levers_label(&self) -> String {
-        let mut l = Vec::new();
-        if !self.disabled_exits.is_empty() {
-            l.push(format!("-exits:{}", self.disabled_exits.names().join("+")));
-        }
-        if let Some(ns) = self.halt_poll_ns {
-            l.push(format!("poll:{ns}"));
-        }
-        if self.realtime_hint {
-            l.push("rt".into());
-        }
-        if !self.pin.is_empty() {
-            let cpus: Vec<String> = self.pin.iter().map(|c| c.to_string()).collect();
-            l.push(format!("pin:{}", cpus.join(",")));
-        }
-        l.join(" ")
+        identity::ConfigId::from_parts(self, apicv, None, None).label()
     }
 }
 
@@ -497,22 +469,27 @@ impl RunReport {
     /// `kernel/x2apic/icr apicv-inhibit -exits:hlt rt pin:0,1 close kvm_amd.avic=1`
     /// (docs/modes.md, "Labels", explains every part).
     pub fn label(&self) -> String {
-        let mut l = self.mode.label(self.apicv.requested);
-        for extra in [&self.placement, &self.host_param].into_iter().flatten() {
-            l.push(' ');
-            l.push_str(extra);
-        }
-        l
+        self.id().label()
+    }
+
+    /// The configuration this run ran ([`identity::ConfigId`]): what its
+    /// repeats, rows and comparisons line up by.
+    pub fn id(&self) -> identity::ConfigId {
+        identity::ConfigId::of(self)
     }
 }
 
 /// A mode a sweep did not run, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedMode {
-    /// The combination, as "workload mode-label".
+    /// The combination, as "workload Nv mode-label" (for people).
     pub mode: String,
     /// Why it was not run.
     pub reason: String,
+    /// The configuration (what comparisons and scopes match; absent in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<identity::ConfigId>,
 }
 
 /// What a `sweep --preset` answers on the host it ran on (the `preset`
@@ -809,7 +786,10 @@ mod tests {
             ..Default::default()
         };
         let rc = RunConfig::of(&c);
-        assert_eq!(rc.levers_label(), "-exits:hlt poll:0 pin:2,3");
+        assert_eq!(
+            rc.label(crate::mode::ApicvRequest::Host),
+            "kernel/xapic/icr -exits:hlt poll:0 pin:2,3"
+        );
         assert_eq!(rc.workload_label(), "demo");
         assert_eq!(
             RunConfig::of(&VmConfig::default()).workload_label(),

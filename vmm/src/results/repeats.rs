@@ -5,51 +5,13 @@
 //! detect, and why the figures may not be stable. Every repeat stays in
 //! `runs[]` (with its `repeat` index): nothing is averaged away; the JSON
 //! document carries this as `configurations` (docs/results-schema.md).
+use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::RunReport;
 use crate::stats::{self, HostLoad, Instability, Interval};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// What identifies a configuration among runs: the run's label (mode,
-/// levers, placement, host setting), its vCPUs and its workload and
-/// target; runs with the same key are repeats of one configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConfigKey {
-    /// [`RunReport::label`].
-    pub label: String,
-    /// vCPUs.
-    pub vcpus: usize,
-    /// Workload and target wait (`pingpong, target halt`), or `payload NAME`.
-    pub workload: String,
-}
-
-impl ConfigKey {
-    /// The key of a summarized run.
-    pub fn of(s: &RunSummary) -> Self {
-        Self {
-            label: s.mode.clone(),
-            vcpus: s.group.vcpus,
-            workload: if s.group.payload {
-                format!("payload {}", s.group.workload)
-            } else {
-                format!("{}, target {}", s.group.workload, s.group.target)
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for ConfigKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = if self.vcpus == 1 { "" } else { "s" };
-        write!(
-            f,
-            "{}, {} vCPU{s} / {}",
-            self.workload, self.vcpus, self.label
-        )
-    }
-}
 
 /// A figure over repeats (cycles, ns, a ratio): its median, the median's
 /// distribution-free interval and the spread.
@@ -123,6 +85,8 @@ impl CountStats {
 /// One configuration and its repeats.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConfigurationStats {
+    /// The configuration.
+    pub id: ConfigId,
     /// Its run label.
     pub label: String,
     /// Workload and target (or payload).
@@ -150,13 +114,16 @@ pub struct ConfigurationStats {
     /// Counts by [`Metric::key`].
     pub counts: BTreeMap<&'static str, CountStats>,
     /// Smallest change of the p50 (0.12 = 12%) that a comparison of two
-    /// such configurations at as many repeats as have the p50 detects (95%
-    /// confidence, 80% power), from their spread; None below 4 of them.
+    /// such configurations at as many repeats as have the p50 detects with
+    /// 80% power under the gate's rule (significant at 5% one-sided and at
+    /// least the 10% threshold: [`crate::gate::power`]), from their
+    /// spread; None below 4 of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_detectable_effect: Option<f64>,
     /// [`stats::TARGET_EFFECT`].
     pub target_effect: f64,
-    /// Repeats per side a comparison needs to detect `target_effect`.
+    /// Repeats per side at which the gate's rule detects `target_effect`
+    /// with 80% power.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repeats_for_target: Option<usize>,
     /// Why the figures may not be stable, with what helps; empty when
@@ -187,10 +154,10 @@ pub type Summarized = (usize, RunSummary, Option<HostLoad>);
 
 /// [`configurations`] of runs already summarized.
 pub fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
-    let mut order: Vec<ConfigKey> = Vec::new();
-    let mut groups: BTreeMap<ConfigKey, Vec<&Summarized>> = BTreeMap::new();
+    let mut order: Vec<ConfigId> = Vec::new();
+    let mut groups: BTreeMap<ConfigId, Vec<&Summarized>> = BTreeMap::new();
     for r in runs {
-        let k = ConfigKey::of(&r.1);
+        let k = r.1.id.clone();
         if !groups.contains_key(&k) {
             order.push(k.clone());
         }
@@ -228,7 +195,7 @@ fn differences(done: &[&Summarized]) -> Option<String> {
     })
 }
 
-fn configuration(k: &ConfigKey, members: &[&Summarized]) -> ConfigurationStats {
+fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
     let done_runs: Vec<&Summarized> = members.iter().copied().filter(|m| m.1.completed).collect();
     let done: Vec<&RunSummary> = done_runs.iter().map(|m| &m.1).collect();
     let mut figures = BTreeMap::new();
@@ -272,9 +239,11 @@ fn configuration(k: &ConfigKey, members: &[&Summarized]) -> ConfigurationStats {
         };
         unstable.extend(stats::load_instabilities(&load));
     }
+    let policy = crate::gate::DEFAULT_POLICY;
     ConfigurationStats {
-        label: k.label.clone(),
-        workload: k.workload.clone(),
+        id: k.clone(),
+        label: k.label(),
+        workload: k.workload_label(),
         vcpus: k.vcpus,
         operation: members.first().map_or("op", |m| m.1.operation),
         runs: members.iter().map(|m| m.0).collect(),
@@ -283,9 +252,12 @@ fn configuration(k: &ConfigKey, members: &[&Summarized]) -> ConfigurationStats {
         repeats_differ: differences(&done_runs),
         figures,
         counts,
-        min_detectable_effect: spread.and_then(|s| stats::min_detectable_effect(s, n)),
+        min_detectable_effect: spread
+            .filter(|_| n >= stats::MIN_REPEATS)
+            .and_then(|s| crate::gate::power::min_detectable(s, n, &policy)),
         target_effect: stats::TARGET_EFFECT,
-        repeats_for_target: spread.and_then(|s| stats::repeats_needed(s, stats::TARGET_EFFECT)),
+        repeats_for_target: spread
+            .and_then(|s| crate::gate::power::repeats_for_effect(s, stats::TARGET_EFFECT, &policy)),
         unstable: unstable.iter().map(ToString::to_string).collect(),
     }
 }

@@ -67,6 +67,28 @@ impl Source {
     }
 }
 
+/// A source is written as its key (`sources[].source` of the JSON).
+impl serde::Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.key())
+    }
+}
+
+/// A source is read from its key; one that names none is refused with the
+/// keys there are (a file written by another ipivmm says so in one line).
+impl<'de> serde::Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let key = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Source::of_key(&key).ok_or_else(|| {
+            let keys: Vec<&str> = Source::keys().collect();
+            serde::de::Error::custom(format!(
+                "no counter source '{key}' (sources: {})",
+                keys.join(", ")
+            ))
+        })
+    }
+}
+
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.key())
@@ -93,5 +115,20 @@ mod tests {
             assert_eq!(Source::of_key(s.key()), Some(s));
         }
         assert_eq!(Source::of_key("exit-reasons"), None);
+    }
+
+    #[test]
+    fn a_source_is_written_and_read_as_its_key() {
+        for &s in Source::ALL {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.key()));
+            assert_eq!(serde_json::from_str::<Source>(&json).unwrap(), s);
+        }
+        let e = serde_json::from_str::<Source>("\"exit-reasons\"").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("no counter source 'exit-reasons' (sources: guest, "),
+            "{e}"
+        );
     }
 }

@@ -131,6 +131,8 @@ pub struct ExitBreakdown {
 pub struct RunSummary {
     /// Chart group.
     pub group: GroupKey,
+    /// The configuration the run ran.
+    pub id: super::identity::ConfigId,
     /// Mode label, "irqchip/apic/ipi" plus non-default levers ([`Run::label`]).
     pub mode: String,
     /// Whether the run completed.
@@ -578,6 +580,7 @@ fn empty_summary(run: &Run) -> RunSummary {
     };
     RunSummary {
         group,
+        id: run.id(),
         mode: run.label(),
         completed: run.succeeded(),
         phase: None,

@@ -461,8 +461,8 @@ impl std::fmt::Display for Registers {
 /// Availability of one counter source on one vCPU.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceStatus {
-    /// Source key ([`Source::key`]).
-    pub source: String,
+    /// The source (written as its key, [`Source::key`]).
+    pub source: Source,
     /// Whether it produced figures.
     pub available: bool,
     /// Why not (or caveats).
@@ -470,10 +470,10 @@ pub struct SourceStatus {
 }
 
 impl SourceStatus {
-    /// `source`'s status, under its key.
+    /// `source`'s status.
     pub fn new(source: Source, available: bool, detail: Option<String>) -> Self {
         SourceStatus {
-            source: source.key().into(),
+            source,
             available,
             detail,
         }

@@ -1,8 +1,8 @@
 //! Statistics of repeated measurements, one home for every figure's
 //! uncertainty (docs/statistics.md): the median over repeats with its 95%
 //! interval, the spread (CoV), a run's p50 interval from its own samples,
-//! the ratio of two configurations' medians with its interval and a verdict,
-//! instability flags, and what a host can detect at a number of repeats.
+//! the rank tests and shift estimates the gate decides with
+//! ([`crate::gate`]), group-sequential boundaries, instability flags.
 //!
 //! Pure functions over plain numbers: the results and the commands gather
 //! the numbers, this module only reasons about them. Intervals are
@@ -10,17 +10,20 @@
 //! ratio), so no assumption about the shape of latency distributions
 //! (skewed, heavy-tailed) is made; the normal distribution appears only in
 //! large-sample approximations and the power estimate (statrs).
-mod judge;
 mod order;
 mod power;
 mod rank_test;
+pub mod sequential;
+pub mod shift;
+pub mod signed_rank;
 mod spread;
 mod stability;
 
-pub use judge::{judge, Judgement, Verdict};
-pub use order::{median, median_interval, median_ranks, sample_median_interval, Interval};
+pub use order::{median, median_interval, median_ranks, round6, sample_median_interval, Interval};
 pub use power::{min_detectable_effect, repeats_needed, MIN_REPEATS};
-pub use rank_test::{mann_whitney, min_p, ratio_interval, RankTest};
+pub use rank_test::{
+    mann_whitney, mann_whitney_greater, min_p, ratio_interval, shift_bound_rank, OneSided, RankTest,
+};
 pub use spread::{cov, log_sd, mean, sd};
 pub use stability::{
     bimodal, load_instabilities, HostLoad, Instability, COV_BOUND, HOST_BUSY_BOUND, STEAL_BOUND,

@@ -78,7 +78,7 @@ pub fn median_ranks(n: u64, level: f64) -> Option<(u64, u64, f64)> {
 
 /// `p` to six decimals: a coverage is a probability to read, and a short
 /// decimal survives a JSON round trip exactly.
-pub(super) fn round6(p: f64) -> f64 {
+pub fn round6(p: f64) -> f64 {
     (p * 1e6).round() / 1e6
 }
 

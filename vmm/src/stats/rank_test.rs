@@ -66,103 +66,138 @@ pub fn min_p(n: usize, m: usize) -> f64 {
     (2.0 / c).min(1.0)
 }
 
-/// The two-sided Mann–Whitney test of `y` against `x`; None when either is
-/// empty or holds a value that is not a number.
-pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
-    if x.is_empty() || y.is_empty() || x.iter().chain(y).any(|v| v.is_nan()) {
-        return None;
-    }
-    let (n, m) = (x.len(), y.len());
-    let mut u = 0.0;
-    let mut ties = false;
-    for a in x {
-        for b in y {
-            if b > a {
-                u += 1.0;
-            } else if b == a {
-                u += 0.5;
-                ties = true;
-            }
-        }
-    }
-    if !ties && n * m <= EXACT_PAIRS {
-        let cdf = u_cdf(n, m);
-        let k = u as usize;
-        let lower = cdf[k];
-        let upper = 1.0 - if k == 0 { 0.0 } else { cdf[k - 1] };
-        return Some(RankTest {
-            u,
-            p: (2.0 * lower.min(upper)).min(1.0),
-            exact: true,
-        });
-    }
-    // Normal approximation, tie-corrected variance, continuity correction.
-    let mut all: Vec<f64> = x.iter().chain(y).copied().collect();
-    all.sort_by(f64::total_cmp);
-    let big_n = (n + m) as f64;
+/// A one-sided test's outcome.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OneSided {
+    /// The statistic (U of `y`: pairs with y > x, ties ½; or W⁺ of a
+    /// signed-rank test).
+    pub statistic: f64,
+    /// P(statistic ≥ observed) under the null.
+    pub p: f64,
+    /// Whether `p` comes from the exact null distribution.
+    pub exact: bool,
+}
+
+/// U of `y` against `x` (pairs with y > x, ties counted ½) from midranks,
+/// in O((n+m)·log) time and linear memory, and whether any values tie.
+fn u_statistic(x: &[f64], y: &[f64]) -> (f64, f64) {
+    let mut all: Vec<(f64, bool)> = x
+        .iter()
+        .map(|v| (*v, false))
+        .chain(y.iter().map(|v| (*v, true)))
+        .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut rank_sum_y = 0.0;
     let mut tie_term = 0.0;
     let mut i = 0;
     while i < all.len() {
         let mut j = i;
-        while j + 1 < all.len() && all[j + 1] == all[i] {
+        while j + 1 < all.len() && all[j + 1].0 == all[i].0 {
             j += 1;
         }
         let t = (j - i + 1) as f64;
         tie_term += t * t * t - t;
+        let midrank = (i + j) as f64 / 2.0 + 1.0;
+        rank_sum_y += midrank * all[i..=j].iter().filter(|v| v.1).count() as f64;
         i = j + 1;
     }
+    let m = y.len() as f64;
+    (rank_sum_y - m * (m + 1.0) / 2.0, tie_term)
+}
+
+/// The one-sided Mann–Whitney test that `y` tends to be larger than `x`:
+/// exact for up to [`EXACT_PAIRS`] pairs without ties, else the normal
+/// approximation with the tie-corrected variance and continuity
+/// correction. None when either is empty or holds a value that is not a
+/// number.
+pub fn mann_whitney_greater(x: &[f64], y: &[f64]) -> Option<OneSided> {
+    if x.is_empty() || y.is_empty() || x.iter().chain(y).any(|v| v.is_nan()) {
+        return None;
+    }
+    let (n, m) = (x.len(), y.len());
+    let (u, tie_term) = u_statistic(x, y);
+    if tie_term == 0.0 && n * m <= EXACT_PAIRS {
+        let cdf = u_cdf(n, m);
+        // u is an integer here (no ties).
+        let k = u.round() as usize;
+        let p = 1.0 - if k == 0 { 0.0 } else { cdf[k - 1] };
+        return Some(OneSided {
+            statistic: u,
+            p: p.clamp(0.0, 1.0),
+            exact: true,
+        });
+    }
+    let big_n = (n + m) as f64;
     let (nf, mf) = (n as f64, m as f64);
     let var = nf * mf / 12.0 * ((big_n + 1.0) - tie_term / (big_n * (big_n - 1.0)));
     let mu = nf * mf / 2.0;
     let p = if var <= 0.0 {
+        // Every value ties: no evidence either way.
         1.0
     } else {
-        let z = ((u - mu).abs() - 0.5).max(0.0) / var.sqrt();
-        let std = Normal::standard();
-        (2.0 * (1.0 - std.cdf(z))).min(1.0)
+        let z = (u - mu - 0.5) / var.sqrt();
+        1.0 - Normal::standard().cdf(z)
     };
-    Some(RankTest { u, p, exact: false })
+    Some(OneSided {
+        statistic: u,
+        p,
+        exact: false,
+    })
 }
 
-/// The interval of `new / base` at `level` that the rank test inverts
-/// (Moses; Hodges–Lehmann's for a shift of the logarithms): between the
-/// k-th smallest and k-th largest of the n·m ratios new_j / base_i, k from
-/// the null distribution of U. The coverage is the exact one (lower than
-/// `level` where too few values reach it: then the widest interval).
-/// None when a side is empty or a value is not positive.
-pub fn ratio_interval(base: &[f64], new: &[f64], level: f64) -> Option<super::Interval> {
-    if base.is_empty() || new.is_empty() || base.iter().chain(new).any(|v| v.is_nan() || *v <= 0.0)
-    {
-        return None;
-    }
-    let (n, m) = (base.len(), new.len());
-    let mut d: Vec<f64> = base
-        .iter()
-        .flat_map(|b| new.iter().map(move |v| (v / b).ln()))
-        .collect();
-    d.sort_by(f64::total_cmp);
+/// The two-sided Mann–Whitney test of `y` against `x` (twice the smaller
+/// one-sided p); None when either is empty or holds a value that is not a
+/// number.
+pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
+    let up = mann_whitney_greater(x, y)?;
+    let down = mann_whitney_greater(y, x)?;
+    Some(RankTest {
+        u: up.statistic,
+        p: (2.0 * up.p.min(down.p)).min(1.0),
+        exact: up.exact,
+    })
+}
+
+/// The rank k (1-based) of the order statistic of the n·m differences
+/// that bounds their shift at one-sided level `1 − tail` (the k-th
+/// smallest for the lower bound, the k-th largest for the upper), and the
+/// probability P(U ≤ k − 1) that the bound misses: exact where
+/// [`EXACT_PAIRS`] allows, else from the normal approximation.
+pub fn shift_bound_rank(n: usize, m: usize, tail: f64) -> (u64, f64) {
     let pairs = n * m;
-    let tail = (1.0 - level) / 2.0;
-    // k - 1 = the largest u with P(U <= u) <= tail; the coverage is
-    // 1 - 2·P(U <= k - 1).
     let (k, below) = if pairs <= EXACT_PAIRS {
         let cdf = u_cdf(n, m);
         match cdf.iter().position(|p| *p > tail) {
-            Some(0) => (1, cdf[0]),
-            Some(u) => (u, cdf[u - 1]),
-            None => (1, cdf[0]),
+            Some(0) | None => (1, cdf[0]),
+            Some(u) => (u as u64, cdf[u - 1]),
         }
     } else {
         let z = Normal::standard().inverse_cdf(1.0 - tail);
         let nf = pairs as f64;
         let sdu = (nf * (n + m + 1) as f64 / 12.0).sqrt();
-        let k = (nf / 2.0 - z * sdu).floor().max(1.0) as usize;
+        let k = (nf / 2.0 - z * sdu).floor().max(1.0) as u64;
         (k, tail)
     };
-    let k = k.min(pairs.div_ceil(2));
+    (k.min((pairs as u64).div_ceil(2)), below)
+}
+
+/// The interval of `new / base` at `level` that the rank test inverts
+/// (Moses; Hodges–Lehmann's for a shift of the logarithms): between the
+/// k-th smallest and k-th largest of the n·m ratios new_j / base_i, k from
+/// the null distribution of U, counted without listing them. The coverage
+/// is the exact one (lower than `level` where too few values reach it:
+/// then the widest interval). None when a side is empty or a value is not
+/// positive.
+pub fn ratio_interval(base: &[f64], new: &[f64], level: f64) -> Option<super::Interval> {
+    if base.iter().chain(new).any(|v| v.is_nan() || *v <= 0.0) {
+        return None;
+    }
+    let logs = |v: &[f64]| v.iter().map(|x| x.ln()).collect::<Vec<f64>>();
+    let d = super::shift::Differences::new(&logs(base), &logs(new))?;
+    let (k, below) = shift_bound_rank(base.len(), new.len(), (1.0 - level) / 2.0);
     Some(super::Interval {
-        lo: d[k - 1].exp(),
-        hi: d[pairs - k].exp(),
+        lo: d.kth(k).exp(),
+        hi: d.kth(d.len() + 1 - k).exp(),
         coverage: super::order::round6((1.0 - 2.0 * below).max(0.0)),
     })
 }

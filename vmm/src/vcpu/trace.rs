@@ -4,7 +4,7 @@ use crate::config::{ExitReasons, VmConfig};
 use crate::host::fds::FdLimit;
 use crate::results::source::Source;
 use crate::results::SourceStatus;
-use ipivmm_counters::bpf::{BpfExits, BpfSnapshot, BpfThread};
+use ipivmm_counters::bpf::{Attach, BpfExits, BpfSnapshot, BpfThread};
 use ipivmm_counters::exit_reasons::{exit_reason_code, Isa};
 use ipivmm_counters::sampler::exits::ExitSampler;
 use ipivmm_counters::sampler::ExitTally;
@@ -274,16 +274,14 @@ impl TraceConfig {
         }
         Some(self.bpf.get_or_init(|| {
             let tracefs = self.tracefs().ok_or_else(|| "no tracefs".to_string())?;
-            BpfExits::load_kvm_idle(
-                tracefs,
-                self.vcpus,
-                self.isa,
-                self.silent_exits
-                    .as_ref()
-                    .map(|_| "it never fires on this KVM"),
-            )
-            .map(Arc::new)
-            .map_err(|e| e.to_string())
+            let silent = self
+                .silent_exits
+                .as_ref()
+                .map(|_| "it never fires on this KVM");
+            let at = Attach::for_kvm(self.isa, silent);
+            BpfExits::load(tracefs, &at, self.vcpus, self.isa)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
         }))
     }
 

@@ -250,21 +250,16 @@ mod tests {
     /// A source that opens at the first begin marker, then reports a
     /// second entry and asks to be called per exit; counts its calls.
     struct Late {
-        key: &'static str,
+        key: Source,
         opened: bool,
         exits_seen: std::rc::Rc<std::cell::Cell<u32>>,
     }
 
     impl PhaseCounter for Late {
         fn status(&self, out: &mut Vec<SourceStatus>) {
-            let st = |source: &str, available| SourceStatus {
-                source: source.into(),
-                available,
-                detail: None,
-            };
-            out.push(st(self.key, self.opened));
+            out.push(SourceStatus::new(self.key, self.opened, None));
             if self.opened {
-                out.push(st("late_extra", true));
+                out.push(SourceStatus::new(Source::Records, true, None));
             }
         }
         fn at_begin_marker(&mut self, _: bool) -> bool {
@@ -289,29 +284,24 @@ mod tests {
             exits_seen: seen.clone(),
         };
         let mut s = Sources {
-            counters: vec![Box::new(late("a")), Box::new(late("b"))],
+            counters: vec![
+                Box::new(late(Source::Guest)),
+                Box::new(late(Source::KvmStats)),
+            ],
             per_exit: Vec::new(),
             status: Vec::new(),
         };
         s.refresh();
-        let keys = |s: &Sources| -> Vec<(String, bool)> {
-            s.status
-                .iter()
-                .map(|x| (x.source.clone(), x.available))
-                .collect()
+        let keys = |s: &Sources| -> Vec<(Source, bool)> {
+            s.status.iter().map(|x| (x.source, x.available)).collect()
         };
-        let k = |v: &[(&str, bool)]| -> Vec<(String, bool)> {
-            v.iter().map(|(a, b)| (a.to_string(), *b)).collect()
-        };
-        assert_eq!(keys(&s), k(&[("a", false), ("b", false)]));
+        use Source::{Guest, KvmStats, Records};
+        assert_eq!(keys(&s), [(Guest, false), (KvmStats, false)]);
         s.after_exit();
         assert_eq!(seen.get(), 0, "no source asked to be called per exit");
         assert!(s.at_begin(false), "both opened");
         // Each keeps its place; what is new comes after (once).
-        assert_eq!(
-            keys(&s),
-            k(&[("a", true), ("b", true), ("late_extra", true)])
-        );
+        assert_eq!(keys(&s), [(Guest, true), (KvmStats, true), (Records, true)]);
         s.after_exit();
         assert_eq!(seen.get(), 2);
         assert!(!s.at_begin(false));

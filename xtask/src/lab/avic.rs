@@ -9,7 +9,7 @@
 use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
-use super::pass::{self, Boot, Image, Settings, Verdict};
+use super::pass::{self, Boot, Image, LabOutcome, Settings};
 use super::verify::{self, Expect, Loaded, Report};
 use super::{boot, initramfs, qemu, tables};
 use anyhow::{bail, Result};
@@ -88,7 +88,7 @@ fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
 /// The pass: QEMU and the guest's image built once, then a boot per part,
 /// each part's results checked; `--update-docs` rewrites docs/lab.md's
 /// AVIC table from the matrix part.
-pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
+pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     if args.emulator != EmulatorKind::Qemu {
         bail!("the AVIC pass runs on QEMU (kvm_amd): drop --emulator bochs");
     }
@@ -114,7 +114,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
         .results
         .clone()
         .unwrap_or_else(|| work.dir.join("results"));
-    let mut verdict = Verdict::Passed;
+    let mut verdict = LabOutcome::Passed;
     for part in parts {
         host::interrupted(&stop)?;
         let mut extra = s.kernel_args.clone();
@@ -136,15 +136,15 @@ pub fn pass(s: &Settings, args: &Args) -> Result<Verdict> {
         // Each part's warnings.txt holds its own boot's.
         work.warnings.clear();
         if !args.no_verify {
-            if let Verdict::Failed = pass::print(&verify(part, &b.results)) {
-                verdict = Verdict::Failed;
+            if let LabOutcome::Failed = pass::print(&verify(part, &b.results)) {
+                verdict = LabOutcome::Failed;
             }
         }
     }
     if args.update_docs {
         if let Err(e) = tables::update_avic_doc(&s.root, &results.join(Part::Matrix.name())) {
             eprintln!("lab: error: {e:#}");
-            verdict = Verdict::Failed;
+            verdict = LabOutcome::Failed;
         }
     }
     let _ = fs::remove_file(work.dir.join(INITRD));

@@ -18,6 +18,8 @@ mod console;
 mod debs;
 mod host;
 mod initramfs;
+mod linux;
+mod linux_checks;
 mod modules;
 mod pass;
 mod qemu;
@@ -27,7 +29,7 @@ mod verify;
 mod wedge;
 
 pub use cli::Args;
-pub use pass::Verdict;
+pub use pass::LabOutcome;
 
 use anyhow::{bail, Context, Result};
 use cli::{absorb_kernel_args, Action, EmulatorKind};
@@ -37,7 +39,7 @@ use std::path::Path;
 use verify::Expect;
 
 /// `cargo xtask lab`.
-pub fn main(mut args: Args) -> Result<Verdict> {
+pub fn main(mut args: Args) -> Result<LabOutcome> {
     absorb_kernel_args(&mut args)?;
     let s = Settings::read(&args)?;
     match args.action {
@@ -58,17 +60,19 @@ pub fn main(mut args: Args) -> Result<Verdict> {
                 Some(Expect::Avic(_)) => tables::update_avic_doc(&s.root, &dir)?,
                 _ => tables::update_docs(&s.root, args.emulator, &dir)?,
             }
-            Ok(Verdict::Passed)
+            Ok(LabOutcome::Passed)
         }
         Action::Avic => avic::pass(&s, &args),
+        Action::Linux => linux::pass(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }
 
-fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
+fn clean(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let mut dirs = vec![s.work(args.emulator)];
     if args.emulator == EmulatorKind::Qemu {
         dirs.push(avic::work_dir(&s.root));
+        dirs.push(linux::work_dir(&s.root));
     }
     for d in &dirs {
         let _ = std::fs::remove_dir_all(d);
@@ -83,19 +87,20 @@ fn clean(s: &Settings, args: &Args) -> Result<Verdict> {
         gone = format!("{gone} and {}", s.cache.display());
     }
     log(format!("removed {gone}"));
-    Ok(Verdict::Passed)
+    Ok(LabOutcome::Passed)
 }
 
 /// The verdict of the results tree `dir` of a pass of `expect`, printed.
-fn print_verdict(expect: Expect, dir: &Path) -> Verdict {
+fn print_verdict(expect: Expect, dir: &Path) -> LabOutcome {
     pass::print(&match expect {
         Expect::Avic(part) => avic::verify(part, dir),
+        Expect::Linux => linux::verify(dir),
         other => verify::verify(other, dir),
     })
 }
 
 /// A pass: build, boot, collect, verify.
-fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
+fn lab(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let stop = host::interrupt_flag()?;
     let mut work = Work::open(&s.work(args.emulator))?;
     let pass = match args.action {
@@ -148,7 +153,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
     if args.action == Action::Initrd {
         println!("{}", image.initrd.display());
         println!("{}", image.kernel.display());
-        return Ok(Verdict::Passed);
+        return Ok(LabOutcome::Passed);
     }
     let mut versions = image.versions.clone();
     let timeout = args.timeout;
@@ -164,7 +169,7 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
             let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
                 q.shell(&work.dir.join("out-shell.img"))?;
-                return Ok(Verdict::Passed);
+                return Ok(LabOutcome::Passed);
             }
             let t = timeout.unwrap_or(match args.action {
                 Action::Full => 7200,
@@ -227,14 +232,14 @@ fn lab(s: &Settings, args: &Args) -> Result<Verdict> {
         pass: expect.name(),
     };
     boot_and_collect(&mut work, emu.as_mut(), &b, &versions, &image, &stop)?;
-    let mut verdict = Verdict::Passed;
+    let mut verdict = LabOutcome::Passed;
     if !args.no_verify {
         verdict = print_verdict(expect, &results);
     }
     if args.update_docs {
         if let Err(e) = tables::update_docs(&s.root, args.emulator, &results) {
             eprintln!("lab: error: {e:#}");
-            verdict = Verdict::Failed;
+            verdict = LabOutcome::Failed;
         }
     }
     Ok(verdict)

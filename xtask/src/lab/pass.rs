@@ -11,19 +11,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// How the lab ended.
-pub enum Verdict {
+pub enum LabOutcome {
     /// Nothing to check (clean, initrd, shell, --no-verify), or every check passed.
     Passed,
     /// A check failed.
     Failed,
 }
 
-impl Verdict {
+impl LabOutcome {
     /// 0 or 1.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Verdict::Passed => ExitCode::SUCCESS,
-            Verdict::Failed => ExitCode::from(1),
+            LabOutcome::Passed => ExitCode::SUCCESS,
+            LabOutcome::Failed => ExitCode::from(1),
         }
     }
 }
@@ -242,12 +242,12 @@ pub fn boot_and_collect(
     Ok(())
 }
 
-/// Prints `report` (a pass's verdict): [`Verdict::Failed`] when a check failed.
-pub fn print(report: &Report) -> Verdict {
+/// Prints `report` (a pass's verdict): [`LabOutcome::Failed`] when a check failed.
+pub fn print(report: &Report) -> LabOutcome {
     print!("{}", report.text());
     if report.passed() {
-        Verdict::Passed
+        LabOutcome::Passed
     } else {
-        Verdict::Failed
+        LabOutcome::Failed
     }
 }

@@ -1,31 +1,85 @@
-//! `ipivmm compare A.json B.json ...`: recorded runs side by side, with
-//! lined up by file, mode or vCPU count (`--by`) with ratios to a baseline;
-//! optional CSV and charts of all of them.
+//! `ipivmm compare A.json B.json ...`: recorded runs side by side, lined
+//! up by file, mode or vCPU count (`--by`), gated against a baseline; or
+//! `ipivmm compare --run 'FLAGS' --run 'FLAGS'`: two configurations run
+//! here, interleaved, until the gate decides or the budget is spent.
 use super::{fail, init_log};
 use crate::cli::args::CompareArgs;
+use crate::output::compare::{self, GateOptions};
 use crate::output::dest::{print_text, Outputs};
+use crate::output::fit::wrap;
 use crate::output::sink::Files;
-use crate::output::{color_stderr, color_stdout, compare};
+use crate::output::style::{color_stderr, color_stdout};
+use ipivmm::compare::judge::DEFAULT_GATED;
+use ipivmm::experiment::interleaved::{self, Arm, Events, Spec, Stopped};
+use ipivmm::gate::profile::NoiseProfile;
+use ipivmm::gate::sequential::Look;
+use ipivmm::gate::{Policy, Verdict};
+use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
+use ipivmm::RunReport;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Run the `compare` subcommand. Each file is read, reduced to what the
-/// comparison needs, and dropped before the next is read; each output
-/// (CSV, charts) then reads the files again, one at a time, the CSV
-/// streaming its rows. Memory is that of the largest file plus the
-/// summaries (and the charts' entries).
+/// The exit status of `compare --fail-on-regression` when nothing was
+/// compared (docs/ci.md): an error, not a pass.
+pub const NOTHING_COMPARED: u8 = ipivmm::gate::exit_code(Verdict::NothingCompared);
+
+fn policy(args: &CompareArgs) -> Policy {
+    Policy {
+        threshold: args.threshold,
+        count_tolerance: args.count_tolerance,
+        ..ipivmm::gate::DEFAULT_POLICY
+    }
+}
+
+fn gated(args: &CompareArgs) -> Vec<Metric> {
+    let mut g = DEFAULT_GATED.to_vec();
+    for m in &args.gate {
+        if !g.contains(m) {
+            g.push(*m);
+        }
+    }
+    g
+}
+
+/// Run the `compare` subcommand.
 pub fn main(args: &CompareArgs) -> ExitCode {
     init_log("warn");
+    if !args.run.is_empty() {
+        return live(args);
+    }
     if let Some(Err(e)) = args.phase.as_deref().map(ipivmm::config::check_phase_name) {
         return fail(e);
     }
-    let inputs: Vec<&std::path::Path> = args.files.iter().map(|p| p.as_path()).collect();
+    // Baseline files not among the inputs are read too, first.
+    let mut files: Vec<PathBuf> = Vec::new();
+    if args.by == compare::Dimension::File {
+        for b in &args.baseline {
+            let p = PathBuf::from(b);
+            let listed = args
+                .files
+                .iter()
+                .any(|f| f == &p || f.file_name() == p.file_name());
+            if !listed && p.is_file() {
+                files.push(p);
+            }
+        }
+    }
+    files.extend(args.files.iter().cloned());
+    let inputs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
     let outputs = match Outputs::plan_all(&args.output.requests(None), &inputs) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let mut recorded = Vec::with_capacity(args.files.len());
-    for f in &args.files {
+    let drift = match &args.noise_profile {
+        Some(p) => match NoiseProfile::load(p) {
+            Ok(profile) => Some(profile),
+            Err(e) => return fail(e),
+        },
+        None => None,
+    };
+    let mut recorded = Vec::with_capacity(files.len());
+    for f in &files {
         match Document::load(f) {
             Ok(mut d) => {
                 if let Some(phase) = &args.phase {
@@ -37,11 +91,19 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         }
     }
     // A baseline that names no column is refused before anything is written.
-    let comparison = match compare::compare_recorded(&recorded, args.by, args.baseline.as_deref()) {
+    let comparison = match compare::compare_recorded(&recorded, args.by, &args.baseline) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let errors = outputs.write_from(&Files(&args.files, args.phase.as_deref()), &mut |f| {
+    let gate = compare::gate(
+        &comparison,
+        &GateOptions {
+            policy: policy(args),
+            gated: gated(args),
+            drift: drift.as_ref().map(|p| p.between_log_sd),
+        },
+    );
+    let errors = outputs.write_from(&Files(&files, args.phase.as_deref()), &mut |f| {
         if !args.quiet {
             eprintln!("wrote {}", f.display());
         }
@@ -53,13 +115,12 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         } else {
             color_stdout()
         };
-        print_text(
-            &compare::render(&comparison, args.threshold, color),
-            to_stderr,
-        );
+        let mut text = compare::render(&comparison, &gate, color, args.fail_on_regression);
+        if let Some(p) = &drift {
+            text.push_str(&wrap(&format!("{}\n", p.line())));
+        }
+        print_text(&text, to_stderr);
     }
-    // What reading them cost (RUST_LOG=info): the figure the memory bound
-    // of one document at a time is checked against.
     log::info!(
         "compare: {} files, {} runs, peak RSS {} KiB",
         recorded.len(),
@@ -76,50 +137,206 @@ pub fn main(args: &CompareArgs) -> ExitCode {
             ExitCode::from(1)
         };
     }
-    let gate = comparison.gate(args.threshold, args.count_tolerance);
-    // Said even with -q: a gate that compared nothing, or could not judge
-    // what it compared, has not passed.
-    if gate.compared == 0 {
-        let why = comparison
-            .flags
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join("; ");
+    // Said even with -q: what the gate decided, and why where it is no pass.
+    let verdict = gate.verdict();
+    if verdict == Verdict::NothingCompared {
+        let why = comparison.flags.join("; ");
         eprintln!(
-            "ipivmm: error: nothing compared: no figure of the baseline has a completed run to compare with in another column{}",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
-            }
+            "{}",
+            wrap(&format!(
+                "ipivmm: error: nothing compared: no gated figure of the baseline has a column to compare with{}",
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({why})")
+                }
+            ))
+            .trim_end()
         );
         return ExitCode::from(NOTHING_COMPARED);
     }
-    for r in &gate.regressions {
-        eprintln!("ipivmm: regression: {r}");
+    for (line, _) in compare::decisions(&comparison, &gate) {
+        eprint!("{}", wrap(&format!("ipivmm: {line}\n")));
     }
-    for i in &gate.inconclusive {
-        eprintln!("ipivmm: inconclusive: {i}");
+    for cav in &gate.caveats {
+        eprint!("{}", wrap(&format!("ipivmm: caveat: {cav}\n")));
     }
-    eprintln!(
-        "ipivmm: gate: {} figures compared, {} judged, {} regressions, {} inconclusive",
-        gate.compared,
-        gate.judged,
-        gate.regressions.len(),
-        gate.inconclusive.len()
-    );
-    if !errors.is_empty() || !gate.regressions.is_empty() {
-        ExitCode::from(1)
-    } else if !gate.inconclusive.is_empty() {
-        // A figure the gate could not judge is not a pass, even where the
-        // others held (kselftest's SKIP).
-        ExitCode::from(4)
-    } else {
-        ExitCode::SUCCESS
+    let counts = tally(gate.family.judged.iter().map(|j| &j.outcome));
+    eprintln!("ipivmm: gate: {} ({counts})", verdict_word(verdict));
+    if !errors.is_empty() {
+        return ExitCode::from(1);
+    }
+    ExitCode::from(gate.exit_code())
+}
+
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "FAIL",
+        Verdict::Undecided => "undecided",
+        Verdict::NothingCompared => "nothing compared",
     }
 }
 
-/// The exit status of `compare --fail-on-regression` when nothing was
-/// compared (docs/ci.md): an error, not a pass.
-pub const NOTHING_COMPARED: u8 = 3;
+/// `3 judged: 2 equivalent, 1 regressed`.
+fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm::gate::Outcome>) -> String {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    let mut total = 0;
+    for o in outcomes {
+        total += 1;
+        match counts.iter_mut().find(|(w, _)| *w == o.word()) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((o.word(), 1)),
+        }
+    }
+    let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    format!(
+        "{total} figure{} judged: {}",
+        if total == 1 { "" } else { "s" },
+        parts.join(", ")
+    )
+}
+
+/// Progress on stderr.
+struct Progress {
+    quiet: bool,
+    names: [String; 2],
+}
+
+impl Events for Progress {
+    fn run_finished(&self, round: usize, arm: usize, r: &RunReport) {
+        if self.quiet {
+            return;
+        }
+        let s = ipivmm::results::summary::summarize(r);
+        let p50 = Metric::CyclesPerOpP50
+            .value(&s)
+            .map_or_else(|| "-".into(), |v| format!("{v:.0}"));
+        let status = if r.succeeded() {
+            String::new()
+        } else {
+            format!(" ({})", r.status.line())
+        };
+        eprintln!(
+            "round {:>3} {}: p50 {p50} cycles{status}",
+            round + 1,
+            if arm == 0 { "A" } else { "B" },
+        );
+        let _ = &self.names;
+    }
+
+    fn looked(&self, l: &Look, max_rounds: usize) {
+        if self.quiet {
+            return;
+        }
+        let first = l.judged.first();
+        let line = first.map_or_else(String::new, compare::outcome_line);
+        eprintln!(
+            "{}",
+            wrap(&format!(
+                "look after {} of at most {max_rounds} rounds: {}: {line}",
+                l.rounds,
+                verdict_word(l.verdict)
+            ))
+            .trim_end()
+        );
+    }
+}
+
+/// `compare --run A --run B`.
+fn live(args: &CompareArgs) -> ExitCode {
+    if args.run.len() != 2 {
+        return fail(format!(
+            "--run given {} time{}: give it twice, the baseline's flags then the new side's (e.g. --run '--apic x2apic' --run '--apic x2apic --inject-delay-cycles 100000')",
+            args.run.len(),
+            if args.run.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if !args.output.given.is_empty() || !args.baseline.is_empty() {
+        return fail("--run compares live: outputs and --baseline are for recorded files (the first --run is the baseline)");
+    }
+    let configs = match (
+        super::run_flags(&args.run[0]),
+        super::run_flags(&args.run[1]),
+    ) {
+        (Ok(a), Ok(b)) => [a, b],
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    let [a, b] = configs;
+    let spec = Spec {
+        arms: [
+            Arm {
+                name: args.run[0].clone(),
+                config: a,
+            },
+            Arm {
+                name: args.run[1].clone(),
+                config: b,
+            },
+        ],
+        policy: policy(args),
+        gated: gated(args),
+        budget: args.budget,
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    };
+    if !args.quiet {
+        eprintln!(
+            "{}",
+            wrap(&format!(
+                "compare live: A = [{}], B = [{}]; rounds of one run each in random order, a look after each from \
+                 round {}, until the gate decides or the budget ({}) is spent",
+                args.run[0],
+                args.run[1],
+                ipivmm::gate::sequential::MIN_ROUNDS,
+                args.budget
+            ))
+            .trim_end()
+        );
+    }
+    let cancel = ipivmm::interrupt::cancel_flag();
+    let events = Progress {
+        quiet: args.quiet,
+        names: [args.run[0].clone(), args.run[1].clone()],
+    };
+    let finding = match interleaved::run_interleaved(&spec, cancel, &events) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    let why = match &finding.stopped {
+        Stopped::Decided => "decided".to_string(),
+        Stopped::Budget => format!("budget spent ({})", args.budget),
+        Stopped::Cancelled => "cancelled".to_string(),
+        Stopped::RunFailed { arm, status } => format!(
+            "a run of {} did not complete: {status}",
+            if *arm == 0 { "A (the baseline)" } else { "B" }
+        ),
+    };
+    let mut out = format!(
+        "stopped after {} round{} ({} VMs, {:.0} s): {why}\n",
+        finding.rounds,
+        if finding.rounds == 1 { "" } else { "s" },
+        finding.reports.len(),
+        finding.elapsed.as_secs_f64()
+    );
+    if let Some(l) = &finding.look {
+        for (m, j) in finding.gated.iter().zip(&l.judged) {
+            out.push_str(&format!(
+                "{}, B against A: {}\n",
+                m.name("op"),
+                compare::outcome_line(j)
+            ));
+        }
+    }
+    let verdict = finding.verdict();
+    out.push_str(&format!("ipivmm: gate: {}\n", verdict_word(verdict)));
+    eprint!("{}", wrap(&out));
+    if finding.stopped == Stopped::Cancelled {
+        return ExitCode::from(130);
+    }
+    if !args.fail_on_regression {
+        return ExitCode::SUCCESS;
+    }
+    ExitCode::from(finding.exit_code())
+}

@@ -1,4 +1,5 @@
 //! One module per subcommand; `main.rs` only dispatches.
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod host;
@@ -10,6 +11,7 @@ pub mod sweep_dry_run;
 
 use crate::cli::args::{GateArgs, OutputArgs};
 use crate::output::dest::Outputs;
+use clap::Parser;
 use ipivmm::Document;
 use std::process::ExitCode;
 
@@ -125,4 +127,27 @@ pub fn finish(
     } else {
         ExitCode::from(code)
     }
+}
+
+/// The configuration `ipivmm run FLAGS` would run; flags that would be
+/// ignored here are refused.
+pub fn run_flags(flags: &str) -> Result<ipivmm::VmConfig, String> {
+    let words = shlex::split(flags)
+        .ok_or_else(|| format!("--run '{flags}': cannot split into words (unbalanced quotes?)"))?;
+    let argv = ["ipivmm", "run"].into_iter().map(String::from).chain(words);
+    let cli = crate::cli::args::Cli::try_parse_from(argv).map_err(|e| {
+        format!(
+            "--run '{flags}': {}",
+            e.to_string().lines().next().unwrap_or_default()
+        )
+    })?;
+    let crate::cli::args::Command::Run(a) = cli.command else {
+        unreachable!("the command word is run")
+    };
+    if a.dry_run || a.repeat.is_some() || !a.gate.expect.is_empty() || !a.output.given.is_empty() {
+        return Err(format!(
+            "--run '{flags}': --dry-run, --repeat, --expect and outputs belong to the command itself, not to a --run"
+        ));
+    }
+    a.to_config().map_err(|e| format!("--run '{flags}': {e}"))
 }

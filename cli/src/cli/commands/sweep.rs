@@ -106,7 +106,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
         let layout = crate::output::fit::Layout::wide(args.wide);
-        let (repeats, pairs) = (choice.repeats, args.observer_effect);
+        let (repeats, pairs) = (choice.planned(), args.observer_effect);
         return super::sweep_dry_run::main(&planned, repeats, pairs, &cancel, layout);
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
@@ -122,7 +122,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let progress = Progress::new(args.quiet);
     let swept = planned.run(
         args.observer_effect,
-        choice.repeats,
+        choice.rounds(args.budget),
         &cancel,
         &progress,
         journal,

@@ -203,6 +203,7 @@ mod tests {
         let skip = ipivmm::results::SkippedMode {
             mode: "broadcast 4v kernel/x2apic/icr".into(),
             reason: "4 spinning vCPUs on 2 host CPUs".into(),
+            id: None,
         };
         let ms = Duration::from_millis;
         let cal = Calibration::of([10, 40], [ms(300), ms(600)], 1);

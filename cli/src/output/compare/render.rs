@@ -1,178 +1,242 @@
-//! The comparison as text: the files and their hosts, one table (rows: the
-//! row key and a metric; columns: the compared values, each but the
-//! baseline with its ratio to it), then the notable changes, the warnings
-//! and the notes.
-use super::{Comparison, Dimension, Judged, Row, DEFAULT_COUNT_TOLERANCE};
+//! The comparison as text, every line within 120 columns: the files and
+//! their hosts; per configuration (row), a table of its figures by column
+//! (the medians over repeats, each column but the baseline with its ratio
+//! and the gate's mark); the legend; then, per gated figure that is not a
+//! pass, its decision with the interval and test it rests on; caveats,
+//! warnings and notes.
+use super::{Comparison, GateReport};
+use crate::output::fit::wrap;
+use crate::output::style::{paint, Tint};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, ContentArrangement, Table};
+use ipivmm::compare::Row;
+use ipivmm::gate::{Judged, Outcome, Scale};
 use ipivmm::results::metrics::Metric;
-use ipivmm::stats::{self, Verdict};
-
-use crate::output::{paint, Tint};
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use ipivmm::stats;
 use std::fmt::Write;
 
-pub(super) fn column_header(c: &Comparison, i: usize) -> String {
-    match c.by {
-        Dimension::File => format!("[{}]", i + 1),
-        Dimension::Vcpus => format!("N={}", c.columns[i]),
-        _ => c.columns[i].clone(),
+/// The gate's mark of an outcome.
+fn mark(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Regressed => "▲",
+        Outcome::Equivalent => "=",
+        Outcome::NotSlower => "≤",
+        Outcome::Undecided { .. } => "?",
+        Outcome::Failed { .. } => "✗",
     }
 }
 
-/// The row key as table cells: workload, then vCPUs, mode and file where
-/// they are not the columns.
-fn key_cells(c: &Comparison, r: &Row) -> Vec<String> {
-    let mut cells = vec![r.key.workload.clone()];
-    if let Some(n) = r.key.vcpus {
-        cells.push(n.to_string());
+fn tint(o: &Outcome) -> Option<Tint> {
+    match o {
+        Outcome::Regressed | Outcome::Failed { .. } => Some(Tint::Red),
+        Outcome::Undecided { .. } => Some(Tint::Yellow),
+        _ => None,
     }
-    if let Some(m) = &r.key.mode {
-        cells.push(m.clone());
-    }
-    if let Some(f) = &r.key.file {
-        let i = c.files.iter().position(|(n, _)| n == f).unwrap_or(0);
-        cells.push(format!("[{}]", i + 1));
-    }
-    cells
 }
 
-fn key_headers(c: &Comparison) -> Vec<String> {
-    let mut h = vec!["workload".to_string()];
-    if c.by != Dimension::Vcpus {
-        h.push("vCPUs".into());
+/// One decision in one line (wrapped by the caller): the estimate with
+/// its interval and coverage, the test and repeats, the outcome and why.
+pub fn outcome_line(j: &Judged) -> String {
+    let mut s = String::new();
+    if let Some(t) = &j.test {
+        let show = |v: f64| match t.scale {
+            Scale::Ratio => format!("×{:.3}", v.exp()),
+            Scale::Count => format!("{v:+.3}"),
+        };
+        let _ = write!(
+            s,
+            "{} [{}, {}] ({:.1}%), {}, p(slower) {:.3}, {} vs {} {}: ",
+            show(t.estimate),
+            show(t.lo),
+            show(t.hi),
+            t.coverage * 100.0,
+            t.method.name(),
+            t.p_slower,
+            t.n.0,
+            t.n.1,
+            match t.method {
+                ipivmm::gate::Method::SignedRank => "rounds",
+                ipivmm::gate::Method::Recordings => "recordings",
+                _ => "repeats",
+            }
+        );
     }
-    if c.by != Dimension::Mode {
-        // Where a part of it is the columns, `*` stands for that part.
-        h.push("mode".into());
+    s.push_str(j.outcome.word());
+    match &j.outcome {
+        Outcome::Undecided { why, needs } => {
+            let _ = write!(s, " ({why}");
+            match needs {
+                Some(n) => {
+                    let _ = write!(s, "; about {n} a side would decide it");
+                }
+                None => s.push_str("; no number of repeats is sure to decide it"),
+            }
+            s.push(')');
+        }
+        Outcome::Failed { why } => {
+            let _ = write!(s, " ({why})");
+        }
+        _ => {}
     }
-    if c.rows.iter().any(|r| r.key.file.is_some()) {
-        h.push("file".into());
-    }
-    h
+    s
 }
 
-/// The comparison as text, coloured when `color`; ratios at or beyond
-/// `1 ± threshold` are marked ▲ (higher) / ▼ (lower) and listed.
-pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
+fn tinted(text: &str, tint: Option<Tint>, color: bool) -> String {
+    match tint {
+        Some(t) => paint(text, t, color),
+        None => text.to_string(),
+    }
+}
+
+fn figure_cell(r: &Row, m: Metric, col: usize) -> Option<String> {
+    let v: Vec<f64> = r.summaries(col).filter_map(|s| m.value(s)).collect();
+    let med = stats::median(&v)?;
+    Some(m.format(med))
+}
+
+/// The gate's decisions that are not passes (and any with notes), one
+/// line each: what `compare --fail-on-regression` says on stderr.
+pub fn decisions(c: &Comparison, gate: &GateReport) -> Vec<(String, Option<Tint>)> {
+    let mut out = Vec::new();
+    for (e, j) in gate.endpoints.iter().zip(&gate.family.judged) {
+        if j.outcome.passes() && e.notes.is_empty() {
+            continue;
+        }
+        let r = &c.rows[e.row];
+        let mut line = format!(
+            "{}: {}, {} against {}: {}",
+            c.row_label(r),
+            e.metric.name(r.operation()),
+            c.column_header(e.column),
+            c.column_header(0),
+            outcome_line(j)
+        );
+        for n in &e.notes {
+            line.push_str(&format!("\n    note: {n}"));
+        }
+        out.push((line, tint(&j.outcome)));
+    }
+    out
+}
+
+/// The comparison as text, coloured when `color`, with the gate's
+/// decisions (`gate`) marked in the tables; below them, the decisions
+/// that are not passes unless `decisions_apart` (the caller prints them
+/// itself: `--fail-on-regression` puts them on stderr).
+pub fn render(c: &Comparison, gate: &GateReport, color: bool, decisions_apart: bool) -> String {
     let mut out = String::new();
     for (i, (name, host)) in c.files.iter().enumerate() {
-        let base = if c.by == Dimension::File && i == 0 {
+        let base = if c.columns.first().is_some_and(|b| b.files.contains(&i)) {
             " (baseline)"
         } else {
             ""
         };
-        let _ = writeln!(out, "[{}] {name}{base}: {host}", i + 1);
+        let at = c.recorded_at[i].map_or_else(String::new, |t| {
+            format!(", recorded at {}", crate::output::style::iso_time(t))
+        });
+        let _ = writeln!(out, "[{}] {name}{base}: {host}{at}", i + 1);
     }
-    if c.by != Dimension::File {
+    if c.by != ipivmm::compare::Dimension::File {
         if let Some(b) = c.columns.first() {
-            let _ = writeln!(out, "columns: one per {}, baseline {b}", c.by);
+            let _ = writeln!(out, "columns: one per {}, baseline {}", c.by, b.name);
         }
     }
-    if !c.incomplete.is_empty() {
-        // Before the table: its 'incomplete' cells are not measurements.
-        let _ = writeln!(
-            out,
-            "{}",
-            paint(
-                &format!(
-                    "not compared: {} run{} that did not complete (cells 'incomplete', in no ratio): {}",
-                    c.incomplete.len(),
-                    if c.incomplete.len() == 1 { "" } else { "s" },
-                    c.incomplete.join("; ")
-                ),
-                Tint::Yellow,
-                color
-            )
+    let failed = c.not_completed();
+    if !failed.is_empty() {
+        // Before the tables: their 'incomplete' cells are not measurements.
+        let line = format!(
+            "not compared: {} run{} that did not complete (cells 'incomplete', in no ratio): {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join("; ")
         );
+        let _ = writeln!(out, "{}", paint(&line, Tint::Yellow, color));
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = key_headers(c);
-    let fixed = header.len() + 1;
-    header.push("metric".into());
-    header.extend((0..c.columns.len()).map(|i| column_header(c, i)));
-    t.set_header(header);
-    let mut notable = Vec::new();
-    for r in &c.rows {
-        for &m in r.metrics() {
-            let values: Vec<Option<f64>> = (0..r.cells.len()).map(|i| r.value(m, i)).collect();
-            if values.iter().all(Option::is_none) {
+    for (ri, r) in c.rows.iter().enumerate() {
+        let _ = writeln!(out, "{}", c.row_label(r));
+        let mut t = Table::new();
+        t.load_style(UTF8_BORDERS_ONLY);
+        t.set_content_arrangement(ContentArrangement::Dynamic);
+        t.set_width(118);
+        let mut header = vec!["figure".to_string()];
+        header.extend((0..c.columns.len()).map(|i| {
+            let n = r.cells[i].completed().count();
+            format!("{} (n={n})", c.column_header(i))
+        }));
+        t.set_header(header);
+        let ipis = (0..c.columns.len())
+            .flat_map(|i| r.summaries(i))
+            .filter_map(|s| s.ipis_per_operation());
+        for &m in Metric::shown(ipis) {
+            let cells: Vec<Option<String>> =
+                (0..c.columns.len()).map(|i| figure_cell(r, m, i)).collect();
+            if cells.iter().all(Option::is_none) {
                 continue;
             }
-            let mut row = key_cells(c, r);
-            row.push(m.name(r.operation()));
-            for (i, v) in values.iter().enumerate() {
-                if r.cells[i].is_some() && r.measured(i).is_none() {
-                    row.push("incomplete".into());
-                    continue;
-                }
-                let Some(v) = v else {
-                    row.push(match (&r.cells[i], &r.skipped[i]) {
-                        (Some(_), _) => "-".into(),
-                        (None, Some(_)) => "skipped".into(),
-                        (None, None) => "missing".into(),
-                    });
-                    continue;
-                };
-                let mut cell = m.format(*v);
-                let each = r.values(m, i);
-                if each.len() > 1 && !m.is_count() {
-                    // The median's interval over repeats, as ± of the median.
-                    if let Some(h) = stats::median_interval(&each, stats::CONFIDENCE)
-                        .and_then(|iv| iv.relative_half_width(*v))
-                    {
-                        let _ = write!(cell, " ±{:.0}%", h * 100.0);
+            let mut row = vec![m.name(r.operation())];
+            for (i, cell) in cells.into_iter().enumerate() {
+                let mut text = cell.unwrap_or_else(|| {
+                    let cell = &r.cells[i];
+                    match (cell.runs.is_empty(), &cell.skipped) {
+                        (false, _) if cell.completed().next().is_none() => "incomplete".into(),
+                        (false, _) => "-".into(),
+                        (true, Some(_)) => "skipped".into(),
+                        (true, None) => "missing".into(),
                     }
-                }
+                });
                 if i > 0 {
-                    if let (Some(q), Some(j)) = (
-                        r.ratio(m, i),
-                        r.judge(m, i, threshold, DEFAULT_COUNT_TOLERANCE),
-                    ) {
-                        let (mark, tint) = mark(&j, m, threshold);
-                        let _ = write!(cell, " ×{q:.2}");
-                        if let Some(mark) = mark {
-                            cell.push(' ');
-                            cell.push_str(mark);
-                        }
-                        if let Some(tint) = tint {
-                            notable.push((
-                                format!(
-                                    "{} {}: {} against {}: {}",
-                                    r.key,
-                                    m.name(r.operation()),
-                                    column_header(c, i),
-                                    column_header(c, 0),
-                                    j.line()
-                                ),
-                                tint,
-                            ));
+                    let judged = gate
+                        .endpoints
+                        .iter()
+                        .zip(&gate.family.judged)
+                        .find(|(e, _)| e.row == ri && e.column == i && e.metric == m);
+                    let base: Vec<f64> = r.summaries(0).filter_map(|s| m.value(s)).collect();
+                    let new: Vec<f64> = r.summaries(i).filter_map(|s| m.value(s)).collect();
+                    if let (Some(b), Some(n)) = (stats::median(&base), stats::median(&new)) {
+                        if b > 0.0 {
+                            let _ = write!(text, " ×{:.2}", n / b);
                         }
                     }
+                    if let Some((_, j)) = judged {
+                        text.push(' ');
+                        text.push_str(&tinted(mark(&j.outcome), tint(&j.outcome), color));
+                    }
                 }
-                row.push(cell);
+                row.push(text);
             }
             t.add_row(row);
         }
+        for i in 1..=c.columns.len() {
+            if let Some(col) = t.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(out, "{t}");
     }
-    for col in fixed..(fixed + c.columns.len()) {
-        if let Some(col) = t.column_mut(col) {
-            col.set_cell_alignment(CellAlignment::Right);
+    let legend = format!(
+        "Cells: the median over a column's completed repeats (n); ×r: its ratio to the baseline {}. \
+         The gate (docs/statistics.md) marks the figures it judges: ▲ regressed (slower, significant \
+         after Holm's correction, and by {:.0}% or more), = equivalent (the 90% interval within ±{:.0}%), \
+         ≤ not slower by {:.0}%, ? undecided (not enough data to tell: not a pass), ✗ failed. \
+         Counts are judged as differences within {:.0}% of the baseline or of one count. \
+         An operation is what one sample times (a round trip, a broadcast...); IPI = one delivered IPI.",
+        c.column_header(0),
+        gate.policy.threshold * 100.0,
+        gate.policy.threshold * 100.0,
+        gate.policy.threshold * 100.0,
+        gate.policy.count_tolerance * 100.0,
+    );
+    let _ = writeln!(out, "{legend}");
+    if !decisions_apart {
+        for (line, t) in decisions(c, gate) {
+            let _ = writeln!(out, "{}", tinted(&line, t, color));
         }
     }
-    let _ = writeln!(out, "{t}");
-    let _ = writeln!(
-        out,
-        "×r: ratio of medians over repeats to {}; ±: the 95% interval of a median over repeats. \
-         ▲ slower / ▼ faster: significant (rank test, p < 0.05) and by {:.0}% or more; \
-         ≈ significant but smaller; = no significant difference; ? inconclusive (too few repeats or too noisy: not a pass). \
-         Counts (exits, ICR-write exits per IPI): ▲ ▼ beyond {:.0}%. \
-         An operation is what one sample times (a round trip, a broadcast...); IPI = one delivered IPI",
-        column_header(c, 0),
-        threshold * 100.0,
-        DEFAULT_COUNT_TOLERANCE * 100.0
-    );
-    for (line, tint) in notable {
-        let _ = writeln!(out, "{}", paint(&line, tint, color));
+    for cav in &gate.caveats {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("caveat: {cav}"), Tint::Yellow, color)
+        );
     }
     for f in &c.flags {
         let _ = writeln!(
@@ -184,36 +248,5 @@ pub fn render(c: &Comparison, threshold: f64, color: bool) -> String {
     for n in &c.notes {
         let _ = writeln!(out, "note: {n}");
     }
-    out
-}
-
-/// The mark of a judged cell and, for a notable one, its tint: ▲/▼ for a
-/// significant change beyond the threshold (counts: beyond their
-/// tolerance), ≈ significant but smaller, = no significant difference,
-/// ? inconclusive. Figures where higher is neither better nor worse get
-/// no tint.
-fn mark(j: &Judged, m: Metric, threshold: f64) -> (Option<&'static str>, Option<Tint>) {
-    let tint = |up: bool| {
-        m.higher_is_worse()
-            .then_some(if up { Tint::Red } else { Tint::Green })
-    };
-    match j {
-        Judged::Figure(f) => match f.verdict {
-            Verdict::Slower if f.ratio >= 1.0 + threshold => (Some("▲"), tint(true)),
-            Verdict::Faster if f.ratio <= 1.0 / (1.0 + threshold) => (Some("▼"), tint(false)),
-            Verdict::Slower | Verdict::Faster => (Some("≈"), None),
-            Verdict::NoSignificantDifference => (Some("="), None),
-            Verdict::Inconclusive => (Some("?"), None),
-        },
-        Judged::Count {
-            regression: true, ..
-        } => (Some("▲"), tint(true)),
-        Judged::Count {
-            ratio, exact: true, ..
-        } if *ratio < 1.0 / (1.0 + DEFAULT_COUNT_TOLERANCE) => (Some("▼"), tint(false)),
-        Judged::Count {
-            inconclusive: None, ..
-        } => (None, None),
-        Judged::Count { .. } => (Some("?"), None),
-    }
+    wrap(&out)
 }

@@ -4,9 +4,10 @@
 use super::{group, wr};
 use crate::lapic::regs::{ESR_RECEIVE_ILLEGAL_VECTOR, ESR_SEND_ILLEGAL_VECTOR};
 use crate::lapic::{
-    Accepted, ApicFault, DeliveryMode, Icr, IpiRequest, Lapic, LapicGroup, PendingEvent,
-    RejectReason, Rejected, APIC_BASE_EN,
+    Accepted, ApicFault, IpiRequest, Lapic, LapicGroup, PendingEvent, RejectReason, Rejected,
+    APIC_BASE_EN,
 };
+use ipivmm_abi::Icr;
 
 const FIXED: u32 = 0;
 const LOWEST: u32 = 1 << 8;
@@ -34,7 +35,7 @@ fn xreq(source: usize, low: u32, dest: u32) -> IpiRequest {
 fn x2req(source: usize, low: u32, dest: u32) -> IpiRequest {
     IpiRequest {
         source,
-        icr: Icr::from_raw(u64::from(low | ASSERT) | u64::from(dest) << 32),
+        icr: Icr::from_x2apic(u64::from(low | ASSERT) | u64::from(dest) << 32),
     }
 }
 
@@ -368,11 +369,7 @@ fn init_level_deassert_is_a_no_op() {
 #[test]
 fn unsupported_modes_are_reported() {
     let mut g = group(4, false);
-    for (mode, expect) in [
-        (SMI, DeliveryMode::Smi),
-        (3 << 8, DeliveryMode::Reserved),
-        (EXTINT, DeliveryMode::ExtInt),
-    ] {
+    for (mode, expect) in [(SMI, 0b010), (3 << 8, 0b011), (EXTINT, 0b111)] {
         let d = g.deliver(&xreq(0, mode, 1));
         assert_eq!(d.unsupported, Some(expect));
         assert!(d.is_dropped());

@@ -1,7 +1,8 @@
 //! Deterministic random exercise: no input may panic, and the model's
 //! invariants hold after every step.
 
-use crate::lapic::{x2apic_ldr, ApicMode, Icr, IpiRequest, Lapic, LapicGroup};
+use crate::lapic::{x2apic_ldr, ApicBaseState, IpiRequest, Lapic, LapicGroup};
+use ipivmm_abi::Icr;
 
 struct XorShift(u64);
 
@@ -21,8 +22,12 @@ impl XorShift {
 }
 
 fn check_invariants(l: &Lapic) {
-    let mode = ApicMode::from_apic_base(l.apic_base());
-    assert_eq!(mode, Some(l.mode()), "stored APIC base is a valid mode");
+    let mode = ApicBaseState::from_apic_base(l.apic_base());
+    assert_eq!(
+        mode,
+        Some(l.base_state()),
+        "stored APIC base is a valid mode"
+    );
     let ppr = l.ppr();
     assert!(ppr & 0xF0 >= l.tpr() & 0xF0);
     assert!(ppr & 0xF0 >= l.isr().highest().unwrap_or(0) & 0xF0);
@@ -105,7 +110,7 @@ fn step(g: &mut LapicGroup, rng: &mut XorShift) {
             let req = IpiRequest {
                 source: vcpu,
                 icr: if rng.below(2) == 0 {
-                    Icr::from_raw(rng.next())
+                    Icr::from_x2apic(rng.next())
                 } else {
                     Icr::from_xapic(rng.next() as u32, rng.next() as u32)
                 },

@@ -2,7 +2,6 @@
 
 mod delivery;
 mod fuzz;
-mod icr;
 mod msr;
 mod priority;
 mod regs;

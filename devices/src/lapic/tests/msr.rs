@@ -2,8 +2,8 @@
 
 use super::{enabled, enabled_x2apic, rd, to_x2apic, wr};
 use crate::lapic::{
-    x2apic_ldr, ApicFault, ApicMode, DeliveryMode, Lapic, Shorthand, APIC_BASE_BSP, APIC_BASE_EN,
-    APIC_BASE_EXTD, XAPIC_DEFAULT_BASE,
+    x2apic_ldr, ApicBaseState, ApicFault, Lapic, APIC_BASE_BSP, APIC_BASE_EN, APIC_BASE_EXTD,
+    XAPIC_DEFAULT_BASE,
 };
 
 const XAPIC: u64 = XAPIC_DEFAULT_BASE | APIC_BASE_EN;
@@ -144,8 +144,8 @@ fn icr_is_one_64_bit_msr() {
     let value = 0xDEAD_BEEF_0000_4000 | 1 << 12 | 0x31;
     let req = l.write_msr(0x830, value).expect("legal").expect("sends");
     assert_eq!(req.source, 2);
-    assert_eq!(req.icr.destination, 0xDEAD_BEEF);
-    assert_eq!(req.icr.vector, 0x31);
+    assert_eq!(req.icr.dest(), 0xDEAD_BEEF);
+    assert_eq!(req.icr.vector(), 0x31);
     assert_eq!(
         l.read_msr(0x830),
         Ok(value & !(1 << 12)),
@@ -159,9 +159,7 @@ fn self_ipi_msr() {
     let mut l = enabled_x2apic(1, 1);
     let req = l.write_msr(0x83F, 0xEE).expect("legal").expect("sends");
     assert_eq!(req.source, 1);
-    assert_eq!(req.icr.vector, 0xEE);
-    assert_eq!(req.icr.shorthand, Shorthand::SelfOnly);
-    assert_eq!(req.icr.delivery_mode, DeliveryMode::Fixed);
+    assert_eq!(req.icr, ipivmm_abi::Icr::fixed(0xEE).self_only());
     assert_eq!(l.counters().self_ipi_writes, 1);
     assert_eq!(l.counters().icr_writes, 0, "SELF IPI is not an ICR write");
 }
@@ -178,14 +176,14 @@ fn apic_base_msr_through_msr_path() {
 #[test]
 fn legal_transitions() {
     let mut l = Lapic::new(1, 0x21);
-    assert_eq!(l.mode(), ApicMode::XApic);
+    assert_eq!(l.base_state(), ApicBaseState::XApic);
     wr(&mut l, 0x20, 0x7700_0000);
     l.set_apic_base(X2APIC).expect("xAPIC -> x2APIC");
-    assert_eq!(l.mode(), ApicMode::X2Apic);
+    assert_eq!(l.base_state(), ApicBaseState::X2Apic);
     assert_eq!(l.apic_id(), 0x21, "x2APIC ID is the initial ID");
     assert_eq!(l.ldr(), 0x2 << 16 | 1 << 1);
     l.set_apic_base(DISABLED).expect("x2APIC -> disabled");
-    assert_eq!(l.mode(), ApicMode::Disabled);
+    assert_eq!(l.base_state(), ApicBaseState::Disabled);
     l.set_apic_base(XAPIC).expect("disabled -> xAPIC");
     assert_eq!(l.apic_id(), 0x21, "xAPIC ID restored");
     assert_eq!(rd(&mut l, 0x20), 0x2100_0000);
@@ -214,7 +212,7 @@ fn illegal_transitions() {
     );
     l.set_apic_base(DISABLED).expect("x2APIC -> disabled");
     assert_eq!(l.set_apic_base(X2APIC), Err(bad(DISABLED, X2APIC)));
-    assert_eq!(l.mode(), ApicMode::Disabled);
+    assert_eq!(l.base_state(), ApicBaseState::Disabled);
     for reserved in [1u64, 0x80, 0x200, 1 << 52, 1 << 63] {
         assert_eq!(
             l.set_apic_base(XAPIC | reserved),

@@ -152,7 +152,7 @@ fn icr_high_and_low_storage() {
         "reserved and busy bits read 0"
     );
     assert_eq!(req.source, 0);
-    assert_eq!(req.icr.destination, 0x12);
+    assert_eq!(req.icr.dest(), 0x12);
     assert_eq!(l.counters().icr_writes, 1);
 }
 

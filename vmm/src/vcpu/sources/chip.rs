@@ -2,7 +2,6 @@
 //! `Chip::counters`): ipivmm's LAPIC model's, the `user_lapic` source.
 use super::{map_delta, LoopCounts, PhaseCounter};
 use crate::irqchip::SharedChip;
-use crate::results::source::Source;
 use crate::results::{PhaseResult, SourceStatus};
 use crate::vcpu::VcpuEnv;
 use kvm_ioctls::VcpuFd;
@@ -11,7 +10,6 @@ use std::collections::BTreeMap;
 struct ChipCounters {
     chip: SharedChip,
     index: usize,
-    source: Source,
     status: SourceStatus,
     begin: Option<BTreeMap<String, u64>>,
 }
@@ -19,12 +17,9 @@ struct ChipCounters {
 /// Only where the VM's irqchip names a source of its own.
 pub fn open(_: &VcpuFd, env: &VcpuEnv) -> Option<Box<dyn PhaseCounter>> {
     let status = env.irqchip.source()?;
-    let source = Source::of_key(&status.source)
-        .unwrap_or_else(|| panic!("the irqchip's source {:?} is no Source", status.source));
     Some(Box::new(ChipCounters {
         chip: env.irqchip.clone(),
         index: env.index,
-        source,
         status,
         begin: None,
     }))
@@ -44,6 +39,6 @@ impl PhaseCounter for ChipCounters {
             (Some(e), Some(s)) => map_delta(&e, &s),
             _ => BTreeMap::new(),
         };
-        phase.by_source.set(self.source, delta);
+        phase.by_source.set(self.status.source, delta);
     }
 }

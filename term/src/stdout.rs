@@ -1,6 +1,6 @@
 //! This process's stdout, written by a thread of its own so that nobody
 //! else ever blocks on it: the guest's serial console
-//! ([`crate::serial::SerialSink::Stdout`]) and the report that follows it.
+//! (`ipivmm_devices::serial::SerialSink::Stdout`) and the report that follows it.
 //!
 //! A vCPU thread that wrote the console straight to stdout blocked in
 //! `write(2)` when stdout was a pipe nobody drained, holding the console and

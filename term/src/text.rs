@@ -11,7 +11,7 @@
 /// `s` with its control characters (tab excepted) escaped.
 ///
 /// ```
-/// use ipivmm_devices::text::escape_controls;
+/// use ipivmm_term::text::escape_controls;
 ///
 /// assert_eq!(escape_controls("ok\tfine"), "ok\tfine");
 /// assert_eq!(escape_controls("\r\x1b[2K\n"), "\\r\\u{1b}[2K\\n");

@@ -1,0 +1,323 @@
+//! The gate over a comparison: every gated figure of every row of the
+//! baseline, in every other column, becomes an endpoint of one family
+//! ([`crate::gate`]). Nothing of the baseline drops out: a configuration
+//! the new side lacks, whose runs failed, or that was measured on a busy
+//! host is an endpoint with its outcome (failed, or undecided with the
+//! reason), never a silent absence.
+//!
+//! Evidence per endpoint: the completed repeats of each side that have
+//! the figure and did not run on a busy host (other processes above 25%
+//! of the CPU time, or steal above 5%: [`crate::stats::load_instabilities`]);
+//! a baseline of several recordings (files) is compared as recordings
+//! (their spread measures the drift between them); one recording a side
+//! with a known drift (a host noise profile) adds that drift's variance;
+//! otherwise the repeats of the two sides are independent and no drift is
+//! assumed, which [`GateReport::caveats`] says.
+use super::{Comparison, Dimension, Repeat, Row};
+use crate::gate::{self, Evidence, Family, Outcome, Policy, Scale, Verdict};
+use crate::results::metrics::Metric;
+use crate::stats;
+
+/// How a comparison is gated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateOptions {
+    /// Threshold, count tolerance, α.
+    pub policy: Policy,
+    /// The figures judged (the rest are reported only).
+    pub gated: Vec<Metric>,
+    /// The standard deviation of a latency figure's logarithm between
+    /// recordings, when a host noise profile measured it.
+    pub drift: Option<f64>,
+}
+
+/// The figures a gate judges unless told otherwise: the headline (cycles
+/// per operation, p50) and the counts per delivered IPI.
+pub const DEFAULT_GATED: [Metric; 3] = [
+    Metric::CyclesPerOpP50,
+    Metric::ExitsPerIpi,
+    Metric::IcrExitsPerIpi,
+];
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        Self {
+            policy: gate::DEFAULT_POLICY,
+            gated: DEFAULT_GATED.to_vec(),
+            drift: None,
+        }
+    }
+}
+
+/// One endpoint: a figure of a row in a column, against the baseline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    /// The row (index in [`Comparison::rows`]).
+    pub row: usize,
+    /// The column (≥ 1).
+    pub column: usize,
+    /// The figure.
+    pub metric: Metric,
+    /// What was left out of the evidence, and why (busy host, repeats
+    /// without the figure).
+    pub notes: Vec<String>,
+}
+
+/// A comparison gated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateReport {
+    /// The policy it was judged by.
+    pub policy: Policy,
+    /// Each endpoint, in row, column, figure order.
+    pub endpoints: Vec<Endpoint>,
+    /// Their judgements, in the same order, and the verdict.
+    pub family: Family,
+    /// What the verdict rests on that the data cannot show (drift
+    /// assumed absent, a file that did not finish).
+    pub caveats: Vec<String>,
+}
+
+impl GateReport {
+    /// The verdict.
+    pub fn verdict(&self) -> Verdict {
+        self.family.verdict
+    }
+
+    /// The exit status of the verdict ([`gate::exit_code`]).
+    pub fn exit_code(&self) -> u8 {
+        gate::exit_code(self.family.verdict)
+    }
+}
+
+/// Why a repeat's figure is left out, if it is.
+fn busy(r: &Repeat) -> Option<String> {
+    let load = r.load.as_ref()?;
+    stats::load_instabilities(load)
+        .first()
+        .map(|i| i.to_string())
+}
+
+/// One side of an endpoint: its usable figures per file, what was left
+/// out and why, and how many of its repeats completed.
+struct Side {
+    by_file: Vec<(usize, Vec<f64>)>,
+    notes: Vec<String>,
+    completed: usize,
+}
+
+/// The usable figures of `metric` in column `col` of `row`, per file,
+/// with what was left out.
+fn side(row: &Row, col: usize, metric: Metric) -> Side {
+    let mut by_file: Vec<(usize, Vec<f64>)> = Vec::new();
+    let (mut busy_n, mut missing, mut first_busy) = (0, 0, None);
+    let cell = &row.cells[col];
+    for r in cell.completed() {
+        if let Some(why) = busy(r) {
+            busy_n += 1;
+            first_busy.get_or_insert(why);
+            continue;
+        }
+        let v = metric
+            .value(&r.summary)
+            .filter(|v| v.is_finite() && (metric.is_count() || *v > 0.0));
+        let Some(v) = v else {
+            missing += 1;
+            continue;
+        };
+        match by_file.iter_mut().find(|(f, _)| *f == r.file) {
+            Some((_, vs)) => vs.push(v),
+            None => by_file.push((r.file, vec![v])),
+        }
+    }
+    let mut notes = Vec::new();
+    let completed = cell.completed().count();
+    if busy_n > 0 {
+        notes.push(format!(
+            "{busy_n} of {completed} repeats left out: run on a busy host ({})",
+            first_busy.unwrap_or_default()
+        ));
+    }
+    if missing > 0 {
+        notes.push(format!(
+            "{missing} of {completed} repeats left out: no {} (not measured, or 0)",
+            metric.key()
+        ));
+    }
+    Side {
+        by_file,
+        notes,
+        completed,
+    }
+}
+
+/// The outcome of an endpoint whose new side has nothing to compare, or
+/// None when it does.
+fn accounted(c: &Comparison, row: &Row, col: usize, usable: bool, total: usize) -> Option<Outcome> {
+    let cell = &row.cells[col];
+    let name = c.column_header(col);
+    if cell.runs.is_empty() {
+        return Some(match &cell.skipped {
+            Some(why) if why.starts_with("could not start") => Outcome::Failed {
+                why: format!("{name}: {why}"),
+            },
+            Some(why) => Outcome::Undecided {
+                why: format!("not run in {name}: {why}"),
+                needs: None,
+            },
+            None => {
+                let unfinished = cell_files(c, row, col)
+                    .iter()
+                    .find_map(|f| c.unfinished.iter().find(|(u, _)| u == f));
+                Outcome::Undecided {
+                    why: match unfinished {
+                        Some((_, w)) => {
+                            format!("missing in {name}, a file that did not finish ({w})")
+                        }
+                        None => format!("missing in {name}"),
+                    },
+                    needs: None,
+                }
+            }
+        });
+    }
+    if total == 0 {
+        let status = cell
+            .runs
+            .first()
+            .map_or_else(String::new, |r| format!(" ({})", r.summary.mode));
+        return Some(Outcome::Failed {
+            why: format!("no repeat of {name} completed{status}"),
+        });
+    }
+    (!usable).then(|| Outcome::Undecided {
+        why: format!("no usable repeat in {name}"),
+        needs: None,
+    })
+}
+
+fn cell_files(c: &Comparison, row: &Row, col: usize) -> Vec<usize> {
+    match (c.by, row.file) {
+        (Dimension::File, _) => c.columns[col].files.clone(),
+        (_, Some(f)) => vec![f],
+        (_, None) => (0..c.files.len()).collect(),
+    }
+}
+
+/// Gates `c`: every gated figure the baseline has, of every row the
+/// baseline has, in every other column.
+pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
+    let mut endpoints = Vec::new();
+    let mut items = Vec::new();
+    let mut caveats = Vec::new();
+    let several = c.columns.first().is_some_and(|b| b.files.len() > 1);
+    for (ri, row) in c.rows.iter().enumerate() {
+        if row.cells.first().is_none_or(|b| b.runs.is_empty()) {
+            // Not a configuration of the baseline: reported, not gated.
+            continue;
+        }
+        let base_failed = row.cells[0].completed().next().is_none();
+        for col in 1..c.columns.len() {
+            for &m in &opts.gated {
+                let Side {
+                    by_file: base,
+                    mut notes,
+                    ..
+                } = side(row, 0, m);
+                if base_failed {
+                    endpoints.push(Endpoint {
+                        row: ri,
+                        column: col,
+                        metric: m,
+                        notes,
+                    });
+                    items.push(Err(Outcome::Undecided {
+                        why: format!("no repeat of the baseline {} completed", c.column_header(0)),
+                        needs: None,
+                    }));
+                    continue;
+                }
+                let base_total: usize = base.iter().map(|(_, v)| v.len()).sum();
+                if base_total == 0 && notes.is_empty() {
+                    // The baseline never measured this figure: not gated.
+                    continue;
+                }
+                let Side {
+                    by_file: new,
+                    notes: new_notes,
+                    completed: new_completed,
+                } = side(row, col, m);
+                notes.extend(
+                    new_notes
+                        .into_iter()
+                        .map(|n| format!("{}: {n}", c.column_header(col))),
+                );
+                let new_values: Vec<f64> = new.into_iter().flat_map(|(_, v)| v).collect();
+                let item = if let Some(o) =
+                    accounted(c, row, col, !new_values.is_empty(), new_completed)
+                {
+                    Err(o)
+                } else if base_total == 0 {
+                    Err(Outcome::Undecided {
+                        why: format!(
+                            "no usable repeat in the baseline {} ({})",
+                            c.column_header(0),
+                            notes.join("; ")
+                        ),
+                        needs: None,
+                    })
+                } else {
+                    let scale = if m.is_count() {
+                        Scale::Count
+                    } else {
+                        Scale::Ratio
+                    };
+                    let evidence = if base.len() > 1 {
+                        Evidence::Recordings {
+                            base: base.into_iter().map(|(_, v)| v).collect(),
+                            new: new_values,
+                        }
+                    } else {
+                        let base = base.into_iter().flat_map(|(_, v)| v).collect();
+                        match opts.drift.filter(|_| scale == Scale::Ratio) {
+                            Some(between) => Evidence::Drift {
+                                base,
+                                new: new_values,
+                                between,
+                            },
+                            None => Evidence::Independent {
+                                base,
+                                new: new_values,
+                            },
+                        }
+                    };
+                    gate::examine(&evidence, scale, &opts.policy)
+                        .map_err(|why| Outcome::Undecided { why, needs: None })
+                };
+                endpoints.push(Endpoint {
+                    row: ri,
+                    column: col,
+                    metric: m,
+                    notes,
+                });
+                items.push(item);
+            }
+        }
+    }
+    if c.by == Dimension::File && !several && opts.drift.is_none() && c.files.len() > 1 {
+        caveats.push(
+            "drift between recordings unmeasured: one baseline file, so the gate assumes the files differ only by \
+             their repeats' spread (files of one configuration recorded minutes apart drifted ×1.4 on this \
+             project's hosts); give several baseline recordings (--baseline A --baseline B ...) or a noise \
+             profile (--noise-profile, from ipivmm calibrate)"
+                .into(),
+        );
+    }
+    for (f, why) in &c.unfinished {
+        caveats.push(format!("{} did not finish: {why}", c.files[*f].0));
+    }
+    GateReport {
+        policy: opts.policy,
+        endpoints,
+        family: gate::judge_family(items, &opts.policy),
+        caveats,
+    }
+}

@@ -1,0 +1,405 @@
+//! One endpoint's tests: the evidence a comparison has for one figure of
+//! one row, reduced to three one-sided p-values (slower; not slower by
+//! the margin; not faster by the margin), an estimate with its 90%
+//! interval, and the spread that says how many repeats would decide it.
+//! Which test depends on the evidence:
+//!
+//! | evidence | test | estimate |
+//! |---|---|---|
+//! | repeats of two recordings | Mann–Whitney (exact to 400 pairs) | Hodges–Lehmann shift |
+//! | rounds run back to back | Wilcoxon signed-rank on the differences (exact to 120 rounds) | median of Walsh averages |
+//! | several baseline recordings | t test of the new recording's median against theirs, n − 1 df | difference from their mean |
+//! | one recording a side, drift known | normal test, the drift's variance added | Hodges–Lehmann shift |
+//!
+//! Counts whose every repeat agrees on each side are compared exactly
+//! (no test: there is no spread to test against).
+use super::power;
+use super::{Outcome, Policy};
+use crate::stats::shift::Differences;
+use crate::stats::shift_bound_rank;
+use crate::stats::signed_rank::{signed_rank_greater, Walsh};
+use crate::stats::{mann_whitney_greater, median, sd};
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+
+/// How a figure is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// As a ratio (latency: positive values, compared on logarithms).
+    Ratio,
+    /// As a difference (counts per operation or per IPI).
+    Count,
+}
+
+/// What a comparison knows of one figure of one row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Evidence {
+    /// Independent repeats of each side (two files, or two rows of one).
+    Independent {
+        /// The baseline's repeats.
+        base: Vec<f64>,
+        /// The new side's.
+        new: Vec<f64>,
+    },
+    /// Rounds run back to back, one (baseline, new) pair each.
+    Paired(Vec<(f64, f64)>),
+    /// Several baseline recordings (files recorded at different times),
+    /// each with its repeats, against the new side's repeats: the drift
+    /// between recordings is measured by their spread.
+    Recordings {
+        /// Each baseline recording's repeats.
+        base: Vec<Vec<f64>>,
+        /// The new recording's repeats.
+        new: Vec<f64>,
+    },
+    /// One recording a side, with the spread between recordings known
+    /// (log sd, from a host noise profile).
+    Drift {
+        /// The baseline's repeats.
+        base: Vec<f64>,
+        /// The new side's.
+        new: Vec<f64>,
+        /// The standard deviation between recordings (same scale).
+        between: f64,
+    },
+}
+
+/// Which test an endpoint's evidence was given.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "method")]
+pub enum Method {
+    /// Counts that every repeat agreed on: compared as they are.
+    ExactCounts,
+    /// Mann–Whitney on independent repeats.
+    RankSum,
+    /// Wilcoxon signed-rank on paired rounds.
+    SignedRank,
+    /// t test of a recording's median against several baseline recordings'.
+    Recordings,
+    /// Normal test with a known drift between recordings.
+    Drift {
+        /// The drift's standard deviation (the scale's units).
+        between: f64,
+    },
+}
+
+impl Method {
+    /// Its name in a report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ExactCounts => "exact counts",
+            Method::RankSum => "rank-sum",
+            Method::SignedRank => "signed-rank",
+            Method::Recordings => "recordings t test",
+            Method::Drift { .. } => "drift-aware normal test",
+        }
+    }
+}
+
+/// One endpoint tested.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Test {
+    /// How the figure is compared.
+    pub scale: Scale,
+    /// Which test ran.
+    pub method: Method,
+    /// The estimated change on the scale (log ratio, or difference).
+    pub estimate: f64,
+    /// Its two-sided interval (the one TOST reads) on the scale.
+    pub lo: f64,
+    /// Upper end.
+    pub hi: f64,
+    /// The interval's coverage (exact for the rank tests; nominal else).
+    pub coverage: f64,
+    /// P-value of "the new side is slower" (one-sided).
+    pub p_slower: f64,
+    /// P-value of "slower by less than the margin".
+    pub p_not_slower: f64,
+    /// P-value of "faster by less than the margin".
+    pub p_not_faster: f64,
+    /// The margin on the scale.
+    pub margin: f64,
+    /// Repeats (or rounds) of each side; recordings for [`Evidence::Recordings`].
+    pub n: (usize, usize),
+    /// The spread a repeat (or round, or recording) adds, on the scale:
+    /// what the repeats that would decide it are computed from.
+    pub spread: Option<f64>,
+    /// The spread's degrees of freedom.
+    pub spread_df: usize,
+    /// Standard error of the estimate (normal theory), when known.
+    pub se: Option<f64>,
+    /// Whether the estimate is the difference of two exact counts.
+    pub exact: bool,
+    /// The baseline's typical value on the linear scale (the margin's
+    /// reference for counts; the median for a ratio).
+    pub baseline: f64,
+}
+
+impl Test {
+    /// The estimate as the user reads it: a ratio (×1.12) or a difference.
+    pub fn shown(&self, v: f64) -> f64 {
+        match self.scale {
+            Scale::Ratio => v.exp(),
+            Scale::Count => v,
+        }
+    }
+}
+
+fn pooled_sd(x: &[f64], y: &[f64]) -> Option<(f64, usize)> {
+    let df = (x.len() + y.len()).checked_sub(2).filter(|d| *d > 0)?;
+    let ss = |v: &[f64]| sd(v).map_or(0.0, |s| s * s * (v.len() as f64 - 1.0));
+    Some((((ss(x) + ss(y)) / df as f64).sqrt(), df))
+}
+
+fn to_scale(scale: Scale, v: &[f64]) -> Result<Vec<f64>, String> {
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err("a value that is not a number".into());
+    }
+    match scale {
+        Scale::Count => Ok(v.to_vec()),
+        Scale::Ratio => {
+            if v.iter().any(|x| *x <= 0.0) {
+                return Err("a latency of 0 or less (not a measurement)".into());
+            }
+            Ok(v.iter().map(|x| x.ln()).collect())
+        }
+    }
+}
+
+/// Tests `evidence` on `scale` at `policy`: Err says why no test can run
+/// (a side without values).
+pub fn examine(evidence: &Evidence, scale: Scale, policy: &Policy) -> Result<Test, String> {
+    match evidence {
+        Evidence::Independent { base, new } => independent(base, new, scale, policy, None),
+        Evidence::Drift { base, new, between } => {
+            independent(base, new, scale, policy, Some(*between))
+        }
+        Evidence::Paired(pairs) => paired(pairs, scale, policy),
+        Evidence::Recordings { base, new } => recordings(base, new, scale, policy),
+    }
+}
+
+fn independent(
+    base: &[f64],
+    new: &[f64],
+    scale: Scale,
+    policy: &Policy,
+    drift: Option<f64>,
+) -> Result<Test, String> {
+    if base.is_empty() || new.is_empty() {
+        return Err("a side has no repeats".into());
+    }
+    let (x, y) = (to_scale(scale, base)?, to_scale(scale, new)?);
+    let baseline = median(base).unwrap_or(0.0);
+    let margin = policy.margin(scale, baseline);
+    let spread = pooled_sd(&x, &y);
+    let same = |v: &[f64]| v.iter().all(|a| *a == v[0]);
+    if scale == Scale::Count && same(&x) && same(&y) {
+        // Exact counts: the difference is what it is.
+        let d = y[0] - x[0];
+        let p = |holds: bool| if holds { 0.0 } else { 1.0 };
+        return Ok(Test {
+            scale,
+            method: Method::ExactCounts,
+            estimate: d,
+            lo: d,
+            hi: d,
+            coverage: 1.0,
+            p_slower: p(d > 1e-9),
+            p_not_slower: p(d < margin - 1e-9),
+            p_not_faster: p(d > -margin + 1e-9),
+            margin,
+            n: (x.len(), y.len()),
+            spread: Some(0.0),
+            spread_df: spread.map_or(0, |s| s.1),
+            se: Some(0.0),
+            exact: true,
+            baseline,
+        });
+    }
+    let shifted = |v: &[f64], by: f64| v.iter().map(|a| a + by).collect::<Vec<f64>>();
+    let diffs = Differences::new(&x, &y).ok_or("a value that is not a number")?;
+    let estimate = diffs.median();
+    let (n, m) = (x.len(), y.len());
+    if let Some(between) = drift {
+        // Normal theory: the Hodges–Lehmann estimate's variance within
+        // recordings plus the drift of each side's recording.
+        let (s, df) = spread.unwrap_or((0.0, 0));
+        let se_w = power::se_independent(s, n, m);
+        let se = (se_w * se_w + 2.0 * between * between).sqrt().max(1e-12);
+        let std = Normal::standard();
+        let z = std.inverse_cdf(1.0 - policy.alpha);
+        return Ok(Test {
+            scale,
+            method: Method::Drift { between },
+            estimate,
+            lo: estimate - z * se,
+            hi: estimate + z * se,
+            coverage: 1.0 - 2.0 * policy.alpha,
+            p_slower: 1.0 - std.cdf(estimate / se),
+            p_not_slower: std.cdf((estimate - margin) / se),
+            p_not_faster: 1.0 - std.cdf((estimate + margin) / se),
+            margin,
+            n: (n, m),
+            spread: Some((s * s + between * between).sqrt()),
+            spread_df: df,
+            se: Some(se),
+            exact: false,
+            baseline,
+        });
+    }
+    let p = |a: &[f64], b: &[f64]| mann_whitney_greater(a, b).map_or(1.0, |t| t.p);
+    let (k, below) = shift_bound_rank(n, m, policy.alpha);
+    Ok(Test {
+        scale,
+        method: Method::RankSum,
+        estimate,
+        lo: diffs.kth(k),
+        hi: diffs.kth(diffs.len() + 1 - k),
+        coverage: crate::stats::round6((1.0 - 2.0 * below).max(0.0)),
+        p_slower: p(&x, &y),
+        p_not_slower: p(&shifted(&y, -margin), &x),
+        p_not_faster: p(&x, &shifted(&y, margin)),
+        margin,
+        n: (n, m),
+        spread: spread.map(|s| s.0),
+        spread_df: spread.map_or(0, |s| s.1),
+        se: spread.map(|s| power::se_independent(s.0, n, m)),
+        exact: false,
+        baseline,
+    })
+}
+
+fn paired(pairs: &[(f64, f64)], scale: Scale, policy: &Policy) -> Result<Test, String> {
+    if pairs.is_empty() {
+        return Err("no rounds".into());
+    }
+    let base: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+    let new: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let (x, y) = (to_scale(scale, &base)?, to_scale(scale, &new)?);
+    let d: Vec<f64> = x.iter().zip(&y).map(|(a, b)| b - a).collect();
+    let baseline = median(&base).unwrap_or(0.0);
+    let margin = policy.margin(scale, baseline);
+    let p = |v: Vec<f64>| signed_rank_greater(&v).map_or(1.0, |t| t.p);
+    let walsh = Walsh::new(&d).ok_or("a value that is not a number")?;
+    let (lo, hi) = walsh.bounds(policy.alpha);
+    let spread = sd(&d);
+    Ok(Test {
+        scale,
+        method: Method::SignedRank,
+        estimate: walsh.median(),
+        lo,
+        hi,
+        coverage: 1.0 - 2.0 * policy.alpha,
+        p_slower: p(d.clone()),
+        p_not_slower: p(d.iter().map(|v| margin - v).collect()),
+        p_not_faster: p(d.iter().map(|v| v + margin).collect()),
+        margin,
+        n: (d.len(), d.len()),
+        spread,
+        spread_df: d.len().saturating_sub(1),
+        se: spread.map(|s| power::se_paired(s, d.len())),
+        exact: false,
+        baseline,
+    })
+}
+
+fn recordings(
+    base: &[Vec<f64>],
+    new: &[f64],
+    scale: Scale,
+    policy: &Policy,
+) -> Result<Test, String> {
+    let medians: Vec<f64> = base
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| to_scale(scale, r).map(|v| median(&v).unwrap_or(0.0)))
+        .collect::<Result<_, _>>()?;
+    let k = medians.len();
+    if k < 2 {
+        return Err("fewer than two baseline recordings with the figure".into());
+    }
+    if new.is_empty() {
+        return Err("the new side has no repeats".into());
+    }
+    let y = median(&to_scale(scale, new)?).unwrap_or(0.0);
+    let all_base: Vec<f64> = base.iter().flatten().copied().collect();
+    let baseline = median(&all_base).unwrap_or(0.0);
+    let margin = policy.margin(scale, baseline);
+    let mean = medians.iter().sum::<f64>() / k as f64;
+    let s = sd(&medians).unwrap_or(0.0);
+    // The new recording's median is one more draw from the recordings'
+    // distribution: its prediction error has variance s²·(1 + 1/k).
+    let se = (s * (1.0 + 1.0 / k as f64).sqrt()).max(1e-12);
+    let t = StudentsT::new(0.0, 1.0, (k - 1) as f64).map_err(|e| e.to_string())?;
+    let d = y - mean;
+    let q = t.inverse_cdf(1.0 - policy.alpha);
+    Ok(Test {
+        scale,
+        method: Method::Recordings,
+        estimate: d,
+        lo: d - q * se,
+        hi: d + q * se,
+        coverage: 1.0 - 2.0 * policy.alpha,
+        p_slower: 1.0 - t.cdf(d / se),
+        p_not_slower: t.cdf((d - margin) / se),
+        p_not_faster: 1.0 - t.cdf((d + margin) / se),
+        margin,
+        n: (k, 1),
+        spread: Some(s),
+        spread_df: k - 1,
+        se: Some(se),
+        exact: false,
+        baseline,
+    })
+}
+
+/// C(n, k) in floating point.
+fn binomial(n: usize, k: usize) -> f64 {
+    (1..=k).fold(1.0, |acc, i| acc * (n - k + i) as f64 / i as f64)
+}
+
+/// The outcome of `t` when its slower test is judged at `level` (Holm's
+/// share of α for this endpoint; 0 when the step-down stopped before it).
+pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
+    if t.p_slower <= level && t.estimate >= t.margin - 1e-12 {
+        return Outcome::Regressed;
+    }
+    if t.p_not_slower <= policy.alpha {
+        return if t.p_not_faster <= policy.alpha {
+            Outcome::Equivalent
+        } else {
+            Outcome::NotSlower
+        };
+    }
+    let smallest = match t.method {
+        Method::RankSum => Some(1.0 / binomial(t.n.0 + t.n.1, t.n.0)),
+        Method::SignedRank => Some(0.5f64.powi(t.n.0.min(60) as i32)),
+        _ => None,
+    };
+    let why = if smallest.is_some_and(|p| p > policy.alpha) {
+        format!(
+            "too few repeats: {} vs {} can never decide at {:.0}%",
+            t.n.0,
+            t.n.1,
+            policy.alpha * 100.0
+        )
+    } else if t.p_slower <= level {
+        format!(
+            "significantly slower (p {:.3}) but by less than the threshold, and not shown below it",
+            t.p_slower
+        )
+    } else if t.estimate >= t.margin {
+        format!(
+            "slower by the threshold or more, but not significantly (p {:.3} > {:.3})",
+            t.p_slower, level
+        )
+    } else {
+        "the interval reaches beyond the threshold".to_string()
+    };
+    Outcome::Undecided {
+        why,
+        needs: power::needed(t, policy),
+    }
+}

@@ -1,0 +1,433 @@
+//! What a configuration *is*: one typed value with equality, order and a
+//! stable serialized form, the key that repeats, sweep rows, baselines,
+//! expectations' scopes and `compare` line up by. Labels
+//! ([`crate::results::RunReport::label`]) are made from it for people to
+//! read and are never parsed back.
+//!
+//! A configuration is what changes what is measured: the guest workload
+//! and how its targets wait, the vCPUs, the mode's four parts, the
+//! levers (exits turned off, halt polling, the realtime hint, pinning),
+//! the named placement, the host setting of a `--host-param` stage and
+//! the workload's parameters. How long it is measured (iterations,
+//! warm-up, memory), which phase is read, and an injected delay
+//! (`--inject-delay-cycles`, a known effect applied *to* a configuration
+//! to check a comparison) are not part of it.
+use crate::mode::levers::ExitControls;
+use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use crate::results::{RunConfig, RunReport};
+use serde::{Deserialize, Serialize};
+
+/// What the guest runs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guest {
+    /// A workload of the built-in payload.
+    Builtin(Workload),
+    /// A custom payload, by its file name (without directories).
+    Payload(String),
+}
+
+impl Guest {
+    /// Its name: the workload's, or the payload's file name.
+    pub fn name(&self) -> &str {
+        match self {
+            Guest::Builtin(w) => w.name(),
+            Guest::Payload(p) => p,
+        }
+    }
+}
+
+/// One part of a configuration: what a scope (`apic=x2apic`) or a
+/// comparison's dimension (`--by apic`) names.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::Display, strum::EnumString,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Field {
+    /// The built-in workload or payload (`workload=broadcast`).
+    Workload,
+    /// How targets wait (`target=halt`).
+    Target,
+    /// vCPUs (`vcpus=4`).
+    Vcpus,
+    /// Interrupt controller (`irqchip=kernel`).
+    Irqchip,
+    /// Guest APIC mode (`apic=x2apic`).
+    Apic,
+    /// IPI path (`ipi=pv`).
+    Ipi,
+    /// The APICv request (`apicv=inhibit`); a scope may also name the
+    /// state the run observed (`apicv=active`, docs/ci.md).
+    Apicv,
+    /// Exits turned off (`exits=hlt+pause`, `exits=none`).
+    Exits,
+    /// Halt-polling limit (`poll=0`, `poll=host`).
+    Poll,
+    /// The realtime hint (`rt=yes`).
+    Rt,
+    /// Host CPUs of the vCPUs (`pin=0,1`, `pin=none`).
+    Pin,
+    /// Named placement (`placement=close`).
+    Placement,
+    /// A `--host-param` stage's setting (`host-param=kvm_amd.avic=1`).
+    HostParam,
+}
+
+impl Field {
+    /// Every field, in the identity's order.
+    pub const ALL: [Field; 13] = [
+        Field::Workload,
+        Field::Target,
+        Field::Vcpus,
+        Field::Irqchip,
+        Field::Apic,
+        Field::Ipi,
+        Field::Apicv,
+        Field::Exits,
+        Field::Poll,
+        Field::Rt,
+        Field::Pin,
+        Field::Placement,
+        Field::HostParam,
+    ];
+
+    /// The fields a mode label shows (the parts and levers, placement and
+    /// host setting): what `compare --by mode` takes as its columns.
+    pub const MODE: [Field; 10] = [
+        Field::Irqchip,
+        Field::Apic,
+        Field::Ipi,
+        Field::Apicv,
+        Field::Exits,
+        Field::Poll,
+        Field::Rt,
+        Field::Pin,
+        Field::Placement,
+        Field::HostParam,
+    ];
+}
+
+/// A configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ConfigId {
+    /// What the guest runs.
+    pub guest: Guest,
+    /// How targets wait.
+    pub target: TargetWait,
+    /// vCPUs.
+    pub vcpus: usize,
+    /// Interrupt controller.
+    pub irqchip: Irqchip,
+    /// Guest APIC mode.
+    pub apic: ApicMode,
+    /// IPI path.
+    pub ipi: IpiPath,
+    /// APICv request.
+    pub apicv: ApicvRequest,
+    /// Exits turned off.
+    #[serde(default, skip_serializing_if = "is_none_off")]
+    pub disabled_exits: ExitControls,
+    /// Per-VM halt-polling limit, ns (None: the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt_poll_ns: Option<u32>,
+    /// KVM_HINTS_REALTIME advertised.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub realtime_hint: bool,
+    /// Host CPU of each vCPU (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pin: Vec<usize>,
+    /// Named placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// A `--host-param` stage's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_param: Option<String>,
+    /// `BootInfo::params` (the multicast's target set), when any is set.
+    #[serde(default, skip_serializing_if = "is_zero_params")]
+    pub params: [u64; 8],
+}
+
+fn is_none_off(e: &ExitControls) -> bool {
+    e.is_empty()
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero_params(p: &[u64; 8]) -> bool {
+    p.iter().all(|v| *v == 0)
+}
+
+impl ConfigId {
+    /// The configuration `r` ran.
+    pub fn of(r: &RunReport) -> Self {
+        Self::from_parts(
+            &r.mode,
+            r.apicv.requested,
+            r.placement.clone(),
+            r.host_param.clone(),
+        )
+    }
+
+    /// The configuration a run of `c` would run, with a named placement
+    /// and a host setting (what a sweep plans and skips).
+    pub fn of_config(
+        c: &crate::config::VmConfig,
+        placement: Option<String>,
+        host_param: Option<String>,
+    ) -> Self {
+        Self::from_parts(&RunConfig::of(c), c.apicv, placement, host_param)
+    }
+
+    /// The configuration of a run of `m` with APICv request `apicv`, a
+    /// named placement and a host setting.
+    pub fn from_parts(
+        m: &RunConfig,
+        apicv: ApicvRequest,
+        placement: Option<String>,
+        host_param: Option<String>,
+    ) -> Self {
+        Self {
+            guest: match &m.payload {
+                None => Guest::Builtin(m.workload),
+                Some(_) => Guest::Payload(m.workload_label()),
+            },
+            target: m.target,
+            vcpus: m.vcpus,
+            irqchip: m.irqchip,
+            apic: m.apic,
+            ipi: m.ipi,
+            apicv,
+            disabled_exits: m.disabled_exits,
+            halt_poll_ns: m.halt_poll_ns,
+            realtime_hint: m.realtime_hint,
+            pin: m.pin.clone(),
+            placement,
+            host_param,
+            params: m.params,
+        }
+    }
+
+    /// Its mode's four parts.
+    pub fn mode(&self) -> Mode {
+        Mode {
+            irqchip: self.irqchip,
+            apic: self.apic,
+            ipi: self.ipi,
+            apicv: self.apicv,
+        }
+    }
+
+    /// The value of `f`, as a scope or a column spells it.
+    pub fn value(&self, f: Field) -> String {
+        match f {
+            Field::Workload => self.guest.name().to_string(),
+            Field::Target => self.target.name().to_string(),
+            Field::Vcpus => self.vcpus.to_string(),
+            Field::Irqchip => self.irqchip.name().to_string(),
+            Field::Apic => self.apic.name().to_string(),
+            Field::Ipi => self.ipi.name().to_string(),
+            Field::Apicv => self.apicv.name().to_string(),
+            Field::Exits => {
+                if self.disabled_exits.is_empty() {
+                    "none".into()
+                } else {
+                    self.disabled_exits.names().join("+")
+                }
+            }
+            Field::Poll => self
+                .halt_poll_ns
+                .map_or_else(|| "host".into(), |ns| ns.to_string()),
+            Field::Rt => if self.realtime_hint { "yes" } else { "no" }.into(),
+            Field::Pin => {
+                if self.pin.is_empty() {
+                    "none".into()
+                } else {
+                    let c: Vec<String> = self.pin.iter().map(|c| c.to_string()).collect();
+                    c.join(",")
+                }
+            }
+            Field::Placement => self.placement.clone().unwrap_or_else(|| "none".into()),
+            Field::HostParam => self.host_param.clone().unwrap_or_else(|| "none".into()),
+        }
+    }
+
+    /// This configuration with `fields` set to one value every
+    /// configuration shares: the key of a row whose columns differ in
+    /// those fields (`compare --by`).
+    pub fn without(&self, fields: &[Field]) -> Self {
+        let mut c = self.clone();
+        for f in fields {
+            match f {
+                Field::Workload => c.guest = Guest::Payload(String::new()),
+                Field::Target => c.target = TargetWait::Spin,
+                Field::Vcpus => c.vcpus = 0,
+                Field::Irqchip => c.irqchip = Irqchip::Kernel,
+                Field::Apic => c.apic = ApicMode::Xapic,
+                Field::Ipi => c.ipi = IpiPath::Icr,
+                Field::Apicv => c.apicv = ApicvRequest::Host,
+                Field::Exits => c.disabled_exits = ExitControls::NONE,
+                Field::Poll => c.halt_poll_ns = None,
+                Field::Rt => c.realtime_hint = false,
+                Field::Pin => c.pin.clear(),
+                Field::Placement => c.placement = None,
+                Field::HostParam => c.host_param = None,
+            }
+        }
+        c
+    }
+
+    /// The mode label: `irqchip/apic/ipi`, ` apicv-inhibit`, the levers
+    /// that differ from the defaults, the placement and the host setting
+    /// (docs/modes.md, "Labels").
+    pub fn label(&self) -> String {
+        let mut l = self.mode().label();
+        let mut push = |s: String| {
+            l.push(' ');
+            l.push_str(&s);
+        };
+        if !self.disabled_exits.is_empty() {
+            push(format!("-exits:{}", self.disabled_exits.names().join("+")));
+        }
+        if let Some(ns) = self.halt_poll_ns {
+            push(format!("poll:{ns}"));
+        }
+        if self.realtime_hint {
+            push("rt".into());
+        }
+        if !self.pin.is_empty() {
+            push(format!("pin:{}", self.value(Field::Pin)));
+        }
+        for extra in [&self.placement, &self.host_param].into_iter().flatten() {
+            push(extra.clone());
+        }
+        l
+    }
+
+    /// The workload as rows show it: `pingpong, target halt`, or
+    /// `payload NAME`.
+    pub fn workload_label(&self) -> String {
+        match &self.guest {
+            Guest::Builtin(w) => format!("{}, target {}", w.name(), self.target.name()),
+            Guest::Payload(p) => format!("payload {p}"),
+        }
+    }
+
+    /// One line naming every field: the stable text form (CSV, messages),
+    /// e.g. `workload=pingpong target=halt vcpus=2 irqchip=kernel
+    /// apic=x2apic ipi=icr apicv=host`, then any lever that is set.
+    pub fn key(&self) -> String {
+        let mut parts: Vec<String> = Field::ALL[..7]
+            .iter()
+            .map(|f| format!("{f}={}", self.value(*f)))
+            .collect();
+        let set = [
+            (Field::Exits, !self.disabled_exits.is_empty()),
+            (Field::Poll, self.halt_poll_ns.is_some()),
+            (Field::Rt, self.realtime_hint),
+            (Field::Pin, !self.pin.is_empty()),
+            (Field::Placement, self.placement.is_some()),
+            (Field::HostParam, self.host_param.is_some()),
+        ];
+        for (f, on) in set {
+            if on {
+                parts.push(format!("{f}={}", self.value(f)));
+            }
+        }
+        if !is_zero_params(&self.params) {
+            let p: Vec<String> = self.params.iter().map(|v| format!("{v:#x}")).collect();
+            parts.push(format!("params={}", p.join(",")));
+        }
+        parts.join(" ")
+    }
+}
+
+impl std::fmt::Display for ConfigId {
+    /// `pingpong, target halt, 2 vCPUs / kernel/x2apic/icr`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = if self.vcpus == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{}, {} vCPU{s} / {}",
+            self.workload_label(),
+            self.vcpus,
+            self.label()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::VmConfig;
+
+    fn id(c: &VmConfig) -> ConfigId {
+        let doc = crate::results::Document::from_json(
+            include_str!("../../tests/fixtures/run-pingpong-2026-12-01.json"),
+            "example",
+        )
+        .unwrap();
+        let mut r = doc.runs[0].clone();
+        r.mode = RunConfig::of(c);
+        r.apicv.requested = c.apicv;
+        ConfigId::of(&r)
+    }
+
+    #[test]
+    fn labels_come_from_the_identity_and_agree_with_the_run_label() {
+        let c = VmConfig {
+            apic: ApicMode::X2apic,
+            halt_poll_ns: Some(0),
+            pin: vec![0, 1],
+            ..VmConfig::default()
+        };
+        let i = id(&c);
+        assert_eq!(i.label(), "kernel/x2apic/icr poll:0 pin:0,1");
+        assert_eq!(
+            i.key(),
+            "workload=pingpong target=spin vcpus=2 irqchip=kernel apic=x2apic ipi=icr apicv=host poll=0 pin=0,1"
+        );
+        assert_eq!(
+            i.to_string(),
+            "pingpong, target spin, 2 vCPUs / kernel/x2apic/icr poll:0 pin:0,1"
+        );
+    }
+
+    #[test]
+    fn what_is_not_the_configuration_does_not_change_it() {
+        let base = VmConfig::default();
+        let longer = VmConfig {
+            iterations: 7,
+            warmup: 3,
+            ipi_delay_cycles: 120_000,
+            headline_phase: Some("cpuid".into()),
+            ..VmConfig::default()
+        };
+        assert_eq!(id(&base), id(&longer));
+        let other = VmConfig {
+            vcpus: 4,
+            ..VmConfig::default()
+        };
+        assert_ne!(id(&base), id(&other));
+        assert!(id(&base) < id(&other), "ordered by field");
+    }
+
+    #[test]
+    fn without_a_field_rows_line_up_and_the_form_round_trips() {
+        let a = id(&VmConfig::default());
+        let b = id(&VmConfig {
+            apic: ApicMode::X2apic,
+            ..VmConfig::default()
+        });
+        assert_ne!(a, b);
+        assert_eq!(a.without(&[Field::Apic]), b.without(&[Field::Apic]));
+        assert_ne!(a.without(&[Field::Ipi]), b.without(&[Field::Ipi]));
+        let json = serde_json::to_string(&b).unwrap();
+        assert_eq!(serde_json::from_str::<ConfigId>(&json).unwrap(), b);
+        assert!(json.contains("\"apic\":\"x2apic\""), "{json}");
+        for f in Field::ALL {
+            assert_eq!(f.to_string().parse::<Field>().unwrap(), f);
+        }
+    }
+}
