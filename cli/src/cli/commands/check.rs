@@ -301,7 +301,6 @@ fn execute(
             let journal = Journal::start(
                 json,
                 "check",
-                choice.planned() as usize,
                 config.guest_memory_budget,
             );
             let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
@@ -322,7 +321,7 @@ fn execute(
                 e => NotRun::Plan(e.to_string()),
             })?;
             let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(json, "check", 0, planned.spec().base.guest_memory_budget);
+            let journal = Journal::start(json, "check", planned.spec().base.guest_memory_budget);
             let swept = planned.run(
                 args.observer_effect,
                 choice.rounds(args.budget),

@@ -51,7 +51,6 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let journal = Journal::start(
         outputs.file_of("json"),
         "run",
-        choice.planned() as usize,
         config.guest_memory_budget,
     );
     // The engine's one repeat loop (run, sweep and check share it): a

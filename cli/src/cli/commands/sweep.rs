@@ -116,7 +116,6 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let journal = Journal::start(
         outputs.file_of("json"),
         "sweep",
-        0,
         planned.spec().base.guest_memory_budget,
     );
     let progress = Progress::new(args.quiet);
