@@ -298,11 +298,7 @@ fn execute(
             // the engine's one repeat loop (a signal stops it before the
             // next VM; a busy repeat is run again).
             let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(
-                json,
-                "check",
-                config.guest_memory_budget,
-            );
+            let journal = Journal::start(json, "check", config.guest_memory_budget);
             let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
             opts.observer_pairs = args.observer_effect;
             let mut skipped = Vec::new();

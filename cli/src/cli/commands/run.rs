@@ -48,11 +48,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     let cancel = ipivmm::interrupt::cancel_flag();
-    let journal = Journal::start(
-        outputs.file_of("json"),
-        "run",
-        config.guest_memory_budget,
-    );
+    let journal = Journal::start(outputs.file_of("json"), "run", config.guest_memory_budget);
     // The engine's one repeat loop (run, sweep and check share it): a
     // repeat on a busy host is run again, one that cannot start is a
     // failed run and ends the repeats, a signal stops them.

@@ -197,12 +197,14 @@ impl Progress {
 }
 
 impl SweepEvents for Progress {
+    /// One count over the sweep: a round of reruns (a busy repeat) or
+    /// another host stage adds to it (a new bar said "run 1/1" after "run
+    /// 10/10").
     fn planned(&self, runs: usize) {
-        if let Some(old) = self
-            .bar
-            .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
-        {
-            old.finish();
+        let mut bar = self.bar.borrow_mut();
+        match &*bar {
+            Some(b) => b.plan_more(runs as u64),
+            None => *bar = Some(SweepProgress::new(runs as u64, self.quiet)),
         }
     }
     fn start(&self, label: &str) {
