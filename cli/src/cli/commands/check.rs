@@ -296,7 +296,7 @@ fn execute(
             // `--repeat` in a plan's line as on the command line (default
             // 5; auto): independent VMs whose median the ratios judge, in
             // the engine's one repeat loop (a signal stops it before the
-            // next VM; a busy repeat is run again).
+            // next VM; a busy repeat is marked, and the gate leaves it out).
             let choice = repeat_choice(args.repeat);
             let journal = Journal::start(json, "check", config.guest_memory_budget);
             let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
