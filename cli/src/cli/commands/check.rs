@@ -298,13 +298,7 @@ fn execute(
             // the engine's one repeat loop (a signal stops it before the
             // next VM; a busy repeat is marked, and the gate leaves it out).
             let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(
-                json,
-                "check",
-                // The engine's loop plans the runs (Keep::plan_more).
-                0,
-                config.guest_memory_budget,
-            );
+            let journal = Journal::start(json, "check", config.guest_memory_budget);
             let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
             opts.observer_pairs = args.observer_effect;
             let mut skipped = Vec::new();
@@ -323,7 +317,7 @@ fn execute(
                 e => NotRun::Plan(e.to_string()),
             })?;
             let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(json, "check", 0, planned.spec().base.guest_memory_budget);
+            let journal = Journal::start(json, "check", planned.spec().base.guest_memory_budget);
             let swept = planned.run(
                 args.observer_effect,
                 choice.rounds(args.budget),
@@ -372,7 +366,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     let mut errors = Vec::new();
     for (x, (job, expectations)) in plan.experiments.iter().zip(&jobs) {
         if !args.quiet {
-            eprintln!(
+            super::say(&format!(
                 "ipivmm: check: {}{}",
                 escape_controls(&x.name),
                 if x.about.is_empty() {
@@ -380,7 +374,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
                 } else {
                     format!(": {}", escape_controls(&x.about))
                 }
-            );
+            ));
         }
         let missing: Vec<String> = x
             .requires
