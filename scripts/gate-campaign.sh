@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The live gate's operating characteristic on real VMs (issue 40,
+# docs/statistics.md "Measured here"): COUNT A/A and COUNT injected
+# `compare --run` comparisons of the x2APIC ping-pong to a halted target,
+# alternated, each with its exit status and wall time.
+#
+#   scripts/gate-campaign.sh OUTDIR [COUNT] [--busy]
+#
+# The injected delay is 20% of the configuration's p50, measured first.
+# --busy holds one CPU with a `nice -n 10` busy loop during each
+# comparison. IPIVMM (default target/release/ipivmm) names the binary;
+# IPIVMM_LOCK, when set, is a lock file each comparison holds (a shared
+# machine's heavy-job lock). Ends with the tally: exit 0/1/4 per kind.
+set -euo pipefail
+out=${1:?usage: scripts/gate-campaign.sh OUTDIR [COUNT] [--busy]}
+count=${2:-10}
+busy=${3:-}
+bin=${IPIVMM:-target/release/ipivmm}
+base='--apic x2apic --target halt --iterations 200'
+mkdir -p "$out"
+
+locked() {
+    if [ -n "${IPIVMM_LOCK:-}" ]; then flock "$IPIVMM_LOCK" "$@"; else "$@"; fi
+}
+
+if [ ! -e "$out/p50" ]; then
+    locked "$bin" run $base --json "$out/p50.json" -q
+    jq -r '.configurations[0].figures.cycles_per_operation_p50.median' "$out/p50.json" >"$out/p50"
+fi
+n=$(awk '{ printf "%d", $1 * 0.2 }' "$out/p50")
+echo "p50 $(cat "$out/p50") cycles: injected delay $n cycles"
+
+one() { # KIND I
+    local kind=$1 i=$2 new=$base busy_pid='' start rc=0
+    [ -e "$out/$kind-$i.rc" ] && return 0
+    [ "$kind" = inj ] && new="$base --inject-delay-cycles $n"
+    if [ "$busy" = --busy ]; then
+        nice -n 10 sh -c 'while :; do :; done' &
+        busy_pid=$!
+    fi
+    start=$(date +%s)
+    locked "$bin" compare --run "$base" --run "$new" --fail-on-regression >"$out/$kind-$i.log" 2>&1 || rc=$?
+    [ -n "$busy_pid" ] && kill "$busy_pid"
+    echo "$rc $(($(date +%s) - start))" >"$out/$kind-$i.rc"
+    echo "$kind $i: exit $rc after $(($(date +%s) - start)) s"
+}
+
+for i in $(seq 1 "$count"); do
+    one aa "$i"
+    one inj "$i"
+done
+for kind in aa inj; do
+    cat "$out"/$kind-*.rc | awk -v k="$kind" '
+        { n[$1]++; t += $2; if ($2 > max) max = $2 }
+        END { printf "%s: exit 0 %d, exit 1 %d, exit 4 %d of %d; mean %.0f s, longest %d s\n",
+              k, n[0], n[1], n[4], NR, t / NR, max }'
+done
