@@ -392,8 +392,10 @@ fn one_sigint_ends_a_dry_run_calibration_at_once() {
     let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr);
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled by SIGINT"), "{stderr}");
+    // Before the fix the calibration ran to its 20 s timeout; at once is
+    // well under that even under the lab's TCG (1.29 s measured there).
     assert!(
-        stopped < ipivmm_testkit::scaled(Duration::from_secs(1)),
+        stopped < ipivmm_testkit::scaled(Duration::from_secs(5)),
         "stopped after {stopped:?}"
     );
 }
