@@ -12,13 +12,11 @@
 use crate::config::VmConfig;
 use crate::gate::profile::{Control, NoiseProfile, SCHEMA};
 use crate::gate::{self, Evidence, Policy, Scale};
-use crate::host::load::LoadProbe;
 use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
 use crate::results::RunReport;
-use crate::run::{run, RunError, RunOptions};
+use crate::run::RunError;
 use ipivmm_devices::budget::SharedBudget;
-use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,16 +140,7 @@ pub fn calibrate(
             if cancel.load(Ordering::SeqCst) {
                 return Err(CalibrateError::Cancelled);
             }
-            let probe = LoadProbe::start();
-            let opts = RunOptions {
-                serial: SerialSink::Discard,
-                started: Instant::now(),
-                cancel: Some(cancel.clone()),
-                budget: Some(budget.clone()),
-            };
-            let mut r = run(config, opts)?;
-            r.host_load = probe.and_then(|p| p.finish());
-            budget.release(r.drop_samples());
+            let r = super::measured_run(config, &cancel, &budget)?;
             events.run(k, i, &r);
             if cancel.load(Ordering::SeqCst) {
                 return Err(CalibrateError::Cancelled);

@@ -13,13 +13,11 @@ use super::Budget;
 use crate::config::VmConfig;
 use crate::gate::sequential::{Look, Sequential, Stop, MIN_ROUNDS};
 use crate::gate::{self, Evidence, Outcome, Policy, Scale, Verdict};
-use crate::host::load::LoadProbe;
 use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
 use crate::results::RunReport;
-use crate::run::{run, RunError, RunOptions};
+use crate::run::RunError;
 use ipivmm_devices::budget::SharedBudget;
-use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -200,16 +198,7 @@ pub fn run_interleaved(
                 break 'rounds Stopped::Cancelled;
             }
             events.run_started(rounds, arm);
-            let probe = LoadProbe::start();
-            let opts = RunOptions {
-                serial: SerialSink::Discard,
-                started: Instant::now(),
-                cancel: Some(cancel.clone()),
-                budget: Some(budget.clone()),
-            };
-            let mut r = run(&spec.arms[arm].config, opts)?;
-            r.host_load = probe.and_then(|p| p.finish());
-            budget.release(r.drop_samples());
+            let mut r = super::measured_run(&spec.arms[arm].config, &cancel, &budget)?;
             r.repeat = Some(rounds as u32);
             events.run_finished(rounds, arm, &r);
             let ok = r.succeeded();

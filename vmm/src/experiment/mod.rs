@@ -8,7 +8,37 @@ pub mod calibrate;
 pub mod interleaved;
 pub mod rounds;
 
-use std::time::Duration;
+use crate::config::VmConfig;
+use crate::host::load::LoadProbe;
+use crate::results::RunReport;
+use crate::run::{run, RunError, RunOptions};
+use ipivmm_devices::budget::SharedBudget;
+use ipivmm_devices::serial::SerialSink;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One VM of a live comparison or a calibration: run quietly under the
+/// shared `budget` and `cancel` flag, the host's load during it recorded,
+/// its raw samples given back to the budget (the decision reads the
+/// summary figures only).
+pub fn measured_run(
+    config: &VmConfig,
+    cancel: &Arc<AtomicBool>,
+    budget: &Arc<SharedBudget>,
+) -> Result<RunReport, RunError> {
+    let probe = LoadProbe::start();
+    let opts = RunOptions {
+        serial: SerialSink::Discard,
+        started: Instant::now(),
+        cancel: Some(cancel.clone()),
+        budget: Some(budget.clone()),
+    };
+    let mut r = run(config, opts)?;
+    r.host_load = probe.and_then(|p| p.finish());
+    budget.release(r.drop_samples());
+    Ok(r)
+}
 
 /// How much an experiment may spend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
