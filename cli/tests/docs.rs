@@ -654,6 +654,14 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("builds KVM selftests and boots kvm_intel under Bochs (root, tens of minutes); not in CI"),
     ),
     (
+        "guest-linux/build-initrd.sh",
+        How::NotHere("downloads Debian packages (busybox-static, rt-tests, linux-headers) and builds a kernel module; the Linux guest then boots only on a hardware KVM (the lab), not on kvm_pvm"),
+    ),
+    (
+        "cargo xtask lab linux",
+        How::NotHere("boots the lab with a Linux guest nested under kvm_amd (QEMU, root, tens of minutes)"),
+    ),
+    (
         "RUSTFLAGS=\"-Cpasses=sancov-module",
         How::NotHere("needs a nightly toolchain"),
     ),

@@ -60,8 +60,14 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64) -> (f64, f64, f64, 
     let mut needs = None;
     for _ in 0..PAIRS {
         let docs = vec![
-            ("base.json".to_string(), document(&mut r, &rows, repeats, 1.0)),
-            ("new.json".to_string(), document(&mut r, &rows, repeats, effect)),
+            (
+                "base.json".to_string(),
+                document(&mut r, &rows, repeats, 1.0),
+            ),
+            (
+                "new.json".to_string(),
+                document(&mut r, &rows, repeats, effect),
+            ),
         ];
         let c = compare_by(&docs, Dimension::File, &[]).unwrap();
         let g = ipivmm::compare::gate(&c, &GateOptions::default());
@@ -78,7 +84,12 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64) -> (f64, f64, f64, 
         }
     }
     let n = PAIRS as f64;
-    (pass as f64 / n, fail as f64 / n, undecided as f64 / n, needs)
+    (
+        pass as f64 / n,
+        fail as f64 / n,
+        undecided as f64 / n,
+        needs,
+    )
 }
 
 #[test]
@@ -101,20 +112,40 @@ fn files_of_known_spread_and_effect() {
             p * 100.0,
             f * 100.0,
             u * 100.0,
-            needs.map_or(String::new(), |n| format!("  (an undecided one: ~{n} a side)"))
+            needs.map_or(String::new(), |n| format!(
+                "  (an undecided one: ~{n} a side)"
+            ))
         );
         table.push(((repeats, rows, effect), (p, f, u, needs)));
     }
     let at = |k: (u32, usize, f64)| table.iter().find(|(x, _)| *x == k).unwrap().1;
     // Issue 40's "done when", at the defaults.
     let (p, f, _, _) = at((30, 1, 1.0));
-    assert!(p >= 0.85 && f <= 0.05, "identical, 30 a side: {p} pass, {f} fail");
-    assert!(at((30, 1, 1.16)).1 >= 0.80, "16% slower: {:?}", at((30, 1, 1.16)));
-    assert!(at((30, 1, 1.20)).1 >= 0.95, "20% slower: {:?}", at((30, 1, 1.20)));
-    assert!(at((30, 12, 1.0)).1 <= 0.05, "twelve rows: {:?}", at((30, 12, 1.0)));
+    assert!(
+        p >= 0.85 && f <= 0.05,
+        "identical, 30 a side: {p} pass, {f} fail"
+    );
+    assert!(
+        at((30, 1, 1.16)).1 >= 0.80,
+        "16% slower: {:?}",
+        at((30, 1, 1.16))
+    );
+    assert!(
+        at((30, 1, 1.20)).1 >= 0.95,
+        "20% slower: {:?}",
+        at((30, 1, 1.20))
+    );
+    assert!(
+        at((30, 12, 1.0)).1 <= 0.05,
+        "twelve rows: {:?}",
+        at((30, 12, 1.0))
+    );
     let (_, f, _, needs) = at((5, 1, 1.0));
     assert!(f <= 0.05, "identical, 5 a side: {f} fail");
-    assert!(needs.is_some_and(|n| n > 5), "the repeats a decision needs: {needs:?}");
+    assert!(
+        needs.is_some_and(|n| n > 5),
+        "the repeats a decision needs: {needs:?}"
+    );
 }
 
 /// The live comparison's rule over simulated rounds: each run's p50 a
@@ -145,8 +176,12 @@ fn live(seed: u64, effect: f64, sigma: f64, heavy: bool) -> (f64, f64, f64, f64)
             if !s.due(n) {
                 continue;
             }
-            let t = gate::examine(&Evidence::Paired(pairs.clone()), Scale::Ratio, &DEFAULT_POLICY)
-                .map_err(|why| Outcome::Undecided { why, needs: None });
+            let t = gate::examine(
+                &Evidence::Paired(pairs.clone()),
+                Scale::Ratio,
+                &DEFAULT_POLICY,
+            )
+            .map_err(|why| Outcome::Undecided { why, needs: None });
             let look = s.look(n, n == max_rounds, vec![t]);
             if look.stop.is_some() {
                 match look.verdict {
@@ -160,7 +195,12 @@ fn live(seed: u64, effect: f64, sigma: f64, heavy: bool) -> (f64, f64, f64, f64)
         }
     }
     let n = PAIRS as f64;
-    (pass as f64 / n, fail as f64 / n, undecided as f64 / n, rounds as f64 / n)
+    (
+        pass as f64 / n,
+        fail as f64 / n,
+        undecided as f64 / n,
+        rounds as f64 / n,
+    )
 }
 
 #[test]
@@ -187,12 +227,24 @@ fn live_rounds_of_known_spread_and_effect() {
     }
     let at = |k: (f64, bool, f64)| table.iter().find(|(x, _)| *x == k).unwrap().1;
     // At the spread of consecutive VMs on this host (σ ≈ 0.06 a run).
-    assert!(at((0.06, false, 1.0)).0 >= 0.90, "{:?}", at((0.06, false, 1.0)));
-    assert!(at((0.06, false, 1.2)).1 >= 0.95, "{:?}", at((0.06, false, 1.2)));
+    assert!(
+        at((0.06, false, 1.0)).0 >= 0.90,
+        "{:?}",
+        at((0.06, false, 1.0))
+    );
+    assert!(
+        at((0.06, false, 1.2)).1 >= 0.95,
+        "{:?}",
+        at((0.06, false, 1.2))
+    );
     // A false alarm stays rare wherever: α over the whole sequence.
     for (_, (_, f, _)) in table.iter().filter(|((_, _, e), _)| *e == 1.0) {
         assert!(*f <= 0.05, "{table:?}");
     }
     // With outliers, the injected delay is still caught.
-    assert!(at((0.06, true, 1.2)).1 >= 0.80, "{:?}", at((0.06, true, 1.2)));
+    assert!(
+        at((0.06, true, 1.2)).1 >= 0.80,
+        "{:?}",
+        at((0.06, true, 1.2))
+    );
 }

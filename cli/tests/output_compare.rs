@@ -2,10 +2,10 @@
 //! missing, one-line errors for bad files.
 mod output_fixtures;
 
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
 use ipivmm::compare::GateOptions;
 use ipivmm::gate::{Outcome, Verdict};
+use ipivmm::results::metrics::Metric;
+use ipivmm::results::Document;
 use ipivmm_cli::output::compare::{compare, compare_by, gate, render, Comparison, Dimension};
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
@@ -417,7 +417,11 @@ fn repeats_of_a_busy_host_are_left_out_and_a_busy_baseline_never_passes() {
     let dir = temp_dir("compare-busy");
     let quiet_old = record(&dir, "old.json", &loaded(repeats(10_000, 2), 0.0, 0.01));
     let busy_old = record(&dir, "busy-old.json", &loaded(repeats(10_000, 2), 0.4, 0.0));
-    let busy_slow = record(&dir, "busy-slow.json", &loaded(repeats(12_000, 2), 0.4, 0.0));
+    let busy_slow = record(
+        &dir,
+        "busy-slow.json",
+        &loaded(repeats(12_000, 2), 0.4, 0.0),
+    );
     let stolen_slow = record(&dir, "stolen.json", &loaded(repeats(12_000, 2), 0.0, 0.08));
     let quiet_slow = record(&dir, "slow.json", &loaded(repeats(12_000, 2), 0.0, 0.037));
     for slow in [busy_slow, stolen_slow] {
@@ -425,13 +429,19 @@ fn repeats_of_a_busy_host_are_left_out_and_a_busy_baseline_never_passes() {
         let g = gate(&c, &GateOptions::default());
         assert_eq!(g.verdict(), Verdict::Undecided, "{g:?}");
         assert!(
-            g.endpoints.iter().any(|e| e.notes.iter().any(|n| n.contains("busy host"))),
+            g.endpoints
+                .iter()
+                .any(|e| e.notes.iter().any(|n| n.contains("busy host"))),
             "{g:?}"
         );
     }
     // A busy baseline that hides a 20% regression: never exit 0.
     let hidden = record(&dir, "hidden.json", &loaded(repeats(10_000, 2), 0.0, 0.0));
-    let busy_fast_base = record(&dir, "busy-base.json", &loaded(repeats(12_000, 2), 0.5, 0.0));
+    let busy_fast_base = record(
+        &dir,
+        "busy-base.json",
+        &loaded(repeats(12_000, 2), 0.5, 0.0),
+    );
     assert_ne!(verdict(&[busy_fast_base, hidden]), Verdict::Pass);
     // Against a busy baseline nothing is left to compare: undecided.
     assert_eq!(verdict(&[busy_old, quiet_slow]), Verdict::Undecided);
@@ -520,7 +530,10 @@ fn gate_cli(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .args(["--fail-on-regression", "--quiet"])
         .output()
         .unwrap();
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Issue 40's five fake passes, each with crafted files whose truth is a
@@ -647,10 +660,22 @@ fn several_baseline_recordings_measure_the_drift() {
     let dir = temp_dir("compare-recordings");
     // Three baseline files whose medians drift by ±15%.
     for (i, f) in [1.0, 1.15, 0.87].iter().enumerate() {
-        record(&dir, &format!("b{i}.json"), &repeats((10_000.0 * f) as u64, 2));
+        record(
+            &dir,
+            &format!("b{i}.json"),
+            &repeats((10_000.0 * f) as u64, 2),
+        );
     }
     record(&dir, "within.json", &repeats(10_500, 2));
-    let args = ["within.json", "--baseline", "b0.json", "--baseline", "b1.json", "--baseline", "b2.json"];
+    let args = [
+        "within.json",
+        "--baseline",
+        "b0.json",
+        "--baseline",
+        "b1.json",
+        "--baseline",
+        "b2.json",
+    ];
     let (code, e) = gate_cli(&dir, &args);
     // 5% off the baseline's mean, but the recordings drift by 15%: the
     // drift, not the repeats, sets the uncertainty.
@@ -663,7 +688,10 @@ fn several_baseline_recordings_measure_the_drift() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.contains("recordings t test") && out.contains("3 vs 1 recordings"), "{out}");
+    assert!(
+        out.contains("recordings t test") && out.contains("3 vs 1 recordings"),
+        "{out}"
+    );
     // One baseline file: the gate says drift is unmeasured.
     let (_, e) = gate_cli(&dir, &["b0.json", "within.json"]);
     assert!(e.contains("drift between recordings unmeasured"), "{e}");
@@ -678,25 +706,52 @@ fn a_comparison_fits_120_columns() {
     let three = |base: u64| {
         (0..3u32)
             .map(|i| {
-                let mut r = report(&["--apic", "x2apic", "--workload", "broadcast", "--vcpus", "4"], base + 37 * u64::from(i), 3);
+                let mut r = report(
+                    &[
+                        "--apic",
+                        "x2apic",
+                        "--workload",
+                        "broadcast",
+                        "--vcpus",
+                        "4",
+                    ],
+                    base + 37 * u64::from(i),
+                    3,
+                );
                 r.repeat = Some(i);
                 r
             })
             .collect::<Vec<_>>()
     };
-    record(&dir, "first-recording-with-a-long-name.json", &three(10_000));
-    record(&dir, "second-recording-with-a-long-name.json", &three(11_000));
+    record(
+        &dir,
+        "first-recording-with-a-long-name.json",
+        &three(10_000),
+    );
+    record(
+        &dir,
+        "second-recording-with-a-long-name.json",
+        &three(11_000),
+    );
     for extra in [&[][..], &["--fail-on-regression"][..]] {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_ipivmm"))
             .current_dir(&dir)
-            .args(["compare", "first-recording-with-a-long-name.json", "second-recording-with-a-long-name.json"])
+            .args([
+                "compare",
+                "first-recording-with-a-long-name.json",
+                "second-recording-with-a-long-name.json",
+            ])
             .args(extra)
             .output()
             .unwrap();
         for text in [&o.stdout, &o.stderr] {
             let text = String::from_utf8_lossy(text);
             for line in text.lines() {
-                assert!(line.chars().count() <= 120, "{} columns: {line}", line.chars().count());
+                assert!(
+                    line.chars().count() <= 120,
+                    "{} columns: {line}",
+                    line.chars().count()
+                );
             }
         }
     }

@@ -296,11 +296,7 @@ fn every_chart_names_host_backend_cpu_kernel_apic_samples_and_version() {
     let version = format!("ipivmm {}", env!("CARGO_PKG_VERSION"));
     for f in &files {
         let t = texts(&std::fs::read_to_string(f).unwrap());
-        let per = if f.to_string_lossy().ends_with("scale.svg") {
-            "point"
-        } else {
-            "bar"
-        };
+        let per = "run";
         for needle in [
             "kvm_pvm: SOFTWARE KVM (no VMX/SVM), not hardware IPI costs",
             "host synthetic-host",
@@ -345,6 +341,63 @@ fn every_chart_names_host_backend_cpu_kernel_apic_samples_and_version() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
+}
+
+/// Issue 39: the repeats of a configuration are one bar, at their median,
+/// with their interval and a dot each (20 bars and a 7,340-pixel chart
+/// for 2 configurations of 5 repeats before); the latency chart one panel.
+#[test]
+fn repeats_are_one_bar_per_configuration_with_their_interval() {
+    let mut runs = Vec::new();
+    for apic in ["xapic", "x2apic"] {
+        for k in 0..5u64 {
+            let mut r = report(&["--apic", apic], 10_000 + 500 * k, 3);
+            r.repeat = Some(k as u32);
+            runs.push(r);
+        }
+    }
+    let dir = temp_dir("repeats");
+    let refs: Vec<&_> = runs.iter().collect();
+    let files = svg::plot_runs(&refs, &dir).unwrap();
+    assert_eq!(files.len(), 3, "{files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let xml = roxmltree::Document::parse(&text).unwrap();
+        let width: u32 = xml
+            .root_element()
+            .attribute("width")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(width <= 2000, "{}: {width} px", f.display());
+        let t = texts(&text);
+        for mode in ["kernel/xapic/icr", "kernel/x2apic/icr"] {
+            let named = t.lines().filter(|l| l.starts_with(mode)).count();
+            assert_eq!(
+                named,
+                1,
+                "{}: {mode} named {named} times:\n{t}",
+                f.display()
+            );
+        }
+    }
+    let cycles = std::fs::read_to_string(&files[0]).unwrap();
+    let t = texts(&cycles);
+    assert!(t.contains("bar = median p50 over the repeats"), "{t}");
+    // The median of 5 repeats' p50 (1.49 × 10000..12000): 1.49 × 11000.
+    assert!(t.contains("p50 16.4k"), "{t}");
+    let dots = roxmltree::Document::parse(&cycles)
+        .unwrap()
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .count();
+    assert_eq!(dots, 10, "a dot per repeat");
+    let latency = texts(&std::fs::read_to_string(&files[2]).unwrap());
+    assert!(
+        latency.contains("repeats together") && latency.contains(": 500 samples"),
+        "{latency}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -571,4 +624,38 @@ fn diff(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<
         _ if a != b => out.push(format!("{path}: {a} vs {b}")),
         _ => {}
     }
+}
+
+/// Issue 39: the sweep table has a row per configuration with the median
+/// over its repeats and the half-width of its interval; `--wide` adds a row
+/// per repeat under it.
+#[test]
+fn the_sweep_table_has_a_row_per_configuration() {
+    use ipivmm_cli::output::fit::Layout;
+    use ipivmm_cli::output::sweep_tables::render_with;
+    let mut runs = Vec::new();
+    for k in 0..3u32 {
+        for apic in ["xapic", "x2apic"] {
+            let mut r = report(&["--apic", apic], 10_000 + 1_000 * u64::from(k), 3);
+            r.repeat = Some(k);
+            runs.push(r);
+        }
+    }
+    let doc = ipivmm::Document::new(runs, Vec::new());
+    let wall = std::time::Duration::from_secs(1);
+    let fit = render_with(&doc, wall, Layout::Fit);
+    let rows: Vec<&str> = fit.lines().filter(|l| l.contains("kernel/")).collect();
+    assert_eq!(rows.len(), 2, "one row per configuration:\n{fit}");
+    for r in &rows {
+        // Median of 14900, 16390, 17880: 16390, ± half of (17880 - 14900).
+        assert!(r.contains("3 ok") && r.contains("16390 ±9%"), "{r}");
+    }
+    assert!(fit.contains("--wide adds each repeat"), "{fit}");
+    let wide = render_with(&doc, wall, Layout::Wide);
+    assert_eq!(wide.matches("repeat 2").count(), 2, "{wide}");
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("repeat 3") && l.contains("17880")),
+        "{wide}"
+    );
 }

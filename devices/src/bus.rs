@@ -60,6 +60,9 @@ pub enum DeviceEvent {
     Control(Result<ControlRequest, ControlError>),
     /// A write to the userspace LAPIC sent an interrupt: kick its targets.
     Lapic(crate::lapic::Delivery),
+    /// The guest powered off (ACPI S5 through [`crate::power`]): the run
+    /// ends, completed.
+    PowerOff,
 }
 
 /// A guest-facing device on the [`Bus`].

@@ -5,9 +5,11 @@
 //! - [`serial`]: the 16550 console (vm-superio) whose output reaches the user.
 //! - [`control`]: the control port: decodes the payload's [`ipivmm_abi::ControlMsg`].
 //! - [`lapic`]: ipivmm's own local APIC model for `--irqchip user`.
+//! - [`power`]: the ACPI sleep registers a Linux guest powers off through.
 pub mod budget;
 pub mod bus;
 pub mod control;
 pub mod control_msg;
 pub mod lapic;
+pub mod power;
 pub mod serial;

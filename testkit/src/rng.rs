@@ -9,7 +9,11 @@ pub struct Rng(u64);
 impl Rng {
     /// A generator from `seed` (any value; 0 is mapped to a fixed one).
     pub fn new(seed: u64) -> Self {
-        Self(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+        Self(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
     }
 
     /// A uniform draw in [0, 1).

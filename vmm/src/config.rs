@@ -54,12 +54,23 @@ pub enum PayloadSource {
     File(PathBuf),
     /// An ELF image already in memory (library use).
     Bytes(Vec<u8>),
+    /// A Linux kernel (`--kernel`): the 64-bit boot protocol instead of
+    /// the payload ABI (docs/linux-guest.md).
+    Linux(crate::linux::LinuxGuest),
 }
 
 impl PayloadSource {
     /// Whether this is the built-in payload (whose workloads ipivmm knows).
     pub fn is_builtin(&self) -> bool {
         matches!(self, PayloadSource::Builtin)
+    }
+
+    /// The Linux guest, when this is one.
+    pub fn linux(&self) -> Option<&crate::linux::LinuxGuest> {
+        match self {
+            PayloadSource::Linux(g) => Some(g),
+            _ => None,
+        }
     }
 }
 

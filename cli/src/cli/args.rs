@@ -1,12 +1,12 @@
 //! The flags of every subcommand, parsed by clap into the library's types
 //! (the mode parts parse themselves: `ipivmm::mode` derives clap's ValueEnum).
 use crate::output::compare::Dimension;
-use ipivmm::results::metrics::Metric;
 use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::results::metrics::Metric;
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
@@ -46,7 +46,12 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// `ipivmm run` flags of the configuration to calibrate on.
-    #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, default_value = "--apic x2apic --target halt --iterations 200")]
+    #[arg(
+        long = "run",
+        value_name = "FLAGS",
+        allow_hyphen_values = true,
+        default_value = "--apic x2apic --target halt --iterations 200"
+    )]
     pub run: String,
     /// Recordings (blocks of repeats, --pause apart), at least 2.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=50))]
@@ -74,7 +79,9 @@ fn parse_pause(s: &str) -> Result<Duration, String> {
     }
     match s.parse::<ipivmm::experiment::Budget>() {
         Ok(ipivmm::experiment::Budget::Time(d)) => Ok(d),
-        _ => Err(format!("'{s}' is not a pause: seconds (30s) or minutes (2m)")),
+        _ => Err(format!(
+            "'{s}' is not a pause: seconds (30s) or minutes (2m)"
+        )),
     }
 }
 
@@ -283,20 +290,37 @@ fn parse_budget(s: &str) -> Result<ipivmm::experiment::Budget, String> {
 /// Most repeats a command runs per configuration.
 pub const MAX_REPEATS: u32 = 1000;
 
-fn parse_repeat(s: &str) -> Result<u32, String> {
+/// `--repeat N` or `--repeat auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepeatArg {
+    /// N repeats.
+    Count(u32),
+    /// As many as the gate's threshold needs at this host's spread.
+    Auto,
+}
+
+fn parse_repeat(s: &str) -> Result<RepeatArg, String> {
+    if s == "auto" {
+        return Ok(RepeatArg::Auto);
+    }
     match s.parse::<u32>() {
-        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(n),
+        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(RepeatArg::Count(n)),
         _ => Err(format!(
-            "'{s}' is not a repeat count between 1 and {MAX_REPEATS} (e.g. --repeat 5)"
+            "'{s}' is not a repeat count between 1 and {MAX_REPEATS}, nor auto (e.g. --repeat 5)"
         )),
     }
 }
 
 /// The repeats asked for, or the default, and which it was.
-pub fn repeat_choice(asked: Option<u32>) -> crate::output::repeats::RepeatChoice {
+pub fn repeat_choice(asked: Option<RepeatArg>) -> crate::output::repeats::RepeatChoice {
     crate::output::repeats::RepeatChoice {
-        repeats: asked.unwrap_or(ipivmm::stats::DEFAULT_REPEATS),
+        repeats: match asked {
+            Some(RepeatArg::Count(n)) => n,
+            Some(RepeatArg::Auto) => MAX_REPEATS,
+            None => ipivmm::stats::DEFAULT_REPEATS,
+        },
         default: asked.is_none(),
+        auto: asked == Some(RepeatArg::Auto),
     }
 }
 
@@ -366,9 +390,12 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md). Default 5 (1..=1000).
+    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md); a repeat on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget.
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
-    pub repeat: Option<u32>,
+    pub repeat: Option<RepeatArg>,
+    /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).
+    #[arg(long, value_name = "BUDGET", default_value = "10m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
     /// Pairs of runs (counters detached, attached) measuring what counting costs, on the first combination; 0: do not measure (at most 1000).
     #[arg(long, value_name = "PAIRS", default_value_t = 1, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
@@ -424,9 +451,9 @@ pub struct RunArgs {
     /// IPI path: icr (ICR writes) or pv (KVM_HC_SEND_IPI hypercall).
     #[arg(long, default_value = "icr")]
     pub ipi: IpiPath,
-    /// Built-in workload.
-    #[arg(long, default_value = "pingpong")]
-    pub workload: Workload,
+    /// Workload: one of the built-in payload's (default pingpong; docs/modes.md), or with --kernel a Linux guest's, linux:NAME (docs/linux-guest.md).
+    #[arg(long, value_name = "NAME", value_parser = crate::cli::linux_args::parse_workload)]
+    pub workload: Option<crate::cli::linux_args::WorkloadArg>,
     /// How IPI targets wait between IPIs: spin (interrupts on, no exit), halt (sti; hlt, and each IPI waits until the target is halted: the wake-up path) or halt-immediate (the next IPI right after the ack).
     #[arg(long, default_value = "spin")]
     pub target: TargetWait,
@@ -457,6 +484,9 @@ pub struct RunArgs {
     /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
     #[arg(long)]
     pub payload: Option<PathBuf>,
+    /// A Linux guest instead of a payload.
+    #[command(flatten)]
+    pub linux: crate::cli::linux_args::LinuxArgs,
     /// Most guest-driven data the host keeps for the run, MiB: phases, records, samples and captured serial output of all vCPUs together; a guest that sends more stops the run (status over_budget), keeping what was measured.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     pub guest_memory_budget: u64,
@@ -493,9 +523,12 @@ pub struct RunArgs {
     /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
     #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
-    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON. Default 5 (1..=1000).
+    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON, and one on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget (to record a baseline).
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
-    pub repeat: Option<u32>,
+    pub repeat: Option<RepeatArg>,
+    /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).
+    #[arg(long, value_name = "BUDGET", default_value = "10m", value_parser = parse_budget)]
+    pub budget: ipivmm::experiment::Budget,
     /// Log what ipivmm does, with timings (start-up, first guest message).
     #[arg(long, short)]
     pub verbose: bool,
@@ -613,7 +646,6 @@ impl RunArgs {
             irqchip: self.irqchip,
             apic: self.apic,
             ipi: self.ipi,
-            workload: self.workload,
             target_wait: self.target,
             halt_settle: Duration::from_nanos(self.halt_settle_ns),
             ipi_delay_cycles: self.inject_delay_cycles,
@@ -633,6 +665,8 @@ impl RunArgs {
             ..VmConfig::default()
         };
         self.levers.apply(&mut c);
+        self.linux
+            .apply(&mut c, self.workload, self.memory.is_some())?;
         Ok(c)
     }
 }

@@ -12,8 +12,9 @@ use std::error::Error;
 /// What drawing a chart returns.
 pub type DrawResult<T> = Result<T, Box<dyn Error>>;
 
-/// Colours of modes and exit reasons (Tableau 10).
-const PALETTE: [RGBColor; 10] = [
+/// Colours of modes and exit reasons (Tableau 10, and two more: one per
+/// irqchip/apic/ipi).
+const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -24,6 +25,8 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 128, 0),
 ];
 
 /// The charts' font.
@@ -33,6 +36,38 @@ pub(crate) const FONT: &str = "sans-serif";
 pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
+
+/// The colour of a mode, the same in every chart: one per irqchip/apic/ipi
+/// (the label's first word), lighter where the label says more (`apicv-inhibit`,
+/// levers, a placement, a host setting), so that a colour means a mode.
+pub(crate) fn mode_color(label: &str) -> RGBColor {
+    let base = label.split(' ').next().unwrap_or_default();
+    let index_of =
+        |part: Option<&str>, names: &[&str]| part.and_then(|p| names.iter().position(|n| *n == p));
+    let mut parts = base.split('/');
+    let slot = match (
+        index_of(parts.next(), &["kernel", "split", "user"]),
+        index_of(parts.next(), &["xapic", "x2apic"]),
+        index_of(parts.next(), &["icr", "pv"]),
+    ) {
+        (Some(c), Some(a), Some(i)) => c * 4 + a * 2 + i,
+        // Not a mode label (a custom name): a stable colour of its own.
+        _ => base.bytes().fold(0usize, |h, b| {
+            h.wrapping_mul(31).wrapping_add(usize::from(b))
+        }),
+    };
+    let c = color(slot);
+    if base.len() == label.trim_end().len() {
+        return c;
+    }
+    // A variant of the mode: its colour, 40% of the way to white.
+    let light = |v: u8| v + ((255 - u16::from(v)) * 2 / 5) as u8;
+    RGBColor(light(c.0), light(c.1), light(c.2))
+}
+
+/// The widest chart `--plot` writes, pixels: what a screen or a page shows
+/// without scrolling.
+pub(crate) const MAX_WIDTH: u32 = 2000;
 
 /// A summary to chart and where it came from.
 #[derive(Clone, Debug)]

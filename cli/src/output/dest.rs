@@ -281,6 +281,21 @@ impl Outputs {
         Ok(Self { planned })
     }
 
+    /// Where the results go, one `--flag PATH` each (`-` for stdout), for
+    /// a command that prints nothing else (`-q`); verdict outputs excluded.
+    pub fn destinations(&self) -> Vec<String> {
+        self.planned
+            .iter()
+            .filter(|p| matches!(p.sink.kind, Kind::Results(_) | Kind::Dir(_)))
+            .map(|p| match &p.target {
+                Target::Dest(Dest::Stdout) => format!("{} -", p.sink.long()),
+                Target::Dest(Dest::File(f)) | Target::Dir(f) => {
+                    format!("{} {}", p.sink.long(), f.display())
+                }
+            })
+            .collect()
+    }
+
     /// Whether an output goes to stdout (tables then go to stderr).
     pub fn uses_stdout(&self) -> bool {
         self.planned

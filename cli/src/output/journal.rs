@@ -12,7 +12,7 @@
 //! The repeat loops call [`Journal::record`] with each report as it ends;
 //! what stops a configuration's repeats is [`stops_repeats`].
 use super::atomic::write_atomic_with;
-use ipivmm::results::{Document, RunReport, RunStatus, SkippedMode};
+use ipivmm::results::{Document, RunReport, SkippedMode};
 use ipivmm::SharedBudget;
 use std::cell::{Ref, RefCell};
 use std::io::Write;
@@ -142,26 +142,24 @@ impl Journal {
     }
 }
 
-/// Why the repeats of `report`'s configuration after it are not run, if
-/// they are not: a run that could not start will not start the next time
-/// either, and a guest that went over the guest memory budget does the
-/// same every time (the budget is the command's, not the run's).
-pub fn stops_repeats(report: &RunReport) -> Option<&'static str> {
-    match &report.status {
-        RunStatus::OverBudget { .. } => Some(
-            "its other repeats are not run (a guest that floods the host does so every time, \
-             and the budget is the whole command's)",
-        ),
-        RunStatus::Failed { .. } if report.vcpus.is_empty() => {
-            Some("its other repeats are not run")
-        }
-        _ => None,
+pub use ipivmm::experiment::rounds::stops_repeats;
+
+impl ipivmm::experiment::rounds::Keep for Journal {
+    fn keep(&self, report: RunReport) {
+        self.record(report);
+    }
+    fn budget(&self) -> Arc<SharedBudget> {
+        Journal::budget(self)
+    }
+    fn plan_more(&self, runs: usize) {
+        Journal::plan_more(self, runs);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipivmm::results::RunStatus;
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("ipivmm-journal-{}-{name}", std::process::id()));

@@ -15,10 +15,44 @@ pub struct RepeatChoice {
     pub repeats: u32,
     /// Whether it is the default ([`ipivmm::stats::DEFAULT_REPEATS`]).
     pub default: bool,
+    /// `--repeat auto` (`repeats` is then the most).
+    pub auto: bool,
+}
+
+impl RepeatChoice {
+    /// The engine's repeats for this choice, `budget` bounding `auto`.
+    pub fn rounds(
+        &self,
+        budget: ipivmm::experiment::Budget,
+    ) -> ipivmm::experiment::rounds::Repeats {
+        use ipivmm::experiment::rounds::Repeats;
+        match self.auto {
+            true => Repeats::Auto {
+                max: self.repeats,
+                budget,
+            },
+            false => Repeats::Fixed(self.repeats),
+        }
+    }
+
+    /// How many runs a journal plans for a configuration at first.
+    pub fn planned(&self) -> u32 {
+        match self.auto {
+            true => ipivmm::experiment::rounds::AUTO_MIN,
+            false => self.repeats,
+        }
+    }
 }
 
 impl std::fmt::Display for RepeatChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.auto {
+            return write!(
+                f,
+                "as many independent VMs per configuration as the gate's threshold needs at this host's spread (--repeat auto: at least {})",
+                ipivmm::experiment::rounds::AUTO_MIN
+            );
+        }
         let n = self.repeats;
         write!(
             f,
@@ -34,6 +68,30 @@ impl std::fmt::Display for RepeatChoice {
             write!(f, " (--repeat {n})")
         }
     }
+}
+
+/// Which of `runs` (the repeats of one configuration) a run's text report
+/// shows, and the line that says so above its tables: the first that
+/// completed (else the first), "" for a single run.
+pub fn shown_repeat(runs: &[ipivmm::RunReport]) -> (usize, String) {
+    let shown = runs.iter().position(|r| r.succeeded()).unwrap_or(0);
+    if runs.len() < 2 {
+        return (shown, String::new());
+    }
+    let which = runs[shown].repeat.map_or(shown, |i| i as usize) + 1;
+    let why = match shown {
+        0 => "the first",
+        _ => "the first that completed",
+    };
+    (
+        shown,
+        format!(
+            "The tables below are repeat {which} of {} ({why}); the figures over all {} repeats follow them, \
+             every repeat is in --json.\n",
+            runs.len(),
+            runs.len()
+        ),
+    )
 }
 
 /// `v` with its interval: `123456 [120000, 130000]`, the coverage named
@@ -189,6 +247,26 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tables_say_which_repeat_they_are() {
+        let config = ipivmm::VmConfig::default();
+        let mut runs: Vec<ipivmm::RunReport> = (0..3)
+            .map(|i| {
+                let mut r = ipivmm::RunReport::not_started(&config, "test");
+                r.repeat = Some(i);
+                r
+            })
+            .collect();
+        assert_eq!(shown_repeat(&runs[..1]), (0, String::new()));
+        runs[1].status = ipivmm::RunStatus::Completed;
+        let (i, note) = shown_repeat(&runs);
+        assert_eq!(i, 1);
+        assert!(
+            note.starts_with("The tables below are repeat 2 of 3 (the first that completed)"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn interval_names_a_coverage_other_than_95() {

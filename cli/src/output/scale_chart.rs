@@ -1,16 +1,23 @@
 //! The scale chart: how a workload's figures grow with the vCPU count, one
-//! line per mode, one panel per metric ([`Metric::scale`]: cost per
+//! line per mode in its colour through the median of each vCPU count's
+//! repeats (their interval as an error bar), one panel per metric ([`Metric::scale`]: cost per
 //! operation and per delivered IPI, exits per operation and per IPI), the
 //! vCPU count across on a log2 axis, a panel's values on a log axis when
 //! they span more than a factor of 20 (and none is below 1). Written as `<workload>-<target>-scale.svg`
 //! by `--plot` for every workload that ran at two or more vCPU counts.
 use super::chart_kit::{
-    color, footer, framed_canvas, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
+    footer, framed_canvas, mode_color, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
 };
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::summary::RunSummary;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::prelude::*;
+
+/// A point of a line: the vCPU count and each repeat's figures there.
+pub type Point = (usize, Vec<RunSummary>);
+
+/// A point as drawn: N, the median, and the median's interval (lo, hi).
+type Drawn = (f64, f64, Option<(f64, f64)>);
 
 /// Runs of one workload and target wait at several vCPU counts.
 #[derive(Clone, Debug)]
@@ -21,13 +28,15 @@ pub struct ScaleGroup {
     pub target: String,
     /// What one operation is.
     pub operation: &'static str,
-    /// One line per mode: its label and its (vCPUs, figures) points, by N
-    /// (runs that completed only).
-    pub lines: Vec<(String, Vec<(usize, RunSummary)>)>,
+    /// One line per mode: its label and its (vCPUs, each repeat's figures)
+    /// points, by N (runs that completed only).
+    pub lines: Vec<(String, Vec<Point>)>,
     /// Every point's credit, origin and samples (for the footer).
     pub credits: Vec<(Credit, Option<String>, u64)>,
     /// Runs left out because they did not complete: `label N=n`.
     pub incomplete: Vec<String>,
+    /// Where each point's runs came from: (line label, N, file).
+    points: Vec<(String, usize, Option<String>)>,
 }
 
 impl ScaleGroup {
@@ -74,6 +83,7 @@ pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
                     lines: Vec::new(),
                     credits: Vec::new(),
                     incomplete: Vec::new(),
+                    points: Vec::new(),
                 });
                 groups.last_mut().expect("just pushed")
             }
@@ -88,18 +98,22 @@ pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
             (Some(p), true) => format!("{} · {p}", s.mode),
             _ => s.mode.clone(),
         };
-        let taken = |l: &str, g: &ScaleGroup| {
-            g.lines
+        // The same mode at the same N from the same file is a repeat of
+        // that point; from another file, a line of its own.
+        let n = s.group.vcpus;
+        let taken = |l: &str, g: &ScaleGroup| g.points.iter().any(|(x, m, _)| x == l && *m == n);
+        let mine = |l: &str, g: &ScaleGroup| {
+            g.points
                 .iter()
-                .any(|(x, pts)| x == l && pts.iter().any(|(n, _)| *n == s.group.vcpus))
+                .any(|(x, m, o)| x == l && *m == n && o == origin)
         };
-        if taken(&label, g) {
+        if taken(&label, g) && !mine(&label, g) {
             if let Some(o) = origin {
                 label = format!("{label} [{o}]");
             }
             let base = label.clone();
             let mut k = 2;
-            while taken(&label, g) {
+            while taken(&label, g) && !mine(&label, g) {
                 label = format!("{base} #{k}");
                 k += 1;
             }
@@ -110,11 +124,19 @@ pub fn scale_groups(entries: &[Entry]) -> Vec<ScaleGroup> {
             g.incomplete.push(format!("{label} N={}", s.group.vcpus));
             continue;
         }
+        g.points.push((label.clone(), n, origin.clone()));
         let samples = s.latency.as_ref().map_or(0, |l| l.count);
         g.credits.push((credit.clone(), origin.clone(), samples));
-        match g.lines.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, pts)) => pts.push((s.group.vcpus, s.clone())),
-            None => g.lines.push((label, vec![(s.group.vcpus, s.clone())])),
+        let line = match g.lines.iter().position(|(l, _)| *l == label) {
+            Some(i) => &mut g.lines[i].1,
+            None => {
+                g.lines.push((label, Vec::new()));
+                &mut g.lines.last_mut().expect("just pushed").1
+            }
+        };
+        match line.iter_mut().find(|(n, _)| *n == s.group.vcpus) {
+            Some((_, repeats)) => repeats.push(s.clone()),
+            None => line.push((s.group.vcpus, vec![s.clone()])),
         }
     }
     for g in &mut groups {
@@ -182,11 +204,10 @@ const LEGEND_W: u32 = 330;
 
 /// The scale chart of `g` as SVG text.
 pub fn render_scale(g: &ScaleGroup) -> DrawResult<String> {
-    let shown = Metric::shown(
-        g.lines
-            .iter()
-            .flat_map(|(_, p)| p.iter().filter_map(|(_, s)| s.ipis_per_operation())),
-    );
+    let shown = Metric::shown(g.lines.iter().flat_map(|(_, p)| {
+        p.iter()
+            .flat_map(|(_, r)| r.iter().filter_map(|s| s.ipis_per_operation()))
+    }));
     let metrics = Metric::scale(shown);
     let width = 760 + LEGEND_W;
     let foot = scale_footer(g);
@@ -219,7 +240,7 @@ fn scale_footer(g: &ScaleGroup) -> Vec<FooterLine> {
         .iter()
         .map(|(c, o, n)| (c, o.as_deref(), *n))
         .collect();
-    let mut lines = footer(&series, "point");
+    let mut lines = footer(&series, "run");
     if !g.incomplete.is_empty() {
         let mut named: Vec<&str> = g
             .incomplete
@@ -244,9 +265,19 @@ fn scale_footer(g: &ScaleGroup) -> Vec<FooterLine> {
     lines
 }
 
-fn points(pts: &[(usize, RunSummary)], m: Metric) -> Vec<(f64, f64)> {
+/// A line's points for `m`: at each N the median over the repeats, and
+/// the median's interval over them (from two repeats).
+fn points(pts: &[Point], m: Metric) -> Vec<Drawn> {
     pts.iter()
-        .filter_map(|(n, s)| Some((*n as f64, m.value(s)?)))
+        .filter_map(|(n, repeats)| {
+            let values: Vec<f64> = repeats.iter().filter_map(|s| m.value(s)).collect();
+            let median = ipivmm::stats::median(&values)?;
+            let interval = (values.len() > 1)
+                .then(|| ipivmm::stats::median_interval(&values, ipivmm::stats::CONFIDENCE))
+                .flatten()
+                .map(|i| (i.lo, i.hi));
+            Some((*n as f64, median, interval))
+        })
         .collect()
 }
 
@@ -259,7 +290,12 @@ fn draw_panel(
     let all: Vec<f64> = g
         .lines
         .iter()
-        .flat_map(|(_, p)| points(p, m).into_iter().map(|(_, v)| v))
+        .flat_map(|(_, p)| {
+            points(p, m)
+                .into_iter()
+                .flat_map(|(_, v, i)| [Some(v), i.map(|i| i.0), i.map(|i| i.1)])
+                .flatten()
+        })
         .collect();
     let (lo, hi) = all
         .iter()
@@ -309,7 +345,8 @@ fn draw_panel(
     Ok(())
 }
 
-/// One line per mode, a dot at each vCPU count.
+/// One line per mode in its colour, a dot at each vCPU count (the median
+/// of its repeats) with their interval as an error bar.
 fn draw_lines<Y>(
     chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<CountAxis, Y>>,
     g: &ScaleGroup,
@@ -318,13 +355,19 @@ fn draw_lines<Y>(
 where
     Y: Ranged<ValueType = f64>,
 {
-    for (i, (_, p)) in g.lines.iter().enumerate() {
+    for (label, p) in &g.lines {
+        let c = mode_color(label);
         let pts = points(p, m);
-        chart.draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))?;
-        chart.draw_series(
-            pts.into_iter()
-                .map(|xy| Circle::new(xy, 4, color(i).filled())),
-        )?;
+        let xy: Vec<(f64, f64)> = pts.iter().map(|(n, v, _)| (*n, *v)).collect();
+        chart.draw_series(LineSeries::new(xy.clone(), c.stroke_width(2)))?;
+        chart.draw_series(xy.into_iter().map(|xy| Circle::new(xy, 4, c.filled())))?;
+        chart.draw_series(pts.iter().filter_map(|(n, _, i)| {
+            let (lo, hi) = (*i)?;
+            Some(PathElement::new(
+                vec![(*n, lo), (*n, hi)],
+                c.stroke_width(2),
+            ))
+        }))?;
     }
     Ok(())
 }
@@ -338,7 +381,7 @@ fn draw_legend(
         let y = 26 + 22 * i as i32;
         area.draw(&Rectangle::new(
             [(0, y + 5), (18, y + 9)],
-            color(i).filled(),
+            mode_color(label).filled(),
         ))?;
         area.draw(&Text::new(label.as_str(), (24, y), (FONT, 15).into_font()))?;
     }

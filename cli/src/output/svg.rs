@@ -2,27 +2,29 @@
 //! `<text>` and drawn by the viewer). Per group of runs with the same
 //! workload or custom payload, vCPU count and target wait (see
 //! [`GroupKey`]; a custom payload's charts are named and titled by its file
-//! name), one bar per mode and phase with samples
-//! ([`summary::summarize_phases`]; the built-in workloads sample only their
-//! `measure` phase, a custom payload may sample several):
+//! name), one bar per configuration (a mode, and a phase with samples:
+//! [`summarize_phases`]; the built-in workloads sample only their
+//! `measure` phase, a custom payload may sample several) over its repeats,
+//! in its mode's colour, at most [`MAX_WIDTH`] pixels wide:
 //! - `<group>-cycles.svg`: cycles per operation (what one sample times: a
 //!   round trip, a broadcast...; a sample for a custom payload) at p50 with
 //!   a p99 whisker;
 //! - `<group>-exits.svg`: VM exits per delivered IPI (per sample), stacked
 //!   by exit reason;
-//! - `<group>-latency.svg`: the latency histogram of every bar, one panel
-//!   each, on a log axis ticked at 1, 2 and 5 × 10^k cycles ([`log_ticks`](super::chart_kit::log_ticks));
+//! - `<group>-latency.svg`: the latency histogram of every bar, an outline
+//!   each in one panel, on a log axis ticked at 1, 2 and 5 × 10^k cycles
+//!   ([`log_ticks`](super::chart_kit::log_ticks));
 //! - `<workload>-<target>-scale.svg` where a workload ran at several vCPU
 //!   counts: its figures against N, a line per mode
 //!   ([`super::scale_chart`]).
-use super::chart_kit::{color, footer, framed_canvas, FooterLine, FONT};
+use super::chart_kit::{color, footer, framed_canvas, mode_color, FooterLine, FONT, MAX_WIDTH};
 use super::chart_kit::{tick_label, Credit, DrawResult, Entry, LogAxis};
 use super::error::OutputError;
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::style::{human, human_ns};
 use ipivmm::results::latency::Histogram;
-use ipivmm::results::summary::{self, summarize_phases, GroupKey, RunSummary};
+use ipivmm::results::summary::{summarize_phases, GroupKey, RunSummary};
 use ipivmm::results::Document;
 use ipivmm::results::RunReport;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
@@ -33,8 +35,10 @@ use std::path::{Path, PathBuf};
 
 /// A bar chart: category slots across, a linear value up.
 type BarChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Categories, RangedCoordf64>>;
-/// A histogram panel: log-scaled cycles across, % of samples up.
+/// The latency panel: log-scaled cycles across, % of samples up.
 type LogChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogAxis, RangedCoordf64>>;
+/// A drawing area of a chart.
+type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
 
 /// A chart renderer: one group's bars to SVG text.
 type Renderer = fn(&GroupKey, &[Bar]) -> DrawResult<String>;
@@ -44,35 +48,109 @@ fn above() -> Pos {
     Pos::new(HPos::Center, VPos::Bottom)
 }
 
-/// One bar of a chart: its label and the figures of one run's phase.
+/// One bar of a chart: one configuration (a mode, and the phase where the
+/// chart shows several) with the figures of each of its repeats.
 #[derive(Clone, Debug)]
 pub struct Bar {
     /// Mode label, plus the phase where the chart shows several (unique
     /// within the chart).
     pub label: String,
-    /// The figures.
+    /// The figures of its first repeat (what every repeat shares: the
+    /// mode, the phase, the operation).
     pub summary: RunSummary,
+    /// The figures of every repeat, the first included, in run order.
+    pub repeats: Vec<RunSummary>,
     /// The file it came from (None: a live run).
     pub origin: Option<String>,
     /// Host, ipivmm and APIC mode it was measured with.
     pub credit: Credit,
 }
 
-/// The footer of a bar chart: where its bars were measured, their samples.
+/// A figure over a bar's repeats.
+#[derive(Clone, Debug)]
+struct Spread {
+    /// The median.
+    median: f64,
+    /// The median's interval over the repeats (from two repeats).
+    interval: Option<ipivmm::stats::Interval>,
+    /// Each repeat's value.
+    values: Vec<f64>,
+}
+
+impl Bar {
+    /// The repeats whose figures the bar shows: those that completed (all
+    /// of them when none did, so that a failed configuration still shows
+    /// what it got to).
+    fn counted(&self) -> Vec<&RunSummary> {
+        let done: Vec<&RunSummary> = self.repeats.iter().filter(|s| s.completed).collect();
+        match done.is_empty() {
+            true => self.repeats.iter().collect(),
+            false => done,
+        }
+    }
+
+    /// `figure` over the counted repeats that have it.
+    fn over_repeats(&self, figure: impl Fn(&RunSummary) -> Option<f64>) -> Option<Spread> {
+        let values: Vec<f64> = self.counted().into_iter().filter_map(figure).collect();
+        Some(Spread {
+            median: ipivmm::stats::median(&values)?,
+            interval: (values.len() > 1)
+                .then(|| ipivmm::stats::median_interval(&values, ipivmm::stats::CONFIDENCE))
+                .flatten(),
+            values,
+        })
+    }
+
+    /// The latency histogram of the counted repeats, merged.
+    fn histogram(&self) -> Histogram {
+        let mut h = Histogram::default();
+        for s in self.counted() {
+            h.merge(&s.histogram);
+        }
+        h
+    }
+}
+
+/// Whether any bar has more than one repeat (the charts then say what a
+/// bar is over).
+fn repeated(bars: &[Bar]) -> bool {
+    bars.iter().any(|b| b.repeats.len() > 1)
+}
+
+/// The colour of each bar: its mode's ([`mode_color`]), or, where two bars
+/// of one chart would share one (a payload's phases of one mode), its
+/// place's in the palette.
+fn bar_colors(bars: &[Bar]) -> Vec<RGBColor> {
+    let mut out: Vec<RGBColor> = Vec::new();
+    for (i, b) in bars.iter().enumerate() {
+        let c = mode_color(&b.label);
+        out.push(match out.contains(&c) {
+            true => color(i),
+            false => c,
+        });
+    }
+    out
+}
+
+/// The footer of a bar chart: where its bars were measured, the samples of
+/// each run.
 fn bars_footer(bars: &[Bar]) -> Vec<FooterLine> {
     let series: Vec<(&Credit, Option<&str>, u64)> = bars
         .iter()
-        .map(|b| {
-            let n = b.summary.latency.as_ref().map_or(0, |l| l.count);
-            (&b.credit, b.origin.as_deref(), n)
+        .flat_map(|b| {
+            b.repeats.iter().map(move |s| {
+                let n = s.latency.as_ref().map_or(0, |l| l.count);
+                (&b.credit, b.origin.as_deref(), n)
+            })
         })
         .collect();
-    footer(&series, "bar")
+    footer(&series, "run")
 }
 
-/// Runs grouped by [`GroupKey`] in order of first appearance, each with a
-/// unique label: the mode, then ` · <phase>` when the group shows more than
-/// one phase, plus the origin (file) or a counter when a label appears twice.
+/// Runs grouped by [`GroupKey`] in order of first appearance, one bar per
+/// configuration (its repeats together), each with a unique label: the
+/// mode, then ` · <phase>` when the group shows more than one phase, plus
+/// the origin (file) or a counter when a label appears twice.
 pub fn group(entries: Vec<Entry>) -> Vec<(GroupKey, Vec<Bar>)> {
     let mut buckets: Vec<(GroupKey, Vec<Entry>)> = Vec::new();
     for e in entries {
@@ -90,36 +168,50 @@ pub fn group(entries: Vec<Entry>) -> Vec<(GroupKey, Vec<Bar>)> {
 fn label_bars(entries: Vec<Entry>) -> Vec<Bar> {
     let first_phase = entries.first().and_then(|e| e.summary.phase.clone());
     let several_phases = entries.iter().any(|e| e.summary.phase != first_phase);
-    let mut bars: Vec<Bar> = Vec::new();
+    // (the label before it was made unique, the bar)
+    let mut bars: Vec<(String, Bar)> = Vec::new();
     for Entry {
         origin,
         summary: s,
         credit,
     } in entries
     {
-        let mut label = match (&s.phase, several_phases) {
+        let base = match (&s.phase, several_phases) {
             (Some(p), true) => format!("{} · {p}", s.mode),
             _ => s.mode.clone(),
         };
-        if bars.iter().any(|b| b.label == label) {
+        // Another run of the same configuration from the same file: a repeat.
+        if let Some((_, b)) = bars
+            .iter_mut()
+            .find(|(l, b)| *l == base && b.origin == origin)
+        {
+            b.repeats.push(s);
+            continue;
+        }
+        let mut label = base.clone();
+        if bars.iter().any(|(_, b)| b.label == label) {
             if let Some(o) = &origin {
                 label = format!("{label} [{o}]");
             }
             let mut n = 2;
-            let base = label.clone();
-            while bars.iter().any(|b| b.label == label) {
-                label = format!("{base} #{n}");
+            let stem = label.clone();
+            while bars.iter().any(|(_, b)| b.label == label) {
+                label = format!("{stem} #{n}");
                 n += 1;
             }
         }
-        bars.push(Bar {
-            label,
-            summary: s,
-            origin,
-            credit,
-        });
+        bars.push((
+            base,
+            Bar {
+                label,
+                repeats: vec![s.clone()],
+                summary: s,
+                origin,
+                credit,
+            },
+        ));
     }
-    bars
+    bars.into_iter().map(|(_, b)| b).collect()
 }
 
 /// What the x axis shows: the mode, and the phase (one for all bars, or per bar).
@@ -134,10 +226,32 @@ fn x_what(bars: &[Bar]) -> String {
     }
 }
 
-/// Chart width for `n` bars with labels up to `longest` characters.
-fn width_for(n: usize, longest: usize) -> u32 {
-    let slot = (longest as u32 * 8 + 30).max(150);
-    (140 + slot * n as u32 + 40).max(640)
+/// Pixels per character of a label at the labels' size.
+const CHAR_W: u32 = 8;
+
+/// Chart width for `n` bars with labels up to `longest` characters and an
+/// axis description of `desc` characters, at most [`MAX_WIDTH`] (less
+/// `extra`, a legend beside it).
+fn width_for(n: usize, longest: usize, desc: usize, extra: u32) -> u32 {
+    let slot = (longest as u32 * CHAR_W + 30).max(150);
+    let bars = 140 + slot * n as u32 + 40;
+    // The description is drawn at 17 px: about 9 px a character.
+    let text = desc as u32 * 9 + 160;
+    bars.max(text).clamp(640, MAX_WIDTH - extra)
+}
+
+/// `labels` cut (with `…`) to what a slot of a chart `width` wide for
+/// `n` bars holds.
+fn fit_labels(labels: &[String], width: u32) -> Vec<String> {
+    let slot = (width.saturating_sub(180)) / labels.len().max(1) as u32;
+    let room = (slot.saturating_sub(20) / CHAR_W).max(6) as usize;
+    labels
+        .iter()
+        .map(|l| match l.chars().count() > room {
+            true => l.chars().take(room - 1).chain(['…']).collect(),
+            false => l.clone(),
+        })
+        .collect()
 }
 
 /// A category axis: `n` slots, slot `i` spans `[i, i + 1)`, its tick and
@@ -180,16 +294,53 @@ fn label_at<'a>(labels: &'a [String]) -> impl Fn(&f64) -> String + 'a {
     }
 }
 
+/// What a bar chart's axes say.
+struct Axes {
+    caption: String,
+    /// One label per slot.
+    labels: Vec<String>,
+    ymax: f64,
+    x_desc: String,
+    y_desc: String,
+    /// Room for the value labels, pixels.
+    y_label_area: u32,
+}
+
+/// The axes of a bar chart in `area`: the caption, a slot per label with
+/// the label under it, values from 0 to `ymax` with their grid; the one
+/// chart frame the cycles and the exits charts share.
+fn bar_axes<'a, 'b>(area: &'a Area<'b>, a: &Axes) -> DrawResult<BarChart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(&a.caption, (FONT, 24))
+        .margin(15)
+        .x_label_area_size(55)
+        .y_label_area_size(a.y_label_area)
+        .build_cartesian_2d(Categories(a.labels.len().max(1)), 0f64..a.ymax)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&label_at(&a.labels))
+        .y_label_formatter(&|v| human(*v))
+        .x_desc(&a.x_desc)
+        .y_desc(&a.y_desc)
+        .label_style((FONT, 15))
+        .axis_desc_style((FONT, 17))
+        .draw()?;
+    Ok(chart)
+}
+
 /// The cycles-per-operation chart of one group (per round trip, per
-/// broadcast...; per sample for a custom payload) as SVG text.
+/// broadcast...; per sample for a custom payload) as SVG text: a bar per
+/// configuration at the median p50 over its repeats.
 pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let n = labels.len().max(1);
-    let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let unit = group.operation;
     let top = bars
         .iter()
-        .filter_map(|b| b.summary.latency.as_ref())
+        .flat_map(|b| b.counted())
+        .filter_map(|s| s.latency.as_ref())
         .map(|l| l.p99.max(l.p50))
         .fold(0.0, f64::max);
     let ymax = if top > 0.0 { top * 1.2 } else { 1.0 };
@@ -197,31 +348,28 @@ pub fn render_cycles(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         Some(k) => format!("TSC cycles per {unit} ({:.2} GHz TSC)", k as f64 / 1e6),
         None => format!("TSC cycles per {unit}"),
     };
+    let what = match repeated(bars) {
+        true => "bar = median p50 over the repeats, red = its interval over them, dots = each repeat, whisker = median p99",
+        false => "bar = p50, red = its 95% interval, whisker = p99",
+    };
+    let x_desc = format!("{} ({what})", x_what(bars));
+    let width = width_for(n, longest, x_desc.chars().count(), 0);
+    let axes = Axes {
+        caption: format!("{group}: cycles per {unit}"),
+        labels: fit_labels(&labels, width),
+        ymax,
+        x_desc,
+        y_desc,
+        y_label_area: 85,
+    };
     let foot = bars_footer(bars);
+    let colors = bar_colors(bars);
     let mut buf = String::new();
     {
-        let root = framed_canvas(&mut buf, width_for(n, longest), 500, &foot)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{group}: cycles per {unit}"), (FONT, 24))
-            .margin(15)
-            .x_label_area_size(55)
-            .y_label_area_size(85)
-            .build_cartesian_2d(Categories(n), 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_label_formatter(&label_at(&labels))
-            .y_label_formatter(&|v| human(*v))
-            .x_desc(format!(
-                "{} (bar = p50, red = its 95% interval, whisker = p99)",
-                x_what(bars)
-            ))
-            .y_desc(y_desc)
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 17))
-            .draw()?;
+        let root = framed_canvas(&mut buf, width, 500, &foot)?;
+        let mut chart = bar_axes(&root, &axes)?;
         for (i, b) in bars.iter().enumerate() {
-            draw_cycles_bar(&mut chart, i, b, ymax)?;
+            draw_cycles_bar(&mut chart, i, b, colors[i], ymax)?;
         }
         root.present()?;
     }
@@ -238,36 +386,72 @@ fn draw_missing(chart: &mut BarChart, x: f64, ymax: f64, what: &str) -> DrawResu
     Ok(())
 }
 
-/// Bar `i`: p50 bar, p99 whisker and their labels.
-fn draw_cycles_bar(chart: &mut BarChart, i: usize, b: &Bar, ymax: f64) -> DrawResult<()> {
+/// A vertical error bar at `x` from `lo` to `hi`, capped.
+fn error_bar(chart: &mut BarChart, x: f64, lo: f64, hi: f64, style: ShapeStyle) -> DrawResult<()> {
+    chart.draw_series([
+        PathElement::new(vec![(x, lo), (x, hi)], style),
+        PathElement::new(vec![(x - 0.05, lo), (x + 0.05, lo)], style),
+        PathElement::new(vec![(x - 0.05, hi), (x + 0.05, hi)], style),
+    ])?;
+    Ok(())
+}
+
+/// Bar `i`: the p50 (the median over the repeats), its interval (over the
+/// repeats, or from the run's own samples for one run), each repeat's p50
+/// as a dot, the p99 whisker and their labels.
+fn draw_cycles_bar(
+    chart: &mut BarChart,
+    i: usize,
+    b: &Bar,
+    c: RGBColor,
+    ymax: f64,
+) -> DrawResult<()> {
     let x = i as f64;
-    let Some(l) = &b.summary.latency else {
+    let (Some(p50), Some(p99)) = (
+        b.over_repeats(|s| Some(s.latency.as_ref()?.p50)),
+        b.over_repeats(|s| Some(s.latency.as_ref()?.p99)),
+    ) else {
         return draw_missing(chart, x, ymax, "no samples");
     };
     chart.draw_series(std::iter::once(Rectangle::new(
-        [(x + 0.2, 0.0), (x + 0.8, l.p50)],
-        color(i).mix(0.85).filled(),
+        [(x + 0.2, 0.0), (x + 0.8, p50.median)],
+        c.mix(0.85).filled(),
     )))?;
     let whisker = ShapeStyle::from(&BLACK).stroke_width(2);
     chart.draw_series([
-        PathElement::new(vec![(x + 0.5, l.p50), (x + 0.5, l.p99)], whisker),
-        PathElement::new(vec![(x + 0.42, l.p99), (x + 0.58, l.p99)], whisker),
+        PathElement::new(vec![(x + 0.5, p50.median), (x + 0.5, p99.median)], whisker),
+        PathElement::new(
+            vec![(x + 0.42, p99.median), (x + 0.58, p99.median)],
+            whisker,
+        ),
     ])?;
-    // The p50's interval from the run's own samples, as an error bar
-    // beside the whisker (absent where several vCPUs' samples were pooled).
-    if let Some(iv) = &l.p50_interval {
-        let err = ShapeStyle::from(&RED).stroke_width(2);
-        chart.draw_series([
-            PathElement::new(vec![(x + 0.32, iv.lo), (x + 0.32, iv.hi)], err),
-            PathElement::new(vec![(x + 0.27, iv.lo), (x + 0.37, iv.lo)], err),
-            PathElement::new(vec![(x + 0.27, iv.hi), (x + 0.37, iv.hi)], err),
-        ])?;
+    let err = ShapeStyle::from(&RED).stroke_width(2);
+    if p50.values.len() > 1 {
+        if let Some(iv) = &p50.interval {
+            error_bar(chart, x + 0.32, iv.lo, iv.hi, err)?;
+        }
+        let k = p50.values.len() as f64;
+        chart.draw_series(p50.values.iter().enumerate().map(|(j, v)| {
+            let at = x + 0.68 + 0.08 * (j as f64 / (k - 1.0).max(1.0) - 0.5);
+            Circle::new((at, *v), 3, BLACK.filled())
+        }))?;
+    } else if let Some(iv) = b
+        .counted()
+        .first()
+        .and_then(|s| s.latency.as_ref()?.p50_interval)
+    {
+        // One run: the p50's interval from its own samples (absent where
+        // several vCPUs' samples were pooled).
+        error_bar(chart, x + 0.32, iv.lo, iv.hi, err)?;
     }
-    draw_p50_label(chart, x, l, ymax)?;
+    let ns = b
+        .over_repeats(|s| s.latency.as_ref()?.p50_ns)
+        .map(|f| f.median);
+    draw_p50_label(chart, x, p50.median, ns, p99.median, ymax)?;
     chart.draw_series(std::iter::once(
-        EmptyElement::at((x + 0.58, l.p99))
+        EmptyElement::at((x + 0.58, p99.median))
             + Text::new(
-                format!("p99 {}", human(l.p99)),
+                format!("p99 {}", human(p99.median)),
                 (4, -6),
                 (FONT, 13).into_font(),
             ),
@@ -280,18 +464,20 @@ fn draw_cycles_bar(chart: &mut BarChart, i: usize, b: &Bar, ymax: f64) -> DrawRe
 fn draw_p50_label(
     chart: &mut BarChart,
     x: f64,
-    l: &summary::Headline,
+    p50: f64,
+    p50_ns: Option<f64>,
+    p99: f64,
     ymax: f64,
 ) -> DrawResult<()> {
-    let mut lines = vec![format!("p50 {}", human(l.p50))];
-    if let Some(ns) = l.p50_ns {
+    let mut lines = vec![format!("p50 {}", human(p50))];
+    if let Some(ns) = p50_ns {
         lines.push(human_ns(ns));
     }
-    let inside = l.p50 / ymax > 0.14;
+    let inside = p50 / ymax > 0.14;
     for (k, line) in lines.iter().enumerate() {
         let k = k as i32;
         let el = if inside {
-            EmptyElement::at((x + 0.5, l.p50))
+            EmptyElement::at((x + 0.5, p50))
                 + Text::new(
                     line.clone(),
                     (0, 8 + 19 * k),
@@ -301,7 +487,7 @@ fn draw_p50_label(
                         .pos(Pos::new(HPos::Center, VPos::Top)),
                 )
         } else {
-            EmptyElement::at((x + 0.5, l.p99))
+            EmptyElement::at((x + 0.5, p99))
                 + Text::new(
                     line.clone(),
                     (0, -24 - 19 * (lines.len() as i32 - 1 - k)),
@@ -313,22 +499,36 @@ fn draw_p50_label(
     Ok(())
 }
 
+/// A bar's exits per unit by reason over its counted repeats: every
+/// repeat's exits of a reason over all their units (counts pool).
+fn pooled_reasons(b: &Bar) -> Vec<(String, f64)> {
+    let counted: Vec<&RunSummary> = b
+        .counted()
+        .into_iter()
+        .filter(|s| s.exits.is_some() && s.units() > 0)
+        .collect();
+    let units: u64 = ipivmm::results::saturating_sum(counted.iter().map(|s| s.units()));
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for s in &counted {
+        for (r, v) in s.exits.iter().flat_map(|e| &e.by_reason) {
+            let per = *v as f64 / units.max(1) as f64;
+            match out.iter_mut().find(|(x, _)| x == r) {
+                Some(x) => x.1 += per,
+                None => out.push((r.clone(), per)),
+            }
+        }
+    }
+    out
+}
+
 /// Exit reasons of all bars, by total share per unit, largest first.
 fn exit_reasons(bars: &[Bar]) -> Vec<(String, f64)> {
     let mut reasons: Vec<(String, f64)> = Vec::new();
     for b in bars {
-        let (Some(e), units) = (&b.summary.exits, b.summary.units()) else {
-            continue;
-        };
-        for (r, v) in &e.by_reason {
-            let per = if units > 0 {
-                *v as f64 / units as f64
-            } else {
-                0.0
-            };
-            match reasons.iter_mut().find(|(x, _)| x == r) {
+        for (r, per) in pooled_reasons(b) {
+            match reasons.iter_mut().find(|(x, _)| *x == r) {
                 Some(x) => x.1 += per,
-                None => reasons.push((r.clone(), per)),
+                None => reasons.push((r, per)),
             }
         }
     }
@@ -358,48 +558,56 @@ pub fn render_exits(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
     let reasons = exit_reasons(bars);
     let longest_reason = reasons.iter().map(|r| r.0.len()).max().unwrap_or(5);
     let legend_w = (longest_reason as u32 * 8 + 50).max(140);
-    let longest = labels.iter().map(|l| l.len()).max().unwrap_or(0);
-    let width = width_for(n, longest) + legend_w;
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let top = bars
         .iter()
-        .filter_map(|b| b.summary.exits_per_unit())
+        .flat_map(|b| b.counted())
+        .filter_map(|s| s.exits_per_unit())
         .fold(0.0, f64::max);
     let ymax = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let over = match repeated(bars) {
+        true => "; over a configuration's repeats, in red their spread",
+        false => "",
+    };
+    let x_desc = format!(
+        "{} (exits of all vCPUs, from {}{over})",
+        x_what(bars),
+        exit_source(bars)
+    );
+    let width = width_for(n, longest, x_desc.chars().count(), legend_w) + legend_w;
+    let axes = Axes {
+        caption: format!("{group}: VM exits per {unit}"),
+        labels: fit_labels(&labels, width - legend_w),
+        ymax,
+        x_desc,
+        y_desc: format!("VM exits per {unit}"),
+        y_label_area: 70,
+    };
     let foot = bars_footer(bars);
     let mut buf = String::new();
     {
         let root = framed_canvas(&mut buf, width, 500, &foot)?;
         let (left, right) = root.split_horizontally(width - legend_w);
-        let mut chart = ChartBuilder::on(&left)
-            .caption(format!("{group}: VM exits per {unit}"), (FONT, 24))
-            .margin(15)
-            .x_label_area_size(55)
-            .y_label_area_size(70)
-            .build_cartesian_2d(Categories(n), 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_label_formatter(&label_at(&labels))
-            .y_label_formatter(&|v| human(*v))
-            .x_desc(format!(
-                "{} (exits of all vCPUs, from {})",
-                x_what(bars),
-                exit_source(bars)
-            ))
-            .y_desc(format!("VM exits per {unit}"))
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 17))
-            .draw()?;
+        let mut chart = bar_axes(&left, &axes)?;
         for (i, b) in bars.iter().enumerate() {
             draw_exits_bar(&mut chart, i, b, &reasons, ymax, unit)?;
         }
-        draw_legend(&right.margin(60, 10, 5, 10), &reasons)?;
+        draw_legend(
+            &right.margin(60, 10, 5, 10),
+            "exit reason",
+            &reasons
+                .iter()
+                .enumerate()
+                .map(|(i, (r, _))| (r.clone(), color(i)))
+                .collect::<Vec<_>>(),
+        )?;
         root.present()?;
     }
     Ok(buf)
 }
 
-/// Bar `i`: its exits per unit stacked by reason, the total on top.
+/// Bar `i`: its exits per unit stacked by reason (pooled over its
+/// repeats), the total on top, the repeats' spread of it in red.
 fn draw_exits_bar(
     chart: &mut BarChart,
     i: usize,
@@ -409,19 +617,30 @@ fn draw_exits_bar(
     unit: &str,
 ) -> DrawResult<()> {
     let x = i as f64;
-    let units = b.summary.units();
-    let (Some(e), true) = (&b.summary.exits, units > 0) else {
+    let stack = pooled_reasons(b);
+    if stack.is_empty() {
         return draw_missing(chart, x, ymax, &format!("no {unit}s or exits"));
-    };
+    }
     let mut base = 0.0;
-    for (r, v) in &e.by_reason {
-        let h = *v as f64 / units as f64;
+    for (r, h) in &stack {
         let ci = reasons.iter().position(|(x, _)| x == r).unwrap_or(0);
         chart.draw_series(std::iter::once(Rectangle::new(
             [(x + 0.2, base), (x + 0.8, base + h)],
             color(ci).mix(0.85).filled(),
         )))?;
         base += h;
+    }
+    if let Some(iv) = b
+        .over_repeats(|s| s.exits_per_unit())
+        .and_then(|t| t.interval)
+    {
+        error_bar(
+            chart,
+            x + 0.32,
+            iv.lo,
+            iv.hi,
+            ShapeStyle::from(&RED).stroke_width(2),
+        )?;
     }
     chart.draw_series(std::iter::once(
         EmptyElement::at((x + 0.5, base))
@@ -434,19 +653,21 @@ fn draw_exits_bar(
     Ok(())
 }
 
-/// The exit-reason legend, outside the plot so it never hides a bar.
-fn draw_legend(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    reasons: &[(String, f64)],
-) -> DrawResult<()> {
-    area.draw(&Text::new("exit reason", (0, 0), (FONT, 17).into_font()))?;
-    for (i, (r, _)) in reasons.iter().enumerate() {
+/// A legend, outside the plot so it never hides a bar: `title`, then each
+/// name with its colour.
+fn draw_legend(area: &Area<'_>, title: &str, entries: &[(String, RGBColor)]) -> DrawResult<()> {
+    area.draw(&Text::new(
+        title.to_string(),
+        (0, 0),
+        (FONT, 17).into_font(),
+    ))?;
+    for (i, (name, c)) in entries.iter().enumerate() {
         let y = 26 + 22 * i as i32;
         area.draw(&Rectangle::new(
             [(0, y), (14, y + 14)],
-            color(i).mix(0.85).filled(),
+            c.mix(0.85).filled(),
         ))?;
-        area.draw(&Text::new(r.as_str(), (20, y), (FONT, 15).into_font()))?;
+        area.draw(&Text::new(name.as_str(), (20, y), (FONT, 15).into_font()))?;
     }
     Ok(())
 }
@@ -456,32 +677,54 @@ pub fn source_name(s: &str) -> &str {
     ipivmm::results::source::Source::of_key(s).map_or(s, |src| src.human())
 }
 
-/// The x range every latency panel shares: the buckets of all bars, with a
+/// The x range of the latency chart: the buckets of all bars, with a
 /// margin.
-fn latency_range(bars: &[Bar]) -> LogAxis {
-    let lo = bars
+fn latency_range(hists: &[Histogram]) -> LogAxis {
+    let lo = hists
         .iter()
-        .filter_map(|b| b.summary.histogram.buckets.first().map(|x| x.lo))
+        .filter_map(|h| h.buckets.first().map(|x| x.lo))
         .min()
         .unwrap_or(1)
         .max(1) as f64;
-    let hi = bars
+    let hi = hists
         .iter()
-        .filter_map(|b| b.summary.histogram.buckets.last().map(|x| x.hi))
+        .filter_map(|h| h.buckets.last().map(|x| x.hi))
         .max()
         .unwrap_or(10) as f64;
     LogAxis::new(lo / 1.2, (hi * 1.2).max(lo * 2.0))
 }
 
-/// The latency histograms of one group (one panel per bar) as SVG text.
+/// The latency histograms of one group as SVG text: one panel, each
+/// configuration's histogram (its repeats' samples together) as an outline
+/// in its mode's colour, its p50 marked; the legend names each with its
+/// samples, p50 and p99.
 pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
-    let n = bars.len().max(1);
-    let panel_h = 210u32;
-    let longest = bars.iter().map(|b| b.label.len()).max().unwrap_or(0);
-    let width = (longest as u32 * 8 + 520).max(760);
-    let x = latency_range(bars);
+    let legend: Vec<String> = bars
+        .iter()
+        .map(|b| {
+            match (
+                b.over_repeats(|s| Some(s.latency.as_ref()?.p50)),
+                b.over_repeats(|s| Some(s.latency.as_ref()?.p99)),
+            ) {
+                (Some(p50), Some(p99)) => format!(
+                    "{}: {} samples, p50 {} / p99 {}",
+                    b.label,
+                    b.histogram().total(),
+                    human(p50.median),
+                    human(p99.median)
+                ),
+                _ => format!("{}: no samples", b.label),
+            }
+        })
+        .collect();
+    let legend_w = (legend.iter().map(|l| l.chars().count()).max().unwrap_or(10) as u32 * 8 + 40)
+        .clamp(200, MAX_WIDTH - 760);
+    let width = 760 + legend_w;
+    let hists: Vec<Histogram> = bars.iter().map(Bar::histogram).collect();
+    let x = latency_range(&hists);
     let foot = bars_footer(bars);
-    let height = 50 + panel_h * n as u32;
+    let colors = bar_colors(bars);
+    let height = 480u32.max(80 + 22 * bars.len() as u32);
     let mut buf = String::new();
     {
         let root = framed_canvas(&mut buf, width, height, &foot)?;
@@ -491,83 +734,85 @@ pub fn render_latency(group: &GroupKey, bars: &[Bar]) -> DrawResult<String> {
         } else {
             "mode and phase"
         };
-        let root = root.titled(&format!("{group}: latency histogram per {per}"), (FONT, 24))?;
-        let panels = root.split_evenly((n, 1));
-        for (i, (b, area)) in bars.iter().zip(panels.iter()).enumerate() {
-            draw_latency_panel(area, i, b, x, group.operation)?;
+        let over = match repeated(bars) {
+            true => ", repeats together",
+            false => "",
+        };
+        let root = root.titled(
+            &format!("{group}: latency histogram per {per}{over}"),
+            (FONT, 24),
+        )?;
+        let (plot, right) = root.split_horizontally(width - legend_w);
+        let top = hists
+            .iter()
+            .flat_map(|h| {
+                let total = h.total().max(1) as f64;
+                h.buckets
+                    .iter()
+                    .map(move |b| b.count as f64 * 100.0 / total)
+            })
+            .fold(0.0, f64::max);
+        let ymax = (top * 1.15).max(1.0);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| tick_label(*v))
+            .y_label_formatter(&|v| format!("{v:.0}%"))
+            .x_desc(format!(
+                "latency, TSC cycles per {} (log scale); dashed: p50",
+                group.operation
+            ))
+            .y_desc("% of samples")
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()?;
+        for ((b, h), c) in bars.iter().zip(&hists).zip(&colors) {
+            draw_outline(&mut chart, h, *c)?;
+            if let Some(p50) = b.over_repeats(|s| Some(s.latency.as_ref()?.p50)) {
+                draw_p50_mark(&mut chart, p50.median, ymax, *c)?;
+            }
         }
+        let entries: Vec<(String, RGBColor)> = legend.into_iter().zip(colors).collect();
+        draw_legend(&right.margin(30, 10, 5, 10), "configuration", &entries)?;
         root.present()?;
     }
     Ok(buf)
 }
 
-/// One panel: bar `i`'s histogram in % of its samples, p50 and p99 marked.
-fn draw_latency_panel(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    i: usize,
-    b: &Bar,
-    x: LogAxis,
-    unit: &str,
-) -> DrawResult<()> {
-    let h: &Histogram = &b.summary.histogram;
+/// A histogram in % of its samples as a step outline (bars of several
+/// configurations overlap: outlines stay readable).
+fn draw_outline(chart: &mut LogChart, h: &Histogram, c: RGBColor) -> DrawResult<()> {
     let total = h.total().max(1) as f64;
-    let pct = |count: u64| count as f64 * 100.0 / total;
-    let top = h.buckets.iter().map(|x| pct(x.count)).fold(0.0, f64::max);
-    let ymax = (top * 1.15).max(1.0);
-    let caption = match &b.summary.latency {
-        Some(l) => format!(
-            "{}: {} samples, p50 {} / p99 {} cycles per {unit}",
-            b.label,
-            l.count,
-            human(l.p50),
-            human(l.p99)
-        ),
-        None => format!("{}: no samples", b.label),
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FONT, 16))
-        .margin(8)
-        .x_label_area_size(38)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x, 0f64..ymax)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&|v| tick_label(*v))
-        .y_label_formatter(&|v| format!("{v:.0}%"))
-        .x_desc("latency, TSC cycles (log scale)")
-        .y_desc("% of samples")
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 15))
-        .draw()?;
-    let c = color(i);
-    chart.draw_series(h.buckets.iter().map(|x| {
-        Rectangle::new(
-            [(x.lo.max(1) as f64, 0.0), (x.hi as f64, pct(x.count))],
-            c.mix(0.85).filled(),
-        )
-    }))?;
-    if let Some(l) = &b.summary.latency {
-        draw_percentile_marks(&mut chart, l, ymax)?;
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    for b in &h.buckets {
+        let (lo, hi, y) = (
+            b.lo.max(1) as f64,
+            b.hi as f64,
+            b.count as f64 * 100.0 / total,
+        );
+        if pts.last().is_none_or(|(x, _)| *x < lo) {
+            pts.push((lo, 0.0));
+        }
+        pts.extend([(lo, y), (hi, y), (hi, 0.0)]);
     }
+    chart.draw_series(std::iter::once(PathElement::new(pts, c.stroke_width(2))))?;
     Ok(())
 }
 
-/// Vertical p50 and p99 lines across a histogram panel.
-fn draw_percentile_marks(chart: &mut LogChart, l: &summary::Headline, ymax: f64) -> DrawResult<()> {
-    for (v, name) in [(l.p50, "p50"), (l.p99, "p99")] {
-        if v <= 0.0 {
-            continue;
-        }
-        chart.draw_series(std::iter::once(PathElement::new(
-            vec![(v, 0.0), (v, ymax)],
-            ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1),
-        )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            name,
-            (v * 1.02, ymax * 0.95),
-            (FONT, 13).into_font(),
-        )))?;
+/// A dashed vertical line at the p50 in colour `c`.
+fn draw_p50_mark(chart: &mut LogChart, p50: f64, ymax: f64, c: RGBColor) -> DrawResult<()> {
+    if p50 <= 0.0 {
+        return Ok(());
     }
+    let dashes = (0..20).map(|k| {
+        let (a, b) = (ymax * k as f64 / 20.0, ymax * (k as f64 + 0.5) / 20.0);
+        PathElement::new(vec![(p50, a), (p50, b)], c.stroke_width(1))
+    });
+    chart.draw_series(dashes)?;
     Ok(())
 }
 

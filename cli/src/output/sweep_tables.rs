@@ -1,12 +1,15 @@
-//! The text report of a sweep: one table per workload, a row per run, its
-//! figures named after the workload's operation (cycles per broadcast,
-//! per round trip...) and per delivered IPI ([`Metric::shown`]); a scale
-//! table per workload swept over several vCPU counts (a row per mode and
-//! metric, a column per N); the skipped combinations grouped by reason,
-//! and a summary line.
+//! The text report of a sweep: one table per workload, a row per
+//! configuration with the median over its repeats and the half-width of
+//! its interval (`--wide` adds a row per repeat under it), its figures
+//! named after the workload's operation (cycles per broadcast, per round
+//! trip...) and per delivered IPI ([`Metric::shown`]); a scale table per
+//! workload swept over several vCPU counts (a row per mode and metric, a
+//! column per N, medians); the skipped combinations grouped by reason, and
+//! a summary line.
 use crate::output::fit::{Col, FitTable, Layout};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use ipivmm::results::metrics::Metric;
+use ipivmm::results::repeats::ConfigurationStats;
 use ipivmm::results::summary::{self, RunSummary};
 use ipivmm::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
 use std::time::Duration;
@@ -93,16 +96,39 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
             Col::figure("vCPUs", 8),
             // APICv on or off is what a preset row varies: it stays.
             Col::figure("APICv", 8).left(),
-            Col::key("status"),
+            Col::key("repeats"),
         ];
         cols.extend(metrics.iter().map(|m| Col::figure(m.name(op), m.rank())));
         cols.push(Col::figure("IPIs/s", 1));
         let mut t = FitTable::new(cols);
-        for (r, s) in &runs {
-            t.add_row(row(r, s, metrics));
+        let mut repeated = false;
+        for c in configurations_of(doc, &runs) {
+            let members: Vec<&(&RunReport, RunSummary)> = runs
+                .iter()
+                .filter(|(r, _)| c.runs.iter().any(|&i| std::ptr::eq(*r, &doc.runs[i])))
+                .collect();
+            t.add_row(configuration_row(c, &members, metrics));
+            repeated |= members.len() > 1;
+            // Each repeat under its configuration, with --wide.
+            if layout == Layout::Wide && members.len() > 1 {
+                for (r, s) in &members {
+                    let mut cells = row(r, s, metrics);
+                    cells[0] = format!("  repeat {}", r.repeat.map_or(1, |i| i + 1));
+                    t.add_row(cells);
+                }
+            }
         }
         out.push_str(&format!("\n{w}\n{}\n", t.render(layout)));
-        out.push_str(&scale_table(&w, op, &runs));
+        if repeated {
+            out.push_str(&format!(
+                "  (a row per configuration: the median over its repeats, ±: half the width of its interval{})\n",
+                match layout {
+                    Layout::Fit => "; --wide adds each repeat, the CSV has every run",
+                    Layout::Wide => "",
+                }
+            ));
+        }
+        out.push_str(&scale_table(&w, op, &runs, doc));
     }
     if let Some((r, o)) = doc
         .runs
@@ -130,15 +156,91 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
     }
 }
 
-fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
-    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
-    let status = match &r.status {
+/// The configurations of `doc` whose runs are among `runs` (one workload),
+/// in order of first appearance.
+fn configurations_of<'a>(
+    doc: &'a Document,
+    runs: &[(&RunReport, RunSummary)],
+) -> Vec<&'a ConfigurationStats> {
+    doc.configurations
+        .iter()
+        .filter(|c| {
+            c.runs
+                .first()
+                .is_some_and(|&i| runs.iter().any(|(r, _)| std::ptr::eq(*r, &doc.runs[i])))
+        })
+        .collect()
+}
+
+/// A figure over repeats: the median, `±x%` (half the width of its
+/// interval over repeats, relative to the median) where it has one.
+fn figure_cell(m: Metric, c: &ConfigurationStats) -> String {
+    if let Some(f) = c.figures.get(m.key()) {
+        let mut cell = m.format(f.median);
+        if let Some(h) = f
+            .interval
+            .as_ref()
+            .and_then(|i| i.relative_half_width(f.median))
+        {
+            cell.push_str(&format!(" ±{:.0}%", h * 100.0));
+        }
+        return cell;
+    }
+    match c.counts.get(m.key()) {
+        Some(n) if n.exact => m.format(n.median),
+        Some(n) => format!("{}–{}", m.format(n.min), m.format(n.max)),
+        None => "-".into(),
+    }
+}
+
+/// The row of configuration `c` (its runs `members`): how its repeats
+/// ended and its figures over them.
+fn configuration_row(
+    c: &ConfigurationStats,
+    members: &[&(&RunReport, RunSummary)],
+    metrics: &[Metric],
+) -> Vec<String> {
+    let Some((first, _)) = members.first() else {
+        return Vec::new();
+    };
+    let mut ended: Vec<(&str, usize)> = Vec::new();
+    for (r, _) in members {
+        let name = status_name(&r.status);
+        match ended.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, k)) => *k += 1,
+            None => ended.push((name, 1)),
+        }
+    }
+    let status: Vec<String> = ended.iter().map(|(n, k)| format!("{k} {n}")).collect();
+    let mut cells = vec![
+        first.label(),
+        first.mode.vcpus.to_string(),
+        first.apicv.effective.to_string(),
+        status.join(", "),
+    ];
+    cells.extend(metrics.iter().map(|&m| figure_cell(m, c)));
+    let rates: Vec<f64> = members
+        .iter()
+        .filter(|(r, _)| r.succeeded())
+        .filter_map(|(r, s)| ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r)))
+        .collect();
+    cells.push(fmt_opt(ipivmm::stats::median(&rates), 0));
+    cells
+}
+
+fn status_name(status: &RunStatus) -> &'static str {
+    match status {
         RunStatus::Completed => "ok",
         RunStatus::Cancelled => "cancelled",
         RunStatus::Failed { .. } => "FAILED",
         RunStatus::TimedOut { .. } => "TIMEOUT",
         RunStatus::OverBudget { .. } => "OVER BUDGET",
-    };
+    }
+}
+
+fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
+    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
+    let status = status_name(&r.status);
     // A run that did not complete shows the figures of the phase it got
     // to (a timeout in the measured phase shows the warm-up's): say which.
     let status = match (&r.status, &s.phase) {
@@ -161,8 +263,14 @@ fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
 }
 
 /// With runs at two or more vCPU counts: a row per (mode, metric), a column
-/// per vCPU count, so a figure's growth with N reads across.
-fn scale_table(workload: &str, op: &str, runs: &[(&RunReport, RunSummary)]) -> String {
+/// per vCPU count (the median over the repeats), so a figure's growth with
+/// N reads across.
+fn scale_table(
+    workload: &str,
+    op: &str,
+    runs: &[(&RunReport, RunSummary)],
+    doc: &Document,
+) -> String {
     let mut counts: Vec<usize> = runs.iter().map(|(r, _)| r.mode.vcpus).collect();
     counts.sort_unstable();
     counts.dedup();
@@ -185,14 +293,16 @@ fn scale_table(workload: &str, op: &str, runs: &[(&RunReport, RunSummary)]) -> S
         for &m in metrics {
             let mut cells = vec![mode.clone(), m.name(op)];
             for n in &counts {
-                // The first run of this mode at N (a repeat shows in the table above).
-                let v = runs
-                    .iter()
-                    .find(|(r, s)| r.mode.vcpus == *n && s.mode == *mode)
-                    .map(|(_, s)| m.value(s));
-                cells.push(match v {
+                let c = configurations_of(doc, runs)
+                    .into_iter()
+                    .find(|c| c.vcpus == *n && c.label == *mode);
+                cells.push(match c {
                     None => "not run".into(),
-                    Some(v) => v.map_or("-".into(), |v| m.format(v)),
+                    Some(c) => {
+                        let f = c.figures.get(m.key()).map(|f| f.median);
+                        f.or_else(|| c.counts.get(m.key()).map(|n| n.median))
+                            .map_or("-".into(), |v| m.format(v))
+                    }
                 });
             }
             t.add_row(cells);

@@ -191,7 +191,7 @@ mod tests {
         SweepOptions {
             observer_pairs: 0,
             cancel: Arc::new(AtomicBool::new(cancelled)),
-            repeats: 1,
+            repeats: ipivmm::experiment::rounds::Repeats::Fixed(1),
             journal,
         }
     }

@@ -79,27 +79,8 @@ impl Default for SweepSpec {
     }
 }
 
-/// One run of the plan.
-#[derive(Clone, Debug)]
-pub struct PlannedRun {
-    /// `workload Nv mode [placement] [host setting]`.
-    pub label: String,
-    /// The run's configuration.
-    pub config: VmConfig,
-    /// The host setting this run is planned under (`kvm_amd.avic=1`), for
-    /// [`RunReport::host_param`](ipivmm::results::RunReport::host_param).
-    pub host_param: Option<String>,
-    /// The named placement of this run (`close`, `spread`), for
-    /// [`RunReport::placement`](ipivmm::results::RunReport::placement).
-    pub placement: Option<String>,
-}
-
-impl PlannedRun {
-    /// The configuration this run is.
-    pub fn id(&self) -> ConfigId {
-        ConfigId::of_config(&self.config, self.placement.clone(), self.host_param.clone())
-    }
-}
+/// One run of a sweep's plan: the engine's [`ipivmm::experiment::rounds::Planned`].
+pub type PlannedRun = ipivmm::experiment::rounds::Planned;
 
 /// Label of one combination: the workload, the vCPU count, the mode's label
 /// and the placement's name.

@@ -66,7 +66,7 @@ impl Planned {
     pub fn run(
         self,
         observer_pairs: u32,
-        repeats: u32,
+        repeats: ipivmm::experiment::rounds::Repeats,
         cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
         events: &dyn SweepEvents,
         journal: Journal,

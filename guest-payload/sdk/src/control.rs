@@ -21,6 +21,36 @@ pub mod features {
     pub const RDTSCP: u64 = 1 << 3;
     /// CPUID reports an invariant TSC.
     pub const INVARIANT_TSC: u64 = 1 << 4;
+
+    /// Each bit's name, as the banner prints it.
+    const NAMES: [(u64, &str); 5] = [
+        (X2APIC, "x2apic"),
+        (PV_SEND_IPI, "pv-send-ipi"),
+        (AMD, "amd"),
+        (RDTSCP, "rdtscp"),
+        (INVARIANT_TSC, "invariant-tsc"),
+    ];
+
+    /// The bits of `f` by name (`x2apic amd invariant-tsc`; `none`), for
+    /// the banner: a number alone says nothing to a reader.
+    pub struct Names(pub u64);
+
+    impl core::fmt::Display for Names {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            let mut first = true;
+            for (bit, name) in NAMES {
+                if self.0 & bit != 0 {
+                    f.write_str(if first { "" } else { " " })?;
+                    f.write_str(name)?;
+                    first = false;
+                }
+            }
+            if first {
+                f.write_str("none")?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Sends one message as vCPU `vcpu`; returns the host's reply.

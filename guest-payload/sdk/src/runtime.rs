@@ -137,12 +137,13 @@ extern "C" fn rust_start(boot: *const BootInfo, vcpu: u64) -> ! {
     cpu::enable_interrupts();
     if vcpu == 0 {
         println!(
-            "ipivmm-guest: {} vCPUs, apic {:?}, path {:?}, vector {:#x}, features {:#x}",
+            "ipivmm-guest: {} vCPUs, apic {:?}, path {:?}, vector {:#x}, features {:#x} ({})",
             boot.vcpu_count,
             mode,
             ipi_path(),
             boot.ipi_vector,
-            features
+            features,
+            features::Names(features)
         );
     }
     control::hello(features);

@@ -96,9 +96,17 @@ fn busy(r: &Repeat) -> Option<String> {
         .map(|i| i.to_string())
 }
 
+/// One side of an endpoint: its usable figures per file, what was left
+/// out and why, and how many of its repeats completed.
+struct Side {
+    by_file: Vec<(usize, Vec<f64>)>,
+    notes: Vec<String>,
+    completed: usize,
+}
+
 /// The usable figures of `metric` in column `col` of `row`, per file,
 /// with what was left out.
-fn side(row: &Row, col: usize, metric: Metric) -> (Vec<(usize, Vec<f64>)>, Vec<String>, usize) {
+fn side(row: &Row, col: usize, metric: Metric) -> Side {
     let mut by_file: Vec<(usize, Vec<f64>)> = Vec::new();
     let (mut busy_n, mut missing, mut first_busy) = (0, 0, None);
     let cell = &row.cells[col];
@@ -108,9 +116,9 @@ fn side(row: &Row, col: usize, metric: Metric) -> (Vec<(usize, Vec<f64>)>, Vec<S
             first_busy.get_or_insert(why);
             continue;
         }
-        let v = metric.value(&r.summary).filter(|v| {
-            v.is_finite() && (metric.is_count() || *v > 0.0)
-        });
+        let v = metric
+            .value(&r.summary)
+            .filter(|v| v.is_finite() && (metric.is_count() || *v > 0.0));
         let Some(v) = v else {
             missing += 1;
             continue;
@@ -134,7 +142,11 @@ fn side(row: &Row, col: usize, metric: Metric) -> (Vec<(usize, Vec<f64>)>, Vec<S
             metric.key()
         ));
     }
-    (by_file, notes, completed)
+    Side {
+        by_file,
+        notes,
+        completed,
+    }
 }
 
 /// The outcome of an endpoint whose new side has nothing to compare, or
@@ -157,7 +169,9 @@ fn accounted(c: &Comparison, row: &Row, col: usize, usable: bool, total: usize) 
                     .find_map(|f| c.unfinished.iter().find(|(u, _)| u == f));
                 Outcome::Undecided {
                     why: match unfinished {
-                        Some((_, w)) => format!("missing in {name}, a file that did not finish ({w})"),
+                        Some((_, w)) => {
+                            format!("missing in {name}, a file that did not finish ({w})")
+                        }
                         None => format!("missing in {name}"),
                     },
                     needs: None,
@@ -203,9 +217,18 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
         let base_failed = row.cells[0].completed().next().is_none();
         for col in 1..c.columns.len() {
             for &m in &opts.gated {
-                let (base, mut notes, _) = side(row, 0, m);
+                let Side {
+                    by_file: base,
+                    mut notes,
+                    ..
+                } = side(row, 0, m);
                 if base_failed {
-                    endpoints.push(Endpoint { row: ri, column: col, metric: m, notes });
+                    endpoints.push(Endpoint {
+                        row: ri,
+                        column: col,
+                        metric: m,
+                        notes,
+                    });
                     items.push(Err(Outcome::Undecided {
                         why: format!("no repeat of the baseline {} completed", c.column_header(0)),
                         needs: None,
@@ -217,8 +240,16 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                     // The baseline never measured this figure: not gated.
                     continue;
                 }
-                let (new, new_notes, new_completed) = side(row, col, m);
-                notes.extend(new_notes.into_iter().map(|n| format!("{}: {n}", c.column_header(col))));
+                let Side {
+                    by_file: new,
+                    notes: new_notes,
+                    completed: new_completed,
+                } = side(row, col, m);
+                notes.extend(
+                    new_notes
+                        .into_iter()
+                        .map(|n| format!("{}: {n}", c.column_header(col))),
+                );
                 let new_values: Vec<f64> = new.into_iter().flat_map(|(_, v)| v).collect();
                 let item = if let Some(o) =
                     accounted(c, row, col, !new_values.is_empty(), new_completed)
@@ -234,7 +265,11 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                         needs: None,
                     })
                 } else {
-                    let scale = if m.is_count() { Scale::Count } else { Scale::Ratio };
+                    let scale = if m.is_count() {
+                        Scale::Count
+                    } else {
+                        Scale::Ratio
+                    };
                     let evidence = if base.len() > 1 {
                         Evidence::Recordings {
                             base: base.into_iter().map(|(_, v)| v).collect(),
@@ -254,10 +289,8 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                             },
                         }
                     };
-                    gate::examine(&evidence, scale, &opts.policy).map_err(|why| Outcome::Undecided {
-                        why,
-                        needs: None,
-                    })
+                    gate::examine(&evidence, scale, &opts.policy)
+                        .map_err(|why| Outcome::Undecided { why, needs: None })
                 };
                 endpoints.push(Endpoint {
                     row: ri,

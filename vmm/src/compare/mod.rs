@@ -140,7 +140,10 @@ impl Row {
 
     /// The median over column `col`'s completed repeats of `metric`.
     pub fn median(&self, metric: crate::results::metrics::Metric, col: usize) -> Option<f64> {
-        let v: Vec<f64> = self.summaries(col).filter_map(|s| metric.value(s)).collect();
+        let v: Vec<f64> = self
+            .summaries(col)
+            .filter_map(|s| metric.value(s))
+            .collect();
         crate::stats::median(&v)
     }
 
@@ -247,7 +250,11 @@ impl Comparison {
                         "{} in column {}{}",
                         self.row_label(r),
                         self.column_header(ci),
-                        if n > 1 { format!(" ({n} runs)") } else { String::new() }
+                        if n > 1 {
+                            format!(" ({n} runs)")
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -454,10 +461,14 @@ pub fn compare_recorded(
                     .join(" + "),
                 files: base.clone(),
             }];
-            cols.extend((0..docs.len()).filter(|i| !base.contains(i)).map(|i| Column {
-                name: docs[i].0.clone(),
-                files: vec![i],
-            }));
+            cols.extend(
+                (0..docs.len())
+                    .filter(|i| !base.contains(i))
+                    .map(|i| Column {
+                        name: docs[i].0.clone(),
+                        files: vec![i],
+                    }),
+            );
             cols
         }
         _ => {
@@ -566,7 +577,10 @@ fn line_up(docs: &[(String, Recorded)], by: Dimension, columns: Vec<Column>) -> 
     let mut c = Comparison {
         by,
         columns,
-        files: docs.iter().map(|(n, d)| (n.clone(), d.host.clone())).collect(),
+        files: docs
+            .iter()
+            .map(|(n, d)| (n.clone(), d.host.clone()))
+            .collect(),
         recorded_at: docs.iter().map(|(_, d)| d.recorded_at).collect(),
         unfinished: docs
             .iter()
@@ -603,7 +617,11 @@ fn line_up(docs: &[(String, Recorded)], by: Dimension, columns: Vec<Column>) -> 
             }
         }
     }
-    if n > 1 && rows.iter().all(|r| r.cells.iter().filter(|c| !c.runs.is_empty()).count() < 2) {
+    if n > 1
+        && rows
+            .iter()
+            .all(|r| r.cells.iter().filter(|c| !c.runs.is_empty()).count() < 2)
+    {
         flags.clear();
         flags.push(no_pairs_hint(docs, by));
     }
@@ -649,7 +667,11 @@ fn skip_reason(skipped: &[SkippedMode], by: Dimension, id: &ConfigId, col: &str)
 
 /// Why no row has two columns, and what to compare by instead.
 fn no_pairs_hint(docs: &[(String, Recorded)], by: Dimension) -> String {
-    let ids: Vec<&ConfigId> = docs.iter().flat_map(|(_, d)| &d.runs).map(|s| &s.id).collect();
+    let ids: Vec<&ConfigId> = docs
+        .iter()
+        .flat_map(|(_, d)| &d.runs)
+        .map(|s| &s.id)
+        .collect();
     let differ: Vec<Dimension> = Dimension::ALL
         .into_iter()
         .filter(|d| *d != by && *d != Dimension::Mode)
@@ -667,7 +689,10 @@ fn no_pairs_hint(docs: &[(String, Recorded)], by: Dimension) -> String {
     let head = "no row has runs in two columns, so nothing is compared";
     match differ.len() {
         0 => format!("{head}: the runs differ in the {by} only where other parts differ too"),
-        1 => format!("{head}: the runs differ in their {0}: try --by {0}", names[0]),
+        1 => format!(
+            "{head}: the runs differ in their {0}: try --by {0}",
+            names[0]
+        ),
         _ => format!(
             "{head}: the runs differ in {} at once (try --by {})",
             names.join(", "),

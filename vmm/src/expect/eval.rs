@@ -1,12 +1,12 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{CounterSum, Expectation, Op, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus, PHASE_FIGURES};
+use crate::gate::claim::{self, Claim, Judgement};
+use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::{Metric, RunMetrics};
 use crate::results::source::Source;
 use crate::results::summary::{measured_phase, summarize};
-use crate::results::identity::{ConfigId, Field};
 use crate::results::{Document, PhaseResult, RunReport};
-use crate::gate::claim::{self, Claim, Judgement};
 use crate::stats;
 use std::borrow::Cow;
 
@@ -148,7 +148,10 @@ fn host_matches(scope: &Scope, r: Option<&RunReport>) -> bool {
 /// picks the largest).
 fn matches_but_count(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
     scope.workload.as_ref().is_none_or(|w| w == id.guest.name())
-        && scope.label.as_ref().is_none_or(|l| label_matches(l, &id.label()))
+        && scope
+            .label
+            .as_ref()
+            .is_none_or(|l| label_matches(l, &id.label()))
         && fields_match(scope, id, r)
         && host_matches(scope, r)
 }
@@ -236,7 +239,10 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
                 count_ok(vcpus)
                     && scope.fields.is_empty()
                     && scope.workload.as_ref().is_none_or(|w| w == workload)
-                    && scope.label.as_ref().is_none_or(|l| label_matches(l, &label))
+                    && scope
+                        .label
+                        .as_ref()
+                        .is_none_or(|l| label_matches(l, &label))
             }
         };
         matched.then(|| format!("not run here: {}", s.reason))
@@ -254,8 +260,8 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
             .and_then(|s| s.detail.clone())
     };
     if key.starts_with("icr_write_exits") {
-        let why = source(Source::Tracepoints)
-            .unwrap_or_else(|| "no ICR-write exit counter ran".into());
+        let why =
+            source(Source::Tracepoints).unwrap_or_else(|| "no ICR-write exit counter ran".into());
         return format!(
             "ICR-write exits not measured ({why}): they need the kvm_apic/kvm_msr tracepoints, i.e. root or CAP_PERFMON with tracefs readable (docs/ci.md)"
         );
@@ -688,7 +694,11 @@ impl Statistical {
                 format!("{} against {want}", claim::ratio_text(a, b, &policy)),
                 stats::median(a).zip(stats::median(b)).map(|(x, y)| x / y),
             ),
-            Statistical::Median { values, claim, want } => (
+            Statistical::Median {
+                values,
+                claim,
+                want,
+            } => (
                 claim::median_of(values, *claim, &policy, level),
                 format!("{} against {want}", claim::median_text(values)),
                 stats::median(values),
@@ -827,7 +837,9 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                     let mut failed = None;
                     for r in &members {
                         match metric_value(key, r) {
-                            _ if !r.succeeded() || crate::results::summary::missing_phase(r).is_some() => {
+                            _ if !r.succeeded()
+                                || crate::results::summary::missing_phase(r).is_some() =>
+                            {
                                 failed.get_or_insert_with(|| on_run(e, r));
                             }
                             Ok(v) => values.push(v),
@@ -881,7 +893,8 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
             Pending::Done(_) => None,
         })
         .collect();
-    let mut levels = crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
+    let mut levels =
+        crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
     Verdicts(
         pending
             .into_iter()

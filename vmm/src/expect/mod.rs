@@ -268,7 +268,14 @@ pub const PHASE_FIGURE_NAMES: [&str; 3] =
 /// What `apicv=` matches in a scope: the request (`host`, `inhibit`) or
 /// the state the run observed (`active`, `inhibited`, `unavailable`,
 /// `unknown`).
-pub const APICV_VALUES: [&str; 6] = ["host", "inhibit", "active", "inhibited", "unavailable", "unknown"];
+pub const APICV_VALUES: [&str; 6] = [
+    "host",
+    "inhibit",
+    "active",
+    "inhibited",
+    "unavailable",
+    "unknown",
+];
 
 /// The scalar keys of `runs[].metrics` besides the [`Metric`]s.
 ///

@@ -257,7 +257,10 @@ fn host_scope(verdict: &str, states: &str) -> Result<HostScope, String> {
 fn field_scope(name: &str, values: &str) -> Result<FieldScope, String> {
     let field: Field = name.parse().map_err(|_| {
         let all: Vec<String> = Field::ALL.iter().map(|f| f.to_string()).collect();
-        format!("no field '{name}' to scope by; the fields are {}", all.join(", "))
+        format!(
+            "no field '{name}' to scope by; the fields are {}",
+            all.join(", ")
+        )
     })?;
     let values: Vec<String> = values.split('|').map(str::to_string).collect();
     for v in &values {
@@ -567,10 +570,16 @@ mod tests {
         let e = ok("broadcast 4v ipi=icr: exits_per_ipi < 3");
         assert_eq!(e.scope.workload.as_deref(), Some("broadcast"));
         for (s, needle) in [
-            ("ipi=pvv: exits_per_ipi < 1", "not a value of ipi: one of icr, pv"),
+            (
+                "ipi=pvv: exits_per_ipi < 1",
+                "not a value of ipi: one of icr, pv",
+            ),
             ("irq=kernel: exits_per_ipi < 1", "no field 'irq'"),
             ("vcpus=two: exits_per_ipi < 1", "not a value of vcpus"),
-            ("apicv=on: exits_per_ipi < 1", "one of host, inhibit, active"),
+            (
+                "apicv=on: exits_per_ipi < 1",
+                "one of host, inhibit, active",
+            ),
         ] {
             let e = expectation(s).unwrap_err();
             assert!(e.problem.contains(needle), "{s}: {}", e.problem);

@@ -71,7 +71,9 @@ pub enum CalibrateError {
 }
 
 fn p50(r: &RunReport) -> Option<f64> {
-    Metric::CyclesPerOpP50.value(&summarize(r)).filter(|v| *v > 0.0)
+    Metric::CyclesPerOpP50
+        .value(&summarize(r))
+        .filter(|v| *v > 0.0)
 }
 
 /// The spread figures of recordings of log p50s: (within, between,

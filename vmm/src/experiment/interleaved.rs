@@ -162,7 +162,11 @@ fn tests(
                     needs: None,
                 });
             }
-            let scale = if m.is_count() { Scale::Count } else { Scale::Ratio };
+            let scale = if m.is_count() {
+                Scale::Count
+            } else {
+                Scale::Ratio
+            };
             gate::examine(&Evidence::Paired(p), scale, &spec.policy)
                 .map_err(|why| Outcome::Undecided { why, needs: None })
         })

@@ -6,6 +6,7 @@
 //! profile (`ipivmm calibrate`).
 pub mod calibrate;
 pub mod interleaved;
+pub mod rounds;
 
 use std::time::Duration;
 

@@ -87,7 +87,11 @@ impl Median {
                 (m, l)
             }
         });
-        let (wins, n) = if above { (more, more + less) } else { (less, more + less) };
+        let (wins, n) = if above {
+            (more, more + less)
+        } else {
+            (less, more + less)
+        };
         if n == 0 {
             return 1.0;
         }
@@ -118,14 +122,8 @@ fn judge(e: &dyn Evidence, claim: Claim, policy: &Policy, level: f64) -> Judgeme
     let a = policy.alpha;
     let est = e.estimate();
     let (holds, fails) = match claim {
-        Claim::AtMost(m) => (
-            e.below(m) <= a,
-            est >= m && e.above(m.min(0.0)) <= level,
-        ),
-        Claim::AtLeast(m) => (
-            e.above(m) <= a,
-            est <= m && e.below(m.max(0.0)) <= level,
-        ),
+        Claim::AtMost(m) => (e.below(m) <= a, est >= m && e.above(m.min(0.0)) <= level),
+        Claim::AtLeast(m) => (e.above(m) <= a, est <= m && e.below(m.max(0.0)) <= level),
         Claim::Within(lo, hi) => (
             e.above(lo) <= a && e.below(hi) <= a,
             (est > hi && e.above(hi) <= level) || (est < lo && e.below(lo) <= level),
@@ -164,7 +162,11 @@ pub fn ratio(a: &[f64], b: &[f64], claim: Claim, policy: &Policy, level: f64) ->
             Claim::Within(lo, hi) => inside(lo, hi),
             Claim::Outside(lo, hi) => !inside(lo, hi),
         };
-        return if ok { Judgement::Holds } else { Judgement::Fails };
+        return if ok {
+            Judgement::Holds
+        } else {
+            Judgement::Fails
+        };
     }
     let e = Shift {
         a: a.iter().map(|v| v.ln()).collect(),
@@ -234,7 +236,12 @@ pub fn median_text(values: &[f64]) -> String {
 
 /// A ratio's estimate over repeats with its 90% interval in words.
 pub fn ratio_text(a: &[f64], b: &[f64], policy: &Policy) -> String {
-    let logs = |v: &[f64]| v.iter().filter(|x| **x > 0.0).map(|x| x.ln()).collect::<Vec<f64>>();
+    let logs = |v: &[f64]| {
+        v.iter()
+            .filter(|x| **x > 0.0)
+            .map(|x| x.ln())
+            .collect::<Vec<f64>>()
+    };
     let Some(d) = crate::stats::shift::Differences::new(&logs(b), &logs(a)) else {
         return "no ratio".into();
     };
@@ -274,10 +281,19 @@ mod tests {
         let p = DEFAULT_POLICY;
         let le = |x: f64| Claim::AtMost(x.ln());
         // 20% slower: holds against ≤ 1.3, fails against ≤ 1.1.
-        assert_eq!(ratio(&scaled(1.2), &BASE, le(1.3), &p, 0.05), Judgement::Holds);
-        assert_eq!(ratio(&scaled(1.2), &BASE, le(1.1), &p, 0.05), Judgement::Fails);
+        assert_eq!(
+            ratio(&scaled(1.2), &BASE, le(1.3), &p, 0.05),
+            Judgement::Holds
+        );
+        assert_eq!(
+            ratio(&scaled(1.2), &BASE, le(1.1), &p, 0.05),
+            Judgement::Fails
+        );
         // The same: holds against ≤ 1.1 (the compare gate's pass).
-        assert_eq!(ratio(&scaled(1.0), &BASE, le(1.1), &p, 0.05), Judgement::Holds);
+        assert_eq!(
+            ratio(&scaled(1.0), &BASE, le(1.1), &p, 0.05),
+            Judgement::Holds
+        );
         // At the bound itself: undecided.
         assert!(matches!(
             ratio(&scaled(1.1), &BASE, le(1.1), &p, 0.05),
@@ -288,21 +304,36 @@ mod tests {
             ratio(&scaled(0.8), &BASE, Claim::AtLeast(1.1f64.ln()), &p, 0.05),
             Judgement::Fails
         );
-        assert_eq!(ratio(&scaled(0.8), &BASE, le(0.9), &p, 0.05), Judgement::Holds);
+        assert_eq!(
+            ratio(&scaled(0.8), &BASE, le(0.9), &p, 0.05),
+            Judgement::Holds
+        );
         // Within 1 ± 0.05 (TOST).
         let band = Claim::Within(0.95f64.ln(), 1.05f64.ln());
         assert_eq!(ratio(&scaled(1.0), &BASE, band, &p, 0.05), Judgement::Holds);
         assert_eq!(ratio(&scaled(1.3), &BASE, band, &p, 0.05), Judgement::Fails);
         // Exact counts: compared as they are.
-        assert_eq!(ratio(&[2.0; 3], &[1.0; 3], le(1.5), &p, 0.05), Judgement::Fails);
-        assert!(matches!(ratio(&[0.0], &[1.0], le(1.0), &p, 0.05), Judgement::Undecided(_)));
+        assert_eq!(
+            ratio(&[2.0; 3], &[1.0; 3], le(1.5), &p, 0.05),
+            Judgement::Fails
+        );
+        assert!(matches!(
+            ratio(&[0.0], &[1.0], le(1.0), &p, 0.05),
+            Judgement::Undecided(_)
+        ));
     }
 
     #[test]
     fn a_median_over_repeats_is_judged_with_its_interval() {
         let p = DEFAULT_POLICY;
-        assert_eq!(median_of(&BASE, Claim::AtMost(1100.0), &p, 0.05), Judgement::Holds);
-        assert_eq!(median_of(&BASE, Claim::AtMost(900.0), &p, 0.05), Judgement::Fails);
+        assert_eq!(
+            median_of(&BASE, Claim::AtMost(1100.0), &p, 0.05),
+            Judgement::Holds
+        );
+        assert_eq!(
+            median_of(&BASE, Claim::AtMost(900.0), &p, 0.05),
+            Judgement::Fails
+        );
         // One repeat above, four below: the sign test cannot say at 5%.
         let mixed = [900.0, 950.0, 1200.0, 980.0, 990.0];
         assert!(matches!(

@@ -15,8 +15,8 @@
 //! (no test: there is no spread to test against).
 use super::power;
 use super::{Outcome, Policy};
-use crate::stats::shift_bound_rank;
 use crate::stats::shift::Differences;
+use crate::stats::shift_bound_rank;
 use crate::stats::signed_rank::{signed_rank_greater, Walsh};
 use crate::stats::{mann_whitney_greater, median, sd};
 use serde::Serialize;

@@ -189,17 +189,20 @@ mod tests {
             Verdict::of(&[Outcome::Equivalent, undecided.clone()]),
             Verdict::Undecided
         );
-        assert_eq!(
-            Verdict::of(&[undecided, Outcome::Regressed]),
-            Verdict::Fail
-        );
+        assert_eq!(Verdict::of(&[undecided, Outcome::Regressed]), Verdict::Fail);
         assert_eq!(
             Verdict::of(&[Outcome::Failed { why: "y".into() }]),
             Verdict::Fail
         );
         assert_eq!(Verdict::of(&[]), Verdict::NothingCompared);
         assert_eq!(
-            [Verdict::Pass, Verdict::Fail, Verdict::NothingCompared, Verdict::Undecided].map(exit_code),
+            [
+                Verdict::Pass,
+                Verdict::Fail,
+                Verdict::NothingCompared,
+                Verdict::Undecided
+            ]
+            .map(exit_code),
             [0, 1, 3, 4]
         );
     }

@@ -39,7 +39,11 @@ pub fn se_paired(sd: f64, n: usize) -> f64 {
 /// standard error `se`, margin `margin` and one-sided level `level`.
 pub fn rule_power(delta: f64, se: f64, margin: f64, level: f64) -> f64 {
     if se <= 0.0 {
-        return if delta >= margin && delta > 0.0 { 1.0 } else { 0.0 };
+        return if delta >= margin && delta > 0.0 {
+            1.0
+        } else {
+            0.0
+        };
     }
     let cut = margin.max(z(1.0 - level) * se);
     1.0 - Normal::standard().cdf((cut - delta) / se)
@@ -216,7 +220,10 @@ mod tests {
         let m = 1.1f64.ln();
         assert!(rule_power(m, 0.01, m, 0.05) <= 0.5 + 1e-9);
         assert!(rule_power(0.0, 0.05, m, 0.05) < 0.05);
-        assert_eq!(repeats_to_detect(m, 0.11, m, 0.05, Design::Independent), None);
+        assert_eq!(
+            repeats_to_detect(m, 0.11, m, 0.05, Design::Independent),
+            None
+        );
         // Near the threshold the rule needs far more repeats than the
         // one-sided test alone would (the threshold condition costs
         // repeats): 12% at a spread of 0.11.

@@ -100,7 +100,10 @@ impl NoiseProfile {
             ));
         }
         if !(p.between_log_sd.is_finite() && p.between_log_sd >= 0.0) {
-            return Err(format!("{}: between_log_sd is not a spread", path.display()));
+            return Err(format!(
+                "{}: between_log_sd is not a spread",
+                path.display()
+            ));
         }
         Ok(p)
     }

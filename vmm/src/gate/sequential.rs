@@ -62,7 +62,12 @@ impl Sequential {
     /// A sequence of `endpoints` endpoints over at most `max_rounds`
     /// rounds.
     pub fn new(endpoints: usize, max_rounds: usize, policy: Policy) -> Self {
-        let spend = |alpha| Boundary::new(Spending { alpha, gamma: GAMMA });
+        let spend = |alpha| {
+            Boundary::new(Spending {
+                alpha,
+                gamma: GAMMA,
+            })
+        };
         Self {
             policy,
             max_rounds: max_rounds.max(MIN_ROUNDS),

@@ -47,13 +47,52 @@ impl ObserverEffect {
             true => format!("exit reasons {}", self.exit_reasons),
             false => format!("exit counting: {}", self.mechanism.join(", ")),
         };
+        let pairs = match self.pairs {
+            1 => "1 pair of runs".to_string(),
+            n => format!("{n} pairs of runs"),
+        };
         format!(
-            "counting cost: p50 {:.0} cycles with the counters ({how}) vs {:.0} without, {:+.1}% ({} pairs of runs){failed}",
+            "counting cost: p50 {:.0} cycles with the counters ({how}) vs {:.0} without, {:+.1}% ({pairs}: {}){failed}",
             self.with_counters_p50,
             self.without_counters_p50,
             (self.ratio - 1.0) * 100.0,
-            self.pairs
+            self.noise()
         )
+    }
+
+    /// Whether the pairs tell counting's cost from the noise between runs:
+    /// the median of the pairs' ratios with its interval, when there are
+    /// enough pairs for one.
+    fn noise(&self) -> String {
+        let ratios: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|(without, _)| *without > 0.0)
+            .map(|(without, with)| with / without)
+            .collect();
+        let interval = (ratios.len() >= crate::stats::MIN_REPEATS)
+            .then(|| crate::stats::median_interval(&ratios, crate::stats::CONFIDENCE))
+            .flatten();
+        match interval {
+            None => format!(
+                "too few to tell from the noise between runs, which is often 10% or more; \
+                 --observer-effect {} or more",
+                crate::stats::DEFAULT_REPEATS
+            ),
+            Some(i) => {
+                let pct = |r: f64| (r - 1.0) * 100.0;
+                let what = match i.lo <= 1.0 && 1.0 <= i.hi {
+                    true => "within the noise",
+                    false => "beyond the noise",
+                };
+                format!(
+                    "{what}, the pairs' ratio {:+.1}% to {:+.1}% at {:.0}%",
+                    pct(i.lo),
+                    pct(i.hi),
+                    i.coverage * 100.0
+                )
+            }
+        }
     }
 }
 
@@ -77,6 +116,44 @@ mod tests {
             e.text().contains("+3.0%") && e.text().contains("exit reasons sampled"),
             "{}",
             e.text()
+        );
+        // One pair says so, in the singular, and that it is noise.
+        let one = ObserverEffect {
+            pairs: 1,
+            runs: vec![(1000.0, 1082.0)],
+            ..e.clone()
+        };
+        assert!(
+            one.text()
+                .contains("(1 pair of runs: too few to tell from the noise between runs"),
+            "{}",
+            one.text()
+        );
+        // Five pairs: their ratios' interval says whether it is noise.
+        let steady = ObserverEffect {
+            pairs: 5,
+            runs: [1.05, 1.06, 1.04, 1.05, 1.07]
+                .map(|r| (1000.0, 1000.0 * r))
+                .to_vec(),
+            ..e.clone()
+        };
+        assert!(
+            steady.text().contains(
+                "(5 pairs of runs: beyond the noise, the pairs' ratio +4.0% to +7.0% at 94%)"
+            ),
+            "{}",
+            steady.text()
+        );
+        let noisy = ObserverEffect {
+            runs: [0.9, 1.2, 1.0, 0.95, 1.1]
+                .map(|r| (1000.0, 1000.0 * r))
+                .to_vec(),
+            ..steady
+        };
+        assert!(
+            noisy.text().contains("within the noise"),
+            "{}",
+            noisy.text()
         );
         // Asked for bpf, the runs say the sampler counted: the line says so.
         let e = ObserverEffect {

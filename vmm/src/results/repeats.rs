@@ -5,9 +5,9 @@
 //! detect, and why the figures may not be stable. Every repeat stays in
 //! `runs[]` (with its `repeat` index): nothing is averaged away; the JSON
 //! document carries this as `configurations` (docs/results-schema.md).
+use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
-use crate::results::identity::ConfigId;
 use crate::results::RunReport;
 use crate::stats::{self, HostLoad, Instability, Interval};
 use serde::Serialize;

@@ -10,8 +10,8 @@
 //! - the measured phase is the one `--phase` names (`mode.phase`; none if
 //!   the run has no phase of that name), else the one named `measure`, else the counted phase
 //!   with the most latency samples, else the one with the most IPIs sent
-//!   (tables and `compare`); charts draw every phase that has samples
-//!   ([`summarize_phases`]);
+//!   (tables and `compare`); charts draw every phase that has samples, the
+//!   measured one with its uncounted part as one ([`summarize_phases`]);
 //! - a measured phase with an uncounted part (a phase of the same id with
 //!   the `uncounted` flag: every per-exit counter off) takes its headline
 //!   latency from that part and everything else (IPIs, operations, exits)
@@ -507,19 +507,32 @@ fn add(acc: &mut u64, v: u64) {
 }
 
 /// Headline figures of every phase of `run` that has latency samples, in
-/// the order the phases ran; the measured phase alone when none has.
+/// the order the phases ran; the measured phase alone when none has. The
+/// measured phase is its headline ([`summarize`]: its latency from its
+/// uncounted part, which is not a phase of its own here), so that a chart
+/// has one bar per configuration, not one per part.
 pub fn summarize_phases(run: &Run) -> Vec<RunSummary> {
+    let headline = summarize(run);
+    let measured = measured_phase(run);
+    let part = measured
+        .as_ref()
+        .and_then(|(id, name)| uncounted_part(run, *id, name));
     let with_samples: Vec<RunSummary> = phase_keys(run)
         .into_iter()
+        .filter(|key| Some(key) != part.as_ref())
         .filter(|(id, name)| {
             phases(run, *id, name)
                 .filter_map(|p| p.latency.as_ref())
                 .any(|l| l.count > 0)
+                || Some((*id, name.clone())) == measured && headline.latency.is_some()
         })
-        .map(|(id, name)| summarize_phase(run, id, name))
+        .map(|(id, name)| match Some((id, name.clone())) == measured {
+            true => headline.clone(),
+            false => summarize_phase(run, id, name),
+        })
         .collect();
     if with_samples.is_empty() {
-        vec![summarize(run)]
+        vec![headline]
     } else {
         with_samples
     }

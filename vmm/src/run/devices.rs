@@ -1,13 +1,14 @@
 //! Stage 2 of a run: the devices the guest talks to, on one bus: the serial
-//! console (COM1), the control port (the payload ABI) and the irqchip's
+//! console (COM1), the control port (the payload ABI), the irqchip's
 //! devices (`Chip::wire`: with `--irqchip user`, ipivmm's LAPIC model at
-//! the xAPIC page).
+//! the xAPIC page) and, for a Linux guest, its power-off registers.
 use super::{host, RunError};
 use crate::vm::Vm;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
+use ipivmm_devices::power;
 use ipivmm_devices::serial::{SerialConsole, SerialHandle, SerialSink};
 use std::sync::{Arc, Mutex};
 
@@ -22,8 +23,14 @@ pub struct Devices {
     pub budget: Arc<GuestBudget>,
 }
 
-/// Put the devices of a run on a bus for `vm`, charging `budget`.
-pub fn wire(vm: &Vm, budget: Arc<GuestBudget>, sink: SerialSink) -> Result<Devices, RunError> {
+/// Put the devices of a run on a bus for `vm`, charging `budget`; `linux`
+/// adds the power-off registers a Linux guest ends through.
+pub fn wire(
+    vm: &Vm,
+    budget: Arc<GuestBudget>,
+    sink: SerialSink,
+    linux: bool,
+) -> Result<Devices, RunError> {
     let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
     let mut bus = Bus::new();
     bus.insert(
@@ -44,6 +51,16 @@ pub fn wire(vm: &Vm, budget: Arc<GuestBudget>, sink: SerialSink) -> Result<Devic
     vm.irqchip
         .wire(&mut bus)
         .map_err(host("LAPIC on the bus"))?;
+    if linux {
+        // The ACPI sleep registers a Linux guest powers off through.
+        bus.insert(
+            AddressSpace::Pio,
+            u64::from(power::PORT),
+            power::LEN,
+            Arc::new(Mutex::new(power::PowerDevice)),
+        )
+        .map_err(host("power-off registers on the bus"))?;
+    }
     Ok(Devices {
         bus: Arc::new(bus),
         serial,

@@ -71,7 +71,12 @@ impl RunError {
     /// no usable /dev/kvm, or a mode this host cannot run. A gate reports
     /// such a run's expectations as skipped (kselftest's exit 4).
     pub fn host_cannot_run(&self) -> bool {
-        matches!(self, RunError::Mode(_) | RunError::Vm(VmError::Device(_)))
+        matches!(
+            self,
+            RunError::Mode(_)
+                | RunError::Vm(VmError::Device(_))
+                | RunError::Vm(VmError::Linux(crate::linux::LinuxError::SoftwareKvm))
+        )
     }
 }
 
@@ -107,7 +112,8 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         Some(shared) => shared.for_run(),
         None => GuestBudget::new(prepared.config.guest_memory_budget),
     };
-    let devices = devices::wire(&vm, Arc::new(budget), opts.serial)?;
+    let linux = prepared.config.payload.linux().is_some();
+    let devices = devices::wire(&vm, Arc::new(budget), opts.serial, linux)?;
     let mut running = spawn::spawn(
         vm,
         devices,

@@ -8,9 +8,16 @@ use crate::host::device;
 use crate::mode::levers;
 use crate::vm::Prepared;
 use crate::vm::{load_payload, max_vcpus, x2apic_api};
+use ipivmm_host::facts::KvmBackend;
 
 /// Check `config` for a run here; nothing is created yet.
 pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
+    let linux = config
+        .payload
+        .linux()
+        .map(|g| linux_image(g, config))
+        .transpose()
+        .map_err(crate::vm::VmError::from)?;
     let image = load_payload(&config.payload)?;
     let kvm = device::open(&config.kvm_device).map_err(crate::vm::VmError::from)?;
     config
@@ -19,6 +26,12 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())
         .map_err(crate::vm::VmError::from)?;
     let host = ipivmm_host::facts::probe().ok();
+    if let Some(g) = config.payload.linux() {
+        let software = host
+            .as_ref()
+            .is_some_and(|h| h.backend == KvmBackend::KvmPvm);
+        crate::linux::check_backend(g, software).map_err(crate::vm::VmError::from)?;
+    }
     let plan = config.check_mode(host.as_ref())?;
     let max_id = crate::mode::apicv::apic_id(plan.lever, config.vcpus.saturating_sub(1));
     let x2apic_api = x2apic_api::decide(config, x2apic_api::supported(&kvm), max_id)
@@ -26,9 +39,28 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     Ok(Prepared {
         config: config.clone(),
         image,
+        linux,
         kvm,
         host,
         plan,
         x2apic_api,
     })
+}
+
+/// A Linux guest's mode checked, its command line built and its files
+/// read and checked (before /dev/kvm is opened: the user's mistakes first).
+fn linux_image(
+    g: &crate::linux::LinuxGuest,
+    c: &VmConfig,
+) -> Result<crate::linux::LinuxImage, crate::linux::LinuxError> {
+    use crate::linux::{check_mode, cmdline, load};
+    check_mode(g, c.irqchip, c.vcpus)?;
+    let init = cmdline::InitArgs {
+        workload: g.workload,
+        iterations: c.iterations,
+        warmup: c.warmup,
+        target: c.target_wait,
+        params: c.params,
+    };
+    load(g, c.memory_bytes, cmdline::build(c.apic, &init, &g.cmdline))
 }

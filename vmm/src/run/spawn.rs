@@ -55,6 +55,7 @@ pub fn spawn(
     let ended = EventFd::new(EFD_NONBLOCK).map_err(host("eventfd"))?;
     let shared = Arc::new(Shared {
         stop: false.into(),
+        powered_off: false.into(),
         results: vm
             .apic_ids
             .iter()

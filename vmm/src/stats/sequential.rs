@@ -216,7 +216,9 @@ mod tests {
                 alpha: 0.025,
                 gamma,
             });
-            (1..=5).map(|k| z(b.look(k as f64 / 5.0))).collect::<Vec<f64>>()
+            (1..=5)
+                .map(|k| z(b.look(k as f64 / 5.0)))
+                .collect::<Vec<f64>>()
         };
         let pocock = looks(1.0);
         for c in &pocock {

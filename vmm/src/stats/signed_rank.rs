@@ -10,8 +10,8 @@
 //! midrank sums; the normal approximation with the tie correction beyond.
 //! Zero differences keep their ranks and count for neither sign (Pratt),
 //! so rounds that agree exactly are evidence, not discarded.
-use super::OneSided;
 use super::shift::kth_by_count;
+use super::OneSided;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Exact null distribution up to this many differences.
@@ -47,7 +47,11 @@ pub fn signed_rank_greater(d: &[f64]) -> Option<OneSided> {
     let ranks = midranks(&abs);
     // Zeros carry no sign: their ranks are in neither W⁺ nor the flips.
     let signed: Vec<(f64, f64)> = d.iter().zip(&ranks).map(|(v, r)| (*v, *r)).collect();
-    let w_plus: f64 = signed.iter().filter(|(v, _)| *v > 0.0).map(|(_, r)| r).sum();
+    let w_plus: f64 = signed
+        .iter()
+        .filter(|(v, _)| *v > 0.0)
+        .map(|(_, r)| r)
+        .sum();
     let flippable: Vec<f64> = signed
         .iter()
         .filter(|(v, _)| *v != 0.0)
@@ -63,7 +67,10 @@ pub fn signed_rank_greater(d: &[f64]) -> Option<OneSided> {
     if flippable.len() <= EXACT_ROUNDS {
         // Doubled midranks are integers; the distribution of the sum of a
         // random subset of them, each in with probability ½.
-        let doubled: Vec<usize> = flippable.iter().map(|r| (r * 2.0).round() as usize).collect();
+        let doubled: Vec<usize> = flippable
+            .iter()
+            .map(|r| (r * 2.0).round() as usize)
+            .collect();
         let total: usize = doubled.iter().sum();
         let mut dist = vec![0.0f64; total + 1];
         dist[0] = 1.0;
@@ -229,7 +236,12 @@ mod tests {
         longer.push(0.15);
         let approx = signed_rank_greater(&longer).unwrap();
         assert!(exact.exact && !approx.exact);
-        assert!((exact.p - approx.p).abs() < 0.02, "{} {}", exact.p, approx.p);
+        assert!(
+            (exact.p - approx.p).abs() < 0.02,
+            "{} {}",
+            exact.p,
+            approx.p
+        );
     }
 
     #[test]
@@ -239,7 +251,11 @@ mod tests {
         let mut listed = Vec::new();
         for i in 0..d.len() {
             for j in i..d.len() {
-                let (a, b) = if d[i] <= d[j] { (d[i], d[j]) } else { (d[j], d[i]) };
+                let (a, b) = if d[i] <= d[j] {
+                    (d[i], d[j])
+                } else {
+                    (d[j], d[i])
+                };
                 listed.push((a + b) / 2.0);
             }
         }

@@ -27,6 +27,9 @@ use window::{OpenPhase, Sources};
 pub struct Shared {
     /// Set to make every vCPU leave its loop at the next exit or kick.
     pub stop: AtomicBool,
+    /// The guest powered off (`DeviceEvent::PowerOff`): every vCPU that
+    /// stops ends as done, not as stopped.
+    pub powered_off: AtomicBool,
     /// Per-vCPU results, updated as phases end (survive any failure).
     pub results: Vec<Mutex<VcpuResult>>,
     /// Written by each vCPU thread when it ends.
@@ -201,6 +204,11 @@ impl RunLoop<'_> {
                     }
                 }
                 Step::Event(DeviceEvent::Lapic(delivery)) => chip.delivered(index, &delivery),
+                Step::Event(DeviceEvent::PowerOff) => {
+                    self.env.shared.powered_off.store(true, Ordering::SeqCst);
+                    self.env.shared.stop.store(true, Ordering::SeqCst);
+                    return self.stopped();
+                }
                 Step::Halted => {
                     if let Err(e) = chip.halted(index, self.vcpu, &self.env.shared.stop) {
                         return self.fault(e);
@@ -258,6 +266,9 @@ impl RunLoop<'_> {
     /// names) (KVM's MP state with an in-kernel LAPIC, ours with
     /// the user one).
     fn stopped(&mut self) -> VcpuEnd {
+        if self.env.shared.powered_off.load(Ordering::SeqCst) {
+            return self.power_off();
+        }
         let wait_for_sipi = self.env.irqchip.waits_for_sipi(self.env.index, self.vcpu);
         VcpuEnd::Stopped {
             registers: registers(self.vcpu),
@@ -330,6 +341,38 @@ impl RunLoop<'_> {
             Fault::SystemEvent(kind) => format!("guest system event {kind} (reset/shutdown/crash)"),
             Fault::Device(e) => format!("device failure: {e}"),
             Fault::Unexpected(kind) => format!("unexpected {kind} exit in this mode"),
+        }
+    }
+
+    /// The phase still open at the end, kept and marked: a phase left open
+    /// is not a finished one, but what it counted up to then is no less
+    /// real. Some(end): it did not fit in the budget.
+    fn close_unfinished(&mut self) -> Option<VcpuEnd> {
+        let open = self.open.take()?;
+        let now = LoopCounts {
+            exits: &self.exits,
+            guest: &self.guest,
+        };
+        let mut result = self.sources.end(open, &now);
+        result.unfinished = true;
+        let early = self.pending_samples.remove(&result.id);
+        let mut r = self.env.shared.result(self.env.index);
+        if let Err(e) = self.store().phase(&mut r, result, early) {
+            drop(r);
+            return Some(self.over_budget(e));
+        }
+        None
+    }
+
+    /// The end of every vCPU of a guest that powered off (a Linux guest's
+    /// `poweroff`, ACPI S5): done, status 0.
+    fn power_off(&mut self) -> VcpuEnd {
+        if let Some(end) = self.close_unfinished() {
+            return end;
+        }
+        VcpuEnd::Done {
+            status: 0,
+            message: "the guest powered off (ACPI S5)".into(),
         }
     }
 
@@ -434,21 +477,8 @@ impl RunLoop<'_> {
                 }
             }
             ControlBody::Done { status, message } => {
-                if let Some(open) = self.open.take() {
-                    // Kept, marked: a phase left open is not a finished one,
-                    // but what it counted up to Done is no less real.
-                    let now = LoopCounts {
-                        exits: &self.exits,
-                        guest: &self.guest,
-                    };
-                    let mut result = self.sources.end(open, &now);
-                    result.unfinished = true;
-                    let early = self.pending_samples.remove(&result.id);
-                    let mut r = self.env.shared.result(index);
-                    if let Err(e) = self.store().phase(&mut r, result, early) {
-                        drop(r);
-                        return Some(self.over_budget(e));
-                    }
+                if let Some(end) = self.close_unfinished() {
+                    return Some(end);
                 }
                 return Some(VcpuEnd::Done { status, message });
             }

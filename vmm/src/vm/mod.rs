@@ -5,6 +5,7 @@
 //!   vCPU is created" (the LAPIC is instantiated with the vCPU).
 //! - KVM_SET_CPUID2 must precede the first KVM_RUN.
 pub mod boot_info;
+mod linux;
 mod prepared;
 pub mod x2apic_api;
 
@@ -85,6 +86,9 @@ pub enum VmError {
     /// 32-bit x2APIC IDs needed and not offered.
     #[error(transparent)]
     X2apicApi(#[from] x2apic_api::X2apicApiMissing),
+    /// A Linux guest that cannot run (its files, its mode, this host).
+    #[error(transparent)]
+    Linux(#[from] crate::linux::LinuxError),
     /// The SynIC inhibit lever could not be set up.
     #[error("--apicv inhibit (VmConfig::apicv) uses a Hyper-V SynIC AutoEOI SINT here (APICV_INHIBIT_REASON_HYPERV), and {op} failed: {problem}; a kernel built without Hyper-V emulation (CONFIG_KVM_HYPERV=n) has no SynIC: run with --apicv host, or --irqchip user (ABSENT)")]
     SynicLever {
@@ -115,6 +119,8 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     match source {
         PayloadSource::Builtin => Ok(crate::payload::BUILTIN_PAYLOAD.to_vec()),
         PayloadSource::Bytes(b) => Ok(b.clone()),
+        // A kernel is read and checked by `linux::load`, not as an ELF.
+        PayloadSource::Linux(_) => Ok(Vec::new()),
         PayloadSource::File(path) => {
             // A regular file, opened without blocking (a FIFO is refused,
             // not waited on), never more than the payload limit in memory.
@@ -136,7 +142,9 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
 /// Read and check the payload the configuration names (no KVM needed).
 pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     let bytes = payload_bytes(source)?;
-    image::check_loadable(&bytes)?;
+    if source.linux().is_none() {
+        image::check_loadable(&bytes)?;
+    }
     Ok(bytes)
 }
 
@@ -163,6 +171,9 @@ impl Vm {
     /// Stage 1 of a run: the VM of a prepared (checked) configuration,
     /// its payload loaded, APICv inhibited with the plan's lever.
     pub fn build(p: &Prepared) -> Result<Self, VmError> {
+        if let Some(img) = &p.linux {
+            return linux::build(p, img);
+        }
         let (kvm, config, image_bytes, lever) = (&p.kvm, &p.config, &p.image[..], p.plan.lever);
         let image = image::check(image_bytes)?;
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;

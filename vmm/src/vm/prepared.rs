@@ -10,8 +10,10 @@ use kvm_ioctls::Kvm;
 pub struct Prepared {
     /// The validated configuration.
     pub config: VmConfig,
-    /// The checked payload ELF.
+    /// The checked payload ELF (empty for a Linux guest).
     pub image: Vec<u8>,
+    /// The checked Linux guest (`--kernel`), instead of a payload.
+    pub linux: Option<crate::linux::LinuxImage>,
     /// The open KVM device.
     pub kvm: Kvm,
     /// The host, fingerprinted once for the whole run (None if it could not be).

@@ -58,6 +58,10 @@ pub enum Action {
     /// boot per --parts, the AVIC checks; results in target/lab-avic/results/PART (docs/lab.md,
     /// "AVIC")
     Avic,
+    /// The Linux pass: ipivmm boots a Linux guest (ipivmm's initramfs, guest-linux/) nested under
+    /// kvm_amd avic=1, its workloads windowed by phase markers, AVIC on and off; results in
+    /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`
+    Linux,
     /// Remove the lab's work directory (QEMU: target/lab and target/lab-avic; Bochs:
     /// target/lab-bochs); with --cache the downloads too
     Clean,

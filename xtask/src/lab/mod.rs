@@ -18,6 +18,8 @@ mod console;
 mod debs;
 mod host;
 mod initramfs;
+mod linux;
+mod linux_checks;
 mod modules;
 mod pass;
 mod qemu;
@@ -61,6 +63,7 @@ pub fn main(mut args: Args) -> Result<LabOutcome> {
             Ok(LabOutcome::Passed)
         }
         Action::Avic => avic::pass(&s, &args),
+        Action::Linux => linux::pass(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }
@@ -69,6 +72,7 @@ fn clean(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let mut dirs = vec![s.work(args.emulator)];
     if args.emulator == EmulatorKind::Qemu {
         dirs.push(avic::work_dir(&s.root));
+        dirs.push(linux::work_dir(&s.root));
     }
     for d in &dirs {
         let _ = std::fs::remove_dir_all(d);
@@ -90,6 +94,7 @@ fn clean(s: &Settings, args: &Args) -> Result<LabOutcome> {
 fn print_verdict(expect: Expect, dir: &Path) -> LabOutcome {
     pass::print(&match expect {
         Expect::Avic(part) => avic::verify(part, dir),
+        Expect::Linux => linux::verify(dir),
         other => verify::verify(other, dir),
     })
 }

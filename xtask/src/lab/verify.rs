@@ -21,6 +21,9 @@ pub enum Expect {
     /// One boot of the AVIC pass (`cargo xtask lab avic`): the steps host
     /// and extra, and the AVIC checks of what that part ran.
     Avic(Part),
+    /// The Linux pass (`cargo xtask lab linux`): the steps host and extra,
+    /// and the Linux guest's checks.
+    Linux,
 }
 
 impl Expect {
@@ -30,6 +33,7 @@ impl Expect {
             "quick" => Some(Expect::Quick),
             "full" => Some(Expect::Full),
             "custom" => Some(Expect::Custom),
+            "linux" => Some(Expect::Linux),
             _ => Part::named(name.strip_prefix("avic-")?).map(Expect::Avic),
         }
     }
@@ -43,6 +47,7 @@ impl Expect {
             Expect::Avic(Part::Selftests) => "avic-selftests",
             Expect::Avic(Part::Matrix) => "avic-matrix",
             Expect::Avic(Part::Preset) => "avic-preset",
+            Expect::Linux => "linux",
         }
     }
 
@@ -73,7 +78,7 @@ impl Expect {
             Expect::Quick => QUICK,
             Expect::Full => FULL,
             Expect::Custom => &[],
-            Expect::Avic(_) => &["host", "extra"],
+            Expect::Avic(_) | Expect::Linux => &["host", "extra"],
         }
     }
 

@@ -43,7 +43,11 @@ fn control(c: &Control) -> String {
 
 /// The profile in words.
 pub fn summary(p: &NoiseProfile) -> String {
-    let medians: Vec<String> = p.recording_medians.iter().map(|m| format!("{m:.0}")).collect();
+    let medians: Vec<String> = p
+        .recording_medians
+        .iter()
+        .map(|m| format!("{m:.0}"))
+        .collect();
     let inj = p.injected.injected.unwrap_or(0.0) * 100.0;
     wrap(&format!(
         "noise profile: {} on {}\n\
@@ -75,7 +79,10 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let host = match ipivmm_host::facts::probe() {
-        Ok(h) => format!("{} ({}), kernel {}, backend {}", h.cpu_model, h.cpu_vendor, h.kernel_release, h.backend),
+        Ok(h) => format!(
+            "{} ({}), kernel {}, backend {}",
+            h.cpu_model, h.cpu_vendor, h.kernel_release, h.backend
+        ),
         Err(e) => format!("host unknown ({e})"),
     };
     let spec = Spec {

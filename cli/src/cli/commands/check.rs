@@ -9,13 +9,13 @@ use super::{fail, init_log};
 use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
 use crate::output::atomic::write_atomic_with;
 use crate::output::dest::{emit, print_text, Dest};
-use crate::output::journal::{stops_repeats, Journal};
+use crate::output::journal::Journal;
 use crate::sweep::execute::Quiet;
 use clap::Parser;
 use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
-use ipivmm::host::load::LoadProbe;
+use ipivmm::experiment::rounds::{run_rounds, Options, Planned};
 use ipivmm::host::HostInfo;
-use ipivmm::{Document, RunOptions, RunReport, SerialSink};
+use ipivmm::Document;
 use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
 use std::path::Path;
@@ -294,42 +294,26 @@ fn execute(
             // host's), and leaves an older file alone.
             ipivmm::run::prepare::prepare(&config).map_err(not_run)?;
             // `--repeat` in a plan's line as on the command line (default
-            // 5): independent VMs whose median the ratios judge.
-            let repeats = repeat_choice(args.repeat).repeats;
-            let journal =
-                Journal::start(json, "check", repeats as usize, config.guest_memory_budget);
-            let observer =
-                ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
-                    .unwrap_or_else(|e| {
-                        log::warn!("counting cost not measured: {e}");
-                        None
-                    });
-            for i in 0..repeats {
-                // A signal stops the repeats: none boots after it.
-                if cancel.load(std::sync::atomic::Ordering::SeqCst) {
-                    break;
-                }
-                let opts = RunOptions {
-                    serial: SerialSink::Discard,
-                    cancel: Some(cancel.clone()),
-                    budget: Some(journal.budget()),
-                    ..RunOptions::default()
-                };
-                let probe = LoadProbe::start();
-                // Checked by prepare above: an error now is a failed run.
-                let mut report = ipivmm::run(&config, opts)
-                    .unwrap_or_else(|e| RunReport::not_started(&config, &e.to_string()));
-                report.host_load = probe.and_then(|p| p.finish());
-                report.repeat = (repeats > 1).then_some(i);
-                if i == 0 {
-                    report.observer_effect = observer.clone();
-                }
-                let stop = stops_repeats(&report).is_some();
-                journal.record(report);
-                if stop {
-                    break;
-                }
-            }
+            // 5; auto): independent VMs whose median the ratios judge, in
+            // the engine's one repeat loop (a signal stops it before the
+            // next VM; a busy repeat is run again).
+            let choice = repeat_choice(args.repeat);
+            let journal = Journal::start(
+                json,
+                "check",
+                choice.planned() as usize,
+                config.guest_memory_budget,
+            );
+            let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
+            opts.observer_pairs = args.observer_effect;
+            let mut skipped = Vec::new();
+            run_rounds(
+                &[Planned::single(config)],
+                &mut skipped,
+                &opts,
+                &journal,
+                &Quiet,
+            );
             journal.finish(Vec::new())
         }
         Job::Sweep(args) => {
@@ -337,9 +321,15 @@ fn execute(
                 PlanError::NothingToRun(why) => NotRun::Host(why),
                 e => NotRun::Plan(e.to_string()),
             })?;
-            let repeats = repeat_choice(args.repeat).repeats;
+            let choice = repeat_choice(args.repeat);
             let journal = Journal::start(json, "check", 0, planned.spec().base.guest_memory_budget);
-            let swept = planned.run(args.observer_effect, repeats, cancel, &Quiet, journal);
+            let swept = planned.run(
+                args.observer_effect,
+                choice.rounds(args.budget),
+                cancel,
+                &Quiet,
+                journal,
+            );
             errors.extend(swept.errors);
             (swept.doc, None)
         }

@@ -56,7 +56,10 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     if args.by == compare::Dimension::File {
         for b in &args.baseline {
             let p = PathBuf::from(b);
-            let listed = args.files.iter().any(|f| f == &p || f.file_name() == p.file_name());
+            let listed = args
+                .files
+                .iter()
+                .any(|f| f == &p || f.file_name() == p.file_name());
             if !listed && p.is_file() {
                 files.push(p);
             }
@@ -252,7 +255,10 @@ fn live(args: &CompareArgs) -> ExitCode {
     if !args.output.given.is_empty() || !args.baseline.is_empty() {
         return fail("--run compares live: outputs and --baseline are for recorded files (the first --run is the baseline)");
     }
-    let configs = match (super::run_flags(&args.run[0]), super::run_flags(&args.run[1])) {
+    let configs = match (
+        super::run_flags(&args.run[0]),
+        super::run_flags(&args.run[1]),
+    ) {
         (Ok(a), Ok(b)) => [a, b],
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };

@@ -11,8 +11,8 @@ pub mod sweep_dry_run;
 
 use crate::cli::args::{GateArgs, OutputArgs};
 use crate::output::dest::Outputs;
-use ipivmm::Document;
 use clap::Parser;
+use ipivmm::Document;
 use std::process::ExitCode;
 
 /// Print a one-line error and return the exit code for bad input (2).
@@ -151,4 +151,3 @@ pub fn run_flags(flags: &str) -> Result<ipivmm::VmConfig, String> {
     }
     a.to_config().map_err(|e| format!("--run '{flags}': {e}"))
 }
-

@@ -4,9 +4,9 @@ use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
 use crate::output::dest::print_text;
 use crate::output::journal::{stops_repeats, Journal};
 use crate::output::{repeats, text};
-use ipivmm::host::load::LoadProbe;
+use ipivmm::experiment::rounds::{run_rounds, Events, Options, Planned};
+use ipivmm::RunReport;
 use ipivmm::SerialSink;
-use ipivmm::{run, RunOptions, RunReport};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -17,7 +17,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let inputs: Vec<&std::path::Path> = args.payload.iter().map(|p| p.as_path()).collect();
+    let inputs: Vec<&std::path::Path> = args
+        .payload
+        .iter()
+        .map(|p| p.as_path())
+        .chain(args.linux.inputs())
+        .collect();
     let outputs = match plan_outputs(&args.output, &args.gate, &inputs) {
         Ok(out) => out,
         Err(e) => return fail(e),
@@ -46,58 +51,40 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let journal = Journal::start(
         outputs.file_of("json"),
         "run",
-        choice.repeats as usize,
+        choice.planned() as usize,
         config.guest_memory_budget,
     );
-    // A pair that cannot start does not stop the run itself: its own
-    // outcome (and JSON) is what the user asked for.
-    let observer =
-        ipivmm::run::observer::measure(&config, args.observer_effect, Some(cancel.clone()))
-            .unwrap_or_else(|e| {
-                log::warn!("counting cost not measured: {e}");
-                None
-            });
-    for i in 0..choice.repeats {
-        if cancel.load(std::sync::atomic::Ordering::SeqCst) && !journal.runs().is_empty() {
-            break;
+    // The engine's one repeat loop (run, sweep and check share it): a
+    // repeat on a busy host is run again, one that cannot start is a
+    // failed run and ends the repeats, a signal stops them.
+    let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
+    opts.observer_pairs = args.observer_effect;
+    opts.first_serial = serial;
+    opts.started = started;
+    let mut skipped = Vec::new();
+    let planned = [Planned::single(config.clone())];
+    let events = RunEvents;
+    let out_of_budget = run_rounds(&planned, &mut skipped, &opts, &journal, &events);
+    if journal.runs().is_empty() {
+        if let Some(s) = skipped.first() {
+            return skip_all(&args.gate, &outputs, "ipivmm run", &s.reason);
         }
-        let opts = RunOptions {
-            // The guest's console once: the other repeats keep its tail.
-            serial: if i == 0 { serial } else { SerialSink::Discard },
-            started: if i == 0 { started } else { Instant::now() },
-            cancel: Some(cancel.clone()),
-            budget: Some(journal.budget()),
-        };
-        let probe = LoadProbe::start();
-        let mut report = match run(&config, opts) {
-            Ok(r) => r,
-            Err(e) if e.host_cannot_run() && journal.runs().is_empty() => {
-                return skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string())
-            }
-            // A failure, not bad input: the finished repeats are kept.
-            Err(e) => RunReport::not_started(&config, &e.to_string()),
-        };
-        report.host_load = probe.and_then(|p| p.finish());
-        if choice.repeats > 1 {
-            report.repeat = Some(i);
-        }
-        if i == 0 {
-            report.observer_effect = observer.clone();
-        }
-        log_run(&report);
-        let stop = stops_repeats(&report).is_some();
-        journal.record(report);
-        if stop {
-            break;
-        }
+    }
+    if out_of_budget {
+        say("ipivmm: --repeat auto: the budget ran out before the repeats the threshold needs");
+    }
+    for r in journal.runs().iter() {
+        log_run(r);
     }
     let (doc, journal_error) = journal.finish(Vec::new());
     let mut errors = outputs.write(&doc);
     errors.extend(journal_error);
-    let report = &doc.runs[0];
     if !args.quiet {
         let layout = crate::output::fit::Layout::wide(args.wide);
-        let mut text = text::render_with(report, layout);
+        // One repeat's tables (the first that completed), saying which.
+        let (shown, note) = repeats::shown_repeat(&doc.runs);
+        let mut text = layout.lines(&note);
+        text.push_str(&text::render_with(&doc.runs[shown], layout));
         text.push('\n');
         text.push_str(
             &layout.lines(&repeats::render(&doc.configurations, Some(choice), &|i| {
@@ -134,6 +121,19 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         ));
     }
     finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)
+}
+
+/// What the loop says as it goes: busy reruns and skips in the log, a
+/// failed repeat said after the loop with its status.
+struct RunEvents;
+
+impl Events for RunEvents {
+    fn note(&self, line: &str) {
+        say(&format!("ipivmm: {line}"));
+    }
+    fn failed(&self, line: &str) {
+        log::info!("{line}");
+    }
 }
 
 /// The run's timings and unavailable counter sources, in the log (-v).

@@ -105,7 +105,12 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(&planned, choice.repeats, args.observer_effect, &cancel);
+        return super::sweep_dry_run::main(
+            &planned,
+            choice.planned(),
+            args.observer_effect,
+            &cancel,
+        );
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
@@ -120,7 +125,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let progress = Progress::new(args.quiet);
     let swept = planned.run(
         args.observer_effect,
-        choice.repeats,
+        choice.rounds(args.budget),
         &cancel,
         &progress,
         journal,
@@ -137,6 +142,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         );
         print_text(&text, outputs.uses_stdout());
     }
+    if args.quiet {
+        // Nothing else is printed: say what ran and where it went.
+        eprintln!("{}", quiet_summary(&swept.doc, &outputs.destinations()));
+    }
     let errors: Vec<String> = errors.into_iter().chain(swept.errors).collect();
     finish(
         &swept.doc,
@@ -145,6 +154,24 @@ pub fn main(args: &SweepArgs) -> ExitCode {
         "ipivmm sweep",
         swept.ok,
         errors,
+    )
+}
+
+/// The one line of a quiet sweep: what ran, and where the results went
+/// (`dest`, one `--flag PATH` each) or that they went nowhere.
+fn quiet_summary(doc: &ipivmm::Document, dest: &[String]) -> String {
+    let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
+    let runs = match doc.runs.len() {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    let went = match dest.is_empty() {
+        true => "not kept: give --json FILE (or --csv, --plot) to keep them".to_string(),
+        false => format!("in {}", dest.join(", ")),
+    };
+    format!(
+        "ipivmm: sweep: {runs} ({failed} failed), {} skipped; results {went}",
+        doc.skipped.len()
     )
 }
 

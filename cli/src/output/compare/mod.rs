@@ -4,7 +4,8 @@
 mod render;
 
 pub use ipivmm::compare::{
-    compare, compare_by, compare_recorded, gate, Comparison, Dimension, GateOptions, GateReport, Recorded,
+    compare, compare_by, compare_recorded, gate, Comparison, Dimension, GateOptions, GateReport,
+    Recorded,
 };
 pub use render::{decisions, outcome_line, render};
 

@@ -232,10 +232,18 @@ pub fn render(c: &Comparison, gate: &GateReport, color: bool, decisions_apart: b
         }
     }
     for cav in &gate.caveats {
-        let _ = writeln!(out, "{}", paint(&format!("caveat: {cav}"), Tint::Yellow, color));
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("caveat: {cav}"), Tint::Yellow, color)
+        );
     }
     for f in &c.flags {
-        let _ = writeln!(out, "{}", paint(&format!("warning: {f}"), Tint::Yellow, color));
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(&format!("warning: {f}"), Tint::Yellow, color)
+        );
     }
     for n in &c.notes {
         let _ = writeln!(out, "note: {n}");

@@ -1,0 +1,178 @@
+//! The flags of `run` for a Linux guest (`--kernel`, `--initrd`,
+//! `--cmdline`) and `--workload`, which names a built-in payload workload
+//! or, with `--kernel`, one of ipivmm's guest initramfs (`linux:NAME`).
+use clap::Args;
+use ipivmm::linux::{LinuxGuest, LinuxWorkload};
+use ipivmm::mode::Workload;
+use ipivmm::{PayloadSource, VmConfig};
+use std::path::PathBuf;
+
+/// What `--workload` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadArg {
+    /// A workload of the built-in payload.
+    Payload(Workload),
+    /// A workload of ipivmm's Linux guest (`linux:NAME`).
+    Linux(LinuxWorkload),
+}
+
+/// `--workload NAME`: a built-in workload, or `linux:NAME`.
+pub fn parse_workload(s: &str) -> Result<WorkloadArg, String> {
+    let names = |all: Vec<String>| all.join(", ");
+    if s.starts_with(LinuxWorkload::PREFIX) {
+        return LinuxWorkload::parse(s)
+            .map(WorkloadArg::Linux)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}' is no Linux workload; one of {}",
+                    names(LinuxWorkload::ALL.iter().map(|w| w.label()).collect())
+                )
+            });
+    }
+    s.parse().map(WorkloadArg::Payload).map_err(|_| {
+        format!(
+            "'{s}' is no workload; one of {} (the built-in payload's), or with --kernel {}",
+            names(Workload::ALL.iter().map(|w| w.name().to_string()).collect()),
+            names(LinuxWorkload::ALL.iter().map(|w| w.label()).collect())
+        )
+    })
+}
+
+/// Flags of `run` for a Linux guest.
+#[derive(Args, Debug, Default)]
+pub struct LinuxArgs {
+    /// Boot this Linux bzImage instead of a payload (its 64-bit entry; ACPI tables, e820, COM1, power-off by ACPI S5): docs/linux-guest.md. Needs KVM's LAPIC (--irqchip kernel or split) and a hardware KVM (not kvm_pvm).
+    #[arg(long, value_name = "BZIMAGE", conflicts_with = "payload")]
+    pub kernel: Option<PathBuf>,
+    /// The initramfs of the --kernel guest (ipivmm's: guest-linux/build-initrd.sh).
+    #[arg(long, value_name = "FILE", requires = "kernel")]
+    pub initrd: Option<PathBuf>,
+    /// Kernel command-line text after ipivmm's own (console, ACPI, the workload's ipivmm.* arguments).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "kernel",
+        allow_hyphen_values = true
+    )]
+    pub cmdline: Option<String>,
+}
+
+impl LinuxArgs {
+    /// The paths the run reads (outputs must not overwrite them).
+    pub fn inputs(&self) -> impl Iterator<Item = &std::path::Path> {
+        self.kernel.iter().chain(&self.initrd).map(|p| p.as_path())
+    }
+
+    /// Apply the flags and `workload` to `c`: the Linux guest and its RAM
+    /// (`DEFAULT_LINUX_MEM` unless `--memory` was given), or the payload's
+    /// workload. A Linux workload without `--kernel` is an error.
+    pub fn apply(
+        &self,
+        c: &mut VmConfig,
+        workload: Option<WorkloadArg>,
+        memory_given: bool,
+    ) -> Result<(), String> {
+        let Some(kernel) = &self.kernel else {
+            return match workload {
+                Some(WorkloadArg::Linux(w)) => Err(format!(
+                    "--workload {}: a Linux guest's workload needs --kernel BZIMAGE (and ipivmm's --initrd: docs/linux-guest.md)",
+                    w.label()
+                )),
+                Some(WorkloadArg::Payload(w)) => {
+                    c.workload = w;
+                    Ok(())
+                }
+                None => Ok(()),
+            };
+        };
+        let linux_workload = match workload {
+            Some(WorkloadArg::Linux(w)) => Some(w),
+            Some(WorkloadArg::Payload(w)) => {
+                return Err(format!(
+                    "--workload {w} is the built-in payload's; a --kernel guest runs linux:NAME (e.g. linux:ipi-broadcast) or its own initramfs's"
+                ))
+            }
+            None => None,
+        };
+        if !memory_given {
+            c.memory_bytes = ipivmm::linux::layout::DEFAULT_LINUX_MEM;
+        }
+        c.payload = PayloadSource::Linux(LinuxGuest {
+            initrd: self.initrd.clone(),
+            cmdline: self.cmdline.clone().unwrap_or_default(),
+            workload: linux_workload,
+            ..LinuxGuest::new(kernel)
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_parse_as_payload_or_linux_and_name_the_choices() {
+        assert_eq!(
+            parse_workload("broadcast"),
+            Ok(WorkloadArg::Payload(Workload::Broadcast))
+        );
+        assert_eq!(
+            parse_workload("linux:hackbench"),
+            Ok(WorkloadArg::Linux(LinuxWorkload::Hackbench))
+        );
+        let e = parse_workload("linux:nope").unwrap_err();
+        assert!(
+            e.contains("linux:ipi-broadcast") && e.contains("linux:tlb-shootdown"),
+            "{e}"
+        );
+        let e = parse_workload("nope").unwrap_err();
+        assert!(e.contains("pingpong") && e.contains("linux:ebizzy"), "{e}");
+    }
+
+    #[test]
+    fn a_linux_workload_needs_a_kernel_and_a_kernel_a_linux_workload() {
+        let mut c = VmConfig::default();
+        let none = LinuxArgs::default();
+        let e = none
+            .apply(
+                &mut c,
+                Some(WorkloadArg::Linux(LinuxWorkload::IpiBroadcast)),
+                false,
+            )
+            .unwrap_err();
+        assert!(e.contains("needs --kernel"), "{e}");
+        none.apply(&mut c, Some(WorkloadArg::Payload(Workload::Flood)), false)
+            .unwrap();
+        assert_eq!(c.workload, Workload::Flood);
+        let k = LinuxArgs {
+            kernel: Some("/boot/vmlinuz".into()),
+            initrd: Some("/tmp/initrd".into()),
+            cmdline: Some("quiet".into()),
+        };
+        let e = k
+            .apply(&mut c, Some(WorkloadArg::Payload(Workload::Flood)), false)
+            .unwrap_err();
+        assert!(e.contains("linux:NAME"), "{e}");
+        k.apply(
+            &mut c,
+            Some(WorkloadArg::Linux(LinuxWorkload::IpiUnicast)),
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.memory_bytes, ipivmm::linux::layout::DEFAULT_LINUX_MEM);
+        let g = c.payload.linux().unwrap();
+        assert_eq!(g.workload, Some(LinuxWorkload::IpiUnicast));
+        assert_eq!(
+            (g.cmdline.as_str(), g.initrd.as_deref()),
+            ("quiet", Some(std::path::Path::new("/tmp/initrd")))
+        );
+        let mut given = VmConfig {
+            memory_bytes: 512 << 20,
+            ..VmConfig::default()
+        };
+        k.apply(&mut given, None, true).unwrap();
+        assert_eq!(given.memory_bytes, 512 << 20, "--memory wins");
+        assert_eq!(given.payload.linux().unwrap().workload, None);
+    }
+}

@@ -1,0 +1,93 @@
+#!/bin/sh
+# The Linux pass's step `extra` in the lab's guest (`cargo xtask lab linux`
+# packs it as /lab/extra.sh with the L2 kernel and ipivmm's guest
+# initramfs: scripts/lab/build-linux-probe.sh). ipivmm boots a Linux guest
+# nested under the lab's kvm_amd (booted with avic=1 on the AVIC QEMU) and
+# runs its workloads between phase markers (docs/linux-guest.md). Parts,
+# chosen with lab.probe= (default boot,broadcast):
+#   boot       linux:idle at 2 vCPUs, x2APIC: the nested boot's time
+#   broadcast  linux:ipi-broadcast at 2 and 4 vCPUs, xAPIC and x2APIC,
+#              --apicv host (AVIC on) and inhibit (AVIC off: the PIT lever)
+#   workloads  the other workloads at 2 vCPUs, x2APIC, AVIC on and off
+#   modes      linux:ipi-broadcast in the other modes a Linux guest runs
+#              in: the split irqchip (no IOAPIC) in both APIC modes, PV IPIs
+#              advertised (x2APIC, 2 and 4 vCPUs)
+#   ci         linux:ipi-broadcast at 2 vCPUs, x2APIC, AVIC on and off (the
+#              two runs whose checks matter most: accelerated writes, and
+#              one exit per broadcast)
+# lab.iterations=N: operations per measured phase (default 50).
+# Results: $OUT/runs/linux-*.json (one run each), read by the host's checks
+# (xtask/src/lab/linux_checks.rs).
+set -o pipefail
+export PATH=/bin:/lab/bin
+OUT=${OUT:-/out}
+arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+save_partial() { [ -b "${DISK:-}" ] && (cd "$OUT" && tar -cf "$DISK" .) && sync; }
+N=$(arg iterations)
+N=${N:-50}
+PARTS=$(arg probe)
+PARTS=${PARTS:-boot,broadcast}
+want() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+K=/lab/linux/vmlinuz
+I=/lab/linux/initrd.cpio.gz
+fails=0
+
+run() { # name, then ipivmm run flags
+    name=$1
+    shift
+    echo "== linux $name: $*"
+    echo "lab: probe: linux $name" >/dev/console
+    start=$(cut -d' ' -f1 /proc/uptime)
+    timeout 1500 ipivmm run --kernel $K --initrd $I --repeat 1 --timeout 1200 \
+        --iterations "$N" --warmup 5 --context-events --json "$OUT/runs/linux-$name.json" \
+        "$@" >"$OUT/tests/linux-$name.log" 2>&1
+    rc=$?
+    end=$(cut -d' ' -f1 /proc/uptime)
+    printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$start" "$end" >>"$OUT/linux-runs.tsv"
+    tail -n 40 "$OUT/tests/linux-$name.log"
+    echo "rc=$rc"
+    [ "$rc" = 0 ] || fails=$((fails + 1))
+    save_partial
+}
+
+grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic' | tr '\n' ' '
+echo
+echo "kvm_amd: avic=$(cat /sys/module/kvm_amd/parameters/avic 2>/dev/null)"
+ipivmm host >"$OUT/host-linux.txt" 2>&1
+save_partial
+
+want boot && run boot-x2apic-2 --workload linux:idle --vcpus 2 --apic x2apic
+if want broadcast; then
+    for v in 2 4; do
+        for a in x2apic xapic; do
+            for m in host inhibit; do
+                run "broadcast-$a-$v-$m" --workload linux:ipi-broadcast --vcpus $v --apic $a --apicv $m
+            done
+        done
+    done
+fi
+if want modes; then
+    for a in x2apic xapic; do
+        run "broadcast-$a-2-split" --workload linux:ipi-broadcast --vcpus 2 --apic $a --irqchip split
+    done
+    for v in 2 4; do
+        run "broadcast-x2apic-$v-pv" --workload linux:ipi-broadcast --vcpus $v --apic x2apic --ipi pv
+    done
+fi
+if want ci; then
+    for m in host inhibit; do
+        run "broadcast-x2apic-2-$m" --workload linux:ipi-broadcast --vcpus 2 --apic x2apic --apicv $m
+    done
+fi
+if want workloads; then
+    for w in ipi-unicast ipi-multicast hackbench tlb-shootdown ebizzy; do
+        for m in host inhibit; do
+            p=""
+            [ $w = ipi-multicast ] && p="--param 0x2"
+            run "$w-x2apic-2-$m" --workload linux:$w --vcpus 2 --apic x2apic --apicv $m $p
+        done
+    done
+fi
+save_partial
+echo "probe-linux: $fails failures"
+[ "$fails" = 0 ]

@@ -1,0 +1,471 @@
+//! The one repeat loop of `run`, `sweep` and `check`: the planned
+//! configurations run in rounds (A B A B ..., not A A B B, so drift hits
+//! every configuration alike), each finished run handed to the caller's
+//! [`Keep`] at once (a journal keeps it durable), until every
+//! configuration has its repeats:
+//!
+//! - **fixed** (`--repeat N`): N repeats measured on a quiet host; a repeat
+//!   that ran while other processes or steal were above the bound
+//!   ([`crate::stats::load_instabilities`]) is kept and run again, up to N
+//!   more times (load is a cause to rerun, not a reason to stop);
+//! - **auto** (`--repeat auto`): at least [`AUTO_MIN`] quiet repeats, then
+//!   more until the spread seen makes a later comparison at this many
+//!   repeats a side pass an unchanged configuration with 80% power at the
+//!   gate's threshold ([`crate::gate::power::repeats_to_pass`]), within a
+//!   budget.
+//!
+//! A configuration this host cannot run is skipped with the reason; one
+//! that cannot start for another reason, or whose guest went over the
+//! guest memory budget, is a failed run and its other repeats are not run
+//! ([`stops_repeats`]). A set cancel flag stops the loop before the next VM.
+use super::Budget;
+use crate::config::VmConfig;
+use crate::gate::power::{repeats_to_pass, Design};
+use crate::gate::{Policy, Scale};
+use crate::host::load::LoadProbe;
+use crate::results::identity::ConfigId;
+use crate::results::metrics::Metric;
+use crate::results::summary::summarize;
+use crate::results::{RunReport, RunStatus, SkippedMode};
+use crate::run::{run, RunOptions};
+use ipivmm_devices::budget::SharedBudget;
+use ipivmm_devices::serial::SerialSink;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Quiet repeats `--repeat auto` runs before it judges the spread.
+pub const AUTO_MIN: u32 = 5;
+
+/// One configuration to run.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// `workload Nv mode [placement] [host setting]`.
+    pub label: String,
+    /// The run's configuration.
+    pub config: VmConfig,
+    /// The host setting it runs under (`kvm_amd.avic=1`), for
+    /// [`RunReport::host_param`].
+    pub host_param: Option<String>,
+    /// Its named placement (`close`, `spread`), for [`RunReport::placement`].
+    pub placement: Option<String>,
+}
+
+impl Planned {
+    /// The configuration this run is.
+    pub fn id(&self) -> ConfigId {
+        ConfigId::of_config(
+            &self.config,
+            self.placement.clone(),
+            self.host_param.clone(),
+        )
+    }
+
+    /// One configuration on its own (`run`), labelled by its identity.
+    pub fn single(config: VmConfig) -> Self {
+        let id = ConfigId::of_config(&config, None, None);
+        Self {
+            label: format!("{} {}v {}", id.guest.name(), id.vcpus, id.label()),
+            config,
+            host_param: None,
+            placement: None,
+        }
+    }
+}
+
+/// How many repeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeats {
+    /// This many a configuration (0 counts as 1).
+    Fixed(u32),
+    /// As many as the threshold needs at this host's spread, at most
+    /// `max`, within `budget`.
+    Auto {
+        /// The most a configuration gets.
+        max: u32,
+        /// The most the whole loop may spend.
+        budget: Budget,
+    },
+}
+
+/// Why a run stops its configuration's other repeats, if it does: a run
+/// that could not start will not start the next time either, and a guest
+/// that went over the guest memory budget does the same every time (the
+/// budget is the whole command's).
+pub fn stops_repeats(report: &RunReport) -> Option<&'static str> {
+    match &report.status {
+        RunStatus::OverBudget { .. } => Some(
+            "its other repeats are not run (a guest that floods the host does so every time, \
+             and the budget is the whole command's)",
+        ),
+        RunStatus::Failed { .. } if report.vcpus.is_empty() => {
+            Some("its other repeats are not run")
+        }
+        _ => None,
+    }
+}
+
+/// What a loop tells its caller as it goes. Every method has a default
+/// that does nothing.
+pub trait Events {
+    /// `runs` more runs are planned.
+    fn planned(&self, _runs: usize) {}
+    /// The run labelled `label` starts.
+    fn start(&self, _label: &str) {}
+    /// A line worth showing (a counting cost not measured, a skip, a rerun).
+    fn note(&self, _line: &str) {}
+    /// A run that failed (did not start, did not complete): a caller that
+    /// hides the notes still shows these.
+    fn failed(&self, line: &str) {
+        self.note(line)
+    }
+    /// A host switch or its warning (`--host-param`): shown even by a
+    /// caller that hides the notes.
+    fn host(&self, line: &str) {
+        self.note(line)
+    }
+    /// A run ended (or was not started).
+    fn finished_one(&self) {}
+}
+
+/// A caller that wants no events.
+pub struct Quiet;
+
+impl Events for Quiet {}
+
+/// Where finished runs go.
+pub trait Keep {
+    /// A finished run, before the next starts.
+    fn keep(&self, report: RunReport);
+    /// The guest memory budget every run of the loop draws on.
+    fn budget(&self) -> Arc<SharedBudget>;
+    /// `runs` more runs are planned (a journal says how many are missing).
+    fn plan_more(&self, _runs: usize) {}
+}
+
+/// A [`Keep`] that holds the runs in memory (a library caller's).
+pub struct Collect {
+    runs: std::sync::Mutex<Vec<RunReport>>,
+    budget: Arc<SharedBudget>,
+}
+
+impl Collect {
+    /// An empty collection under a guest memory budget of `limit` bytes.
+    pub fn new(limit: u64) -> Self {
+        Self {
+            runs: std::sync::Mutex::new(Vec::new()),
+            budget: Arc::new(SharedBudget::new(limit)),
+        }
+    }
+
+    /// The runs kept, in the order they ran.
+    pub fn into_runs(self) -> Vec<RunReport> {
+        self.runs.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Keep for Collect {
+    fn keep(&self, report: RunReport) {
+        match self.runs.lock() {
+            Ok(mut v) => v.push(report),
+            Err(e) => e.into_inner().push(report),
+        }
+    }
+    fn budget(&self) -> Arc<SharedBudget> {
+        self.budget.clone()
+    }
+}
+
+/// How to run the loop.
+#[derive(Clone)]
+pub struct Options {
+    /// How many repeats.
+    pub repeats: Repeats,
+    /// Pairs of runs measuring what counting costs, before the first run.
+    pub observer_pairs: u32,
+    /// Set (by a signal) to stop before the next VM; the current run ends
+    /// cancelled.
+    pub cancel: Arc<AtomicBool>,
+    /// The gate's threshold, for `--repeat auto`.
+    pub policy: Policy,
+    /// Where the first run's guest console goes (the others' are kept as
+    /// their tails).
+    pub first_serial: SerialSink,
+    /// When the caller started, for the first run's start-up timing.
+    pub started: Instant,
+}
+
+impl Options {
+    /// `repeats` with the defaults of a library caller: no counting-cost
+    /// pairs, no console, the default gate.
+    pub fn new(repeats: Repeats, cancel: Arc<AtomicBool>) -> Self {
+        Self {
+            repeats,
+            observer_pairs: 0,
+            cancel,
+            policy: crate::gate::DEFAULT_POLICY,
+            first_serial: SerialSink::Discard,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// What one configuration has so far.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    runs: u32,
+    quiet: u32,
+    p50: Vec<f64>,
+    done: bool,
+}
+
+fn quiet(r: &RunReport) -> Result<(), String> {
+    match r.host_load.as_ref().map(crate::stats::load_instabilities) {
+        Some(v) if !v.is_empty() => Err(v[0].to_string()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `t` needs another run.
+fn needs_more(t: &Tally, repeats: Repeats, policy: &Policy) -> bool {
+    if t.done {
+        return false;
+    }
+    match repeats {
+        Repeats::Fixed(n) => {
+            let n = n.max(1);
+            // Busy repeats are run again, at most n more times.
+            t.quiet < n && t.runs < 2 * n
+        }
+        Repeats::Auto { max, .. } => {
+            if t.quiet >= max || t.runs >= 2 * max {
+                return false;
+            }
+            if t.quiet < AUTO_MIN || t.p50.len() < AUTO_MIN as usize {
+                return true;
+            }
+            let Some(sd) = crate::stats::log_sd(&t.p50) else {
+                return true;
+            };
+            let margin = policy.margin(Scale::Ratio, 1.0);
+            match repeats_to_pass(0.0, sd, margin, policy.alpha, Design::Independent) {
+                Some(n) => (t.p50.len() as u32) < (n as u32).min(max),
+                None => true,
+            }
+        }
+    }
+}
+
+/// Runs `runs` in rounds until each has its repeats (or the budget, or a
+/// cancel, ends it), each finished run into `keep`; configurations this
+/// host cannot run join `skipped` with the reason. Returns whether a
+/// `--repeat auto` budget ran out before every configuration was settled.
+pub fn run_rounds(
+    runs: &[Planned],
+    skipped: &mut Vec<SkippedMode>,
+    opts: &Options,
+    keep: &dyn Keep,
+    events: &dyn Events,
+) -> bool {
+    let first_plan = match opts.repeats {
+        Repeats::Fixed(n) => n.max(1),
+        Repeats::Auto { max, .. } => AUTO_MIN.min(max),
+    } as usize
+        * runs.len();
+    events.planned(first_plan);
+    keep.plan_more(first_plan);
+    let indexed = !matches!(opts.repeats, Repeats::Fixed(0 | 1));
+    let mut tally = vec![Tally::default(); runs.len()];
+    let mut observer = opts.observer_pairs > 0;
+    let mut first = true;
+    let start = Instant::now();
+    let mut out_of_budget = false;
+    let mut round = 0u32;
+    loop {
+        let active: Vec<usize> = (0..runs.len())
+            .filter(|&i| needs_more(&tally[i], opts.repeats, &opts.policy))
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        if let Repeats::Auto { budget, .. } = opts.repeats {
+            let spent = match budget {
+                Budget::Time(b) => start.elapsed() >= b,
+                Budget::Vms(n) => tally.iter().map(|t| t.runs).sum::<u32>() >= n,
+            };
+            if spent {
+                out_of_budget = true;
+                break;
+            }
+        }
+        let beyond = round
+            >= match opts.repeats {
+                Repeats::Fixed(n) => n.max(1),
+                Repeats::Auto { .. } => AUTO_MIN,
+            };
+        if beyond {
+            events.planned(active.len());
+            keep.plan_more(active.len());
+        }
+        for i in active {
+            let p = &runs[i];
+            if opts.cancel.load(Ordering::SeqCst) {
+                if tally.iter().all(|t| t.runs == 0) || round == 0 {
+                    skipped.push(SkippedMode {
+                        id: Some(p.id()),
+                        mode: p.label.clone(),
+                        reason: "not run: cancelled".into(),
+                    });
+                }
+                tally[i].done = true;
+                events.finished_one();
+                continue;
+            }
+            events.start(&p.label);
+            let counting_cost = match std::mem::take(&mut observer) {
+                true => crate::run::observer::measure(
+                    &p.config,
+                    opts.observer_pairs,
+                    Some(opts.cancel.clone()),
+                )
+                .unwrap_or_else(|e| {
+                    events.note(&format!("{}: counting cost not measured: {e}", p.label));
+                    None
+                }),
+                false => None,
+            };
+            let run_opts = RunOptions {
+                serial: if first {
+                    opts.first_serial
+                } else {
+                    SerialSink::Discard
+                },
+                started: if first { opts.started } else { Instant::now() },
+                cancel: Some(opts.cancel.clone()),
+                budget: Some(keep.budget()),
+            };
+            first = false;
+            let probe = LoadProbe::start();
+            let mut r = match run(&p.config, run_opts) {
+                Ok(r) => r,
+                // Only what this host cannot do is a skip.
+                Err(e) if e.host_cannot_run() => {
+                    events.note(&format!("{}: skipped: {e}", p.label));
+                    tally[i].done = true;
+                    skipped.push(SkippedMode {
+                        id: Some(p.id()),
+                        mode: p.label.clone(),
+                        reason: format!("this host cannot run it: {e}"),
+                    });
+                    events.finished_one();
+                    continue;
+                }
+                Err(e) => RunReport::not_started(&p.config, &e.to_string()),
+            };
+            r.host_load = probe.and_then(|l| l.finish());
+            r.observer_effect = counting_cost;
+            r.host_param = p.host_param.clone();
+            r.placement = p.placement.clone();
+            r.repeat = indexed.then_some(tally[i].runs);
+            let t = &mut tally[i];
+            t.runs += 1;
+            match quiet(&r) {
+                Ok(()) => t.quiet += 1,
+                Err(why) if r.succeeded() => events.note(&format!(
+                    "{}: repeat {} ran on a busy host ({why}): it is kept and run again",
+                    p.label, t.runs
+                )),
+                Err(_) => {}
+            }
+            if r.succeeded() && quiet(&r).is_ok() {
+                if let Some(v) = Metric::CyclesPerOpP50
+                    .value(&summarize(&r))
+                    .filter(|v| *v > 0.0)
+                {
+                    t.p50.push(v);
+                }
+            }
+            let stop = stops_repeats(&r);
+            if !r.succeeded() {
+                let more = stop.map(|why| format!("; {why}")).unwrap_or_default();
+                events.failed(&format!("{}: {}{more}", p.label, r.status.line()));
+            }
+            if stop.is_some() {
+                t.done = true;
+            }
+            keep.keep(r);
+            events.finished_one();
+        }
+        round += 1;
+        if opts.cancel.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    out_of_budget
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_repeats_are_run_again_within_bounds() {
+        let p = crate::gate::DEFAULT_POLICY;
+        let t = Tally {
+            runs: 5,
+            quiet: 4,
+            ..Default::default()
+        };
+        assert!(
+            needs_more(&t, Repeats::Fixed(5), &p),
+            "one busy of five: one more"
+        );
+        let t = Tally {
+            runs: 10,
+            quiet: 4,
+            ..Default::default()
+        };
+        assert!(!needs_more(&t, Repeats::Fixed(5), &p), "at most N more");
+        let done = Tally {
+            runs: 5,
+            quiet: 5,
+            ..Default::default()
+        };
+        assert!(!needs_more(&done, Repeats::Fixed(5), &p));
+    }
+
+    #[test]
+    fn auto_stops_when_the_spread_allows_a_pass() {
+        let p = crate::gate::DEFAULT_POLICY;
+        let auto = Repeats::Auto {
+            max: 1000,
+            budget: Budget::Vms(10_000),
+        };
+        // A quiet, tight host: five repeats already suffice.
+        let tight = Tally {
+            runs: 5,
+            quiet: 5,
+            p50: vec![100.0, 101.0, 99.0, 100.5, 99.5],
+            done: false,
+        };
+        assert!(!needs_more(&tight, auto, &p));
+        // A spread of about 11%: tens of repeats.
+        let wide = Tally {
+            runs: 5,
+            quiet: 5,
+            p50: vec![100.0, 120.0, 90.0, 110.0, 95.0],
+            done: false,
+        };
+        assert!(needs_more(&wide, auto, &p));
+        let sd = crate::stats::log_sd(&wide.p50).unwrap();
+        let n = repeats_to_pass(
+            0.0,
+            sd,
+            p.margin(Scale::Ratio, 1.0),
+            p.alpha,
+            Design::Independent,
+        )
+        .unwrap();
+        assert!(n > 10, "{n}");
+    }
+}

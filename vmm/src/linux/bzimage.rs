@@ -1,0 +1,249 @@
+//! What a bzImage must be for ipivmm to boot it, checked before a VM
+//! exists: the setup header's fields the 64-bit boot protocol reads
+//! (Documentation/arch/x86/boot.rst), read from the bytes without trusting
+//! them. Loading itself is linux-loader's (`vm::linux`).
+use std::fmt;
+
+/// Largest kernel image accepted (a distribution's bzImage is 8–15 MiB).
+pub const MAX_KERNEL_FILE: u64 = 128 << 20;
+
+/// Offset of the setup header in the image (`hdr` of `boot_params`).
+pub const SETUP_HEADER_OFFSET: usize = 0x1f1;
+/// "HdrS" at 0x202.
+const HDRS_MAGIC: u32 = 0x5372_6448;
+/// 0xAA55 at 0x1FE.
+const BOOT_FLAG: u16 = 0xaa55;
+/// Boot protocol 2.12: `xloadflags` (the 64-bit entry is announced there).
+pub const MIN_PROTOCOL: u16 = 0x020c;
+/// `loadflags` bit 0: the protected-mode code is loaded at 0x100000.
+const LOADED_HIGH: u8 = 1;
+/// `xloadflags` bit 0: the kernel has the 64-bit entry at +0x200.
+const XLF_KERNEL_64: u16 = 1;
+/// `loadflags` bit 0 and `xloadflags` bit 0 have no meaning before these.
+const HEADER_END: usize = 0x268;
+
+/// The setup-header fields ipivmm uses, as the image states them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelHeader {
+    /// Boot protocol version, e.g. 0x020f.
+    pub protocol: u16,
+    /// 512-byte setup sectors after the boot sector (0 means 4).
+    pub setup_sects: u8,
+    /// Bytes the kernel needs from its load address while it decompresses
+    /// and sets itself up (`init_size`).
+    pub init_size: u32,
+    /// Highest address the initrd may end at, inclusive (`initrd_addr_max`).
+    pub initrd_addr_max: u32,
+    /// Longest command line, bytes without the NUL (`cmdline_size`).
+    pub cmdline_size: u32,
+    /// The kernel's release as its header names it (e.g. `6.1.0-50-amd64`),
+    /// when it has one.
+    pub release: Option<String>,
+}
+
+impl KernelHeader {
+    /// Bytes before the protected-mode kernel: the boot sector and the
+    /// setup sectors.
+    pub fn setup_bytes(&self) -> usize {
+        let sects = if self.setup_sects == 0 {
+            4
+        } else {
+            usize::from(self.setup_sects)
+        };
+        (sects + 1) * 512
+    }
+}
+
+/// Why a file is not a kernel ipivmm can boot. Each message names the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BzImageError {
+    /// Shorter than a setup header.
+    #[error("is {0} bytes, too short for a bzImage (a Linux kernel is megabytes): pass arch/x86/boot/bzImage or /boot/vmlinuz-*")]
+    TooShort(usize),
+    /// Larger than any kernel.
+    #[error("is {0} bytes, over the {MAX_KERNEL_FILE}-byte limit for a kernel image: pass the bzImage, not a vmlinux with debug information")]
+    TooLarge(u64),
+    /// No "HdrS" or boot flag: not a bzImage (a vmlinux ELF, a gzip...).
+    #[error("is not a bzImage (no \"HdrS\" setup header at 0x202{elf}): pass arch/x86/boot/bzImage or /boot/vmlinuz-*")]
+    NotBzImage {
+        /// ", it is an ELF (a vmlinux?)" when it is one.
+        elf: &'static str,
+    },
+    /// Too old for the 64-bit entry.
+    #[error("speaks boot protocol {0}, older than 2.12 (Linux 3.8): its 64-bit entry is not announced; boot a newer kernel")]
+    OldProtocol(Protocol),
+    /// A 32-bit kernel.
+    #[error("has no 64-bit entry (xloadflags bit 0 clear): a 32-bit kernel; boot an x86-64 one")]
+    Not64Bit,
+    /// Not loaded high: a zImage.
+    #[error("is not loaded high (loadflags bit 0 clear): a zImage; boot a bzImage")]
+    NotLoadedHigh,
+    /// The setup sectors run past the end of the file.
+    #[error("claims {0} setup bytes but the file ends before its kernel: a truncated image")]
+    Truncated(usize),
+}
+
+/// A boot protocol version, shown as `2.12`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Protocol(pub u16);
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:02}", self.0 >> 8, self.0 & 0xff)
+    }
+}
+
+fn u8_at(b: &[u8], at: usize) -> u8 {
+    b[at]
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Check `image` as a 64-bit bzImage and read its header.
+pub fn check(image: &[u8]) -> Result<KernelHeader, BzImageError> {
+    if image.len() as u64 > MAX_KERNEL_FILE {
+        return Err(BzImageError::TooLarge(image.len() as u64));
+    }
+    if image.len() < HEADER_END {
+        return Err(BzImageError::TooShort(image.len()));
+    }
+    if u32_at(image, 0x202) != HDRS_MAGIC || u16_at(image, 0x1fe) != BOOT_FLAG {
+        let elf = if image.starts_with(b"\x7fELF") {
+            ", it is an ELF (a vmlinux?)"
+        } else {
+            ""
+        };
+        return Err(BzImageError::NotBzImage { elf });
+    }
+    let protocol = u16_at(image, 0x206);
+    if protocol < MIN_PROTOCOL {
+        return Err(BzImageError::OldProtocol(Protocol(protocol)));
+    }
+    if u8_at(image, 0x211) & LOADED_HIGH == 0 {
+        return Err(BzImageError::NotLoadedHigh);
+    }
+    if u16_at(image, 0x236) & XLF_KERNEL_64 == 0 {
+        return Err(BzImageError::Not64Bit);
+    }
+    let header = KernelHeader {
+        protocol,
+        setup_sects: u8_at(image, 0x1f1),
+        init_size: u32_at(image, 0x260),
+        initrd_addr_max: u32_at(image, 0x22c),
+        cmdline_size: u32_at(image, 0x238),
+        release: release(image),
+    };
+    if header.setup_bytes() >= image.len() {
+        return Err(BzImageError::Truncated(header.setup_bytes()));
+    }
+    Ok(header)
+}
+
+/// The release the header's `kernel_version` string names: its first
+/// word, `6.1.0-50-amd64` of "6.1.0-50-amd64 (debian-kernel@...) #1 SMP ...".
+/// The pointer is 0x200 less than the string's offset in the file.
+fn release(image: &[u8]) -> Option<String> {
+    let at = usize::from(u16_at(image, 0x20e)).checked_add(0x200)?;
+    let rest = image.get(at..)?;
+    let end = rest.iter().take(256).position(|&b| b == 0 || b == b' ')?;
+    let word = std::str::from_utf8(&rest[..end]).ok()?;
+    (!word.is_empty() && word.chars().all(|c| c.is_ascii_graphic())).then(|| word.to_string())
+}
+
+/// A minimal image with a valid 64-bit setup header (protocol 2.15,
+/// 4 setup sectors, the release at the header's pointer) and `kernel` as
+/// its protected-mode code: for tests, and for a library user's stub.
+pub fn minimal_bzimage(kernel: &[u8], release: &str) -> Vec<u8> {
+    let setup = 5 * 512;
+    let mut b = vec![0u8; setup];
+    b[0x1f1] = 4;
+    b[0x1fe..0x200].copy_from_slice(&BOOT_FLAG.to_le_bytes());
+    b[0x202..0x206].copy_from_slice(&HDRS_MAGIC.to_le_bytes());
+    b[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
+    // kernel_version: the string at 0x400 (pointer 0x200).
+    b[0x20e..0x210].copy_from_slice(&0x200u16.to_le_bytes());
+    let version = format!("{release} (ipivmm test) #1");
+    b[0x400..0x400 + version.len()].copy_from_slice(version.as_bytes());
+    b[0x211] = LOADED_HIGH;
+    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
+    b[0x22c..0x230].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    b[0x236..0x238].copy_from_slice(&XLF_KERNEL_64.to_le_bytes());
+    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes());
+    let init = (kernel.len() as u32).max(0x1000).next_multiple_of(0x1000);
+    b[0x260..0x264].copy_from_slice(&init.to_le_bytes());
+    b.extend_from_slice(kernel);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_image_reads_back() {
+        let img = minimal_bzimage(&[0xf4; 100], "6.1.0-50-amd64");
+        let h = check(&img).unwrap();
+        assert_eq!(h.protocol, 0x020f);
+        assert_eq!(h.setup_bytes(), 5 * 512);
+        assert_eq!(h.cmdline_size, 2047);
+        assert_eq!(h.init_size, 0x1000);
+        assert_eq!(h.initrd_addr_max, 0x7fff_ffff);
+        assert_eq!(h.release.as_deref(), Some("6.1.0-50-amd64"));
+    }
+
+    #[test]
+    fn what_is_not_a_64_bit_bzimage_is_named() {
+        let good = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        assert_eq!(check(&good[..0x200]), Err(BzImageError::TooShort(0x200)));
+        let mut elf = good.clone();
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[0x202] = 0;
+        let e = check(&elf).unwrap_err();
+        assert!(e.to_string().contains("it is an ELF (a vmlinux?)"), "{e}");
+        let mut old = good.clone();
+        old[0x206..0x208].copy_from_slice(&0x020bu16.to_le_bytes());
+        assert_eq!(
+            check(&old),
+            Err(BzImageError::OldProtocol(Protocol(0x020b)))
+        );
+        assert!(check(&old).unwrap_err().to_string().contains("2.11"));
+        let mut k32 = good.clone();
+        k32[0x236] = 0;
+        assert_eq!(check(&k32), Err(BzImageError::Not64Bit));
+        let mut low = good.clone();
+        low[0x211] = 0;
+        assert_eq!(check(&low), Err(BzImageError::NotLoadedHigh));
+        let mut cut = good.clone();
+        cut[0x1f1] = 200;
+        assert_eq!(check(&cut), Err(BzImageError::Truncated(201 * 512)));
+    }
+
+    #[test]
+    fn the_release_is_read_without_trusting_the_pointer() {
+        let mut img = minimal_bzimage(&[0xf4; 100], "6.12.117+deb13-amd64");
+        assert_eq!(
+            check(&img).unwrap().release.as_deref(),
+            Some("6.12.117+deb13-amd64")
+        );
+        // A pointer past the end, or a string of control bytes: no release.
+        img[0x20e..0x210].copy_from_slice(&0xfff0u16.to_le_bytes());
+        assert_eq!(check(&img).unwrap().release, None);
+        img[0x20e..0x210].copy_from_slice(&0x200u16.to_le_bytes());
+        img[0x400] = 0x1b;
+        assert_eq!(check(&img).unwrap().release, None);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_never_a_panic() {
+        let img = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        for n in 0..img.len() {
+            let _ = check(&img[..n]);
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! A Linux guest (`ipivmm run --kernel BZIMAGE`): what it needs besides
+//! the payload's machine, all KVM-free here: the bzImage's header
+//! ([`bzimage`]), where things go and the e820 map ([`layout`]), the zero
+//! page ([`boot_params`]), the ACPI tables ([`acpi`]) and the command line
+//! ([`cmdline`]). The VM itself is built by `vm::linux`; the guest side
+//! (init, the phase tool, the workloads) is `guest-linux/` (docs/linux-guest.md).
+//!
+//! A Linux guest runs where KVM's LAPIC is (`--irqchip kernel` or `split`),
+//! in xAPIC or x2APIC mode, with APICv/AVIC as the host has it or
+//! inhibited, PV IPIs advertised or not; not with ipivmm's own LAPIC model,
+//! and not on kvm_pvm, where no kernel boots in useful time ([`check_mode`]).
+pub mod acpi;
+pub mod boot_params;
+pub mod bzimage;
+pub mod cmdline;
+pub mod layout;
+
+use crate::mode::Irqchip;
+use std::path::{Path, PathBuf};
+
+crate::mode::mode_part! {
+    /// A named workload of ipivmm's guest initramfs (`--workload linux:NAME`),
+    /// run by its init between phase markers (docs/linux-guest.md).
+    pub enum LinuxWorkload {
+        /// Boot, an idle phase, power off: what the kernel sends on its own.
+        Idle,
+        /// The IPI module: smp_call_function_many to every other CPU, waiting.
+        IpiBroadcast,
+        /// The IPI module: smp_call_function_many to a set of CPUs (`--param`).
+        IpiMulticast,
+        /// The IPI module: smp_call_function_single to the next CPU, waiting.
+        IpiUnicast,
+        /// rt-tests' hackbench: reschedule IPIs between message passers.
+        Hackbench,
+        /// A thread on every CPU in one address space, munmap in a loop: TLB shootdowns.
+        TlbShootdown,
+        /// ebizzy -M-like allocation: threads that map, touch and unmap buffers.
+        Ebizzy,
+    }
+}
+
+impl LinuxWorkload {
+    /// The prefix that names a Linux workload on the command line and in
+    /// results: `linux:ipi-broadcast`.
+    pub const PREFIX: &'static str = "linux:";
+
+    /// `linux:NAME`.
+    pub fn label(self) -> String {
+        format!("{}{}", Self::PREFIX, self.name())
+    }
+
+    /// The workload `linux:NAME` names, None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        s.strip_prefix(Self::PREFIX)?.parse().ok()
+    }
+
+    /// Fewest vCPUs the workload can run on (an IPI needs a target).
+    pub fn min_vcpus(self) -> usize {
+        match self {
+            LinuxWorkload::Idle | LinuxWorkload::Hackbench | LinuxWorkload::Ebizzy => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A Linux guest to boot (the [`crate::config::PayloadSource::Linux`] payload).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinuxGuest {
+    /// The bzImage.
+    pub kernel: PathBuf,
+    /// The initramfs (ipivmm's, `guest-linux/build-initrd.sh`, or yours).
+    pub initrd: Option<PathBuf>,
+    /// Kernel command-line text appended to ipivmm's ([`cmdline::build`]).
+    pub cmdline: String,
+    /// The workload ipivmm's init runs; None: whatever the initramfs does.
+    pub workload: Option<LinuxWorkload>,
+    /// Boot even where Linux is known not to boot (kvm_pvm): for a stub
+    /// kernel in tests; a real kernel would run into the timeout there.
+    pub allow_software_kvm: bool,
+}
+
+impl LinuxGuest {
+    /// A guest of `kernel`, nothing else.
+    pub fn new(kernel: impl Into<PathBuf>) -> Self {
+        Self {
+            kernel: kernel.into(),
+            initrd: None,
+            cmdline: String::new(),
+            workload: None,
+            allow_software_kvm: false,
+        }
+    }
+
+    /// What the results call the guest: `linux:WORKLOAD`, or `linux:` and
+    /// the kernel's file name.
+    pub fn label(&self) -> String {
+        match self.workload {
+            Some(w) => w.label(),
+            None => format!(
+                "{}{}",
+                LinuxWorkload::PREFIX,
+                self.kernel.file_name().map_or_else(
+                    || self.kernel.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                )
+            ),
+        }
+    }
+}
+
+/// Largest initrd accepted (it must also fit in guest RAM).
+pub const MAX_INITRD_FILE: u64 = 1 << 30;
+
+/// Why a Linux guest cannot run. Each message names the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LinuxError {
+    /// The kernel file cannot be read.
+    #[error("--kernel {path}: {problem}")]
+    KernelRead {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Not a kernel ipivmm can boot.
+    #[error("--kernel {path} {problem}")]
+    Kernel {
+        /// The path.
+        path: String,
+        /// What is wrong with it.
+        problem: bzimage::BzImageError,
+    },
+    /// The initrd cannot be read.
+    #[error("--initrd {path}: {problem}")]
+    InitrdRead {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The kernel and initrd do not fit in RAM.
+    #[error("--memory {mem_mib} MiB (VmConfig::memory_bytes) cannot hold the kernel ({kernel_mib} MiB while it unpacks) and the initrd ({initrd_mib} MiB): raise --memory")]
+    DoesNotFit {
+        /// RAM, MiB.
+        mem_mib: u64,
+        /// The kernel's init_size, MiB (rounded up).
+        kernel_mib: u64,
+        /// The initrd, MiB (rounded up).
+        initrd_mib: u64,
+    },
+    /// The command line is too long or not text.
+    #[error(transparent)]
+    Cmdline(#[from] cmdline::CmdlineError),
+    /// The mode cannot boot Linux.
+    #[error("{0}")]
+    Mode(String),
+    /// This host's KVM does not boot Linux.
+    #[error("--kernel: this host's KVM is kvm_pvm (software KVM), where a Linux kernel does not boot in useful time (measured: no output in 600 s); boot it in the lab, on a real kvm_amd or kvm_intel: cargo xtask lab linux (docs/linux-guest.md)")]
+    SoftwareKvm,
+    /// The ACPI tables do not fit.
+    #[error(transparent)]
+    Acpi(#[from] acpi::TooLarge),
+}
+
+/// A checked Linux guest: the kernel and initrd bytes, the header, the
+/// command line, read once (stage 0) and trusted by the build.
+#[derive(Clone, Debug)]
+pub struct LinuxImage {
+    /// The bzImage.
+    pub kernel: Vec<u8>,
+    /// What its header says.
+    pub header: bzimage::KernelHeader,
+    /// The initrd and where it goes.
+    pub initrd: Option<(Vec<u8>, u64)>,
+    /// The whole command line.
+    pub cmdline: String,
+}
+
+fn read(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    crate::inputs::read_bytes(path, max)
+}
+
+/// Read and check the guest's files for a VM of `mem_bytes` of RAM, with
+/// `cmdline` as the command line ipivmm built ([`cmdline::build`]).
+pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<LinuxImage, LinuxError> {
+    let kpath = guest.kernel.display().to_string();
+    let kernel = read(&guest.kernel, bzimage::MAX_KERNEL_FILE).map_err(|problem| {
+        LinuxError::KernelRead {
+            path: kpath.clone(),
+            problem,
+        }
+    })?;
+    let header = bzimage::check(&kernel).map_err(|problem| LinuxError::Kernel {
+        path: kpath,
+        problem,
+    })?;
+    cmdline::check(&cmdline, header.cmdline_size)?;
+    let kernel_end = layout::KERNEL_START + u64::from(header.init_size);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let initrd = match &guest.initrd {
+        None => None,
+        Some(p) => {
+            let bytes = read(p, MAX_INITRD_FILE).map_err(|problem| LinuxError::InitrdRead {
+                path: p.display().to_string(),
+                problem,
+            })?;
+            let len = bytes.len() as u64;
+            let at = layout::initrd_addr(mem_bytes, header.initrd_addr_max, kernel_end, len)
+                .ok_or(LinuxError::DoesNotFit {
+                    mem_mib: mem_bytes >> 20,
+                    kernel_mib: mib(u64::from(header.init_size)),
+                    initrd_mib: mib(len),
+                })?;
+            Some((bytes, at))
+        }
+    };
+    if kernel_end > mem_bytes {
+        return Err(LinuxError::DoesNotFit {
+            mem_mib: mem_bytes >> 20,
+            kernel_mib: mib(u64::from(header.init_size)),
+            initrd_mib: 0,
+        });
+    }
+    Ok(LinuxImage {
+        kernel,
+        header,
+        initrd,
+        cmdline,
+    })
+}
+
+/// Whether a Linux guest can run in this mode: the refusals that need
+/// neither a file nor the host.
+pub fn check_mode(guest: &LinuxGuest, irqchip: Irqchip, vcpus: usize) -> Result<(), LinuxError> {
+    if irqchip == Irqchip::User {
+        return Err(LinuxError::Mode(
+            "--irqchip user with --kernel: Linux needs KVM's LAPIC (its timer, INIT and start-up IPIs, the IOAPIC); ipivmm's LAPIC model has none of them: use --irqchip kernel or split".into(),
+        ));
+    }
+    if let Some(w) = guest.workload {
+        if vcpus < w.min_vcpus() {
+            return Err(LinuxError::Mode(format!(
+                "--workload {} needs at least {} vCPUs (--vcpus {vcpus}): an IPI needs a target",
+                w.label(),
+                w.min_vcpus()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether this host boots Linux: not kvm_pvm (`software_kvm`), unless
+/// the guest is a stub that asks for it.
+pub fn check_backend(guest: &LinuxGuest, software_kvm: bool) -> Result<(), LinuxError> {
+    if software_kvm && !guest.allow_software_kvm {
+        return Err(LinuxError::SoftwareKvm);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_workloads_are_named_with_their_prefix() {
+        assert_eq!(
+            LinuxWorkload::parse("linux:ipi-broadcast"),
+            Some(LinuxWorkload::IpiBroadcast)
+        );
+        assert_eq!(LinuxWorkload::parse("ipi-broadcast"), None);
+        assert_eq!(LinuxWorkload::parse("linux:nope"), None);
+        for w in LinuxWorkload::ALL {
+            assert_eq!(LinuxWorkload::parse(&w.label()), Some(*w));
+        }
+        let mut g = LinuxGuest::new("/boot/vmlinuz-6.1.0-50-amd64");
+        assert_eq!(g.label(), "linux:vmlinuz-6.1.0-50-amd64");
+        g.workload = Some(LinuxWorkload::TlbShootdown);
+        assert_eq!(g.label(), "linux:tlb-shootdown");
+    }
+
+    #[test]
+    fn impossible_modes_are_refused_with_the_reason() {
+        let g = LinuxGuest::new("k");
+        let e = check_mode(&g, Irqchip::User, 2).unwrap_err().to_string();
+        assert!(e.contains("use --irqchip kernel or split"), "{e}");
+        let e = check_backend(&g, true).unwrap_err().to_string();
+        assert!(
+            e.contains("kvm_pvm") && e.contains("cargo xtask lab linux"),
+            "{e}"
+        );
+        assert!(check_mode(&g, Irqchip::Split, 2).is_ok());
+        assert!(check_backend(&g, false).is_ok());
+        let stub = LinuxGuest {
+            allow_software_kvm: true,
+            ..g.clone()
+        };
+        assert!(check_backend(&stub, true).is_ok());
+        let one = LinuxGuest {
+            workload: Some(LinuxWorkload::IpiUnicast),
+            ..g
+        };
+        let e = check_mode(&one, Irqchip::Kernel, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 2 vCPUs"), "{e}");
+    }
+
+    fn tmp(name: &str, bytes: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ipivmm-linux-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn load_reads_checks_and_places_the_initrd() {
+        let k = tmp("bz", &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"));
+        let i = tmp("initrd", &[7u8; 10_000]);
+        let mut g = LinuxGuest::new(&k);
+        g.initrd = Some(i);
+        let img = load(&g, 64 << 20, "console=ttyS0".into()).unwrap();
+        let (bytes, at) = img.initrd.unwrap();
+        assert_eq!(bytes.len(), 10_000);
+        assert_eq!(at % 4096, 0);
+        assert!(at + 10_000 <= 64 << 20);
+        assert_eq!(img.header.release.as_deref(), Some("6.1.0-test"));
+        // Missing, malformed, too long a command line: one line each.
+        let e = load(
+            &LinuxGuest::new("/nonexistent/bzImage"),
+            64 << 20,
+            String::new(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("--kernel /nonexistent/bzImage: "),
+            "{e}"
+        );
+        let junk = tmp("junk", &[0u8; 4096]);
+        let e = load(&LinuxGuest::new(&junk), 64 << 20, String::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a bzImage") && !e.contains('\n'), "{e}");
+        let e = load(&g, 64 << 20, "x".repeat(3000))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2047"), "{e}");
+        let mut big = g.clone();
+        big.initrd = Some(tmp("big", &vec![0u8; 3 << 20]));
+        let e = load(&big, 2 << 20, String::new()).unwrap_err().to_string();
+        assert!(e.contains("raise --memory"), "{e}");
+    }
+}
