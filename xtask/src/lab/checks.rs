@@ -343,6 +343,10 @@ mod tests {
     }
 
 
+    fn overhead(how: &str) -> RunsFile {
+        RunsFile::load(Path::new(&overhead_path(how))).unwrap()
+    }
+
     #[test]
     fn the_cost_of_counting_and_its_failed_pairs() {
         // What checks.jq's overhead_summary printed for the same files.

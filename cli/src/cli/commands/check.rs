@@ -506,7 +506,16 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["kvm-paths", "lab-full", "lab-npt0", "lab-sweep", "seeds"]
+            [
+                "kvm-paths",
+                "lab-avic-off",
+                "lab-avic-on",
+                "lab-avic-preset",
+                "lab-full",
+                "lab-npt0",
+                "lab-sweep",
+                "seeds"
+            ]
         );
     }
 
