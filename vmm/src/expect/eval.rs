@@ -1,6 +1,8 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
-use super::{CounterSum, Expectation, Op, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus, PHASE_FIGURES};
+use super::{
+    CounterSum, Expectation, Op, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus, PHASE_FIGURES,
+};
 use crate::gate::claim::{self, Claim, Judgement};
 use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::{Metric, RunMetrics};
@@ -498,7 +500,9 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
                         };
                         if !e.op.holds(*v as f64, want, e.tolerance) {
                             bad.push(match per_vcpu {
-                                true => format!("vcpu{i} got {v}, want {} {}", e.op.symbol(), fmt(want)),
+                                true => {
+                                    format!("vcpu{i} got {v}, want {} {}", e.op.symbol(), fmt(want))
+                                }
                                 false => format!("vcpu{i} got {v}"),
                             });
                         }
@@ -604,7 +608,8 @@ fn unexpected_skips(doc: &Document, allowed: &[String], e: &Expectation) -> Outc
 
 /// `doc` as its results file reads back.
 fn written(doc: &Document) -> Result<Document, String> {
-    let text = serde_json::to_string(doc).map_err(|e| format!("the document does not serialize: {e}"))?;
+    let text =
+        serde_json::to_string(doc).map_err(|e| format!("the document does not serialize: {e}"))?;
     Document::from_json(&text, "the results written").map_err(|e| e.to_string())
 }
 
@@ -619,7 +624,9 @@ fn same(got: &serde_json::Value, want: &serde_json::Value, tol: f64) -> bool {
             _ => g == w,
         },
         (Value::Object(g), Value::Object(w)) => {
-            g.len() == w.len() && g.iter().all(|(k, v)| w.get(k).is_some_and(|x| same(v, x, tol)))
+            g.len() == w.len()
+                && g.iter()
+                    .all(|(k, v)| w.get(k).is_some_and(|x| same(v, x, tol)))
         }
         _ => got == want,
     }
@@ -640,7 +647,10 @@ fn recorded(e: &Expectation, r: &RunReport, key: Option<&str>) -> Outcome {
     let given = serde_json::to_value(RunMetrics::of(&summarize(r))).unwrap_or_default();
     let mut compared = 0usize;
     let mut diffs = Vec::new();
-    for (k, got) in recorded.iter().filter(|(k, _)| key.is_none_or(|want| want == k.as_str())) {
+    for (k, got) in recorded
+        .iter()
+        .filter(|(k, _)| key.is_none_or(|want| want == k.as_str()))
+    {
         compared += 1;
         let want = given.get(k);
         if !want.is_some_and(|w| same(got, w, e.tolerance)) {

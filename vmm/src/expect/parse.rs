@@ -59,10 +59,7 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
             )));
         }
     }
-    let document_wide = matches!(
-        subject,
-        Subject::Ratio { .. } | Subject::UnexpectedSkips(_)
-    );
+    let document_wide = matches!(subject, Subject::Ratio { .. } | Subject::UnexpectedSkips(_));
     if document_wide && scope != Scope::default() {
         return Err(bad(format!(
             "{} names its runs itself: drop the 'SCOPE: ' before it",
@@ -241,7 +238,10 @@ fn host_scope(verdict: &str, states: &str) -> Result<HostScope, String> {
         ));
     }
     let states: Vec<String> = states.split('|').map(str::to_string).collect();
-    if let Some(bad) = states.iter().find(|s| !["available", "unavailable"].contains(&s.as_str())) {
+    if let Some(bad) = states
+        .iter()
+        .find(|s| !["available", "unavailable"].contains(&s.as_str()))
+    {
         return Err(format!(
             "'host.{verdict}={bad}': a verdict is available or unavailable"
         ));
@@ -398,7 +398,11 @@ fn counter_sum(s: &str) -> Result<CounterSum, String> {
             sign = match word {
                 "+" => Sign::Plus,
                 "-" => Sign::Minus,
-                _ => return Err(format!("'{s}': counters are added with ' + ' or taken away with ' - '")),
+                _ => {
+                    return Err(format!(
+                        "'{s}': counters are added with ' + ' or taken away with ' - '"
+                    ))
+                }
             };
             continue;
         }
@@ -408,7 +412,9 @@ fn counter_sum(s: &str) -> Result<CounterSum, String> {
             ));
         };
         if vcpus.get_or_insert(who.clone()) != &who {
-            return Err(format!("'{s}': every counter of a sum reads the same vCPUs"));
+            return Err(format!(
+                "'{s}': every counter of a sum reads the same vCPUs"
+            ));
         }
         terms.push((sign, source, name));
     }

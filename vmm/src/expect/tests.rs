@@ -75,11 +75,18 @@ fn counters_against_counters_per_vcpu() {
     });
     assert_eq!(failures(&pv_short, pv), ["vcpu0 got 30, want == 29"]);
     // Sums take counters away too, and read one vCPU or all of them.
-    passes(&d, "ipi=icr: vcpu0.guest.icr_writes == vcpu0.guest.ipis_sent - vcpu0.guest.barrier_icr_writes");
+    passes(
+        &d,
+        "ipi=icr: vcpu0.guest.icr_writes == vcpu0.guest.ipis_sent - vcpu0.guest.barrier_icr_writes",
+    );
     passes(&d, "ipis_delivered == vcpus.guest.ipis_received");
     let lost = doc(|v| measure(v, 0, 1)["guest"]["ipis_received"] = 29.into());
     assert_eq!(
-        failures(&lost, "kernel/x2apic/icr: ipis_delivered == vcpus.guest.ipis_received").len(),
+        failures(
+            &lost,
+            "kernel/x2apic/icr: ipis_delivered == vcpus.guest.ipis_received"
+        )
+        .len(),
         0,
         "the same figure both ways"
     );
@@ -94,7 +101,10 @@ fn the_phases_own_figures_and_the_effective_apicv_state() {
     // No AVIC in this lab: every run's ICR writes exit, one per round
     // trip, whatever it asked of APICv.
     let d = doc(|_| {});
-    passes(&d, "ipi=icr apicv=inhibited|unavailable: icr_write_exits_per_operation == 1");
+    passes(
+        &d,
+        "ipi=icr apicv=inhibited|unavailable: icr_write_exits_per_operation == 1",
+    );
     passes(&d, "apicv=unavailable: vcpu*.phase.apicv_active == 0");
     passes(&d, "ipi=icr: vcpu*.phase.icr_writes_accelerated == 0");
     // With AVIC active for the first run, it is out of that scope.
@@ -108,7 +118,10 @@ fn the_phases_own_figures_and_the_effective_apicv_state() {
     let unsampled = doc(|v| {
         measure(v, 0, 0).as_object_mut().unwrap().remove("apicv");
     });
-    let got = judge(&unsampled, "kernel/x2apic/icr: vcpu*.phase.apicv_active == 0");
+    let got = judge(
+        &unsampled,
+        "kernel/x2apic/icr: vcpu*.phase.apicv_active == 0",
+    );
     assert!(
         matches!(&got[0], Outcome::Skip(w) if w == "vcpu0: no APICv state sampled in the phase"),
         "{got:?}"
@@ -119,16 +132,29 @@ fn the_phases_own_figures_and_the_effective_apicv_state() {
 fn scopes_over_what_the_runs_host_had() {
     // The fixture's host (QEMU TCG, kvm_amd avic=0): no AVIC, no x2AVIC.
     let d = doc(|_| {});
-    assert_eq!(judge(&d, "host.x2avic=unavailable: operations > 0").len(), 4);
+    assert_eq!(
+        judge(&d, "host.x2avic=unavailable: operations > 0").len(),
+        4
+    );
     let f = failures(&d, "host.x2avic=available: operations > 0");
-    assert!(f[0].starts_with("no run matches 'host.x2avic=available'"), "{f:?}");
+    assert!(
+        f[0].starts_with("no run matches 'host.x2avic=available'"),
+        "{f:?}"
+    );
     // One run recorded on a host with x2AVIC.
     let one = doc(|v| {
-        v["runs"][2]["host_settings"]["verdicts"]["x2avic"] = serde_json::json!({"state": "available"})
+        v["runs"][2]["host_settings"]["verdicts"]["x2avic"] =
+            serde_json::json!({"state": "available"})
     });
-    assert_eq!(judge(&one, "host.x2avic=available ipi=icr: operations > 0").len(), 1);
+    assert_eq!(
+        judge(&one, "host.x2avic=available ipi=icr: operations > 0").len(),
+        1
+    );
     for (text, needle) in [
-        ("host.x2apic=available: operations > 0", "no host verdict 'x2apic'"),
+        (
+            "host.x2apic=available: operations > 0",
+            "no host verdict 'x2apic'",
+        ),
         ("host.avic=on: operations > 0", "available or unavailable"),
     ] {
         let e = text.parse::<Expectation>().unwrap_err().to_string();
@@ -140,7 +166,8 @@ fn scopes_over_what_the_runs_host_had() {
 fn skips_for_reasons_other_than_those_allowed_fail() {
     // The fixture's sweep skipped split rows with --apicv inhibit (no
     // in-kernel PIT on split) and a user row identical to another.
-    let allowed = r#"unexpected_skips("LAPIC in KVM", "needs an in-kernel PIT", "identical to") == 0"#;
+    let allowed =
+        r#"unexpected_skips("LAPIC in KVM", "needs an in-kernel PIT", "identical to") == 0"#;
     assert_eq!(
         failures(&doc(|_| {}), r#"unexpected_skips("identical to") == 0"#)[0]
             .split("; ")
@@ -151,19 +178,23 @@ fn skips_for_reasons_other_than_those_allowed_fail() {
     let d = doc(|_| {});
     passes(&d, allowed);
     let odd = doc(|v| {
-        v["skipped"].as_array_mut().unwrap().push(serde_json::json!({
-            "mode": "pingpong 2v kernel/x2apic/icr", "reason": "no reason"
-        }))
+        v["skipped"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "mode": "pingpong 2v kernel/x2apic/icr", "reason": "no reason"
+            }))
     });
     assert_eq!(
         failures(&odd, allowed),
         ["got 1, want == 0: pingpong 2v kernel/x2apic/icr: no reason"]
     );
-    let fine = doc(|v| {
-        v["skipped"].as_array_mut().unwrap().push(serde_json::json!({
+    let fine =
+        doc(|v| {
+            v["skipped"].as_array_mut().unwrap().push(serde_json::json!({
             "mode": "pingpong 2v user/x2apic/pv", "reason": "--ipi pv needs the LAPIC in KVM"
         }))
-    });
+        });
     passes(&fine, allowed);
 }
 
@@ -175,13 +206,19 @@ fn recorded_metrics_are_what_the_counters_give() {
     passes(&d, "recorded.* == *");
     let edited = doc(|v| v["runs"][0]["metrics"]["ipis_per_operation"] = 2.0.into());
     assert_eq!(
-        failures(&edited, "kernel/x2apic/icr: recorded.ipis_per_operation == ipis_per_operation"),
+        failures(
+            &edited,
+            "kernel/x2apic/icr: recorded.ipis_per_operation == ipis_per_operation"
+        ),
         ["ipis_per_operation recorded 2.0, its counters give 1.0"]
     );
     // The counters edited, the figures not: the file no longer agrees.
     let tampered = doc(|v| measure(v, 0, 1)["guest"]["ipis_received"] = 29.into());
     let f = failures(&tampered, "pingpong: recorded.* == *");
-    assert!(f[0].contains("ipis_delivered recorded 30, its counters give 29"), "{f:?}");
+    assert!(
+        f[0].contains("ipis_delivered recorded 30, its counters give 29"),
+        "{f:?}"
+    );
     // A run in memory is judged as its results file reads back.
     let mut fresh = doc(|_| {});
     for r in &mut fresh.runs {
@@ -197,16 +234,37 @@ fn the_new_forms_are_refused_where_they_mean_nothing() {
             "vcpu*.guest.icr_writes == vcpus.guest.icr_writes",
             "read the vCPUs the left does (vcpu*)",
         ),
-        ("ipis_sent == vcpu*.guest.ipis_sent", "a metric: vcpuN or vcpus"),
-        ("vcpu*.guest.icr_writes == vcpu*.guest.ipis_sent +", "ends with a counter"),
-        ("vcpu*.phase.exits == 0", "the phase's figures are icr_write_exits"),
-        ("vcpu0.tracepoints.a + vcpu0.tracepoints.b == 0", "one counter on the left"),
-        ("vcpu*.guest.ipis_sent == vcpu*.guest.ipis_sent * 2", "' + ' or taken away with ' - '"),
-        ("broadcast: unexpected_skips(\"x\") == 0", "names its runs itself"),
+        (
+            "ipis_sent == vcpu*.guest.ipis_sent",
+            "a metric: vcpuN or vcpus",
+        ),
+        (
+            "vcpu*.guest.icr_writes == vcpu*.guest.ipis_sent +",
+            "ends with a counter",
+        ),
+        (
+            "vcpu*.phase.exits == 0",
+            "the phase's figures are icr_write_exits",
+        ),
+        (
+            "vcpu0.tracepoints.a + vcpu0.tracepoints.b == 0",
+            "one counter on the left",
+        ),
+        (
+            "vcpu*.guest.ipis_sent == vcpu*.guest.ipis_sent * 2",
+            "' + ' or taken away with ' - '",
+        ),
+        (
+            "broadcast: unexpected_skips(\"x\") == 0",
+            "names its runs itself",
+        ),
         ("unexpected_skips(x) == 0", "in double quotes"),
         ("unexpected_skips(\"\") == 0", "would allow every skip"),
         ("recorded.* == 1", "write 'recorded.* == *'"),
-        ("recorded.exits_per_ipi < exits_per_ipi", "recorded.exits_per_ipi == exits_per_ipi"),
+        (
+            "recorded.exits_per_ipi < exits_per_ipi",
+            "recorded.exits_per_ipi == exits_per_ipi",
+        ),
         ("@warmup: recorded.* == *", "drop the @PHASE"),
     ] {
         let e = text.parse::<Expectation>().unwrap_err().to_string();

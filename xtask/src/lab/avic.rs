@@ -227,7 +227,11 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
         Part::Selftests => selftests(r, dir),
         Part::Matrix | Part::Preset => {
             let carried = fs::read_to_string(dir.join("plans.txt")).unwrap_or_default();
-            for (step, plan) in PLANS.iter().filter(|(p, _, _)| *p == part).map(|(_, s, p)| (s, p)) {
+            for (step, plan) in PLANS
+                .iter()
+                .filter(|(p, _, _)| *p == part)
+                .map(|(_, s, p)| (s, p))
+            {
                 let carried = carried.lines().any(|l| l == *plan);
                 verify::plan_step(r, dir, step, plan, (true, true, carried));
             }
@@ -455,7 +459,9 @@ mod tests {
             xml += &format!("<testcase name=\"{name}: {}\"/>", p.replace('>', "&gt;"));
         }
         t.edit(&format!("{name}.tap"), |_| tap)
-            .edit(&format!("{name}.junit.xml"), |_| xml + "</testsuite></testsuites>");
+            .edit(&format!("{name}.junit.xml"), |_| {
+                xml + "</testsuite></testsuites>"
+            });
     }
 
     fn report(t: &Tree, part: Part) -> Report {

@@ -285,7 +285,6 @@ pub fn overhead_summary(f: &RunsFile) -> String {
     )
 }
 
-
 #[cfg(test)]
 mod tests {
     /// The phase field (and counter source) of exits by reason.
@@ -342,7 +341,6 @@ mod tests {
         );
     }
 
-
     fn overhead(how: &str) -> RunsFile {
         RunsFile::load(Path::new(&overhead_path(how))).unwrap()
     }
@@ -391,7 +389,6 @@ mod tests {
             "x2apic halt: no observer effect (run completed)"
         );
     }
-
 
     #[test]
     fn the_kernels_inhibit_events_are_checked_against_the_host_verdict() {
@@ -461,7 +458,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-
     #[test]
     fn a_flood_reports_what_it_lost() {
         let f = RunsFile::load(Path::new(SWEEP)).unwrap();
@@ -478,5 +474,4 @@ mod tests {
         let undercounted = edited(|v| measure(v, 0, 0)[EXIT_REASONS]["missing"] = 1.into());
         assert_eq!(flood_lost_mismatch(&undercounted).len(), 1);
     }
-
 }

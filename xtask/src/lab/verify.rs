@@ -558,7 +558,10 @@ pub(super) fn plan_step(
                         .filter_map(|p| Some((p, p.skip.as_deref()?)))
                         .filter(|(_, why)| !why.starts_with("not run here:"))
                         .map(|(p, why)| {
-                            format!("ok {} - {} # SKIP {why}: not measured in the lab", p.number, p.name)
+                            format!(
+                                "ok {} - {} # SKIP {why}: not measured in the lab",
+                                p.number, p.name
+                            )
                         }),
                 );
             }
@@ -856,7 +859,9 @@ pub(super) mod tests {
         assert!(text1.contains("\n  sweep skip: sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]: not run here: no PV\n"), "{text1}");
         // The runs the plan wrote (runs/sweep/) are the lab's inhibit check's too.
         let t2 = with_plans("lab-plans-runs");
-        t2.edit("runs/sweep/sweep.json", |s| s.replace("\"DISABLED\"", "\"NONE\""));
+        t2.edit("runs/sweep/sweep.json", |s| {
+            s.replace("\"DISABLED\"", "\"NONE\"")
+        });
         assert_eq!(
             t2.failures(Expect::Quick),
             ["APICv inhibit events agree with the host verdict"]
@@ -1014,11 +1019,7 @@ pub(super) mod tests {
             "{\"schema\": \"ipivmm.results/1\"".into()
         });
         let f = t.failures(Expect::Quick);
-        assert_eq!(
-            f.len(),
-            1,
-            "an unreadable file fails every check: {f:?}"
-        );
+        assert_eq!(f.len(), 1, "an unreadable file fails every check: {f:?}");
 
         let t = Tree::new("hostparam");
         t.edit("runs/sweep-hostparam.json", |s| {
@@ -1034,7 +1035,9 @@ pub(super) mod tests {
         // An --apicv inhibit run that did not complete: `ipivmm run` exits
         // non-zero, and so does its step.
         let t = Tree::new("inhibit");
-        t.edit("steps.tsv", |s| s.replace("inhibit-repeats\t0\t", "inhibit-repeats\t1\t"));
+        t.edit("steps.tsv", |s| {
+            s.replace("inhibit-repeats\t0\t", "inhibit-repeats\t1\t")
+        });
         assert_eq!(
             t.failures(Expect::Quick),
             ["step inhibit-repeats: exit 1 (7s)"]
