@@ -228,6 +228,6 @@ fn figures_count_the_repeats_that_have_them() {
     let sd = ipivmm::stats::log_sd(&p50.values).unwrap();
     assert_eq!(
         c.min_detectable_effect,
-        ipivmm::stats::min_detectable_effect(sd, 4)
+        ipivmm::gate::power::min_detectable(sd, 4, &ipivmm::gate::DEFAULT_POLICY)
     );
 }

@@ -41,8 +41,10 @@ const ENTRY: &[u8] = &[
     0x02, 0x00, 0x00, 0x8a, 0x07, 0xee, 0x66, 0xba, 0x00, 0x06, 0xb0, 0x34, 0xee, 0xf4, 0xeb, 0xfd,
 ];
 
-fn stub_files() -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ipivmm-linux-boot-{}", std::process::id()));
+/// The stub's files in a directory of `test`'s own (the tests run in
+/// parallel: one writing the kernel while another reads it raced).
+fn stub_files(test: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ipivmm-linux-boot-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut kernel = vec![0xf4u8; 0x200];
     kernel.extend_from_slice(ENTRY);
@@ -53,8 +55,8 @@ fn stub_files() -> (PathBuf, PathBuf) {
     (k, i)
 }
 
-fn stub_config(vcpus: usize) -> VmConfig {
-    let (kernel, initrd) = stub_files();
+fn stub_config(test: &str, vcpus: usize) -> VmConfig {
+    let (kernel, initrd) = stub_files(test);
     VmConfig {
         vcpus,
         memory_bytes: 64 << 20,
@@ -74,7 +76,7 @@ fn a_stub_kernel_reads_the_boot_protocol_and_powers_off() {
     if !kvm_available("a_stub_kernel_reads_the_boot_protocol_and_powers_off") {
         return;
     }
-    let r = run(&stub_config(2), RunOptions::default()).expect("the run starts");
+    let r = run(&stub_config("boot", 2), RunOptions::default()).expect("the run starts");
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     // Three e820 entries, the command line ("console=..."), the RSDP
     // ("RSD PTR "), the initrd ("Initrd..."): every pointer of the zero page
@@ -102,7 +104,7 @@ fn without_the_stub_flag_kvm_pvm_refuses_a_kernel_before_booting() {
     if !kvm_available("without_the_stub_flag_kvm_pvm_refuses_a_kernel_before_booting") {
         return;
     }
-    let mut c = stub_config(1);
+    let mut c = stub_config("refused", 1);
     let PayloadSource::Linux(g) = &mut c.payload else {
         unreachable!()
     };

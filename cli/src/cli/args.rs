@@ -254,7 +254,7 @@ pub struct CompareArgs {
     /// The same for counts (exits, ICR-write exits per operation or IPI), of the baseline or of one count, whichever is larger.
     #[arg(long, default_value_t = crate::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
     pub count_tolerance: f64,
-    /// Also gate these figures (default: cycles per operation p50 and exits and ICR-write exits per IPI): p99, us, cycles-per-ipi, exits-per-op, icr-exits-per-op, or a metric key.
+    /// The figures the gate judges, the whole set (default: p50,exits,icr-exits: cycles per operation p50 and exits and ICR-write exits per IPI): p50, p99, us, cycles-per-ipi, exits, exits-per-op, icr-exits, icr-exits-per-op, or a metric key.
     #[arg(long = "gate", value_name = "LIST", value_delimiter = ',', value_parser = parse_metric)]
     pub gate: Vec<Metric>,
     /// A host noise profile (`ipivmm calibrate --output FILE`): the gate adds its drift between recordings to a comparison of one baseline file.
@@ -390,7 +390,7 @@ pub struct SweepArgs {
     /// Levers of every run.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md); a repeat on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget.
+    /// Independent VMs per combination, interleaved across the combinations (A B A B ..., so drift hits all alike): the figures are their median with a 95% interval (docs/statistics.md); a repeat on a busy host is kept and marked (the gate leaves it out; auto runs more). Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget.
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
     pub repeat: Option<RepeatArg>,
     /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).
@@ -523,7 +523,7 @@ pub struct RunArgs {
     /// Also measure what counting costs: N pairs of runs (at most 1000), with every counter detached and attached, before the run.
     #[arg(long, value_name = "PAIRS", default_value_t = 0, value_parser = parse_observer_pairs)]
     pub observer_effect: u32,
-    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON, and one on a busy host is run again. Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget (to record a baseline).
+    /// Independent VMs to run, one after the other: the figures are their median with a 95% interval and spread, and what a comparison at this many repeats can detect (docs/statistics.md); every repeat is kept in the JSON (one on a busy host marked: the gate leaves it out; auto runs more). Default 5 (1..=1000), or auto: as many as the gate's 10% threshold needs at this host's spread, within --budget (to record a baseline).
     #[arg(long, value_name = "N", value_parser = parse_repeat)]
     pub repeat: Option<RepeatArg>,
     /// With --repeat auto: the most the repeats may spend, minutes (10m), seconds (600s) or VMs (200vms).

@@ -4,15 +4,16 @@
 //! [`Keep`] at once (a journal keeps it durable), until every
 //! configuration has its repeats:
 //!
-//! - **fixed** (`--repeat N`): N repeats measured on a quiet host; a repeat
-//!   that ran while other processes or steal were above the bound
-//!   ([`crate::stats::load_instabilities`]) is kept and run again, up to N
-//!   more times (load is a cause to rerun, not a reason to stop);
+//! - **fixed** (`--repeat N`): N repeats, exactly (a script counts on
+//!   it); a repeat that ran while other processes or steal were above the
+//!   bound ([`crate::stats::load_instabilities`]) is kept, marked, and left
+//!   out of comparisons by the gate;
 //! - **auto** (`--repeat auto`): at least [`AUTO_MIN`] quiet repeats, then
 //!   more until the spread seen makes a later comparison at this many
 //!   repeats a side pass an unchanged configuration with 80% power at the
 //!   gate's threshold ([`crate::gate::power::repeats_to_pass`]), within a
-//!   budget.
+//!   budget: a busy repeat does not count, so load is a cause to run more
+//!   (up to twice the most), not a reason to stop.
 //!
 //! A configuration this host cannot run is skipped with the reason; one
 //! that cannot start for another reason, or whose guest went over the
@@ -232,11 +233,7 @@ fn needs_more(t: &Tally, repeats: Repeats, policy: &Policy) -> bool {
         return false;
     }
     match repeats {
-        Repeats::Fixed(n) => {
-            let n = n.max(1);
-            // Busy repeats are run again, at most n more times.
-            t.quiet < n && t.runs < 2 * n
-        }
+        Repeats::Fixed(n) => t.runs < n.max(1),
         Repeats::Auto { max, .. } => {
             if t.quiet >= max || t.runs >= 2 * max {
                 return false;
@@ -372,8 +369,13 @@ pub fn run_rounds(
             match quiet(&r) {
                 Ok(()) => t.quiet += 1,
                 Err(why) if r.succeeded() => events.note(&format!(
-                    "{}: repeat {} ran on a busy host ({why}): it is kept and run again",
-                    p.label, t.runs
+                    "{}: repeat {} ran on a busy host ({why}): {}",
+                    p.label,
+                    t.runs,
+                    match opts.repeats {
+                        Repeats::Fixed(_) => "it is kept, and comparisons leave it out",
+                        Repeats::Auto { .. } => "it is kept and run again",
+                    }
                 )),
                 Err(_) => {}
             }
@@ -409,23 +411,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn busy_repeats_are_run_again_within_bounds() {
+    fn fixed_repeats_are_exactly_n_busy_or_not() {
         let p = crate::gate::DEFAULT_POLICY;
+        let t = Tally {
+            runs: 4,
+            quiet: 4,
+            ..Default::default()
+        };
+        assert!(needs_more(&t, Repeats::Fixed(5), &p), "four of five");
         let t = Tally {
             runs: 5,
             quiet: 4,
             ..Default::default()
         };
         assert!(
-            needs_more(&t, Repeats::Fixed(5), &p),
-            "one busy of five: one more"
+            !needs_more(&t, Repeats::Fixed(5), &p),
+            "one busy of five: no more"
         );
-        let t = Tally {
-            runs: 10,
-            quiet: 4,
-            ..Default::default()
-        };
-        assert!(!needs_more(&t, Repeats::Fixed(5), &p), "at most N more");
         let done = Tally {
             runs: 5,
             quiet: 5,

@@ -20,7 +20,7 @@ mod spread;
 mod stability;
 
 pub use order::{median, median_interval, median_ranks, round6, sample_median_interval, Interval};
-pub use power::{min_detectable_effect, repeats_needed, MIN_REPEATS};
+pub use power::MIN_REPEATS;
 pub use rank_test::{
     mann_whitney, mann_whitney_greater, min_p, ratio_interval, shift_bound_rank, OneSided, RankTest,
 };

@@ -32,8 +32,12 @@ fn policy(args: &CompareArgs) -> Policy {
     }
 }
 
+/// The figures judged: `--gate` names the whole set, else the defaults.
 fn gated(args: &CompareArgs) -> Vec<Metric> {
-    let mut g = DEFAULT_GATED.to_vec();
+    if args.gate.is_empty() {
+        return DEFAULT_GATED.to_vec();
+    }
+    let mut g = Vec::new();
     for m in &args.gate {
         if !g.contains(m) {
             g.push(*m);

@@ -51,11 +51,12 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     let journal = Journal::start(
         outputs.file_of("json"),
         "run",
-        choice.planned() as usize,
+        // The engine's loop plans the runs (Keep::plan_more).
+        0,
         config.guest_memory_budget,
     );
     // The engine's one repeat loop (run, sweep and check share it): a
-    // repeat on a busy host is run again, one that cannot start is a
+    // busy repeat is kept and marked (auto runs more), one that cannot start is a
     // failed run and ends the repeats, a signal stops them.
     let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
     opts.observer_pairs = args.observer_effect;
@@ -123,7 +124,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)
 }
 
-/// What the loop says as it goes: busy reruns and skips in the log, a
+/// What the loop says as it goes: busy repeats and skips in the log, a
 /// failed repeat said after the loop with its status.
 struct RunEvents;
 
