@@ -563,9 +563,23 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
 /// The verdict of an expectation whose scope matches no run: a skip where
 /// the document skipped those runs (or ran nothing), else a failure.
 fn no_run(doc: &Document, scope: &Scope) -> Outcome {
+    // A host part no run's host had (each having recorded its verdicts):
+    // those runs are another host's to make.
+    let host_only = Scope {
+        host: scope.host.clone(),
+        ..Scope::default()
+    };
+    let hosts_known = doc.runs.iter().all(|r| r.host_settings.is_some());
+    let other_host = !scope.host.is_empty()
+        && hosts_known
+        && !doc.runs.iter().any(|r| host_matches(&host_only, Some(r)));
     match skipped_reason(doc, scope) {
         Some(why) => Outcome::Skip(why),
         None if doc.runs.is_empty() => Outcome::Skip("nothing ran".into()),
+        None if other_host => Outcome::Skip(format!(
+            "not run here: no run's host had {}",
+            scope_text(&host_only)
+        )),
         None => Outcome::Fail(format!(
             "no run matches '{}' (the runs: {})",
             scope_text(scope),

@@ -136,11 +136,27 @@ fn scopes_over_what_the_runs_host_had() {
         judge(&d, "host.x2avic=unavailable: operations > 0").len(),
         4
     );
-    let f = failures(&d, "host.x2avic=available: operations > 0");
+    // No run's host had x2AVIC: those runs are another host's to make.
+    let got = judge(&d, "host.x2avic=available apic=x2apic: operations > 0");
     assert!(
-        f[0].starts_with("no run matches 'host.x2avic=available'"),
-        "{f:?}"
+        matches!(&got[..], [Outcome::Skip(w)] if w == "not run here: no run's host had host.x2avic=available"),
+        "{got:?}"
     );
+    // A host it had, and no run in the rest of the scope, fails.
+    let f = failures(
+        &d,
+        "host.x2avic=unavailable workload=self-ipi: operations > 0",
+    );
+    assert!(f[0].starts_with("no run matches"), "{f:?}");
+    // A run that recorded no host stands for no other host.
+    let unknown = doc(|v| {
+        v["runs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("host_settings");
+    });
+    let f = failures(&unknown, "host.x2avic=available: operations > 0");
+    assert!(f[0].starts_with("no run matches"), "{f:?}");
     // One run recorded on a host with x2AVIC.
     let one = doc(|v| {
         v["runs"][2]["host_settings"]["verdicts"]["x2avic"] =
