@@ -37,17 +37,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Help and version go out as clap prints them; every other parse error
-/// becomes one line naming the flag, like ipivmm's own errors.
+/// Help goes out as clap writes it, its lines fitted to 120 columns, and
+/// the version as it is; every other parse error becomes one line naming
+/// the flag, like ipivmm's own errors.
 fn clap_error(e: clap::Error) -> ExitCode {
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayVersion => {
             let _ = e.print();
             ExitCode::SUCCESS
         }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
-            ExitCode::from(2)
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let help = ipivmm_cli::output::fit::wrap_help(&e.render().to_string());
+            match e.use_stderr() {
+                true => eprint!("{help}"),
+                false => print!("{help}"),
+            }
+            match e.kind() {
+                ErrorKind::DisplayHelp => ExitCode::SUCCESS,
+                _ => ExitCode::from(2),
+            }
         }
         _ => {
             let text = e.to_string();

@@ -189,14 +189,21 @@ fn a_sweep_killed_before_its_first_run_leaves_no_complete_file() {
         ],
         &json,
     );
-    let started = wait_for(&mut child, &json, |d| d.incomplete.is_some());
+    // Killed once the plan is on disk: 1 row x 5 repeats (the journal
+    // used to say "0 of 0" until the first run ended).
+    let planned = |d: &Document| {
+        d.incomplete
+            .as_deref()
+            .is_some_and(|n| n.contains(" of 5 planned"))
+    };
+    let started = wait_for(&mut child, &json, planned);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     assert!(started.runs.is_empty(), "killed before the first run ended");
     let after = Document::load(&json).expect("a whole document");
     let note = after.incomplete.as_deref().expect("marked incomplete");
     assert!(
-        note.starts_with("sweep in progress (or killed): 0 of "),
+        note.starts_with("sweep in progress (or killed): 0 of 5 planned runs finished"),
         "{note}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the APIC/IPI KVM selftests (Debian bookworm's linux-source-6.1, statically
 # linked) as a peer of ipivmm in the lab's guest, and packs them with a probe
-# script into an initramfs archive to append (scripts/lab/bochs.sh --cpio):
+# script into an initramfs archive to append (cargo xtask lab --emulator bochs --cpio):
 # /lab/selftests/* and /lab/extra.sh, which the guest runs as step `extra`
 # (kernel argument lab.steps=...,extra).
 # Usage: scripts/lab/build-selftests.sh PROBE_SCRIPT OUT.cpio

@@ -300,6 +300,40 @@ pub fn collapse(rows: Vec<Row>, head: usize, max_outliers: usize) -> (Vec<Row>, 
 /// are left alone ([`FitTable`] fits them). Hand-written: textwrap, the
 /// maintained crate, needs a newer Rust than the workspace's 1.85.
 pub fn wrap(text: &str) -> String {
+    wrap_with(text, |body| indent_of(body) + 4)
+}
+
+/// `--help` as clap writes it (clap wraps only with its `wrap_help`
+/// feature, whose width is the terminal's: a piped help would differ),
+/// each long line broken at [`WIDTH`] with its continuation under the
+/// line's text: a flag's description under the description, a paragraph
+/// under the paragraph.
+pub fn wrap_help(text: &str) -> String {
+    wrap_with(text, |body| {
+        let indent = indent_of(body);
+        let rest = &body[indent..];
+        // A flag or subcommand line: its name, two spaces or more, the text.
+        match rest.find("  ") {
+            Some(gap) => {
+                let after = &rest[gap..];
+                let text_at = indent + gap + (after.len() - after.trim_start().len());
+                match text_at < WIDTH / 2 {
+                    true => text_at,
+                    false => indent + 4,
+                }
+            }
+            None => indent,
+        }
+    })
+}
+
+fn indent_of(body: &str) -> usize {
+    body.len() - body.trim_start().len()
+}
+
+/// [`wrap`] with the continuation's indent given by `cont_of` (of the
+/// line being broken).
+fn wrap_with(text: &str, cont_of: impl Fn(&str) -> usize) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         let (body, nl) = match line.strip_suffix('\n') {
@@ -311,8 +345,8 @@ pub fn wrap(text: &str) -> String {
             out.push_str(line);
             continue;
         }
-        let indent = body.len() - body.trim_start().len();
-        let cont = " ".repeat(indent + 4);
+        let indent = indent_of(body);
+        let cont = " ".repeat(cont_of(body));
         let mut current = String::new();
         let mut width = 0;
         for word in body.trim_start().split(' ') {
@@ -323,7 +357,7 @@ pub fn wrap(text: &str) -> String {
                 " "
             };
             if width > 0 && width + 1 + w > WIDTH && !current.trim().is_empty() {
-                out.push_str(&current);
+                out.push_str(current.trim_end());
                 out.push('\n');
                 current = cont.clone();
                 width = cont.len();
@@ -380,6 +414,23 @@ mod tests {
         );
         let table: String = fit.lines().take(3).collect();
         assert!(!table.contains("figure number 0 "), "{fit}");
+    }
+
+    #[test]
+    fn help_lines_wrap_under_their_text() {
+        let flag = format!("      --wide  {}", "every column and vCPU ".repeat(8));
+        let about = format!("Run a plan {}", "and print TAP ".repeat(10));
+        let out = wrap_help(&format!("{flag}\n{about}\nshort\n"));
+        assert!(widest_line(&out) <= WIDTH, "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.len() > 4, "{out}");
+        // The flag's description goes on under itself (column 14)...
+        assert!(lines[1].starts_with(&" ".repeat(14)), "{out}");
+        assert!(!lines[1].starts_with(&" ".repeat(15)), "{out}");
+        // ...a paragraph under the paragraph, and nothing is lost.
+        let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(words(&out), words(&format!("{flag} {about} short")));
+        assert!(out.ends_with("\nshort\n"), "{out}");
     }
 
     #[test]

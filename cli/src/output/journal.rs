@@ -34,17 +34,18 @@ struct State {
 }
 
 impl Journal {
-    /// The journal of `what` (`run`, `sweep`, `check`) with `planned` runs
-    /// to come and a guest memory budget of `budget` bytes for all of them,
-    /// written to `path` when there is one (now, before any VM: a document
-    /// with no run, marked incomplete).
-    pub fn start(path: Option<&Path>, what: &'static str, planned: usize, budget: u64) -> Self {
+    /// The journal of `what` (`run`, `sweep`, `check`) with a guest memory
+    /// budget of `budget` bytes for all its runs, written to `path` when
+    /// there is one (now, before any VM: a document with no run, marked
+    /// incomplete). The repeat loop says how many runs it plans
+    /// ([`Journal::plan_more`]).
+    pub fn start(path: Option<&Path>, what: &'static str, budget: u64) -> Self {
         let j = Self {
             path: path.map(Path::to_path_buf),
             what,
             budget: Arc::new(SharedBudget::new(budget)),
             state: RefCell::new(State {
-                planned,
+                planned: 0,
                 doc: Document::new(Vec::new(), Vec::new()),
                 error: None,
             }),
@@ -58,10 +59,15 @@ impl Journal {
         self.budget.clone()
     }
 
-    /// `runs` more runs are planned (one host stage of a sweep).
+    /// `runs` more runs are planned (the repeat loop's first plan, a
+    /// round of reruns, one host stage of a sweep): the file says so at
+    /// once, so that a command killed before its first run ends says how
+    /// many it planned.
     pub fn plan_more(&self, runs: usize) {
         let mut s = self.state.borrow_mut();
         s.planned = s.planned.saturating_add(runs);
+        drop(s);
+        self.write();
     }
 
     /// Keeps `report` (its raw samples freed: no output needs them, and
@@ -119,11 +125,14 @@ impl Journal {
         }
         let (done, planned) = (s.doc.runs.len(), s.planned.max(s.doc.runs.len()));
         s.doc.configurations = ipivmm::results::repeats::configurations(&s.doc.runs);
-        s.doc.incomplete = Some(format!(
-            "{} in progress (or killed): {done} of {planned} planned runs finished; \
-             what did not run is listed when it ends",
-            self.what
-        ));
+        s.doc.incomplete = Some(match planned {
+            0 => format!("{} in progress (or killed): no run planned yet", self.what),
+            _ => format!(
+                "{} in progress (or killed): {done} of {planned} planned runs finished; \
+                 what did not run is listed when it ends",
+                self.what
+            ),
+        });
         let doc = &s.doc;
         let written = write_atomic_with(path, |w| {
             let mut w = std::io::BufWriter::new(w);
@@ -181,11 +190,16 @@ mod tests {
         let d = dir("start");
         let path = d.join("r.json");
         std::fs::write(&path, "{\"old\": true}").unwrap();
-        let j = Journal::start(Some(&path), "run", 3, 1 << 20);
+        let j = Journal::start(Some(&path), "run", 1 << 20);
         // Before any run: no older file reads as current.
         let doc = Document::load(&path).unwrap();
         assert!(doc.runs.is_empty());
         let note = doc.incomplete.unwrap();
+        assert_eq!(note, "run in progress (or killed): no run planned yet");
+        // The plan is on disk before the first run ends (it used to wait
+        // for one: a sweep killed in its first run said "0 of 0").
+        j.plan_more(3);
+        let note = Document::load(&path).unwrap().incomplete.unwrap();
         assert!(
             note.starts_with("run in progress (or killed): 0 of 3 planned runs"),
             "{note}"
@@ -208,7 +222,7 @@ mod tests {
 
     #[test]
     fn samples_are_freed_and_their_bytes_given_back() {
-        let j = Journal::start(None, "sweep", 1, 1 << 20);
+        let j = Journal::start(None, "sweep", 1 << 20);
         let mut r = report(2);
         let mut v = ipivmm::results::VcpuResult::new(0, 0);
         v.phases.push(ipivmm::results::PhaseResult {
@@ -227,7 +241,7 @@ mod tests {
     fn a_write_that_fails_is_said_once_and_the_runs_are_kept() {
         let d = dir("fails");
         let path = d.join("gone").join("r.json");
-        let j = Journal::start(Some(&path), "check", 2, 1 << 20);
+        let j = Journal::start(Some(&path), "check", 1 << 20);
         j.record(report(2));
         let error = j.error().unwrap();
         assert!(error.contains("before the first run"), "{error}");

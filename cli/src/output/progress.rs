@@ -43,6 +43,11 @@ impl SweepProgress {
         }
     }
 
+    /// `runs` more runs to come (a round of reruns, another host stage).
+    pub fn plan_more(&self, runs: u64) {
+        self.bar.inc_length(runs);
+    }
+
     /// Whether the bar is drawn.
     pub fn is_visible(&self) -> bool {
         !self.bar.is_hidden()
@@ -152,5 +157,9 @@ mod tests {
         );
         let skipped = p.finished_line(None);
         assert!(skipped.contains("3/12 done (not run)"), "{skipped}");
+        // A rerun of a busy repeat counts on: run 13/13, not 1/1.
+        p.plan_more(1);
+        p.bar.inc(10);
+        assert!(p.finished_line(None).contains("13/13 done"));
     }
 }

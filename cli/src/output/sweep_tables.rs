@@ -313,7 +313,7 @@ fn scale_table(
 }
 
 /// One line per reason: the combinations it covers, without repeating workloads.
-fn skipped_text(skipped: &[SkippedMode]) -> String {
+pub fn skipped_text(skipped: &[SkippedMode]) -> String {
     if skipped.is_empty() {
         return String::new();
     }

@@ -3,6 +3,7 @@
 use crate::output::fit::{self, Col, FitTable, Layout};
 use ipivmm::results::columns::PHASE_COLUMNS;
 use ipivmm::results::source::Source;
+use ipivmm::results::summary::{KVM_STAT_MEANINGS, PVM_EMULATION, PVM_EMULATION_FAIL};
 use ipivmm::results::{PhaseResult, VcpuEnd};
 use ipivmm::results::{RunConfig, RunReport, RunStatus};
 use std::fmt::Write;
@@ -284,7 +285,9 @@ fn per(num: u64, den: u64) -> String {
 }
 
 /// One line per vCPU: its exits in the phase by reason, from `kvm_exit`
-/// where that tracepoint fired, else from KVM's per-kind exit stats.
+/// where that tracepoint fired, else from KVM's per-kind exit stats (the
+/// rest `other`) and a line of the stats that say what else KVM did
+/// (`insn_emulation`...); then what `other` and each stat count.
 fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
     let mut lines = Vec::new();
     for v in &r.vcpus {
@@ -310,8 +313,68 @@ fn exit_reasons(r: &RunReport, (id, name): Key) -> Vec<String> {
                 parts.join(" ")
             ));
         }
+        // Exits by stats only: what else KVM did, by the stats that say.
+        if source == Source::KvmStats.key() {
+            let behind: Vec<String> = KVM_STAT_MEANINGS
+                .iter()
+                .filter_map(|(k, _)| {
+                    p.kvm_stats
+                        .get(*k)
+                        .filter(|n| **n > 0)
+                        .map(|n| format!("{k}={n}"))
+                })
+                .collect();
+            if !behind.is_empty() {
+                lines.push(format!(
+                    "  vcpu{} what KVM did (KVM stats): {}",
+                    v.index,
+                    behind.join(" ")
+                ));
+            }
+        }
     }
+    lines.extend(stat_meanings(r, (id, name)));
     lines
+}
+
+/// What each KVM stat shown after the exits counts, once per phase.
+fn stat_meanings(r: &RunReport, (id, name): Key) -> Vec<String> {
+    let pvm = r
+        .host_settings
+        .as_ref()
+        .is_some_and(|h| h.backend == ipivmm::KvmBackend::KvmPvm);
+    let phases: Vec<&PhaseResult> = r
+        .vcpus
+        .iter()
+        .filter_map(|v| v.phase_of(id, name))
+        .collect();
+    let by_stats = phases.iter().all(|p| {
+        p.exit_reasons.as_ref().is_none_or(|e| e.exits == 0) && p.exits_by_reason().is_empty()
+    });
+    if !by_stats {
+        return Vec::new();
+    }
+    let other = phases
+        .iter()
+        .any(|p| stat_parts(p).iter().any(|s| s.starts_with("other=")));
+    let other = other.then(|| {
+        "    other: exits none of KVM's per-kind exit stats counts (kvm_exit, which names each exit's reason, \
+         does not fire here)"
+            .to_string()
+    });
+    let stats = KVM_STAT_MEANINGS
+        .iter()
+        .filter(|(k, _)| {
+            phases
+                .iter()
+                .any(|p| p.kvm_stats.get(*k).is_some_and(|n| *n > 0))
+        })
+        .map(|(k, meaning)| match (*k, pvm) {
+            ("insn_emulation", true) => format!("    {k}: {meaning}; {PVM_EMULATION}"),
+            ("insn_emulation_fail", true) => format!("    {k}: {meaning}; {PVM_EMULATION_FAIL}"),
+            _ => format!("    {k}: {meaning}"),
+        });
+    other.into_iter().chain(stats).collect()
 }
 
 /// `reason=count (mean host time)`, busiest first, then what was lost.
@@ -620,5 +683,70 @@ mod tests {
             "{cut}"
         );
         assert_eq!(first_clause(""), "");
+    }
+
+    /// Issue 39: where only KVM's stats count exits (kvm_pvm), the exits
+    /// no per-kind stat counts (`other`) and the stats that say what else
+    /// KVM did are named with what they count, the emulation failures said
+    /// to be no error (`other=N` alone read as a bug to a KVM engineer).
+    #[test]
+    fn stats_only_exits_name_the_stats_that_explain_them() {
+        let host = ipivmm_host::facts::HostInfo::synthetic(ipivmm::KvmBackend::KvmPvm, false);
+        let mut r = RunReport::not_started(&ipivmm::VmConfig::default(), "test");
+        r.host_settings = Some(ipivmm::results::HostSettings::of(&host));
+        for (i, (emulated, failed)) in [(19_089u64, 80u64), (24_563, 20)].into_iter().enumerate() {
+            let mut v = ipivmm::results::VcpuResult::new(i, 0);
+            let mut p = PhaseResult {
+                id: 2,
+                name: "measure".into(),
+                ..Default::default()
+            };
+            for (k, n) in [
+                ("exits", 21),
+                ("halt_exits", 0),
+                ("insn_emulation", emulated),
+                ("insn_emulation_fail", failed),
+            ] {
+                p.kvm_stats.insert(k.into(), n);
+            }
+            v.phases.push(p);
+            r.vcpus.push(v);
+        }
+        let lines = exit_reasons(&r, (2, "measure"));
+        let text = lines.join("\n");
+        assert!(
+            text.contains("  vcpu0 exits by reason (kvm_stats): other=21"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  vcpu0 what KVM did (KVM stats): insn_emulation=19089 insn_emulation_fail=80"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("    other: exits none of KVM's per-kind exit stats counts"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    insn_emulation: instructions KVM's instruction emulator ran"),
+            "{text}"
+        );
+        assert!(
+            text.contains("LFENCE") && text.contains("not an error"),
+            "{text}"
+        );
+        // Once per phase, not per vCPU.
+        assert_eq!(
+            text.matches("    insn_emulation_fail: ").count(),
+            1,
+            "{text}"
+        );
+        // Counted by kvm_exit (a hardware host), the reasons need no key.
+        r.vcpus[0].phases[0].exit_reasons = Some(ipivmm::results::ExitReasonCounts {
+            exits: 3,
+            ..Default::default()
+        });
+        assert!(stat_meanings(&r, (2, "measure")).is_empty());
     }
 }

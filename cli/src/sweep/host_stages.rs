@@ -187,7 +187,7 @@ mod tests {
     }
 
     fn opts(cancelled: bool) -> SweepOptions<'static> {
-        let journal = Box::leak(Box::new(Journal::start(None, "sweep", 0, 1 << 30)));
+        let journal = Box::leak(Box::new(Journal::start(None, "sweep", 1 << 30)));
         SweepOptions {
             observer_pairs: 0,
             cancel: Arc::new(AtomicBool::new(cancelled)),

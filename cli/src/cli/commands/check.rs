@@ -329,7 +329,10 @@ impl engine::Events for CheckEvents<'_> {
                 true => String::new(),
                 false => format!(": {}", escape_controls(&x.about)),
             };
-            eprintln!("ipivmm: check: {}{about}", escape_controls(&x.name));
+            super::say(&format!(
+                "ipivmm: check: {}{about}",
+                escape_controls(&x.name)
+            ));
         }
     }
 
@@ -340,7 +343,7 @@ impl engine::Events for CheckEvents<'_> {
             .map_or(ipivmm_devices::budget::DEFAULT_BUDGET, |p| {
                 p.config.guest_memory_budget
             });
-        Box::new(Journal::start(self.json(x).as_deref(), "check", 0, budget))
+        Box::new(Journal::start(self.json(x).as_deref(), "check", budget))
     }
 
     fn finished(&self, x: &engine::Experiment, out: &ExperimentOutcome) {

@@ -48,13 +48,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     let cancel = ipivmm::interrupt::cancel_flag();
-    let journal = Journal::start(
-        outputs.file_of("json"),
-        "run",
-        // The engine's loop plans the runs (Keep::plan_more).
-        0,
-        config.guest_memory_budget,
-    );
+    let journal = Journal::start(outputs.file_of("json"), "run", config.guest_memory_budget);
     // The engine's one repeat loop (run, sweep and check share it): a
     // busy repeat is kept and marked (auto runs more), one that cannot start is a
     // failed run and ends the repeats, a signal stops them.

@@ -92,7 +92,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     };
     if let Some(note) = oversubscription_note(planned.spec()) {
         if !args.quiet {
-            eprintln!("{note}");
+            super::say(&note);
         }
     }
     // What the preset asks and what this host can answer, before anything runs.
@@ -105,12 +105,9 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     }
     let choice = repeat_choice(args.repeat);
     if args.dry_run {
-        return super::sweep_dry_run::main(
-            &planned,
-            choice.planned(),
-            args.observer_effect,
-            &cancel,
-        );
+        let layout = crate::output::fit::Layout::wide(args.wide);
+        let (repeats, pairs) = (choice.planned(), args.observer_effect);
+        return super::sweep_dry_run::main(&planned, repeats, pairs, &cancel, layout);
     }
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
@@ -119,7 +116,6 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let journal = Journal::start(
         outputs.file_of("json"),
         "sweep",
-        0,
         planned.spec().base.guest_memory_budget,
     );
     let progress = Progress::new(args.quiet);
@@ -201,12 +197,14 @@ impl Progress {
 }
 
 impl SweepEvents for Progress {
+    /// One count over the sweep: a round of reruns (a busy repeat) or
+    /// another host stage adds to it (a new bar said "run 1/1" after "run
+    /// 10/10").
     fn planned(&self, runs: usize) {
-        if let Some(old) = self
-            .bar
-            .replace(Some(SweepProgress::new(runs as u64, self.quiet)))
-        {
-            old.finish();
+        let mut bar = self.bar.borrow_mut();
+        match &*bar {
+            Some(b) => b.plan_more(runs as u64),
+            None => *bar = Some(SweepProgress::new(runs as u64, self.quiet)),
         }
     }
     fn start(&self, label: &str) {

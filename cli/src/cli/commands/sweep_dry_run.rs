@@ -108,9 +108,8 @@ pub fn render(
     for r in runs {
         let _ = writeln!(out, "  run   {}", r.label);
     }
-    for s in skipped {
-        let _ = writeln!(out, "  skip  {}: {}", s.mode, s.reason);
-    }
+    // The skips by reason, as the sweep's report lists them.
+    out.push_str(&crate::output::sweep_tables::skipped_text(skipped));
     let _ = match calibration {
         Ok(cal) => {
             let per_row: Duration = runs.iter().map(|r| cal.estimate(&r.config)).sum();
@@ -120,12 +119,13 @@ pub fn render(
             let total = (per_row * repeats + first * 2 * observer_pairs) * stages.max(1) as u32;
             writeln!(
                 out,
-                "estimated time: about {:.0} s ({} runs; calibrated on the first row: {:.0} ms per run + {:.2} ms per iteration at {} IPIs per operation, scaled by each row's; a row with more vCPUs than host CPUs takes longer)",
+                "estimated time: about {:.0} s ({} runs; calibrated on the first row: {:.0} ms per run + {:.2} ms per iteration at {} IPI{} per operation, scaled by each row's; a row with more vCPUs than host CPUs takes longer)",
                 total.as_secs_f64(),
                 (runs.len() as u32 * repeats + 2 * observer_pairs) as usize * stages.max(1),
                 cal.fixed.as_secs_f64() * 1e3,
                 cal.per_iteration.as_secs_f64() * 1e3,
                 cal.ipis_per_op,
+                if cal.ipis_per_op == 1 { "" } else { "s" },
             )
         }
         Err(why) => writeln!(
@@ -144,6 +144,7 @@ pub fn main(
     repeats: u32,
     observer_pairs: u32,
     cancel: &Arc<AtomicBool>,
+    layout: crate::output::fit::Layout,
 ) -> std::process::ExitCode {
     let (runs, skipped) = plan(planned.spec(), planned.host());
     let calibration = match runs.first() {
@@ -154,17 +155,15 @@ pub fn main(
         return code;
     }
     let stages = planned.spec().host_params.len();
-    print!(
-        "{}",
-        render(
-            &runs,
-            &skipped,
-            repeats,
-            observer_pairs,
-            stages,
-            calibration
-        )
+    let text = render(
+        &runs,
+        &skipped,
+        repeats,
+        observer_pairs,
+        stages,
+        calibration,
     );
+    print!("{}", layout.lines(&text));
     std::process::ExitCode::SUCCESS
 }
 
@@ -215,9 +214,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(
-                "  skip  broadcast 4v kernel/x2apic/icr: 4 spinning vCPUs on 2 host CPUs"
-            ),
+            text.contains("  4v kernel/x2apic/icr (1): 4 spinning vCPUs on 2 host CPUs"),
             "{text}"
         );
         assert!(text.contains("estimated time: about "), "{text}");
