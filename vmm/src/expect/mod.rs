@@ -185,9 +185,9 @@ pub enum Subject {
         /// The metric key.
         metric: String,
         /// The numerator's runs.
-        a: Scope,
+        a: Box<Scope>,
         /// The denominator's runs.
-        b: Scope,
+        b: Box<Scope>,
     },
     /// `unexpected_skips("REASON", ...)`: how many combinations the
     /// document skipped for a reason that holds none of these texts.

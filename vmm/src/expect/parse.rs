@@ -306,8 +306,8 @@ fn subject(s: &str) -> Result<Subject, String> {
         };
         return Ok(Subject::Ratio {
             metric: metric(m)?,
-            a: scope(a)?,
-            b: scope(b)?,
+            a: Box::new(scope(a)?),
+            b: Box::new(scope(b)?),
         });
     }
     if let Some(args) = s
@@ -418,7 +418,7 @@ fn counter_sum(s: &str) -> Result<CounterSum, String> {
         }
         terms.push((sign, source, name));
     }
-    if terms.is_empty() || s.split_whitespace().count() % 2 == 0 {
+    if terms.is_empty() || s.split_whitespace().count().is_multiple_of(2) {
         return Err(format!("'{s}': a sum of counters ends with a counter"));
     }
     Ok(CounterSum {
