@@ -6,16 +6,19 @@
 #   selftests  the KVM selftests (the peer) with AVIC on, AVIC's exits traced
 #              (kvm_avic_incomplete_ipi by ID code, kvm_avic_unaccelerated_access
 #              by register: avic-trace.txt), then the same with avic=0;
-#   matrix     ipivmm's AVIC matrix with AVIC on (runs/avic-on*.json) and
-#              the same with avic=0 (runs/avic-off*.json): kernel and split
-#              irqchip, xAPIC and x2APIC, --apicv host and inhibit, ping-pong,
-#              broadcast, logical multicast and self-IPIs to spinning
-#              targets, ping-pong to halted targets, PV IPIs;
+#   matrix     ipivmm's AVIC matrix with AVIC on (`ipivmm check
+#              plans/lab-avic-on.toml`: runs/avic-on*.json, avic-on.tap) and
+#              the same with avic=0 (plans/lab-avic-off.toml: avic-off*):
+#              kernel and split irqchip, xAPIC and x2APIC, --apicv host and
+#              inhibit, ping-pong, broadcast, logical multicast and self-IPIs
+#              to spinning targets, ping-pong to halted targets, PV IPIs;
 #   preset     sweep --preset avic-broadcast at 2, 4 and 8 vCPUs
-#              (runs/avic-preset.json; 180 does not finish on 2 emulated CPUs).
+#              (plans/lab-avic-preset.toml: runs/avic-preset.json,
+#              avic-preset.tap; 180 does not finish on 2 emulated CPUs).
 # lab.iterations=N: iterations per run (default 30).
-# Outcomes: $OUT/selftests.tsv (name, avic, rc), the JSON documents, the
-# trace summaries; the xtask checks them (xtask/src/lab/avic.rs, avic_checks.rs).
+# Outcomes: $OUT/selftests.tsv (name, avic, rc), each plan's TAP and JUnit
+# and the JSON documents, the trace summaries; the xtask reads them back
+# (xtask/src/lab/avic.rs).
 set -o pipefail
 export PATH=/bin:/lab/bin
 P=/sys/module/kvm_amd/parameters
@@ -96,40 +99,32 @@ selftests() { # label (on|off)
     done
 }
 
-# --force: the rows with more vCPUs than the 2 emulated CPUs are what A8
-# needs (targets not running); they count exits, their latency means nothing.
-# The sweep rewrites its JSON after every run (durable rows); the results
-# go onto the disk every SAVE_S seconds while it runs, so the rows a sweep
-# finished before a freeze reach the host too (kept beside the resumed
-# boot's as NAME.before-bootN.json), not only those of finished sweeps.
+# A plan of plans/ (the sweeps and what they must satisfy: docs/lab.md,
+# "AVIC") with `ipivmm check`: TAP into $OUT/NAME.tap, JUnit beside it, each
+# experiment's results runs/EXPERIMENT.json. Each sweep rewrites its JSON
+# after every run (durable rows); the results go onto the disk every SAVE_S
+# seconds while it runs, so the rows a sweep finished before a freeze reach
+# the host too (kept beside the resumed boot's as NAME.before-bootN.json).
+# An expectation that fails is the TAP's to report (exit 1); anything else
+# (no verdict at all) is a failure of the probe.
 SAVE_S=15
-sweep() { # label (part of the file name), then ipivmm sweep --repeat 1 flags
-    name=$1
-    shift
-    echo "== sweep $name: $*"
-    echo "lab: probe: sweep $name" >/dev/console
-    timeout 2400 ipivmm sweep --repeat 1 --force "$@" --iterations "$N" --warmup 3 -q \
-        --json "$OUT/runs/$name.json" >/tmp/sweep.log 2>&1 &
+check() { # name (avic-on, avic-off, avic-preset): plans/lab-NAME.toml
+    name=$1 plan=/lab/plans/lab-$1.toml
+    echo "== check $name: $plan"
+    echo "lab: probe: check $name" >/dev/console
+    sed "s/--iterations [0-9]*/--iterations $N/" "$plan" >"/tmp/lab-$name.toml"
+    timeout 2400 ipivmm check "/tmp/lab-$name.toml" --json-dir "$OUT/runs" \
+        --junit "$OUT/$name.junit.xml" >"$OUT/$name.tap" 2>/tmp/check.log &
     pid=$!
     while kill -0 $pid 2>/dev/null; do
         sleep $SAVE_S
         kill -0 $pid 2>/dev/null && save_partial
     done
-    wait $pid || fails=$((fails + 1))
-    tail -n 60 /tmp/sweep.log
+    wait $pid
+    case $? in 0 | 1) ;; *) fails=$((fails + 1)) ;; esac
+    tail -n 60 /tmp/check.log
+    grep '^not ok\|^# ' "$OUT/$name.tap"
     save_partial
-}
-
-matrix() { # label (on|off)
-    sweep "avic-$1" --irqchip kernel,split --apic xapic,x2apic --ipi icr \
-        --apicv host,inhibit --workload pingpong,broadcast,multicast,self-ipi --vcpus 2,3 \
-        --context-events
-    # Halt polling off: every halt blocks (IsRunning clear), so every IPI
-    # meets a target not running (A8); a polled halt keeps it set.
-    sweep "avic-$1-halt" --irqchip kernel --apic xapic,x2apic --ipi icr \
-        --apicv host,inhibit --workload pingpong --target halt --halt-poll-ns 0 --context-events
-    sweep "avic-$1-pv" --irqchip kernel --apic xapic,x2apic --ipi pv \
-        --apicv host --workload pingpong,broadcast --vcpus 3 --context-events
 }
 
 params
@@ -143,14 +138,14 @@ grep -E 'AVIC|x2AVIC' "$OUT/host-avic.txt"
 save_partial
 
 want selftests && selftests on
-want matrix && matrix on
-want preset && sweep avic-preset --preset avic-broadcast --vcpus 2,4,8
+want matrix && check avic-on
+want preset && check avic-preset
 dmesg >"$OUT/dmesg-avic-on.txt"
 
 if want selftests || want matrix; then
     reload 0
     want selftests && selftests off
-    want matrix && matrix off
+    want matrix && check avic-off
     reload 1
 fi
 

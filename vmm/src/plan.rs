@@ -127,6 +127,21 @@ pub struct Experiment {
     pub expect: Vec<Expectation>,
     /// A sweep preset's question and what this host can answer of it.
     pub preset: Option<PresetReport>,
+    /// Why it cannot run, found when it was built (None: it can).
+    pub not_run: Option<NotRun>,
+}
+
+/// Why an experiment cannot run, found before any VM (a configuration
+/// checked when the plan was built).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotRun {
+    /// This host cannot run it (no /dev/kvm, a mode it lacks): every
+    /// expectation a skip, `could not run here: WHY`.
+    Host(String),
+    /// The plan asks for what no host runs (a payload that cannot be
+    /// read): every expectation a failure, `plan error, not run: WHY`;
+    /// an error in a plan never reads as a skip.
+    Plan(String),
 }
 
 impl Experiment {
@@ -147,6 +162,7 @@ impl Experiment {
             requires: Vec::new(),
             expect,
             preset: None,
+            not_run: None,
         }
     }
 }
@@ -189,6 +205,8 @@ pub trait Events: rounds::Events {
             });
         Box::new(Collect::new(limit))
     }
+    /// Experiment `x` came out as `out` (its results, its verdicts).
+    fn finished(&self, _x: &Experiment, _out: &ExperimentOutcome) {}
 }
 
 /// How to execute a plan.
@@ -275,27 +293,36 @@ pub fn execute_with(
             verdicts: all(x, ExpectOutcome::Skip(why)),
             error: None,
         };
-        if !missing.is_empty() {
-            out.experiments.push(skip(missing.join("; ")));
-            continue;
-        }
-        if how.cancel.load(Ordering::SeqCst) {
-            out.experiments.push(skip("not run: cancelled".into()));
-            continue;
-        }
-        let recorder = events.recorder(x);
-        let mut skipped = x.skipped.clone();
-        let mut opts = Options::new(x.repeats, how.cancel.clone());
-        opts.observer_pairs = x.observer_pairs;
-        run_rounds(&x.runs, &mut skipped, &opts, recorder.as_ref(), events);
-        let (mut doc, error) = recorder.finish(skipped);
-        doc.preset = x.preset.clone();
-        out.experiments.push(ExperimentOutcome {
-            name: x.name.clone(),
-            verdicts: evaluate(&doc, &x.expect).0,
-            doc: Some(doc),
-            error,
+        let not_run = match (&x.not_run, how.cancel.load(Ordering::SeqCst)) {
+            _ if !missing.is_empty() => Some(skip(missing.join("; "))),
+            (Some(NotRun::Host(why)), _) => Some(skip(format!("could not run here: {why}"))),
+            (Some(NotRun::Plan(why)), _) => Some(ExperimentOutcome {
+                verdicts: all(
+                    x,
+                    ExpectOutcome::Fail(format!("plan error, not run: {why}")),
+                ),
+                ..skip(String::new())
+            }),
+            (None, true) => Some(skip("not run: cancelled".into())),
+            (None, false) => None,
+        };
+        let outcome = not_run.unwrap_or_else(|| {
+            let recorder = events.recorder(x);
+            let mut skipped = x.skipped.clone();
+            let mut opts = Options::new(x.repeats, how.cancel.clone());
+            opts.observer_pairs = x.observer_pairs;
+            run_rounds(&x.runs, &mut skipped, &opts, recorder.as_ref(), events);
+            let (mut doc, error) = recorder.finish(skipped);
+            doc.preset = x.preset.clone();
+            ExperimentOutcome {
+                name: x.name.clone(),
+                verdicts: evaluate(&doc, &x.expect).0,
+                doc: Some(doc),
+                error,
+            }
         });
+        events.finished(x, &outcome);
+        out.experiments.push(outcome);
     }
     out
 }

@@ -151,6 +151,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
         placement: None,
         repeat: None,
         host_load: None,
+        recorded_metrics: None,
         host: None,
     }
 }

@@ -1,6 +1,8 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
-use super::{Expectation, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use super::{
+    CounterSum, Expectation, Op, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus, PHASE_FIGURES,
+};
 use crate::gate::claim::{self, Claim, Judgement};
 use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::{Metric, RunMetrics};
@@ -122,6 +124,31 @@ fn fields_match(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
     })
 }
 
+/// Whether run `r` had what `scope` says of its host (`host.x2avic=...`:
+/// the verdicts it recorded); a skipped row (no run) recorded no host, so
+/// a scope over the host never matches one (no skip stands in for it).
+fn host_matches(scope: &Scope, r: Option<&RunReport>) -> bool {
+    if scope.host.is_empty() {
+        return true;
+    }
+    let Some(r) = r else { return false };
+    scope.host.iter().all(|h| {
+        let v = r.host_settings.as_ref().map(|s| &s.verdicts);
+        let support = v.map(|v| match h.verdict.as_str() {
+            "apicv" => &v.apicv,
+            "ipiv" => &v.ipiv,
+            "avic" => &v.avic,
+            _ => &v.x2avic,
+        });
+        let state = match support {
+            Some(s) if s.is_available() => "available",
+            Some(_) => "unavailable",
+            None => "unknown",
+        };
+        h.states.iter().any(|s| s == state)
+    })
+}
+
 /// Whether a run of configuration `id` (run `r` where there is one)
 /// matches `scope` (its `maxv` taken as matching any count: [`runs_of`]
 /// picks the largest).
@@ -132,6 +159,7 @@ fn matches_but_count(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> boo
             .as_ref()
             .is_none_or(|l| label_matches(l, &id.label()))
         && fields_match(scope, id, r)
+        && host_matches(scope, r)
 }
 
 /// The runs of `doc` that `scope` names, reading the scope's phase when it
@@ -192,6 +220,9 @@ fn scope_text(s: &Scope) -> String {
     for f in &s.fields {
         parts.push(format!("{}={}", f.field, f.values.join("|")));
     }
+    for h in &s.host {
+        parts.push(format!("host.{}={}", h.verdict, h.states.join("|")));
+    }
     parts.join(" ")
 }
 
@@ -213,6 +244,7 @@ fn skipped_reason(doc: &Document, scope: &Scope) -> Option<String> {
                 let label = words.collect::<Vec<_>>().join(" ");
                 count_ok(vcpus)
                     && scope.fields.is_empty()
+                    && scope.host.is_empty()
                     && scope.workload.as_ref().is_none_or(|w| w == workload)
                     && scope
                         .label
@@ -280,6 +312,10 @@ fn counter_values(
         let Some(p) = v.phases.iter().find(|p| p.id == id && p.name == phase_name) else {
             continue;
         };
+        if source == PHASE_FIGURES {
+            out.push((v.index, phase_figure(p, name, v.index)?));
+            continue;
+        }
         if let Some(s) = v
             .sources
             .iter()
@@ -334,6 +370,66 @@ fn counter_values(
     Ok(out)
 }
 
+/// Figure `name` of the phase's own ([`super::PHASE_FIGURE_NAMES`]) on
+/// vCPU `vcpu`; Err (a skip) where the run did not measure it.
+fn phase_figure(p: &PhaseResult, name: &str, vcpu: usize) -> Result<u64, String> {
+    let icr = || {
+        p.icr_write_exits.as_ref().ok_or_else(|| {
+            format!("vcpu{vcpu}: ICR-write exits not measured (no tracepoint counters and no LAPIC model of ipivmm's)")
+        })
+    };
+    match name {
+        "icr_write_exits" => icr().map(|i| i.exits),
+        "icr_writes_accelerated" => icr().map(|i| i.accelerated),
+        _ => p
+            .apicv
+            .as_ref()
+            .map(|a| u64::from(a.active))
+            .ok_or_else(|| format!("vcpu{vcpu}: no APICv state sampled in the phase")),
+    }
+}
+
+/// A sum of counters on vCPU `at` (None: over every vCPU), as a figure;
+/// Err with the verdict where a term cannot be read.
+fn counter_sum(r: &RunReport, sum: &CounterSum, at: Option<usize>) -> Result<f64, Outcome> {
+    let mut total = 0f64;
+    for (sign, source, name) in &sum.terms {
+        let values = counter_values(r, source, name, at).map_err(|why| {
+            if why.contains("has no counter") {
+                Outcome::Fail(why)
+            } else {
+                Outcome::Skip(why)
+            }
+        })?;
+        if at.is_some() && values.is_empty() {
+            return Err(Outcome::Fail(format!(
+                "the run has no vcpu{} with that phase",
+                at.unwrap_or_default()
+            )));
+        }
+        let v = values.iter().map(|(_, v)| *v as f64).sum::<f64>();
+        total += match sign {
+            Sign::Plus => v,
+            Sign::Minus => -v,
+        };
+    }
+    Ok(total)
+}
+
+/// `e`'s right-hand side on run `r`, for vCPU `at` where it reads counters
+/// of one vCPU (`vcpu*`: each in turn).
+fn rhs_value(e: &Expectation, r: &RunReport, at: Option<usize>) -> Result<f64, Outcome> {
+    match &e.value {
+        Rhs::Number(x) => Ok(*x),
+        Rhs::Metric(key) => metric_value(key, r).map_err(Outcome::Skip),
+        Rhs::Counters(sum) => match sum.vcpus {
+            Vcpus::One(i) => counter_sum(r, sum, Some(i)),
+            Vcpus::Sum => counter_sum(r, sum, None),
+            Vcpus::Each => counter_sum(r, sum, at),
+        },
+    }
+}
+
 /// `e` on one run.
 fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
     if !r.succeeded() {
@@ -344,11 +440,13 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
     if let Some(why) = crate::results::summary::missing_phase(r) {
         return Outcome::Fail(why);
     }
-    let want = match &e.value {
-        Rhs::Number(x) => *x,
-        Rhs::Metric(key) => match metric_value(key, r) {
+    // A sum of every vCPU's counters is judged per vCPU below.
+    let per_vcpu = matches!(&e.value, Rhs::Counters(s) if s.vcpus == Vcpus::Each);
+    let want = match per_vcpu {
+        true => f64::NAN,
+        false => match rhs_value(e, r, None) {
             Ok(x) => x,
-            Err(why) => return Outcome::Skip(why),
+            Err(o) => return o,
         },
     };
     let judge = |v: f64| {
@@ -391,11 +489,24 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
                     None => Outcome::Fail(format!("the run has no vcpu{i} with that phase")),
                 },
                 Vcpus::Each => {
-                    let bad: Vec<String> = values
-                        .iter()
-                        .filter(|(_, v)| !e.op.holds(*v as f64, want, e.tolerance))
-                        .map(|(i, v)| format!("vcpu{i} got {v}"))
-                        .collect();
+                    let mut bad: Vec<String> = Vec::new();
+                    for (i, v) in &values {
+                        let want = match per_vcpu {
+                            true => match rhs_value(e, r, Some(*i)) {
+                                Ok(x) => x,
+                                Err(o) => return o,
+                            },
+                            false => want,
+                        };
+                        if !e.op.holds(*v as f64, want, e.tolerance) {
+                            bad.push(match per_vcpu {
+                                true => {
+                                    format!("vcpu{i} got {v}, want {} {}", e.op.symbol(), fmt(want))
+                                }
+                                false => format!("vcpu{i} got {v}"),
+                            });
+                        }
+                    }
                     match (bad.is_empty(), values.first()) {
                         (_, None) => Outcome::Fail("no vCPU ran the measured phase".into()),
                         (true, Some((_, v))) => Outcome::Pass(*v as f64),
@@ -404,7 +515,9 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
                 }
             }
         }
-        Subject::Ratio { .. } => unreachable!("ratios are judged over the document"),
+        Subject::Ratio { .. } | Subject::UnexpectedSkips(_) | Subject::Recorded(_) => {
+            unreachable!("judged over the document")
+        }
     }
 }
 
@@ -445,6 +558,125 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
         );
     }
     Ok(values)
+}
+
+/// The verdict of an expectation whose scope matches no run: a skip where
+/// the document skipped those runs (or ran nothing), else a failure.
+fn no_run(doc: &Document, scope: &Scope) -> Outcome {
+    // A host part no run's host had (each having recorded its verdicts):
+    // those runs are another host's to make.
+    let host_only = Scope {
+        host: scope.host.clone(),
+        ..Scope::default()
+    };
+    let hosts_known = doc.runs.iter().all(|r| r.host_settings.is_some());
+    let other_host = !scope.host.is_empty()
+        && hosts_known
+        && !doc.runs.iter().any(|r| host_matches(&host_only, Some(r)));
+    match skipped_reason(doc, scope) {
+        Some(why) => Outcome::Skip(why),
+        None if doc.runs.is_empty() => Outcome::Skip("nothing ran".into()),
+        None if other_host => Outcome::Skip(format!(
+            "not run here: no run's host had {}",
+            scope_text(&host_only)
+        )),
+        None => Outcome::Fail(format!(
+            "no run matches '{}' (the runs: {})",
+            scope_text(scope),
+            doc.runs
+                .iter()
+                .map(full_label)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+    }
+}
+
+/// `unexpected_skips(allowed...) OP X`: the combinations `doc` skipped for
+/// a reason holding none of the `allowed` texts, counted; a failure names
+/// them.
+fn unexpected_skips(doc: &Document, allowed: &[String], e: &Expectation) -> Outcome {
+    let unexpected: Vec<String> = doc
+        .skipped
+        .iter()
+        .filter(|s| !allowed.iter().any(|a| s.reason.contains(a.as_str())))
+        .map(|s| format!("{}: {}", s.mode, s.reason))
+        .collect();
+    let n = unexpected.len() as f64;
+    let want = match e.value {
+        Rhs::Number(x) => x,
+        _ => unreachable!("refused by the parser"),
+    };
+    if e.op.holds(n, want, e.tolerance) {
+        Outcome::Pass(n)
+    } else {
+        Outcome::Fail(format!(
+            "got {}, want {} {}: {}",
+            fmt(n),
+            e.op.symbol(),
+            fmt(want),
+            unexpected.join("; ")
+        ))
+    }
+}
+
+/// `doc` as its results file reads back.
+fn written(doc: &Document) -> Result<Document, String> {
+    let text =
+        serde_json::to_string(doc).map_err(|e| format!("the document does not serialize: {e}"))?;
+    Document::from_json(&text, "the results written").map_err(|e| e.to_string())
+}
+
+/// Whether a recorded JSON value is what the counters give: numbers
+/// within `tol`, or 1e-9 of the larger (a figure written and read back
+/// may differ in its last bit), objects key by key, the rest equal.
+fn same(got: &serde_json::Value, want: &serde_json::Value, tol: f64) -> bool {
+    use serde_json::Value;
+    match (got, want) {
+        (Value::Number(g), Value::Number(w)) => match (g.as_f64(), w.as_f64()) {
+            (Some(g), Some(w)) => (g - w).abs() <= tol.max(1e-9 * g.abs().max(w.abs()).max(1.0)),
+            _ => g == w,
+        },
+        (Value::Object(g), Value::Object(w)) => {
+            g.len() == w.len()
+                && g.iter()
+                    .all(|(k, v)| w.get(k).is_some_and(|x| same(v, x, tol)))
+        }
+        _ => got == want,
+    }
+}
+
+/// `recorded.KEY == KEY` (`key` None: every recorded key) on run `r` as
+/// read from a results file: the metrics the file records against what
+/// the counters read back with them give. A key the file records but the
+/// counters do not give fails; one it lacks (an older ipivmm's file) is
+/// not judged.
+fn recorded(e: &Expectation, r: &RunReport, key: Option<&str>) -> Outcome {
+    if !r.succeeded() {
+        return Outcome::Fail(format!("the run did not complete: {}", r.status.line()));
+    }
+    let Some(recorded) = &r.recorded_metrics else {
+        return Outcome::Fail("no metrics recorded".into());
+    };
+    let given = serde_json::to_value(RunMetrics::of(&summarize(r))).unwrap_or_default();
+    let mut compared = 0usize;
+    let mut diffs = Vec::new();
+    for (k, got) in recorded
+        .iter()
+        .filter(|(k, _)| key.is_none_or(|want| want == k.as_str()))
+    {
+        compared += 1;
+        let want = given.get(k);
+        if !want.is_some_and(|w| same(got, w, e.tolerance)) {
+            let want = want.map_or_else(|| "nothing".into(), |w| w.to_string());
+            diffs.push(format!("{k} recorded {got}, its counters give {want}"));
+        }
+    }
+    match (compared, diffs.is_empty()) {
+        (0, _) => Outcome::Skip(format!("{} not recorded", key.unwrap_or("no metric"))),
+        (n, true) => Outcome::Pass(n as f64),
+        (_, false) => Outcome::Fail(diffs.join("; ")),
+    }
 }
 
 /// The gate's claim of `op want ± tol`, on the log scale for a ratio
@@ -540,12 +772,54 @@ fn is_latency(key: &str) -> bool {
 /// ([`crate::gate::claim`]).
 pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
     let mut pending: Vec<Pending> = Vec::new();
+    // The document as its results file reads back, for `recorded.`.
+    let mut read_back: Option<Result<Document, String>> = None;
     for e in expectations {
+        if let Subject::UnexpectedSkips(allowed) = &e.subject {
+            pending.push(Pending::Done(Verdict {
+                name: e.text.clone(),
+                outcome: unexpected_skips(doc, allowed, e),
+            }));
+            continue;
+        }
+        if let Subject::Recorded(key) = &e.subject {
+            let runs = matching_runs(doc, &e.scope);
+            if runs.is_empty() {
+                pending.push(Pending::Done(Verdict {
+                    name: e.text.clone(),
+                    outcome: no_run(doc, &e.scope),
+                }));
+            }
+            let several = runs.len() > 1;
+            for r in runs {
+                // A run in memory records its metrics when written: judge
+                // them as its results file reads back.
+                let outcome = match r.recorded_metrics {
+                    Some(_) => recorded(e, r, key.as_deref()),
+                    None => match read_back.get_or_insert_with(|| written(doc)) {
+                        Err(why) => Outcome::Fail(why.clone()),
+                        Ok(back) => match doc.runs.iter().position(|x| std::ptr::eq(x, r)) {
+                            Some(i) => recorded(e, &back.runs[i], key.as_deref()),
+                            None => Outcome::Fail("the run is not the document's".into()),
+                        },
+                    },
+                };
+                pending.push(Pending::Done(Verdict {
+                    name: if several {
+                        format!("{} [{}]", e.text, full_label(r))
+                    } else {
+                        e.text.clone()
+                    },
+                    outcome,
+                }));
+            }
+            continue;
+        }
         let want = |x: f64| format!("{} {}", e.op.symbol(), fmt(x));
         if let Subject::Ratio { metric, a, b } = &e.subject {
             let x = match e.value {
                 Rhs::Number(x) => x,
-                Rhs::Metric(_) => unreachable!("refused by the parser"),
+                _ => unreachable!("refused by the parser"),
             };
             let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
                 (Err(o), _) | (_, Err(o)) => Some(o),
@@ -576,22 +850,9 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         }
         let runs = runs_of(doc, &e.scope);
         if runs.is_empty() {
-            let outcome = match skipped_reason(doc, &e.scope) {
-                Some(why) => Outcome::Skip(why),
-                None if doc.runs.is_empty() => Outcome::Skip("nothing ran".into()),
-                None => Outcome::Fail(format!(
-                    "no run matches '{}' (the runs: {})",
-                    scope_text(&e.scope),
-                    doc.runs
-                        .iter()
-                        .map(full_label)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )),
-            };
             pending.push(Pending::Done(Verdict {
                 name: e.text.clone(),
-                outcome,
+                outcome: no_run(doc, &e.scope),
             }));
             continue;
         }

@@ -10,7 +10,9 @@
 //!          one of those values in every field named (`ipi=pv`,
 //!          `irqchip=kernel|split apic=x2apic`, `vcpus=2`, `workload=broadcast`;
 //!          `apicv=active|inhibited|unavailable` is the state the run observed,
-//!          `apicv=host|inhibit` the request; fields: docs/ci.md);
+//!          `apicv=host|inhibit` the request; fields: docs/ci.md); and
+//!          `host.VERDICT=available|unavailable`: what the run's host had
+//!          (`host.x2avic=available`);
 //!          or the older words, which still work where unambiguous:
 //!          [WORKLOAD] [Nv | maxv] [MODE [apicv-inhibit] [LEVER...]]: the runs
 //!          of that workload, vCPU count (`maxv`: the largest that ran) and
@@ -24,13 +26,23 @@
 //!          ipis_per_operation, operations, ipis_sent, ... ;
 //!          a counter of the measured phase, as in the CSV (source.counter):
 //!          vcpu1.guest.ipis_received (one vCPU), vcpu*.kvm_stats.halt_exits
-//!          (every vCPU), vcpus.exit_reasons.msr (summed over vCPUs);
-//!          or ratio(METRIC, SCOPE_A, SCOPE_B): METRIC of A over METRIC of B
+//!          (every vCPU), vcpus.exit_reasons.msr (summed over vCPUs), and
+//!          the phase's own figures (`phase.icr_write_exits`,
+//!          `phase.icr_writes_accelerated`, `phase.apicv_active`);
+//!          ratio(METRIC, SCOPE_A, SCOPE_B): METRIC of A over METRIC of B;
+//!          unexpected_skips("REASON", ...): the combinations the document
+//!          skipped for none of those reasons (one test point);
+//!          recorded.METRIC / recorded.*: the run's `metrics` as its
+//!          results file records them (against `METRIC` / `*`: what its
+//!          counters give once the file is read back)
 //! OP       == != < <= > >=
 //! NUMBER   a number, or (for a metric or counter subject) another metric of
 //!          the same run: `ipis_delivered == ipis_sent`,
 //!          `ipis_per_operation == fan_out` (fan_out: the IPIs one operation
-//!          of the built-in workload delivers, from its description)
+//!          of the built-in workload delivers, from its description), or a
+//!          sum of counters of the same vCPUs, each vCPU against its own:
+//!          `vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes +
+//!          vcpu*.guest.barrier_icr_writes`
 //! TOL      with == or !=: `== 1 ± 0.01` (also `+-`)
 //! ```
 //!
@@ -38,6 +50,8 @@
 //! host skipped) is a skip with the reason, never a pass.
 mod eval;
 mod parse;
+#[cfg(test)]
+mod tests;
 
 pub use eval::{evaluate, Outcome, Verdict, Verdicts};
 pub use parse::ParseError;
@@ -122,7 +136,25 @@ pub struct Scope {
     pub phase: Option<String>,
     /// `FIELD=VALUE[|VALUE...]` parts: every one must hold.
     pub fields: Vec<FieldScope>,
+    /// `host.VERDICT=STATE[|STATE]` parts: the run's host as it recorded
+    /// it (`ipivmm host`'s verdicts: `host.x2avic=available`); every one
+    /// must hold.
+    pub host: Vec<HostScope>,
 }
+
+/// One part of a scope over the run's host: `host.x2avic=available`,
+/// `host.ipiv=unavailable` (the verdicts of `ipivmm host` the run
+/// recorded in its `host_settings`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostScope {
+    /// The verdict: one of [`HOST_VERDICTS`].
+    pub verdict: String,
+    /// The states it may have: `available`, `unavailable`.
+    pub states: Vec<String>,
+}
+
+/// The host verdicts a scope may name (`host.NAME=`).
+pub const HOST_VERDICTS: [&str; 4] = ["apicv", "ipiv", "avic", "x2avic"];
 
 /// A scope's vCPU count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,20 +185,50 @@ pub enum Subject {
         /// The metric key.
         metric: String,
         /// The numerator's runs.
-        a: Scope,
+        a: Box<Scope>,
         /// The denominator's runs.
-        b: Scope,
+        b: Box<Scope>,
     },
+    /// `unexpected_skips("REASON", ...)`: how many combinations the
+    /// document skipped for a reason that holds none of these texts.
+    UnexpectedSkips(Vec<String>),
+    /// `recorded.METRIC` (`recorded.*`: `None`, every one): the run's
+    /// `runs[].metrics` as its results file records them, judged against
+    /// what the counters of the run read back from that file give.
+    Recorded(Option<String>),
 }
 
-/// The right-hand side: a number, or a metric of the same run (`ipis_delivered
-/// == ipis_sent`, `ipis_per_operation == fan_out`).
+/// A sign in a sum of counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sign {
+    /// `+` (or the first term).
+    Plus,
+    /// `-`.
+    Minus,
+}
+
+/// A sum of counters of the same vCPUs, the right-hand side of
+/// `vcpu*.tracepoints.kvm_apic_ipi == vcpu*.guest.ipis_sent` or
+/// `ipis_delivered == vcpus.guest.ipis_received`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterSum {
+    /// Which vCPUs every term reads.
+    pub vcpus: Vcpus,
+    /// The terms: sign, source, counter.
+    pub terms: Vec<(Sign, String, String)>,
+}
+
+/// The right-hand side: a number, a metric of the same run (`ipis_delivered
+/// == ipis_sent`, `ipis_per_operation == fan_out`), or a sum of its counters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rhs {
     /// A number.
     Number(f64),
-    /// A metric key, read from the same run.
+    /// A metric key, read from the same run (`*` after `recorded.*`: each
+    /// recorded metric's own key).
     Metric(String),
+    /// Counters of the same run (and, for `vcpu*`, of the same vCPU).
+    Counters(CounterSum),
 }
 
 /// One expectation, parsed.
@@ -192,6 +254,16 @@ impl std::str::FromStr for Expectation {
         parse::expectation(s)
     }
 }
+
+/// The pseudo-source of a phase's own figures (`vcpu*.phase.NAME`): what
+/// the run derived per phase rather than counted in one source.
+pub const PHASE_FIGURES: &str = "phase";
+
+/// The figures of [`PHASE_FIGURES`]: the ICR-write exits and the ICR
+/// writes accelerated (the CSV's ICR-write rows), and whether APICv/AVIC
+/// was active for the phase (1) or not (0).
+pub const PHASE_FIGURE_NAMES: [&str; 3] =
+    ["icr_write_exits", "icr_writes_accelerated", "apicv_active"];
 
 /// What `apicv=` matches in a scope: the request (`host`, `inhibit`) or
 /// the state the run observed (`active`, `inhibited`, `unavailable`,

@@ -1,5 +1,8 @@
 //! The expectation grammar (see the module doc of [`super`]).
-use super::{metric_keys, Expectation, FieldScope, Op, Rhs, Scope, Subject, VcpuCount, Vcpus};
+use super::{
+    metric_keys, CounterSum, Expectation, FieldScope, HostScope, Op, Rhs, Scope, Sign, Subject,
+    VcpuCount, Vcpus, HOST_VERDICTS, PHASE_FIGURES, PHASE_FIGURE_NAMES,
+};
 use crate::results::identity::Field;
 use crate::results::PhaseResult;
 
@@ -25,7 +28,7 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
     // The scope ends at a colon followed by a space: labels hold colons
     // without one (`pin:0,1`, `-exits:hlt`).
     let (scope, rest) = match t.find(": ") {
-        Some(i) if !t[..i].starts_with("ratio(") => {
+        Some(i) if !t[..i].starts_with("ratio(") && !t[..i].starts_with("unexpected_skips(") => {
             (scope(t[..i].trim()).map_err(bad)?, t[i + 2..].trim())
         }
         _ => (Scope::default(), t),
@@ -35,17 +38,47 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
     let subject_text = rest[..op_at].trim();
     let rhs = rest[op_at + op.symbol().len()..].trim();
     let subject = subject(subject_text).map_err(bad)?;
-    let (value, tolerance) = number_and_tolerance(rhs).map_err(bad)?;
+    let (value, tolerance) = match &subject {
+        Subject::Recorded(key) => recorded_rhs(key.as_deref(), op, rhs).map_err(bad)?,
+        _ => number_and_tolerance(rhs).map_err(bad)?,
+    };
+    if let Rhs::Counters(sum) = &value {
+        // Each vCPU against its own counters, or one figure against one.
+        let fits = match &subject {
+            Subject::Counter { vcpus, .. } => (*vcpus == Vcpus::Each) == (sum.vcpus == Vcpus::Each),
+            Subject::Metric(_) => sum.vcpus != Vcpus::Each,
+            _ => false,
+        };
+        if !fits {
+            return Err(bad(format!(
+                "counters on the right read the vCPUs the left does ({}): e.g. 'vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes', 'ipis_delivered == vcpus.guest.ipis_received'",
+                match &subject {
+                    Subject::Counter { vcpus, .. } => who(vcpus),
+                    _ => "a metric: vcpuN or vcpus".into(),
+                }
+            )));
+        }
+    }
+    let document_wide = matches!(subject, Subject::Ratio { .. } | Subject::UnexpectedSkips(_));
+    if document_wide && scope != Scope::default() {
+        return Err(bad(format!(
+            "{} names its runs itself: drop the 'SCOPE: ' before it",
+            subject_text.split('(').next().unwrap_or_default()
+        )));
+    }
+    if matches!(subject, Subject::UnexpectedSkips(_)) && !matches!(value, Rhs::Number(_)) {
+        return Err(bad("unexpected_skips(...) compares with a number".into()));
+    }
+    if matches!(subject, Subject::Recorded(_)) && scope.phase.is_some() {
+        return Err(bad(
+            "recorded metrics are of the run's headline phase: drop the @PHASE".into(),
+        ));
+    }
     if tolerance != 0.0 && !matches!(op, Op::Eq | Op::Ne) {
         return Err(bad("a tolerance (± TOL) goes with == or != only".into()));
     }
     if matches!(subject, Subject::Ratio { .. }) && matches!(value, Rhs::Metric(_)) {
         return Err(bad("a ratio compares with a number".into()));
-    }
-    if matches!(subject, Subject::Ratio { .. }) && scope != Scope::default() {
-        return Err(bad(
-            "a ratio names its runs itself: drop the 'SCOPE: ' before it".into(),
-        ));
     }
     Ok(Expectation {
         text: t.to_string(),
@@ -99,8 +132,10 @@ fn number_and_tolerance(s: &str) -> Result<(Rhs, f64), String> {
     let v = v.trim();
     let value = if metric_keys().any(|k| k == v) {
         Rhs::Metric(v.to_string())
+    } else if v.starts_with("vcpu") {
+        Rhs::Counters(counter_sum(v)?)
     } else {
-        Rhs::Number(number(v).map_err(|e| format!("{e} (nor a metric)"))?)
+        Rhs::Number(number(v).map_err(|e| format!("{e} (nor a metric or counters)"))?)
     };
     let tolerance = match tol {
         None => 0.0,
@@ -122,7 +157,12 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
     let mut phase = None;
     let mut words: Vec<&str> = Vec::new();
     let mut fields: Vec<FieldScope> = Vec::new();
+    let mut host: Vec<HostScope> = Vec::new();
     for w in s.split_whitespace() {
+        if let Some((verdict, states)) = w.strip_prefix("host.").and_then(|h| h.split_once('=')) {
+            host.push(host_scope(verdict, states)?);
+            continue;
+        }
         // `name=value`: a field (a label's words hold no '=' before a '/').
         if let Some((name, values)) = w.split_once('=').filter(|(n, _)| !n.contains('/')) {
             fields.push(field_scope(name, values)?);
@@ -140,7 +180,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
             None => words.push(w),
         }
     }
-    if words.is_empty() && phase.is_none() && fields.is_empty() {
+    if words.is_empty() && phase.is_none() && fields.is_empty() && host.is_empty() {
         return Err("an empty scope before ': '".into());
     }
     let label_at = words
@@ -151,6 +191,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
         label: (label_at < words.len()).then(|| words[label_at..].join(" ")),
         phase,
         fields,
+        host,
         ..Scope::default()
     };
     for w in &words[..label_at] {
@@ -185,6 +226,29 @@ fn field_values(f: Field) -> Option<Vec<&'static str>> {
         Field::Apicv => super::APICV_VALUES.to_vec(),
         Field::Rt => vec!["yes", "no"],
         _ => return None,
+    })
+}
+
+/// `host.VERDICT=s1|s2`, checked like a field.
+fn host_scope(verdict: &str, states: &str) -> Result<HostScope, String> {
+    if !HOST_VERDICTS.contains(&verdict) {
+        return Err(format!(
+            "no host verdict '{verdict}' to scope by; they are {}",
+            HOST_VERDICTS.join(", ")
+        ));
+    }
+    let states: Vec<String> = states.split('|').map(str::to_string).collect();
+    if let Some(bad) = states
+        .iter()
+        .find(|s| !["available", "unavailable"].contains(&s.as_str()))
+    {
+        return Err(format!(
+            "'host.{verdict}={bad}': a verdict is available or unavailable"
+        ));
+    }
+    Ok(HostScope {
+        verdict: verdict.to_string(),
+        states,
     })
 }
 
@@ -242,19 +306,52 @@ fn subject(s: &str) -> Result<Subject, String> {
         };
         return Ok(Subject::Ratio {
             metric: metric(m)?,
-            a: scope(a)?,
-            b: scope(b)?,
+            a: Box::new(scope(a)?),
+            b: Box::new(scope(b)?),
         });
     }
+    if let Some(args) = s
+        .strip_prefix("unexpected_skips(")
+        .and_then(|a| a.strip_suffix(')'))
+    {
+        return quoted_list(args).map(Subject::UnexpectedSkips);
+    }
+    if let Some(key) = s.strip_prefix("recorded.") {
+        return match key {
+            "*" => Ok(Subject::Recorded(None)),
+            k => metric(k).map(|k| Subject::Recorded(Some(k))),
+        };
+    }
+    match counter(s)? {
+        Some((vcpus, source, name)) => Ok(Subject::Counter {
+            vcpus,
+            source,
+            name,
+        }),
+        None => metric(s).map(Subject::Metric),
+    }
+}
+
+/// How a counter's vCPUs are written.
+fn who(v: &Vcpus) -> String {
+    match v {
+        Vcpus::One(n) => format!("vcpu{n}"),
+        Vcpus::Each => "vcpu*".into(),
+        Vcpus::Sum => "vcpus".into(),
+    }
+}
+
+/// `WHO.SOURCE.COUNTER`, checked (None: not a counter, perhaps a metric).
+fn counter(s: &str) -> Result<Option<(Vcpus, String, String)>, String> {
     let Some((who, rest)) = s.split_once('.') else {
-        return metric(s).map(Subject::Metric);
+        return Ok(None);
     };
     let vcpus = match who {
         "vcpu*" => Vcpus::Each,
         "vcpus" => Vcpus::Sum,
         w => match w.strip_prefix("vcpu").and_then(|n| n.parse().ok()) {
             Some(n) => Vcpus::One(n),
-            None => return metric(s).map(Subject::Metric),
+            None => return Ok(None),
         },
     };
     let Some((source, name)) = rest.split_once('.') else {
@@ -262,9 +359,23 @@ fn subject(s: &str) -> Result<Subject, String> {
             "'{s}': a counter is vcpuN.SOURCE.COUNTER, e.g. vcpu1.guest.ipis_received or vcpus.kvm_stats.exits"
         ));
     };
+    if name.contains(char::is_whitespace) {
+        return Err(format!(
+            "'{s}': one counter on the left; a sum of counters goes on the right (e.g. 'vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes + vcpu*.guest.barrier_icr_writes')"
+        ));
+    }
+    if source == PHASE_FIGURES {
+        if !PHASE_FIGURE_NAMES.contains(&name) {
+            return Err(format!(
+                "'{s}': the phase's figures are {}",
+                PHASE_FIGURE_NAMES.join(", ")
+            ));
+        }
+        return Ok(Some((vcpus, source.to_string(), name.to_string())));
+    }
     if !COUNTER_SOURCES.contains(&source) {
         return Err(format!(
-            "'{s}': no counter source '{source}' (sources: {})",
+            "'{s}': no counter source '{source}' (sources: {}, and the phase's own figures: {PHASE_FIGURES})",
             COUNTER_SOURCES.join(", ")
         ));
     }
@@ -273,11 +384,89 @@ fn subject(s: &str) -> Result<Subject, String> {
             "'{s}': '{source}' has no counter '{name}' (a misspelling would read 0): see docs/counters.md for its names"
         ));
     }
-    Ok(Subject::Counter {
-        vcpus,
-        source: source.to_string(),
-        name: name.to_string(),
+    Ok(Some((vcpus, source.to_string(), name.to_string())))
+}
+
+/// `TERM [+|- TERM]...`, each a counter of the same vCPUs (`+` and `-`
+/// stand between spaces: counter names hold `-` and `:`).
+fn counter_sum(s: &str) -> Result<CounterSum, String> {
+    let mut terms = Vec::new();
+    let mut vcpus = None;
+    let mut sign = Sign::Plus;
+    for (i, word) in s.split_whitespace().enumerate() {
+        if i % 2 == 1 {
+            sign = match word {
+                "+" => Sign::Plus,
+                "-" => Sign::Minus,
+                _ => {
+                    return Err(format!(
+                        "'{s}': counters are added with ' + ' or taken away with ' - '"
+                    ))
+                }
+            };
+            continue;
+        }
+        let Some((who, source, name)) = counter(word)? else {
+            return Err(format!(
+                "'{word}' in '{s}' is no counter: write vcpuN.SOURCE.COUNTER (vcpu*., vcpus.)"
+            ));
+        };
+        if vcpus.get_or_insert(who.clone()) != &who {
+            return Err(format!(
+                "'{s}': every counter of a sum reads the same vCPUs"
+            ));
+        }
+        terms.push((sign, source, name));
+    }
+    if terms.is_empty() || s.split_whitespace().count().is_multiple_of(2) {
+        return Err(format!("'{s}': a sum of counters ends with a counter"));
+    }
+    Ok(CounterSum {
+        vcpus: vcpus.unwrap_or(Vcpus::Sum),
+        terms,
     })
+}
+
+/// `"A", "B"`: texts in double quotes, separated by commas.
+fn quoted_list(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let Some(body) = rest.strip_prefix('"') else {
+            return Err(format!(
+                "unexpected_skips takes reasons in double quotes, e.g. unexpected_skips(\"needs at least\", \"identical to\"), got '{s}'"
+            ));
+        };
+        let Some(end) = body.find('"') else {
+            return Err(format!("an unclosed quote in '{s}'"));
+        };
+        out.push(body[..end].to_string());
+        rest = body[end + 1..].trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    if out.iter().any(String::is_empty) {
+        return Err("an empty reason would allow every skip".into());
+    }
+    Ok(out)
+}
+
+/// The right-hand side of `recorded.KEY` (the same KEY, recomputed) or of
+/// `recorded.*` (`*`), with `==` and an optional tolerance.
+fn recorded_rhs(key: Option<&str>, op: Op, rhs: &str) -> Result<(Rhs, f64), String> {
+    let (v, tol) = match rhs.split_once('±').or_else(|| rhs.split_once("+-")) {
+        Some((v, t)) => (v.trim(), Some(number(t)?)),
+        None => (rhs.trim(), None),
+    };
+    let want = key.unwrap_or("*");
+    if op != Op::Eq || v != want {
+        return Err(format!(
+            "recorded.{want} is compared with what the counters give: write 'recorded.{want} == {want}'"
+        ));
+    }
+    match tol {
+        Some(t) if t < 0.0 => Err(format!("a negative tolerance ({t})")),
+        t => Ok((Rhs::Metric(want.to_string()), t.unwrap_or(0.0))),
+    }
 }
 
 /// The sources a phase's counters come from: [`PhaseResult::SOURCES`].
@@ -315,6 +504,7 @@ mod tests {
                 label: Some("kernel/xapic/icr pin:0,1".into()),
                 phase: None,
                 fields: Vec::new(),
+                host: Vec::new(),
             }
         );
         assert_eq!(e.op, Op::Le);
@@ -333,6 +523,7 @@ mod tests {
                 label: Some("kernel/x2apic/icr".into()),
                 phase: Some("measure-uncounted".into()),
                 fields: Vec::new(),
+                host: Vec::new(),
             }
         );
         let e = ok("vcpu1.guest.ipis_received >= 1000");

@@ -397,6 +397,11 @@ pub struct RunReport {
     /// What else the host did during the run (/proc/stat), when read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_load: Option<crate::stats::HostLoad>,
+    /// The `metrics` object as a results file recorded it (None for a run
+    /// in memory: each write derives it anew). Kept as read, for checking
+    /// a file's figures against its counters (`recorded.*` expectations).
+    #[serde(default, rename = "metrics", skip_serializing)]
+    pub recorded_metrics: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl RunReport {
@@ -434,6 +439,7 @@ impl RunReport {
             host: None,
             repeat: None,
             host_load: None,
+            recorded_metrics: None,
         }
     }
 

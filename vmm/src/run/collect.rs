@@ -84,6 +84,7 @@ pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunRe
         placement: None,
         repeat: None,
         host_load: None,
+        recorded_metrics: None,
         host: p.host.clone(),
     }
 }

@@ -6,7 +6,7 @@
 //! the guest steps `host` and `extra`, with scripts/lab/probe-avic.sh as
 //! `extra` (packed with the KVM selftests by scripts/lab/build-selftests.sh);
 //! each part's results tree is checked on its own ([`verdict`]).
-use super::avic_checks::{self, Part, OFF_CHECKS, ON_CHECKS};
+use super::avic_checks::{self, Part};
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
 use super::pass::{self, Boot, Image, LabOutcome, Settings};
@@ -160,6 +160,14 @@ pub fn verify(part: Part, dir: &Path) -> Report {
     })
 }
 
+/// The plans each part runs in the guest (probe-avic.sh's `check NAME`
+/// runs plans/lab-NAME.toml, its TAP NAME.tap): part, name, plan.
+pub const PLANS: &[(Part, &str, &str)] = &[
+    (Part::Matrix, "avic-on", "lab-avic-on.toml"),
+    (Part::Matrix, "avic-off", "lab-avic-off.toml"),
+    (Part::Preset, "avic-preset", "lab-avic-preset.toml"),
+];
+
 /// The runs files of `dir/runs` whose names start with one of `prefixes`
 /// (`avic-on` also matches `avic-on-halt.json`), sorted.
 fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
@@ -179,8 +187,9 @@ fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
 /// The AVIC checks of one part's results tree `dir`, after the lab's own
 /// (steps, backend): kvm_amd reads back avic=Y without force_avic, ipivmm
 /// calls AVIC usable, and what the part ran: the selftests passed with AVIC
-/// on and off; the runs with AVIC on and off passed [`ON_CHECKS`] and
-/// [`OFF_CHECKS`].
+/// on and off; the plans of the runs with AVIC on and off
+/// (plans/lab-avic-{on,off,preset}.toml, [`PLANS`]) held, read back from
+/// their TAP and JUnit as the quick pass's are.
 fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
     let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
     let has = |l: &str| params.lines().any(|p| p == l);
@@ -217,25 +226,23 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
     match part {
         Part::Selftests => selftests(r, dir),
         Part::Matrix | Part::Preset => {
-            let on: &[&str] = match part {
-                Part::Matrix => &["avic-on"],
-                _ => &["avic-preset"],
-            };
-            let on = runs_files(dir, on);
-            for (name, check, scope) in ON_CHECKS {
-                files.check_scoped(r, name, &on, *check, *scope);
+            let carried = fs::read_to_string(dir.join("plans.txt")).unwrap_or_default();
+            for (step, plan) in PLANS
+                .iter()
+                .filter(|(p, _, _)| *p == part)
+                .map(|(_, s, p)| (s, p))
+            {
+                let carried = carried.lines().any(|l| l == *plan);
+                verify::plan_step(r, dir, step, plan, (true, true, carried));
             }
-            for f in &on {
-                if let Some(Ok(rf)) = files.get(f) {
-                    for l in avic_checks::avic_summary(rf) {
-                        r.info(format!("  avic: {}: {l}", rf.name()));
+            for f in runs_files(dir, &["avic-on", "avic-preset"]) {
+                match files.get_or_load(&f) {
+                    Ok(rf) => {
+                        for l in avic_checks::avic_summary(rf) {
+                            r.info(format!("  avic: {}: {l}", rf.name()));
+                        }
                     }
-                }
-            }
-            if part == Part::Matrix {
-                let off = runs_files(dir, &["avic-off"]);
-                for (name, check, scope) in OFF_CHECKS {
-                    files.check_scoped(r, name, &off, *check, *scope);
+                    Err(e) => r.info(format!("  avic: {e}")),
                 }
             }
         }
@@ -434,7 +441,27 @@ mod tests {
                 t.edit("runs/avic-preset.json", |_| avic_on().to_string());
             }
         }
+        let plans: Vec<&str> = PLANS.iter().map(|(_, _, p)| *p).collect();
+        t.edit("plans.txt", |_| plans.join("\n") + "\n");
+        for (_, name, _) in PLANS.iter().filter(|(p, _, _)| *p == part) {
+            held(&t, name, &["operations > 0", "ipis_delivered == ipis_sent"]);
+        }
         t
+    }
+
+    /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t`, each
+    /// expectation held.
+    fn held(t: &Tree, name: &str, points: &[&str]) {
+        let mut tap = format!("TAP version 13\n# {name}\n1..{}\n", points.len());
+        let mut xml = format!("<testsuites><testsuite name=\"{name}\">");
+        for (i, p) in points.iter().enumerate() {
+            tap += &format!("ok {} - {name}: {p}\n  ---\n  value: 1\n  ...\n", i + 1);
+            xml += &format!("<testcase name=\"{name}: {}\"/>", p.replace('>', "&gt;"));
+        }
+        t.edit(&format!("{name}.tap"), |_| tap)
+            .edit(&format!("{name}.junit.xml"), |_| {
+                xml + "</testsuite></testsuites>"
+            });
     }
 
     fn report(t: &Tree, part: Part) -> Report {
@@ -471,54 +498,13 @@ mod tests {
         let r = report(&t, Part::Matrix);
         let text = r.text();
         assert!(r.passed(), "{text}");
-        // Two steps, the backend, params, host, x2AVIC, 8 checks with AVIC
-        // on, 4 off.
-        assert_eq!(r.counts(), (2 + 1 + 2 + 1 + 8 + 4, 0), "{text}");
+        // Two steps, the backend, params, host, x2AVIC, and each of the two
+        // plans' TAP and JUnit.
+        assert_eq!(r.counts(), (2 + 1 + 2 + 1 + 2 * 2, 0), "{text}");
+        assert!(text.contains("\n  PASS  ipivmm check plans/lab-avic-on.toml: 2 held, 0 failed, 0 skipped\n  PASS  ipivmm check plans/lab-avic-on.toml: its JUnit (avic-on.junit.xml) says the same\n"), "{text}");
         assert!(text.starts_with("lab avic-matrix pass: "), "{text}");
         assert!(text.contains("\n  PASS  kvm_amd loaded with avic=1 reads avic=Y (force_avic=N)\n  PASS  ipivmm host: AVIC usable\n"), "{text}");
         assert!(text.contains("\n  avic: avic-on.json: pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated;"), "{text}");
-    }
-
-    /// Issue 33: a check with nothing to check is a SKIP with the reason,
-    /// never a PASS: the preset's results without its runs, and with only
-    /// x2APIC runs (no xAPIC ping-pong for A7 and A8).
-    #[test]
-    fn checks_with_no_run_to_check_skip() {
-        let t = tree("nothing", Part::Preset);
-        t.edit("runs/avic-preset.json", |_| {
-            let mut v = avic_on();
-            v["runs"] = serde_json::json!([]);
-            v.to_string()
-        });
-        let r = report(&t, Part::Preset);
-        let text = r.text();
-        assert!(r.passed(), "{text}");
-        assert_eq!(r.skipped(), ON_CHECKS.len(), "{text}");
-        for (name, _, _) in ON_CHECKS {
-            assert!(
-                text.contains(&format!("  SKIP  {name}: nothing to check")),
-                "{name}: {text}"
-            );
-            assert!(
-                !text.contains(&format!("  PASS  {name}\n")),
-                "{name}: {text}"
-            );
-        }
-        // Hybrid AVIC only (a host without x2AVIC): nothing for A7, A8 and
-        // the x2AVIC check.
-        let t = tree("x2apic-only", Part::Preset);
-        t.edit("runs/avic-preset.json", |_| {
-            let mut v = avic_on();
-            v["runs"].as_array_mut().unwrap().truncate(4);
-            for run in v["runs"].as_array_mut().unwrap() {
-                run["mode"]["apic"] = "x2apic".into();
-            }
-            v.to_string()
-        });
-        let text = report(&t, Part::Preset).text();
-        for a in ["A7", "A8", "x2AVIC"] {
-            assert!(text.contains(&format!("  SKIP  {a}: ")), "{a}: {text}");
-        }
     }
 
     /// x2AVIC on needs all three: the CPU flag, kvm_amd's "x2AVIC enabled"
@@ -577,30 +563,39 @@ mod tests {
             serde_json::from_str(&fs::read_to_string(t.0.join("host-avic.json")).unwrap()).unwrap();
         host["host"]["verdicts"]["avic"]["state"] = "unavailable".into();
         t.edit("host-avic.json", |_| host.to_string());
-        fs::remove_file(t.0.join("runs/avic-off.json")).unwrap();
-        let mut want = vec![
-            "kvm_amd avic=Y without force_avic".to_string(),
-            "ipivmm host: AVIC usable".into(),
-        ];
-        want.extend(
-            OFF_CHECKS
-                .iter()
-                .map(|(n, _, _)| format!("{n}: no results file")),
+        fs::remove_file(t.0.join("avic-off.tap")).unwrap();
+        assert_eq!(
+            failures(&t, Part::Matrix),
+            [
+                "kvm_amd avic=Y without force_avic",
+                "ipivmm host: AVIC usable",
+                "ipivmm check plans/lab-avic-off.toml"
+            ]
         );
-        assert_eq!(failures(&t, Part::Matrix), want);
         assert!(report(&t, Part::Matrix)
             .text()
             .contains("  FAIL  kvm_amd avic=Y without force_avic\n        kvm_amd.avic=Y\n        kvm_amd.force_avic=Y\n        kvm_amd.npt=Y\n"));
 
-        // An AVIC run that failed its check fails the part.
+        // An expectation of the plan that failed fails the part, and a
+        // skip where the lab measures everything too.
         let t = tree("bad-run", Part::Preset);
-        let mut v = avic_on();
-        v["runs"][2]["apicv"]["effective"] = "unavailable".into();
-        t.edit("runs/avic-preset.json", |_| v.to_string());
+        t.edit("avic-preset.tap", |s| {
+            s.replacen("ok 2 - ", "not ok 2 - ", 1)
+        });
         assert_eq!(
             failures(&t, Part::Preset),
-            ["AVIC active in every in-kernel-LAPIC run with --apicv host, inhibited with --apicv inhibit"]
+            ["ipivmm check plans/lab-avic-preset.toml: 1 held, 1 failed, 0 skipped"]
         );
+        let t = tree("skipped", Part::Preset);
+        t.edit("avic-preset.tap", |s| {
+            s.replacen(
+                "ok 2 - avic-preset: ipis_delivered == ipis_sent\n",
+                "ok 2 - avic-preset: ipis_delivered == ipis_sent # SKIP vcpu0: 'tracepoints' is unavailable\n",
+                1,
+            )
+        });
+        let text = report(&t, Part::Preset).text();
+        assert!(text.contains("  FAIL  ipivmm check plans/lab-avic-preset.toml: 1 held, 0 failed, 1 skipped\n        ok 2 - avic-preset: ipis_delivered == ipis_sent # SKIP vcpu0: 'tracepoints' is unavailable: not measured in the lab\n"), "{text}");
         // The guest's step extra failed.
         t.edit("steps.tsv", |s| s.replace("extra\t0", "extra\t1"))
             .edit("extra.log", |_| "probe-avic: 1 failures\n".into());

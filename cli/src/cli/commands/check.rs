@@ -1,30 +1,35 @@
 //! `ipivmm check PLAN.toml`: a suite as data (like kvm-unit-tests'
 //! `unittests.cfg`): named experiments, each a `run` or a `sweep` written as
 //! its command line, with the expectations that must hold, and what the
-//! host must have for them to mean anything. The verdicts go out as TAP on
-//! stdout (and JUnit with `--junit`); the exit code is kselftest's: 0 all
-//! hold, 1 one fails, 4 none could be judged. docs/ci.md.
+//! host must have for them to mean anything. The TOML is parsed into the
+//! engine's plan ([`ipivmm::plan::Plan`]), which the engine executes; this
+//! command keeps each experiment's runs in a journal (`--json-dir`) and
+//! renders the verdicts as TAP on stdout (and JUnit with `--junit`); the
+//! exit code is kselftest's: 0 all hold, 1 one fails, 4 none could be
+//! judged. docs/ci.md.
 use super::sweep::{plan_sweep, PlanError};
 use super::{fail, init_log};
 use crate::cli::args::{repeat_choice, CheckArgs, Cli, Command, RunArgs, SweepArgs};
 use crate::output::atomic::write_atomic_with;
 use crate::output::dest::{emit, print_text, Dest};
 use crate::output::journal::Journal;
-use crate::sweep::execute::Quiet;
 use clap::Parser;
-use ipivmm::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
-use ipivmm::experiment::rounds::{run_rounds, Options, Planned};
+use ipivmm::expect::{Expectation, Verdicts};
+use ipivmm::experiment::rounds::{self, Planned};
 use ipivmm::host::HostInfo;
+use ipivmm::plan::{self as engine, Execution, ExperimentOutcome, NotRun, Recorder, Requirement};
+use ipivmm::results::SkippedMode;
 use ipivmm::Document;
 use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
-use std::path::Path;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// A plan file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Plan {
+struct PlanFile {
     /// The suite's name (the TAP comment, the JUnit suite).
     name: String,
     /// What the suite checks.
@@ -32,13 +37,13 @@ struct Plan {
     about: String,
     /// The experiments, in order.
     #[serde(rename = "experiment")]
-    experiments: Vec<Experiment>,
+    experiments: Vec<ExperimentFile>,
 }
 
-/// One experiment of a plan.
+/// One experiment of a plan file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Experiment {
+struct ExperimentFile {
     /// Its name (prefixes its test points).
     name: String,
     /// What it shows.
@@ -48,54 +53,19 @@ struct Experiment {
     run: Option<String>,
     /// `ipivmm sweep` flags.
     sweep: Option<String>,
-    /// What the host must have: apicv, ipiv, avic, x2avic, hardware-kvm,
-    /// two-sockets; without it every expectation is a skip with the reason.
+    /// What the host must have ([`Requirement`]: apicv, ipiv, avic,
+    /// x2avic, apicv-or-avic, hardware-kvm, two-sockets); without it every
+    /// expectation is a skip with the reason.
     #[serde(default)]
     requires: Vec<String>,
     /// The expectations.
     expect: Vec<String>,
 }
 
-/// An experiment checked: its command parsed, its expectations read.
+/// An experiment's command line, parsed.
 enum Job {
     Run(Box<RunArgs>),
     Sweep(Box<SweepArgs>),
-}
-
-/// What the host lacks of `need`, if anything.
-fn unmet(need: &str, host: Option<&HostInfo>) -> Result<Option<String>, String> {
-    let verdict = |pick: fn(&ipivmm::host::ApicvVerdicts) -> &ipivmm::host::ApicvSupport| match host
-        .map(|h| pick(&h.verdicts))
-    {
-        Some(ipivmm::host::ApicvSupport::Available) => None,
-        Some(ipivmm::host::ApicvSupport::Unavailable(why)) => Some(format!("needs {need}: {why}")),
-        None => Some(format!("needs {need}: the host facts could not be read")),
-    };
-    Ok(match need {
-        "apicv" => verdict(|v| &v.apicv),
-        "ipiv" => verdict(|v| &v.ipiv),
-        "avic" => verdict(|v| &v.avic),
-        "x2avic" => verdict(|v| &v.x2avic),
-        "apicv-or-avic" => verdict(|v| &v.apicv).and(verdict(|v| &v.avic)),
-        "hardware-kvm" => match host.map(|h| &h.backend) {
-            Some(ipivmm::host::KvmBackend::KvmIntel | ipivmm::host::KvmBackend::KvmAmd) => None,
-            Some(b) => Some(format!("needs a hardware KVM (kvm_intel or kvm_amd); this is {b}")),
-            None => Some("needs a hardware KVM: the host facts could not be read".into()),
-        },
-        "two-sockets" => {
-            let cpus = ipivmm::mode::levers::allowed_cpus();
-            let places = crate::sweep::topology::read_places(Path::new("/sys/devices/system/cpu"), &cpus);
-            let mut sockets: Vec<i64> = places.iter().map(|p| p.package).collect();
-            sockets.sort_unstable();
-            sockets.dedup();
-            (sockets.len() < 2).then(|| format!("needs two sockets; this host has {}", sockets.len()))
-        }
-        other => {
-            return Err(format!(
-                "requires '{other}': not one of apicv, ipiv, avic, x2avic, apicv-or-avic, hardware-kvm, two-sockets"
-            ))
-        }
-    })
 }
 
 /// Parses `flags` as the flags of `ipivmm <command>`.
@@ -129,6 +99,9 @@ fn parse_job(command: &str, flags: &str) -> Result<Job, String> {
             refuse_unhonoured(&a.output, &a.gate)?;
             if a.dry_run {
                 return Err("--dry-run is not for a plan line: `ipivmm sweep --dry-run FLAGS` shows a sweep's plan".into());
+            }
+            if a.host_param.is_some() {
+                return Err("--host-param is not for a plan line (it reloads the vendor module between its stages): run `ipivmm sweep --host-param ... --expect ...`".into());
             }
             Job::Sweep(a)
         }
@@ -167,21 +140,25 @@ fn refuse_unhonoured(
     Ok(())
 }
 
-/// The plan read and every experiment checked, before anything runs.
-/// A job of the plan with its parsed expectations.
-type Checked = (Job, Vec<Expectation>);
+/// One experiment read and checked, before anything runs.
+struct Checked {
+    job: Job,
+    expect: Vec<Expectation>,
+    requires: Vec<Requirement>,
+}
 
-fn load(path: &Path) -> Result<(Plan, Vec<Checked>), String> {
+/// The plan file read and every experiment checked, before anything runs.
+fn load(path: &Path) -> Result<(PlanFile, Vec<Checked>), String> {
     let text =
         ipivmm::inputs::read_text(path, 1 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
-    let plan: Plan = toml::from_str(&text).map_err(|e| {
+    let plan: PlanFile = toml::from_str(&text).map_err(|e| {
         let at = e.span().map_or(String::new(), |span| {
             let (line, column) = line_column(&text, span.start);
             format!("line {line}, column {column}: ")
         });
         format!("{}: {at}{}", path.display(), e.message().trim_end())
     })?;
-    let mut jobs = Vec::new();
+    let mut checked = Vec::new();
     let mut names = std::collections::BTreeSet::new();
     for x in &plan.experiments {
         let at = |e: String| {
@@ -211,23 +188,34 @@ fn load(path: &Path) -> Result<(Plan, Vec<Checked>), String> {
             _ => Err("give one of run = \"FLAGS\" or sweep = \"FLAGS\"".into()),
         }
         .map_err(at)?;
-        let expectations = x
+        let expect = x
             .expect
             .iter()
             .map(|e| e.parse::<Expectation>().map_err(|e| at(e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
-        if expectations.is_empty() {
+        if expect.is_empty() {
             return Err(at("no expectation: add expect = [\"...\"]".into()));
         }
-        for need in &x.requires {
-            unmet(need, None).map_err(at)?;
-        }
-        jobs.push((job, expectations));
+        let requires = x
+            .requires
+            .iter()
+            .map(|need| {
+                need.parse::<Requirement>().map_err(|_| {
+                    let all: Vec<String> = Requirement::ALL.iter().map(|r| r.to_string()).collect();
+                    at(format!("requires '{need}': not one of {}", all.join(", ")))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        checked.push(Checked {
+            job,
+            expect,
+            requires,
+        });
     }
-    if jobs.is_empty() {
+    if checked.is_empty() {
         return Err(format!("{}: no [[experiment]]", path.display()));
     }
-    Ok((plan, jobs))
+    Ok((plan, checked))
 }
 
 /// The 1-based line and column (in characters) of byte `offset` of `text`.
@@ -248,101 +236,140 @@ fn json_stem(name: &str) -> String {
     ipivmm::results::slug::reversible(name)
 }
 
-/// Every expectation of an experiment with one `outcome`: a skip where it
-/// could not be judged here, a failure where the plan itself was wrong.
-fn all_with(name: &str, expectations: &[Expectation], outcome: Outcome) -> Vec<Verdict> {
-    expectations
-        .iter()
-        .map(|e| Verdict {
-            name: format!("{name}: {}", e.text),
-            outcome: outcome.clone(),
-        })
-        .collect()
-}
-
-/// Every expectation of an experiment that could not be judged, as a skip.
-fn all_skipped(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
-    all_with(name, expectations, Outcome::Skip(why.to_string()))
-}
-
-/// Why an experiment left no document.
-#[derive(Debug, PartialEq)]
-enum NotRun {
-    /// This host cannot run it (no /dev/kvm, a mode it lacks): a skip.
-    Host(String),
-    /// The plan asked for something `run`/`sweep` refuse: a failure.
-    Plan(String),
-}
-
-/// Runs one experiment: its document, or why it could not run. Each
-/// finished run goes into a journal, on disk at `json` (`--json-dir`) from
-/// before the first VM; what the journal could not write is in `errors`.
-fn execute(
-    job: &Job,
-    cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-    json: Option<&Path>,
-    errors: &mut Vec<String>,
-) -> Result<Document, NotRun> {
-    let not_run = |e: ipivmm::RunError| match e.host_cannot_run() {
-        true => NotRun::Host(e.to_string()),
-        false => NotRun::Plan(e.to_string()),
+/// Experiment `x` of the file as the engine's, its command line planned
+/// on `host`: the configurations to run (a sweep's skips beside them), or
+/// why it cannot run (this host's reason, a skip; the plan's, a failure).
+fn experiment(x: &ExperimentFile, c: Checked, host: Option<&HostInfo>) -> engine::Experiment {
+    let mut e = engine::Experiment::new(
+        x.name.clone(),
+        Vec::new(),
+        rounds::Repeats::Fixed(1),
+        c.expect,
+    );
+    e.about = x.about.clone();
+    e.requires = c.requires;
+    let not_run = |err: ipivmm::RunError| match err.host_cannot_run() {
+        true => NotRun::Host(err.to_string()),
+        false => NotRun::Plan(err.to_string()),
     };
-    let (doc, journal_error) = match job {
-        Job::Run(args) => {
-            let config = args.to_config().map_err(NotRun::Plan)?;
+    let planned = match &c.job {
+        Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
             // host's), and leaves an older file alone.
             ipivmm::run::prepare::prepare(&config).map_err(not_run)?;
-            // `--repeat` in a plan's line as on the command line (default
-            // 5; auto): independent VMs whose median the ratios judge, in
-            // the engine's one repeat loop (a signal stops it before the
-            // next VM; a busy repeat is marked, and the gate leaves it out).
-            let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(json, "check", config.guest_memory_budget);
-            let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
-            opts.observer_pairs = args.observer_effect;
-            let mut skipped = Vec::new();
-            run_rounds(
-                &[Planned::single(config)],
-                &mut skipped,
-                &opts,
-                &journal,
-                &Quiet,
-            );
-            journal.finish(Vec::new())
-        }
-        Job::Sweep(args) => {
-            let planned = plan_sweep(args).map_err(|e| match e {
+            Ok((vec![Planned::single(config)], Vec::new(), None))
+        }),
+        Job::Sweep(args) => plan_sweep(args)
+            .map(|p| {
+                let (runs, skipped) = crate::sweep::plan(p.spec(), p.host().or(host));
+                (runs, skipped, p.preset().cloned())
+            })
+            .map_err(|e| match e {
                 PlanError::NothingToRun(why) => NotRun::Host(why),
                 e => NotRun::Plan(e.to_string()),
-            })?;
-            let choice = repeat_choice(args.repeat);
-            let journal = Journal::start(json, "check", planned.spec().base.guest_memory_budget);
-            let swept = planned.run(
-                args.observer_effect,
-                choice.rounds(args.budget),
-                cancel,
-                &Quiet,
-                journal,
-            );
-            errors.extend(swept.errors);
-            (swept.doc, None)
-        }
+            }),
     };
-    errors.extend(journal_error);
-    Ok(doc)
+    // `--repeat` in a plan's line as on the command line (default 5;
+    // auto): independent VMs whose median the ratios judge, in the
+    // engine's one repeat loop.
+    let (repeat, budget, pairs) = match &c.job {
+        Job::Run(a) => (a.repeat, a.budget, a.observer_effect),
+        Job::Sweep(a) => (a.repeat, a.budget, a.observer_effect),
+    };
+    e.repeats = repeat_choice(repeat).rounds(budget);
+    e.observer_pairs = pairs;
+    match planned {
+        Ok((runs, skipped, preset)) => {
+            e.runs = runs;
+            e.skipped = skipped;
+            e.preset = preset;
+        }
+        Err(why) => e.not_run = Some(why),
+    }
+    e
 }
 
-/// Every expectation of an experiment that could not run because of the
-/// plan, as a failure: an error in a plan never reads as a skip.
-fn all_failed(name: &str, expectations: &[Expectation], why: &str) -> Vec<Verdict> {
-    all_with(name, expectations, Outcome::Fail(why.to_string()))
+/// How `check` follows the engine: a line per experiment on stderr, each
+/// experiment's runs into a journal (on disk in `--json-dir` from before
+/// its first VM), its document rewritten whole when it ends.
+struct CheckEvents<'a> {
+    json_dir: Option<&'a Path>,
+    quiet: bool,
+    /// What could not be written.
+    errors: RefCell<Vec<String>>,
+}
+
+impl CheckEvents<'_> {
+    /// The `--json-dir` file of experiment `x`.
+    fn json(&self, x: &engine::Experiment) -> Option<PathBuf> {
+        let dir = self.json_dir?;
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => Some(dir.join(format!("{}.json", json_stem(&x.name)))),
+            Err(e) => {
+                let e = format!("writing --json-dir {}: {e}", dir.display());
+                self.errors.borrow_mut().push(e);
+                None
+            }
+        }
+    }
+}
+
+impl rounds::Events for CheckEvents<'_> {}
+
+impl Recorder for Journal {
+    fn finish(self: Box<Self>, skipped: Vec<SkippedMode>) -> (Document, Option<String>) {
+        Journal::finish(*self, skipped)
+    }
+}
+
+impl engine::Events for CheckEvents<'_> {
+    fn experiment(&self, x: &engine::Experiment) {
+        if !self.quiet {
+            let about = match x.about.is_empty() {
+                true => String::new(),
+                false => format!(": {}", escape_controls(&x.about)),
+            };
+            super::say(&format!(
+                "ipivmm: check: {}{about}",
+                escape_controls(&x.name)
+            ));
+        }
+    }
+
+    fn recorder(&self, x: &engine::Experiment) -> Box<dyn Recorder> {
+        let budget = x
+            .runs
+            .first()
+            .map_or(ipivmm_devices::budget::DEFAULT_BUDGET, |p| {
+                p.config.guest_memory_budget
+            });
+        Box::new(Journal::start(self.json(x).as_deref(), "check", budget))
+    }
+
+    fn finished(&self, x: &engine::Experiment, out: &ExperimentOutcome) {
+        let mut errors = self.errors.borrow_mut();
+        errors.extend(out.error.clone());
+        // The document whole (the preset's report with it), once it ran.
+        let (Some(doc), Some(dir)) = (&out.doc, self.json_dir) else {
+            return;
+        };
+        let file = dir.join(format!("{}.json", json_stem(&x.name)));
+        let written = write_atomic_with(&file, |w| {
+            let mut w = std::io::BufWriter::new(w);
+            serde_json::to_writer_pretty(&mut w, doc)?;
+            std::io::Write::write_all(&mut w, b"\n")?;
+            std::io::Write::flush(&mut w)
+        });
+        if let Err(e) = written {
+            errors.push(format!("writing --json-dir {}: {e}", file.display()));
+        }
+    }
 }
 
 /// Run the `check` subcommand.
 pub fn main(args: &CheckArgs) -> ExitCode {
     init_log("warn");
-    let (plan, jobs) = match load(&args.plan) {
+    let (file, checked) = match load(&args.plan) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -360,83 +387,28 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             return fail(e);
         }
     }
-    let cancel = ipivmm::interrupt::cancel_flag();
+    let how = Execution {
+        cancel: ipivmm::interrupt::cancel_flag(),
+    };
     let host = ipivmm::host::probe().ok();
-    let mut verdicts = Vec::new();
-    let mut errors = Vec::new();
-    for (x, (job, expectations)) in plan.experiments.iter().zip(&jobs) {
-        if !args.quiet {
-            super::say(&format!(
-                "ipivmm: check: {}{}",
-                escape_controls(&x.name),
-                if x.about.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", escape_controls(&x.about))
-                }
-            ));
-        }
-        let missing: Vec<String> = x
-            .requires
+    let plan = engine::Plan {
+        name: file.name.clone(),
+        about: file.about.clone(),
+        experiments: file
+            .experiments
             .iter()
-            .filter_map(|need| unmet(need, host.as_ref()).ok().flatten())
-            .collect();
-        if !missing.is_empty() {
-            verdicts.extend(all_skipped(&x.name, expectations, &missing.join("; ")));
-            continue;
-        }
-        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
-            verdicts.extend(all_skipped(&x.name, expectations, "not run: cancelled"));
-            continue;
-        }
-        // The experiment's file, from before its first VM (its journal).
-        let json = args.json_dir.as_ref().and_then(|dir| {
-            let file = dir.join(format!("{}.json", json_stem(&x.name)));
-            match std::fs::create_dir_all(dir) {
-                Ok(()) => Some(file),
-                Err(e) => {
-                    errors.push(format!("writing --json-dir {}: {e}", dir.display()));
-                    None
-                }
-            }
-        });
-        let doc = match execute(job, &cancel, json.as_deref(), &mut errors) {
-            Ok(d) => d,
-            Err(NotRun::Host(why)) => {
-                verdicts.extend(all_skipped(
-                    &x.name,
-                    expectations,
-                    &format!("could not run here: {why}"),
-                ));
-                continue;
-            }
-            Err(NotRun::Plan(why)) => {
-                verdicts.extend(all_failed(
-                    &x.name,
-                    expectations,
-                    &format!("plan error, not run: {why}"),
-                ));
-                continue;
-            }
-        };
-        if let Some(file) = &json {
-            let written = write_atomic_with(file, |w| {
-                let mut w = std::io::BufWriter::new(w);
-                serde_json::to_writer_pretty(&mut w, &doc)?;
-                std::io::Write::write_all(&mut w, b"\n")?;
-                std::io::Write::flush(&mut w)
-            });
-            if let Err(e) = written {
-                errors.push(format!("writing --json-dir {}: {e}", file.display()));
-            }
-        }
-        for mut v in evaluate(&doc, expectations).0 {
-            v.name = format!("{}: {}", x.name, v.name);
-            verdicts.push(v);
-        }
-    }
+            .zip(checked)
+            .map(|(x, c)| experiment(x, c, host.as_ref()))
+            .collect(),
+    };
+    let events = CheckEvents {
+        json_dir: args.json_dir.as_deref(),
+        quiet: args.quiet,
+        errors: RefCell::new(Vec::new()),
+    };
+    let verdicts: Verdicts = engine::execute_with(&plan, host.as_ref(), &how, &events).verdicts();
+    let mut errors = events.errors.into_inner();
 
-    let verdicts = Verdicts(verdicts);
     let suite = if plan.about.is_empty() {
         plan.name.clone()
     } else {
@@ -493,15 +465,24 @@ mod tests {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "toml") {
-                let (plan, jobs) = load(&p).unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(plan.experiments.len(), jobs.len());
+                let (plan, checked) = load(&p).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(plan.experiments.len(), checked.len());
                 names.push(plan.name);
             }
         }
         names.sort();
         assert_eq!(
             names,
-            ["kvm-paths", "lab-full", "lab-npt0", "lab-sweep", "seeds"]
+            [
+                "kvm-paths",
+                "lab-avic-off",
+                "lab-avic-on",
+                "lab-avic-preset",
+                "lab-full",
+                "lab-npt0",
+                "lab-sweep",
+                "seeds"
+            ]
         );
     }
 
@@ -518,6 +499,38 @@ mod tests {
         ] {
             let e = load(&write("bad", text)).err().unwrap_or_else(|| panic!("accepted: {text}"));
             assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
+        }
+    }
+
+    /// The lab's checks are its plans' expectations: plans/lab-sweep.toml
+    /// holds on the results of a real quick pass (kvm_amd under QEMU TCG,
+    /// xtask/fixtures/lab-quick) and fails on a copy whose counters were
+    /// edited (one IPI received less: the recorded figures no longer agree,
+    /// one IPI is lost), as the lab's Rust checks did before they moved.
+    #[test]
+    fn the_lab_sweep_plan_judges_a_real_pass_and_a_tampered_one() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let (_, checked) = load(&root.join("plans/lab-sweep.toml")).unwrap();
+        let expect = &checked[0].expect;
+        let judge = |file: &str| {
+            let doc = Document::load(&root.join(file)).unwrap();
+            ipivmm::expect::evaluate(&doc, expect)
+        };
+        let real = judge("xtask/fixtures/lab-quick/runs/sweep.json");
+        let (passed, failed, _) = real.counts();
+        assert!(passed > 0 && failed == 0, "{real:?}");
+        let tampered = judge("xtask/fixtures/tampered-sweep.json");
+        let failed: Vec<String> = tampered
+            .0
+            .iter()
+            .filter(|v| matches!(v.outcome, ipivmm::expect::Outcome::Fail(_)))
+            .map(|v| v.name.clone())
+            .collect();
+        for needle in ["recorded.* == *", "ipis_delivered == ipis_sent ["] {
+            assert!(
+                failed.iter().any(|n| n.starts_with(needle)),
+                "{needle}: {failed:?}"
+            );
         }
     }
 }
