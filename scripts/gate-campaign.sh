@@ -30,19 +30,28 @@ fi
 n=$(awk '{ printf "%d", $1 * 0.2 }' "$out/p50")
 echo "p50 $(cat "$out/p50") cycles: injected delay $n cycles"
 
-one() { # KIND I
-    local kind=$1 i=$2 new=$base busy_pid='' start rc=0
-    [ -e "$out/$kind-$i.rc" ] && return 0
-    [ "$kind" = inj ] && new="$base --inject-delay-cycles $n"
+# One comparison, timed from when it holds the lock; with --busy, the busy
+# loop runs only while it does (never while another job holds the lock).
+compare_one() { # LOG NEW-FLAGS
+    local busy_pid='' start=$SECONDS rc=0
     if [ "$busy" = --busy ]; then
         nice -n 10 sh -c 'while :; do :; done' &
         busy_pid=$!
     fi
-    start=$(date +%s)
-    locked "$bin" compare --run "$base" --run "$new" --fail-on-regression >"$out/$kind-$i.log" 2>&1 || rc=$?
+    "$bin" compare --run "$base" --run "$2" --fail-on-regression >"$1" 2>&1 || rc=$?
     [ -n "$busy_pid" ] && kill "$busy_pid"
-    echo "$rc $(($(date +%s) - start))" >"$out/$kind-$i.rc"
-    echo "$kind $i: exit $rc after $(($(date +%s) - start)) s"
+    echo "$rc $((SECONDS - start))"
+}
+export -f compare_one
+export bin base busy
+
+one() { # KIND I
+    local kind=$1 i=$2 new=$base result
+    [ -e "$out/$kind-$i.rc" ] && return 0
+    [ "$kind" = inj ] && new="$base --inject-delay-cycles $n"
+    result=$(locked bash -c 'compare_one "$@"' _ "$out/$kind-$i.log" "$new")
+    echo "$result" >"$out/$kind-$i.rc"
+    echo "$kind $i: exit ${result% *} after ${result#* } s"
 }
 
 for i in $(seq 1 "$count"); do

@@ -96,7 +96,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let mut work = Work::open(&work_dir(&s.root))?;
     let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
     log(format!("QEMU: {}", binary.display()));
-    let image = pass::build_image(s, &mut work)?;
+    let image = pass::build_image(s, &mut work, true)?;
     let dir = work.dir.clone();
     let parts = args.parts.clone().unwrap_or_else(|| Part::ALL.to_vec());
     let probe = work.timed("probe", |_| probe_archive(s, &image, &dir, &parts))?;

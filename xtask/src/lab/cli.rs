@@ -96,6 +96,10 @@ pub struct Args {
     /// Only these steps of the pass (for working on one; the verdict then covers only them)
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(STEPS))]
     pub steps: Option<Vec<String>>,
+    /// Leave the KVM test binaries out of the initramfs (steps that run none of them: 81 MB less
+    /// for the emulator to load; the tests, stress and extra steps' probes run them)
+    #[arg(long)]
+    pub no_test_binaries: bool,
     /// Iterations per run of the sweeps (repeats per APIC mode for inhibit) [avic: 20]
     #[arg(long)]
     pub iterations: Option<u32>,
@@ -156,7 +160,8 @@ pub struct Args {
 }
 
 /// Takes `lab.pass=`, `lab.steps=` and `lab.iterations=` out of the kernel
-/// arguments into the options they name (the Bochs lab's command lines).
+/// arguments into the options they name (the Bochs lab's command lines),
+/// then refuses `--no-test-binaries` for a pass that runs them.
 pub fn absorb_kernel_args(args: &mut Args) -> Result<()> {
     let mut rest = Vec::new();
     for a in std::mem::take(&mut args.kernel_args) {
@@ -183,6 +188,16 @@ pub fn absorb_kernel_args(args: &mut Args) -> Result<()> {
         }
     }
     args.kernel_args = rest;
+    if args.no_test_binaries {
+        let runs_them = |st: &String| st == "tests" || st == "stress";
+        if args
+            .steps
+            .as_ref()
+            .is_none_or(|st| st.iter().any(runs_them))
+        {
+            bail!("--no-test-binaries: this pass runs the test binaries (name --steps without tests and stress)");
+        }
+    }
     Ok(())
 }
 
@@ -221,6 +236,13 @@ mod tests {
         );
         assert!(a.update_docs && a.iterations == Some(5));
         assert!(parse(&["quick", "--steps", "host,nosuch"]).is_err());
+        assert!(parse(&["quick", "--steps", "host,extra", "--no-test-binaries"]).is_ok());
+        for tests in [
+            &["quick", "--no-test-binaries"][..],
+            &["--steps", "host,tests", "--no-test-binaries"],
+        ] {
+            assert!(parse(tests).is_err(), "{tests:?}");
+        }
         let a = parse(&[
             "--emulator",
             "bochs",

@@ -35,7 +35,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let stop = host::interrupt_flag()?;
     let mut work = Work::open(&work_dir(&s.root))?;
     let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
-    let image = pass::build_image(s, &mut work)?;
+    let image = pass::build_image(s, &mut work, false)?;
     let out = work.dir.join("linux-probe.cpio");
     let script = "scripts/lab/build-linux-probe.sh";
     let probe = work.timed("linux-guest", |_| {

@@ -147,7 +147,7 @@ fn lab(s: &Settings, args: &Args) -> Result<LabOutcome> {
             tests: Vec::new(),
             plans: Vec::new(),
         },
-        _ => build_image(s, &mut work)?,
+        _ => build_image(s, &mut work, !args.no_test_binaries)?,
     };
     host::interrupted(&stop)?;
     if args.action == Action::Initrd {

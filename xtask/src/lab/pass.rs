@@ -156,13 +156,14 @@ pub struct Image {
     pub plans: Vec<String>,
 }
 
-/// Fetches, builds and packs the guest's image into `work`.
-pub fn build_image(s: &Settings, work: &mut Work) -> Result<Image> {
+/// Fetches, builds and packs the guest's image into `work`; the KVM test
+/// binaries only `with_tests` (a boot whose steps run them).
+pub fn build_image(s: &Settings, work: &mut Work, with_tests: bool) -> Result<Image> {
     if !host::have("cc") {
         host::apt_install(&["gcc", "libc6-dev"])?;
     }
     let debs = work.timed("fetch", |w| debs::fetch(w, &s.cache, &s.kernel))?;
-    let bins = work.timed("build", |_| binaries::build(&s.root))?;
+    let bins = work.timed("build", |_| binaries::build(&s.root, with_tests))?;
     let dir = work.dir.clone();
     let (initrd, plans) = work.timed("initramfs", |_| {
         initramfs::build(&s.root, &dir, &debs, &bins)
