@@ -303,17 +303,32 @@ fn arithmetic_over_figures_of_other_vcpus_and_phases() {
         "ipi=icr: vcpu0.guest.ipis_sent + vcpu0@warmup.guest.ipis_sent == vcpu0.guest.icr_writes + vcpu0@warmup.guest.icr_writes",
     );
     assert_eq!(
-        failures(&d, "kernel/x2apic/icr: vcpu0.guest.icr_writes * 2 == vcpu0.guest.icr_writes"),
+        failures(
+            &d,
+            "kernel/x2apic/icr: vcpu0.guest.icr_writes * 2 == vcpu0.guest.icr_writes"
+        ),
         ["got 60, want == 30"]
     );
     // vcpu* on the left: vcpu* on the right is the same vCPU, vcpuN fixed.
-    passes(&d, "kernel/x2apic/icr: vcpu*.kvm_stats.exits <= vcpus.kvm_stats.exits");
-    let f = failures(&d, "kernel/x2apic/icr: vcpu*.guest.ipis_received * 0 + 1 == vcpu*.guest.ipis_received");
+    passes(
+        &d,
+        "kernel/x2apic/icr: vcpu*.kvm_stats.exits <= vcpus.kvm_stats.exits",
+    );
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu*.guest.ipis_received * 0 + 1 == vcpu*.guest.ipis_received",
+    );
     assert!(f[0].starts_with("vcpu0 got 1, want == 30"), "{f:?}");
     // A division by 0 and a phase the run lacks are failures, not passes.
-    let f = failures(&d, "kernel/x2apic/icr: vcpu0.guest.icr_writes > 1 / vcpu0.userspace_exits.io_in");
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes > 1 / vcpu0.userspace_exits.io_in",
+    );
     assert!(f[0].starts_with("a division by 0"), "{f:?}");
-    let f = failures(&d, "kernel/x2apic/icr: vcpu0.guest.icr_writes > vcpu0@cpuid.guest.icr_writes");
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes > vcpu0@cpuid.guest.icr_writes",
+    );
     assert_eq!(f, ["the run has no phase 'cpuid'"]);
     // vcpu* must hold on every vCPU: one without the phase cannot.
     let gone = doc(|v| {
@@ -323,7 +338,11 @@ fn arithmetic_over_figures_of_other_vcpus_and_phases() {
             .retain(|p| p["name"] != "measure")
     });
     let f = failures(&gone, "kernel/x2apic/icr: vcpu*.guest.ipis_received >= 0");
-    assert!(f.iter().any(|w| w.contains("vcpu1 did not finish the phase")), "{f:?}");
+    assert!(
+        f.iter()
+            .any(|w| w.contains("vcpu1 did not finish the phase")),
+        "{f:?}"
+    );
 }
 
 #[test]
@@ -340,9 +359,15 @@ fn figures_of_the_run_itself_and_negated_fields() {
     });
     assert_eq!(failures(&lever, "run.apicv_lever_missed == 0").len(), 1);
     let none = doc(|v| {
-        v["runs"][0].as_object_mut().unwrap().remove("apicv_observed");
+        v["runs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("apicv_observed");
     });
-    assert_eq!(failures(&none, "run.apicv_sampled == 1"), ["got 0, want == 1"]);
+    assert_eq!(
+        failures(&none, "run.apicv_sampled == 1"),
+        ["got 0, want == 1"]
+    );
     assert!(matches!(
         &judge(&none, "kernel/x2apic/icr: run.apicv_at_end:DISABLED == 1")[..],
         [Outcome::Skip(why)] if why.contains("no APICv inhibit events")
@@ -359,8 +384,16 @@ fn figures_of_the_run_itself_and_negated_fields() {
     // `FIELD!=VALUE`: every run but those.
     assert_eq!(judge(&d, "ipi!=pv: operations > 0").len(), 3);
     assert_eq!(judge(&d, "irqchip!=kernel|split: operations > 0").len(), 1);
-    assert!(failures(&d, "ipi!=icr|pv: operations > 0")[0].starts_with("no run matches 'ipi!=icr|pv'"));
+    assert!(
+        failures(&d, "ipi!=icr|pv: operations > 0")[0].starts_with("no run matches 'ipi!=icr|pv'")
+    );
     // The exit sampler's own figures.
-    passes(&d, "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing");
-    passes(&d, "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0");
+    passes(
+        &d,
+        "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing",
+    );
+    passes(
+        &d,
+        "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0",
+    );
 }
