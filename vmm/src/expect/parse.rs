@@ -640,9 +640,13 @@ mod tests {
             e.scope.fields,
             vec![FieldScope {
                 field: Field::Ipi,
-                values: vec!["pv".into()]
+                values: vec!["pv".into()],
+                negated: false,
             }]
         );
+        let e = ok("workload!=linux:idle apic=x2apic: exits_per_ipi < 3");
+        assert!(e.scope.fields[0].negated && !e.scope.fields[1].negated);
+        assert_eq!(e.scope.fields[0].values, ["linux:idle"]);
         let e = ok("irqchip=kernel|split apic=x2apic vcpus=2 apicv=active: exits_per_ipi < 3");
         assert_eq!(e.scope.fields.len(), 4);
         assert_eq!(e.scope.fields[0].values, ["kernel", "split"]);
