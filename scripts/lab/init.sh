@@ -5,7 +5,7 @@
 # (lab.pass=quick|full|shell), and writes every result as a tar archive onto
 # the raw disk (/dev/vda, or the ATA disk), which the host unpacks. Each
 # step's exit status goes to steps.tsv; nothing here decides pass or fail
-# (the host's checks do: xtask/src/lab/checks.rs, verify.rs).
+# (the host's verdict does: xtask/src/lab/verify.rs, with plans/lab-*.toml).
 export PATH=/bin:/lab/bin HOME=/root TERM=dumb OUT=/out
 arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 say() { echo "lab: $*"; }

@@ -16,8 +16,8 @@
 #              two runs whose checks matter most: accelerated writes, and
 #              one exit per broadcast)
 # lab.iterations=N: operations per measured phase (default 50).
-# Results: $OUT/runs/linux-*.json (one run each), read by the host's checks
-# (xtask/src/lab/linux_checks.rs).
+# Results: $OUT/runs/linux-*.json (one run each), judged by the host with
+# plans/lab-linux.toml (xtask/src/lab/recorded.rs).
 set -o pipefail
 export PATH=/bin:/lab/bin
 OUT=${OUT:-/out}

@@ -129,6 +129,9 @@ pub struct Experiment {
     pub preset: Option<PresetReport>,
     /// Why it cannot run, found when it was built (None: it can).
     pub not_run: Option<NotRun>,
+    /// Results recorded before (by `run`, `sweep` or a script): judged
+    /// as they are, nothing run.
+    pub recorded: Option<Document>,
 }
 
 /// Why an experiment cannot run, found before any VM (a configuration
@@ -163,6 +166,7 @@ impl Experiment {
             expect,
             preset: None,
             not_run: None,
+            recorded: None,
         }
     }
 }
@@ -304,7 +308,12 @@ pub fn execute_with(
                 ..skip(String::new())
             }),
             (None, true) => Some(skip("not run: cancelled".into())),
-            (None, false) => None,
+            (None, false) => x.recorded.as_ref().map(|doc| ExperimentOutcome {
+                name: x.name.clone(),
+                verdicts: evaluate(doc, &x.expect).0,
+                doc: None,
+                error: None,
+            }),
         };
         let outcome = not_run.unwrap_or_else(|| {
             let recorder = events.recorder(x);

@@ -1,7 +1,8 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{
-    CounterSum, Expectation, Op, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus, PHASE_FIGURES,
+    CounterRef, Expectation, Expr, Op, Operand, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus,
+    PHASE_FIGURES,
 };
 use crate::gate::claim::{self, Claim, Judgement};
 use crate::results::identity::{ConfigId, Field};
@@ -120,7 +121,7 @@ fn fields_match(scope: &Scope, id: &ConfigId, r: Option<&RunReport>) -> bool {
         if f.field == Field::Apicv {
             have.push(r.map_or("unknown", observed_apicv).to_string());
         }
-        f.values.iter().any(|v| have.contains(v))
+        f.values.iter().any(|v| have.contains(v)) != f.negated
     })
 }
 
@@ -218,7 +219,8 @@ fn scope_text(s: &Scope) -> String {
         parts.push(l.clone());
     }
     for f in &s.fields {
-        parts.push(format!("{}={}", f.field, f.values.join("|")));
+        let op = if f.negated { "!=" } else { "=" };
+        parts.push(format!("{}{op}{}", f.field, f.values.join("|")));
     }
     for h in &s.host {
         parts.push(format!("host.{}={}", h.verdict, h.states.join("|")));
@@ -307,6 +309,17 @@ fn counter_values(
     let Some((id, phase_name)) = measured_phase(r) else {
         return Err("the run has no measured phase".into());
     };
+    counter_values_of(r, (id, &phase_name), source, name, only)
+}
+
+/// [`counter_values`] of phase `(id, name)`.
+fn counter_values_of(
+    r: &RunReport,
+    (id, phase_name): (u32, &str),
+    source: &str,
+    name: &str,
+    only: Option<usize>,
+) -> Result<Vec<(usize, u64)>, String> {
     let mut out = Vec::new();
     for v in r.vcpus.iter().filter(|v| only.is_none_or(|i| v.index == i)) {
         let Some(p) = v.phases.iter().find(|p| p.id == id && p.name == phase_name) else {
@@ -378,9 +391,16 @@ fn phase_figure(p: &PhaseResult, name: &str, vcpu: usize) -> Result<u64, String>
             format!("vcpu{vcpu}: ICR-write exits not measured (no tracepoint counters and no LAPIC model of ipivmm's)")
         })
     };
+    let sampled = || {
+        p.exit_reasons
+            .as_ref()
+            .ok_or_else(|| format!("vcpu{vcpu}: exits by reason not counted"))
+    };
     match name {
         "icr_write_exits" => icr().map(|i| i.exits),
         "icr_writes_accelerated" => icr().map(|i| i.accelerated),
+        "exits_sampled" => sampled().map(|e| e.exits),
+        "exit_reasons_complete" => sampled().map(|e| u64::from(e.complete)),
         _ => p
             .apicv
             .as_ref()
@@ -389,28 +409,113 @@ fn phase_figure(p: &PhaseResult, name: &str, vcpu: usize) -> Result<u64, String>
     }
 }
 
-/// A sum of counters on vCPU `at` (None: over every vCPU), as a figure;
-/// Err with the verdict where a term cannot be read.
-fn counter_sum(r: &RunReport, sum: &CounterSum, at: Option<usize>) -> Result<f64, Outcome> {
-    let mut total = 0f64;
-    for (sign, source, name) in &sum.terms {
-        let values = counter_values(r, source, name, at).map_err(|why| {
-            if why.contains("has no counter") {
-                Outcome::Fail(why)
-            } else {
-                Outcome::Skip(why)
+/// Counter `c` on vCPU `at` (None: summed over every vCPU, or the one
+/// `vcpuN` names), as a figure; Err with the verdict where it cannot be read.
+fn counter_ref(r: &RunReport, c: &CounterRef, at: Option<usize>) -> Result<f64, Outcome> {
+    let only = match c.vcpus {
+        Vcpus::One(i) => Some(i),
+        Vcpus::Each => at,
+        Vcpus::Sum => None,
+    };
+    let phase = match &c.phase {
+        None => measured_phase(r),
+        Some(p) => {
+            let mut named = r.clone();
+            named.mode.phase = Some(p.clone());
+            match measured_phase(&named) {
+                Some(x) => Some(x),
+                None => return Err(Outcome::Fail(format!("the run has no phase '{p}'"))),
             }
-        })?;
-        if at.is_some() && values.is_empty() {
-            return Err(Outcome::Fail(format!(
-                "the run has no vcpu{} with that phase",
-                at.unwrap_or_default()
-            )));
         }
-        let v = values.iter().map(|(_, v)| *v as f64).sum::<f64>();
-        total += match sign {
-            Sign::Plus => v,
-            Sign::Minus => -v,
+    };
+    let Some((id, name)) = phase else {
+        return Err(Outcome::Skip("the run has no measured phase".into()));
+    };
+    let values = counter_values_of(r, (id, &name), &c.source, &c.name, only).map_err(|why| {
+        if why.contains("has no counter") {
+            Outcome::Fail(why)
+        } else {
+            Outcome::Skip(why)
+        }
+    })?;
+    if only.is_some() && values.is_empty() {
+        return Err(Outcome::Fail(format!(
+            "the run has no vcpu{} with that phase",
+            only.unwrap_or_default()
+        )));
+    }
+    Ok(values.iter().map(|(_, v)| *v as f64).sum())
+}
+
+/// A figure of run `r` itself (`run.NAME`, [`super::RUN_FIGURES`]).
+fn run_figure(r: &RunReport, name: &str) -> Result<f64, Outcome> {
+    let observed = || {
+        r.apicv_observed
+            .as_ref()
+            .ok_or_else(|| Outcome::Skip("no APICv inhibit events sampled".into()))
+    };
+    let truth = |v: bool| f64::from(u8::from(v));
+    if let Some(reason) = name.strip_prefix("apicv_at_end:") {
+        return observed().map(|o| truth(o.inhibits_at_end.iter().any(|i| i == reason)));
+    }
+    match name {
+        "apicv_sampled" => Ok(truth(r.apicv_observed.is_some())),
+        "apicv_lever_missed" => {
+            observed().map(|o| truth(o.lever.as_ref().is_some_and(|l| !l.observed)))
+        }
+        "host_param_as_asked" => {
+            let Some(hp) = &r.host_param else {
+                return Err(Outcome::Skip("made under no --host-param".into()));
+            };
+            let Some((key, want)) = hp.split_once('=').filter(|(k, _)| k.contains('.')) else {
+                return Err(Outcome::Fail(format!(
+                    "--host-param {hp} is not module.param=value"
+                )));
+            };
+            let Some(settings) = &r.host_settings else {
+                return Err(Outcome::Fail("no host settings recorded".into()));
+            };
+            // Y and 1, N and 0 are the same setting as a module reads it back.
+            let norm = |v: &str| match v {
+                "Y" | "y" | "1" => "Y".to_string(),
+                "N" | "n" | "0" => "N".to_string(),
+                v => v.to_string(),
+            };
+            Ok(truth(settings.param(key).map(norm) == Some(norm(want))))
+        }
+        _ => r
+            .observer_effect
+            .as_ref()
+            .map(|o| o.failed.len() as f64)
+            .ok_or_else(|| Outcome::Skip("no observer effect measured".into())),
+    }
+}
+
+/// Operand `o` of run `r`, on vCPU `at` for a `vcpu*` counter.
+fn operand(r: &RunReport, o: &Operand, at: Option<usize>) -> Result<f64, Outcome> {
+    match o {
+        Operand::Number(x) => Ok(*x),
+        Operand::Metric(key) => metric_value(key, r).map_err(Outcome::Skip),
+        Operand::Counter(c) => counter_ref(r, c, at),
+        Operand::Run(name) => run_figure(r, name),
+    }
+}
+
+/// Expression `x` on run `r` (vCPU `at` for its `vcpu*` counters).
+fn expr_value(r: &RunReport, x: &Expr, at: Option<usize>) -> Result<f64, Outcome> {
+    let mut total = 0f64;
+    for t in &x.terms {
+        let mut product = 1f64;
+        for (divides, o) in &t.factors {
+            let v = operand(r, o, at)?;
+            if *divides && v == 0.0 {
+                return Err(Outcome::Fail(format!("a division by 0 ({o:?})")));
+            }
+            product = if *divides { product / v } else { product * v };
+        }
+        total += match t.sign {
+            Sign::Plus => product,
+            Sign::Minus => -product,
         };
     }
     Ok(total)
@@ -422,11 +527,7 @@ fn rhs_value(e: &Expectation, r: &RunReport, at: Option<usize>) -> Result<f64, O
     match &e.value {
         Rhs::Number(x) => Ok(*x),
         Rhs::Metric(key) => metric_value(key, r).map_err(Outcome::Skip),
-        Rhs::Counters(sum) => match sum.vcpus {
-            Vcpus::One(i) => counter_sum(r, sum, Some(i)),
-            Vcpus::Sum => counter_sum(r, sum, None),
-            Vcpus::Each => counter_sum(r, sum, at),
-        },
+        Rhs::Expr(x) => expr_value(r, x, at),
     }
 }
 
@@ -440,8 +541,8 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
     if let Some(why) = crate::results::summary::missing_phase(r) {
         return Outcome::Fail(why);
     }
-    // A sum of every vCPU's counters is judged per vCPU below.
-    let per_vcpu = matches!(&e.value, Rhs::Counters(s) if s.vcpus == Vcpus::Each);
+    // A right-hand side over `vcpu*` is judged per vCPU below.
+    let per_vcpu = matches!(&e.value, Rhs::Expr(x) if x.per_vcpu());
     let want = match per_vcpu {
         true => f64::NAN,
         false => match rhs_value(e, r, None) {
@@ -507,12 +608,60 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
                             });
                         }
                     }
+                    // Each vCPU must hold: one that did not finish the phase cannot.
+                    for v in r
+                        .vcpus
+                        .iter()
+                        .filter(|v| values.iter().all(|(i, _)| *i != v.index))
+                    {
+                        bad.push(format!("vcpu{} did not finish the phase", v.index));
+                    }
                     match (bad.is_empty(), values.first()) {
                         (_, None) => Outcome::Fail("no vCPU ran the measured phase".into()),
                         (true, Some((_, v))) => Outcome::Pass(*v as f64),
                         (false, _) => Outcome::Fail(bad.join(", ")),
                     }
                 }
+            }
+        }
+        Subject::Run(name) => match run_figure(r, name) {
+            Ok(v) => judge(v),
+            Err(o) => o,
+        },
+        Subject::Expr(x) if !x.per_vcpu() => match expr_value(r, x, None) {
+            Ok(v) => judge(v),
+            Err(o) => o,
+        },
+        Subject::Expr(x) => {
+            let mut bad: Vec<String> = Vec::new();
+            let mut first = None;
+            for v in &r.vcpus {
+                let i = v.index;
+                let got = match expr_value(r, x, Some(i)) {
+                    Ok(got) => got,
+                    Err(o) => return o,
+                };
+                let want = match per_vcpu {
+                    true => match rhs_value(e, r, Some(i)) {
+                        Ok(x) => x,
+                        Err(o) => return o,
+                    },
+                    false => want,
+                };
+                first.get_or_insert(got);
+                if !e.op.holds(got, want, e.tolerance) {
+                    bad.push(format!(
+                        "vcpu{i} got {}, want {} {}",
+                        fmt(got),
+                        e.op.symbol(),
+                        fmt(want)
+                    ));
+                }
+            }
+            match (bad.is_empty(), first) {
+                (_, None) => Outcome::Fail("the run has no vCPU".into()),
+                (true, Some(v)) => Outcome::Pass(v),
+                (false, _) => Outcome::Fail(bad.join(", ")),
             }
         }
         Subject::Ratio { .. } | Subject::UnexpectedSkips(_) | Subject::Recorded(_) => {

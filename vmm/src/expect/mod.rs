@@ -8,7 +8,8 @@
 //!
 //! SCOPE    FIELD=VALUE[|VALUE...] ...: the runs whose configuration has
 //!          one of those values in every field named (`ipi=pv`,
-//!          `irqchip=kernel|split apic=x2apic`, `vcpus=2`, `workload=broadcast`;
+//!          `irqchip=kernel|split apic=x2apic`, `vcpus=2`, `workload=broadcast`,
+//!          `workload!=linux:idle` (none of them);
 //!          `apicv=active|inhibited|unavailable` is the state the run observed,
 //!          `apicv=host|inhibit` the request; fields: docs/ci.md); and
 //!          `host.VERDICT=available|unavailable`: what the run's host had
@@ -39,10 +40,14 @@
 //! NUMBER   a number, or (for a metric or counter subject) another metric of
 //!          the same run: `ipis_delivered == ipis_sent`,
 //!          `ipis_per_operation == fan_out` (fan_out: the IPIs one operation
-//!          of the built-in workload delivers, from its description), or a
-//!          sum of counters of the same vCPUs, each vCPU against its own:
+//!          of the built-in workload delivers, from its description), or
+//!          arithmetic (` + - * / ` between spaces) over numbers, metrics
+//!          and counters of the run (`vcpu1@idle.`: of phase idle),
+//!          `vcpu*` each vCPU against its own:
 //!          `vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes +
-//!          vcpu*.guest.barrier_icr_writes`
+//!          vcpu*.guest.barrier_icr_writes`; the left side may be such
+//!          arithmetic too; `run.NAME`: a figure of the run itself
+//!          (`run.apicv_sampled`, `run.apicv_at_end:DISABLED`)
 //! TOL      with == or !=: `== 1 ± 0.01` (also `+-`)
 //! ```
 //!
@@ -119,6 +124,8 @@ pub struct FieldScope {
     pub field: crate::results::identity::Field,
     /// The values it may have (any of them matches).
     pub values: Vec<String>,
+    /// `FIELD!=VALUE`: none of the values matches.
+    pub negated: bool,
 }
 
 /// Which runs an expectation is about: `workload`, `Nv`, the label and
@@ -196,9 +203,14 @@ pub enum Subject {
     /// `runs[].metrics` as its results file records them, judged against
     /// what the counters of the run read back from that file give.
     Recorded(Option<String>),
+    /// A figure of the run itself ([`RUN_FIGURES`], `run.NAME`).
+    Run(String),
+    /// Arithmetic over the run's figures (`vcpu*.phase.exit_reasons_complete
+    /// * vcpu*.exit_reasons.lost`).
+    Expr(Expr),
 }
 
-/// A sign in a sum of counters.
+/// A sign of a term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sign {
     /// `+` (or the first term).
@@ -207,19 +219,72 @@ pub enum Sign {
     Minus,
 }
 
-/// A sum of counters of the same vCPUs, the right-hand side of
-/// `vcpu*.tracepoints.kvm_apic_ipi == vcpu*.guest.ipis_sent` or
-/// `ipis_delivered == vcpus.guest.ipis_received`.
+/// A counter read by an expression: `vcpu1.guest.ipis_received`,
+/// `vcpu*.phase.icr_write_exits`, `vcpus.kvm_stats.exits`, or one of
+/// another phase than the expectation's (`vcpu1@idle.records.linux_cal`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CounterSum {
-    /// Which vCPUs every term reads.
+pub struct CounterRef {
+    /// Which vCPUs.
     pub vcpus: Vcpus,
-    /// The terms: sign, source, counter.
-    pub terms: Vec<(Sign, String, String)>,
+    /// `@PHASE`: the phase read instead of the expectation's.
+    pub phase: Option<String>,
+    /// The source (or [`PHASE_FIGURES`]).
+    pub source: String,
+    /// The counter.
+    pub name: String,
+}
+
+/// What an expression reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    /// A number.
+    Number(f64),
+    /// A metric key of the same run.
+    Metric(String),
+    /// A counter of the same run.
+    Counter(CounterRef),
+    /// A figure of the run itself ([`RUN_FIGURES`]: `run.apicv_sampled`).
+    Run(String),
+}
+
+/// A product of operands: `(divides, operand)`, the first one multiplied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Term {
+    /// `+` or `-`.
+    pub sign: Sign,
+    /// The factors, `*` (false) or `/` (true) before each.
+    pub factors: Vec<(bool, Operand)>,
+}
+
+/// Arithmetic over figures of one run (`*` and `/` before `+` and `-`,
+/// every operator between spaces: names hold `-`, `*` and `:`):
+/// `vcpu*.guest.icr_writes + vcpu*.guest.barrier_icr_writes`,
+/// `1.1 * vcpu0.records.operations + 10`. With `vcpu*` on the left, a
+/// `vcpu*` counter reads the vCPU being judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// The terms, added.
+    pub terms: Vec<Term>,
+}
+
+impl Expr {
+    /// Whether it reads a `vcpu*` counter (judged per vCPU).
+    pub fn per_vcpu(&self) -> bool {
+        self.operands()
+            .any(|o| matches!(o, Operand::Counter(c) if c.vcpus == Vcpus::Each))
+    }
+
+    /// Every operand.
+    pub fn operands(&self) -> impl Iterator<Item = &Operand> {
+        self.terms
+            .iter()
+            .flat_map(|t| t.factors.iter().map(|(_, o)| o))
+    }
 }
 
 /// The right-hand side: a number, a metric of the same run (`ipis_delivered
-/// == ipis_sent`, `ipis_per_operation == fan_out`), or a sum of its counters.
+/// == ipis_sent`, `ipis_per_operation == fan_out`), or arithmetic over its
+/// figures.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rhs {
     /// A number.
@@ -227,8 +292,9 @@ pub enum Rhs {
     /// A metric key, read from the same run (`*` after `recorded.*`: each
     /// recorded metric's own key).
     Metric(String),
-    /// Counters of the same run (and, for `vcpu*`, of the same vCPU).
-    Counters(CounterSum),
+    /// Arithmetic over figures of the same run (and, for `vcpu*`, of the
+    /// same vCPU).
+    Expr(Expr),
 }
 
 /// One expectation, parsed.
@@ -262,8 +328,27 @@ pub const PHASE_FIGURES: &str = "phase";
 /// The figures of [`PHASE_FIGURES`]: the ICR-write exits and the ICR
 /// writes accelerated (the CSV's ICR-write rows), and whether APICv/AVIC
 /// was active for the phase (1) or not (0).
-pub const PHASE_FIGURE_NAMES: [&str; 3] =
-    ["icr_write_exits", "icr_writes_accelerated", "apicv_active"];
+pub const PHASE_FIGURE_NAMES: [&str; 5] = [
+    "icr_write_exits",
+    "icr_writes_accelerated",
+    "apicv_active",
+    "exits_sampled",
+    "exit_reasons_complete",
+];
+
+/// The figures of a run itself (`run.NAME`), beside its phases': whether
+/// it sampled the kernel's APICv inhibit events (1, 0), whether reason
+/// REASON was in effect at its end (`apicv_at_end:REASON`, 1 or 0), whether
+/// the inhibit lever it pulled went unseen (1) or not (0), whether its
+/// `--host-param` setting reads back as asked (1, 0), and how many runs of
+/// its `--observer-effect` pairs failed.
+pub const RUN_FIGURES: [&str; 5] = [
+    "apicv_sampled",
+    "apicv_at_end:REASON",
+    "apicv_lever_missed",
+    "host_param_as_asked",
+    "observer_pairs_failed",
+];
 
 /// What `apicv=` matches in a scope: the request (`host`, `inhibit`) or
 /// the state the run observed (`active`, `inhibited`, `unavailable`,

@@ -1,7 +1,8 @@
 //! The expectation grammar (see the module doc of [`super`]).
 use super::{
-    metric_keys, CounterSum, Expectation, FieldScope, HostScope, Op, Rhs, Scope, Sign, Subject,
-    VcpuCount, Vcpus, HOST_VERDICTS, PHASE_FIGURES, PHASE_FIGURE_NAMES,
+    metric_keys, CounterRef, Expectation, Expr, FieldScope, HostScope, Op, Operand, Rhs, Scope,
+    Sign, Subject, Term, VcpuCount, Vcpus, HOST_VERDICTS, PHASE_FIGURES, PHASE_FIGURE_NAMES,
+    RUN_FIGURES,
 };
 use crate::results::identity::Field;
 use crate::results::PhaseResult;
@@ -42,22 +43,20 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
         Subject::Recorded(key) => recorded_rhs(key.as_deref(), op, rhs).map_err(bad)?,
         _ => number_and_tolerance(rhs).map_err(bad)?,
     };
-    if let Rhs::Counters(sum) = &value {
-        // Each vCPU against its own counters, or one figure against one.
-        let fits = match &subject {
-            Subject::Counter { vcpus, .. } => (*vcpus == Vcpus::Each) == (sum.vcpus == Vcpus::Each),
-            Subject::Metric(_) => sum.vcpus != Vcpus::Each,
-            _ => false,
-        };
-        if !fits {
-            return Err(bad(format!(
-                "counters on the right read the vCPUs the left does ({}): e.g. 'vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes', 'ipis_delivered == vcpus.guest.ipis_received'",
-                match &subject {
-                    Subject::Counter { vcpus, .. } => who(vcpus),
-                    _ => "a metric: vcpuN or vcpus".into(),
-                }
-            )));
-        }
+    // `vcpu*` on the right reads the vCPU judged on the left.
+    let left_each = match &subject {
+        Subject::Counter { vcpus, .. } => *vcpus == Vcpus::Each,
+        Subject::Expr(x) => x.per_vcpu(),
+        _ => false,
+    };
+    if matches!(&value, Rhs::Expr(x) if x.per_vcpu()) && !left_each {
+        return Err(bad(format!(
+            "vcpu* on the right reads the vCPU judged on the left, which reads {}: e.g. 'vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes', 'ipis_delivered == vcpus.guest.ipis_received'",
+            match &subject {
+                Subject::Counter { vcpus, .. } => who(vcpus),
+                _ => "no vCPU of its own".into(),
+            }
+        )));
     }
     let document_wide = matches!(subject, Subject::Ratio { .. } | Subject::UnexpectedSkips(_));
     if document_wide && scope != Scope::default() {
@@ -66,8 +65,13 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
             subject_text.split('(').next().unwrap_or_default()
         )));
     }
-    if matches!(subject, Subject::UnexpectedSkips(_)) && !matches!(value, Rhs::Number(_)) {
-        return Err(bad("unexpected_skips(...) compares with a number".into()));
+    if matches!(subject, Subject::UnexpectedSkips(_) | Subject::Run(_))
+        && !matches!(value, Rhs::Number(_))
+    {
+        return Err(bad(format!(
+            "{} compares with a number",
+            subject_text.split('(').next().unwrap_or_default()
+        )));
     }
     if matches!(subject, Subject::Recorded(_)) && scope.phase.is_some() {
         return Err(bad(
@@ -132,8 +136,10 @@ fn number_and_tolerance(s: &str) -> Result<(Rhs, f64), String> {
     let v = v.trim();
     let value = if metric_keys().any(|k| k == v) {
         Rhs::Metric(v.to_string())
-    } else if v.starts_with("vcpu") {
-        Rhs::Counters(counter_sum(v)?)
+    } else if let Ok(x) = number(v) {
+        Rhs::Number(x)
+    } else if v.contains(char::is_whitespace) || v.starts_with("vcpu") || v.starts_with("run.") {
+        Rhs::Expr(expr(v)?)
     } else {
         Rhs::Number(number(v).map_err(|e| format!("{e} (nor a metric or counters)"))?)
     };
@@ -161,6 +167,13 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
     for w in s.split_whitespace() {
         if let Some((verdict, states)) = w.strip_prefix("host.").and_then(|h| h.split_once('=')) {
             host.push(host_scope(verdict, states)?);
+            continue;
+        }
+        // `name!=value`: none of those values.
+        if let Some((name, values)) = w.split_once("!=").filter(|(n, _)| !n.contains('/')) {
+            let mut f = field_scope(name, values)?;
+            f.negated = true;
+            fields.push(f);
             continue;
         }
         // `name=value`: a field (a label's words hold no '=' before a '/').
@@ -280,7 +293,11 @@ fn field_scope(name: &str, values: &str) -> Result<FieldScope, String> {
             return Err(format!("'{name}={v}': not a value of {field}{hint}"));
         }
     }
-    Ok(FieldScope { field, values })
+    Ok(FieldScope {
+        field,
+        values,
+        negated: false,
+    })
 }
 
 fn metric(s: &str) -> Result<String, String> {
@@ -322,13 +339,40 @@ fn subject(s: &str) -> Result<Subject, String> {
             k => metric(k).map(|k| Subject::Recorded(Some(k))),
         };
     }
+    if s.contains(char::is_whitespace) {
+        return expr(s).map(Subject::Expr);
+    }
+    if let Some(name) = s.strip_prefix("run.") {
+        return run_figure(name).map(Subject::Run);
+    }
     match counter(s)? {
-        Some((vcpus, source, name)) => Ok(Subject::Counter {
-            vcpus,
-            source,
-            name,
+        Some(c) if c.phase.is_some() => Ok(Subject::Expr(Expr {
+            terms: vec![Term {
+                sign: Sign::Plus,
+                factors: vec![(false, Operand::Counter(c))],
+            }],
+        })),
+        Some(c) => Ok(Subject::Counter {
+            vcpus: c.vcpus,
+            source: c.source,
+            name: c.name,
         }),
         None => metric(s).map(Subject::Metric),
+    }
+}
+
+/// `run.NAME`'s name, checked against [`RUN_FIGURES`].
+fn run_figure(name: &str) -> Result<String, String> {
+    let known = match name.strip_prefix("apicv_at_end:") {
+        Some(reason) => !reason.is_empty(),
+        None => RUN_FIGURES.contains(&name) && !name.contains(':'),
+    };
+    match known {
+        true => Ok(name.to_string()),
+        false => Err(format!(
+            "no figure 'run.{name}'; a run's own figures are run.{}",
+            RUN_FIGURES.join(", run.")
+        )),
     }
 }
 
@@ -341,10 +385,20 @@ fn who(v: &Vcpus) -> String {
     }
 }
 
-/// `WHO.SOURCE.COUNTER`, checked (None: not a counter, perhaps a metric).
-fn counter(s: &str) -> Result<Option<(Vcpus, String, String)>, String> {
+/// `WHO[@PHASE].SOURCE.COUNTER`, checked (None: not a counter, perhaps a
+/// metric).
+fn counter(s: &str) -> Result<Option<CounterRef>, String> {
     let Some((who, rest)) = s.split_once('.') else {
         return Ok(None);
+    };
+    let (who, phase) = match who.split_once('@') {
+        Some((w, p)) if crate::config::is_phase_name(p) => (w, Some(p.to_string())),
+        Some(_) => {
+            return Err(format!(
+                "'{s}': a phase name after the '@' (vcpu1@idle.records.x)"
+            ))
+        }
+        None => (who, None),
     };
     let vcpus = match who {
         "vcpu*" => Vcpus::Each,
@@ -359,11 +413,6 @@ fn counter(s: &str) -> Result<Option<(Vcpus, String, String)>, String> {
             "'{s}': a counter is vcpuN.SOURCE.COUNTER, e.g. vcpu1.guest.ipis_received or vcpus.kvm_stats.exits"
         ));
     };
-    if name.contains(char::is_whitespace) {
-        return Err(format!(
-            "'{s}': one counter on the left; a sum of counters goes on the right (e.g. 'vcpu*.phase.icr_write_exits == vcpu*.guest.icr_writes + vcpu*.guest.barrier_icr_writes')"
-        ));
-    }
     if source == PHASE_FIGURES {
         if !PHASE_FIGURE_NAMES.contains(&name) {
             return Err(format!(
@@ -371,7 +420,12 @@ fn counter(s: &str) -> Result<Option<(Vcpus, String, String)>, String> {
                 PHASE_FIGURE_NAMES.join(", ")
             ));
         }
-        return Ok(Some((vcpus, source.to_string(), name.to_string())));
+        return Ok(Some(CounterRef {
+            vcpus,
+            phase,
+            source: source.to_string(),
+            name: name.to_string(),
+        }));
     }
     if !COUNTER_SOURCES.contains(&source) {
         return Err(format!(
@@ -384,47 +438,70 @@ fn counter(s: &str) -> Result<Option<(Vcpus, String, String)>, String> {
             "'{s}': '{source}' has no counter '{name}' (a misspelling would read 0): see docs/counters.md for its names"
         ));
     }
-    Ok(Some((vcpus, source.to_string(), name.to_string())))
+    Ok(Some(CounterRef {
+        vcpus,
+        phase,
+        source: source.to_string(),
+        name: name.to_string(),
+    }))
 }
 
-/// `TERM [+|- TERM]...`, each a counter of the same vCPUs (`+` and `-`
-/// stand between spaces: counter names hold `-` and `:`).
-fn counter_sum(s: &str) -> Result<CounterSum, String> {
-    let mut terms = Vec::new();
-    let mut vcpus = None;
-    let mut sign = Sign::Plus;
-    for (i, word) in s.split_whitespace().enumerate() {
+/// `OPERAND [OP OPERAND]...`, OP one of `+ - * /` between spaces
+/// (counter names hold `-`, `*` and `:`), `*` and `/` first.
+fn expr(s: &str) -> Result<Expr, String> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.len().is_multiple_of(2) {
+        return Err(format!(
+            "'{s}': arithmetic ends with a figure, e.g. 'vcpu0.guest.icr_writes + 1'"
+        ));
+    }
+    let mut terms = vec![Term {
+        sign: Sign::Plus,
+        factors: Vec::new(),
+    }];
+    let mut next = (Sign::Plus, false);
+    for (i, word) in words.iter().enumerate() {
         if i % 2 == 1 {
-            sign = match word {
-                "+" => Sign::Plus,
-                "-" => Sign::Minus,
+            next = match *word {
+                "+" => (Sign::Plus, false),
+                "-" => (Sign::Minus, false),
+                "*" => (Sign::Plus, false),
+                "/" => (Sign::Plus, true),
                 _ => {
                     return Err(format!(
-                        "'{s}': counters are added with ' + ' or taken away with ' - '"
+                        "'{s}': figures are joined by ' + ', ' - ', ' * ' or ' / ', got '{word}'"
                     ))
                 }
             };
+            if matches!(*word, "+" | "-") {
+                terms.push(Term {
+                    sign: next.0,
+                    factors: Vec::new(),
+                });
+            }
             continue;
         }
-        let Some((who, source, name)) = counter(word)? else {
-            return Err(format!(
-                "'{word}' in '{s}' is no counter: write vcpuN.SOURCE.COUNTER (vcpu*., vcpus.)"
-            ));
-        };
-        if vcpus.get_or_insert(who.clone()) != &who {
-            return Err(format!(
-                "'{s}': every counter of a sum reads the same vCPUs"
-            ));
+        let operand = operand(word).map_err(|e| format!("{e} (in '{s}')"))?;
+        if let Some(t) = terms.last_mut() {
+            t.factors.push((next.1, operand));
         }
-        terms.push((sign, source, name));
+        next = (Sign::Plus, false);
     }
-    if terms.is_empty() || s.split_whitespace().count().is_multiple_of(2) {
-        return Err(format!("'{s}': a sum of counters ends with a counter"));
+    Ok(Expr { terms })
+}
+
+/// One figure of an expression: a number, a metric, a counter, `run.NAME`.
+fn operand(w: &str) -> Result<Operand, String> {
+    if let Ok(x) = number(w) {
+        return Ok(Operand::Number(x));
     }
-    Ok(CounterSum {
-        vcpus: vcpus.unwrap_or(Vcpus::Sum),
-        terms,
-    })
+    if let Some(name) = w.strip_prefix("run.") {
+        return run_figure(name).map(Operand::Run);
+    }
+    match counter(w)? {
+        Some(c) => Ok(Operand::Counter(c)),
+        None => metric(w).map(Operand::Metric),
+    }
 }
 
 /// `"A", "B"`: texts in double quotes, separated by commas.
@@ -563,9 +640,13 @@ mod tests {
             e.scope.fields,
             vec![FieldScope {
                 field: Field::Ipi,
-                values: vec!["pv".into()]
+                values: vec!["pv".into()],
+                negated: false,
             }]
         );
+        let e = ok("workload!=linux:idle apic=x2apic: exits_per_ipi < 3");
+        assert!(e.scope.fields[0].negated && !e.scope.fields[1].negated);
+        assert_eq!(e.scope.fields[0].values, ["linux:idle"]);
         let e = ok("irqchip=kernel|split apic=x2apic vcpus=2 apicv=active: exits_per_ipi < 3");
         assert_eq!(e.scope.fields.len(), 4);
         assert_eq!(e.scope.fields[0].values, ["kernel", "split"]);

@@ -247,28 +247,28 @@ fn recorded_metrics_are_what_the_counters_give() {
 fn the_new_forms_are_refused_where_they_mean_nothing() {
     for (text, needle) in [
         (
-            "vcpu*.guest.icr_writes == vcpus.guest.icr_writes",
-            "read the vCPUs the left does (vcpu*)",
+            "ipis_sent == vcpu*.guest.ipis_sent",
+            "reads no vCPU of its own",
         ),
         (
-            "ipis_sent == vcpu*.guest.ipis_sent",
-            "a metric: vcpuN or vcpus",
+            "vcpu0.guest.ipis_sent == vcpu*.guest.ipis_sent",
+            "which reads vcpu0",
         ),
         (
             "vcpu*.guest.icr_writes == vcpu*.guest.ipis_sent +",
-            "ends with a counter",
+            "ends with a figure",
         ),
+        (
+            "vcpu*.guest.icr_writes == vcpu*.guest.ipis_sent % 2",
+            "joined by ' + ', ' - ', ' * ' or ' / '",
+        ),
+        ("run.apicv_sampled == operations", "compares with a number"),
+        ("run.apicv_bogus == 1", "no figure 'run.apicv_bogus'"),
+        ("run.apicv_at_end == 1", "no figure 'run.apicv_at_end'"),
+        ("vcpu1@.records.x == 1", "a phase name after the '@'"),
         (
             "vcpu*.phase.exits == 0",
             "the phase's figures are icr_write_exits",
-        ),
-        (
-            "vcpu0.tracepoints.a + vcpu0.tracepoints.b == 0",
-            "one counter on the left",
-        ),
-        (
-            "vcpu*.guest.ipis_sent == vcpu*.guest.ipis_sent * 2",
-            "' + ' or taken away with ' - '",
         ),
         (
             "broadcast: unexpected_skips(\"x\") == 0",
@@ -286,4 +286,114 @@ fn the_new_forms_are_refused_where_they_mean_nothing() {
         let e = text.parse::<Expectation>().unwrap_err().to_string();
         assert!(e.contains(needle), "{text}: {e}");
     }
+}
+
+#[test]
+fn arithmetic_over_figures_of_other_vcpus_and_phases() {
+    let d = doc(|_| {});
+    // `*` and `/` before `+` and `-`, numbers and metrics beside counters.
+    passes(&d, "ipi=icr: vcpu0.guest.icr_writes == 2 * operations / 2");
+    passes(
+        &d,
+        "ipi=icr: vcpu0.guest.icr_writes <= 1.1 * vcpu0.guest.icr_writes + 0 * vcpus.kvm_stats.exits - 1 + 1",
+    );
+    // Another phase's counter (`@warmup`), and the left side as arithmetic.
+    passes(
+        &d,
+        "ipi=icr: vcpu0.guest.ipis_sent + vcpu0@warmup.guest.ipis_sent == vcpu0.guest.icr_writes + vcpu0@warmup.guest.icr_writes",
+    );
+    assert_eq!(
+        failures(
+            &d,
+            "kernel/x2apic/icr: vcpu0.guest.icr_writes * 2 == vcpu0.guest.icr_writes"
+        ),
+        ["got 60, want == 30"]
+    );
+    // vcpu* on the left: vcpu* on the right is the same vCPU, vcpuN fixed.
+    passes(
+        &d,
+        "kernel/x2apic/icr: vcpu*.kvm_stats.exits <= vcpus.kvm_stats.exits",
+    );
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu*.guest.ipis_received * 0 + 1 == vcpu*.guest.ipis_received",
+    );
+    assert!(f[0].contains("vcpu1 got 1, want == 30"), "{f:?}");
+    // A division by 0 and a phase the run lacks are failures, not passes.
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes > 1 / vcpu0.userspace_exits.io_in",
+    );
+    assert!(f[0].starts_with("a division by 0"), "{f:?}");
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes > vcpu0@cpuid.guest.icr_writes",
+    );
+    assert_eq!(f, ["the run has no phase 'cpuid'"]);
+    // vcpu* must hold on every vCPU: one without the phase cannot.
+    let gone = doc(|v| {
+        v["runs"][0]["vcpus"][1]["phases"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "measure")
+    });
+    let f = failures(&gone, "kernel/x2apic/icr: vcpu*.guest.ipis_received >= 0");
+    assert!(
+        f.iter()
+            .any(|w| w.contains("vcpu1 did not finish the phase")),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn figures_of_the_run_itself_and_negated_fields() {
+    let d = doc(|_| {});
+    // Without AVIC every run sampled its inhibit events, DISABLED at its end.
+    passes(&d, "run.apicv_sampled == 1");
+    passes(&d, "apicv=unavailable: run.apicv_at_end:DISABLED == 1");
+    passes(&d, "run.apicv_at_end:PIT_REINJ == 0");
+    passes(&d, "run.apicv_lever_missed == 0");
+    let lever = doc(|v| {
+        v["runs"][3]["apicv_observed"]["lever"] =
+            serde_json::json!({"reason": "PIT_REINJ", "observed": false})
+    });
+    assert_eq!(failures(&lever, "run.apicv_lever_missed == 0").len(), 1);
+    let none = doc(|v| {
+        v["runs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("apicv_observed");
+    });
+    assert_eq!(
+        failures(&none, "run.apicv_sampled == 1"),
+        ["got 0, want == 1"]
+    );
+    assert!(matches!(
+        &judge(&none, "kernel/x2apic/icr: run.apicv_at_end:DISABLED == 1")[..],
+        [Outcome::Skip(why)] if why.contains("no APICv inhibit events")
+    ));
+    // Made under no --host-param, no observer effect: skips, with why.
+    assert!(matches!(
+        &judge(&d, "kernel/x2apic/icr: run.host_param_as_asked == 1")[..],
+        [Outcome::Skip(why)] if why.contains("no --host-param")
+    ));
+    assert!(matches!(
+        &judge(&d, "kernel/x2apic/icr: run.observer_pairs_failed == 0")[..],
+        [Outcome::Skip(why)] if why.contains("no observer effect")
+    ));
+    // `FIELD!=VALUE`: every run but those.
+    assert_eq!(judge(&d, "ipi!=pv: operations > 0").len(), 3);
+    assert_eq!(judge(&d, "irqchip!=kernel|split: operations > 0").len(), 1);
+    assert!(
+        failures(&d, "ipi!=icr|pv: operations > 0")[0].starts_with("no run matches 'ipi!=icr|pv'")
+    );
+    // The exit sampler's own figures.
+    passes(
+        &d,
+        "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing",
+    );
+    passes(
+        &d,
+        "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0",
+    );
 }

@@ -10,7 +10,7 @@ use super::avic_checks::{self, Part};
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
 use super::pass::{self, Boot, Image, LabOutcome, Settings};
-use super::verify::{self, Expect, Loaded, Report};
+use super::verify::{self, Expect, Report};
 use super::{boot, initramfs, qemu, tables};
 use anyhow::{bail, Result};
 use std::fs;
@@ -155,9 +155,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
 /// The verdict over one part's results tree `dir`: the lab's own checks
 /// (steps host and extra, a hardware backend) and the part's ([`verdict`]).
 pub fn verify(part: Part, dir: &Path) -> Report {
-    verify::verify_with(Expect::Avic(part), dir, |r, files| {
-        verdict(r, part, dir, files)
-    })
+    verify::verify_with(Expect::Avic(part), dir, |r| verdict(r, part, dir))
 }
 
 /// The plans each part runs in the guest (probe-avic.sh's `check NAME`
@@ -190,7 +188,7 @@ fn runs_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
 /// on and off; the plans of the runs with AVIC on and off
 /// (plans/lab-avic-{on,off,preset}.toml, [`PLANS`]) held, read back from
 /// their TAP and JUnit as the quick pass's are.
-fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
+fn verdict(r: &mut Report, part: Part, dir: &Path) {
     let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
     let has = |l: &str| params.lines().any(|p| p == l);
     if has("kvm_amd.avic=Y") && has("kvm_amd.force_avic=N") {
@@ -236,10 +234,11 @@ fn verdict(r: &mut Report, part: Part, dir: &Path, files: &mut Loaded) {
                 verify::plan_step(r, dir, step, plan, (true, true, carried));
             }
             for f in runs_files(dir, &["avic-on", "avic-preset"]) {
-                match files.get_or_load(&f) {
-                    Ok(rf) => {
-                        for l in avic_checks::avic_summary(rf) {
-                            r.info(format!("  avic: {}: {l}", rf.name()));
+                let name = f.file_name().unwrap_or_default().to_string_lossy();
+                match ipivmm::Document::load(&f) {
+                    Ok(doc) => {
+                        for l in avic_checks::avic_summary(&doc) {
+                            r.info(format!("  avic: {name}: {l}"));
                         }
                     }
                     Err(e) => r.info(format!("  avic: {e}")),

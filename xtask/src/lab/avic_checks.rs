@@ -4,9 +4,9 @@
 //! ICR-write accounting) is stated by plans/lab-avic-{on,off,preset}.toml,
 //! which scripts/lab/probe-avic.sh runs with `ipivmm check` and
 //! [`super::avic`] reads back from their TAP.
-use super::checks::{label, measured, opt, RunsFile};
+use super::recorded::label;
 use ipivmm::mode::apicv::ApicvState;
-use ipivmm::results::{PhaseResult, RunReport};
+use ipivmm::results::{Document, PhaseResult, RunReport};
 use ipivmm::ApicMode;
 
 /// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
@@ -65,14 +65,22 @@ fn x2avic(r: &RunReport) -> bool {
 
 /// The measured phases of vCPU 0, the sender.
 fn sender(r: &RunReport) -> impl Iterator<Item = &PhaseResult> {
-    r.vcpus.iter().take(1).flat_map(|v| measured(&v.phases))
+    r.vcpus
+        .iter()
+        .take(1)
+        .flat_map(|v| v.phases.iter().filter(|p| p.name == "measure"))
+}
+
+/// A figure, `-` where the phase lacks it.
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
 /// One line per AVIC-active run on the ICR path: how the sender's ICR
 /// writes went.
-pub fn avic_summary(f: &RunsFile) -> Vec<String> {
+pub fn avic_summary(doc: &Document) -> Vec<String> {
     let mut out = Vec::new();
-    for r in f.doc.runs.iter().filter(|r| avic_icr(r)) {
+    for r in doc.runs.iter().filter(|r| avic_icr(r)) {
         for p in sender(r) {
             let icr = p.icr_write_exits.as_ref();
             out.push(format!(
@@ -105,7 +113,6 @@ pub(super) mod tests {
     const EXIT_REASONS: &str = ipivmm::results::source::Source::ExitReasons.key();
     use super::*;
     use serde_json::{json, Value};
-    use std::path::Path;
 
     const SWEEP: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -225,9 +232,9 @@ pub(super) mod tests {
 
     #[test]
     fn the_summary_says_how_each_senders_icr_writes_went() {
-        let f = RunsFile::from_json(Path::new("avic-on.json"), &avic_on().to_string()).unwrap();
+        let doc = Document::from_json(&avic_on().to_string(), "avic-on.json").unwrap();
         assert_eq!(
-            avic_summary(&f),
+            avic_summary(&doc),
             [
                 "pingpong kernel/xapic/icr apicv=host 2v spin: 30 ICR writes, 0 exits, 30 accelerated; avic_incomplete_ipi 0, msr 0, avic_unaccelerated_access 0, doorbells 30, kvm_apicv_accept_irq 0",
                 "pingpong kernel/xapic/icr apicv=host 2v halt: 30 ICR writes, 30 exits, 0 accelerated; avic_incomplete_ipi 30, msr 0, avic_unaccelerated_access 0, doorbells 0, kvm_apicv_accept_irq 0",

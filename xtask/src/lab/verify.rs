@@ -2,9 +2,8 @@
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
 use super::avic_checks::Part;
-use super::checks::{self, RunsFile};
+use super::recorded;
 use super::tap::{self, Tap};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -287,62 +286,6 @@ fn steps(dir: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Loaded results files, each read once for every check that needs it.
-#[derive(Default)]
-pub struct Loaded(BTreeMap<PathBuf, Result<RunsFile, String>>);
-
-impl Loaded {
-    /// The results file `path`, read once.
-    pub fn get_or_load(&mut self, path: &Path) -> &Result<RunsFile, String> {
-        self.0
-            .entry(path.to_path_buf())
-            .or_insert_with(|| RunsFile::load(path))
-    }
-
-    /// Runs `check` over `files`: no file, an unreadable one or any offence fails it.
-    pub(super) fn check(
-        &mut self,
-        report: &mut Report,
-        name: &str,
-        files: &[PathBuf],
-        check: checks::Check,
-    ) {
-        self.check_scoped(report, name, files, check, |_| true)
-    }
-
-    /// [`Self::check`] where `scope` picks the runs `check` is about: with
-    /// none in scope and no offence it is a SKIP saying so, never a PASS.
-    pub(super) fn check_scoped(
-        &mut self,
-        report: &mut Report,
-        name: &str,
-        files: &[PathBuf],
-        check: checks::Check,
-        scope: fn(&ipivmm::RunReport) -> bool,
-    ) {
-        if files.is_empty() {
-            report.bad(format!("{name}: no results file"), Vec::new());
-            return;
-        }
-        let (mut offences, mut in_scope) = (Vec::new(), 0usize);
-        for f in files {
-            match self.get_or_load(f) {
-                Ok(rf) => {
-                    let name = rf.name();
-                    in_scope += rf.doc.runs.iter().filter(|r| scope(r)).count();
-                    offences.extend(check(rf).into_iter().map(|o| format!("{name}: {o}")));
-                }
-                Err(e) => offences.push(e.clone()),
-            }
-        }
-        if offences.is_empty() && in_scope == 0 {
-            let why = "nothing to check: no run in its files is one this check is about";
-            return report.skip(name, why);
-        }
-        report.check(name, offences);
-    }
-}
-
 /// Whether a test output's failure lines (`test ... FAILED`, `---- `,
 /// a panic, a skip) belong in the verdict.
 fn failure_line(l: &str) -> bool {
@@ -354,18 +297,13 @@ fn failure_line(l: &str) -> bool {
 
 /// The verdict over the results tree `dir` of a pass.
 pub fn verify(expect: Expect, dir: &Path) -> Report {
-    verify_with(expect, dir, |_, _| {})
+    verify_with(expect, dir, |_| {})
 }
 
 /// [`verify`] with `more` checks of the pass's own (the AVIC pass's), made
 /// after the results files' and before the test binaries'.
-pub fn verify_with(
-    expect: Expect,
-    dir: &Path,
-    more: impl FnOnce(&mut Report, &mut Loaded),
-) -> Report {
+pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -> Report {
     let mut r = Report::default();
-    let mut files = Loaded::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
     r.kernel = guest_kernel(dir);
     let steps = steps(dir);
@@ -418,60 +356,27 @@ pub fn verify_with(
         }
     }
 
-    let runs = dir.join("runs");
-    let mut sweeps = json_files(&runs, "sweep");
-    sweeps.extend(json_files(&runs, "preset-"));
-    // What the plan steps' `ipivmm check` ran (--json-dir runs/<step>/).
-    for p in tap::PLAN_STEPS {
-        sweeps.extend(json_files(&runs.join(p.step), ""));
-    }
-    if !sweeps.is_empty() || expect.whole() {
-        let (name, check) = checks::RUN_CHECK;
-        files.check(&mut r, name, &sweeps, check);
-    }
-    if steps.iter().any(|(n, _, _)| n == "hostswitch") {
-        let hp: Vec<PathBuf> = Some(runs.join("sweep-hostparam.json"))
-            .filter(|p| p.exists())
-            .into_iter()
-            .collect();
-        files.check(
-            &mut r,
-            "sweep --host-param: both settings ran, each reads back as asked",
-            &hp,
-            checks::host_param_sweep,
-        );
-    }
-    let flood = runs.join("flood-lost.json");
-    if flood.exists() {
-        files.check(
-            &mut r,
-            "exit flood: lost records reported, never more exits than KVM's stat",
-            std::slice::from_ref(&flood),
-            checks::flood_lost_mismatch,
-        );
-        if let Some(Ok(f)) = files.0.get(&flood) {
-            for l in checks::flood_summary(f) {
-                r.info(format!("  flood: {l}"));
-            }
+    // What the steps wrote outside a plan, judged by the lab's plans.
+    for (plan, step) in recorded::RECORDED {
+        if steps.iter().any(|(n, _, _)| n == step) {
+            recorded::judge(&mut r, dir, plan, false);
         }
     }
-    let overhead = json_files(&runs, "overhead-");
-    if !overhead.is_empty() {
-        let name = format!(
-            "overhead: every run and every run of its pairs completed ({} runs)",
-            overhead.len()
-        );
-        files.check(&mut r, &name, &overhead, checks::overhead_failures);
-        for f in &overhead {
-            if let Some(Ok(rf)) = files.0.get(f) {
-                r.info(format!(
-                    "  cost of counting: {}",
-                    checks::overhead_summary(rf)
-                ));
-            }
+    for f in json_files(&dir.join("runs"), "overhead-") {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        match ipivmm::Document::load(&f) {
+            Ok(doc) => r.info(format!(
+                "  cost of counting: {}",
+                recorded::overhead_summary(&name, &doc)
+            )),
+            Err(e) => r.info(format!("  cost of counting: {e}")),
         }
     }
-    more(&mut r, &mut files);
+    more(&mut r);
     plans(&mut r, expect, dir, &steps);
     tests(&mut r, expect, dir, &steps);
 
@@ -702,7 +607,7 @@ pub(super) mod tests {
     #[test]
     fn a_real_quick_pass_passes() {
         let r = verify(Expect::Quick, Path::new(TREE));
-        assert_eq!(r.counts(), (11, 0), "{}", r.text());
+        assert_eq!(r.counts(), (10, 0), "{}", r.text());
         let text = r.text();
         assert!(text.starts_with("lab quick pass: "), "{text}");
         assert!(text.contains("\n  PASS  step sweep (26s)\n"), "{text}");
@@ -713,7 +618,7 @@ pub(super) mod tests {
         for plan in ["lab-sweep", "kvm-paths", "lab-npt0"] {
             assert!(text.contains(&format!("\n  SKIP  ipivmm check plans/{plan}.toml: the tree the lab was built from has no plans/{plan}.toml\n")), "{text}");
         }
-        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 11/11 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n"), "{text}");
+        assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 10/10 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n"), "{text}");
     }
 
     #[test]
@@ -748,7 +653,7 @@ pub(super) mod tests {
         assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
         assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  PASS  ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
         assert!(
-            text.ends_with("lab: 14/14 checks passed, 2 skipped; guest kernel 6.1.0-50-amd64\n"),
+            text.ends_with("lab: 13/13 checks passed, 2 skipped; guest kernel 6.1.0-50-amd64\n"),
             "{text}"
         );
         // One expectation that does not hold fails the pass, with its message.
@@ -857,16 +762,6 @@ pub(super) mod tests {
         // ... and its JUnit, which has no such skip, no longer agrees.
         assert!(text1.contains("\n  FAIL  ipivmm check plans/lab-sweep.toml: its JUnit (sweep.junit.xml) says the same\n        172 test cases (0 skipped), the TAP 172 points (1 skipped)\n"), "{text1}");
         assert!(text1.contains("\n  sweep skip: sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]: not run here: no PV\n"), "{text1}");
-        // The runs the plan wrote (runs/sweep/) are the lab's inhibit check's too.
-        let t2 = with_plans("lab-plans-runs");
-        t2.edit("runs/sweep/sweep.json", |s| {
-            s.replace("\"DISABLED\"", "\"NONE\"")
-        });
-        assert_eq!(
-            t2.failures(Expect::Quick),
-            ["APICv inhibit events agree with the host verdict"]
-        );
-
         // A `not ok` fails the pass, with the plan's message.
         t.edit("sweep.tap", |s| {
             let at = s.find("\nok ").unwrap() + 1;
@@ -972,13 +867,7 @@ pub(super) mod tests {
             "lab: no /dev/kvm after loading kvm-amd\n",
         )
         .unwrap();
-        assert_eq!(
-            t.failures(Expect::Quick),
-            [
-                "the guest ran its steps",
-                "APICv inhibit events agree with the host verdict: no results file",
-            ]
-        );
+        assert_eq!(t.failures(Expect::Quick), ["the guest ran its steps"]);
         // --steps host: only what ran is checked.
         let t = Tree::new("custom");
         t.edit("steps.tsv", |_| "host\t0\t2\n".into());
@@ -1004,34 +893,37 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn results_files_are_checked_with_the_lab_checks() {
-        // What the plans state is the guest's `ipivmm check` to judge (a
-        // tampered file fails lab-sweep.toml there: cli's check tests); the
-        // host reads the inhibit events back against the host verdict.
-        let t = Tree::new("inhibits");
-        t.edit("runs/sweep.json", |s| s.replace("\"DISABLED\"", "\"NONE\""));
-        assert_eq!(
-            t.failures(Expect::Quick),
-            ["APICv inhibit events agree with the host verdict"]
+    fn results_files_are_judged_by_the_lab_plans() {
+        // The host-parameter sweep's file, judged by plans/lab-hostswitch.toml
+        // (the plans' own tampered-file tests: cli's check tests).
+        let hostswitch = "ipivmm check plans/lab-hostswitch.toml (its results files)";
+        let text = verify(Expect::Quick, Path::new(TREE)).text();
+        assert!(
+            text.contains(&format!(
+                "\n  PASS  {hostswitch}: 4 held, 0 failed, 0 skipped\n"
+            )),
+            "{text}"
         );
-        let t = Tree::new("garbage");
-        t.edit("runs/sweep.json", |_| {
-            "{\"schema\": \"ipivmm.results/1\"".into()
-        });
-        let f = t.failures(Expect::Quick);
-        assert_eq!(f.len(), 1, "an unreadable file fails every check: {f:?}");
-
         let t = Tree::new("hostparam");
         t.edit("runs/sweep-hostparam.json", |s| {
             s.replace("\"kvm_amd.npt=0\"", "\"kvm_amd.npt=1\"")
         });
-        let f = t.failures(Expect::Quick);
-        assert!(
-            f.contains(
-                &"sweep --host-param: both settings ran, each reads back as asked".to_string()
-            ),
-            "{f:?}"
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            [format!("{hostswitch}: 3 held, 2 failed, 0 skipped")],
+            "{}",
+            r.text()
         );
+        assert!(r.text().contains("        not ok - sweep-hostparam: host-param=kvm_amd.npt=0: operations > 0: no run matches"), "{}", r.text());
+        // A file that cannot be read fails its plan; a missing one too.
+        t.edit("runs/sweep-hostparam.json", |_| {
+            "{\"schema\": \"ipivmm.results/1\"".into()
+        });
+        assert_eq!(t.failures(Expect::Quick).len(), 1);
+        fs::remove_file(t.0.join("runs/sweep-hostparam.json")).unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert!(r.text().contains("no results file"), "{}", r.text());
         // An --apicv inhibit run that did not complete: `ipivmm run` exits
         // non-zero, and so does its step.
         let t = Tree::new("inhibit");
@@ -1055,16 +947,17 @@ pub(super) mod tests {
             )
             .unwrap();
         }
+        t.edit("steps.tsv", |s| s + "overhead\t0\t600\n");
         let r = verify(Expect::Quick, &t.0);
         // The `off` file's second counted pair failed (the STI-shadow panic).
         assert_eq!(
             r.failures(),
-            ["overhead: every run and every run of its pairs completed (2 runs)"]
+            ["ipivmm check plans/lab-overhead.toml (its results files): 3 held, 1 failed, 0 skipped"]
         );
         let text = r.text();
         assert!(text.contains("\n  cost of counting: x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit\n"), "{text}");
         assert!(
-            text.contains("        overhead-x2apic-halt-off.json: pingpong kernel/x2apic/icr apicv=host --exit-reasons off: pair 2, counted: failed: vcpu1: payload panic"),
+            text.contains("        not ok - overhead: run.observer_pairs_failed == 0 [pingpong 2v kernel/x2apic/icr]: got 1, want == 0"),
             "{text}"
         );
     }
@@ -1116,7 +1009,7 @@ pub(super) mod tests {
         let text = verify(Expect::Quick, &t.0).text();
         assert!(text.contains("test binaries and steps that failed once and ran again (a binary's first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
         assert!(
-            text.ends_with("lab: 11/11 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n")
+            text.ends_with("lab: 10/10 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n")
         );
     }
 }

@@ -53,6 +53,10 @@ struct ExperimentFile {
     run: Option<String>,
     /// `ipivmm sweep` flags.
     sweep: Option<String>,
+    /// Results recorded before, judged as they are: a results file, its
+    /// name holding at most one `*` (every file that matches, one
+    /// document), relative to the current directory.
+    results: Option<String>,
     /// What the host must have ([`Requirement`]: apicv, ipiv, avic,
     /// x2avic, apicv-or-avic, hardware-kvm, two-sockets); without it every
     /// expectation is a skip with the reason.
@@ -66,6 +70,7 @@ struct ExperimentFile {
 enum Job {
     Run(Box<RunArgs>),
     Sweep(Box<SweepArgs>),
+    Recorded(String),
 }
 
 /// Parses `flags` as the flags of `ipivmm <command>`.
@@ -182,10 +187,16 @@ fn load(path: &Path) -> Result<(PlanFile, Vec<Checked>), String> {
                 "a second experiment of that name: names must differ".into()
             ));
         }
-        let job = match (&x.run, &x.sweep) {
-            (Some(r), None) => parse_job("run", r),
-            (None, Some(s)) => parse_job("sweep", s),
-            _ => Err("give one of run = \"FLAGS\" or sweep = \"FLAGS\"".into()),
+        let job = match (&x.run, &x.sweep, &x.results) {
+            (Some(r), None, None) => parse_job("run", r),
+            (None, Some(s), None) => parse_job("sweep", s),
+            (None, None, Some(f)) if f.matches('*').count() <= 1 && !f.is_empty() => {
+                Ok(Job::Recorded(f.clone()))
+            }
+            (None, None, Some(f)) => Err(format!(
+                "results = \"{f}\": a file name, with at most one '*'"
+            )),
+            _ => Err("give one of run = \"FLAGS\", sweep = \"FLAGS\" or results = \"FILE\"".into()),
         }
         .map_err(at)?;
         let expect = x
@@ -236,10 +247,59 @@ fn json_stem(name: &str) -> String {
     ipivmm::results::slug::reversible(name)
 }
 
+/// The results documents `pattern` names under `base` (its file name may
+/// hold one `*`), as one document; Err naming what is missing or unreadable.
+fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
+    let path = base.join(pattern);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = path.parent().unwrap_or(base);
+    let (head, tail) = name.split_once('*').unwrap_or((&name, ""));
+    let exact = !name.contains('*');
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            match exact {
+                true => *n == *name,
+                false => {
+                    n.len() >= head.len() + tail.len() && n.starts_with(head) && n.ends_with(tail)
+                }
+            }
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no results file {}", path.display()));
+    }
+    let mut merged: Option<Document> = None;
+    for f in files {
+        let doc = Document::load(&f).map_err(|e| e.to_string())?;
+        match &mut merged {
+            Some(m) => {
+                m.runs.extend(doc.runs);
+                m.skipped.extend(doc.skipped);
+            }
+            None => merged = Some(doc),
+        }
+    }
+    merged.ok_or_else(|| format!("no results file {}", path.display()))
+}
+
 /// Experiment `x` of the file as the engine's, its command line planned
 /// on `host`: the configurations to run (a sweep's skips beside them), or
-/// why it cannot run (this host's reason, a skip; the plan's, a failure).
-fn experiment(x: &ExperimentFile, c: Checked, host: Option<&HostInfo>) -> engine::Experiment {
+/// why it cannot run (this host's reason, a skip; the plan's, a failure);
+/// recorded results read under `base`.
+fn experiment(
+    x: &ExperimentFile,
+    c: Checked,
+    host: Option<&HostInfo>,
+    base: &Path,
+) -> engine::Experiment {
     let mut e = engine::Experiment::new(
         x.name.clone(),
         Vec::new(),
@@ -253,6 +313,13 @@ fn experiment(x: &ExperimentFile, c: Checked, host: Option<&HostInfo>) -> engine
         false => NotRun::Plan(err.to_string()),
     };
     let planned = match &c.job {
+        Job::Recorded(pattern) => {
+            match recorded(pattern, base) {
+                Ok(doc) => e.recorded = Some(doc),
+                Err(why) => e.not_run = Some(NotRun::Plan(why)),
+            }
+            return e;
+        }
         Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
             // host's), and leaves an older file alone.
@@ -275,6 +342,7 @@ fn experiment(x: &ExperimentFile, c: Checked, host: Option<&HostInfo>) -> engine
     let (repeat, budget, pairs) = match &c.job {
         Job::Run(a) => (a.repeat, a.budget, a.observer_effect),
         Job::Sweep(a) => (a.repeat, a.budget, a.observer_effect),
+        Job::Recorded(_) => return e,
     };
     e.repeats = repeat_choice(repeat).rounds(budget);
     e.observer_pairs = pairs;
@@ -366,6 +434,32 @@ impl engine::Events for CheckEvents<'_> {
     }
 }
 
+/// Plan `plan`'s verdicts on results recorded under `base` (the lab's
+/// verdict over a results tree): every experiment `results = "FILE"`, so
+/// nothing runs. Its name, and its verdicts named `EXPERIMENT: EXPR`.
+pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), String> {
+    let (file, checked) = load(plan)?;
+    if let Some(x) = file.experiments.iter().find(|x| x.results.is_none()) {
+        return Err(format!(
+            "{}: experiment '{}' runs VMs: only results = \"FILE\" is judged here",
+            plan.display(),
+            escape_controls(&x.name)
+        ));
+    }
+    let plan = engine::Plan {
+        name: file.name.clone(),
+        about: file.about.clone(),
+        experiments: file
+            .experiments
+            .iter()
+            .zip(checked)
+            .map(|(x, c)| experiment(x, c, None, base))
+            .collect(),
+    };
+    let out = engine::execute(&plan, None, &Execution::default());
+    Ok((plan.name, out.verdicts()))
+}
+
 /// Run the `check` subcommand.
 pub fn main(args: &CheckArgs) -> ExitCode {
     init_log("warn");
@@ -398,7 +492,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             .experiments
             .iter()
             .zip(checked)
-            .map(|(x, c)| experiment(x, c, host.as_ref()))
+            .map(|(x, c)| experiment(x, c, host.as_ref(), Path::new(".")))
             .collect(),
     };
     let events = CheckEvents {
@@ -478,8 +572,12 @@ mod tests {
                 "lab-avic-off",
                 "lab-avic-on",
                 "lab-avic-preset",
+                "lab-flood",
                 "lab-full",
+                "lab-hostswitch",
+                "lab-linux",
                 "lab-npt0",
+                "lab-overhead",
                 "lab-sweep",
                 "seeds"
             ]
@@ -532,5 +630,267 @@ mod tests {
                 "{needle}: {failed:?}"
             );
         }
+    }
+
+    /// The failures of plan `plan`'s expectations (every experiment's) on
+    /// the xtask fixture `file` edited by `edit` (its JSON): the lab's
+    /// checks that moved into plans must still fail what they failed.
+    fn tampered(plan: &str, file: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Vec<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let (_, checked) = load(&root.join("plans").join(plan)).unwrap();
+        let text = std::fs::read_to_string(root.join("xtask/fixtures").join(file)).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        edit(&mut v);
+        let doc = Document::from_json(&v.to_string(), file).unwrap();
+        checked
+            .iter()
+            .flat_map(|c| ipivmm::expect::evaluate(&doc, &c.expect).0)
+            .filter(|v| match &v.outcome {
+                ipivmm::expect::Outcome::Pass(_) => false,
+                // As the lab lists them for the Linux pass: a part not run.
+                ipivmm::expect::Outcome::Fail(why) => {
+                    plan != "lab-linux.toml" || !why.starts_with("no run matches")
+                }
+                ipivmm::expect::Outcome::Skip(_) => true,
+            })
+            .map(|v| v.name)
+            .collect()
+    }
+
+    /// runs[run].vcpus[vcpu]'s phase `name`.
+    fn phase<'a>(
+        v: &'a mut serde_json::Value,
+        run: usize,
+        vcpu: usize,
+        name: &str,
+    ) -> &'a mut serde_json::Value {
+        v["runs"][run]["vcpus"][vcpu]["phases"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|p| p["name"] == name)
+            .unwrap()
+    }
+
+    fn fails(failed: &[String], line: &str) -> bool {
+        failed.iter().any(|n| n.starts_with(line))
+    }
+
+    /// The kernel's APICv inhibit events against the host verdict, once a
+    /// Rust check of the lab's (xtask's checks.rs), now lines of its sweep plans.
+    #[test]
+    fn the_lab_plans_judge_the_kernels_inhibit_events() {
+        const SWEEP: &str = "lab-quick/runs/sweep.json";
+        for plan in ["lab-sweep.toml", "lab-npt0.toml", "lab-full.toml"] {
+            let real = tampered(plan, SWEEP, |_| {});
+            assert!(!fails(&real, "run.apicv"), "{plan}: {real:?}");
+        }
+        let none = tampered("lab-sweep.toml", SWEEP, |v| {
+            v["runs"][2]
+                .as_object_mut()
+                .unwrap()
+                .remove("apicv_observed");
+        });
+        assert!(
+            fails(
+                &none,
+                "run.apicv_sampled == 1 [broadcast 2v user/xapic/icr]"
+            ),
+            "{none:?}"
+        );
+        let enabled = tampered("lab-sweep.toml", SWEEP, |v| {
+            v["runs"][3]["apicv_observed"]["inhibits_at_end"] = serde_json::json!(["ABSENT"])
+        });
+        assert!(
+            fails(
+                &enabled,
+                "apicv=unavailable: run.apicv_at_end:DISABLED == 1 ["
+            ),
+            "{enabled:?}"
+        );
+        let active = tampered("lab-sweep.toml", SWEEP, |v| {
+            phase(v, 0, 1, "measure")["apicv"]["active"] = true.into()
+        });
+        assert!(
+            fails(
+                &active,
+                "apicv=unavailable: vcpu*.phase.apicv_active == 0 ["
+            ),
+            "{active:?}"
+        );
+        let warm = tampered("lab-sweep.toml", SWEEP, |v| {
+            phase(v, 0, 0, "warmup")["apicv"]["active"] = true.into()
+        });
+        assert!(
+            fails(
+                &warm,
+                "apicv=unavailable @warmup: vcpu*.phase.apicv_active == 0 ["
+            ),
+            "{warm:?}"
+        );
+        let lever = tampered("lab-sweep.toml", SWEEP, |v| {
+            v["runs"][1]["apicv_observed"]["lever"] =
+                serde_json::json!({"reason": "PIT_REINJ", "observed": false})
+        });
+        assert!(fails(&lever, "run.apicv_lever_missed == 0 ["), "{lever:?}");
+    }
+
+    /// The host-parameter sweep, the exit flood and the overhead runs: what
+    /// the guest's steps record outside a plan, judged by the lab's plans.
+    #[test]
+    fn the_lab_plans_judge_what_the_guest_recorded_outside_a_plan() {
+        const HP: &str = "lab-quick/runs/sweep-hostparam.json";
+        assert_eq!(
+            tampered("lab-hostswitch.toml", HP, |_| {}),
+            Vec::<String>::new()
+        );
+        let flipped = tampered("lab-hostswitch.toml", HP, |v| {
+            v["runs"][1]["host_settings"]["params"]["kvm_amd"]["npt"] = "Y".into()
+        });
+        assert_eq!(
+            flipped,
+            ["run.host_param_as_asked == 1 [pingpong 2v kernel/x2apic/icr kvm_amd.npt=0]"]
+        );
+        let one = tampered("lab-hostswitch.toml", HP, |v| {
+            v["runs"][1]["host_param"] = "kvm_amd.npt=1".into()
+        });
+        assert!(
+            fails(&one, "host-param=kvm_amd.npt=0: operations > 0"),
+            "{one:?}"
+        );
+        let none = tampered("lab-hostswitch.toml", HP, |v| {
+            v["runs"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("host_settings");
+        });
+        assert!(fails(&none, "run.host_param_as_asked == 1 ["), "{none:?}");
+
+        // A flood: what the sampler lost is reported, sampled + missing = KVM's.
+        const FLOOD: &str = "lab-quick/runs/sweep.json";
+        assert_eq!(
+            tampered("lab-flood.toml", FLOOD, |_| {}),
+            Vec::<String>::new()
+        );
+        let lost = tampered("lab-flood.toml", FLOOD, |v| {
+            phase(v, 0, 0, "measure")["exit_reasons"]["lost"] = 3.into()
+        });
+        assert!(
+            fails(
+                &lost,
+                "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0 ["
+            ),
+            "{lost:?}"
+        );
+        let under = tampered("lab-flood.toml", FLOOD, |v| {
+            phase(v, 0, 0, "measure")["exit_reasons"]["missing"] = 1.into()
+        });
+        assert!(
+            fails(
+                &under,
+                "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing ["
+            ),
+            "{under:?}"
+        );
+
+        // Overhead: a run of a pair that failed, the measured run failing.
+        const BPF: &str = "overhead/overhead-x2apic-halt-bpf.json";
+        assert_eq!(
+            tampered("lab-overhead.toml", BPF, |_| {}),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            tampered(
+                "lab-overhead.toml",
+                "overhead/overhead-x2apic-halt-off.json",
+                |_| {}
+            ),
+            ["run.observer_pairs_failed == 0"]
+        );
+        let failed = tampered("lab-overhead.toml", BPF, |v| {
+            v["runs"][0]["status"] =
+                serde_json::json!({"state": "failed", "reason": "vcpu1: fault"})
+        });
+        assert!(fails(&failed, "operations > 0"), "{failed:?}");
+    }
+
+    /// The Linux pass's checks, once xtask's linux_checks.rs, as
+    /// plans/lab-linux.toml's lines on real runs (xtask/fixtures/linux).
+    #[test]
+    fn the_linux_plan_judges_real_runs_and_tampered_ones() {
+        let linux = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+            tampered("lab-linux.toml", &format!("linux/linux-{name}.json"), |v| {
+                edit(v)
+            })
+        };
+        for n in [
+            "broadcast-x2apic-2-host",
+            "broadcast-x2apic-4-host",
+            "broadcast-xapic-2-inhibit",
+            "hackbench-x2apic-2-inhibit",
+        ] {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let (_, checked) = load(&root.join("plans/lab-linux.toml")).unwrap();
+            let doc =
+                Document::load(&root.join(format!("xtask/fixtures/linux/linux-{n}.json"))).unwrap();
+            let v = ipivmm::expect::evaluate(&doc, &checked[0].expect);
+            let bad: Vec<_> =
+                v.0.iter()
+                    .filter(|v| match &v.outcome {
+                        ipivmm::expect::Outcome::Pass(_) => false,
+                        ipivmm::expect::Outcome::Fail(why) => !why.starts_with("no run matches"),
+                        ipivmm::expect::Outcome::Skip(_) => true,
+                    })
+                    .collect();
+            assert!(bad.is_empty(), "{n}: {bad:?}");
+        }
+        const B2: &str = "broadcast-x2apic-2-host";
+        let set = |vcpu: usize, name: &'static str, path: &'static [&'static str], x: u64| {
+            move |v: &mut serde_json::Value| {
+                let mut p = phase(v, 0, vcpu, name);
+                for k in path {
+                    p = &mut p[*k];
+                }
+                *p = x.into();
+            }
+        };
+        // A target that missed IPIs, or got more than the kernel's own explain.
+        let few = linux(B2, &set(1, "measure", &["records", "linux_cal"], 49));
+        assert!(fails(&few, "workload=linux:ipi-broadcast|linux:ipi-unicast|linux:ipi-multicast: vcpu1.records.linux_cal >= "), "{few:?}");
+        let many = linux(B2, &set(1, "measure", &["records", "linux_cal"], 80));
+        assert!(fails(&many, "workload=linux:ipi-broadcast|linux:ipi-unicast|linux:ipi-multicast: vcpu1.records.linux_cal <= "), "{many:?}");
+        let busy = linux(B2, &|v| {
+            set(1, "measure", &["records", "linux_cal"], 80)(v);
+            set(1, "idle", &["records", "linux_cal"], 1000)(v);
+        });
+        assert_eq!(busy, Vec::<String>::new());
+        // AVIC off: a broadcast that did not exit.
+        let off = linux(
+            "broadcast-xapic-2-inhibit",
+            &set(0, "measure", &["icr_write_exits", "exits"], 10),
+        );
+        assert!(fails(&off, "workload=linux:ipi-broadcast|linux:ipi-unicast|linux:ipi-multicast apicv!=active: vcpu0.phase.icr_write_exits >= "), "{off:?}");
+        // AVIC on: an emulated write; no write accelerated.
+        let on = linux(B2, &set(0, "measure", &["tracepoints", "kvm_apic_ipi"], 3));
+        assert!(fails(&on, "workload=linux:ipi-broadcast|linux:ipi-unicast|linux:ipi-multicast apicv=active: vcpu0.tracepoints.kvm_apic_ipi == 0"), "{on:?}");
+        let none = linux(B2, &set(0, "measure", &["icr_write_exits", "exits"], 50));
+        assert!(fails(&none, "workload=linux:ipi-broadcast|linux:ipi-unicast|linux:ipi-multicast apicv=active apic=x2apic vcpus=2: vcpu0.guest.icr_writes > "), "{none:?}");
+        // Hackbench's reschedule IPIs: KVM sent vcpu1 fewer than its kernel counted.
+        let lost = linux(
+            "hackbench-x2apic-2-inhibit",
+            &set(0, "measure", &["tracepoints", "kvm_apic_ipi"], 200),
+        );
+        assert!(fails(&lost, "workload!=linux:idle vcpus=2 apicv!=active: vcpu1.records.linux_cal + vcpu1.records.linux_res <= "), "{lost:?}");
+        // A vCPU without its measured phase.
+        let gone = linux(B2, &|v| {
+            v["runs"][0]["vcpus"][1]["phases"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|p| p["name"] != "measure")
+        });
+        assert!(
+            fails(&gone, "workload!=linux:idle: vcpu*.records.linux_cal >= 0"),
+            "{gone:?}"
+        );
     }
 }

@@ -1,0 +1,151 @@
+//! The lab's plans over results the guest's steps wrote outside a plan
+//! (`ipivmm check` cannot make them: a `--host-param` sweep reloads the
+//! vendor module, the exit flood and the overhead runs are single runs
+//! with their own watchdogs, the Linux pass's runs are
+//! scripts/lab/probe-linux.sh's): each plan's experiments name their
+//! results files (`results = "runs/..."`), and the verdict judges them here
+//! with ipivmm's own plan loader and expectation engine. What the runs
+//! must satisfy is the plan's; this file only reports it.
+use super::verify::Report;
+use ipivmm::expect::Outcome;
+use ipivmm::results::{metrics::Metric, summary, Document, RunReport};
+use std::path::Path;
+
+/// The plans/ of this tree.
+pub const PLANS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plans");
+
+/// The plans judged over a pass's results, each once the step that writes
+/// its files ran: plan, step.
+pub const RECORDED: &[(&str, &str)] = &[
+    ("lab-hostswitch.toml", "hostswitch"),
+    ("lab-flood.toml", "flood-lost"),
+    ("lab-overhead.toml", "overhead"),
+];
+
+/// Plan `plan` (in plans/) judged over the results tree `dir`: one check,
+/// its failures and its skips (a lab plan's figures are all measured in
+/// the lab: a skip other than `not run here` is an offence). With
+/// `unmade_ok`, a scope that matched no run (a part of the pass not run:
+/// `lab.probe=`) is listed, not failed.
+pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
+    let name = format!("ipivmm check plans/{plan} (its results files)");
+    let verdicts =
+        match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+            Ok((_, v)) => v,
+            Err(e) => return r.bad(name, vec![e]),
+        };
+    let (held, _, _) = verdicts.counts();
+    let (mut failed, mut skipped, mut offences) = (0, 0, Vec::new());
+    for v in &verdicts.0 {
+        match &v.outcome {
+            Outcome::Pass(_) => {}
+            Outcome::Fail(why) if unmade_ok && why.starts_with("no run matches") => {
+                skipped += 1;
+                r.info(format!("  {plan} skip: {}: not made by this pass", v.name));
+            }
+            Outcome::Fail(why) => {
+                failed += 1;
+                offences.push(format!("not ok - {}: {why}", v.name));
+            }
+            Outcome::Skip(why) => {
+                skipped += 1;
+                if why.starts_with("not run here:") {
+                    r.info(format!("  {plan} skip: {}: {why}", v.name));
+                } else {
+                    offences.push(format!("{} # SKIP {why}: not measured in the lab", v.name));
+                }
+            }
+        }
+    }
+    r.check(
+        &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
+        offences,
+    );
+}
+
+/// `workload irqchip/apic/ipi apicv=request`, as a summary line names a run.
+pub fn label(r: &RunReport) -> String {
+    format!(
+        "{} {}/{}/{} apicv={}",
+        r.mode.workload.name(),
+        r.mode.irqchip.name(),
+        r.mode.apic.name(),
+        r.mode.ipi.name(),
+        r.apicv.requested.name()
+    )
+}
+
+/// What counting cost in one overhead run, one line: mode, mechanism,
+/// counted / detached p50, exits per operation (the counted run's measured
+/// phase) and the host ns each exit gained, plus the runs of its pairs
+/// that failed.
+pub fn overhead_summary(name: &str, doc: &Document) -> String {
+    let Some(r) = doc.runs.first() else {
+        return format!("{name}: no runs");
+    };
+    let mode = format!("{} {}", r.mode.apic.name(), r.mode.target.name());
+    let Some(o) = &r.observer_effect else {
+        return format!("{mode}: no observer effect (run {})", r.status.name());
+    };
+    let exits = Metric::ExitsPerOp
+        .value(&summary::summarize(r))
+        .unwrap_or(0.0);
+    let gained_ns = (o.with_counters_p50 - o.without_counters_p50) * 1e6 / r.tsc_khz.max(1) as f64;
+    let per_exit = if exits > 0.0 {
+        format!("{}", (gained_ns / exits).round())
+    } else {
+        "-".into()
+    };
+    let failed = if o.failed.is_empty() {
+        String::new()
+    } else {
+        format!("; failed: {}", o.failed.join("; "))
+    };
+    format!(
+        "{mode} exit reasons {}: p50 {} vs {} cycles detached, ratio {} ({} pairs), {} exits per {}, {per_exit} ns more per exit{failed}",
+        o.exit_reasons,
+        o.with_counters_p50.floor(),
+        o.without_counters_p50.floor(),
+        (o.ratio * 1000.0).round() / 1000.0,
+        o.pairs,
+        (exits * 100.0).round() / 100.0,
+        r.mode.workload.operation(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overhead(how: &str) -> Document {
+        let p = format!(
+            "{}/fixtures/overhead/overhead-x2apic-halt-{how}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        Document::load(Path::new(&p)).unwrap()
+    }
+
+    #[test]
+    fn the_cost_of_counting_and_its_failed_pairs() {
+        // What checks.jq's overhead_summary printed for the same files.
+        assert_eq!(
+            overhead_summary("bpf", &overhead("bpf")),
+            "x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit"
+        );
+        let line = overhead_summary("off", &overhead("off"));
+        assert!(
+            line.starts_with("x2apic halt exit reasons off: p50 1091520 vs 783120 cycles detached, ratio 1.394 (3 pairs), 3.25 exits per round trip, 45204 ns more per exit; failed: pair 2, counted: failed: vcpu1: payload panic: "),
+            "{line}"
+        );
+        let mut none = overhead("bpf");
+        none.runs[0].observer_effect = None;
+        assert_eq!(
+            overhead_summary("bpf", &none),
+            "x2apic halt: no observer effect (run completed)"
+        );
+        assert_eq!(
+            label(&none.runs[0]),
+            "pingpong kernel/x2apic/icr apicv=host"
+        );
+    }
+}
