@@ -17,7 +17,7 @@ use crate::settings;
 use core::arch::asm;
 use core::fmt;
 use ipivmm_abi::{
-    icr_low, icr_targets, pv_ipi_calls, IpiPath, PvIpiCall, KVM_HC_SEND_IPI, MAX_VCPUS,
+    icr_low, icr_targets, pv_ipi_calls, IpiPath, PvIpiCall, SetBits, KVM_HC_SEND_IPI, MAX_VCPUS,
 };
 pub use ipivmm_abi::{DeliveryMode, Destination, Icr, IcrError, LogicalModel, Shorthand};
 
@@ -66,7 +66,7 @@ impl VcpuSet {
 
     /// The vCPU indices, ascending.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..MAX_VCPUS).filter(|v| self.contains(*v))
+        SetBits::new(&self.0)
     }
 }
 
