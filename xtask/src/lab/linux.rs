@@ -82,21 +82,6 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     Ok(pass::print(&verify(&results)))
 }
 
-/// The Linux runs of `dir/runs`, sorted.
-fn runs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir.join("runs"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy();
-            n.starts_with("linux-") && n.ends_with(".json")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// The verdict over the results tree `dir`: the lab's own checks (steps
 /// host and extra, a hardware backend), plans/lab-linux.toml over the
 /// Linux runs (a line about runs the pass's parts did not make is listed,
@@ -104,7 +89,7 @@ fn runs(dir: &Path) -> Vec<PathBuf> {
 pub fn verify(dir: &Path) -> Report {
     verify::verify_with(Expect::Linux, dir, |r| {
         recorded::judge(r, dir, "lab-linux.toml", true);
-        for f in runs(dir) {
+        for f in verify::json_files(&dir.join("runs"), "linux-") {
             match ipivmm::Document::load(&f) {
                 Ok(doc) => {
                     for run in &doc.runs {

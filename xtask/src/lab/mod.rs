@@ -8,7 +8,6 @@
 //! backend per emulator), and checks the results against ipivmm's own
 //! results types ([`checks`], [`verify`]). See docs/lab.md, docs/lab-intel.md.
 mod avic;
-mod avic_checks;
 mod binaries;
 mod bochs;
 mod boot;

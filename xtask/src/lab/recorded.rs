@@ -7,8 +7,8 @@
 //! with ipivmm's own plan loader and expectation engine. What the runs
 //! must satisfy is the plan's; this file only reports it.
 use super::verify::Report;
-use ipivmm::expect::Outcome;
-use ipivmm::results::{metrics::Metric, summary, Document, RunReport};
+use ipivmm::expect::{Outcome, Verdicts};
+use ipivmm::results::{metrics::Metric, summary, Document};
 use std::path::Path;
 
 /// The plans/ of this tree.
@@ -22,57 +22,70 @@ pub const RECORDED: &[(&str, &str)] = &[
     ("lab-overhead.toml", "overhead"),
 ];
 
-/// Plan `plan` (in plans/) judged over the results tree `dir`: one check,
-/// its failures and its skips (a lab plan's figures are all measured in
-/// the lab: a skip other than `not run here` is an offence). With
-/// `unmade_ok`, a scope that matched no run (a part of the pass not run:
-/// `lab.probe=`) is listed, not failed.
+/// Plan `plan` (in plans/) judged over the results tree `dir`: one check
+/// ([`report`]). With `unmade_ok`, a scope that matched no run (a part of
+/// the pass not run: `lab.probe=`) is listed, not failed.
 pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
     let name = format!("ipivmm check plans/{plan} (its results files)");
-    let verdicts =
-        match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
-            Ok((_, v)) => v,
-            Err(e) => return r.bad(name, vec![e]),
-        };
-    let (held, _, _) = verdicts.counts();
-    let (mut failed, mut skipped, mut offences) = (0, 0, Vec::new());
-    for v in &verdicts.0 {
+    match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+        Ok((_, v)) => report(r, &name, plan, plan, &v, Vec::new(), unmade_ok),
+        Err(e) => r.bad(name, vec![e]),
+    }
+}
+
+/// Plan `plan`'s verdicts `v` as check `name`, with what was held, failed
+/// and skipped. What fails it: `offences` (the TAP's, when it was read
+/// back), a failure, a skip without a reason, nothing judged at all, and
+/// in a lab plan (plans/lab-*.toml: every figure it states is measured in
+/// the lab, so its only skips are of combinations a sweep skipped, which
+/// the plan's `unexpected_skips` judges) a skip other than `not run here`.
+/// Skips are listed after it as `  WHO skip: ...`; with `unmade_ok`, so is
+/// a scope that matched no run.
+pub fn report(
+    r: &mut Report,
+    name: &str,
+    plan: &str,
+    who: &str,
+    v: &Verdicts,
+    mut offences: Vec<String>,
+    unmade_ok: bool,
+) {
+    let (mut held, mut failed, mut skipped, mut listed) = (0, 0, 0, Vec::new());
+    for (n, v) in v.0.iter().enumerate().map(|(i, v)| (i + 1, v)) {
         match &v.outcome {
-            Outcome::Pass(_) => {}
+            Outcome::Pass(_) => held += 1,
             Outcome::Fail(why) if unmade_ok && why.starts_with("no run matches") => {
                 skipped += 1;
-                r.info(format!("  {plan} skip: {}: not made by this pass", v.name));
+                listed.push(format!("  {who} skip: {}: not made by this pass", v.name));
             }
             Outcome::Fail(why) => {
                 failed += 1;
-                offences.push(format!("not ok - {}: {why}", v.name));
+                offences.push(format!("not ok {n} - {}: {why}", v.name));
             }
             Outcome::Skip(why) => {
                 skipped += 1;
-                if why.starts_with("not run here:") {
-                    r.info(format!("  {plan} skip: {}: {why}", v.name));
-                } else {
-                    offences.push(format!("{} # SKIP {why}: not measured in the lab", v.name));
+                listed.push(format!("  {who} skip: {}: {why}", v.name));
+                if why.is_empty() {
+                    offences.push(format!("ok {n} - {}: skipped without a reason", v.name));
+                } else if plan.starts_with("lab-") && !why.starts_with("not run here:") {
+                    offences.push(format!(
+                        "ok {n} - {} # SKIP {why}: not measured in the lab",
+                        v.name
+                    ));
                 }
             }
         }
+    }
+    if held + failed == 0 && skipped > 0 && !unmade_ok {
+        offences.push("every expectation skipped: nothing judged".into());
     }
     r.check(
         &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
         offences,
     );
-}
-
-/// `workload irqchip/apic/ipi apicv=request`, as a summary line names a run.
-pub fn label(r: &RunReport) -> String {
-    format!(
-        "{} {}/{}/{} apicv={}",
-        r.mode.workload.name(),
-        r.mode.irqchip.name(),
-        r.mode.apic.name(),
-        r.mode.ipi.name(),
-        r.apicv.requested.name()
-    )
+    for l in listed {
+        r.info(l);
+    }
 }
 
 /// What counting cost in one overhead run, one line: mode, mechanism,
@@ -142,10 +155,6 @@ mod tests {
         assert_eq!(
             overhead_summary("bpf", &none),
             "x2apic halt: no observer effect (run completed)"
-        );
-        assert_eq!(
-            label(&none.runs[0]),
-            "pingpong kernel/x2apic/icr apicv=host"
         );
     }
 }

@@ -594,7 +594,7 @@ mod tests {
 
     #[test]
     fn the_avic_table_has_a_row_per_host_run_avic_on_and_off() {
-        use super::super::avic_checks::tests::{avic_off, avic_on};
+        use super::super::avic::tests::{avic_off, avic_on};
         let load = |v: serde_json::Value| Document::from_json(&v.to_string(), "avic").unwrap();
         let (on, off) = (load(avic_on()), load(avic_off()));
         let t = avic_table(&[&off, &on]);
@@ -628,7 +628,7 @@ mod tests {
 
     #[test]
     fn the_avic_doc_lines_name_the_guest_and_the_qemu() {
-        use super::super::avic_checks::tests::{avic_off, avic_on};
+        use super::super::avic::tests::{avic_off, avic_on};
         let dir = std::env::temp_dir().join(format!("xtask-avic-table-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("runs")).unwrap();
