@@ -562,18 +562,23 @@ pub(super) mod tests {
         t
     }
 
-    /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t`, each
-    /// expectation held.
+    /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t` (its own
+    /// writers'), each expectation held.
     fn held(t: &Tree, name: &str, points: &[&str]) {
-        let mut tap = format!("TAP version 13\n# {name}\n1..{}\n", points.len());
-        let mut xml = format!("<testsuites><testsuite name=\"{name}\">");
-        for (i, p) in points.iter().enumerate() {
-            tap += &format!("ok {} - {name}: {p}\n  ---\n  value: 1\n  ...\n", i + 1);
-            xml += &format!("<testcase name=\"{name}: {}\"/>", p.replace('>', "&gt;"));
-        }
-        t.edit(&format!("{name}.tap"), |_| tap)
+        use ipivmm::expect::{Outcome, Verdict, Verdicts};
+        use ipivmm_cli::output::{junit, tap};
+        let v = Verdicts(
+            points
+                .iter()
+                .map(|p| Verdict {
+                    name: format!("{name}: {p}"),
+                    outcome: Outcome::Pass(1.0),
+                })
+                .collect(),
+        );
+        t.edit(&format!("{name}.tap"), |_| tap::render(&v, name))
             .edit(&format!("{name}.junit.xml"), |_| {
-                xml + "</testsuite></testsuites>"
+                junit::render(&v, name).unwrap()
             });
     }
 

@@ -9,7 +9,7 @@ use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{Document, PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, Irqchip, Workload};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// A ratio as the tables show it: two places at most, no trailing zeros.
@@ -401,22 +401,13 @@ pub fn today() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    civil_date(secs / 86_400)
+    date(secs as i64)
 }
 
-/// `YYYY-MM-DD` of day `days` since 1970-01-01 (proleptic Gregorian).
-fn civil_date(days: u64) -> String {
-    // Howard Hinnant's days-to-civil, for days on or after the epoch.
-    let z = days as i64 + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+/// `YYYY-MM-DD` of `secs` since the epoch (UTC).
+fn date(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map_or_else(|| "?".into(), |d| d.date_naive().to_string())
 }
 
 /// The docs' table from `results`: docs/lab.md for QEMU (beside the same
@@ -507,12 +498,10 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
             super::host::log(format!("table: updated {}", doc.display()));
         }
         EmulatorKind::Bochs => {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
-                .with_context(|| format!("no runs in {}", results.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
+            let files = super::verify::json_files(&results.join("runs"), "");
+            if files.is_empty() {
+                bail!("no runs/*.json in {}", results.display());
+            }
             let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
             let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
             let doc = root.join("docs/lab-intel.md");
@@ -534,9 +523,9 @@ mod tests {
         assert_eq!(fmt(Some(0.0333)), "0.03");
         assert_eq!(fmt(Some(1.1)), "1.1");
         assert_eq!(fmt(None), "–");
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(20_454), "2026-01-01");
-        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(20_454 * 86_400 + 86_399), "2026-01-01");
+        assert_eq!(date(11_016 * 86_400), "2000-02-29");
     }
 
     fn fixture(apicv: &str) -> Document {
