@@ -498,7 +498,7 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
             super::host::log(format!("table: updated {}", doc.display()));
         }
         EmulatorKind::Bochs => {
-            let files = super::verify::json_files(&results.join("runs"), "");
+            let files = super::host::files(&results.join("runs"), "", ".json");
             if files.is_empty() {
                 bail!("no runs/*.json in {}", results.display());
             }

@@ -2,6 +2,7 @@
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
 use super::avic::Part;
+use super::host::files;
 use super::recorded;
 use super::tap;
 use std::fmt::Write as _;
@@ -255,23 +256,6 @@ fn tail(path: &Path, n: usize) -> Vec<String> {
         .collect()
 }
 
-/// The files of `dir` named `prefix*.json`, sorted.
-pub(super) fn json_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy())
-                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// steps.tsv: (name, exit status or `deadline`, seconds), in the order run.
 fn steps(dir: &Path) -> Vec<(String, String, String)> {
     fs::read_to_string(dir.join("steps.tsv"))
@@ -362,7 +346,7 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
             recorded::judge(&mut r, dir, plan, false);
         }
     }
-    for f in json_files(&dir.join("runs"), "overhead-") {
+    for f in files(&dir.join("runs"), "overhead-", ".json") {
         let name = f
             .file_name()
             .unwrap_or_default()
@@ -425,14 +409,7 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
 fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
     let expected = expect.whole() || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
     let tdir = dir.join("tests");
-    let mut outputs: Vec<PathBuf> = fs::read_dir(&tdir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    outputs.sort();
+    let outputs = files(&tdir, "", ".txt");
     if outputs.is_empty() && expected {
         r.bad(
             "KVM test binaries ran",
