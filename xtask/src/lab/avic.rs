@@ -215,10 +215,7 @@ fn verdict(r: &mut Report, part: Part, dir: &Path) {
             .collect();
         r.bad("kvm_amd avic=Y without force_avic", seen);
     }
-    let host = fs::read_to_string(dir.join("host-avic.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-    let state = verdict_state(host.as_ref(), "avic");
+    let state = verdict_state(dir, "avic");
     if state.as_deref() == Some("available") {
         r.ok("ipivmm host: AVIC usable");
     } else {
@@ -234,7 +231,7 @@ fn verdict(r: &mut Report, part: Part, dir: &Path) {
         );
         r.bad("ipivmm host: AVIC usable", why);
     }
-    x2avic_agrees(r, dir, host.as_ref());
+    x2avic_agrees(r, dir);
     match part {
         Part::Selftests => selftests(r, dir),
         Part::Matrix | Part::Preset => {
@@ -245,12 +242,9 @@ fn verdict(r: &mut Report, part: Part, dir: &Path) {
 }
 
 /// `ipivmm host --json`'s verdict `name` (`avic`, `x2avic`): its state.
-fn verdict_state(host: Option<&serde_json::Value>, name: &str) -> Option<String> {
-    let host = host?;
-    let verdicts = host
-        .pointer("/host/verdicts")
-        .or_else(|| host.get("verdicts"))?;
-    Some(verdicts.get(name)?.get("state")?.as_str()?.to_string())
+fn verdict_state(dir: &Path, name: &str) -> Option<String> {
+    let state = verify::host_fact(dir, "host-avic.json", &format!("/verdicts/{name}/state"))?;
+    Some(state.as_str()?.to_string())
 }
 
 /// x2AVIC as the guest saw it, on (QEMU's `-cpu max`) or off (`--cpu
@@ -258,14 +252,10 @@ fn verdict_state(host: Option<&serde_json::Value>, name: &str) -> Option<String>
 /// enabled" at load (dmesg) and `ipivmm host`'s verdict agree, which says
 /// whether the part's x2APIC runs went through the backing page or ran
 /// hybrid AVIC.
-fn x2avic_agrees(r: &mut Report, dir: &Path, host: Option<&serde_json::Value>) {
+fn x2avic_agrees(r: &mut Report, dir: &Path) {
     let name = "x2AVIC: the CPU flag, kvm_amd (dmesg) and ipivmm host agree";
-    let flag = host
-        .and_then(|h| {
-            h.pointer("/host/virt_flags/x2avic")
-                .or_else(|| h.pointer("/virt_flags/x2avic"))
-        })
-        .and_then(|f| f.as_bool());
+    let flag =
+        verify::host_fact(dir, "host-avic.json", "/virt_flags/x2avic").and_then(|f| f.as_bool());
     // The probe's own grep of dmesg at its start (extra.log) and the
     // kernel's log saved later: either keeps kvm_amd's line from the load.
     let logs: Vec<String> = ["extra.log", "dmesg-avic-on.txt", "dmesg.txt"]
@@ -273,7 +263,7 @@ fn x2avic_agrees(r: &mut Report, dir: &Path, host: Option<&serde_json::Value>) {
         .filter_map(|f| fs::read_to_string(dir.join(f)).ok())
         .collect();
     let dmesg = (!logs.is_empty()).then(|| logs.concat());
-    let verdict = verdict_state(host, "x2avic");
+    let verdict = verdict_state(dir, "x2avic");
     let (Some(flag), Some(dmesg), Some(verdict)) = (flag, dmesg.as_deref(), verdict.as_deref())
     else {
         r.bad(

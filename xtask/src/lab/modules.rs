@@ -200,8 +200,8 @@ mod tests {
     /// A Debian 6.12-like tree: compressed modules, virtio_pci built in.
     #[test]
     fn builtin_modules_are_left_out_and_compressed_ones_read() {
-        let dir = std::env::temp_dir().join(format!("xtask-modules-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         fs::create_dir_all(dir.join("kernel")).unwrap();
         fs::write(
             dir.join("modules.builtin"),
@@ -223,6 +223,5 @@ mod tests {
             read_ko(&dir.join("kernel/virtio_blk.ko.xz")).unwrap(),
             b"not an ELF object"
         );
-        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -87,11 +87,10 @@ fn accelerated_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
         .map(|e| e.accelerated as f64 / ipis as f64))
 }
 
-/// The backend a document was recorded on (`kvm_amd`...).
-fn backend(d: &Document) -> String {
-    d.host
-        .as_ref()
-        .map_or_else(|| "unknown".into(), |h| h.backend.to_string())
+/// What a document's host was (its kernel release, CPU model, backend:
+/// `kvm_amd`...), `unknown` where it does not say.
+fn host(d: &Document, what: fn(&ipivmm::host::HostInfo) -> String) -> String {
+    d.host.as_ref().map_or_else(|| "unknown".into(), what)
 }
 
 /// docs/lab.md's table: one row per mode and backend of the `--apicv host`
@@ -99,7 +98,7 @@ fn backend(d: &Document) -> String {
 pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for d in docs {
-        let b = backend(d);
+        let b = host(d, |h| h.backend.to_string());
         for r in d
             .runs
             .iter()
@@ -228,9 +227,9 @@ pub fn avic_doc_lines(dir: &Path, date: &str) -> Result<Vec<String>> {
         bail!("no runs/avic-*.json in {}", dir.display());
     };
     let iterations = first.runs.first().map_or(0, |r| r.mode.iterations);
-    let (kernel, cpu) = first.host.as_ref().map_or_else(
-        || ("unknown".to_string(), "unknown".to_string()),
-        |h| (h.kernel_release.clone(), h.cpu_model.clone()),
+    let (kernel, cpu) = (
+        host(first, |h| h.kernel_release.clone()),
+        host(first, |h| h.cpu_model.clone()),
     );
     let versions = std::fs::read_to_string(dir.join("versions.txt")).unwrap_or_default();
     let qemu = versions
@@ -463,33 +462,21 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
                 .find(|l| l.starts_with("kvm_amd.npt="))
                 .map(|l| l.chars().take("kvm_amd.npt=".len() + 1).collect::<String>())
                 .unwrap_or_default();
-            let host_of = |d: &ipivmm::results::Document| {
-                d.host.as_ref().map_or_else(
-                    || {
-                        (
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                        )
-                    },
-                    |h| {
-                        (
-                            h.kernel_release.clone(),
-                            h.cpu_model.clone(),
-                            h.backend.to_string(),
-                        )
-                    },
-                )
-            };
-            let (gk, gcpu, _) = host_of(&lab);
-            let (hk, _, hb) = host_of(&here);
             let mut lines = vec![
                 format!(
                     "Ping-pong, 2 vCPUs, spinning target, 30 round trips (`cargo xtask lab quick --update-docs`, {});",
                     today()
                 ),
-                format!("guest: {gk} on {gcpu}, {npt};"),
-                format!("host: {hk}, {hb}."),
+                format!(
+                    "guest: {} on {}, {npt};",
+                    host(&lab, |h| h.kernel_release.clone()),
+                    host(&lab, |h| h.cpu_model.clone())
+                ),
+                format!(
+                    "host: {}, {}.",
+                    host(&here, |h| h.kernel_release.clone()),
+                    host(&here, |h| h.backend.to_string())
+                ),
                 String::new(),
             ];
             lines.extend(lab_table(&[&lab, &here], ipivmm::Workload::Pingpong));
@@ -528,13 +515,9 @@ mod tests {
         assert_eq!(date(11_016 * 86_400), "2000-02-29");
     }
 
+    /// The quick pass fixture's sweep, as kvm_intel with enable_apicv=`apicv`.
     fn fixture(apicv: &str) -> Document {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/lab-quick/runs/sweep.json"
-        );
-        let mut v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut v = super::super::avic::tests::avic_off();
         for r in v["runs"].as_array_mut().unwrap() {
             r["host_settings"]["params"]["kvm_intel"] =
                 serde_json::json!({"enable_apicv": apicv, "enable_ipiv": "N"});
@@ -618,10 +601,10 @@ mod tests {
     #[test]
     fn the_avic_doc_lines_name_the_guest_and_the_qemu() {
         use super::super::avic::tests::{avic_off, avic_on};
-        let dir = std::env::temp_dir().join(format!("xtask-avic-table-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("runs")).unwrap();
-        assert!(avic_doc_lines(&dir, "2026-12-01").is_err(), "no runs");
+        assert!(avic_doc_lines(dir, "2026-12-01").is_err(), "no runs");
         std::fs::write(dir.join("runs/avic-on.json"), avic_on().to_string()).unwrap();
         std::fs::write(dir.join("runs/avic-off.json"), avic_off().to_string()).unwrap();
         std::fs::write(
@@ -629,7 +612,7 @@ mod tests {
             "kernel linux-image.deb\nqemu QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)\n",
         )
         .unwrap();
-        let lines = avic_doc_lines(&dir, "2026-12-01").unwrap();
+        let lines = avic_doc_lines(dir, "2026-12-01").unwrap();
         assert_eq!(
             lines[..3],
             [
@@ -645,7 +628,6 @@ mod tests {
             new.contains("| pingpong 2v halt | kernel/xapic | on |")
                 && !new.contains("Not generated")
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
