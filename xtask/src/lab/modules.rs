@@ -210,8 +210,8 @@ mod tests {
         .unwrap();
         let ko = dir.join("kernel/virtio_blk.ko");
         fs::write(&ko, b"not an ELF object").unwrap();
-        assert!(load_order(&dir, &["virtio_pci"]).unwrap().is_empty());
-        let e = format!("{:#}", load_order(&dir, &["nosuch"]).err().unwrap());
+        assert!(load_order(dir, &["virtio_pci"]).unwrap().is_empty());
+        let e = format!("{:#}", load_order(dir, &["nosuch"]).err().unwrap());
         assert!(
             e.contains("module nosuch not found under") && e.contains("(nor built in)"),
             "{e}"
