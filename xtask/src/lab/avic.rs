@@ -6,12 +6,12 @@
 //! the guest steps `host` and `extra`, with scripts/lab/probe-avic.sh as
 //! `extra` (packed with the KVM selftests by scripts/lab/build-selftests.sh);
 //! each part's results tree is checked on its own ([`verdict`]).
-use super::cli::{Args, EmulatorKind};
-use super::host::{self, log, Work};
-use super::pass::{self, Boot, Image, LabOutcome, Settings};
+use super::cli::Args;
+use super::host;
+use super::pass::{self, Image, LabOutcome, Settings};
 use super::verify::{self, Expect, Report};
-use super::{boot, initramfs, qemu, tables, tap};
-use anyhow::{bail, Result};
+use super::{initramfs, tables, tap};
+use anyhow::Result;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -47,9 +47,6 @@ impl Part {
         Self::ALL.iter().copied().find(|p| p.name() == name)
     }
 }
-
-/// The initramfs every boot of the pass boots, in its work directory.
-const INITRD: &str = "initrd-avic.cpio";
 
 /// Iterations per run unless `--iterations` says otherwise.
 pub const ITERATIONS: u32 = 20;
@@ -119,73 +116,27 @@ fn selftests_archive(s: &Settings, work: &Path) -> Result<PathBuf> {
 /// each part's results checked; `--update-docs` rewrites docs/lab.md's
 /// AVIC table from the matrix part.
 pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
-    if args.emulator != EmulatorKind::Qemu {
-        bail!("the AVIC pass runs on QEMU (kvm_amd): drop --emulator bochs");
-    }
-    let stop = host::interrupt_flag()?;
-    let mut work = Work::open(&work_dir(&s.root))?;
-    let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
-    log(format!("QEMU: {}", binary.display()));
-    let image = pass::build_image(s, &mut work, true)?;
-    let dir = work.dir.clone();
     let parts = args.parts.clone().unwrap_or_else(|| Part::ALL.to_vec());
-    let probe = work.timed("probe", |_| probe_archive(s, &image, &dir, &parts))?;
-    host::interrupted(&stop)?;
-    let archives: Vec<PathBuf> = std::iter::once(probe)
-        .chain(s.extra_cpio.iter().cloned())
-        .collect();
-    // Not initrd-extra.cpio: each part's collect removes that one.
-    let initrd = pass::with_archives(&image.initrd, &archives, work.dir.join(INITRD))?;
-    let mut versions = image.versions.clone();
-    versions.extend(qemu::Qemu::versions(&binary)?);
-    let mut q = s.qemu(binary, &image, initrd, &work.dir);
-    versions.push(format!("qemu -cpu {}", q.cpu));
-    let results = args
-        .results
-        .clone()
-        .unwrap_or_else(|| work.dir.join("results"));
-    let mut verdict = LabOutcome::Passed;
-    for part in parts {
-        host::interrupted(&stop)?;
+    let boots = parts.iter().map(|part| {
         let mut extra = s.kernel_args.clone();
         extra.push("lab.kvm=avic=1".into());
         extra.push(format!("lab.probe={}", part.name()));
-        let b = Boot {
-            stage: format!("boot-{}", part.name()),
-            guest: boot::GuestArgs {
-                pass: "quick".into(),
-                steps: Some("host,extra".into()),
-                iterations: Some(args.iterations.unwrap_or(ITERATIONS)),
-                extra,
-            },
-            timeout_s: args.timeout.unwrap_or(TIMEOUT_S),
-            results: results.join(part.name()),
-            pass: Expect::Avic(part).name(),
-        };
-        pass::boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
-        // Each part's warnings.txt holds its own boot's.
-        work.warnings.clear();
-        if !args.no_verify {
-            if let LabOutcome::Failed = pass::print(&verify(part, &b.results)) {
-                verdict = LabOutcome::Failed;
-            }
-        }
-    }
+        (Expect::Avic(*part), extra)
+    });
+    let (mut verdict, results) = pass::probe_pass(
+        s,
+        args,
+        (work_dir(&s.root), true, (ITERATIONS, TIMEOUT_S)),
+        ("probe", |image, dir| probe_archive(s, image, dir, &parts)),
+        boots.collect(),
+    )?;
     if args.update_docs {
         if let Err(e) = tables::update_avic_doc(&s.root, &results.join(Part::Matrix.name())) {
             eprintln!("lab: error: {e:#}");
             verdict = LabOutcome::Failed;
         }
     }
-    let _ = fs::remove_file(work.dir.join(INITRD));
-    log(format!("results in {}", results.display()));
     Ok(verdict)
-}
-
-/// The verdict over one part's results tree `dir`: the lab's own checks
-/// (steps host and extra, a hardware backend) and the part's ([`verdict`]).
-pub fn verify(part: Part, dir: &Path) -> Report {
-    verify::verify_with(Expect::Avic(part), dir, |r| verdict(r, part, dir))
 }
 
 /// The plans each part runs in the guest (probe-avic.sh's `check NAME`
@@ -202,7 +153,7 @@ pub const PLANS: &[(Part, &str, &str)] = &[
 /// on and off; the plans of the runs with AVIC on and off
 /// (plans/lab-avic-{on,off,preset}.toml, [`PLANS`]) held, read back from
 /// their TAP and JUnit as the quick pass's are.
-fn verdict(r: &mut Report, part: Part, dir: &Path) {
+pub fn verdict(r: &mut Report, part: Part, dir: &Path) {
     let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
     let has = |l: &str| params.lines().any(|p| p == l);
     if has("kvm_amd.avic=Y") && has("kvm_amd.force_avic=N") {
@@ -572,15 +523,6 @@ pub(super) mod tests {
             });
     }
 
-    fn report(t: &Tree, part: Part) -> Report {
-        verify(part, &t.0)
-    }
-
-    fn failures(t: &Tree, part: Part) -> Vec<String> {
-        let r = report(t, part);
-        r.failures().into_iter().map(str::to_string).collect()
-    }
-
     #[test]
     fn the_parts_are_named_as_the_guest_and_pass_txt_name_them() {
         for p in Part::ALL {
@@ -603,7 +545,7 @@ pub(super) mod tests {
     #[test]
     fn a_matrix_part_passes_every_check() {
         let t = tree("matrix", Part::Matrix);
-        let r = report(&t, Part::Matrix);
+        let r = t.report(Expect::Avic(Part::Matrix));
         let text = r.text();
         assert!(r.passed(), "{text}");
         // Two steps, the backend, params, host, x2AVIC, and each of the two
@@ -620,7 +562,7 @@ pub(super) mod tests {
     fn x2avic_is_on_or_off_by_every_account() {
         let name = "x2AVIC: the CPU flag, kvm_amd (dmesg) and ipivmm host agree";
         let t = tree("x2avic", Part::Preset);
-        let text = report(&t, Part::Preset).text();
+        let text = t.report(Expect::Avic(Part::Preset)).text();
         assert!(
             text.contains(&format!(
                 "  PASS  {name}\n  x2AVIC off: x2APIC guests run hybrid AVIC"
@@ -640,7 +582,7 @@ pub(super) mod tests {
             .edit("dmesg-avic-on.txt", |d| {
                 d + "[    2.102] SVM: x2AVIC enabled\n"
             });
-        let r = report(&t, Part::Preset);
+        let r = t.report(Expect::Avic(Part::Preset));
         assert!(r.passed(), "{}", r.text());
         assert!(r
             .text()
@@ -649,13 +591,14 @@ pub(super) mod tests {
         t.edit("dmesg-avic-on.txt", |d| {
             d.replace("SVM: x2AVIC enabled", "x")
         });
-        assert_eq!(failures(&t, Part::Preset), [name]);
-        assert!(report(&t, Part::Preset).text().contains(
+        assert_eq!(t.failures(Expect::Avic(Part::Preset)), [name]);
+        assert!(t.report(Expect::Avic(Part::Preset)).text().contains(
             "        CPU flag x2avic true, dmesg \"x2AVIC enabled\" false, ipivmm host x2AVIC available\n"
         ));
         // No dmesg saved at all.
         fs::remove_file(t.0.join("dmesg-avic-on.txt")).unwrap();
-        assert!(report(&t, Part::Preset)
+        assert!(t
+            .report(Expect::Avic(Part::Preset))
             .text()
             .contains("        missing: extra.log, dmesg-avic-on.txt or dmesg.txt\n"));
     }
@@ -672,14 +615,14 @@ pub(super) mod tests {
         t.edit("host-avic.json", |_| host.to_string());
         fs::remove_file(t.0.join("avic-off.tap")).unwrap();
         assert_eq!(
-            failures(&t, Part::Matrix),
+            t.failures(Expect::Avic(Part::Matrix)),
             [
                 "kvm_amd avic=Y without force_avic",
                 "ipivmm host: AVIC usable",
                 "ipivmm check plans/lab-avic-off.toml"
             ]
         );
-        assert!(report(&t, Part::Matrix)
+        assert!(t.report(Expect::Avic(Part::Matrix))
             .text()
             .contains("  FAIL  kvm_amd avic=Y without force_avic\n        kvm_amd.avic=Y\n        kvm_amd.force_avic=Y\n        kvm_amd.npt=Y\n"));
 
@@ -690,7 +633,7 @@ pub(super) mod tests {
             s.replacen("ok 2 - ", "not ok 2 - ", 1)
         });
         assert_eq!(
-            failures(&t, Part::Preset),
+            t.failures(Expect::Avic(Part::Preset)),
             ["ipivmm check plans/lab-avic-preset.toml: 1 held, 1 failed, 0 skipped"]
         );
         let t = tree("skipped", Part::Preset);
@@ -701,7 +644,7 @@ pub(super) mod tests {
                 1,
             )
         });
-        let text = report(&t, Part::Preset).text();
+        let text = t.report(Expect::Avic(Part::Preset)).text();
         assert!(text.contains("  FAIL  ipivmm check plans/lab-avic-preset.toml: 1 held, 0 failed, 1 skipped\n        ok 2 - avic-preset: ipis_delivered == ipis_sent # SKIP vcpu0: 'tracepoints' is unavailable: not measured in the lab\n"), "{text}");
         // The guest's step extra failed.
         t.edit("steps.tsv", |s| s.replace("extra\t0", "extra\t1"))
@@ -714,7 +657,7 @@ pub(super) mod tests {
     #[test]
     fn the_selftests_end_the_same_with_avic_on_and_off() {
         let t = tree("selftests", Part::Selftests);
-        let r = report(&t, Part::Selftests);
+        let r = t.report(Expect::Avic(Part::Selftests));
         assert!(r.passed(), "{}", r.text());
         assert!(r.text().contains("\n  PASS  KVM selftests ran with AVIC on and off (12 tests)\n  PASS  KVM selftests: the same outcome with AVIC on and off (passed: 12 on, 12 off, of 12)\n"), "{}", r.text());
         // What the AVIC pass's selftests boot gave on QEMU TCG: three fail
@@ -725,7 +668,7 @@ pub(super) mod tests {
                 .replace("ucna_injection_test\ton\t0", "ucna_injection_test\ton\t4")
                 .replace("ucna_injection_test\toff\t0", "ucna_injection_test\toff\t4")
         });
-        let r = report(&t, Part::Selftests);
+        let r = t.report(Expect::Avic(Part::Selftests));
         assert!(r.passed(), "{}", r.text());
         assert_eq!(r.skipped(), 2);
         assert!(r.text().contains("\n  PASS  KVM selftests: the same outcome with AVIC on and off (passed: 10 on, 10 off, of 12)\n  SKIP  selftest debug_regs: fails with AVIC on and off alike, rc 254 and 254: not through AVIC\n  SKIP  selftest ucna_injection_test: fails with AVIC on and off alike, rc 4 and 4 (4: KSFT_SKIP): not through AVIC\n"), "{}", r.text());
@@ -734,10 +677,11 @@ pub(super) mod tests {
             s.replacen("xapic_state_test\ton\t0", "xapic_state_test\ton\t254", 1)
         });
         assert_eq!(
-            failures(&t, Part::Selftests),
+            t.failures(Expect::Avic(Part::Selftests)),
             ["KVM selftests: the same outcome with AVIC on and off (passed: 9 on, 10 off, of 12)"]
         );
-        assert!(report(&t, Part::Selftests)
+        assert!(t
+            .report(Expect::Avic(Part::Selftests))
             .text()
             .contains("        xapic_state_test: rc 254 with AVIC on, 0 with AVIC off\n"));
         // None ran with AVIC off (the reload failed), or none at all.
@@ -748,12 +692,12 @@ pub(super) mod tests {
                 .collect()
         });
         assert_eq!(
-            failures(&t, Part::Selftests),
+            t.failures(Expect::Avic(Part::Selftests)),
             ["KVM selftests ran with AVIC on and off (12 tests)"]
         );
         fs::remove_file(t.0.join("selftests.tsv")).unwrap();
         assert_eq!(
-            failures(&t, Part::Selftests),
+            t.failures(Expect::Avic(Part::Selftests)),
             ["KVM selftests ran with AVIC on and off (0 tests)"]
         );
     }

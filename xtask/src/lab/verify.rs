@@ -1,8 +1,9 @@
 //! The verdict over a lab pass's results tree (what the guest left on its
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
-use super::avic::Part;
+use super::avic::{self, Part};
 use super::host::files;
+use super::linux;
 use super::recorded;
 use super::tap;
 use std::fmt::Write as _;
@@ -278,14 +279,10 @@ fn failure_line(l: &str) -> bool {
         || l.starts_with("SKIP")
 }
 
-/// The verdict over the results tree `dir` of a pass.
+/// The verdict over the results tree `dir` of a pass: the lab's own checks,
+/// with the probe passes' own ([`avic::verdict`], [`linux::verdict`]) after
+/// the results files' and before the test binaries'.
 pub fn verify(expect: Expect, dir: &Path) -> Report {
-    verify_with(expect, dir, |_| {})
-}
-
-/// [`verify`] with `more` checks of the pass's own (the AVIC pass's), made
-/// after the results files' and before the test binaries'.
-pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -> Report {
     let mut r = Report::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
     r.kernel = guest_kernel(dir);
@@ -353,7 +350,11 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
             Err(e) => r.info(format!("  overhead {e}")),
         }
     }
-    more(&mut r);
+    match expect {
+        Expect::Avic(part) => avic::verdict(&mut r, part, dir),
+        Expect::Linux => linux::verdict(&mut r, dir),
+        _ => {}
+    }
     // The guest's `ipivmm check` steps: each one's TAP is the check.
     let ran = |step: &str| steps.iter().any(|(n, _, _)| n == step);
     let full = expect == Expect::Full;
@@ -478,8 +479,12 @@ pub(super) mod tests {
             self
         }
 
-        pub fn failures(&self, expect: Expect) -> Vec<String> {
+        pub fn report(&self, expect: Expect) -> Report {
             verify(expect, &self.0)
+        }
+
+        pub fn failures(&self, expect: Expect) -> Vec<String> {
+            self.report(expect)
                 .failures()
                 .into_iter()
                 .map(str::to_string)
