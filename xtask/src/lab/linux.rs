@@ -3,13 +3,11 @@
 //! AVIC one, kvm_amd `avic=1`) with the guest steps `host` and `extra`,
 //! scripts/lab/probe-linux.sh as `extra`, packed with the L2 kernel and
 //! ipivmm's guest initramfs by scripts/lab/build-linux-probe.sh; then the
-//! lab's checks and plans/lab-linux.toml over its runs.
+//! lab's checks and plans/lab-linux.toml over its runs ([`super::verify`]).
 use super::cli::Args;
 use super::host;
-use super::linux_checks as lc;
 use super::pass::{self, LabOutcome, Settings};
-use super::recorded;
-use super::verify::{Expect, Report};
+use super::verify::Expect;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,22 +45,4 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
         vec![(Expect::Linux, extra)],
     )?;
     Ok(verdict)
-}
-
-/// The Linux pass's own checks of the results tree `dir`, after the lab's
-/// (steps host and extra, a hardware backend): plans/lab-linux.toml over
-/// the Linux runs (a line about runs the pass's parts did not make is
-/// listed, not failed), and a summary line per run.
-pub fn verdict(r: &mut Report, dir: &Path) {
-    recorded::judge(r, dir, "lab-linux.toml", true);
-    for f in host::files(&dir.join("runs"), "linux-", ".json") {
-        match ipivmm::Document::load(&f) {
-            Ok(doc) => {
-                for run in &doc.runs {
-                    r.info(format!("  linux: {}", lc::summary(run)));
-                }
-            }
-            Err(e) => r.info(format!("  linux: {e}")),
-        }
-    }
 }

@@ -17,7 +17,6 @@ mod debs;
 mod host;
 mod initramfs;
 mod linux;
-mod linux_checks;
 mod modules;
 mod pass;
 mod qemu;
