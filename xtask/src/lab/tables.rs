@@ -35,11 +35,38 @@ fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
     v.phases.iter().filter(|p| p.name == "measure").collect()
 }
 
-/// The measured phase of vCPU 0 (the sender), and those of every other vCPU.
-fn sender_and_receivers(r: &RunReport) -> Option<(&PhaseResult, Vec<&PhaseResult>)> {
+/// The measured phase of vCPU 0 (the sender) and the run's cells per IPI
+/// it sent: its exits (KVM's `exits` stat) and exits by reason, the same of
+/// every other vCPU (the receivers) together, its ICR-write exits and its
+/// accelerated ICR writes. None without the phase or an IPI sent.
+fn per_ipi(r: &RunReport) -> Option<(&PhaseResult, [String; 6])> {
     let (first, rest) = r.vcpus.split_first()?;
-    let sender = *measured(first).first()?;
-    Some((sender, rest.iter().flat_map(measured).collect()))
+    let s = *measured(first).first()?;
+    let recv: Vec<&PhaseResult> = rest.iter().flat_map(measured).collect();
+    let ipis = s.guest.ipis_sent;
+    if ipis == 0 {
+        return None;
+    }
+    let per = |n: Option<u64>| fmt(n.map(|n| n as f64 / ipis as f64));
+    let kvm = |ps: &[&PhaseResult]| {
+        per(Some(
+            ps.iter()
+                .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
+                .sum(),
+        ))
+    };
+    let icr = s.icr_write_exits.as_ref();
+    Some((
+        s,
+        [
+            kvm(&[s]),
+            reasons(&[s], ipis),
+            kvm(&recv),
+            reasons(&recv, ipis),
+            per(icr.map(|e| e.exits)),
+            per(icr.map(|e| e.accelerated)),
+        ],
+    ))
 }
 
 /// `reason n.nn` per IPI for every exit reason the phases counted, the
@@ -62,31 +89,6 @@ fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
         .join(", ")
 }
 
-/// KVM's exits stat of the phases per IPI.
-fn kvm_exits(phases: &[&PhaseResult], ipis: u64) -> String {
-    let n: u64 = phases
-        .iter()
-        .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
-        .sum();
-    fmt(Some(n as f64 / ipis as f64))
-}
-
-/// The sender's ICR-write exits per IPI.
-fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
-    fmt(sender
-        .icr_write_exits
-        .as_ref()
-        .map(|e| e.exits as f64 / ipis as f64))
-}
-
-/// The sender's accelerated ICR writes per IPI.
-fn accelerated_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
-    fmt(sender
-        .icr_write_exits
-        .as_ref()
-        .map(|e| e.accelerated as f64 / ipis as f64))
-}
-
 /// What a document's host was (its kernel release, CPU model, backend:
 /// `kvm_amd`...), `unknown` where it does not say.
 fn host(d: &Document, what: fn(&ipivmm::host::HostInfo) -> String) -> String {
@@ -104,21 +106,12 @@ pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
             .iter()
             .filter(|r| r.apicv.requested == ApicvRequest::Host && r.mode.workload == workload)
         {
-            let Some((s, recv)) = sender_and_receivers(r) else {
+            let Some((s, [se, sr, re, rr, icr, _])) = per_ipi(r) else {
                 continue;
             };
-            let ipis = s.guest.ipis_sent;
-            if ipis == 0 {
-                continue;
-            }
             let row = format!(
-                "| {} | {b} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {b} | {se} | {sr} | {re} | {rr} | {icr} | {} |",
                 mode(r),
-                kvm_exits(&[s], ipis),
-                reasons(&[s], ipis),
-                kvm_exits(&recv, ipis),
-                reasons(&recv, ipis),
-                icr_per_ipi(s, ipis),
                 s.latency
                     .as_ref()
                     .map_or_else(|| "–".into(), |l| l.p50.to_string()),
@@ -179,27 +172,18 @@ pub fn avic_table(docs: &[&Document]) -> Vec<String> {
         "| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |".to_string(),
     ];
     for r in runs {
-        let Some((s, recv)) = sender_and_receivers(r) else {
+        let Some((_, cells)) = per_ipi(r) else {
             continue;
         };
-        let ipis = s.guest.ipis_sent;
-        if ipis == 0 {
-            continue;
-        }
         out.push(format!(
-            "| {} {}v {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {}v {} | {}/{} | {} | {} |",
             r.mode.workload.name(),
             r.mode.vcpus,
             r.mode.target.name(),
             r.mode.irqchip.name(),
             r.mode.apic.name(),
             avic_state(r),
-            kvm_exits(&[s], ipis),
-            reasons(&[s], ipis),
-            kvm_exits(&recv, ipis),
-            reasons(&recv, ipis),
-            icr_per_ipi(s, ipis),
-            accelerated_per_ipi(s, ipis)
+            cells.join(" | ")
         ));
     }
     out
@@ -326,29 +310,15 @@ pub fn intel_table(docs: &[&Document]) -> Vec<String> {
             intel_param(r, "enable_ipiv"),
             r.apicv.requested.name()
         );
-        let state = r.status.name();
-        if state != "completed" && r.vcpus.is_empty() {
-            out.push(format!("{cells} | {state} | – | – | – | – |"));
-            continue;
-        }
-        let Some((s, recv)) = sender_and_receivers(r) else {
-            continue;
-        };
-        let ipis = s.guest.ipis_sent;
-        if ipis == 0 {
+        let Some((s, [_, sr, _, rr, icr, acc])) = per_ipi(r) else {
+            let state = r.status.name();
             out.push(format!(
                 "{cells} | {state}, no IPI measured | – | – | – | – |"
             ));
             continue;
-        }
-        out.push(format!(
-            "{cells} | {} | {} | {} | {} | {} |",
-            apicv_phase(s),
-            reasons(&[s], ipis),
-            reasons(&recv, ipis),
-            icr_per_ipi(s, ipis),
-            accelerated_per_ipi(s, ipis)
-        ));
+        };
+        let apicv = apicv_phase(s);
+        out.push(format!("{cells} | {apicv} | {sr} | {rr} | {icr} | {acc} |"));
     }
     out
 }
