@@ -1,9 +1,10 @@
 //! Expectation verdicts as TAP version 13 (what kselftest, Linaro's
 //! test-definitions and most CI harnesses read): one test point per
 //! verdict, `# SKIP` with the reason, a YAML block with the figure or the
-//! failure.
+//! failure; and read back ([`parse`]: the lab's verdict over the TAP
+//! `ipivmm check` wrote in its guest).
 use super::sink::{Command, Kind, Sink};
-use ipivmm::expect::{Outcome, Verdicts};
+use ipivmm::expect::{Outcome, Verdict, Verdicts};
 use std::fmt::Write;
 
 /// The `--tap` switch of `run` and `sweep`.
@@ -53,10 +54,84 @@ pub fn render(v: &Verdicts, suite: &str) -> String {
     out
 }
 
+/// Splits a point's `name # SKIP why` at the first unescaped ` # `:
+/// the name and the skip's reason, each with `\#` back to `#`.
+fn directive(rest: &str) -> (String, Option<String>) {
+    let unescape = |s: &str| s.replace("\\#", "#");
+    let mut from = 0;
+    while let Some(at) = rest[from..].find(" # ").map(|i| from + i) {
+        if !rest[..at].ends_with('\\') {
+            let d = rest[at + 3..].trim();
+            let skip = d.get(..4).filter(|w| w.eq_ignore_ascii_case("skip"));
+            return (unescape(&rest[..at]), skip.map(|_| unescape(d[4..].trim())));
+        }
+        from = at + 3;
+    }
+    (unescape(rest), None)
+}
+
+/// A TAP document read back (what [`render`] writes; unknown lines are
+/// ignored, as TAP says): its verdicts, a `not ok` without a `message:`
+/// failing with "no message", and what makes it no whole document (not
+/// version 13, no plan line or another count, a bail-out).
+pub fn parse(text: &str) -> (Verdicts, Vec<String>) {
+    let (mut v, mut planned, mut problems) = (Vec::new(), None::<usize>, Vec::new());
+    if text.lines().next().map(str::trim) != Some("TAP version 13") {
+        problems.push("not TAP version 13 (no first line 'TAP version 13')".to_string());
+    }
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix("1..") {
+            planned = n.split_whitespace().next().and_then(|n| n.parse().ok());
+        } else if let Some(why) = line.strip_prefix("Bail out!") {
+            problems.push(format!("bailed out: {}", why.trim()));
+        } else if let Some(m) = line.trim_start().strip_prefix("message: ") {
+            if let Some(Verdict {
+                outcome: Outcome::Fail(why),
+                ..
+            }) = v.last_mut()
+            {
+                *why = serde_json::from_str(m).unwrap_or_else(|_| m.to_string());
+            }
+        } else if let Some(value) = line.trim_start().strip_prefix("value: ") {
+            if let Some(Verdict {
+                outcome: Outcome::Pass(x),
+                ..
+            }) = v.last_mut()
+            {
+                *x = value.parse().unwrap_or(f64::NAN);
+            }
+        } else {
+            let (ok, rest) = match (line.strip_prefix("ok "), line.strip_prefix("not ok ")) {
+                (Some(r), _) => (true, r),
+                (_, Some(r)) => (false, r),
+                _ => continue,
+            };
+            let (number, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            if number.parse::<usize>().is_err() {
+                continue;
+            }
+            let (name, skip) = directive(rest.strip_prefix("- ").unwrap_or(rest));
+            let outcome = match (skip, ok) {
+                (Some(why), _) => Outcome::Skip(why),
+                (None, true) => Outcome::Pass(f64::NAN),
+                (None, false) => Outcome::Fail("no message".into()),
+            };
+            v.push(Verdict { name, outcome });
+        }
+    }
+    match planned {
+        None => problems.push("no plan line (1..N): the check did not finish".into()),
+        Some(n) if n != v.len() => {
+            problems.push(format!("{n} test points planned, {} reported", v.len()))
+        }
+        Some(_) => {}
+    }
+    (Verdicts(v), problems)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::expect::Verdict;
 
     #[test]
     fn points_skips_and_failures() {
@@ -87,5 +162,52 @@ mod tests {
             "{t}"
         );
         assert!(t.ends_with("# 1 passed, 1 failed, 1 skipped\n"), "{t}");
+    }
+
+    /// What [`render`] writes reads back as the same verdicts.
+    #[test]
+    fn what_is_written_reads_back() {
+        let v = Verdicts(vec![
+            Verdict {
+                name: "a # b: x == 1.25".into(),
+                outcome: Outcome::Pass(1.25),
+            },
+            Verdict {
+                name: "y < 0.01".into(),
+                outcome: Outcome::Fail("got \"2.55\"\nwant less".into()),
+            },
+            Verdict {
+                name: "z".into(),
+                outcome: Outcome::Skip("not run here: no PV".into()),
+            },
+        ]);
+        assert_eq!(parse(&render(&v, "plan")), (v, Vec::new()));
+        // `ipivmm sweep ... --tap`'s own (kvm_pvm: a failure, a PV skip).
+        let (v, problems) = parse(include_str!("../../../xtask/fixtures/tap/sweep-expect.tap"));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(v.counts(), (2, 1, 1));
+        assert_eq!(
+            v.0[1].outcome,
+            Outcome::Fail("got 6.8500, want < 0.0100".into())
+        );
+        let (v, _) = parse("TAP version 13\n1..2\nok 1 - x # skip one socket\nnot ok 2 - y\n");
+        assert_eq!(v.0[0].outcome, Outcome::Skip("one socket".into()));
+        assert_eq!(v.0[1].outcome, Outcome::Fail("no message".into()));
+    }
+
+    /// A document cut short, not TAP, or bailed out is said to be.
+    #[test]
+    fn what_is_no_whole_document() {
+        let (_, p) = parse("TAP version 13\n1..2\nok 1 - x\n");
+        assert_eq!(p, ["2 test points planned, 1 reported"]);
+        assert_eq!(parse("no tap here\n").1.len(), 2);
+        let (_, p) = parse("TAP version 13\n1..1\nBail out! no /dev/kvm\n");
+        assert_eq!(
+            p,
+            [
+                "bailed out: no /dev/kvm",
+                "1 test points planned, 0 reported"
+            ]
+        );
     }
 }

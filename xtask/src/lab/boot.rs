@@ -608,8 +608,8 @@ mod tests {
 
     #[test]
     fn boots_merge_into_one_tree() {
-        let dir = std::env::temp_dir().join(format!("xtask-merge-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let (a, into) = (dir.join("boot-1"), dir.join("new"));
         fs::create_dir_all(a.join("runs")).unwrap();
         fs::create_dir_all(into.join("runs")).unwrap();
@@ -639,14 +639,12 @@ mod tests {
         );
         assert_eq!(done_steps(&into), ["host", "tests"]);
         assert!(!a.exists());
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_boot_that_ended_in_a_retry_runs_the_step_again_from_its_first_attempt() {
-        let dir = std::env::temp_dir().join(format!("xtask-rerun-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         // Boot 1 finished host and the failed first attempt of test-lifecycle,
         // then panicked in its retry.
         fs::write(
@@ -657,16 +655,15 @@ mod tests {
         assert_eq!(rerun_of("test-lifecycle-retry"), "test-lifecycle");
         assert_eq!(rerun_of("sweep"), "sweep");
         let rerun = vec![rerun_of("test-lifecycle-retry").to_string()];
-        assert_eq!(resume_after(&dir, &rerun), ["host"]);
+        assert_eq!(resume_after(dir, &rerun), ["host"]);
         // A boot that ended in an ordinary step skips every finished one.
-        assert_eq!(resume_after(&dir, &[]), ["host", "test-lifecycle"]);
-        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(resume_after(dir, &[]), ["host", "test-lifecycle"]);
     }
 
     #[test]
     fn a_second_boots_logs_and_retries_add_to_the_first_boots() {
-        let dir = std::env::temp_dir().join(format!("xtask-merge-log-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let (b2, into) = (dir.join("boot-2"), dir.join("new"));
         fs::create_dir_all(b2.join("tests")).unwrap();
         fs::create_dir_all(into.join("tests")).unwrap();
@@ -689,14 +686,12 @@ mod tests {
             fs::read_to_string(into.join("retried.txt")).unwrap(),
             "x\nx\n"
         );
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_disk_the_guest_never_wrote_holds_nothing() {
-        let dir = std::env::temp_dir().join(format!("xtask-disk-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let disk = dir.join("out.img");
         File::create(&disk).unwrap().set_len(1 << 20).unwrap();
         unpack_disk(&disk, &dir.join("r")).unwrap();
@@ -714,6 +709,5 @@ mod tests {
         fs::write(&disk, bytes).unwrap();
         unpack_disk(&disk, &dir.join("s")).unwrap();
         assert_eq!(done_steps(&dir.join("s")), ["a"]);
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -127,8 +127,8 @@ mod tests {
 
     #[test]
     fn only_complete_lines_come_back() {
-        let dir = std::env::temp_dir().join(format!("xtask-console-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("console.log");
         std::fs::write(&path, "lab: one\r\nlab: tw").unwrap();
         let mut f = Follower::new(path.clone());
@@ -146,6 +146,5 @@ mod tests {
             ["lab: again"],
             "a truncated console is read from its start"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 //! of the same series, with a warning the verdict repeats. `--kernel` gives
 //! another kernel ([`GuestKernel`]): a Debian linux-image package, or a
 //! bzImage with its modules.
-use super::host::{log, run, Work};
+use super::host::{files, log, run, Work};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
 use std::fs;
@@ -104,7 +104,9 @@ pub fn fetch(work: &mut Work, cache: &Path, kernel: &GuestKernel) -> Result<Unpa
                 _ => fetch_deb(work, &debs, &KERNEL)?,
             };
             let kroot = unpack(cache, &kdeb)?;
-            let vmlinuz = first_with_prefix(&kroot.join("boot"), "vmlinuz-", "")?
+            let vmlinuz = files(&kroot.join("boot"), "vmlinuz-", "")
+                .into_iter()
+                .next()
                 .with_context(|| format!("no boot/vmlinuz-* in {}", kdeb.display()))?;
             let release = file_name(&vmlinuz)
                 .strip_prefix("vmlinuz-")
@@ -207,7 +209,7 @@ fn release_in_header(data: &[u8]) -> Option<String> {
 /// its extra archive with it).
 pub fn cached_busybox(cache: &Path) -> Result<PathBuf> {
     let root = cache.join("root");
-    let dir = first_with_prefix(&root, "busybox-static_", "")?;
+    let dir = files(&root, "busybox-static_", "").into_iter().next();
     match dir.map(|d| d.join("bin/busybox")) {
         Some(b) if b.is_file() => Ok(b),
         _ => bail!(
@@ -223,25 +225,10 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The first entry of `dir` (sorted) named `prefix*suffix`.
-fn first_with_prefix(dir: &Path, prefix: &str, suffix: &str) -> Result<Option<PathBuf>> {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Ok(None);
-    };
-    let mut names: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = file_name(p);
-            n.starts_with(prefix) && n.ends_with(suffix)
-        })
-        .collect();
-    names.sort();
-    Ok(names.into_iter().next())
-}
-
-fn cached_deb(debs: &Path, package: &str) -> Result<Option<PathBuf>> {
-    first_with_prefix(debs, &format!("{package}_"), ".deb")
+fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
+    files(debs, &format!("{package}_"), ".deb")
+        .into_iter()
+        .next()
 }
 
 /// `apt-get download` into `debs`, quietly; whether it worked.
@@ -257,7 +244,7 @@ fn download(debs: &Path, what: &str) -> bool {
 
 /// The cached package of `pin`, downloaded first when missing.
 fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
-    if let Some(p) = cached_deb(debs, pin.package)? {
+    if let Some(p) = cached_deb(debs, pin.package) {
         return Ok(p);
     }
     let exact = format!("{}={}", pin.package, pin.version);
@@ -269,7 +256,7 @@ fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
             .status();
         download(debs, &exact);
     }
-    if let Some(p) = cached_deb(debs, pin.package)? {
+    if let Some(p) = cached_deb(debs, pin.package) {
         return Ok(p);
     }
     let Some(series) = pin.series else {
@@ -293,7 +280,7 @@ fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
     if !download(debs, &alt) {
         bail!("apt-get download {alt} failed");
     }
-    cached_deb(debs, &alt)?.with_context(|| format!("apt-get download {alt} left no .deb"))
+    cached_deb(debs, &alt).with_context(|| format!("apt-get download {alt} left no .deb"))
 }
 
 /// Unpacks a package once into `cache/root/<its file name>`.

@@ -1,4 +1,4 @@
-//! The host side's plumbing: the log line, running tools with errors that
+//! The host side's plumbing: the log line, a directory's files, running tools with errors that
 //! name them, installing missing Debian packages, the work directory with
 //! its lock and wall times.
 use anyhow::{bail, Context, Result};
@@ -10,6 +10,22 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// The entries of `dir` named `prefix*suffix`, sorted (none when `dir`
+/// cannot be read).
+pub fn files(dir: &Path, prefix: &str, suffix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.starts_with(prefix) && n.ends_with(suffix)
+        })
+        .collect();
+    v.sort();
+    v
+}
 
 /// One line on stderr, prefixed like every line of the lab.
 pub fn log(msg: impl Display) {

@@ -3,16 +3,12 @@
 //! AVIC one, kvm_amd `avic=1`) with the guest steps `host` and `extra`,
 //! scripts/lab/probe-linux.sh as `extra`, packed with the L2 kernel and
 //! ipivmm's guest initramfs by scripts/lab/build-linux-probe.sh; then the
-//! lab's checks and plans/lab-linux.toml over its runs.
-use super::cli::{Args, EmulatorKind};
-use super::host::{self, log, Work};
-use super::linux_checks as lc;
-use super::pass::{self, Boot, LabOutcome, Settings};
-use super::recorded;
-use super::verify::{self, Expect, Report};
-use super::{boot, qemu};
-use anyhow::{bail, Result};
-use std::fs;
+//! lab's checks and plans/lab-linux.toml over its runs ([`super::verify`]).
+use super::cli::Args;
+use super::host;
+use super::pass::{self, LabOutcome, Settings};
+use super::verify::Expect;
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -30,89 +26,23 @@ pub fn work_dir(root: &Path) -> PathBuf {
 
 /// The pass: QEMU and the guest's image, the probe archive, one boot, the checks.
 pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
-    if args.emulator != EmulatorKind::Qemu {
-        bail!("the Linux pass runs on QEMU (kvm_amd): drop --emulator bochs");
-    }
-    let stop = host::interrupt_flag()?;
-    let mut work = Work::open(&work_dir(&s.root))?;
-    let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
-    let image = pass::build_image(s, &mut work, false)?;
-    let out = work.dir.join("linux-probe.cpio");
     let script = "scripts/lab/build-linux-probe.sh";
-    let probe = work.timed("linux-guest", |_| {
+    let mut extra = vec!["lab.kvm=avic=1".to_string(), format!("lab.probe={PARTS}")];
+    extra.extend(s.kernel_args.iter().cloned());
+    let probe = |_: &_, dir: &Path| {
         host::built(
             script,
             Command::new(s.root.join(script))
-                .arg(&out)
+                .arg(dir.join("linux-probe.cpio"))
                 .env("IPIVMM_LAB_CACHE", &s.cache),
         )
-    })?;
-    host::interrupted(&stop)?;
-    let archives: Vec<PathBuf> = std::iter::once(probe)
-        .chain(s.extra_cpio.iter().cloned())
-        .collect();
-    let initrd = pass::with_archives(&image.initrd, &archives, work.dir.join("initrd-linux.cpio"))?;
-    let mut versions = image.versions.clone();
-    versions.extend(qemu::Qemu::versions(&binary)?);
-    let mut q = s.qemu(binary, &image, initrd, &work.dir);
-    let results = args
-        .results
-        .clone()
-        .unwrap_or_else(|| work.dir.join("results"));
-    let mut extra = vec!["lab.kvm=avic=1".to_string(), format!("lab.probe={PARTS}")];
-    extra.extend(s.kernel_args.iter().cloned());
-    let b = Boot {
-        stage: "boot-linux".into(),
-        guest: boot::GuestArgs {
-            pass: "quick".into(),
-            steps: Some("host,extra".into()),
-            iterations: Some(args.iterations.unwrap_or(ITERATIONS)),
-            extra,
-        },
-        timeout_s: args.timeout.unwrap_or(TIMEOUT_S),
-        results: results.clone(),
-        pass: Expect::Linux.name(),
     };
-    pass::boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
-    let _ = fs::remove_file(work.dir.join("initrd-linux.cpio"));
-    log(format!("results in {}", results.display()));
-    if args.no_verify {
-        return Ok(LabOutcome::Passed);
-    }
-    Ok(pass::print(&verify(&results)))
-}
-
-/// The Linux runs of `dir/runs`, sorted.
-fn runs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir.join("runs"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy();
-            n.starts_with("linux-") && n.ends_with(".json")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-/// The verdict over the results tree `dir`: the lab's own checks (steps
-/// host and extra, a hardware backend), plans/lab-linux.toml over the
-/// Linux runs (a line about runs the pass's parts did not make is listed,
-/// not failed), and a summary line per run.
-pub fn verify(dir: &Path) -> Report {
-    verify::verify_with(Expect::Linux, dir, |r| {
-        recorded::judge(r, dir, "lab-linux.toml", true);
-        for f in runs(dir) {
-            match ipivmm::Document::load(&f) {
-                Ok(doc) => {
-                    for run in &doc.runs {
-                        r.info(format!("  linux: {}", lc::summary(run)));
-                    }
-                }
-                Err(e) => r.info(format!("  linux: {e}")),
-            }
-        }
-    })
+    let (verdict, _) = pass::probe_pass(
+        s,
+        args,
+        (work_dir(&s.root), false, (ITERATIONS, TIMEOUT_S)),
+        ("linux-guest", probe),
+        vec![(Expect::Linux, extra)],
+    )?;
+    Ok(verdict)
 }

@@ -8,7 +8,6 @@
 //! backend per emulator), and checks the results against ipivmm's own
 //! results types ([`checks`], [`verify`]). See docs/lab.md, docs/lab-intel.md.
 mod avic;
-mod avic_checks;
 mod binaries;
 mod bochs;
 mod boot;
@@ -18,7 +17,6 @@ mod debs;
 mod host;
 mod initramfs;
 mod linux;
-mod linux_checks;
 mod modules;
 mod pass;
 mod qemu;
@@ -51,7 +49,7 @@ pub fn main(mut args: Args) -> Result<LabOutcome> {
             })?;
             let expect = Expect::named(pass.trim())
                 .with_context(|| format!("{}: unknown pass '{}'", dir.display(), pass.trim()))?;
-            Ok(print_verdict(expect, &dir))
+            Ok(pass::print(&verify::verify(expect, &dir)))
         }
         Action::Table => {
             let dir = s.results(&args);
@@ -88,15 +86,6 @@ fn clean(s: &Settings, args: &Args) -> Result<LabOutcome> {
     }
     log(format!("removed {gone}"));
     Ok(LabOutcome::Passed)
-}
-
-/// The verdict of the results tree `dir` of a pass of `expect`, printed.
-fn print_verdict(expect: Expect, dir: &Path) -> LabOutcome {
-    pass::print(&match expect {
-        Expect::Avic(part) => avic::verify(part, dir),
-        Expect::Linux => linux::verify(dir),
-        other => verify::verify(other, dir),
-    })
 }
 
 /// A pass: build, boot, collect, verify.
@@ -234,7 +223,7 @@ fn lab(s: &Settings, args: &Args) -> Result<LabOutcome> {
     boot_and_collect(&mut work, emu.as_mut(), &b, &versions, &image, &stop)?;
     let mut verdict = LabOutcome::Passed;
     if !args.no_verify {
-        verdict = print_verdict(expect, &results);
+        verdict = pass::print(&verify::verify(expect, &results));
     }
     if args.update_docs {
         if let Err(e) = tables::update_docs(&s.root, args.emulator, &results) {

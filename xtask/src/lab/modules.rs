@@ -200,8 +200,8 @@ mod tests {
     /// A Debian 6.12-like tree: compressed modules, virtio_pci built in.
     #[test]
     fn builtin_modules_are_left_out_and_compressed_ones_read() {
-        let dir = std::env::temp_dir().join(format!("xtask-modules-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         fs::create_dir_all(dir.join("kernel")).unwrap();
         fs::write(
             dir.join("modules.builtin"),
@@ -210,8 +210,8 @@ mod tests {
         .unwrap();
         let ko = dir.join("kernel/virtio_blk.ko");
         fs::write(&ko, b"not an ELF object").unwrap();
-        assert!(load_order(&dir, &["virtio_pci"]).unwrap().is_empty());
-        let e = format!("{:#}", load_order(&dir, &["nosuch"]).err().unwrap());
+        assert!(load_order(dir, &["virtio_pci"]).unwrap().is_empty());
+        let e = format!("{:#}", load_order(dir, &["nosuch"]).err().unwrap());
         assert!(
             e.contains("module nosuch not found under") && e.contains("(nor built in)"),
             "{e}"
@@ -223,6 +223,5 @@ mod tests {
             read_ko(&dir.join("kernel/virtio_blk.ko.xz")).unwrap(),
             b"not an ELF object"
         );
-        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -1,12 +1,12 @@
-//! One lab pass as both drivers run it (`cargo xtask lab quick|full` in
-//! [`super`], the AVIC pass in [`super::avic`]): the settings, the guest's
-//! image built once, a boot with its results collected, and the verdict
-//! printed. Neither driver calls the other: both call this.
+//! One lab pass as its drivers run it (`cargo xtask lab quick|full` in
+//! [`super`], the probe passes in [`super::avic`] and [`super::linux`]):
+//! the settings, the guest's image built once, a boot with its results
+//! collected, and the verdict printed. No driver calls another: all call this.
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
-use super::verify::Report;
+use super::verify::{self, Expect, Report};
 use super::{binaries, boot, debs, initramfs, qemu};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -242,6 +242,78 @@ pub fn boot_and_collect(
     log(format!("results in {}", b.results.display()));
     Ok(())
 }
+
+/// A probe pass (`cargo xtask lab avic|linux`): QEMU and the guest's image
+/// (the KVM test binaries `with_tests`) built once in `dir`, the archive
+/// that `probe` makes there appended (its script is the guest's step
+/// `extra`); then a boot per pass and guest arguments of `boots`, each
+/// running the steps `host` and `extra` (`--iterations`, `--timeout`, else
+/// `defaults`) and checked unless `--no-verify`. The verdict, and where
+/// the results are (an AVIC part's in its own directory there).
+pub fn probe_pass(
+    s: &Settings,
+    args: &Args,
+    (dir, with_tests, defaults): (PathBuf, bool, (u32, u64)),
+    (stage, probe): (&str, impl FnOnce(&Image, &Path) -> Result<PathBuf>),
+    boots: Vec<(Expect, Vec<String>)>,
+) -> Result<(LabOutcome, PathBuf)> {
+    if args.emulator != EmulatorKind::Qemu {
+        bail!("the AVIC and Linux passes run on QEMU (kvm_amd): drop --emulator bochs");
+    }
+    let stop = host::interrupt_flag()?;
+    let mut work = Work::open(&dir)?;
+    let binary = work.timed("build-qemu", |_| qemu::Qemu::binary(&s.root, &s.cache))?;
+    log(format!("QEMU: {}", binary.display()));
+    let image = build_image(s, &mut work, with_tests)?;
+    let probe = work.timed(stage, |w| probe(&image, &w.dir))?;
+    host::interrupted(&stop)?;
+    let archives: Vec<PathBuf> = std::iter::once(probe)
+        .chain(s.extra_cpio.iter().cloned())
+        .collect();
+    // Not initrd-extra.cpio: each boot's collect removes that one.
+    let initrd = with_archives(&image.initrd, &archives, work.dir.join(PROBE_INITRD))?;
+    let mut versions = image.versions.clone();
+    versions.extend(qemu::Qemu::versions(&binary)?);
+    let mut q = s.qemu(binary, &image, initrd, &work.dir);
+    versions.push(format!("qemu -cpu {}", q.cpu));
+    let results = args
+        .results
+        .clone()
+        .unwrap_or_else(|| work.dir.join("results"));
+    let mut verdict = LabOutcome::Passed;
+    for (expect, extra) in boots {
+        host::interrupted(&stop)?;
+        let b = Boot {
+            stage: format!("boot-{}", expect.name()),
+            guest: boot::GuestArgs {
+                pass: "quick".into(),
+                steps: Some("host,extra".into()),
+                iterations: Some(args.iterations.unwrap_or(defaults.0)),
+                extra,
+            },
+            timeout_s: args.timeout.unwrap_or(defaults.1),
+            results: match expect {
+                Expect::Avic(part) => results.join(part.name()),
+                _ => results.clone(),
+            },
+            pass: expect.name(),
+        };
+        boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;
+        // Each boot's warnings.txt holds its own boot's.
+        work.warnings.clear();
+        if !args.no_verify {
+            if let LabOutcome::Failed = print(&verify::verify(expect, &b.results)) {
+                verdict = LabOutcome::Failed;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(work.dir.join(PROBE_INITRD));
+    log(format!("results in {}", results.display()));
+    Ok((verdict, results))
+}
+
+/// The initramfs every boot of a probe pass boots, in its work directory.
+const PROBE_INITRD: &str = "initrd-probe.cpio";
 
 /// Prints `report` (a pass's verdict): [`LabOutcome::Failed`] when a check failed.
 pub fn print(report: &Report) -> LabOutcome {

@@ -7,8 +7,8 @@
 //! with ipivmm's own plan loader and expectation engine. What the runs
 //! must satisfy is the plan's; this file only reports it.
 use super::verify::Report;
-use ipivmm::expect::Outcome;
-use ipivmm::results::{metrics::Metric, summary, Document, RunReport};
+use ipivmm::expect::{Outcome, Verdicts};
+use ipivmm::results::{metrics::Metric, summary, Document};
 use std::path::Path;
 
 /// The plans/ of this tree.
@@ -22,63 +22,76 @@ pub const RECORDED: &[(&str, &str)] = &[
     ("lab-overhead.toml", "overhead"),
 ];
 
-/// Plan `plan` (in plans/) judged over the results tree `dir`: one check,
-/// its failures and its skips (a lab plan's figures are all measured in
-/// the lab: a skip other than `not run here` is an offence). With
-/// `unmade_ok`, a scope that matched no run (a part of the pass not run:
-/// `lab.probe=`) is listed, not failed.
+/// Plan `plan` (in plans/) judged over the results tree `dir`: one check
+/// ([`report`]). With `unmade_ok`, a scope that matched no run (a part of
+/// the pass not run: `lab.probe=`) is listed, not failed.
 pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
     let name = format!("ipivmm check plans/{plan} (its results files)");
-    let verdicts =
-        match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
-            Ok((_, v)) => v,
-            Err(e) => return r.bad(name, vec![e]),
-        };
-    let (held, _, _) = verdicts.counts();
-    let (mut failed, mut skipped, mut offences) = (0, 0, Vec::new());
-    for v in &verdicts.0 {
+    match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+        Ok((_, v)) => report(r, &name, plan, plan, &v, Vec::new(), unmade_ok),
+        Err(e) => r.bad(name, vec![e]),
+    }
+}
+
+/// Plan `plan`'s verdicts `v` as check `name`, with what was held, failed
+/// and skipped. What fails it: `offences` (the TAP's, when it was read
+/// back), a failure, a skip without a reason, nothing judged at all, and
+/// in a lab plan (plans/lab-*.toml: every figure it states is measured in
+/// the lab, so its only skips are of combinations a sweep skipped, which
+/// the plan's `unexpected_skips` judges) a skip other than `not run here`.
+/// Skips are listed after it as `  WHO skip: ...`; with `unmade_ok`, so is
+/// a scope that matched no run.
+pub fn report(
+    r: &mut Report,
+    name: &str,
+    plan: &str,
+    who: &str,
+    v: &Verdicts,
+    mut offences: Vec<String>,
+    unmade_ok: bool,
+) {
+    let (mut held, mut failed, mut skipped, mut listed) = (0, 0, 0, Vec::new());
+    for (n, v) in v.0.iter().enumerate().map(|(i, v)| (i + 1, v)) {
         match &v.outcome {
-            Outcome::Pass(_) => {}
+            Outcome::Pass(_) => held += 1,
             Outcome::Fail(why) if unmade_ok && why.starts_with("no run matches") => {
                 skipped += 1;
-                r.info(format!("  {plan} skip: {}: not made by this pass", v.name));
+                listed.push(format!("  {who} skip: {}: not made by this pass", v.name));
             }
             Outcome::Fail(why) => {
                 failed += 1;
-                offences.push(format!("not ok - {}: {why}", v.name));
+                offences.push(format!("not ok {n} - {}: {why}", v.name));
             }
             Outcome::Skip(why) => {
                 skipped += 1;
-                if why.starts_with("not run here:") {
-                    r.info(format!("  {plan} skip: {}: {why}", v.name));
-                } else {
-                    offences.push(format!("{} # SKIP {why}: not measured in the lab", v.name));
+                listed.push(format!("  {who} skip: {}: {why}", v.name));
+                if why.is_empty() {
+                    offences.push(format!("ok {n} - {}: skipped without a reason", v.name));
+                } else if plan.starts_with("lab-") && !why.starts_with("not run here:") {
+                    offences.push(format!(
+                        "ok {n} - {} # SKIP {why}: not measured in the lab",
+                        v.name
+                    ));
                 }
             }
         }
+    }
+    if held + failed == 0 && skipped > 0 && !unmade_ok {
+        offences.push("every expectation skipped: nothing judged".into());
     }
     r.check(
         &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
         offences,
     );
+    for l in listed {
+        r.info(l);
+    }
 }
 
-/// `workload irqchip/apic/ipi apicv=request`, as a summary line names a run.
-pub fn label(r: &RunReport) -> String {
-    format!(
-        "{} {}/{}/{} apicv={}",
-        r.mode.workload.name(),
-        r.mode.irqchip.name(),
-        r.mode.apic.name(),
-        r.mode.ipi.name(),
-        r.apicv.requested.name()
-    )
-}
-
-/// What counting cost in one overhead run, one line: mode, mechanism,
-/// counted / detached p50, exits per operation (the counted run's measured
-/// phase) and the host ns each exit gained, plus the runs of its pairs
-/// that failed.
+/// What counting cost in one overhead run, one line: mode, the engine's
+/// line of its pairs (counted / detached p50, the runs that failed), exits
+/// per operation (the counted run's measured phase) and the host ns each
+/// exit gained.
 pub fn overhead_summary(name: &str, doc: &Document) -> String {
     let Some(r) = doc.runs.first() else {
         return format!("{name}: no runs");
@@ -96,18 +109,10 @@ pub fn overhead_summary(name: &str, doc: &Document) -> String {
     } else {
         "-".into()
     };
-    let failed = if o.failed.is_empty() {
-        String::new()
-    } else {
-        format!("; failed: {}", o.failed.join("; "))
-    };
+    // The engine's own line for the pairs (p50s, ratio, failed runs).
     format!(
-        "{mode} exit reasons {}: p50 {} vs {} cycles detached, ratio {} ({} pairs), {} exits per {}, {per_exit} ns more per exit{failed}",
-        o.exit_reasons,
-        o.with_counters_p50.floor(),
-        o.without_counters_p50.floor(),
-        (o.ratio * 1000.0).round() / 1000.0,
-        o.pairs,
+        "{mode}: {}; {} exits per {}, {per_exit} ns more per exit",
+        o.text(),
         (exits * 100.0).round() / 100.0,
         r.mode.workload.operation(),
     )
@@ -127,14 +132,17 @@ mod tests {
 
     #[test]
     fn the_cost_of_counting_and_its_failed_pairs() {
-        // What checks.jq's overhead_summary printed for the same files.
+        // The engine's line of the pairs, then the exits and ns per exit
+        // (checks.jq's figures for the same files).
         assert_eq!(
             overhead_summary("bpf", &overhead("bpf")),
-            "x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit"
+            "x2apic halt: counting cost: p50 949474 cycles with the counters (exit reasons bpf) vs 564999 without, +68.0% (4 pairs of runs: beyond the noise, the pairs' ratio +16.6% to +114.0% at 88%); 3.45 exits per round trip, 53026 ns more per exit"
         );
         let line = overhead_summary("off", &overhead("off"));
         assert!(
-            line.starts_with("x2apic halt exit reasons off: p50 1091520 vs 783120 cycles detached, ratio 1.394 (3 pairs), 3.25 exits per round trip, 45204 ns more per exit; failed: pair 2, counted: failed: vcpu1: payload panic: "),
+            line.starts_with("x2apic halt: counting cost: p50 1091520 cycles with the counters (exit reasons off) vs 783120 without, +39.4% (3 pairs of runs: ")
+                && line.contains("; 1 runs failed: pair 2, counted: failed: vcpu1: payload panic: ")
+                && line.ends_with("; 3.25 exits per round trip, 45204 ns more per exit"),
             "{line}"
         );
         let mut none = overhead("bpf");
@@ -142,10 +150,6 @@ mod tests {
         assert_eq!(
             overhead_summary("bpf", &none),
             "x2apic halt: no observer effect (run completed)"
-        );
-        assert_eq!(
-            label(&none.runs[0]),
-            "pingpong kernel/x2apic/icr apicv=host"
         );
     }
 }

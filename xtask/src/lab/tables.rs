@@ -9,7 +9,7 @@ use ipivmm::mode::apicv::ApicvState;
 use ipivmm::results::{Document, PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, Irqchip, Workload};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// A ratio as the tables show it: two places at most, no trailing zeros.
@@ -35,11 +35,38 @@ fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
     v.phases.iter().filter(|p| p.name == "measure").collect()
 }
 
-/// The measured phase of vCPU 0 (the sender), and those of every other vCPU.
-fn sender_and_receivers(r: &RunReport) -> Option<(&PhaseResult, Vec<&PhaseResult>)> {
+/// The measured phase of vCPU 0 (the sender) and the run's cells per IPI
+/// it sent: its exits (KVM's `exits` stat) and exits by reason, the same of
+/// every other vCPU (the receivers) together, its ICR-write exits and its
+/// accelerated ICR writes. None without the phase or an IPI sent.
+fn per_ipi(r: &RunReport) -> Option<(&PhaseResult, [String; 6])> {
     let (first, rest) = r.vcpus.split_first()?;
-    let sender = *measured(first).first()?;
-    Some((sender, rest.iter().flat_map(measured).collect()))
+    let s = *measured(first).first()?;
+    let recv: Vec<&PhaseResult> = rest.iter().flat_map(measured).collect();
+    let ipis = s.guest.ipis_sent;
+    if ipis == 0 {
+        return None;
+    }
+    let per = |n: Option<u64>| fmt(n.map(|n| n as f64 / ipis as f64));
+    let kvm = |ps: &[&PhaseResult]| {
+        per(Some(
+            ps.iter()
+                .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
+                .sum(),
+        ))
+    };
+    let icr = s.icr_write_exits.as_ref();
+    Some((
+        s,
+        [
+            kvm(&[s]),
+            reasons(&[s], ipis),
+            kvm(&recv),
+            reasons(&recv, ipis),
+            per(icr.map(|e| e.exits)),
+            per(icr.map(|e| e.accelerated)),
+        ],
+    ))
 }
 
 /// `reason n.nn` per IPI for every exit reason the phases counted, the
@@ -62,36 +89,10 @@ fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
         .join(", ")
 }
 
-/// KVM's exits stat of the phases per IPI.
-fn kvm_exits(phases: &[&PhaseResult], ipis: u64) -> String {
-    let n: u64 = phases
-        .iter()
-        .map(|p| p.kvm_stats.get("exits").copied().unwrap_or(0))
-        .sum();
-    fmt(Some(n as f64 / ipis as f64))
-}
-
-/// The sender's ICR-write exits per IPI.
-fn icr_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
-    fmt(sender
-        .icr_write_exits
-        .as_ref()
-        .map(|e| e.exits as f64 / ipis as f64))
-}
-
-/// The sender's accelerated ICR writes per IPI.
-fn accelerated_per_ipi(sender: &PhaseResult, ipis: u64) -> String {
-    fmt(sender
-        .icr_write_exits
-        .as_ref()
-        .map(|e| e.accelerated as f64 / ipis as f64))
-}
-
-/// The backend a document was recorded on (`kvm_amd`...).
-fn backend(d: &Document) -> String {
-    d.host
-        .as_ref()
-        .map_or_else(|| "unknown".into(), |h| h.backend.to_string())
+/// What a document's host was (its kernel release, CPU model, backend:
+/// `kvm_amd`...), `unknown` where it does not say.
+fn host(d: &Document, what: fn(&ipivmm::host::HostInfo) -> String) -> String {
+    d.host.as_ref().map_or_else(|| "unknown".into(), what)
 }
 
 /// docs/lab.md's table: one row per mode and backend of the `--apicv host`
@@ -99,27 +100,18 @@ fn backend(d: &Document) -> String {
 pub fn lab_table(docs: &[&Document], workload: Workload) -> Vec<String> {
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for d in docs {
-        let b = backend(d);
+        let b = host(d, |h| h.backend.to_string());
         for r in d
             .runs
             .iter()
             .filter(|r| r.apicv.requested == ApicvRequest::Host && r.mode.workload == workload)
         {
-            let Some((s, recv)) = sender_and_receivers(r) else {
+            let Some((s, [se, sr, re, rr, icr, _])) = per_ipi(r) else {
                 continue;
             };
-            let ipis = s.guest.ipis_sent;
-            if ipis == 0 {
-                continue;
-            }
             let row = format!(
-                "| {} | {b} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {b} | {se} | {sr} | {re} | {rr} | {icr} | {} |",
                 mode(r),
-                kvm_exits(&[s], ipis),
-                reasons(&[s], ipis),
-                kvm_exits(&recv, ipis),
-                reasons(&recv, ipis),
-                icr_per_ipi(s, ipis),
                 s.latency
                     .as_ref()
                     .map_or_else(|| "–".into(), |l| l.p50.to_string()),
@@ -180,27 +172,18 @@ pub fn avic_table(docs: &[&Document]) -> Vec<String> {
         "| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |".to_string(),
     ];
     for r in runs {
-        let Some((s, recv)) = sender_and_receivers(r) else {
+        let Some((_, cells)) = per_ipi(r) else {
             continue;
         };
-        let ipis = s.guest.ipis_sent;
-        if ipis == 0 {
-            continue;
-        }
         out.push(format!(
-            "| {} {}v {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {}v {} | {}/{} | {} | {} |",
             r.mode.workload.name(),
             r.mode.vcpus,
             r.mode.target.name(),
             r.mode.irqchip.name(),
             r.mode.apic.name(),
             avic_state(r),
-            kvm_exits(&[s], ipis),
-            reasons(&[s], ipis),
-            kvm_exits(&recv, ipis),
-            reasons(&recv, ipis),
-            icr_per_ipi(s, ipis),
-            accelerated_per_ipi(s, ipis)
+            cells.join(" | ")
         ));
     }
     out
@@ -228,9 +211,9 @@ pub fn avic_doc_lines(dir: &Path, date: &str) -> Result<Vec<String>> {
         bail!("no runs/avic-*.json in {}", dir.display());
     };
     let iterations = first.runs.first().map_or(0, |r| r.mode.iterations);
-    let (kernel, cpu) = first.host.as_ref().map_or_else(
-        || ("unknown".to_string(), "unknown".to_string()),
-        |h| (h.kernel_release.clone(), h.cpu_model.clone()),
+    let (kernel, cpu) = (
+        host(first, |h| h.kernel_release.clone()),
+        host(first, |h| h.cpu_model.clone()),
     );
     let versions = std::fs::read_to_string(dir.join("versions.txt")).unwrap_or_default();
     let qemu = versions
@@ -327,29 +310,15 @@ pub fn intel_table(docs: &[&Document]) -> Vec<String> {
             intel_param(r, "enable_ipiv"),
             r.apicv.requested.name()
         );
-        let state = r.status.name();
-        if state != "completed" && r.vcpus.is_empty() {
-            out.push(format!("{cells} | {state} | – | – | – | – |"));
-            continue;
-        }
-        let Some((s, recv)) = sender_and_receivers(r) else {
-            continue;
-        };
-        let ipis = s.guest.ipis_sent;
-        if ipis == 0 {
+        let Some((s, [_, sr, _, rr, icr, acc])) = per_ipi(r) else {
+            let state = r.status.name();
             out.push(format!(
                 "{cells} | {state}, no IPI measured | – | – | – | – |"
             ));
             continue;
-        }
-        out.push(format!(
-            "{cells} | {} | {} | {} | {} | {} |",
-            apicv_phase(s),
-            reasons(&[s], ipis),
-            reasons(&recv, ipis),
-            icr_per_ipi(s, ipis),
-            accelerated_per_ipi(s, ipis)
-        ));
+        };
+        let apicv = apicv_phase(s);
+        out.push(format!("{cells} | {apicv} | {sr} | {rr} | {icr} | {acc} |"));
     }
     out
 }
@@ -401,22 +370,13 @@ pub fn today() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    civil_date(secs / 86_400)
+    date(secs as i64)
 }
 
-/// `YYYY-MM-DD` of day `days` since 1970-01-01 (proleptic Gregorian).
-fn civil_date(days: u64) -> String {
-    // Howard Hinnant's days-to-civil, for days on or after the epoch.
-    let z = days as i64 + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+/// `YYYY-MM-DD` of `secs` since the epoch (UTC).
+fn date(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map_or_else(|| "?".into(), |d| d.date_naive().to_string())
 }
 
 /// The docs' table from `results`: docs/lab.md for QEMU (beside the same
@@ -472,33 +432,21 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
                 .find(|l| l.starts_with("kvm_amd.npt="))
                 .map(|l| l.chars().take("kvm_amd.npt=".len() + 1).collect::<String>())
                 .unwrap_or_default();
-            let host_of = |d: &ipivmm::results::Document| {
-                d.host.as_ref().map_or_else(
-                    || {
-                        (
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                            "unknown".to_string(),
-                        )
-                    },
-                    |h| {
-                        (
-                            h.kernel_release.clone(),
-                            h.cpu_model.clone(),
-                            h.backend.to_string(),
-                        )
-                    },
-                )
-            };
-            let (gk, gcpu, _) = host_of(&lab);
-            let (hk, _, hb) = host_of(&here);
             let mut lines = vec![
                 format!(
                     "Ping-pong, 2 vCPUs, spinning target, 30 round trips (`cargo xtask lab quick --update-docs`, {});",
                     today()
                 ),
-                format!("guest: {gk} on {gcpu}, {npt};"),
-                format!("host: {hk}, {hb}."),
+                format!(
+                    "guest: {} on {}, {npt};",
+                    host(&lab, |h| h.kernel_release.clone()),
+                    host(&lab, |h| h.cpu_model.clone())
+                ),
+                format!(
+                    "host: {}, {}.",
+                    host(&here, |h| h.kernel_release.clone()),
+                    host(&here, |h| h.backend.to_string())
+                ),
                 String::new(),
             ];
             lines.extend(lab_table(&[&lab, &here], ipivmm::Workload::Pingpong));
@@ -507,12 +455,10 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
             super::host::log(format!("table: updated {}", doc.display()));
         }
         EmulatorKind::Bochs => {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
-                .with_context(|| format!("no runs in {}", results.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
+            let files = super::host::files(&results.join("runs"), "", ".json");
+            if files.is_empty() {
+                bail!("no runs/*.json in {}", results.display());
+            }
             let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
             let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
             let doc = root.join("docs/lab-intel.md");
@@ -534,18 +480,14 @@ mod tests {
         assert_eq!(fmt(Some(0.0333)), "0.03");
         assert_eq!(fmt(Some(1.1)), "1.1");
         assert_eq!(fmt(None), "–");
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(20_454), "2026-01-01");
-        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(20_454 * 86_400 + 86_399), "2026-01-01");
+        assert_eq!(date(11_016 * 86_400), "2000-02-29");
     }
 
+    /// The quick pass fixture's sweep, as kvm_intel with enable_apicv=`apicv`.
     fn fixture(apicv: &str) -> Document {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/lab-quick/runs/sweep.json"
-        );
-        let mut v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut v = super::super::avic::tests::avic_off();
         for r in v["runs"].as_array_mut().unwrap() {
             r["host_settings"]["params"]["kvm_intel"] =
                 serde_json::json!({"enable_apicv": apicv, "enable_ipiv": "N"});
@@ -594,7 +536,7 @@ mod tests {
 
     #[test]
     fn the_avic_table_has_a_row_per_host_run_avic_on_and_off() {
-        use super::super::avic_checks::tests::{avic_off, avic_on};
+        use super::super::avic::tests::{avic_off, avic_on};
         let load = |v: serde_json::Value| Document::from_json(&v.to_string(), "avic").unwrap();
         let (on, off) = (load(avic_on()), load(avic_off()));
         let t = avic_table(&[&off, &on]);
@@ -628,11 +570,11 @@ mod tests {
 
     #[test]
     fn the_avic_doc_lines_name_the_guest_and_the_qemu() {
-        use super::super::avic_checks::tests::{avic_off, avic_on};
-        let dir = std::env::temp_dir().join(format!("xtask-avic-table-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        use super::super::avic::tests::{avic_off, avic_on};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("runs")).unwrap();
-        assert!(avic_doc_lines(&dir, "2026-12-01").is_err(), "no runs");
+        assert!(avic_doc_lines(dir, "2026-12-01").is_err(), "no runs");
         std::fs::write(dir.join("runs/avic-on.json"), avic_on().to_string()).unwrap();
         std::fs::write(dir.join("runs/avic-off.json"), avic_off().to_string()).unwrap();
         std::fs::write(
@@ -640,7 +582,7 @@ mod tests {
             "kernel linux-image.deb\nqemu QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)\n",
         )
         .unwrap();
-        let lines = avic_doc_lines(&dir, "2026-12-01").unwrap();
+        let lines = avic_doc_lines(dir, "2026-12-01").unwrap();
         assert_eq!(
             lines[..3],
             [
@@ -656,7 +598,6 @@ mod tests {
             new.contains("| pingpong 2v halt | kernel/xapic | on |")
                 && !new.contains("Not generated")
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

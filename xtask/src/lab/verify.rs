@@ -1,12 +1,13 @@
 //! The verdict over a lab pass's results tree (what the guest left on its
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
-use super::avic_checks::Part;
+use super::avic::{self, Part};
+use super::host::files;
 use super::recorded;
-use super::tap::{self, Tap};
+use super::tap;
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the verdict expects of a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,13 +59,7 @@ impl Expect {
 
     /// The steps (as steps.tsv names them) the pass must have run.
     fn steps(self) -> &'static [&'static str] {
-        const QUICK: &[&str] = &[
-            "host",
-            "sweep",
-            "inhibit-repeats",
-            "hostswitch",
-            "sweep-npt0",
-        ];
+        // The full pass's, the quick pass's and one more.
         const FULL: &[&str] = &[
             "host",
             "sweep",
@@ -74,7 +69,7 @@ impl Expect {
             "inhibit-repeats-loaded",
         ];
         match self {
-            Expect::Quick => QUICK,
+            Expect::Quick => &FULL[..5],
             Expect::Full => FULL,
             Expect::Custom => &[],
             Expect::Avic(_) | Expect::Linux => &["host", "extra"],
@@ -232,17 +227,22 @@ impl Report {
     }
 }
 
-/// The guest's kernel release as `ipivmm host --json` read it there
-/// (host.json, else the AVIC pass's host-avic.json).
+/// What `ipivmm host --json` wrote in `dir/file` (host.json; the AVIC
+/// pass's host-avic.json) at `path` (`/backend`; under `/host` or, as
+/// older trees have it, at the top).
+pub(super) fn host_fact(dir: &Path, file: &str, path: &str) -> Option<serde_json::Value> {
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join(file)).ok()?).ok()?;
+    v.pointer(&format!("/host{path}"))
+        .or_else(|| v.pointer(path))
+        .cloned()
+}
+
+/// The guest's kernel release as `ipivmm host` read it there.
 fn guest_kernel(dir: &Path) -> Option<String> {
-    ["host.json", "host-avic.json"].iter().find_map(|f| {
-        let v: serde_json::Value =
-            serde_json::from_str(&fs::read_to_string(dir.join(f)).ok()?).ok()?;
-        let k = v
-            .pointer("/host/kernel_release")
-            .or_else(|| v.get("kernel_release"))?;
-        Some(k.as_str()?.to_string())
-    })
+    ["host.json", "host-avic.json"]
+        .iter()
+        .find_map(|f| Some(host_fact(dir, f, "/kernel_release")?.as_str()?.to_string()))
 }
 
 /// The last `n` lines of a file (none when it is missing).
@@ -253,23 +253,6 @@ fn tail(path: &Path, n: usize) -> Vec<String> {
         .iter()
         .map(|l| l.to_string())
         .collect()
-}
-
-/// The files of `dir` named `prefix*.json`, sorted.
-fn json_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy())
-                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// steps.tsv: (name, exit status or `deadline`, seconds), in the order run.
@@ -295,14 +278,11 @@ fn failure_line(l: &str) -> bool {
         || l.starts_with("SKIP")
 }
 
-/// The verdict over the results tree `dir` of a pass.
+/// The verdict over the results tree `dir` of a pass: the lab's own checks,
+/// with the probe passes' own (an AVIC part's [`avic::verdict`], the Linux
+/// pass's plans/lab-linux.toml over its runs) after the results files' and
+/// before the test binaries'.
 pub fn verify(expect: Expect, dir: &Path) -> Report {
-    verify_with(expect, dir, |_| {})
-}
-
-/// [`verify`] with `more` checks of the pass's own (the AVIC pass's), made
-/// after the results files' and before the test binaries'.
-pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -> Report {
     let mut r = Report::default();
     r.info(format!("lab {} pass: {}", expect.name(), dir.display()));
     r.kernel = guest_kernel(dir);
@@ -333,15 +313,9 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
         }
     }
 
-    let host = dir.join("host.json");
-    if !expect.steps().is_empty() || host.exists() {
-        let backend = fs::read_to_string(&host)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| {
-                let b = v.pointer("/host/backend").or_else(|| v.get("backend"))?;
-                serde_json::from_value::<ipivmm::KvmBackend>(b.clone()).ok()
-            });
+    if !expect.steps().is_empty() || dir.join("host.json").exists() {
+        let backend = host_fact(dir, "host.json", "/backend")
+            .and_then(|b| serde_json::from_value::<ipivmm::KvmBackend>(b).ok());
         match backend {
             Some(b @ (ipivmm::KvmBackend::KvmAmd | ipivmm::KvmBackend::KvmIntel)) => {
                 r.ok(format!("hardware KVM backend in the guest: {b}"))
@@ -362,7 +336,7 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
             recorded::judge(&mut r, dir, plan, false);
         }
     }
-    for f in json_files(&dir.join("runs"), "overhead-") {
+    for f in files(&dir.join("runs"), "overhead-", ".json") {
         let name = f
             .file_name()
             .unwrap_or_default()
@@ -370,14 +344,23 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
             .into_owned();
         match ipivmm::Document::load(&f) {
             Ok(doc) => r.info(format!(
-                "  cost of counting: {}",
+                "  overhead {}",
                 recorded::overhead_summary(&name, &doc)
             )),
-            Err(e) => r.info(format!("  cost of counting: {e}")),
+            Err(e) => r.info(format!("  overhead {e}")),
         }
     }
-    more(&mut r);
-    plans(&mut r, expect, dir, &steps);
+    match expect {
+        Expect::Avic(part) => avic::verdict(&mut r, part, dir),
+        // A line about runs the pass's parts did not make is listed, not failed.
+        Expect::Linux => recorded::judge(&mut r, dir, "lab-linux.toml", true),
+        _ => {}
+    }
+    // The guest's `ipivmm check` steps: each one's TAP is the check.
+    let ran = |step: &str| steps.iter().any(|(n, _, _)| n == step);
+    let full = expect == Expect::Full;
+    let plans = tap::PLAN_STEPS.iter().map(|p| (p.step, p.plan(full)));
+    tap::plans(&mut r, dir, plans, expect.whole(), ran);
     tests(&mut r, expect, dir, &steps);
 
     let listing = |file: &str| -> Vec<String> {
@@ -416,105 +399,12 @@ pub fn verify_with(expect: Expect, dir: &Path, more: impl FnOnce(&mut Report)) -
     r
 }
 
-/// The guest's `ipivmm check` steps ([`tap::PLAN_STEPS`]: the lab's sweeps
-/// and plans/kvm-paths.toml): each one's TAP is the check, its JUnit must
-/// agree. Where the tree the lab was built from had no such plan (plans.txt
-/// lists what the initramfs carried), the verdict says so with a skip; once
-/// the tree has it, a missing TAP fails a pass that runs the step.
-fn plans(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
-    let carried = fs::read_to_string(dir.join("plans.txt")).unwrap_or_default();
-    for p in tap::PLAN_STEPS {
-        let plan = p.plan(expect == Expect::Full);
-        let ran = steps.iter().any(|(n, _, _)| n == p.step);
-        let carried = carried.lines().any(|l| l == plan);
-        plan_step(r, dir, p.step, plan, (expect.whole(), ran, carried));
-    }
-}
-
-/// Whether `plan` is one of the lab's own (plans/lab-*.toml): every figure
-/// it states is judged on the lab's KVM, so its only skips are of the
-/// combinations its sweeps skipped (`not run here: ...`, which the plan's
-/// `unexpected_skips` judges); any other skip is a figure not measured.
-fn lab_plan(plan: &str) -> bool {
-    plan.starts_with("lab-")
-}
-
-/// [`plans`] of one step, which runs `plan`: in a whole pass or one it
-/// `ran` in, its TAP is wanted; `carried` when the initramfs had the plan.
-pub(super) fn plan_step(
-    r: &mut Report,
-    dir: &Path,
-    step: &str,
-    plan: &str,
-    (whole, ran, carried): (bool, bool, bool),
-) {
-    let wanted = whole || ran;
-    let name = format!("ipivmm check plans/{plan}");
-    let file = format!("{step}.tap");
-    match fs::read_to_string(dir.join(&file)) {
-        Ok(text) => {
-            let t = Tap::parse(&text);
-            let (held, failed, skipped) = t.counts();
-            let mut offences = t.offences();
-            if lab_plan(plan) {
-                offences.extend(
-                    t.points
-                        .iter()
-                        .filter_map(|p| Some((p, p.skip.as_deref()?)))
-                        .filter(|(_, why)| !why.starts_with("not run here:"))
-                        .map(|(p, why)| {
-                            format!(
-                                "ok {} - {} # SKIP {why}: not measured in the lab",
-                                p.number, p.name
-                            )
-                        }),
-                );
-            }
-            r.check(
-                &format!("{name}: {held} held, {failed} failed, {skipped} skipped"),
-                offences,
-            );
-            let junit = format!("{step}.junit.xml");
-            r.check(
-                &format!("{name}: its JUnit ({junit}) says the same"),
-                match fs::read_to_string(dir.join(&junit)) {
-                    Ok(xml) => tap::junit_offences(&xml, &t),
-                    Err(e) => vec![format!("{junit}: {e}")],
-                },
-            );
-            for s in t.skips() {
-                r.info(format!("  {step} skip: {s}"));
-            }
-        }
-        Err(_) if carried && wanted => r.bad(
-            name,
-            vec![if ran {
-                format!("step {step} wrote no {file}")
-            } else {
-                format!("step {step} did not run")
-            }],
-        ),
-        Err(_) if wanted => r.skip(
-            name,
-            format!("the tree the lab was built from has no plans/{plan}"),
-        ),
-        Err(_) => {}
-    }
-}
-
 /// The KVM test binaries' outputs: each passed, and (where the pass ran
 /// them and the host recorded which there were) every one ran.
 fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, String)]) {
     let expected = expect.whole() || steps.iter().any(|(n, _, _)| n.starts_with("test-"));
     let tdir = dir.join("tests");
-    let mut outputs: Vec<PathBuf> = fs::read_dir(&tdir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    outputs.sort();
+    let outputs = files(&tdir, "", ".txt");
     if outputs.is_empty() && expected {
         r.bad(
             "KVM test binaries ran",
@@ -559,18 +449,19 @@ fn tests(r: &mut Report, expect: Expect, dir: &Path, steps: &[(String, String, S
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     const TREE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/lab-quick");
 
     /// A copy of the fixture results tree of a real quick pass (a few runs
-    /// and test outputs of it), for editing.
-    pub struct Tree(pub PathBuf);
+    /// and test outputs of it), for editing: its path, and the directory
+    /// that removes it when dropped.
+    pub struct Tree(pub PathBuf, tempfile::TempDir);
 
     impl Tree {
         pub fn new(name: &str) -> Self {
-            let dir =
-                std::env::temp_dir().join(format!("xtask-verify-{}-{name}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
+            let tmp = tempfile::Builder::new().prefix(name).tempdir().unwrap();
+            let dir = tmp.path().to_path_buf();
             for e in walkdir::WalkDir::new(TREE) {
                 let e = e.unwrap();
                 let to = dir.join(e.path().strip_prefix(TREE).unwrap());
@@ -580,27 +471,25 @@ pub(super) mod tests {
                     fs::copy(e.path(), &to).unwrap();
                 }
             }
-            Tree(dir)
+            Tree(dir, tmp)
         }
 
         pub fn edit(&self, file: &str, f: impl FnOnce(String) -> String) -> &Self {
-            let p = self.0.join(file);
+            let p = self.1.path().join(file);
             fs::write(&p, f(fs::read_to_string(&p).unwrap_or_default())).unwrap();
             self
         }
 
-        pub fn failures(&self, expect: Expect) -> Vec<String> {
+        pub fn report(&self, expect: Expect) -> Report {
             verify(expect, &self.0)
+        }
+
+        pub fn failures(&self, expect: Expect) -> Vec<String> {
+            self.report(expect)
                 .failures()
                 .into_iter()
                 .map(str::to_string)
                 .collect()
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
         }
     }
 
@@ -619,68 +508,6 @@ pub(super) mod tests {
             assert!(text.contains(&format!("\n  SKIP  ipivmm check plans/{plan}.toml: the tree the lab was built from has no plans/{plan}.toml\n")), "{text}");
         }
         assert!(text.ends_with("\nwall times (s): fetch 11 build 257 initramfs 1 boot 211 total 491\nlab: 10/10 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n"), "{text}");
-    }
-
-    #[test]
-    fn the_kvm_paths_plans_tap_is_a_check() {
-        let t = Tree::new("plan");
-        fs::write(t.0.join("plans.txt"), "kvm-paths.toml\nseeds.toml\n").unwrap();
-        // The initramfs carried the plan: its TAP must be there.
-        assert_eq!(
-            t.failures(Expect::Quick),
-            ["ipivmm check plans/kvm-paths.toml"]
-        );
-        assert!(verify(Expect::Quick, &t.0).text().contains(
-            "  FAIL  ipivmm check plans/kvm-paths.toml\n        step kvm-paths did not run\n"
-        ));
-        t.edit("steps.tsv", |s| s + "kvm-paths\t0\t140\n");
-        let held = "TAP version 13\n# kvm-paths\n1..3\nok 1 - unicast: ipis_per_operation == fan_out\n  ---\n  value: 1\n  ...\nok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n  ...\nok 3 - pv: icr_write_exits_per_operation == 0 # SKIP not run here: no PV\n# 2 passed, 0 failed, 1 skipped\n";
-        fs::write(t.0.join("kvm-paths.tap"), held).unwrap();
-        // Without its JUnit the TAP alone does not pass.
-        assert_eq!(
-            t.failures(Expect::Quick),
-            ["ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"]
-        );
-        let junit = r#"<testsuites><testsuite name="kvm-paths">
-            <testcase name="unicast: ipis_per_operation == fan_out"/>
-            <testcase name="unicast: icr_write_exits_per_operation &lt;= 1"/>
-            <testcase name="pv: icr_write_exits_per_operation == 0"><skipped message="not run here: no PV"/></testcase>
-            </testsuite></testsuites>"#;
-        fs::write(t.0.join("kvm-paths.junit.xml"), junit).unwrap();
-        let r = verify(Expect::Quick, &t.0);
-        assert_eq!(r.failures(), Vec::<&str>::new(), "{}", r.text());
-        let text = r.text();
-        assert!(text.contains("\n  PASS  step kvm-paths (140s)\n"), "{text}");
-        assert!(text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 2 held, 0 failed, 1 skipped\n  PASS  ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same\n  kvm-paths skip: pv: icr_write_exits_per_operation == 0: not run here: no PV\n"), "{text}");
-        assert!(
-            text.ends_with("lab: 13/13 checks passed, 2 skipped; guest kernel 6.1.0-50-amd64\n"),
-            "{text}"
-        );
-        // One expectation that does not hold fails the pass, with its message.
-        t.edit("kvm-paths.tap", |s| {
-            s.replace("ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  value: 1\n", "not ok 2 - unicast: icr_write_exits_per_operation <= 1\n  ---\n  message: \"got 2.0000, want <= 1.0000\"\n  severity: fail\n")
-        });
-        let r = verify(Expect::Quick, &t.0);
-        assert_eq!(
-            r.failures(),
-            ["ipivmm check plans/kvm-paths.toml: 1 held, 1 failed, 1 skipped"]
-        );
-        assert!(r.text().contains("        not ok 2 - unicast: icr_write_exits_per_operation <= 1: got 2.0000, want <= 1.0000\n"), "{}", r.text());
-        // The step ran (and ipivmm check exited 1), its TAP cut short.
-        t.edit("steps.tsv", |s| {
-            s.replace("kvm-paths\t0\t", "kvm-paths\t1\t")
-        });
-        t.edit("kvm-paths.tap", |s| {
-            s.lines().take(4).map(|l| format!("{l}\n")).collect()
-        });
-        assert_eq!(
-            t.failures(Expect::Quick),
-            [
-                "step kvm-paths: exit 1 (140s)",
-                "ipivmm check plans/kvm-paths.toml: 1 held, 0 failed, 0 skipped",
-                "ipivmm check plans/kvm-paths.toml: its JUnit (kvm-paths.junit.xml) says the same"
-            ]
-        );
     }
 
     /// The fixture pass as a tree of today's layout: the sweeps run by the
@@ -717,18 +544,13 @@ pub(super) mod tests {
         t
     }
 
+    /// The TAP of each `ipivmm check` step is a check, its JUnit another.
     #[test]
     fn the_lab_plans_taps_are_checks() {
         let t = with_plans("lab-plans");
         let r = verify(Expect::Quick, &t.0);
         assert_eq!(r.failures(), Vec::<&str>::new(), "{}", r.text());
         let text = r.text();
-        let line = |plan: &str| {
-            text.lines()
-                .find(|l| l.starts_with(&format!("  PASS  ipivmm check plans/{plan}: ")))
-                .unwrap_or_else(|| panic!("{plan}: {text}"))
-                .to_string()
-        };
         // Real verdicts (a quick pass on kvm_amd, 2026-12-02): every
         // expectation held.
         assert!(
@@ -736,84 +558,93 @@ pub(super) mod tests {
             "{text}"
         );
         assert!(
-            line("lab-npt0.toml").ends_with(": 18 held, 0 failed, 0 skipped"),
+            text.contains(
+                "\n  PASS  ipivmm check plans/lab-npt0.toml: 18 held, 0 failed, 0 skipped\n"
+            ),
             "{text}"
         );
+        // kvm-paths.toml is no lab plan: its skips (this fixture's, of
+        // kvm_pvm) are listed, not failed.
         assert!(
-            line("kvm-paths.toml").contains(" held, 0 failed, "),
+            text.contains("\n  PASS  ipivmm check plans/kvm-paths.toml: 56 held, 0 failed, 6 skipped\n  kvm-paths skip: "),
             "{text}"
         );
-        // A skip with its reason is listed, and counted as a skip, not held.
-        let t1 = with_plans("lab-plans-skip");
-        t1.edit("sweep.tap", |s| {
+        // The full pass names its own plan for the same step.
+        assert!(verify(Expect::Full, &t.0)
+            .text()
+            .contains("  PASS  ipivmm check plans/lab-full.toml: "));
+
+        // A lab plan's skip with its reason is listed, and counted as a
+        // skip, not held; its JUnit, which has no such skip, no longer agrees.
+        let point = "ok 3 - sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]";
+        t.edit("sweep.tap", |s| {
             s.replacen(
-                "ok 3 - sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]\n",
-                "ok 3 - sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv] # SKIP not run here: no PV\n",
+                &format!("{point}\n"),
+                &format!("{point} # SKIP not run here: no PV\n"),
                 1,
             )
         });
-        let text1 = verify(Expect::Quick, &t1.0).text();
-        assert!(
-            text1.contains(
-                "\n  PASS  ipivmm check plans/lab-sweep.toml: 171 held, 0 failed, 1 skipped\n"
-            ),
-            "{text1}"
-        );
-        // ... and its JUnit, which has no such skip, no longer agrees.
-        assert!(text1.contains("\n  FAIL  ipivmm check plans/lab-sweep.toml: its JUnit (sweep.junit.xml) says the same\n        172 test cases (0 skipped), the TAP 172 points (1 skipped)\n"), "{text1}");
-        assert!(text1.contains("\n  sweep skip: sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]: not run here: no PV\n"), "{text1}");
-        // A `not ok` fails the pass, with the plan's message.
+        let text = verify(Expect::Quick, &t.0).text();
+        assert!(text.contains("\n  PASS  ipivmm check plans/lab-sweep.toml: 171 held, 0 failed, 1 skipped\n  sweep skip: sweep: ipis_delivered == ipis_sent [pingpong 2v kernel/xapic/pv]: not run here: no PV\n  FAIL  ipivmm check plans/lab-sweep.toml: its JUnit (sweep.junit.xml) says the same\n        172 test cases (0 skipped), the TAP 172 points (1 skipped)\n"), "{text}");
+        // A skip must say why.
         t.edit("sweep.tap", |s| {
-            let at = s.find("\nok ").unwrap() + 1;
-            let end = at + s[at..].find('\n').unwrap();
-            let point = s[at..end].replacen("ok ", "not ok ", 1);
-            format!(
-                "{}{point}\n  ---\n  message: \"got 2, want == 1\"\n  severity: fail\n  ...{}",
-                &s[..at],
-                &s[end..]
-            )
+            s.replace(" # SKIP not run here: no PV\n", " # SKIP\n")
         });
-        let f = t.failures(Expect::Quick);
-        assert_eq!(f.len(), 1, "{f:?}");
         assert!(
-            f[0].starts_with("ipivmm check plans/lab-sweep.toml: ")
-                && f[0].contains(" held, 1 failed, "),
-            "{f:?}"
+            verify(Expect::Quick, &t.0)
+                .text()
+                .contains(&format!("\n        {point}: skipped without a reason\n")),
+            "{text}"
         );
-        assert!(verify(Expect::Quick, &t.0)
-            .text()
-            .contains(": got 2, want == 1\n"));
 
-        // A missing TAP fails; so does one cut short.
-        let t = with_plans("lab-plans-missing");
-        fs::remove_file(t.0.join("sweep-npt0.tap")).unwrap();
+        // A `not ok` fails the pass, with the plan's message.
+        let t = with_plans("lab-plans-not-ok");
+        t.edit("kvm-paths.tap", |s| {
+            s.replacen("ok 2 - unicast: ipis_per_operation == fan_out [pingpong 2v kernel/xapic/icr apicv-inhibit]\n  ---\n  value: 1\n", "not ok 2 - unicast: ipis_per_operation == fan_out [pingpong 2v kernel/xapic/icr apicv-inhibit]\n  ---\n  message: \"got 2, want == 1\"\n  severity: fail\n", 1)
+        });
         let r = verify(Expect::Quick, &t.0);
         assert_eq!(
             r.failures(),
-            ["ipivmm check plans/lab-npt0.toml"],
-            "{}",
-            r.text()
+            ["ipivmm check plans/kvm-paths.toml: 55 held, 1 failed, 6 skipped"]
         );
-        assert!(r.text().contains("  FAIL  ipivmm check plans/lab-npt0.toml\n        step sweep-npt0 wrote no sweep-npt0.tap\n"));
+        assert!(r.text().contains("\n        not ok 2 - unicast: ipis_per_operation == fan_out [pingpong 2v kernel/xapic/icr apicv-inhibit]: got 2, want == 1\n"), "{}", r.text());
+
+        // A missing TAP fails, whether the step ran or not; so does one cut
+        // short (its JUnit then disagrees too), and a missing JUnit.
+        let t = with_plans("lab-plans-missing");
+        fs::remove_file(t.0.join("sweep-npt0.tap")).unwrap();
+        t.edit("steps.tsv", |s| s.replace("kvm-paths\t0\t140\n", ""));
+        fs::remove_file(t.0.join("kvm-paths.tap")).unwrap();
         t.edit("sweep.tap", |s| {
             s.lines().take(6).map(|l| format!("{l}\n")).collect()
         });
-        let f = t.failures(Expect::Quick);
-        assert!(
-            f.iter()
-                .any(|n| n.starts_with("ipivmm check plans/lab-sweep.toml: ")
-                    && !n.contains("JUnit")),
-            "{f:?}"
+        fs::remove_file(t.0.join("sweep.junit.xml")).unwrap();
+        let r = verify(Expect::Quick, &t.0);
+        assert_eq!(
+            r.failures(),
+            [
+                "ipivmm check plans/lab-sweep.toml: 1 held, 0 failed, 0 skipped",
+                "ipivmm check plans/lab-sweep.toml: its JUnit (sweep.junit.xml) says the same",
+                "ipivmm check plans/kvm-paths.toml",
+                "ipivmm check plans/lab-npt0.toml"
+            ],
+            "{}",
+            r.text()
         );
-        assert!(
-            f.contains(
-                &"ipivmm check plans/lab-sweep.toml: its JUnit (sweep.junit.xml) says the same"
-                    .to_string()
-            ),
-            "{f:?}"
-        );
+        let text = r.text();
+        for line in [
+            "172 test points planned, 1 reported",
+            "sweep.junit.xml: No such file or directory (os error 2)",
+            "step kvm-paths did not run",
+            "step sweep-npt0 wrote no sweep-npt0.tap",
+        ] {
+            assert!(
+                text.contains(&format!("\n        {line}\n")),
+                "{line}: {text}"
+            );
+        }
 
-        // A skip stays a skip: every point skipped judges nothing and fails.
+        // Every point skipped judges nothing and fails.
         let t = with_plans("lab-plans-skips");
         t.edit("sweep-npt0.tap", |s| {
             s.lines()
@@ -823,22 +654,11 @@ pub(super) mod tests {
                 })
                 .collect()
         });
-        let r = verify(Expect::Quick, &t.0);
-        let text = r.text();
+        let text = verify(Expect::Quick, &t.0).text();
         assert!(
-            text.contains("  FAIL  ipivmm check plans/lab-npt0.toml: 0 held, 0 failed, "),
+            text.contains("  FAIL  ipivmm check plans/lab-npt0.toml: 0 held, 0 failed, 18 skipped\n        every expectation skipped: nothing judged\n"),
             "{text}"
         );
-        assert!(
-            text.contains("        every expectation skipped: nothing judged\n"),
-            "{text}"
-        );
-
-        // The full pass names its own plan for the same step.
-        let t = with_plans("lab-plans-full");
-        assert!(verify(Expect::Full, &t.0)
-            .text()
-            .contains("  PASS  ipivmm check plans/lab-full.toml: "));
     }
 
     #[test]
@@ -915,7 +735,7 @@ pub(super) mod tests {
             "{}",
             r.text()
         );
-        assert!(r.text().contains("        not ok - sweep-hostparam: host-param=kvm_amd.npt=0: operations > 0: no run matches"), "{}", r.text());
+        assert!(r.text().contains("        not ok 3 - sweep-hostparam: host-param=kvm_amd.npt=0: operations > 0: no run matches"), "{}", r.text());
         // A file that cannot be read fails its plan; a missing one too.
         t.edit("runs/sweep-hostparam.json", |_| {
             "{\"schema\": \"ipivmm.results/1\"".into()
@@ -955,9 +775,9 @@ pub(super) mod tests {
             ["ipivmm check plans/lab-overhead.toml (its results files): 3 held, 1 failed, 0 skipped"]
         );
         let text = r.text();
-        assert!(text.contains("\n  cost of counting: x2apic halt exit reasons bpf: p50 949474 vs 564999 cycles detached, ratio 1.68 (4 pairs), 3.45 exits per round trip, 53026 ns more per exit\n"), "{text}");
+        assert!(text.contains("\n  overhead x2apic halt: counting cost: p50 949474 cycles with the counters (exit reasons bpf) vs 564999 without, +68.0% (4 pairs of runs: beyond the noise, the pairs' ratio +16.6% to +114.0% at 88%); 3.45 exits per round trip, 53026 ns more per exit\n"), "{text}");
         assert!(
-            text.contains("        not ok - overhead: run.observer_pairs_failed == 0 [pingpong 2v kernel/x2apic/icr]: got 1, want == 0"),
+            text.contains("        not ok 4 - overhead: run.observer_pairs_failed == 0 [pingpong 2v kernel/x2apic/icr]: got 1, want == 0"),
             "{text}"
         );
     }
