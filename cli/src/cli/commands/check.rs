@@ -672,6 +672,22 @@ mod tests {
             .unwrap()
     }
 
+    /// Asserts that plan `plan` on the fixture `file` edited by `edit`
+    /// fails a line that starts with `line` (see [`tampered`]).
+    #[track_caller]
+    fn assert_tampered_fails(
+        plan: &str,
+        file: &str,
+        edit: impl FnOnce(&mut serde_json::Value),
+        line: &str,
+    ) {
+        let failed = tampered(plan, file, edit);
+        assert!(
+            fails(&failed, line),
+            "{plan} on {file}: nothing failed as {line:?}: {failed:?}"
+        );
+    }
+
     fn fails(failed: &[String], line: &str) -> bool {
         failed.iter().any(|n| n.starts_with(line))
     }
@@ -685,54 +701,44 @@ mod tests {
             let real = tampered(plan, SWEEP, |_| {});
             assert!(!fails(&real, "run.apicv"), "{plan}: {real:?}");
         }
-        let none = tampered("lab-sweep.toml", SWEEP, |v| {
-            v["runs"][2]
-                .as_object_mut()
-                .unwrap()
-                .remove("apicv_observed");
-        });
-        assert!(
-            fails(
-                &none,
-                "run.apicv_sampled == 1 [broadcast 2v user/xapic/icr]"
-            ),
-            "{none:?}"
+        assert_tampered_fails(
+            "lab-sweep.toml",
+            SWEEP,
+            |v| {
+                v["runs"][2]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("apicv_observed");
+            },
+            "run.apicv_sampled == 1 [broadcast 2v user/xapic/icr]",
         );
-        let enabled = tampered("lab-sweep.toml", SWEEP, |v| {
-            v["runs"][3]["apicv_observed"]["inhibits_at_end"] = serde_json::json!(["ABSENT"])
-        });
-        assert!(
-            fails(
-                &enabled,
-                "apicv=unavailable: run.apicv_at_end:DISABLED == 1 ["
-            ),
-            "{enabled:?}"
+        assert_tampered_fails(
+            "lab-sweep.toml",
+            SWEEP,
+            |v| v["runs"][3]["apicv_observed"]["inhibits_at_end"] = serde_json::json!(["ABSENT"]),
+            "apicv=unavailable: run.apicv_at_end:DISABLED == 1 [",
         );
-        let active = tampered("lab-sweep.toml", SWEEP, |v| {
-            phase(v, 0, 1, "measure")["apicv"]["active"] = true.into()
-        });
-        assert!(
-            fails(
-                &active,
-                "apicv=unavailable: vcpu*.phase.apicv_active == 0 ["
-            ),
-            "{active:?}"
+        assert_tampered_fails(
+            "lab-sweep.toml",
+            SWEEP,
+            |v| phase(v, 0, 1, "measure")["apicv"]["active"] = true.into(),
+            "apicv=unavailable: vcpu*.phase.apicv_active == 0 [",
         );
-        let warm = tampered("lab-sweep.toml", SWEEP, |v| {
-            phase(v, 0, 0, "warmup")["apicv"]["active"] = true.into()
-        });
-        assert!(
-            fails(
-                &warm,
-                "apicv=unavailable @warmup: vcpu*.phase.apicv_active == 0 ["
-            ),
-            "{warm:?}"
+        assert_tampered_fails(
+            "lab-sweep.toml",
+            SWEEP,
+            |v| phase(v, 0, 0, "warmup")["apicv"]["active"] = true.into(),
+            "apicv=unavailable @warmup: vcpu*.phase.apicv_active == 0 [",
         );
-        let lever = tampered("lab-sweep.toml", SWEEP, |v| {
-            v["runs"][1]["apicv_observed"]["lever"] =
-                serde_json::json!({"reason": "PIT_REINJ", "observed": false})
-        });
-        assert!(fails(&lever, "run.apicv_lever_missed == 0 ["), "{lever:?}");
+        assert_tampered_fails(
+            "lab-sweep.toml",
+            SWEEP,
+            |v| {
+                v["runs"][1]["apicv_observed"]["lever"] =
+                    serde_json::json!({"reason": "PIT_REINJ", "observed": false})
+            },
+            "run.apicv_lever_missed == 0 [",
+        );
     }
 
     /// The host-parameter sweep, the exit flood and the overhead runs: what
@@ -751,20 +757,23 @@ mod tests {
             flipped,
             ["run.host_param_as_asked == 1 [pingpong 2v kernel/x2apic/icr kvm_amd.npt=0]"]
         );
-        let one = tampered("lab-hostswitch.toml", HP, |v| {
-            v["runs"][1]["host_param"] = "kvm_amd.npt=1".into()
-        });
-        assert!(
-            fails(&one, "host-param=kvm_amd.npt=0: operations > 0"),
-            "{one:?}"
+        assert_tampered_fails(
+            "lab-hostswitch.toml",
+            HP,
+            |v| v["runs"][1]["host_param"] = "kvm_amd.npt=1".into(),
+            "host-param=kvm_amd.npt=0: operations > 0",
         );
-        let none = tampered("lab-hostswitch.toml", HP, |v| {
-            v["runs"][0]
-                .as_object_mut()
-                .unwrap()
-                .remove("host_settings");
-        });
-        assert!(fails(&none, "run.host_param_as_asked == 1 ["), "{none:?}");
+        assert_tampered_fails(
+            "lab-hostswitch.toml",
+            HP,
+            |v| {
+                v["runs"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("host_settings");
+            },
+            "run.host_param_as_asked == 1 [",
+        );
 
         // A flood: what the sampler lost is reported, sampled + missing = KVM's.
         const FLOOD: &str = "lab-quick/runs/sweep.json";
@@ -772,25 +781,17 @@ mod tests {
             tampered("lab-flood.toml", FLOOD, |_| {}),
             Vec::<String>::new()
         );
-        let lost = tampered("lab-flood.toml", FLOOD, |v| {
-            phase(v, 0, 0, "measure")["exit_reasons"]["lost"] = 3.into()
-        });
-        assert!(
-            fails(
-                &lost,
-                "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0 ["
-            ),
-            "{lost:?}"
+        assert_tampered_fails(
+            "lab-flood.toml",
+            FLOOD,
+            |v| phase(v, 0, 0, "measure")["exit_reasons"]["lost"] = 3.into(),
+            "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0 [",
         );
-        let under = tampered("lab-flood.toml", FLOOD, |v| {
-            phase(v, 0, 0, "measure")["exit_reasons"]["missing"] = 1.into()
-        });
-        assert!(
-            fails(
-                &under,
-                "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing ["
-            ),
-            "{under:?}"
+        assert_tampered_fails(
+            "lab-flood.toml",
+            FLOOD,
+            |v| phase(v, 0, 0, "measure")["exit_reasons"]["missing"] = 1.into(),
+            "vcpu*.kvm_stats.exits == vcpu*.phase.exits_sampled + vcpu*.exit_reasons.missing [",
         );
 
         // Overhead: a run of a pair that failed, the measured run failing.
@@ -807,11 +808,15 @@ mod tests {
             ),
             ["run.observer_pairs_failed == 0"]
         );
-        let failed = tampered("lab-overhead.toml", BPF, |v| {
-            v["runs"][0]["status"] =
-                serde_json::json!({"state": "failed", "reason": "vcpu1: fault"})
-        });
-        assert!(fails(&failed, "operations > 0"), "{failed:?}");
+        assert_tampered_fails(
+            "lab-overhead.toml",
+            BPF,
+            |v| {
+                v["runs"][0]["status"] =
+                    serde_json::json!({"state": "failed", "reason": "vcpu1: fault"})
+            },
+            "operations > 0",
+        );
     }
 
     /// The Linux pass's checks, once xtask's linux_checks.rs, as
