@@ -7,13 +7,13 @@
 //! vCPUs as KVM created them, waiting for the INIT and start-up IPIs their
 //! kernel sends (KVM's LAPIC does that part).
 use super::{
-    create_memory, create_vcpus, kvm_err, synic_lever, vm_wide_setup, write_system_tables,
-    x2apic_api, Prepared, Vm, VmError,
+    create_memory, create_vcpus, kvm_err, set_cpuid, synic_lever, vm_wide_setup,
+    write_system_tables, x2apic_api, Prepared, Vm, VmError,
 };
-use crate::arch::{cpuid, regs};
+use crate::arch::regs;
 use crate::linux::{acpi, boot_params, layout, LinuxImage};
 use crate::mode::apicv::{self, InhibitLever};
-use crate::mode::{ApicMode, Irqchip};
+use crate::mode::Irqchip;
 use crate::payload::image::ImageInfo;
 use kvm_bindings::{
     kvm_fpu, kvm_mp_state, kvm_regs, KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_UNINITIALIZED,
@@ -57,16 +57,7 @@ pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {
     }
     let entry = layout::KERNEL_START + layout::ENTRY_64_OFFSET;
     let vcpus = create_vcpus(&fd, &apic_ids, |vcpu, index, apic_id| {
-        let mut cpuid = supported.clone();
-        let shape = cpuid::CpuidShape {
-            apic_id,
-            vcpu_count: config.vcpus as u32,
-            x2apic: config.apic == ApicMode::X2apic,
-            pv_send_ipi: config.ipi.is_hypercall(),
-            realtime_hint: config.realtime_hint,
-        };
-        cpuid::shape(cpuid.as_mut_slice(), &shape)?;
-        vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+        set_cpuid(vcpu, &supported, config, apic_id)?;
         if index == 0 {
             boot_cpu_registers(vcpu, entry)?;
         }

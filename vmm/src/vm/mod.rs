@@ -320,16 +320,7 @@ fn setup_vcpu(
     entry: u64,
     lever: InhibitLever,
 ) -> Result<(), VmError> {
-    let mut cpuid = supported.clone();
-    let shape = cpuid::CpuidShape {
-        apic_id,
-        vcpu_count: config.vcpus as u32,
-        x2apic: config.apic == ApicMode::X2apic,
-        pv_send_ipi: config.ipi.is_hypercall(),
-        realtime_hint: config.realtime_hint,
-    };
-    cpuid::shape(cpuid.as_mut_slice(), &shape)?;
-    vcpu.set_cpuid2(&cpuid).map_err(kvm_err("KVM_SET_CPUID2"))?;
+    set_cpuid(vcpu, supported, config, apic_id)?;
     setup_vcpu_registers(vcpu, index, entry)?;
     // Only with KVM's LAPIC (the plan gives the user irqchip `NoIrqchip`).
     if lever == InhibitLever::HypervSynic && index == 0 {
@@ -337,6 +328,28 @@ fn setup_vcpu(
         synic_lever(vcpu)?;
     }
     Ok(())
+}
+
+/// Gives vCPU `vcpu` (APIC ID `apic_id`) the CPUID of `config`: `supported`
+/// (KVM_GET_SUPPORTED_CPUID, as the VM kind adjusted it) shaped by the mode
+/// and its levers. The one place a `VmConfig` becomes CPUID, for payload and
+/// Linux VMs alike.
+pub(super) fn set_cpuid(
+    vcpu: &VcpuFd,
+    supported: &kvm_bindings::CpuId,
+    config: &VmConfig,
+    apic_id: u32,
+) -> Result<(), VmError> {
+    let mut entries = supported.clone();
+    let shape = cpuid::CpuidShape {
+        apic_id,
+        vcpu_count: config.vcpus as u32,
+        x2apic: config.apic == ApicMode::X2apic,
+        pv_send_ipi: config.ipi.is_hypercall(),
+        realtime_hint: config.realtime_hint,
+    };
+    cpuid::shape(entries.as_mut_slice(), &shape)?;
+    vcpu.set_cpuid2(&entries).map_err(kvm_err("KVM_SET_CPUID2"))
 }
 
 /// The SynIC lever (`apicv::InhibitLever::HypervSynic`): vCPU 0's SynIC
