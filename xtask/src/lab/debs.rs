@@ -92,9 +92,10 @@ pub fn fetch(work: &mut Work, cache: &Path, kernel: &GuestKernel) -> Result<Unpa
     fs::create_dir_all(&debs)?;
     // Two passes may share the cache at once (CI runs the Bochs smoke beside
     // the QEMU passes): one downloads and unpacks, the other waits for it.
-    let lock = fs::File::create(cache.join(".fetch.lock"))?;
+    let lock_path = cache.join(".fetch.lock");
+    let lock = fs::File::create(&lock_path)?;
     lock.lock()
-        .with_context(|| format!("cannot lock {}", cache.join(".fetch.lock").display()))?;
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
     let bdeb = fetch_deb(work, &debs, &BUSYBOX)?;
     let broot = unpack(cache, &bdeb)?;
     let (kernel_deb, vmlinuz, modules) = match kernel {
