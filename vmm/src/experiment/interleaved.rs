@@ -7,16 +7,25 @@
 //! those of one test).
 //!
 //! Load needs no demotion here: both runs of a round see the same host.
-//! A run that fails ends the comparison: a failure of the new side is the
-//! gate's failure, one of the baseline leaves it undecided.
+//! A run that fails, or a side that cannot start, ends the comparison: a
+//! failure of the new side is the gate's failure, one of the baseline
+//! leaves it undecided; the rounds before it are kept. It also ends after
+//! its first round when a gated figure is missing from a run of it (this
+//! host cannot measure it: no tracefs, a phase that measures nothing) and
+//! before it starts when the budget cannot reach the first look: no budget
+//! is spent on what cannot be decided.
+//!
+//! Each run is handed to [`Events::run_finished`] whole (to journal it)
+//! and then reduced to its headline figures: each side's guest memory
+//! budget gets the run's bytes back, so a comparison can run for its
+//! whole budget (hours) without its bookkeeping growing.
 use super::Budget;
 use crate::config::VmConfig;
 use crate::gate::sequential::{Look, Sequential, Stop, MIN_ROUNDS};
 use crate::gate::{self, Evidence, Outcome, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
-use crate::results::summary::summarize;
+use crate::results::summary::{summarize, RunSummary};
 use crate::results::RunReport;
-use crate::run::RunError;
 use ipivmm_devices::budget::SharedBudget;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,6 +55,46 @@ pub struct Spec {
     pub seed: u64,
 }
 
+/// Why a live comparison was refused before its first run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A budget of VMs that cannot reach the first look.
+    #[error(
+        "--budget {vms} VMs cannot reach the gate's first look ({min_rounds} rounds of 2 VMs): give --budget {need}vms or more, or a time (--budget 5m)"
+    )]
+    BudgetBelowFirstLook {
+        /// The budget.
+        vms: u32,
+        /// Rounds before the first look.
+        min_rounds: usize,
+        /// VMs the first look needs.
+        need: usize,
+    },
+    /// Nothing gated.
+    #[error("no figure to gate: give --gate with at least one figure (e.g. --gate p50,exits)")]
+    NothingGated,
+}
+
+impl Spec {
+    /// What makes the comparison impossible before any VM runs.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if self.gated.is_empty() {
+            return Err(SpecError::NothingGated);
+        }
+        if let Budget::Vms(n) = self.budget {
+            let need = 2 * MIN_ROUNDS;
+            if (n as usize) < need {
+                return Err(SpecError::BudgetBelowFirstLook {
+                    vms: n,
+                    min_rounds: MIN_ROUNDS,
+                    need,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a live comparison tells its caller as it goes; every method has
 /// a default that does nothing.
 pub trait Events {
@@ -71,13 +120,64 @@ pub enum Stopped {
     Budget,
     /// The caller's cancel flag was set.
     Cancelled,
-    /// A run did not complete (which side, and its status).
+    /// A run did not complete, or could not start (which side, and its
+    /// status or the error).
     RunFailed {
         /// 0 baseline, 1 new.
         arm: usize,
         /// The run's status line.
         status: String,
     },
+    /// After the first round: gated figures a run of it did not measure,
+    /// each with why and what to do; no later round could decide them.
+    Unmeasurable(Vec<Missing>),
+    /// After the first round: the time budget cannot reach the first look.
+    BudgetTooSmall {
+        /// The rounds the budget fits at the first round's pace.
+        fits: usize,
+        /// What the first round took.
+        per_round: Duration,
+    },
+}
+
+/// A gated figure a run of the first round did not have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Missing {
+    /// The figure.
+    pub metric: Metric,
+    /// The sides whose run lacked it (0 baseline, 1 new).
+    pub arms: Vec<usize>,
+    /// Why, from the run (the counter source that was unavailable, the
+    /// phase without samples), and the fix.
+    pub why: String,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sides = match self.arms.as_slice() {
+            [0] => "A (the baseline)",
+            [1] => "B",
+            _ => "either side",
+        };
+        write!(
+            f,
+            "{} not measured by {sides}: {}",
+            self.metric.key(),
+            self.why
+        )
+    }
+}
+
+/// What the comparison keeps of a run once [`Events::run_finished`] had
+/// it: its side, its round and its headline figures.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    /// 0 baseline, 1 new.
+    pub arm: usize,
+    /// Its round (0-based).
+    pub round: usize,
+    /// Its headline figures.
+    pub summary: RunSummary,
 }
 
 /// What a live comparison found.
@@ -85,8 +185,10 @@ pub enum Stopped {
 pub struct Finding {
     /// Rounds completed.
     pub rounds: usize,
-    /// Every run, with its arm, in the order it ran (`repeat` = its round).
-    pub reports: Vec<(usize, RunReport)>,
+    /// VMs started (a run that could not start included).
+    pub vms: usize,
+    /// Every run's headline figures, in the order it ran.
+    pub runs: Vec<Kept>,
     /// The gated figures, in the order of the look's endpoints.
     pub gated: Vec<Metric>,
     /// The last look, if the gate looked.
@@ -106,6 +208,7 @@ impl Finding {
         match (&self.stopped, &self.look) {
             (Stopped::RunFailed { arm: 1, .. }, _) => Verdict::Fail,
             (Stopped::RunFailed { .. }, _) => Verdict::Undecided,
+            (Stopped::Unmeasurable(_) | Stopped::BudgetTooSmall { .. }, _) => Verdict::Undecided,
             (_, Some(l)) => l.verdict,
             (_, None) => Verdict::Undecided,
         }
@@ -131,25 +234,60 @@ impl Coin {
 
 /// The evidence of `metric` over the rounds so far: a pair per round
 /// where both runs have the figure.
-fn pairs(reports: &[(usize, RunReport)], metric: Metric, rounds: usize) -> Vec<(f64, f64)> {
+fn pairs(runs: &[Kept], metric: Metric, rounds: usize) -> Vec<(f64, f64)> {
     let value = |arm: usize, round: usize| {
-        reports
-            .iter()
-            .find(|(a, r)| *a == arm && r.repeat == Some(round as u32))
-            .and_then(|(_, r)| metric.value(&summarize(r)))
-            .filter(|v| v.is_finite() && (metric.is_count() || *v > 0.0))
+        runs.iter()
+            .find(|k| k.arm == arm && k.round == round)
+            .and_then(|k| usable(metric, &k.summary))
     };
     (0..rounds)
         .filter_map(|k| Some((value(0, k)?, value(1, k)?)))
         .collect()
 }
 
+/// `metric` of a run where it is a figure the gate can use.
+fn usable(metric: Metric, s: &RunSummary) -> Option<f64> {
+    metric
+        .value(s)
+        .filter(|v| v.is_finite() && (metric.is_count() || *v > 0.0))
+}
+
+/// Why `report` has no `metric`, and what to do: the counter sources it
+/// had unavailable, or the phase that measured nothing.
+fn why_missing(metric: Metric, report: &RunReport, s: &RunSummary) -> String {
+    let fix_gate = "or gate without it (--gate p50,exits)";
+    if !metric.is_count() {
+        return match s.latency_phase.as_deref().or(s.phase.as_deref()) {
+            Some(p) => format!("phase '{p}' has no latency samples (a --phase that names a phase without samples?); {fix_gate}"),
+            None => format!("no measured phase with latency samples (--phase names a phase this payload does not have?); {fix_gate}"),
+        };
+    }
+    let down: Vec<String> = report
+        .vcpus
+        .first()
+        .map(|v| {
+            v.sources
+                .iter()
+                .filter(|s| !s.available)
+                .map(|s| match &s.detail {
+                    Some(d) => format!("{}: {d}", s.source),
+                    None => format!("{}: unavailable", s.source),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if down.is_empty() {
+        format!("the run counted no IPI or no operation in its measured phase; {fix_gate}")
+    } else {
+        format!(
+            "counter source {}; mount tracefs (as root: --mount-tracefs, or mount -t tracefs nodev /sys/kernel/tracing) {fix_gate}",
+            down.join("; ")
+        )
+    }
+}
+
 /// The endpoints' tests after `rounds` rounds.
-fn tests(
-    reports: &[(usize, RunReport)],
-    spec: &Spec,
-    rounds: usize,
-) -> Vec<Result<gate::Test, Outcome>> {
+fn tests(reports: &[Kept], spec: &Spec, rounds: usize) -> Vec<Result<gate::Test, Outcome>> {
     spec.gated
         .iter()
         .map(|&m| {
@@ -171,19 +309,46 @@ fn tests(
         .collect()
 }
 
+/// The first round's gaps grouped by figure (a figure neither side
+/// measured is one entry naming both).
+fn missing(gaps: Vec<(Metric, usize, String)>) -> Vec<Missing> {
+    let mut out: Vec<Missing> = Vec::new();
+    for (metric, arm, why) in gaps {
+        match out.iter_mut().find(|m| m.metric == metric) {
+            Some(m) => m.arms.push(arm),
+            None => out.push(Missing {
+                metric,
+                arms: vec![arm],
+                why,
+            }),
+        }
+    }
+    for m in &mut out {
+        m.arms.sort_unstable();
+    }
+    out
+}
+
 /// Runs `spec` until the gate decides, the budget is spent or `cancel`
-/// is set. Err: a run could not start (the caller says why).
+/// is set. Err: the spec cannot be run ([`Spec::check`]), before any VM.
 pub fn run_interleaved(
     spec: &Spec,
     cancel: Arc<AtomicBool>,
     events: &dyn Events,
-) -> Result<Finding, RunError> {
+) -> Result<Finding, SpecError> {
+    spec.check()?;
     let start = Instant::now();
-    // One guest memory budget for every run of the comparison; a run's
-    // raw samples go back to it once the run is summarized.
-    let budget = Arc::new(SharedBudget::new(spec.arms[0].config.guest_memory_budget));
+    // Each side's own guest memory budget for its runs; a run's bytes go
+    // back to it once the run is reduced to its figures.
+    let budgets = spec
+        .arms
+        .each_ref()
+        .map(|a| Arc::new(SharedBudget::new(a.config.guest_memory_budget)));
     let mut coin = Coin(spec.seed | 1);
-    let mut reports: Vec<(usize, RunReport)> = Vec::new();
+    let mut reports: Vec<Kept> = Vec::new();
+    // The first round's gaps: (figure, side, why).
+    let mut gaps: Vec<(Metric, usize, String)> = Vec::new();
+    let mut vms = 0;
     let mut sequence: Option<Sequential> = None;
     let mut look = None;
     let mut rounds = 0;
@@ -198,12 +363,33 @@ pub fn run_interleaved(
                 break 'rounds Stopped::Cancelled;
             }
             events.run_started(rounds, arm);
-            let mut r = super::measured_run(&spec.arms[arm].config, &cancel, &budget)?;
+            vms += 1;
+            let mut r = match super::measured_run(&spec.arms[arm].config, &cancel, &budgets[arm]) {
+                Ok(r) => r,
+                Err(e) => {
+                    let status = format!("could not start: {e}");
+                    break 'rounds Stopped::RunFailed { arm, status };
+                }
+            };
             r.repeat = Some(rounds as u32);
             events.run_finished(rounds, arm, &r);
             let ok = r.succeeded();
             let status = r.status.line();
-            reports.push((arm, r));
+            let summary = summarize(&r);
+            if rounds == 0 && ok {
+                for &m in &spec.gated {
+                    if usable(m, &summary).is_none() {
+                        gaps.push((m, arm, why_missing(m, &r, &summary)));
+                    }
+                }
+            }
+            budgets[arm].release(crate::vcpu::store::report_bytes(&r));
+            drop(r);
+            reports.push(Kept {
+                arm,
+                round: rounds,
+                summary,
+            });
             if cancel.load(Ordering::SeqCst) {
                 break 'rounds Stopped::Cancelled;
             }
@@ -214,6 +400,9 @@ pub fn run_interleaved(
         rounds += 1;
         let elapsed = start.elapsed();
         let per_round = elapsed / rounds as u32;
+        if rounds == 1 && !gaps.is_empty() {
+            break Stopped::Unmeasurable(missing(std::mem::take(&mut gaps)));
+        }
         // Whether another round fits.
         let fits = |extra: usize| match (spec.budget, max_vms) {
             (_, Some(n)) => (rounds + extra) * 2 <= n,
@@ -221,6 +410,16 @@ pub fn run_interleaved(
             _ => true,
         };
         let last = !fits(1);
+        if rounds == 1 && !fits(MIN_ROUNDS - 1) {
+            let mut fit = 1;
+            while fits(fit) && fit < MIN_ROUNDS {
+                fit += 1;
+            }
+            break Stopped::BudgetTooSmall {
+                fits: fit,
+                per_round,
+            };
+        }
         if rounds < MIN_ROUNDS && !last {
             continue;
         }
@@ -245,7 +444,8 @@ pub fn run_interleaved(
     };
     Ok(Finding {
         rounds,
-        reports,
+        vms,
+        runs: reports,
         gated: spec.gated.clone(),
         look,
         max_rounds: sequence.as_ref().map_or(rounds, |s| s.max_rounds()),
