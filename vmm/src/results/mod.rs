@@ -17,6 +17,7 @@
 pub mod apicv_observed;
 pub mod columns;
 mod exits;
+pub mod fingerprint;
 mod host;
 pub mod identity;
 pub mod inhibits;

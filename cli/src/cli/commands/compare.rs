@@ -61,10 +61,14 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     if args.by == compare::Dimension::File {
         for b in &args.baseline {
             let p = PathBuf::from(b);
-            let listed = args
-                .files
-                .iter()
-                .any(|f| f == &p || f.file_name() == p.file_name());
+            // Among the inputs as given or by another path to the same
+            // file; never another file of the same name.
+            let same = |f: &PathBuf| {
+                f == &p
+                    || matches!((std::fs::canonicalize(f), std::fs::canonicalize(&p)),
+                        (Ok(a), Ok(b)) if a == b)
+            };
+            let listed = args.files.iter().any(same);
             if !listed && p.is_file() {
                 files.push(p);
             }

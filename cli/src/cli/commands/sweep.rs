@@ -113,6 +113,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     if !args.quiet {
         eprint!("{}", layout.lines(&format!("repeats: {choice}\n")));
     }
+    let configs = crate::sweep::plan(planned.spec(), planned.host()).0.len();
+    if let Some(why) = choice.rounds(args.budget).cannot_settle(configs) {
+        return fail(why);
+    }
     let journal = Journal::start(
         outputs.file_of("json"),
         "sweep",
