@@ -25,6 +25,7 @@ pub mod latency;
 pub mod mechanism;
 pub mod metrics;
 pub mod observer;
+pub mod recordings;
 pub mod repeats;
 pub mod slug;
 pub mod source;

@@ -276,18 +276,10 @@ fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
     if files.is_empty() {
         return Err(format!("no results file {}", path.display()));
     }
-    let mut merged: Option<Document> = None;
-    for f in files {
-        let doc = Document::load(&f).map_err(|e| e.to_string())?;
-        match &mut merged {
-            Some(m) => {
-                m.runs.extend(doc.runs);
-                m.skipped.extend(doc.skipped);
-            }
-            None => merged = Some(doc),
-        }
-    }
-    merged.ok_or_else(|| format!("no results file {}", path.display()))
+    // The engine's one rule of what a recording is: a killed or empty
+    // file is named, the same run twice refused, the bytes bounded.
+    ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
+        .map_err(|e| e.to_string())
 }
 
 /// Experiment `x` of the file as the engine's, its command line planned
@@ -582,6 +574,40 @@ mod tests {
                 "seeds"
             ]
         );
+    }
+
+    /// A plan over recorded files (`results = GLOB`) never judges what is
+    /// not a whole recording: a journal killed before its first run, a copy
+    /// of a file the glob also matches, a link to it, each named.
+    #[test]
+    fn recorded_globs_name_killed_files_copies_and_links() {
+        let dir =
+            std::env::temp_dir().join(format!("ipivmm-check-recorded-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("runs")).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let fixture = root.join("xtask/fixtures/lab-quick/runs/sweep.json");
+        std::fs::copy(&fixture, dir.join("runs/a.json")).unwrap();
+        let doc = recorded("runs/*.json", &dir).expect("one whole file");
+        assert!(!doc.runs.is_empty() && doc.incomplete.is_none());
+        let mut killed = Document::new(Vec::new(), Vec::new());
+        killed.incomplete = Some("check in progress (or killed): no run planned yet".into());
+        std::fs::write(
+            dir.join("runs/b.json"),
+            serde_json::to_string(&killed).unwrap(),
+        )
+        .unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("b.json: not a whole recording"), "{e}");
+        std::fs::remove_file(dir.join("runs/b.json")).unwrap();
+        std::fs::copy(&fixture, dir.join("runs/c.json")).unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("same run"), "{e}");
+        std::fs::remove_file(dir.join("runs/c.json")).unwrap();
+        std::os::unix::fs::symlink(dir.join("runs/a.json"), dir.join("runs/link.json")).unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("same run"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
