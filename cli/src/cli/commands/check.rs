@@ -324,7 +324,7 @@ fn experiment(
                 (runs, skipped, p.preset().cloned())
             })
             .map_err(|e| match e {
-                PlanError::NothingToRun(why) => NotRun::Host(why),
+                PlanError::NothingToRun(why) | PlanError::HostCannotRun(why) => NotRun::Host(why),
                 e => NotRun::Plan(e.to_string()),
             }),
     };

@@ -27,12 +27,17 @@ pub enum PlanError {
     /// Every combination is skipped on this host: with expectations, each
     /// is a skip (exit 4).
     NothingToRun(String),
+    /// No VM can run here at all (no usable /dev/kvm): as `run` says it,
+    /// a skip with expectations (exit 4), an error without.
+    HostCannotRun(String),
 }
 
 impl std::fmt::Display for PlanError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PlanError::Usage(s) | PlanError::NothingToRun(s) => f.write_str(s),
+            PlanError::Usage(s) | PlanError::NothingToRun(s) | PlanError::HostCannotRun(s) => {
+                f.write_str(s)
+            }
         }
     }
 }
@@ -85,7 +90,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     };
     let planned = match plan_sweep(args) {
         Ok(p) => p,
-        Err(PlanError::NothingToRun(why)) => {
+        Err(PlanError::NothingToRun(why) | PlanError::HostCannotRun(why)) => {
             return skip_all(&args.gate, &outputs, "ipivmm sweep", &why)
         }
         Err(e) => return fail(e),
@@ -236,10 +241,10 @@ impl SweepEvents for Progress {
 
 /// Checks every configuration's own values the way `run` does, before any
 /// run: a bad value is a usage error (exit 2), not a sweep of skips.
-fn validate(spec: &SweepSpec) -> Result<(), String> {
+fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
     let max = device::open(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| PlanError::HostCannotRun(e.to_string()))?;
     // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
     // usage error, when the sweep also has x2APIC rows.
     let apic = if spec.apics.contains(&ApicMode::X2apic) {
@@ -257,7 +262,8 @@ fn validate(spec: &SweepSpec) -> Result<(), String> {
                 .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
             ..spec.base.clone()
         };
-        c.validate(max).map_err(|e| e.to_string())?;
+        c.validate(max)
+            .map_err(|e| PlanError::Usage(e.to_string()))?;
     }
     Ok(())
 }
