@@ -1,6 +1,7 @@
 //! Expectations: statements about a run's figures that a kernel CI can gate
 //! on (`run --expect`, `sweep --expect`, `check` plans), each evaluated to
-//! pass, fail or skip ([`Outcome`]), written as TAP or JUnit by
+//! pass, fail, skip or, for a gate question over repeats (a ratio, a
+//! latency bound), undecided ([`Outcome`]), written as TAP or JUnit by
 //! the front end's `output::tap` and `output::junit` (`ipivmm-cli`).
 //!
 //! ```text
@@ -52,7 +53,10 @@
 //! ```
 //!
 //! A figure the run did not measure (no root for tracepoints, a mode this
-//! host skipped) is a skip with the reason, never a pass.
+//! host skipped) is a skip with the reason, never a pass; a question the
+//! repeats could not decide is undecided (exit 4), never a pass either.
+//! Arithmetic over numbers alone is folded when parsed (`< 1 + 1` is
+//! `< 2`); arithmetic that is no finite number is an error.
 mod eval;
 mod parse;
 #[cfg(test)]
