@@ -1114,11 +1114,11 @@ fn latency_bound(e: &Expectation, members: &[&RunReport]) -> Result<Statistical,
                 values.push(v);
             }
             Ok(_) => {
-                return Err(Outcome::Fail(format!(
-                    "'{}' less '{}' is no finite number",
-                    subject_text(&e.subject),
-                    rhs_text(&e.value)
-                )))
+                let what = match &e.value {
+                    Rhs::Number(_) => subject_text(&e.subject),
+                    rhs => format!("{} less {}", subject_text(&e.subject), rhs_text(rhs)),
+                };
+                return Err(Outcome::Fail(format!("'{what}' is no finite number")));
             }
             // A repeat without the figure is left out; one that fails fails.
             Err(o @ Outcome::Fail(_)) => return Err(o),
