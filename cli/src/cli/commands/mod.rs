@@ -118,15 +118,20 @@ pub fn finish(
     } else {
         let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
         errors.extend(outputs.write_verdicts(&verdicts, suite));
-        let (passed, failed, skipped) = verdicts.counts();
         if !outputs.lists_verdicts_on_stdout() {
             for v in &verdicts.0 {
-                if let ipivmm::expect::Outcome::Fail(why) = &v.outcome {
-                    eprintln!("ipivmm: expectation failed: {}: {why}", v.name);
+                match &v.outcome {
+                    ipivmm::expect::Outcome::Fail(why) => {
+                        eprintln!("ipivmm: expectation failed: {}: {why}", v.name)
+                    }
+                    ipivmm::expect::Outcome::Undecided(why) => {
+                        eprintln!("ipivmm: expectation undecided: {}: {why}", v.name)
+                    }
+                    _ => {}
                 }
             }
         }
-        eprintln!("ipivmm: expectations: {passed} passed, {failed} failed, {skipped} skipped");
+        eprintln!("ipivmm: expectations: {}", verdicts.summary());
         // A run that failed fails the command even where no expectation
         // read it; nothing judged at all stays 4.
         match verdicts.exit_code() {
