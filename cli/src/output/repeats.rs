@@ -240,6 +240,10 @@ pub fn render(
         for u in &c.unstable {
             let _ = writeln!(out, "  unstable: {u}");
         }
+        // A lever that did not act: what the figures above cannot show.
+        for l in &c.levers {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     out
 }
