@@ -102,8 +102,9 @@ fn halt_polling_caveats(host: &PresetHost) -> Vec<String> {
     let backend = host.facts.as_ref().map(|f| &f.backend);
     if backend == Some(&ipivmm_host::facts::KvmBackend::KvmPvm) {
         out.push(format!(
-            "kvm_pvm (a software KVM): each row's counters say whether KVM polled (halt_attempted_poll, \
-             halt_successful_poll); its latencies are not hardware's. Under kvm_amd, counts not timings: {HALT_POLLING_LAB}"
+            "kvm_pvm (a software KVM): the rows say whether KVM polled (halt_attempted_poll, \
+             halt_successful_poll) and what polling did to this host's round trip, not what it saves on hardware \
+             (this preset on a hardware host); kvm_amd's polling counts, not timings: {HALT_POLLING_LAB}"
         ));
     }
     match host_halt_poll_ns(host) {
