@@ -788,3 +788,79 @@ fn a_comparison_fits_120_columns() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A halted-target run whose target halted 200 times and never polled,
+/// with halt polling on (the host's kvm.halt_poll_ns 200000): the
+/// counters of issue 50's `compare --run` (halt_attempted_poll 0,
+/// halt_wakeup 200).
+fn never_polled(base: u64) -> ipivmm::RunReport {
+    let mut r = report(&["--apic", "x2apic"], base, 3);
+    r.mode.target = ipivmm::TargetWait::Halt;
+    let mut settings = ipivmm::results::HostSettings::of(&ipivmm::host::HostInfo::synthetic(
+        ipivmm::host::KvmBackend::KvmPvm,
+        false,
+    ));
+    settings
+        .params
+        .entry("kvm".into())
+        .or_default()
+        .insert("halt_poll_ns".into(), "200000".into());
+    r.host_settings = Some(settings);
+    for p in r.vcpus[1].phases.iter_mut().filter(|p| p.name == "measure") {
+        for (k, v) in [
+            ("halt_exits", 200),
+            ("halt_attempted_poll", 0),
+            ("halt_successful_poll", 0),
+            ("halt_wakeup", 200),
+            ("halt_wait_hist", 200),
+            ("halt_wait_ns", 200 * 250_000),
+        ] {
+            p.kvm_stats.insert(k.into(), v);
+        }
+    }
+    r
+}
+
+/// Issue 50: two sides that "compare equivalent" while halt polling,
+/// on, polled not once: the comparison says so beside the verdict, in
+/// the text and in the decisions `--fail-on-regression` prints. On the
+/// old code nothing said it.
+#[test]
+fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
+    let dir = temp_dir("lever");
+    let a = record(&dir, "a.json", &[never_polled(10_000)]);
+    let b = record(&dir, "b.json", &[never_polled(10_100)]);
+    let c = compare(&[a, b]).unwrap();
+    let notes = ipivmm_cli::output::compare::lever_notes(&c);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].ends_with(
+            "[1]: halt polling: 0 polls attempted in 200 halts with halt_poll_ns 200000 (the host's \
+             kvm.halt_poll_ns): the lever had nothing to act on here (KVM starts polling only after a halt \
+             shorter than 200 µs; these halts slept 250 µs on average)"
+        ),
+        "{notes:?}"
+    );
+    let text = rendered(&c, false);
+    assert!(
+        text.contains("halt polling: 0 polls attempted in 200 halts"),
+        "{text}"
+    );
+    let g = gate(&c, &GateOptions::default());
+    let said = ipivmm_cli::output::compare::decisions(&c, &g);
+    assert!(
+        said.iter()
+            .any(|(l, _)| l.contains("the lever had nothing to act on")),
+        "{said:?}"
+    );
+    // Runs that polled say nothing.
+    let mut polled = never_polled(10_000);
+    for p in polled.vcpus[1].phases.iter_mut() {
+        p.kvm_stats.insert("halt_attempted_poll".into(), 200);
+        p.kvm_stats.insert("halt_successful_poll".into(), 190);
+    }
+    let a = record(&dir, "c.json", &[polled.clone()]);
+    let b = record(&dir, "d.json", &[polled]);
+    let c = compare(&[a, b]).unwrap();
+    assert!(ipivmm_cli::output::compare::lever_notes(&c).is_empty());
+}

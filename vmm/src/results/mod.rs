@@ -22,6 +22,7 @@ mod host;
 pub mod identity;
 pub mod inhibits;
 pub mod latency;
+pub mod lever_effect;
 pub mod mechanism;
 pub mod metrics;
 pub mod observer;

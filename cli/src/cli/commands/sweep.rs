@@ -305,6 +305,14 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
     spec.force = args.force;
     args.levers.apply(&mut spec.base);
+    // With a swept limit (the halt-polling preset), an explicit
+    // --halt-poll-ns is its polling side, against 0.
+    if let (Some(ns), false) = (args.levers.halt_poll_ns, spec.halt_polls.is_empty()) {
+        spec.halt_polls = match ns {
+            0 => vec![Some(0)],
+            ns => vec![Some(ns), Some(0)],
+        };
+    }
     let empty = [
         spec.irqchips.is_empty(),
         spec.apics.is_empty(),
@@ -361,6 +369,40 @@ mod tests {
             kvm_max_vcpus: 1024,
             ..Default::default()
         }
+    }
+
+    /// `sweep --preset halt-polling` sweeps the host's limit against 0;
+    /// with `--halt-poll-ns N` the polling side is N, and the labels say
+    /// which row is which.
+    #[test]
+    fn halt_polling_preset_takes_an_explicit_limit_as_its_polling_side() {
+        let spec = spec_of(
+            &sweep_args(&["--preset", "halt-polling"]),
+            Some(&two_cpus()),
+        )
+        .unwrap();
+        assert_eq!(spec.halt_polls, [None, Some(0)]);
+        let args = sweep_args(&["--preset", "halt-polling", "--halt-poll-ns", "50000"]);
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
+        assert_eq!(spec.halt_polls, [Some(50_000), Some(0)]);
+        let (runs, _) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pingpong 2v kernel/x2apic/icr poll:50000",
+                "pingpong 2v kernel/x2apic/icr poll:0"
+            ]
+        );
+        // Without the preset, --halt-poll-ns is every row's one setting,
+        // unlabelled as before.
+        let args = sweep_args(&["--workload", "pingpong", "--halt-poll-ns", "0"]);
+        let spec = spec_of(&args, None).unwrap();
+        assert!(spec.halt_polls.is_empty());
+        let (runs, _) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        assert!(runs
+            .iter()
+            .all(|r| r.config.halt_poll_ns == Some(0) && !r.label.contains("poll")));
     }
 
     /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host
