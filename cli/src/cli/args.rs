@@ -263,6 +263,9 @@ pub struct CompareArgs {
     /// Run and compare live instead of reading files: `ipivmm run` flags, given twice (the baseline, then the new side); rounds of one run each, in random order, until the gate decides or --budget is spent.
     #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
     pub run: Vec<String>,
+    /// The seed of a live comparison's order (--run): which side runs first; printed at the end, so a comparison can be replayed (default: from the clock).
+    #[arg(long, value_name = "N", requires = "run")]
+    pub seed: Option<u64>,
     /// The most a live comparison (--run) may take: minutes (5m), seconds (300s) or VMs (40vms).
     #[arg(long, value_name = "BUDGET", default_value = "5m", value_parser = parse_budget)]
     pub budget: ipivmm::experiment::Budget,

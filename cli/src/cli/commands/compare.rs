@@ -308,9 +308,11 @@ fn live(args: &CompareArgs) -> ExitCode {
         policy: policy(args),
         gated: gated(args),
         budget: args.budget,
-        seed: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
+        seed: args.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        }),
     };
     if let Err(e) = spec.check() {
         return fail(e);
@@ -319,8 +321,8 @@ fn live(args: &CompareArgs) -> ExitCode {
         eprintln!(
             "{}",
             wrap(&format!(
-                "compare live: A = [{}], B = [{}]; rounds of one run each in random order, a look after each from \
-                 round {}, until the gate decides or the budget ({}) is spent",
+                "compare live: A = [{}], B = [{}]; rounds of one run each in alternating order (AB BA AB ...), \
+                 looks from round {}, until the gate decides or the budget ({}) is spent",
                 args.run[0],
                 args.run[1],
                 ipivmm::gate::sequential::MIN_ROUNDS,
@@ -385,8 +387,18 @@ fn live(args: &CompareArgs) -> ExitCode {
             ));
         }
     }
+    // A lever that had nothing to act on here (halt polling that never
+    // polled) is said beside the verdict.
+    for n in compare::live_lever_notes(&finding.runs) {
+        out.push_str(&format!("{n}\n"));
+    }
     let verdict = finding.verdict();
-    out.push_str(&format!("ipivmm: gate: {}\n", verdict_word(verdict)));
+    out.push_str(&format!(
+        "ipivmm: gate: {} (order seed {}: --seed {} replays it)\n",
+        verdict_word(verdict),
+        finding.seed,
+        finding.seed
+    ));
     eprint!("{}", wrap(&out));
     for e in &errors {
         eprintln!("ipivmm: error: {e}");

@@ -33,6 +33,15 @@ fn tint(o: &Outcome) -> Option<Tint> {
     }
 }
 
+/// An interval's coverage as a percentage with the digits that tell it
+/// apart from 100% (a live look decides at levels near 10⁻⁴: 99.98%).
+fn coverage(c: f64) -> String {
+    let missing = (1.0 - c).max(1e-9);
+    // 1 − c = 2·10⁻⁴ needs 2 decimals of a percentage: ⌈−log₁₀⌉ − 2.
+    let digits = ((-missing.log10() - 1e-6).ceil() - 2.0).clamp(1.0, 6.0) as usize;
+    format!("{:.*}%", digits, c * 100.0)
+}
+
 /// One decision in one line (wrapped by the caller): the estimate with
 /// its interval and coverage, the test and repeats, the outcome and why.
 pub fn outcome_line(j: &Judged) -> String {
@@ -44,11 +53,11 @@ pub fn outcome_line(j: &Judged) -> String {
         };
         let _ = write!(
             s,
-            "{} [{}, {}] ({:.1}%), {}, p(slower) {:.3}, {} vs {} {}: ",
+            "{} [{}, {}] ({}), {}, p(slower) {:.3}, {} vs {} {}: ",
             show(t.estimate),
             show(t.lo),
             show(t.hi),
-            t.coverage * 100.0,
+            coverage(t.coverage),
             t.method.name(),
             t.p_slower,
             t.n.0,
@@ -136,15 +145,15 @@ pub fn lever_notes(c: &Comparison) -> Vec<String> {
     out
 }
 
-/// [`lever_notes`] for `compare --run`'s rounds: `reports` are (arm, run)
-/// with arm 0 the baseline A, 1 the new side B.
-pub fn live_lever_notes(reports: &[(usize, ipivmm::RunReport)]) -> Vec<String> {
+/// [`lever_notes`] for `compare --run`'s rounds: each run's side (0 the
+/// baseline A, 1 the new side B) and headline figures.
+pub fn live_lever_notes(runs: &[ipivmm::experiment::interleaved::Kept]) -> Vec<String> {
     (0..2)
         .filter_map(|arm| {
-            let polling: Vec<_> = reports
+            let polling: Vec<_> = runs
                 .iter()
-                .filter(|(a, r)| *a == arm && r.succeeded())
-                .filter_map(|(_, r)| ipivmm::results::summary::summarize(r).halt_polling)
+                .filter(|k| k.arm == arm && k.summary.completed)
+                .filter_map(|k| k.summary.halt_polling)
                 .collect();
             let n = ipivmm::results::lever_effect::halt_polling_note(&polling)?;
             Some(format!("{}: {n}", ["A", "B"][arm]))
@@ -283,4 +292,15 @@ pub fn render(c: &Comparison, gate: &GateReport, color: bool, decisions_apart: b
         let _ = writeln!(out, "note: {n}");
     }
     wrap(&out)
+}
+
+#[cfg(test)]
+mod coverage_tests {
+    #[test]
+    fn coverage_shows_the_digits_that_differ_from_100() {
+        assert_eq!(super::coverage(0.90), "90.0%");
+        assert_eq!(super::coverage(0.95), "95.0%");
+        assert_eq!(super::coverage(0.9998), "99.98%");
+        assert_eq!(super::coverage(0.99999), "99.999%");
+    }
 }
