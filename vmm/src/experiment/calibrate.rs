@@ -128,7 +128,13 @@ pub fn calibrate(
         let injected = k == spec.recordings;
         if injected {
             let first = crate::stats::median(&recordings[0]).ok_or(CalibrateError::NoFigure)?;
-            injected_config.ipi_delay_cycles = (first * spec.injected).round() as u64;
+            // On top of the user's own delay (a `--run` with
+            // --inject-delay-cycles), never in its place: the control
+            // measures a known effect against what the recordings ran.
+            injected_config.ipi_delay_cycles = spec
+                .config
+                .ipi_delay_cycles
+                .saturating_add((first * spec.injected).round() as u64);
         }
         let config = if injected {
             &injected_config

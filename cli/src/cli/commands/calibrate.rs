@@ -78,6 +78,16 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    // Where the profile goes, and whether a VM can run at all, before the
+    // first VM: a bad --output found after every run loses them all.
+    if let Some(path) = &args.output {
+        if let Err(e) = crate::output::dest::check_file(path, "--output") {
+            return fail(e);
+        }
+    }
+    if let Err(e) = ipivmm::run::prepare::prepare(&config) {
+        return fail(e);
+    }
     let host = match ipivmm_host::facts::probe() {
         Ok(h) => format!(
             "{} ({}), kernel {}, backend {}",
@@ -101,7 +111,7 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         Ok(p) => p,
         Err(ipivmm::experiment::calibrate::CalibrateError::Cancelled) => {
             eprintln!("ipivmm: calibrate cancelled: no profile written");
-            return ExitCode::from(130);
+            return super::cancelled().unwrap_or(ExitCode::from(130));
         }
         Err(e) => return fail(e),
     };
