@@ -56,6 +56,7 @@ pub fn spawn(
     let shared = Arc::new(Shared {
         stop: false.into(),
         powered_off: false.into(),
+        debug_exit: Default::default(),
         results: vm
             .apic_ids
             .iter()

@@ -30,6 +30,9 @@ pub struct Shared {
     /// The guest powered off (`DeviceEvent::PowerOff`): every vCPU that
     /// stops ends as done, not as stopped.
     pub powered_off: AtomicBool,
+    /// The value a multiboot test kernel wrote to the isa-debug-exit port
+    /// (`DeviceEvent::DebugExit`), when one did.
+    pub debug_exit: OnceLock<u32>,
     /// Per-vCPU results, updated as phases end (survive any failure).
     pub results: Vec<Mutex<VcpuResult>>,
     /// Written by each vCPU thread when it ends.
@@ -209,6 +212,27 @@ impl RunLoop<'_> {
                     self.env.shared.stop.store(true, Ordering::SeqCst);
                     return self.stopped();
                 }
+                Step::Event(DeviceEvent::DebugExit(value)) => {
+                    // The writer ends with the guest's status; the others
+                    // as after a power-off (done, 0).
+                    let first = self.env.shared.debug_exit.set(value).is_ok();
+                    self.env.shared.powered_off.store(true, Ordering::SeqCst);
+                    self.env.shared.stop.store(true, Ordering::SeqCst);
+                    if let Some(end) = self.close_unfinished() {
+                        return end;
+                    }
+                    return if first {
+                        VcpuEnd::Done {
+                            status: u64::from(value),
+                            message: format!(
+                                "the guest wrote {value} to the isa-debug-exit port (QEMU's exit status {})",
+                                ipivmm_devices::debug_exit::exit_status(value)
+                            ),
+                        }
+                    } else {
+                        self.power_off()
+                    };
+                }
                 Step::Halted => {
                     if let Err(e) = chip.halted(index, self.vcpu, &self.env.shared.stop) {
                         return self.fault(e);
@@ -365,14 +389,19 @@ impl RunLoop<'_> {
     }
 
     /// The end of every vCPU of a guest that powered off (a Linux guest's
-    /// `poweroff`, ACPI S5): done, status 0.
+    /// `poweroff`, ACPI S5) or whose other vCPU wrote the exit port: done,
+    /// status 0.
     fn power_off(&mut self) -> VcpuEnd {
         if let Some(end) = self.close_unfinished() {
             return end;
         }
+        let message = match self.env.shared.debug_exit.get() {
+            Some(_) => "another vCPU ended the run (isa-debug-exit)",
+            None => "the guest powered off (ACPI S5)",
+        };
         VcpuEnd::Done {
             status: 0,
-            message: "the guest powered off (ACPI S5)".into(),
+            message: message.into(),
         }
     }
 
