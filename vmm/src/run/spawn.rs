@@ -92,6 +92,7 @@ pub fn spawn(
             trace: trace.clone(),
             pin: c.pin.get(index).copied(),
             irqchip: irqchip.clone(),
+            whole_run_phase: c.payload.multiboot().is_some(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))

@@ -90,7 +90,14 @@ pub struct VcpuEnv {
     /// The VM's irqchip: what the loop does around KVM_RUN, with MSR exits,
     /// deliveries and HLT exits, and its counters.
     pub irqchip: SharedChip,
+    /// A guest that sends no phase markers (a multiboot kernel): the
+    /// whole run, from the first KVM_RUN to the exit port, is one phase
+    /// ([`WHOLE_RUN_PHASE`]) so its counters are read around it.
+    pub whole_run_phase: bool,
 }
+
+/// The id and name of the phase a guest without markers runs in.
+pub const WHOLE_RUN_PHASE: (u32, &str) = (1, "run");
 
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
@@ -151,6 +158,9 @@ struct RunLoop<'a> {
 
 impl RunLoop<'_> {
     fn run(&mut self) -> VcpuEnd {
+        if self.env.whole_run_phase {
+            self.begin_whole_run();
+        }
         loop {
             // A device (the serial capture) may have found this vCPU's guest
             // over the run's budget.
@@ -218,7 +228,7 @@ impl RunLoop<'_> {
                     let first = self.env.shared.debug_exit.set(value).is_ok();
                     self.env.shared.powered_off.store(true, Ordering::SeqCst);
                     self.env.shared.stop.store(true, Ordering::SeqCst);
-                    if let Some(end) = self.close_unfinished() {
+                    if let Some(end) = self.end_whole_run() {
                         return end;
                     }
                     return if first {
@@ -392,7 +402,12 @@ impl RunLoop<'_> {
     /// `poweroff`, ACPI S5) or whose other vCPU wrote the exit port: done,
     /// status 0.
     fn power_off(&mut self) -> VcpuEnd {
-        if let Some(end) = self.close_unfinished() {
+        let closed = match self.env.shared.debug_exit.get() {
+            // The guest ended its run: its whole-run phase is complete.
+            Some(_) => self.end_whole_run(),
+            None => self.close_unfinished(),
+        };
+        if let Some(end) = closed {
             return end;
         }
         let message = match self.env.shared.debug_exit.get() {
@@ -403,6 +418,39 @@ impl RunLoop<'_> {
             status: 0,
             message: message.into(),
         }
+    }
+
+    /// Open the whole-run phase of a guest without markers, before its
+    /// first instruction: the counters' begin snapshot.
+    fn begin_whole_run(&mut self) {
+        if self.sources.at_begin(false) {
+            self.env.shared.result(self.env.index).sources = self.sources.status.clone();
+        }
+        self.sources.guest_started();
+        let now = LoopCounts {
+            exits: &self.exits,
+            guest: &self.guest,
+        };
+        let (id, name) = WHOLE_RUN_PHASE;
+        self.open = Some(self.sources.begin(id, name.into(), &now));
+    }
+
+    /// End the open phase as complete (the guest ended the run through
+    /// the exit port); Some(end) if its data did not fit the budget.
+    fn end_whole_run(&mut self) -> Option<VcpuEnd> {
+        let open = self.open.take()?;
+        let now = LoopCounts {
+            exits: &self.exits,
+            guest: &self.guest,
+        };
+        let result = self.sources.end(open, &now);
+        let early = self.pending_samples.remove(&result.id);
+        let mut r = self.env.shared.result(self.env.index);
+        if let Err(e) = self.store().phase(&mut r, result, early) {
+            drop(r);
+            return Some(self.over_budget(e));
+        }
+        None
     }
 
     /// Act on a control message; Some(end) when the vCPU stops.
