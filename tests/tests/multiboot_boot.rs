@@ -129,6 +129,7 @@ fn a_kernel_that_does_not_fit_is_refused_before_a_vm_exists() {
     c.memory_bytes = 1 << 20;
     let e = run(&c, RunOptions::default()).unwrap_err().to_string();
     assert!(e.contains("raise --memory") && !e.contains('\n'), "{e}");
+    assert!(!e.contains("payload ELF"), "{e}");
     let junk = write("junk", "junk.flat", &[0u8; 64]);
     let e = run(&config(junk, 1, ""), RunOptions::default())
         .unwrap_err()

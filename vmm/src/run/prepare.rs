@@ -60,11 +60,12 @@ fn multiboot_image(
     c: &VmConfig,
 ) -> Result<crate::multiboot::MultibootImage, RunError> {
     if c.irqchip == crate::mode::Irqchip::User {
-        return Err(RunError::Vm(crate::vm::VmError::Load(
+        return Err(RunError::Vm(crate::vm::VmError::Multiboot(
             "--irqchip user with a multiboot --kernel: the kernel starts its other vCPUs by INIT and start-up IPIs, which ipivmm's LAPIC model does not deliver: use --irqchip kernel or split".into(),
         )));
     }
-    crate::multiboot::load(g, c.memory_bytes).map_err(|e| RunError::Vm(crate::vm::VmError::Load(e)))
+    crate::multiboot::load(g, c.memory_bytes)
+        .map_err(|e| RunError::Vm(crate::vm::VmError::Multiboot(e)))
 }
 
 /// A Linux guest's mode checked, its command line built and its files

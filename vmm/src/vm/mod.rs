@@ -87,6 +87,10 @@ pub enum VmError {
     /// 32-bit x2APIC IDs needed and not offered.
     #[error(transparent)]
     X2apicApi(#[from] x2apic_api::X2apicApiMissing),
+    /// A multiboot kernel that cannot run (its file, its mode): one line
+    /// naming the fix.
+    #[error("{0}")]
+    Multiboot(String),
     /// A Linux guest that cannot run (its files, its mode, this host).
     #[error(transparent)]
     Linux(#[from] crate::linux::LinuxError),
