@@ -123,6 +123,32 @@ fn a_flat_multiboot_kernel_loads_by_its_address_fields() {
 }
 
 #[test]
+fn a_nonzero_exit_value_fails_the_run_with_the_guests_status() {
+    if !kvm_available("a_nonzero_exit_value_fails_the_run_with_the_guests_status") {
+        return;
+    }
+    // ELF32 with: mov eax, 5; mov dx, 0xf4; out dx, eax; hlt (after the
+    // jmp over the header).
+    let mut code = HELLO[..CODE].to_vec();
+    code.extend_from_slice(&[
+        0xb8, 0x05, 0x00, 0x00, 0x00, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4,
+    ]);
+    let k = write("fail", "fail.flat", &minimal_elf32(&code, LOAD, 0));
+    let r = run(&config(k, 1, ""), RunOptions::default()).expect("the run starts");
+    assert!(
+        matches!(r.status, RunStatus::Failed { .. }),
+        "{}",
+        r.status.text()
+    );
+    match &r.vcpus[0].end {
+        Some(VcpuEnd::Done { status: 5, message }) => {
+            assert!(message.contains("exit status 11"), "{message}")
+        }
+        other => panic!("vcpu0 ended {other:?}"),
+    }
+}
+
+#[test]
 fn a_kernel_that_does_not_fit_is_refused_before_a_vm_exists() {
     // No KVM needed: the file is checked first.
     let mut c = config(write("big", "hello.flat", &elf_image()), 1, "");
