@@ -63,6 +63,9 @@ pub enum DeviceEvent {
     /// The guest powered off (ACPI S5 through [`crate::power`]): the run
     /// ends, completed.
     PowerOff,
+    /// The guest wrote this value to the isa-debug-exit port
+    /// ([`crate::debug_exit`]): the run ends with it as the guest's status.
+    DebugExit(u32),
 }
 
 /// A guest-facing device on the [`Bus`].

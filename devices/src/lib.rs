@@ -6,10 +6,14 @@
 //! - [`control`]: the control port: decodes the payload's [`ipivmm_abi::ControlMsg`].
 //! - [`lapic`]: ipivmm's own local APIC model for `--irqchip user`.
 //! - [`power`]: the ACPI sleep registers a Linux guest powers off through.
+//! - [`fw_cfg`], [`debug_exit`]: the machine a multiboot test kernel reads
+//!   (the CPU count, RAM) and the port it ends its run through.
 pub mod budget;
 pub mod bus;
 pub mod control;
 pub mod control_msg;
+pub mod debug_exit;
+pub mod fw_cfg;
 pub mod lapic;
 pub mod power;
 pub mod serial;

@@ -57,6 +57,9 @@ pub enum PayloadSource {
     /// A Linux kernel (`--kernel`): the 64-bit boot protocol instead of
     /// the payload ABI (docs/linux-guest.md).
     Linux(crate::linux::LinuxGuest),
+    /// A multiboot kernel (`--kernel` of a file with a multiboot header):
+    /// kvm-unit-tests' x86 `.flat` tests (docs/kvm-unit-tests.md).
+    Multiboot(crate::multiboot::MultibootGuest),
 }
 
 impl PayloadSource {
@@ -69,6 +72,14 @@ impl PayloadSource {
     pub fn linux(&self) -> Option<&crate::linux::LinuxGuest> {
         match self {
             PayloadSource::Linux(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The multiboot kernel, when this is one.
+    pub fn multiboot(&self) -> Option<&crate::multiboot::MultibootGuest> {
+        match self {
+            PayloadSource::Multiboot(g) => Some(g),
             _ => None,
         }
     }

@@ -162,6 +162,7 @@ pub mod kick;
 pub mod kvm_extra;
 pub mod linux;
 pub mod mode;
+pub mod multiboot;
 pub mod payload;
 pub mod plan;
 pub mod results;

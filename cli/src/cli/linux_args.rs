@@ -1,9 +1,13 @@
 //! The flags of `run` for a Linux guest (`--kernel`, `--initrd`,
 //! `--cmdline`) and `--workload`, which names a built-in payload workload
 //! or, with `--kernel`, one of ipivmm's guest initramfs (`linux:NAME`).
+//! A `--kernel` file with a multiboot header (kvm-unit-tests' x86 `.flat`
+//! tests) boots as a multiboot kernel, its command line `--append`
+//! (docs/kvm-unit-tests.md).
 use clap::Args;
 use ipivmm::linux::{LinuxGuest, LinuxWorkload};
 use ipivmm::mode::Workload;
+use ipivmm::multiboot::{file_is_multiboot, MultibootGuest};
 use ipivmm::{PayloadSource, VmConfig};
 use std::path::PathBuf;
 
@@ -41,7 +45,7 @@ pub fn parse_workload(s: &str) -> Result<WorkloadArg, String> {
 /// Flags of `run` for a Linux guest.
 #[derive(Args, Debug, Default)]
 pub struct LinuxArgs {
-    /// Boot this Linux bzImage instead of a payload (its 64-bit entry; ACPI tables, e820, COM1, power-off by ACPI S5): docs/linux-guest.md. Needs KVM's LAPIC (--irqchip kernel or split) and a hardware KVM (not kvm_pvm).
+    /// Boot this Linux bzImage instead of a payload (its 64-bit entry; ACPI tables, e820, COM1, power-off by ACPI S5): docs/linux-guest.md. Needs KVM's LAPIC (--irqchip kernel or split) and a hardware KVM (not kvm_pvm). A file with a multiboot header (a kvm-unit-tests x86 .flat test) boots as a multiboot kernel instead, with fw_cfg and the isa-debug-exit port: docs/kvm-unit-tests.md.
     #[arg(long, value_name = "BZIMAGE", conflicts_with = "payload")]
     pub kernel: Option<PathBuf>,
     /// The initramfs of the --kernel guest (ipivmm's: guest-linux/build-initrd.sh).
@@ -55,6 +59,14 @@ pub struct LinuxArgs {
         allow_hyphen_values = true
     )]
     pub cmdline: Option<String>,
+    /// The command line of a multiboot --kernel (kvm-unit-tests' test arguments: `--append ipi`).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "kernel",
+        allow_hyphen_values = true
+    )]
+    pub append: Option<String>,
 }
 
 impl LinuxArgs {
@@ -85,6 +97,9 @@ impl LinuxArgs {
                 None => Ok(()),
             };
         };
+        if file_is_multiboot(kernel) {
+            return self.apply_multiboot(c, kernel, workload);
+        }
         let linux_workload = match workload {
             Some(WorkloadArg::Linux(w)) => Some(w),
             Some(WorkloadArg::Payload(w)) => {
@@ -94,6 +109,12 @@ impl LinuxArgs {
             }
             None => None,
         };
+        if self.append.is_some() {
+            return Err(format!(
+                "--append is a multiboot kernel's command line and {} has no multiboot header; a Linux kernel's text goes in --cmdline",
+                kernel.display()
+            ));
+        }
         if !memory_given {
             c.memory_bytes = ipivmm::linux::layout::DEFAULT_LINUX_MEM;
         }
@@ -102,6 +123,38 @@ impl LinuxArgs {
             cmdline: self.cmdline.clone().unwrap_or_default(),
             workload: linux_workload,
             ..LinuxGuest::new(kernel)
+        });
+        Ok(())
+    }
+}
+
+impl LinuxArgs {
+    /// A multiboot `--kernel`: its command line is `--append`; it has no
+    /// initrd, Linux command line or workload of ipivmm's.
+    fn apply_multiboot(
+        &self,
+        c: &mut VmConfig,
+        kernel: &std::path::Path,
+        workload: Option<WorkloadArg>,
+    ) -> Result<(), String> {
+        let k = kernel.display();
+        if self.initrd.is_some() || self.cmdline.is_some() {
+            return Err(format!(
+                "{k} is a multiboot kernel: it takes no --initrd or --cmdline; its arguments go in --append (kvm-unit-tests: --append ipi)"
+            ));
+        }
+        if let Some(w) = workload {
+            let name = match w {
+                WorkloadArg::Payload(w) => w.to_string(),
+                WorkloadArg::Linux(w) => w.label(),
+            };
+            return Err(format!(
+                "--workload {name}: {k} is a multiboot kernel, which runs what its --append names"
+            ));
+        }
+        c.payload = PayloadSource::Multiboot(MultibootGuest {
+            kernel: kernel.to_path_buf(),
+            cmdline: self.append.clone().unwrap_or_default(),
         });
         Ok(())
     }
@@ -149,6 +202,7 @@ mod tests {
             kernel: Some("/boot/vmlinuz".into()),
             initrd: Some("/tmp/initrd".into()),
             cmdline: Some("quiet".into()),
+            append: None,
         };
         let e = k
             .apply(&mut c, Some(WorkloadArg::Payload(Workload::Flood)), false)
@@ -174,5 +228,66 @@ mod tests {
         k.apply(&mut given, None, true).unwrap();
         assert_eq!(given.memory_bytes, 512 << 20, "--memory wins");
         assert_eq!(given.payload.linux().unwrap().workload, None);
+    }
+
+    #[test]
+    fn a_multiboot_kernel_is_told_from_a_bzimage_by_its_header() {
+        let dir = std::env::temp_dir().join(format!("ipivmm-cli-mb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let flat = dir.join("vmexit.flat");
+        let mut code = ipivmm::multiboot::header::encode(0, None);
+        code.resize(64, 0xf4);
+        std::fs::write(
+            &flat,
+            ipivmm::multiboot::image::minimal_elf32(&code, 0x40_0000, 0),
+        )
+        .unwrap();
+        let mut c = VmConfig::default();
+        let a = LinuxArgs {
+            kernel: Some(flat.clone()),
+            append: Some("ipi".into()),
+            ..LinuxArgs::default()
+        };
+        a.apply(&mut c, None, false).unwrap();
+        let g = c.payload.multiboot().expect("a multiboot payload");
+        assert_eq!(
+            (g.kernel.as_path(), g.cmdline.as_str()),
+            (flat.as_path(), "ipi")
+        );
+        assert_eq!(
+            c.memory_bytes,
+            VmConfig::default().memory_bytes,
+            "not the Linux default"
+        );
+        // Linux-only flags and workloads are refused with the reason.
+        let e = LinuxArgs {
+            cmdline: Some("quiet".into()),
+            ..LinuxArgs {
+                kernel: Some(flat.clone()),
+                ..LinuxArgs::default()
+            }
+        }
+        .apply(&mut c, None, false)
+        .unwrap_err();
+        assert!(e.contains("--append"), "{e}");
+        let e = a
+            .apply(&mut c, Some(WorkloadArg::Payload(Workload::Flood)), false)
+            .unwrap_err();
+        assert!(e.contains("multiboot kernel"), "{e}");
+        // --append with a bzImage points to --cmdline.
+        let bz = dir.join("bzImage");
+        std::fs::write(
+            &bz,
+            ipivmm::linux::bzimage::minimal_bzimage(&[0xf4; 64], "6.1"),
+        )
+        .unwrap();
+        let e = LinuxArgs {
+            kernel: Some(bz),
+            append: Some("x".into()),
+            ..LinuxArgs::default()
+        }
+        .apply(&mut c, None, false)
+        .unwrap_err();
+        assert!(e.contains("--cmdline"), "{e}");
     }
 }

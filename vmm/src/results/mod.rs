@@ -319,6 +319,7 @@ impl RunConfig {
                 PayloadSource::File(p) => Some(p.display().to_string()),
                 PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
                 PayloadSource::Linux(g) => Some(g.label()),
+                PayloadSource::Multiboot(g) => Some(g.label()),
             },
             host_cpus: crate::mode::levers::allowed_cpus().len(),
             params: c.params,

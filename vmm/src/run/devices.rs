@@ -8,9 +8,10 @@ use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;
 use ipivmm_devices::bus::{AddressSpace, Bus};
 use ipivmm_devices::control::ControlPort;
-use ipivmm_devices::power;
 use ipivmm_devices::serial::{SerialConsole, SerialHandle, SerialSink};
+use ipivmm_devices::{debug_exit, fw_cfg, power};
 use std::sync::{Arc, Mutex};
+use vm_memory::{GuestMemoryBackend, GuestMemoryRegion};
 
 /// The wired devices of a VM.
 pub struct Devices {
@@ -24,12 +25,14 @@ pub struct Devices {
 }
 
 /// Put the devices of a run on a bus for `vm`, charging `budget`; `linux`
-/// adds the power-off registers a Linux guest ends through.
+/// adds the power-off registers a Linux guest ends through, `multiboot`
+/// fw_cfg and the isa-debug-exit port of a multiboot test kernel.
 pub fn wire(
     vm: &Vm,
     budget: Arc<GuestBudget>,
     sink: SerialSink,
     linux: bool,
+    multiboot: bool,
 ) -> Result<Devices, RunError> {
     let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
     let mut bus = Bus::new();
@@ -51,6 +54,26 @@ pub fn wire(
     vm.irqchip
         .wire(&mut bus)
         .map_err(host("LAPIC on the bus"))?;
+    if multiboot {
+        // What a kvm-unit-tests kernel reads (the CPU count, RAM) and
+        // where it ends its run, at QEMU's ports.
+        let cpus = u16::try_from(vm.vcpus.len()).unwrap_or(u16::MAX);
+        let ram = vm.memory.iter().map(|r| r.len()).sum::<u64>();
+        bus.insert(
+            AddressSpace::Pio,
+            u64::from(fw_cfg::PORT),
+            fw_cfg::LEN,
+            Arc::new(Mutex::new(fw_cfg::FwCfg::new(cpus, ram))),
+        )
+        .map_err(host("fw_cfg on the bus"))?;
+        bus.insert(
+            AddressSpace::Pio,
+            u64::from(debug_exit::PORT),
+            debug_exit::LEN,
+            Arc::new(Mutex::new(debug_exit::DebugExit)),
+        )
+        .map_err(host("isa-debug-exit on the bus"))?;
+    }
     if linux {
         // The ACPI sleep registers a Linux guest powers off through.
         bus.insert(

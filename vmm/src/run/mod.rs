@@ -113,7 +113,8 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
         None => GuestBudget::new(prepared.config.guest_memory_budget),
     };
     let linux = prepared.config.payload.linux().is_some();
-    let devices = devices::wire(&vm, Arc::new(budget), opts.serial, linux)?;
+    let multiboot = prepared.config.payload.multiboot().is_some();
+    let devices = devices::wire(&vm, Arc::new(budget), opts.serial, linux, multiboot)?;
     let mut running = spawn::spawn(
         vm,
         devices,

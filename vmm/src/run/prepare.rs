@@ -18,6 +18,11 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         .map(|g| linux_image(g, config))
         .transpose()
         .map_err(crate::vm::VmError::from)?;
+    let multiboot = config
+        .payload
+        .multiboot()
+        .map(|g| multiboot_image(g, config))
+        .transpose()?;
     let image = load_payload(&config.payload)?;
     let kvm = device::open(&config.kvm_device).map_err(crate::vm::VmError::from)?;
     config
@@ -40,11 +45,27 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         config: config.clone(),
         image,
         linux,
+        multiboot,
         kvm,
         host,
         plan,
         x2apic_api,
     })
+}
+
+/// A multiboot kernel's mode checked and its file read and checked: it
+/// starts its other vCPUs by INIT and start-up IPIs, which need KVM's LAPIC.
+fn multiboot_image(
+    g: &crate::multiboot::MultibootGuest,
+    c: &VmConfig,
+) -> Result<crate::multiboot::MultibootImage, RunError> {
+    if c.irqchip == crate::mode::Irqchip::User {
+        return Err(RunError::Vm(crate::vm::VmError::Multiboot(
+            "--irqchip user with a multiboot --kernel: the kernel starts its other vCPUs by INIT and start-up IPIs, which ipivmm's LAPIC model does not deliver: use --irqchip kernel or split".into(),
+        )));
+    }
+    crate::multiboot::load(g, c.memory_bytes)
+        .map_err(|e| RunError::Vm(crate::vm::VmError::Multiboot(e)))
 }
 
 /// A Linux guest's mode checked, its command line built and its files

@@ -56,6 +56,7 @@ pub fn spawn(
     let shared = Arc::new(Shared {
         stop: false.into(),
         powered_off: false.into(),
+        debug_exit: Default::default(),
         results: vm
             .apic_ids
             .iter()
@@ -91,6 +92,7 @@ pub fn spawn(
             trace: trace.clone(),
             pin: c.pin.get(index).copied(),
             irqchip: irqchip.clone(),
+            whole_run_phase: c.payload.multiboot().is_some(),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("vcpu{index}"))

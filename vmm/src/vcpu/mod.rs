@@ -30,6 +30,9 @@ pub struct Shared {
     /// The guest powered off (`DeviceEvent::PowerOff`): every vCPU that
     /// stops ends as done, not as stopped.
     pub powered_off: AtomicBool,
+    /// The value a multiboot test kernel wrote to the isa-debug-exit port
+    /// (`DeviceEvent::DebugExit`), when one did.
+    pub debug_exit: OnceLock<u32>,
     /// Per-vCPU results, updated as phases end (survive any failure).
     pub results: Vec<Mutex<VcpuResult>>,
     /// Written by each vCPU thread when it ends.
@@ -87,7 +90,14 @@ pub struct VcpuEnv {
     /// The VM's irqchip: what the loop does around KVM_RUN, with MSR exits,
     /// deliveries and HLT exits, and its counters.
     pub irqchip: SharedChip,
+    /// A guest that sends no phase markers (a multiboot kernel): the
+    /// whole run, from the first KVM_RUN to the exit port, is one phase
+    /// ([`WHOLE_RUN_PHASE`]) so its counters are read around it.
+    pub whole_run_phase: bool,
 }
+
+/// The id and name of the phase a guest without markers runs in.
+pub const WHOLE_RUN_PHASE: (u32, &str) = (1, "run");
 
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
@@ -148,6 +158,9 @@ struct RunLoop<'a> {
 
 impl RunLoop<'_> {
     fn run(&mut self) -> VcpuEnd {
+        if self.env.whole_run_phase {
+            self.begin_whole_run();
+        }
         loop {
             // A device (the serial capture) may have found this vCPU's guest
             // over the run's budget.
@@ -208,6 +221,27 @@ impl RunLoop<'_> {
                     self.env.shared.powered_off.store(true, Ordering::SeqCst);
                     self.env.shared.stop.store(true, Ordering::SeqCst);
                     return self.stopped();
+                }
+                Step::Event(DeviceEvent::DebugExit(value)) => {
+                    // The writer ends with the guest's status; the others
+                    // as after a power-off (done, 0).
+                    let first = self.env.shared.debug_exit.set(value).is_ok();
+                    self.env.shared.powered_off.store(true, Ordering::SeqCst);
+                    self.env.shared.stop.store(true, Ordering::SeqCst);
+                    if let Some(end) = self.end_whole_run() {
+                        return end;
+                    }
+                    return if first {
+                        VcpuEnd::Done {
+                            status: u64::from(value),
+                            message: format!(
+                                "the guest wrote {value} to the isa-debug-exit port (QEMU's exit status {})",
+                                ipivmm_devices::debug_exit::exit_status(value)
+                            ),
+                        }
+                    } else {
+                        self.power_off()
+                    };
                 }
                 Step::Halted => {
                     if let Err(e) = chip.halted(index, self.vcpu, &self.env.shared.stop) {
@@ -365,15 +399,58 @@ impl RunLoop<'_> {
     }
 
     /// The end of every vCPU of a guest that powered off (a Linux guest's
-    /// `poweroff`, ACPI S5): done, status 0.
+    /// `poweroff`, ACPI S5) or whose other vCPU wrote the exit port: done,
+    /// status 0.
     fn power_off(&mut self) -> VcpuEnd {
-        if let Some(end) = self.close_unfinished() {
+        let closed = match self.env.shared.debug_exit.get() {
+            // The guest ended its run: its whole-run phase is complete.
+            Some(_) => self.end_whole_run(),
+            None => self.close_unfinished(),
+        };
+        if let Some(end) = closed {
             return end;
         }
+        let message = match self.env.shared.debug_exit.get() {
+            Some(_) => "another vCPU ended the run (isa-debug-exit)",
+            None => "the guest powered off (ACPI S5)",
+        };
         VcpuEnd::Done {
             status: 0,
-            message: "the guest powered off (ACPI S5)".into(),
+            message: message.into(),
         }
+    }
+
+    /// Open the whole-run phase of a guest without markers, before its
+    /// first instruction: the counters' begin snapshot.
+    fn begin_whole_run(&mut self) {
+        if self.sources.at_begin(false) {
+            self.env.shared.result(self.env.index).sources = self.sources.status.clone();
+        }
+        self.sources.guest_started();
+        let now = LoopCounts {
+            exits: &self.exits,
+            guest: &self.guest,
+        };
+        let (id, name) = WHOLE_RUN_PHASE;
+        self.open = Some(self.sources.begin(id, name.into(), &now));
+    }
+
+    /// End the open phase as complete (the guest ended the run through
+    /// the exit port); Some(end) if its data did not fit the budget.
+    fn end_whole_run(&mut self) -> Option<VcpuEnd> {
+        let open = self.open.take()?;
+        let now = LoopCounts {
+            exits: &self.exits,
+            guest: &self.guest,
+        };
+        let result = self.sources.end(open, &now);
+        let early = self.pending_samples.remove(&result.id);
+        let mut r = self.env.shared.result(self.env.index);
+        if let Err(e) = self.store().phase(&mut r, result, early) {
+            drop(r);
+            return Some(self.over_budget(e));
+        }
+        None
     }
 
     /// Act on a control message; Some(end) when the vCPU stops.

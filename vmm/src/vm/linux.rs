@@ -116,7 +116,7 @@ fn boot_cpu_registers(vcpu: &VcpuFd, entry: u64) -> Result<(), VmError> {
 /// An application processor waits for its INIT and start-up IPI, as KVM
 /// creates it (`Chip::setup_vcpu` makes every vCPU runnable for the
 /// payload, which enters them all at once).
-fn wait_for_init(vcpu: &VcpuFd) -> Result<(), VmError> {
+pub(super) fn wait_for_init(vcpu: &VcpuFd) -> Result<(), VmError> {
     vcpu.set_mp_state(kvm_mp_state {
         mp_state: KVM_MP_STATE_UNINITIALIZED,
     })

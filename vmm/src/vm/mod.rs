@@ -6,6 +6,7 @@
 //! - KVM_SET_CPUID2 must precede the first KVM_RUN.
 pub mod boot_info;
 mod linux;
+mod multiboot;
 mod prepared;
 pub mod x2apic_api;
 
@@ -86,6 +87,10 @@ pub enum VmError {
     /// 32-bit x2APIC IDs needed and not offered.
     #[error(transparent)]
     X2apicApi(#[from] x2apic_api::X2apicApiMissing),
+    /// A multiboot kernel that cannot run (its file, its mode): one line
+    /// naming the fix.
+    #[error("{0}")]
+    Multiboot(String),
     /// A Linux guest that cannot run (its files, its mode, this host).
     #[error(transparent)]
     Linux(#[from] crate::linux::LinuxError),
@@ -121,6 +126,8 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
         PayloadSource::Bytes(b) => Ok(b.clone()),
         // A kernel is read and checked by `linux::load`, not as an ELF.
         PayloadSource::Linux(_) => Ok(Vec::new()),
+        // Read and checked by `multiboot::load` at stage 0.
+        PayloadSource::Multiboot(_) => Ok(Vec::new()),
         PayloadSource::File(path) => {
             // A regular file, opened without blocking (a FIFO is refused,
             // not waited on), never more than the payload limit in memory.
@@ -142,7 +149,7 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
 /// Read and check the payload the configuration names (no KVM needed).
 pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     let bytes = payload_bytes(source)?;
-    if source.linux().is_none() {
+    if source.linux().is_none() && source.multiboot().is_none() {
         image::check_loadable(&bytes)?;
     }
     Ok(bytes)
@@ -173,6 +180,9 @@ impl Vm {
     pub fn build(p: &Prepared) -> Result<Self, VmError> {
         if let Some(img) = &p.linux {
             return linux::build(p, img);
+        }
+        if let Some(img) = &p.multiboot {
+            return multiboot::build(p, img);
         }
         let (kvm, config, image_bytes, lever) = (&p.kvm, &p.config, &p.image[..], p.plan.lever);
         let image = image::check(image_bytes)?;

@@ -14,6 +14,8 @@ pub struct Prepared {
     pub image: Vec<u8>,
     /// The checked Linux guest (`--kernel`), instead of a payload.
     pub linux: Option<crate::linux::LinuxImage>,
+    /// The checked multiboot kernel (`--kernel` of a multiboot file).
+    pub multiboot: Option<crate::multiboot::MultibootImage>,
     /// The open KVM device.
     pub kvm: Kvm,
     /// The host, fingerprinted once for the whole run (None if it could not be).

@@ -1,0 +1,164 @@
+//! A multiboot kernel (`--kernel` of a file with a multiboot header, the
+//! format of kvm-unit-tests' x86 `.flat` tests), booted for real with
+//! ipivmm's own test kernel (tests/multiboot/hello.S, its bytes below):
+//! entered in 32-bit protected mode with the multiboot magic in EAX, it
+//! prints the command line its info structure (EBX) points to and the CPU
+//! count fw_cfg gives, and ends the run through the isa-debug-exit port.
+//! kvm-unit-tests itself cannot be fetched in CI (docs/kvm-unit-tests.md
+//! records the runs of its vmexit.flat here); this covers the same path.
+use ipivmm::config::{PayloadSource, VmConfig};
+use ipivmm::multiboot::header::{self, AoutAddrs, FLAG_AOUT_KLUDGE};
+use ipivmm::multiboot::image::minimal_elf32;
+use ipivmm::multiboot::MultibootGuest;
+use ipivmm::results::{ExitKind, RunStatus, VcpuEnd};
+use ipivmm::run::{run, RunOptions};
+use ipivmm_tests::kvm_available;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// tests/multiboot/hello.S, `as --32` and `objcopy -O binary`: a `jmp` over
+/// the 12-byte header at offset 4, the code from offset 0x10.
+const HELLO: &[u8] = &[
+    0xeb, 0x0e, 0x66, 0x90, 0x02, 0xb0, 0xad, 0x1b, 0x00, 0x00, 0x00, 0x00, 0xfe, 0x4f, 0x52, 0xe4,
+    0x3d, 0x02, 0xb0, 0xad, 0x2b, 0x75, 0x33, 0x8b, 0x73, 0x10, 0x66, 0xba, 0xf8, 0x03, 0xac, 0x84,
+    0xc0, 0x74, 0x03, 0xee, 0xeb, 0xf8, 0xb0, 0x0a, 0xee, 0x66, 0xba, 0x10, 0x05, 0x66, 0xb8, 0x05,
+    0x00, 0x66, 0xef, 0x66, 0x42, 0xec, 0x04, 0x30, 0x66, 0xba, 0xf8, 0x03, 0xee, 0xb0, 0x0a, 0xee,
+    0x31, 0xc0, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4, 0xeb, 0xfd, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x21,
+    0xee, 0xb8, 0x01, 0x00, 0x00, 0x00, 0xeb, 0xea,
+];
+/// Where the code after the header starts in [`HELLO`].
+const CODE: usize = 0x10;
+/// Where both images load.
+const LOAD: u32 = 0x10_0000;
+
+/// The kernel as kvm-unit-tests ships its tests: an ELF32 with one PT_LOAD.
+fn elf_image() -> Vec<u8> {
+    assert_eq!(&HELLO[4..16], &header::encode(0, None)[..], "the header");
+    minimal_elf32(HELLO, LOAD, 0)
+}
+
+/// The same code as a flat image placed by the header's address fields
+/// (flag bit 16): a `jmp` over the 32-byte header, then the code.
+fn flat_image() -> Vec<u8> {
+    let a = AoutAddrs {
+        header_addr: LOAD + 4,
+        load_addr: LOAD,
+        load_end_addr: 0,
+        bss_end_addr: LOAD + 0x1000,
+        entry_addr: LOAD,
+    };
+    let mut v = vec![0xeb, 0x22, 0x66, 0x90];
+    v.extend(header::encode(FLAG_AOUT_KLUDGE, Some(a)));
+    assert_eq!(v.len(), 0x24);
+    v.extend_from_slice(&HELLO[CODE..]);
+    v
+}
+
+fn write(test: &str, name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ipivmm-multiboot-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn config(kernel: PathBuf, vcpus: usize, append: &str) -> VmConfig {
+    VmConfig {
+        vcpus,
+        memory_bytes: 32 << 20,
+        timeout: Duration::from_secs(30),
+        tracepoints: false,
+        payload: PayloadSource::Multiboot(MultibootGuest {
+            kernel,
+            cmdline: append.into(),
+        }),
+        ..Default::default()
+    }
+}
+
+fn boots_and_exits(kernel: PathBuf, file: &str) {
+    let r = run(&config(kernel, 3, "ipi x"), RunOptions::default()).expect("the run starts");
+    assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
+    // The command line is "FILE ARGS" (as QEMU passes it), the CPU count 3.
+    assert_eq!(r.serial_tail, format!("{file} ipi x\n3\n"));
+    for v in &r.vcpus {
+        match (&v.end, v.index) {
+            (Some(VcpuEnd::Done { status: 0, message }), 0) => {
+                assert!(message.contains("isa-debug-exit"), "{message}")
+            }
+            // The APs never left their wait for INIT (the kernel sends none).
+            (Some(VcpuEnd::Done { status: 0, message }), _) => {
+                assert!(message.contains("another vCPU"), "{message}")
+            }
+            (other, i) => panic!("vcpu{i} ended {other:?}"),
+        }
+        // The whole run is one phase, counted, ended by the exit port.
+        let p = v.phase(1).expect("the whole-run phase");
+        assert_eq!(p.name, "run");
+        assert!(!p.unfinished, "vcpu{}", v.index);
+    }
+    // vCPU 0's port accesses: the serial bytes, fw_cfg, the exit.
+    let io = r.vcpus[0].phase(1).unwrap().exits.get(ExitKind::IoOut);
+    assert!(io >= (file.len() + 10) as u64, "{io} port writes");
+    assert_eq!(
+        r.mode.payload.as_deref(),
+        Some(format!("multiboot:{file}").as_str())
+    );
+}
+
+#[test]
+fn an_elf32_multiboot_kernel_reads_its_command_line_and_fw_cfg_and_exits() {
+    if !kvm_available("an_elf32_multiboot_kernel_reads_its_command_line_and_fw_cfg_and_exits") {
+        return;
+    }
+    boots_and_exits(write("elf", "hello.flat", &elf_image()), "hello.flat");
+}
+
+#[test]
+fn a_flat_multiboot_kernel_loads_by_its_address_fields() {
+    if !kvm_available("a_flat_multiboot_kernel_loads_by_its_address_fields") {
+        return;
+    }
+    boots_and_exits(write("flat", "hello.bin", &flat_image()), "hello.bin");
+}
+
+#[test]
+fn a_nonzero_exit_value_fails_the_run_with_the_guests_status() {
+    if !kvm_available("a_nonzero_exit_value_fails_the_run_with_the_guests_status") {
+        return;
+    }
+    // ELF32 with: mov eax, 5; mov dx, 0xf4; out dx, eax; hlt (after the
+    // jmp over the header).
+    let mut code = HELLO[..CODE].to_vec();
+    code.extend_from_slice(&[
+        0xb8, 0x05, 0x00, 0x00, 0x00, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4,
+    ]);
+    let k = write("fail", "fail.flat", &minimal_elf32(&code, LOAD, 0));
+    let r = run(&config(k, 1, ""), RunOptions::default()).expect("the run starts");
+    assert!(
+        matches!(r.status, RunStatus::Failed { .. }),
+        "{}",
+        r.status.text()
+    );
+    match &r.vcpus[0].end {
+        Some(VcpuEnd::Done { status: 5, message }) => {
+            assert!(message.contains("exit status 11"), "{message}")
+        }
+        other => panic!("vcpu0 ended {other:?}"),
+    }
+}
+
+#[test]
+fn a_kernel_that_does_not_fit_is_refused_before_a_vm_exists() {
+    // No KVM needed: the file is checked first.
+    let mut c = config(write("big", "hello.flat", &elf_image()), 1, "");
+    c.memory_bytes = 1 << 20;
+    let e = run(&c, RunOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("raise --memory") && !e.contains('\n'), "{e}");
+    assert!(!e.contains("payload ELF"), "{e}");
+    let junk = write("junk", "junk.flat", &[0u8; 64]);
+    let e = run(&config(junk, 1, ""), RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no multiboot header"), "{e}");
+}
