@@ -454,3 +454,63 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
     };
     Outcome::Undecided { why, needs }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::DEFAULT_POLICY;
+
+    /// A rank-sum test of `n` repeats a side, 30% slower, with the
+    /// smallest p its repeats allow.
+    fn slower(n: usize) -> Test {
+        let p = 1.0 / binomial(2 * n, n);
+        Test {
+            scale: Scale::Ratio,
+            method: Method::RankSum,
+            estimate: 1.3f64.ln(),
+            lo: 0.2,
+            hi: 0.3,
+            coverage: 0.9,
+            p_slower: p,
+            p_not_slower: 0.9,
+            p_not_faster: 0.0,
+            margin: 1.1f64.ln(),
+            n: (n, n),
+            spread: Some(0.05),
+            spread_df: 2 * n - 2,
+            se: None,
+            exact: false,
+            baseline: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_figure_its_repeats_cannot_flag_says_how_many_could() {
+        // 4 against 4: smallest p 1/70, above α/12.
+        let t = slower(4);
+        assert!((t.smallest_p() - 1.0 / 70.0).abs() < 1e-12);
+        let first = DEFAULT_POLICY.alpha / 12.0;
+        match decide_in(&t, 0.0, first, &DEFAULT_POLICY) {
+            Outcome::Undecided { why, needs } => {
+                assert!(why.contains("cannot be flagged at 4 vs 4 repeats"), "{why}");
+                assert!(why.contains("needs 5 repeats a side"), "{why}");
+                assert!(needs.is_some_and(|n| n >= 5), "{needs:?}");
+            }
+            o => panic!("{o:?}"),
+        }
+        // 5 against 5 at α/12: 1/252 reaches it.
+        let t = slower(5);
+        assert_eq!(
+            decide_in(&t, first, first, &DEFAULT_POLICY),
+            Outcome::Regressed
+        );
+        assert_eq!(rank_sum_repeats_for(0.05 / 36.0), Some(6));
+        // Exact counts that agree can never reject: their smallest p is 1.
+        let exact = Test {
+            method: Method::ExactCounts,
+            p_slower: 1.0,
+            ..slower(5)
+        };
+        assert_eq!(exact.smallest_p(), 1.0);
+    }
+}
