@@ -234,15 +234,26 @@ impl NoiseProfile {
                 estimate.exp()
             ));
         }
+        // The bound of the estimate (at least what calibrate computed: an
+        // estimate of 0 hides how far below the repeats' noise the
+        // recordings' means were).
+        let df = self.between_df.unwrap_or(self.recordings.saturating_sub(1));
+        let within_mean = self.within_log_sd * self.within_log_sd / self.repeats.max(1) as f64;
+        let means_sd = (estimate * estimate + within_mean).sqrt();
+        let bound = drift_upper_bound(means_sd, df, self.within_log_sd, self.repeats);
         if self.between_df.is_none() {
             // An older profile: its drift is the point estimate of
             // `recordings` recordings; take the bound this version uses.
-            let df = self.recordings.saturating_sub(1);
-            let within_mean = self.within_log_sd * self.within_log_sd / self.repeats.max(1) as f64;
-            let means_sd = (estimate * estimate + within_mean).sqrt();
             self.between_log_sd_estimate = Some(estimate);
-            self.between_log_sd = drift_upper_bound(means_sd, df, self.within_log_sd, self.repeats);
+            self.between_log_sd = bound;
             self.between_df = Some(df);
+        } else if self.between_log_sd > bound * (1.0 + 1e-6) + 1e-12 {
+            return Err(format!(
+                "between_log_sd {:.3} is above the {:.0}% bound ({bound:.3}) of its estimate {estimate:.3}: the \
+                 profile was edited; measure again with `ipivmm calibrate`",
+                self.between_log_sd,
+                DRIFT_CONFIDENCE * 100.0
+            ));
         }
         Ok(self)
     }
@@ -509,7 +520,17 @@ mod tests {
         let e = p.clone().settle().unwrap_err();
         assert!(e.contains("more than a host plausibly shows"), "{e}");
         p.between_log_sd_estimate = Some(f64::NAN);
-        assert!(p.settle().is_err());
+        assert!(p.clone().settle().is_err());
+        // A bound edited past its estimate's (×148 claimed, 0.05 measured).
+        p.between_log_sd_estimate = Some(0.05);
+        p.between_log_sd = 148f64.ln();
+        let e = p.clone().settle().unwrap_err();
+        assert!(e.contains("the profile was edited"), "{e}");
+        // As calibrate writes it, it reads back unchanged.
+        let mut q = profile_of(&doc());
+        q.between_log_sd =
+            drift_upper_bound((0.05f64.powi(2) + 0.1f64.powi(2) / 5.0).sqrt(), 3, 0.1, 5);
+        assert_eq!(q.clone().settle().unwrap(), q);
     }
 
     #[test]
