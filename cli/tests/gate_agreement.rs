@@ -47,7 +47,7 @@ fn of_expectation(o: &Outcome) -> i32 {
     match o {
         Outcome::Pass(_) => 0,
         Outcome::Fail(_) => 1,
-        Outcome::Skip(_) => 4,
+        Outcome::Skip(_) | Outcome::Undecided(_) => 4,
     }
 }
 

@@ -19,8 +19,8 @@
 mod output_fixtures;
 
 use ipivmm::compare::{compare_by, Dimension, GateOptions};
-use ipivmm::gate::sequential::Sequential;
-use ipivmm::gate::{self, Evidence, Outcome, Scale, Verdict, DEFAULT_POLICY};
+use ipivmm::gate::sequential::{Endpoint, Sequential};
+use ipivmm::gate::{Evidence, Outcome, Scale, Verdict, DEFAULT_POLICY};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
 use ipivmm_testkit::rng::Rng;
@@ -500,13 +500,11 @@ fn live(seed: u64, effect: f64, sigma: f64, heavy: bool) -> (f64, f64, f64, f64)
             if !s.due(n) {
                 continue;
             }
-            let t = gate::examine(
-                &Evidence::Paired(pairs.clone()),
-                Scale::Ratio,
-                &DEFAULT_POLICY,
-            )
-            .map_err(|why| Outcome::Undecided { why, needs: None });
-            let look = s.look(n, n == max_rounds, vec![t]);
+            let t = Endpoint {
+                evidence: Evidence::Paired(pairs.clone()),
+                scale: Scale::Ratio,
+            };
+            let look = s.look(n, n == max_rounds, vec![Ok(t)]);
             if look.stop.is_some() {
                 match look.verdict {
                     Verdict::Pass => pass += 1,

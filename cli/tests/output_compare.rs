@@ -225,11 +225,21 @@ fn compare_command_reports_bad_files_in_one_line() {
             "{e}"
         );
     }
+    // The same file twice is one recording, refused in one line.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .current_dir(&dir)
+        .args(["compare", &good, &good])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("are the same run"), "{e}");
     // A good pair prints the table; CSV and charts land where asked.
+    let again = record(&dir, "again.json", &[report(&[], 1_000, 2)]).0;
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_ipivmm"))
         .current_dir(&dir)
         .args([
-            "compare", &good, &good, "--csv", "all.csv", "--plot", "charts",
+            "compare", &good, &again, "--csv", "all.csv", "--plot", "charts",
         ])
         .output()
         .unwrap();
@@ -257,27 +267,37 @@ fn compare_holds_one_document_at_a_time() {
     let mut doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
     let run = doc["runs"][0].clone();
-    // 300 repeats of the run, each with its own index (one index twice
-    // would be refused: a run written twice is not two repeats).
-    doc["runs"] = serde_json::Value::Array(
-        (0..300)
-            .map(|i| {
-                let mut r = run.clone();
-                r["repeat"] = serde_json::json!(i);
-                r
-            })
-            .collect(),
-    );
-    let text = serde_json::to_string(&doc).unwrap();
-    let files: Vec<std::path::PathBuf> = (0..4)
-        .map(|i| {
+    // 300 repeats of the run, each with its own index and its own
+    // timings (one index twice would be refused: a run written twice is
+    // not two repeats; nor is one run found in two files).
+    let total_ns = run["timings"]["total_ns"].as_u64().unwrap();
+    let texts: Vec<String> = (0..4u64)
+        .map(|f| {
+            doc["runs"] = serde_json::Value::Array(
+                (0..300u64)
+                    .map(|i| {
+                        let mut r = run.clone();
+                        r["repeat"] = serde_json::json!(i);
+                        r["timings"]["total_ns"] = serde_json::json!(total_ns + 1000 * f + i);
+                        r
+                    })
+                    .collect(),
+            );
+            serde_json::to_string(&doc).unwrap()
+        })
+        .collect();
+    let files: Vec<std::path::PathBuf> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
             let p = dir.join(format!("r{i}.json"));
-            std::fs::write(&p, &text).unwrap();
+            std::fs::write(&p, text).unwrap();
             p
         })
         .collect();
-    let input = 4 * text.len() as u64;
-    drop(text);
+    let text = texts.concat();
+    let input = text.len() as u64;
+    drop((text, texts));
     // The child's own VmHWM, as it logs it (wait4's ru_maxrss would count
     // this test process's pages too: Linux keeps the pre-exec high water).
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_ipivmm"))
@@ -323,7 +343,9 @@ fn compare_saturates_counters_that_overflow() {
     let a = record(&dir, "huge.json", std::slice::from_ref(&r));
     let text = std::fs::read_to_string(dir.join("huge.json")).unwrap();
     assert!(text.contains("9223372036854775808"), "the file holds 2^63");
-    let c = compare(&[a.clone(), a]).unwrap();
+    r.timings.total_ns += 1;
+    let b = record(&dir, "huge-again.json", std::slice::from_ref(&r));
+    let c = compare(&[a, b]).unwrap();
     let s = &c.rows[0].cells[0].runs[0].summary;
     assert_eq!(
         (s.ipis, s.ipis_delivered, s.icr_writes),
@@ -701,14 +723,23 @@ fn the_five_fake_passes_exit_non_zero() {
     assert_eq!(code, Some(1), "{e}");
     assert!(e.contains("1 of 5 repeats left out"), "{e}");
 
-    // 5. One run written five times is not five repeats.
+    // 5. One run written five times is not five repeats: the same run,
+    // by content, whatever its repeat index says.
     let once = report(&["--apic", "x2apic"], 15_000, 2);
     let mut copies: Vec<_> = (0..5).map(|_| once.clone()).collect();
     copies.iter_mut().for_each(|r| r.repeat = Some(0));
     record(&dir, "copies.json", &copies);
     let (code, e) = gate_cli(&dir, &["base.json", "copies.json"]);
     assert_eq!(code, Some(2), "{e}");
-    assert!(e.contains("both repeat 1"), "{e}");
+    assert!(e.contains("are the same run"), "{e}");
+    copies
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, r)| r.repeat = Some(i as u32));
+    record(&dir, "relabelled.json", &copies);
+    let (code, e) = gate_cli(&dir, &["base.json", "relabelled.json"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("are the same run"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -820,4 +851,82 @@ fn a_comparison_fits_120_columns() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A halted-target run whose target halted 200 times and never polled,
+/// with halt polling on (the host's kvm.halt_poll_ns 200000): the
+/// counters of issue 50's `compare --run` (halt_attempted_poll 0,
+/// halt_wakeup 200).
+fn never_polled(base: u64) -> ipivmm::RunReport {
+    let mut r = report(&["--apic", "x2apic"], base, 3);
+    r.mode.target = ipivmm::TargetWait::Halt;
+    let mut settings = ipivmm::results::HostSettings::of(&ipivmm::host::HostInfo::synthetic(
+        ipivmm::host::KvmBackend::KvmPvm,
+        false,
+    ));
+    settings
+        .params
+        .entry("kvm".into())
+        .or_default()
+        .insert("halt_poll_ns".into(), "200000".into());
+    r.host_settings = Some(settings);
+    for p in r.vcpus[1].phases.iter_mut().filter(|p| p.name == "measure") {
+        for (k, v) in [
+            ("halt_exits", 200),
+            ("halt_attempted_poll", 0),
+            ("halt_successful_poll", 0),
+            ("halt_wakeup", 200),
+            ("halt_wait_hist", 200),
+            ("halt_wait_ns", 200 * 250_000),
+        ] {
+            p.kvm_stats.insert(k.into(), v);
+        }
+    }
+    r
+}
+
+/// Issue 50: two sides that "compare equivalent" while halt polling,
+/// on, polled not once: the comparison says so beside the verdict, in
+/// the text and in the decisions `--fail-on-regression` prints. On the
+/// old code nothing said it.
+#[test]
+fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
+    let dir = temp_dir("lever");
+    let a = record(&dir, "a.json", &[never_polled(10_000)]);
+    let b = record(&dir, "b.json", &[never_polled(10_100)]);
+    let c = compare(&[a, b]).unwrap();
+    let notes = ipivmm_cli::output::compare::lever_notes(&c);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].ends_with(
+            "[1]: halt polling: 0 polls attempted in 200 halts with halt_poll_ns 200000 (the host's \
+             kvm.halt_poll_ns): the lever had nothing to act on here (KVM starts polling only after a halt \
+             shorter than 200 µs; these halts slept 250 µs on average)"
+        ),
+        "{notes:?}"
+    );
+    let text = rendered(&c, false);
+    assert!(
+        text.contains("halt polling: 0 polls attempted in 200 halts"),
+        "{text}"
+    );
+    let g = gate(&c, &GateOptions::default());
+    let said = ipivmm_cli::output::compare::decisions(&c, &g);
+    assert!(
+        said.iter()
+            .any(|(l, _)| l.contains("the lever had nothing to act on")),
+        "{said:?}"
+    );
+    // Runs that polled say nothing.
+    let mut polled = never_polled(10_000);
+    for p in polled.vcpus[1].phases.iter_mut() {
+        p.kvm_stats.insert("halt_attempted_poll".into(), 200);
+        p.kvm_stats.insert("halt_successful_poll".into(), 190);
+    }
+    // Two recordings, not one run twice (which compare refuses).
+    let a = record(&dir, "c.json", &[polled.clone()]);
+    polled.timings.setup_ns += 1;
+    let b = record(&dir, "d.json", &[polled]);
+    let c = compare(&[a, b]).unwrap();
+    assert!(ipivmm_cli::output::compare::lever_notes(&c).is_empty());
 }

@@ -41,6 +41,13 @@ pub fn render(v: &Verdicts, suite: &str) -> Result<String, String> {
                 s.set_message(text(why));
                 s
             }
+            // Skipped as JUnit has no other word for it; the message says
+            // it was a question the repeats could not decide (exit 4).
+            Outcome::Undecided(why) => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(text(&format!("undecided: {why}")));
+                s
+            }
         };
         let mut case = TestCase::new(text(&verdict.name), status);
         case.set_classname("ipivmm");
@@ -89,6 +96,24 @@ mod tests {
             .find(|n| n.has_tag_name("failure"))
             .unwrap();
         assert_eq!(failure.attribute("message"), Some("got 2.55"));
+    }
+
+    #[test]
+    fn an_undecided_point_is_skipped_and_says_so() {
+        let v = Verdicts(vec![Verdict {
+            name: "ratio(cycles_per_operation_p50, a/b, c/d) < 1".into(),
+            outcome: Outcome::Undecided("more repeats".into()),
+        }]);
+        let xml = render(&v, "plan").unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let skipped = doc
+            .descendants()
+            .find(|n| n.has_tag_name("skipped"))
+            .unwrap();
+        assert_eq!(
+            skipped.attribute("message"),
+            Some("undecided: more repeats")
+        );
     }
 
     #[test]

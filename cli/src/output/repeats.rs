@@ -240,6 +240,10 @@ pub fn render(
         for u in &c.unstable {
             let _ = writeln!(out, "  unstable: {u}");
         }
+        // A lever that did not act: what the figures above cannot show.
+        for l in &c.levers {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     out
 }
@@ -266,6 +270,54 @@ mod tests {
             note.starts_with("The tables below are repeat 2 of 3 (the first that completed)"),
             "{note}"
         );
+    }
+
+    /// Issue 50: a run's repeats block says, beside its figures, that
+    /// halt polling (on: the host's 200 µs) attempted no poll in the
+    /// target's halts; a run that polled says nothing.
+    #[test]
+    fn the_repeats_say_when_halt_polling_had_nothing_to_act_on() {
+        let run = |attempted: u64| {
+            let mut r = ipivmm::RunReport::not_started(&ipivmm::VmConfig::default(), "test");
+            r.status = ipivmm::RunStatus::Completed;
+            let mut host = ipivmm::results::HostSettings::of(&ipivmm::host::HostInfo::synthetic(
+                ipivmm::host::KvmBackend::KvmPvm,
+                false,
+            ));
+            host.params
+                .entry("kvm".into())
+                .or_default()
+                .insert("halt_poll_ns".into(), "200000".into());
+            r.host_settings = Some(host);
+            let mut v = ipivmm::results::VcpuResult::new(1, 1);
+            let mut p = ipivmm::results::PhaseResult {
+                id: 2,
+                name: "measure".into(),
+                ..Default::default()
+            };
+            for (k, n) in [
+                ("halt_exits", 200),
+                ("halt_attempted_poll", attempted),
+                ("halt_successful_poll", attempted),
+                ("halt_wakeup", 200 - attempted),
+            ] {
+                p.kvm_stats.insert(k.into(), n);
+            }
+            p.guest.ipis_received = 200;
+            v.phases.push(p);
+            r.vcpus.push(v);
+            r
+        };
+        let text = |r: ipivmm::RunReport| {
+            let configs = ipivmm::results::repeats::configurations(&[r]);
+            render(&configs, None, &|_| None)
+        };
+        let t = text(run(0));
+        assert!(
+            t.contains("  halt polling: 0 polls attempted in 200 halts with halt_poll_ns 200000 (the host's kvm.halt_poll_ns): the lever had nothing to act on here"),
+            "{t}"
+        );
+        assert!(!text(run(190)).contains("halt polling"));
     }
 
     #[test]

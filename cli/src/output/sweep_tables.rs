@@ -129,6 +129,7 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
             ));
         }
         out.push_str(&scale_table(&w, op, &runs, doc));
+        out.push_str(&lever_lines(doc, &runs));
     }
     if let Some((r, o)) = doc
         .runs
@@ -154,6 +155,45 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
         Layout::Fit => crate::output::fit::wrap(&out),
         Layout::Wide => out,
     }
+}
+
+/// Under one workload's table: KVM's halt-polling counters per row where
+/// its rows differ in the halt-polling limit (the `halt-polling` preset),
+/// and every lever that did not act on what it controls
+/// ([`ipivmm::results::lever_effect`]).
+fn lever_lines(doc: &Document, runs: &[(&RunReport, RunSummary)]) -> String {
+    let configs = configurations_of(doc, runs);
+    let limits: std::collections::BTreeSet<Option<u32>> =
+        configs.iter().map(|c| c.id.halt_poll_ns).collect();
+    let mut out = String::new();
+    if limits.len() > 1 {
+        out.push_str(
+            "  halt polling per row (KVM stats of the measured phase, all vCPUs, the completed repeats added):\n",
+        );
+        for c in &configs {
+            let total = c
+                .runs
+                .iter()
+                .filter_map(|&i| runs.iter().find(|(r, _)| std::ptr::eq(*r, &doc.runs[i])))
+                .filter(|(r, _)| r.succeeded())
+                .filter_map(|(_, s)| s.halt_polling)
+                .reduce(|a, b| a.plus(&b));
+            let counts = total.map_or("no KVM halt-polling stats".into(), |h| h.counts_line());
+            // The host's limit is the row without a `poll:` in its label.
+            let host = if c.id.halt_poll_ns.is_none() {
+                " poll:host"
+            } else {
+                ""
+            };
+            out.push_str(&format!("    {}{host}: {counts}\n", c.label));
+        }
+    }
+    for c in &configs {
+        for l in &c.levers {
+            out.push_str(&format!("  {}: {l}\n", c.label));
+        }
+    }
+    out
 }
 
 /// The configurations of `doc` whose runs are among `runs` (one workload),

@@ -1,8 +1,11 @@
 //! Expectation verdicts as TAP version 13 (what kselftest, Linaro's
 //! test-definitions and most CI harnesses read): one test point per
 //! verdict, `# SKIP` with the reason, a YAML block with the figure or the
-//! failure; and read back ([`parse`]: the lab's verdict over the TAP
-//! `ipivmm check` wrote in its guest).
+//! failure, and an undecided gate question as `not ok N - NAME # TODO
+//! undecided: WHY` (not a pass, not a failure either: a TAP harness counts
+//! a TODO point as neither, the exit code 4 is what gates); and read back
+//! ([`parse`]: the lab's verdict over the TAP `ipivmm check` wrote in its
+//! guest).
 use super::sink::{Command, Kind, Sink};
 use ipivmm::expect::{Outcome, Verdict, Verdicts};
 use std::fmt::Write;
@@ -47,23 +50,47 @@ pub fn render(v: &Verdicts, suite: &str) -> String {
                 quoted(why)
             ),
             Outcome::Skip(why) => writeln!(out, "ok {n} - {name} # SKIP {}", description(why)),
+            Outcome::Undecided(why) => writeln!(
+                out,
+                "not ok {n} - {name} # TODO {UNDECIDED} {}",
+                description(why)
+            ),
         };
     }
-    let (passed, failed, skipped) = v.counts();
-    let _ = writeln!(out, "# {passed} passed, {failed} failed, {skipped} skipped");
+    let _ = writeln!(out, "# {}", v.summary());
     out
 }
 
-/// Splits a point's `name # SKIP why` at the first unescaped ` # `:
-/// the name and the skip's reason, each with `\#` back to `#`.
-fn directive(rest: &str) -> (String, Option<String>) {
+/// What starts the TODO directive of an undecided point.
+const UNDECIDED: &str = "undecided:";
+
+/// A point's directive, read back.
+enum Directive {
+    /// `# SKIP why`.
+    Skip(String),
+    /// `# TODO undecided: why`.
+    Undecided(String),
+}
+
+/// Splits a point's `name # SKIP why` (or `# TODO undecided: why`) at the
+/// first unescaped ` # `: the name and the directive, each with `\#` back
+/// to `#`.
+fn directive(rest: &str) -> (String, Option<Directive>) {
     let unescape = |s: &str| s.replace("\\#", "#");
     let mut from = 0;
     while let Some(at) = rest[from..].find(" # ").map(|i| from + i) {
         if !rest[..at].ends_with('\\') {
             let d = rest[at + 3..].trim();
-            let skip = d.get(..4).filter(|w| w.eq_ignore_ascii_case("skip"));
-            return (unescape(&rest[..at]), skip.map(|_| unescape(d[4..].trim())));
+            let word = |w: &str| d.get(..w.len()).is_some_and(|x| x.eq_ignore_ascii_case(w));
+            let found = if word("skip") {
+                Some(Directive::Skip(unescape(d[4..].trim())))
+            } else if word("todo") && d[4..].trim_start().starts_with(UNDECIDED) {
+                let why = d[4..].trim_start()[UNDECIDED.len()..].trim();
+                Some(Directive::Undecided(unescape(why)))
+            } else {
+                None
+            };
+            return (unescape(&rest[..at]), found);
         }
         from = at + 3;
     }
@@ -110,9 +137,10 @@ pub fn parse(text: &str) -> (Verdicts, Vec<String>) {
             if number.parse::<usize>().is_err() {
                 continue;
             }
-            let (name, skip) = directive(rest.strip_prefix("- ").unwrap_or(rest));
-            let outcome = match (skip, ok) {
-                (Some(why), _) => Outcome::Skip(why),
+            let (name, directive) = directive(rest.strip_prefix("- ").unwrap_or(rest));
+            let outcome = match (directive, ok) {
+                (Some(Directive::Skip(why)), _) => Outcome::Skip(why),
+                (Some(Directive::Undecided(why)), _) => Outcome::Undecided(why),
                 (None, true) => Outcome::Pass(f64::NAN),
                 (None, false) => Outcome::Fail("no message".into()),
             };
@@ -164,6 +192,32 @@ mod tests {
         assert!(t.ends_with("# 1 passed, 1 failed, 1 skipped\n"), "{t}");
     }
 
+    /// An undecided gate question is no pass: `not ok` with a TODO
+    /// directive that says so, and counted apart.
+    #[test]
+    fn an_undecided_point_is_not_ok_todo() {
+        let v = Verdicts(vec![
+            Verdict {
+                name: "a == 1".into(),
+                outcome: Outcome::Pass(1.0),
+            },
+            Verdict {
+                name: "ratio(cycles_per_operation_p50, apic=x2apic, apic=xapic) < 1".into(),
+                outcome: Outcome::Undecided("×1.02 [×0.95, ×1.09]: more repeats".into()),
+            },
+        ]);
+        let t = render(&v, "plan");
+        assert!(
+            t.contains("\nnot ok 2 - ratio(cycles_per_operation_p50, apic=x2apic, apic=xapic) < 1 # TODO undecided: ×1.02 [×0.95, ×1.09]: more repeats\n"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("# 1 passed, 0 failed, 0 skipped, 1 undecided\n"),
+            "{t}"
+        );
+        assert_eq!(v.exit_code(), 4);
+    }
+
     /// What [`render`] writes reads back as the same verdicts.
     #[test]
     fn what_is_written_reads_back() {
@@ -179,6 +233,10 @@ mod tests {
             Verdict {
                 name: "z".into(),
                 outcome: Outcome::Skip("not run here: no PV".into()),
+            },
+            Verdict {
+                name: "ratio(p50, a, b) < 1 # x".into(),
+                outcome: Outcome::Undecided("ratio ×1.01 [×0.9, ×1.1]: more repeats".into()),
             },
         ]);
         assert_eq!(parse(&render(&v, "plan")), (v, Vec::new()));

@@ -65,6 +65,9 @@ fn report(r: &RunReport, layout: Layout) -> String {
         if let Some(line) = halted_line(r, key) {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(line) = halt_polling_line(r, key) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(line) = phase_apicv_line(r, key) {
             let _ = writeln!(out, "{line}");
         }
@@ -483,6 +486,25 @@ fn halted_line(r: &RunReport, (id, name): Key) -> Option<String> {
             halts.min(received)
         )
     })
+}
+
+/// With halting targets: what KVM's halt polling did in the phase (its
+/// stats summed over the vCPUs, `kvm_vcpu_wakeup` where counted) and the
+/// limit it ran under.
+fn halt_polling_line(r: &RunReport, (id, name): Key) -> Option<String> {
+    if r.mode.target == ipivmm::mode::TargetWait::Spin {
+        return None;
+    }
+    let phases: Vec<_> = r.vcpus.iter().flat_map(|v| v.phases_of(id, name)).collect();
+    let h = ipivmm::results::lever_effect::HaltPolling::of(r, &phases)?;
+    let limit = match h.limit_ns {
+        Some((ns, ipivmm::results::lever_effect::LimitSource::Vm)) => {
+            format!(", halt_poll_ns {ns} (the VM's)")
+        }
+        Some((ns, _)) => format!(", halt_poll_ns {ns} (the host's)"),
+        None => String::new(),
+    };
+    (h.halts > 0).then(|| format!("  halt polling: {}{limit}", h.counts_line()))
 }
 
 /// One line per vCPU with the values the payload recorded in the phase

@@ -43,6 +43,11 @@ pub struct SweepSpec {
     /// Skip combinations that would run the same VM as another on this host
     /// ([`mode::duplicate_of`]), e.g. `apicv=inhibit` without APICv.
     pub skip_duplicates: bool,
+    /// Halt-polling limits to sweep (`None`: the host's
+    /// `kvm.halt_poll_ns`; `Some(ns)`: the VM's, KVM_CAP_HALT_POLL), each
+    /// row labelled `poll:NS` or `poll:host`; empty = the base's one
+    /// setting, unlabelled.
+    pub halt_polls: Vec<Option<u32>>,
     /// Host settings to sweep, one value each of one vendor module
     /// parameter (`module_switch::parse_param_values`); empty = the host as
     /// it is.
@@ -66,6 +71,7 @@ impl Default for SweepSpec {
             workloads: Workload::ALL.to_vec(),
             vcpus: vec![2],
             placements: vec![(String::new(), Vec::new())],
+            halt_polls: Vec::new(),
             skip_duplicates: false,
             host_params: Vec::new(),
             host_cpus: 0,
@@ -144,9 +150,27 @@ pub fn capacity_reason(c: &VmConfig, host_cpus: usize) -> Option<String> {
     })
 }
 
+/// The label of a swept halt-polling limit: `poll:0`, `poll:host`.
+pub fn poll_label(limit: Option<u32>) -> String {
+    match limit {
+        Some(ns) => format!("poll:{ns}"),
+        None => "poll:host".into(),
+    }
+}
+
 /// Every configuration of `spec`, workloads outermost so each workload's
-/// modes run side by side, then vCPU counts, then the mode parts.
-fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
+/// modes run side by side, then vCPU counts, then the mode parts, then the
+/// halt-polling limits; each with its placement's name and the label of
+/// its swept limit (None: not swept).
+fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
+    let polls: Vec<(Option<u32>, Option<String>)> = match spec.halt_polls.is_empty() {
+        true => vec![(spec.base.halt_poll_ns, None)],
+        false => spec
+            .halt_polls
+            .iter()
+            .map(|&p| (p, Some(poll_label(p))))
+            .collect(),
+    };
     let mut out = Vec::new();
     for &workload in &spec.workloads {
         for &vcpus in &spec.vcpus {
@@ -155,21 +179,24 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig)> {
                     for &ipi in &spec.ipis {
                         for &apicv in &spec.apicv {
                             for (place, pin) in &spec.placements {
-                                let config = VmConfig {
-                                    irqchip,
-                                    apic,
-                                    ipi,
-                                    apicv,
-                                    workload,
-                                    vcpus,
-                                    pin: pin.clone(),
-                                    memory_bytes: spec
-                                        .base
-                                        .memory_bytes
-                                        .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
-                                    ..spec.base.clone()
-                                };
-                                out.push((place.clone(), config));
+                                for (halt_poll_ns, poll) in &polls {
+                                    let config = VmConfig {
+                                        irqchip,
+                                        apic,
+                                        ipi,
+                                        apicv,
+                                        workload,
+                                        vcpus,
+                                        pin: pin.clone(),
+                                        halt_poll_ns: *halt_poll_ns,
+                                        memory_bytes: spec
+                                            .base
+                                            .memory_bytes
+                                            .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
+                                        ..spec.base.clone()
+                                    };
+                                    out.push((place.clone(), config, poll.clone()));
+                                }
                             }
                         }
                     }
@@ -195,8 +222,12 @@ pub fn plan_stage(
 ) -> (Vec<PlannedRun>, Vec<SkippedMode>) {
     let (mut runs, mut skips) = (Vec::new(), Vec::new());
     let host_param = setting.map(|s| s.to_string());
-    for (place, config) in configs(spec) {
-        let label = stage_label(&config, &place, setting);
+    for (place, config, poll) in configs(spec) {
+        let mut label = stage_label(&config, &place, setting);
+        if let Some(p) = poll {
+            label.push(' ');
+            label.push_str(&p);
+        }
         let capacity = || match spec.force {
             true => None,
             false => capacity_reason(&config, spec.host_cpus),

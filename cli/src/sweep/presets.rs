@@ -20,7 +20,13 @@ pub enum Preset {
     IpivUnicast,
     /// Xen APICv topology: ping-pong with vCPUs close together vs spread apart, APICv on vs inhibited.
     ApicvTopology,
+    /// Halt polling: x2APIC ping-pong to a halted target, --halt-poll-ns 0 vs the host's kvm.halt_poll_ns, with KVM's halt-polling counters per row.
+    HaltPolling,
 }
+
+/// The lab command that answers the halt-polling question where this host
+/// cannot (kvm_amd under QEMU: counts, not timings; docs/lab.md).
+pub const HALT_POLLING_LAB: &str = "cargo xtask lab full";
 
 /// vCPUs of the seed's AVIC broadcast report.
 pub const AVIC_BROADCAST_VCPUS: usize = 180;
@@ -76,6 +82,47 @@ impl PresetHost {
     }
 }
 
+/// The host's `kvm.halt_poll_ns`, when the facts have it.
+fn host_halt_poll_ns(host: &PresetHost) -> Option<u64> {
+    let v = host
+        .facts
+        .as_ref()?
+        .params
+        .get("kvm")?
+        .get("halt_poll_ns")?;
+    v.trim().parse().ok()
+}
+
+/// What this host can and cannot say of halt polling. KVM's generic halt
+/// path (kvm_vcpu_halt) runs on every backend, so the counters always
+/// say whether KVM polled; a software KVM's latencies are not hardware's,
+/// and the lab answers the question under kvm_amd.
+fn halt_polling_caveats(host: &PresetHost) -> Vec<String> {
+    let mut out = Vec::new();
+    let backend = host.facts.as_ref().map(|f| &f.backend);
+    if backend == Some(&ipivmm_host::facts::KvmBackend::KvmPvm) {
+        out.push(format!(
+            "kvm_pvm (a software KVM): the rows say whether KVM polled (halt_attempted_poll, \
+             halt_successful_poll) and what polling did to this host's round trip, not what it saves on hardware \
+             (this preset on a hardware host); kvm_amd's polling counts, not timings: {HALT_POLLING_LAB}"
+        ));
+    }
+    match host_halt_poll_ns(host) {
+        Some(0) => out.push(format!(
+            "the host's kvm.halt_poll_ns is 0: both rows run without polling, so the question has no answer here \
+             (set kvm.halt_poll_ns, or: {HALT_POLLING_LAB})"
+        )),
+        Some(ns) => out.push(format!(
+            "KVM polls a halted vCPU only once a halt shorter than {} µs (the host's kvm.halt_poll_ns {ns}) \
+             has grown its window: each row says how many polls it attempted, and a lever that had nothing \
+             to act on is said beside the figures",
+            (ns + 500) / 1000
+        )),
+        None => {}
+    }
+    out
+}
+
 /// The placements of the topology preset: `close` and `spread`.
 fn placements(host: &PresetHost) -> [(String, Vec<usize>); 2] {
     [
@@ -99,10 +146,11 @@ fn cpu_list(v: &[usize]) -> String {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 3] = [
+    pub const ALL: [Preset; 4] = [
         Preset::AvicBroadcast,
         Preset::IpivUnicast,
         Preset::ApicvTopology,
+        Preset::HaltPolling,
     ];
 
     /// The question the preset answers.
@@ -111,6 +159,7 @@ impl Preset {
             Preset::AvicBroadcast => "does AVIC make all-but-self broadcast IPIs slower (xAPIC), and does x2APIC without AVIC match xAPIC without it?",
             Preset::IpivUnicast => "how much does IPI virtualization save per unicast IPI, in xAPIC and in x2APIC mode?",
             Preset::ApicvTopology => "does APICv make IPIs slower when the vCPUs are spread across sockets rather than close together?",
+            Preset::HaltPolling => "how much of a wake-up IPI to a halted vCPU is KVM's halt polling, and did KVM poll at all?",
         }
     }
 
@@ -120,6 +169,7 @@ impl Preset {
             Preset::AvicBroadcast => "seed 000 (AMD Rome, 180 vCPUs, kvm-hint-dedicated): all-but-self broadcasts took 19.1 s with AVIC vs 12.3 s without (xAPIC, +55%); x2APIC without AVIC 13.1 s",
             Preset::IpivUnicast => "seed 002 (Sapphire Rapids, kvm-unit-tests vmexit ipi, 2 vCPUs): IPIv cut cycles per IPI by 22% in xAPIC (6059 -> 4713) and 16% in x2APIC (4338 -> 3645)",
             Preset::ApicvTopology => "seed 003 (Xen, Xeon E7-4890 v2, 4 sockets): with APICv, 15 vCPUs spread over the sockets scored 2209 vs 989 close together; without APICv 1130 vs 978 (lower is better)",
+            Preset::HaltPolling => "seed 002 (the IPIv series' review): adaptive halt polling moves kvm-unit-tests' vmexit ipi score, so its authors had the target idle-loop instead of hlt to take it out",
         }
     }
 
@@ -156,6 +206,16 @@ impl Preset {
                 spec.apics = vec![ApicMode::X2apic];
                 spec.vcpus = vec![2];
                 spec.placements = placements(host).to_vec();
+            }
+            Preset::HaltPolling => {
+                // Every IPI wakes a halted target; the host's polling
+                // limit against none, the VM's own (KVM_CAP_HALT_POLL).
+                spec.workloads = vec![Workload::Pingpong];
+                spec.apics = vec![ApicMode::X2apic];
+                spec.apicv = vec![ApicvRequest::Host];
+                spec.vcpus = vec![2];
+                spec.base.target_wait = TargetWait::Halt;
+                spec.halt_polls = vec![None, Some(0)];
             }
         }
     }
@@ -205,6 +265,7 @@ impl Preset {
                     );
                 }
             }
+            Preset::HaltPolling => out.extend(halt_polling_caveats(host)),
         }
         out
     }
@@ -247,6 +308,12 @@ impl Preset {
                 }
                 None
             }
+            Preset::HaltPolling => match (c.halt_poll_ns, host_halt_poll_ns(host)) {
+                (None, Some(0)) => Some(
+                    "the host's kvm.halt_poll_ns is 0: this row polls no more than poll:0".into(),
+                ),
+                _ => None,
+            },
         }
     }
 
@@ -371,6 +438,82 @@ mod tests {
             r.host.is_empty() && r.rows.iter().all(|x| x.caveat.is_none()),
             "{r:?}"
         );
+    }
+
+    /// Issue 50: the halt-polling question as a preset: a halted target,
+    /// the host's limit against none (two rows, labelled by the limit),
+    /// and on this host (kvm_pvm) the dry run names the lab command that
+    /// answers it under kvm_amd, and the window polling starts in.
+    #[test]
+    fn halt_polling_compares_the_hosts_limit_with_none_and_names_the_lab() {
+        let mut host = two_cpus_one_socket(false);
+        if let Some(f) = host.facts.as_mut() {
+            f.params
+                .entry("kvm".into())
+                .or_default()
+                .insert("halt_poll_ns".into(), "200000".into());
+        }
+        let mut spec = SweepSpec::default();
+        Preset::HaltPolling.apply(&mut spec, &host);
+        let (runs, skipped) = super::super::plan(&spec, host.facts.as_ref());
+        let rows: Vec<(&str, Option<u32>, TargetWait)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    r.label.as_str(),
+                    r.config.halt_poll_ns,
+                    r.config.target_wait,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "pingpong 2v kernel/x2apic/icr poll:host",
+                    None,
+                    TargetWait::Halt
+                ),
+                (
+                    "pingpong 2v kernel/x2apic/icr poll:0",
+                    Some(0),
+                    TargetWait::Halt
+                ),
+            ]
+        );
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let r = Preset::HaltPolling.report(&host, &runs, &skipped);
+        assert!(
+            r.host[0].starts_with("kvm_pvm (a software KVM)"),
+            "{:?}",
+            r.host
+        );
+        assert!(r.host[0].ends_with(HALT_POLLING_LAB), "{:?}", r.host);
+        assert!(
+            r.host[1].contains("only once a halt shorter than 200 µs"),
+            "{:?}",
+            r.host
+        );
+        assert!(r.rows.iter().all(|x| x.runs && x.caveat.is_none()), "{r:?}");
+        // A host that polls never: both rows run without polling.
+        if let Some(f) = host.facts.as_mut() {
+            f.params
+                .entry("kvm".into())
+                .or_default()
+                .insert("halt_poll_ns".into(), "0".into());
+        }
+        let r = Preset::HaltPolling.report(&host, &runs, &skipped);
+        assert!(
+            r.host[1].starts_with("the host's kvm.halt_poll_ns is 0")
+                && r.host[1].contains(HALT_POLLING_LAB),
+            "{:?}",
+            r.host
+        );
+        assert_eq!(
+            r.rows[0].caveat.as_deref(),
+            Some("the host's kvm.halt_poll_ns is 0: this row polls no more than poll:0")
+        );
+        assert_eq!(r.rows[1].caveat, None);
     }
 
     #[test]

@@ -299,6 +299,10 @@ pub struct Recorded {
     pub incomplete: Option<String>,
     /// When it was written (Unix seconds).
     pub recorded_at: Option<u64>,
+    /// Each run's content fingerprint ([`crate::results::fingerprint`]),
+    /// in the same order: the same run twice is one recording, whatever
+    /// the files' names.
+    pub fingerprints: Vec<u64>,
 }
 
 impl Recorded {
@@ -312,6 +316,7 @@ impl Recorded {
             repeats: d.runs.iter().map(|r| r.repeat).collect(),
             incomplete: d.incomplete.clone(),
             recorded_at: d.recorded_at,
+            fingerprints: d.runs.iter().map(crate::results::fingerprint::of).collect(),
         }
     }
 }
@@ -350,6 +355,14 @@ pub enum CompareError {
     /// Every file is a baseline.
     #[error("every file is a --baseline: give at least one file to compare against them")]
     NothingButBaselines,
+    /// One run found twice (same content, whatever the paths).
+    #[error("{first} and {second} are the same run (the same file given twice, a copy or a link): a recording counts once; give each file once")]
+    SameRunTwice {
+        /// Where it was first found (file and run number).
+        first: String,
+        /// Where again.
+        second: String,
+    },
     /// Two runs of one configuration with the same repeat index: one run
     /// counted twice would pass for independent repeats.
     #[error("{file}: runs {first} and {second} are both repeat {index} of {id}: a run written twice is not two repeats; record it again")]
@@ -365,6 +378,25 @@ pub enum CompareError {
         /// The second.
         second: usize,
     },
+}
+
+/// Refuses the same run found twice among `docs` (a file given twice
+/// under two paths, a copy, a link, a glob that matched both): counted
+/// twice, one recording would pass for two, and its zero drift for
+/// evidence.
+fn check_distinct(docs: &[(String, Recorded)]) -> Result<(), CompareError> {
+    let mut seen: HashMap<u64, (usize, usize)> = HashMap::new();
+    for (f, (_, d)) in docs.iter().enumerate() {
+        for (i, fp) in d.fingerprints.iter().enumerate() {
+            if let Some((f0, i0)) = seen.insert(*fp, (f, i)) {
+                return Err(CompareError::SameRunTwice {
+                    first: format!("{} run {}", docs[f0].0, i0 + 1),
+                    second: format!("{} run {}", docs[f].0, i + 1),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_repeats(name: &str, d: &Recorded) -> Result<(), CompareError> {
@@ -396,11 +428,13 @@ fn baseline_files(
     let names: Vec<String> = docs.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::new();
     for b in baselines {
+        // The file itself (by name as given, or the same file by another
+        // path), never another file of the same base name.
         let found = names.iter().position(|n| n == b).or_else(|| {
-            let file = std::path::Path::new(b).file_name()?;
+            let want = std::fs::canonicalize(b).ok()?;
             names
                 .iter()
-                .position(|n| std::path::Path::new(n).file_name() == Some(file))
+                .position(|n| std::fs::canonicalize(n).ok().as_ref() == Some(&want))
         });
         match found {
             Some(i) if !out.contains(&i) => out.push(i),
@@ -447,6 +481,7 @@ pub fn compare_recorded(
     by: Dimension,
     baselines: &[String],
 ) -> Result<Comparison, CompareError> {
+    check_distinct(docs)?;
     for (name, d) in docs {
         check_repeats(name, d)?;
     }

@@ -1,15 +1,15 @@
 //! Expectations against a results document: one [`Verdict`] per
 //! expectation and run it is about (a ratio: one per expectation).
 use super::{
-    CounterRef, Expectation, Expr, Op, Operand, Rhs, Scope, Sign, Subject, VcpuCount, Vcpus,
+    CounterRef, Expectation, Expr, Op, Operand, Rhs, Scope, Subject, VcpuCount, Vcpus,
     PHASE_FIGURES,
 };
 use crate::gate::claim::{self, Claim, Judgement};
 use crate::results::identity::{ConfigId, Field};
-use crate::results::metrics::{Metric, RunMetrics};
+use crate::results::metrics::RunMetrics;
 use crate::results::source::Source;
 use crate::results::summary::{measured_phase, summarize};
-use crate::results::{Document, PhaseResult, RunReport};
+use crate::results::{Document, PhaseResult, RunReport, VcpuResult};
 use crate::stats;
 use std::borrow::Cow;
 
@@ -22,6 +22,10 @@ pub enum Outcome {
     Fail(String),
     /// It could not be judged here, and why (not measured, not run).
     Skip(String),
+    /// A gate question (a `ratio()`, a latency bound over repeats) the
+    /// repeats could not decide, and why: never a pass, and the exit is 4
+    /// whatever else passed ([`Verdicts::exit_code`]).
+    Undecided(String),
 }
 
 /// One test point: an expectation about one run (or a ratio).
@@ -39,19 +43,23 @@ pub struct Verdict {
 pub struct Verdicts(pub Vec<Verdict>);
 
 impl Verdicts {
-    /// kselftest's exit codes: 1 when any failed, 4 when none passed (all
-    /// skipped, or nothing to judge), 0 otherwise.
+    /// kselftest's exit codes: 1 when any failed; 4 when a gate question
+    /// is undecided (even beside passes: undecided is never a pass) or
+    /// none passed (all skipped, or nothing to judge); 0 otherwise (a
+    /// plain skip beside passes stays 0).
     pub fn exit_code(&self) -> u8 {
-        let failed = self.0.iter().any(|v| matches!(v.outcome, Outcome::Fail(_)));
-        let passed = self.0.iter().any(|v| matches!(v.outcome, Outcome::Pass(_)));
-        match (failed, passed) {
-            (true, _) => 1,
-            (false, false) => 4,
-            (false, true) => 0,
+        let any = |f: fn(&Outcome) -> bool| self.0.iter().any(|v| f(&v.outcome));
+        let failed = any(|o| matches!(o, Outcome::Fail(_)));
+        let undecided = any(|o| matches!(o, Outcome::Undecided(_)));
+        let passed = any(|o| matches!(o, Outcome::Pass(_)));
+        match (failed, undecided, passed) {
+            (true, _, _) => 1,
+            (false, true, _) | (false, false, false) => 4,
+            (false, false, true) => 0,
         }
     }
 
-    /// (passed, failed, skipped).
+    /// (passed, failed, skipped); the undecided are [`Verdicts::undecided`].
     pub fn counts(&self) -> (usize, usize, usize) {
         let count = |f: fn(&Outcome) -> bool| self.0.iter().filter(|v| f(&v.outcome)).count();
         (
@@ -59,6 +67,25 @@ impl Verdicts {
             count(|o| matches!(o, Outcome::Fail(_))),
             count(|o| matches!(o, Outcome::Skip(_))),
         )
+    }
+
+    /// How many gate questions are undecided.
+    pub fn undecided(&self) -> usize {
+        self.0
+            .iter()
+            .filter(|v| matches!(v.outcome, Outcome::Undecided(_)))
+            .count()
+    }
+
+    /// `N passed, N failed, N skipped[, N undecided]`.
+    pub fn summary(&self) -> String {
+        let (passed, failed, skipped) = self.counts();
+        let mut s = format!("{passed} passed, {failed} failed, {skipped} skipped");
+        match self.undecided() {
+            0 => {}
+            n => s.push_str(&format!(", {n} undecided")),
+        }
+        s
     }
 }
 
@@ -298,35 +325,64 @@ fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
 }
 
 /// Counter `source.name` of `r`'s measured phase on each vCPU (index,
-/// value), or on vCPU `only` alone; Err when the source did not run, or is
-/// reported unavailable (its zeros would not be counts).
+/// value), or on vCPU `only` alone; Err with the verdict where it cannot
+/// be read (a skip where the source did not run or is reported
+/// unavailable: its zeros would not be counts).
 fn counter_values(
     r: &RunReport,
     source: &str,
     name: &str,
     only: Option<usize>,
-) -> Result<Vec<(usize, u64)>, String> {
+) -> Result<Vec<(usize, u64)>, Outcome> {
     let Some((id, phase_name)) = measured_phase(r) else {
-        return Err("the run has no measured phase".into());
+        return Err(Outcome::Skip("the run has no measured phase".into()));
     };
     counter_values_of(r, (id, &phase_name), source, name, only)
 }
 
-/// [`counter_values`] of phase `(id, name)`.
+/// Phase `(id, name)` of vCPU `v`.
+fn phase_of<'v>(v: &'v VcpuResult, id: u32, name: &str) -> Option<&'v PhaseResult> {
+    v.phases.iter().find(|p| p.id == id && p.name == name)
+}
+
+/// [`counter_values`] of phase `(id, name)`. Over every vCPU (`only`
+/// None: `vcpus.`, `vcpu*.`), one without the phase fails it (a sum
+/// without it would be a part passed off as the whole); so does one
+/// without a counter of a source another vCPU has, or without the
+/// payload's records (a vCPU that recorded nothing has no 0 to read).
 fn counter_values_of(
     r: &RunReport,
     (id, phase_name): (u32, &str),
     source: &str,
     name: &str,
     only: Option<usize>,
-) -> Result<Vec<(usize, u64)>, String> {
+) -> Result<Vec<(usize, u64)>, Outcome> {
+    let missing: Vec<String> = r
+        .vcpus
+        .iter()
+        .filter(|v| only.is_none() && phase_of(v, id, phase_name).is_none())
+        .map(|v| format!("vcpu{}", v.index))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Outcome::Fail(format!(
+            "{} did not finish the phase '{phase_name}' (every vCPU's is read)",
+            missing.join(", ")
+        )));
+    }
+    // Whether any vCPU has counters of `source` in the phase.
+    let source_ran = r.vcpus.iter().any(|v| {
+        phase_of(v, id, phase_name).is_some_and(|p| p.counters().any(|(s, _, _)| s == source))
+    });
     let mut out = Vec::new();
     for v in r.vcpus.iter().filter(|v| only.is_none_or(|i| v.index == i)) {
-        let Some(p) = v.phases.iter().find(|p| p.id == id && p.name == phase_name) else {
+        let Some(p) = phase_of(v, id, phase_name) else {
             continue;
         };
         if source == PHASE_FIGURES {
-            out.push((v.index, phase_figure(p, name, v.index)?));
+            out.push((
+                v.index,
+                phase_figure(p, name, v.index).map_err(Outcome::Skip)?,
+            ));
             continue;
         }
         if let Some(s) = v
@@ -335,10 +391,10 @@ fn counter_values_of(
             .find(|s| source.starts_with(s.source.key()) && !s.available)
         {
             let why = s.detail.as_deref().unwrap_or("unavailable");
-            return Err(format!(
+            return Err(Outcome::Skip(format!(
                 "vcpu{}: '{source}' is unavailable ({why})",
                 v.index
-            ));
+            )));
         }
         let counters: Vec<(&str, &str, u64)> =
             p.counters().filter(|(s, _, _)| *s == source).collect();
@@ -356,6 +412,19 @@ fn counter_values_of(
             {
                 0
             }
+            None if counters.is_empty()
+                && (source_ran || Source::of_key(source) == Some(Source::Records)) =>
+            {
+                return Err(Outcome::Fail(format!(
+                    "vcpu{} has no '{source}' counters in phase '{phase_name}'{}",
+                    v.index,
+                    match source_ran {
+                        true => " where another vCPU has",
+                        false =>
+                            " (the payload records them: a vCPU that recorded none has no figure)",
+                    }
+                )));
+            }
             None if counters.is_empty() => {
                 let why = v
                     .sources
@@ -363,10 +432,13 @@ fn counter_values_of(
                     .find(|s| source.starts_with(s.source.key()) && !s.available)
                     .and_then(|s| s.detail.clone())
                     .unwrap_or_else(|| "nothing recorded".into());
-                return Err(format!("vcpu{}: no '{source}' counters ({why})", v.index));
+                return Err(Outcome::Skip(format!(
+                    "vcpu{}: no '{source}' counters ({why})",
+                    v.index
+                )));
             }
             None => {
-                return Err(format!(
+                return Err(Outcome::Fail(format!(
                     "vcpu{}: '{source}' has no counter '{name}' (it has {})",
                     v.index,
                     counters
@@ -375,7 +447,7 @@ fn counter_values_of(
                         .take(12)
                         .collect::<Vec<_>>()
                         .join(", ")
-                ))
+                )))
             }
         };
         out.push((v.index, value));
@@ -431,13 +503,7 @@ fn counter_ref(r: &RunReport, c: &CounterRef, at: Option<usize>) -> Result<f64, 
     let Some((id, name)) = phase else {
         return Err(Outcome::Skip("the run has no measured phase".into()));
     };
-    let values = counter_values_of(r, (id, &name), &c.source, &c.name, only).map_err(|why| {
-        if why.contains("has no counter") {
-            Outcome::Fail(why)
-        } else {
-            Outcome::Skip(why)
-        }
-    })?;
+    let values = counter_values_of(r, (id, &name), &c.source, &c.name, only)?;
     if only.is_some() && values.is_empty() {
         return Err(Outcome::Fail(format!(
             "the run has no vcpu{} with that phase",
@@ -501,24 +567,10 @@ fn operand(r: &RunReport, o: &Operand, at: Option<usize>) -> Result<f64, Outcome
     }
 }
 
-/// Expression `x` on run `r` (vCPU `at` for its `vcpu*` counters).
+/// Expression `x` on run `r` (vCPU `at` for its `vcpu*` counters): a
+/// division by 0 or a step past the range of a number fails.
 fn expr_value(r: &RunReport, x: &Expr, at: Option<usize>) -> Result<f64, Outcome> {
-    let mut total = 0f64;
-    for t in &x.terms {
-        let mut product = 1f64;
-        for (divides, o) in &t.factors {
-            let v = operand(r, o, at)?;
-            if *divides && v == 0.0 {
-                return Err(Outcome::Fail(format!("a division by 0 ({o:?})")));
-            }
-            product = if *divides { product / v } else { product * v };
-        }
-        total += match t.sign {
-            Sign::Plus => product,
-            Sign::Minus => -product,
-        };
-    }
-    Ok(total)
+    x.value(|o| operand(r, o, at), Outcome::Fail)
 }
 
 /// `e`'s right-hand side on run `r`, for vCPU `at` where it reads counters
@@ -563,76 +615,41 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
         }
     };
     match &e.subject {
-        Subject::Metric(key) => match metric_value(key, r) {
-            Ok(v) => judge(v),
-            Err(why) => Outcome::Skip(why),
-        },
         Subject::Counter {
-            vcpus,
+            vcpus: Vcpus::Each,
             source,
             name,
         } => {
-            let only = match vcpus {
-                Vcpus::One(i) => Some(*i),
-                _ => None,
-            };
-            let values = match counter_values(r, source, name, only) {
+            // Every vCPU's (one without the phase fails it).
+            let values = match counter_values(r, source, name, None) {
                 Ok(v) => v,
-                Err(why) if why.contains("has no counter") => return Outcome::Fail(why),
-                Err(why) => return Outcome::Skip(why),
+                Err(o) => return o,
             };
-            match vcpus {
-                Vcpus::Sum => {
-                    judge(values.iter().fold(0u64, |a, (_, v)| a.saturating_add(*v)) as f64)
-                }
-                Vcpus::One(i) => match values.iter().find(|(idx, _)| idx == i) {
-                    Some((_, v)) => judge(*v as f64),
-                    None => Outcome::Fail(format!("the run has no vcpu{i} with that phase")),
-                },
-                Vcpus::Each => {
-                    let mut bad: Vec<String> = Vec::new();
-                    for (i, v) in &values {
-                        let want = match per_vcpu {
-                            true => match rhs_value(e, r, Some(*i)) {
-                                Ok(x) => x,
-                                Err(o) => return o,
-                            },
-                            false => want,
-                        };
-                        if !e.op.holds(*v as f64, want, e.tolerance) {
-                            bad.push(match per_vcpu {
-                                true => {
-                                    format!("vcpu{i} got {v}, want {} {}", e.op.symbol(), fmt(want))
-                                }
-                                false => format!("vcpu{i} got {v}"),
-                            });
+            let mut bad: Vec<String> = Vec::new();
+            for (i, v) in &values {
+                let want = match per_vcpu {
+                    true => match rhs_value(e, r, Some(*i)) {
+                        Ok(x) => x,
+                        Err(o) => return o,
+                    },
+                    false => want,
+                };
+                if !e.op.holds(*v as f64, want, e.tolerance) {
+                    bad.push(match per_vcpu {
+                        true => {
+                            format!("vcpu{i} got {v}, want {} {}", e.op.symbol(), fmt(want))
                         }
-                    }
-                    // Each vCPU must hold: one that did not finish the phase cannot.
-                    for v in r
-                        .vcpus
-                        .iter()
-                        .filter(|v| values.iter().all(|(i, _)| *i != v.index))
-                    {
-                        bad.push(format!("vcpu{} did not finish the phase", v.index));
-                    }
-                    match (bad.is_empty(), values.first()) {
-                        (_, None) => Outcome::Fail("no vCPU ran the measured phase".into()),
-                        (true, Some((_, v))) => Outcome::Pass(*v as f64),
-                        (false, _) => Outcome::Fail(bad.join(", ")),
-                    }
+                        false => format!("vcpu{i} got {v}"),
+                    });
                 }
             }
+            match (bad.is_empty(), values.first()) {
+                (_, None) => Outcome::Fail("no vCPU ran the measured phase".into()),
+                (true, Some((_, v))) => Outcome::Pass(*v as f64),
+                (false, _) => Outcome::Fail(bad.join(", ")),
+            }
         }
-        Subject::Run(name) => match run_figure(r, name) {
-            Ok(v) => judge(v),
-            Err(o) => o,
-        },
-        Subject::Expr(x) if !x.per_vcpu() => match expr_value(r, x, None) {
-            Ok(v) => judge(v),
-            Err(o) => o,
-        },
-        Subject::Expr(x) => {
+        Subject::Expr(x) if x.per_vcpu() => {
             let mut bad: Vec<String> = Vec::new();
             let mut first = None;
             for v in &r.vcpus {
@@ -664,8 +681,39 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
                 (false, _) => Outcome::Fail(bad.join(", ")),
             }
         }
+        _ => match left_value(e, r) {
+            Ok(v) => judge(v),
+            Err(o) => o,
+        },
+    }
+}
+
+/// The left-hand side of `e` on run `r` where it is one figure of the run
+/// (a metric, `vcpuN.`/`vcpus.` counters, `run.NAME`, arithmetic over
+/// them); `vcpu*` is judged per vCPU ([`on_run`]).
+fn left_value(e: &Expectation, r: &RunReport) -> Result<f64, Outcome> {
+    match &e.subject {
+        Subject::Metric(key) => metric_value(key, r).map_err(Outcome::Skip),
+        Subject::Counter {
+            vcpus,
+            source,
+            name,
+        } => {
+            let c = CounterRef {
+                vcpus: vcpus.clone(),
+                phase: None,
+                source: source.clone(),
+                name: name.clone(),
+            };
+            counter_ref(r, &c, None)
+        }
+        Subject::Run(name) => run_figure(r, name),
+        Subject::Expr(x) => expr_value(r, x, None),
         Subject::Ratio { .. } | Subject::UnexpectedSkips(_) | Subject::Recorded(_) => {
-            unreachable!("judged over the document")
+            Err(Outcome::Fail(format!(
+                "'{}' reads the whole document, not one run",
+                e.text
+            )))
         }
     }
 }
@@ -673,14 +721,72 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
 fn fmt(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
+    } else if v.is_finite() && (v.abs() >= 1e15 || (v != 0.0 && v.abs() < 1e-4)) {
+        format!("{v:e}")
     } else {
         format!("{v:.4}")
     }
 }
 
+/// Why run `r`'s latency figures are left out, if they are: it was
+/// measured on a busy host (other jobs' CPU share or steal past the
+/// bounds `compare` leaves such a repeat out at, [`stats::load_instabilities`]).
+fn busy(r: &RunReport) -> Option<String> {
+    let load = r.host_load.as_ref()?;
+    stats::load_instabilities(load)
+        .first()
+        .map(|i| i.to_string())
+}
+
+/// The repeats a latency judgement left out as measured on a busy host:
+/// how many of how many, and the first one's reason.
+#[derive(Default)]
+struct Busy {
+    left_out: usize,
+    of: usize,
+    why: Option<String>,
+}
+
+impl Busy {
+    /// Counts run `r`: true when it is left out.
+    fn leaves_out(&mut self, r: &RunReport) -> bool {
+        self.of += 1;
+        match busy(r) {
+            Some(why) => {
+                self.left_out += 1;
+                self.why.get_or_insert(why);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What is said of them, if any was left out.
+    fn note(&self) -> Option<String> {
+        self.why.as_ref().map(|why| {
+            format!(
+                "{} of {} repeats left out as measured on a busy host ({why})",
+                self.left_out, self.of
+            )
+        })
+    }
+
+    /// Every repeat left out: nothing to judge.
+    fn all(&self) -> bool {
+        self.of > 0 && self.left_out == self.of
+    }
+}
+
 /// The figure of every completed repeat of `scope` a ratio reads (the
-/// runs of the first configuration that matches, when several do).
-fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, Outcome> {
+/// runs of the first configuration that matches, when several do), with
+/// the busy repeats left out for a latency figure (never for a count,
+/// which load cannot change).
+fn ratio_side(
+    doc: &Document,
+    scope: &Scope,
+    metric: &str,
+    busy: &mut Busy,
+) -> Result<Vec<f64>, Outcome> {
     let runs = runs_of(doc, scope);
     let Some(first) = runs.first() else {
         return Err(match skipped_reason(doc, scope) {
@@ -690,6 +796,7 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
     };
     let key = full_label(first);
     let mut values = Vec::new();
+    let mut side = Busy::default();
     for r in runs.iter().filter(|r| full_label(r) == key) {
         if !r.succeeded() {
             return Err(Outcome::Fail(format!(
@@ -701,10 +808,24 @@ fn ratio_side(doc: &Document, scope: &Scope, metric: &str) -> Result<Vec<f64>, O
         if let Some(why) = crate::results::summary::missing_phase(r) {
             return Err(Outcome::Fail(format!("{}: {why}", full_label(r))));
         }
+        if super::is_latency(metric) && side.leaves_out(r) {
+            continue;
+        }
         values.push(
             metric_value(metric, r)
                 .map_err(|why| Outcome::Skip(format!("{}: {why}", full_label(r))))?,
         );
+    }
+    if side.all() {
+        return Err(Outcome::Undecided(format!(
+            "{key}: every repeat was measured on a busy host ({}): none is left to judge; run it again on a quiet host",
+            side.why.unwrap_or_default()
+        )));
+    }
+    busy.left_out += side.left_out;
+    busy.of += side.of;
+    if busy.why.is_none() {
+        busy.why = side.why;
     }
     Ok(values)
 }
@@ -752,9 +873,9 @@ fn unexpected_skips(doc: &Document, allowed: &[String], e: &Expectation) -> Outc
         .map(|s| format!("{}: {}", s.mode, s.reason))
         .collect();
     let n = unexpected.len() as f64;
-    let want = match e.value {
-        Rhs::Number(x) => x,
-        _ => unreachable!("refused by the parser"),
+    // The parser gives it a number (arithmetic over numbers folded).
+    let Rhs::Number(want) = e.value else {
+        return Outcome::Fail("unexpected_skips(...) compares with a number".into());
     };
     if e.op.holds(n, want, e.tolerance) {
         Outcome::Pass(n)
@@ -854,18 +975,27 @@ fn claim(op: Op, want: f64, tol: f64, log: bool) -> Result<Claim, bool> {
 
 /// A judgement that waits for its Holm level: a ratio over two
 /// configurations' repeats, or a latency figure's median over one
-/// configuration's.
+/// configuration's; `note`: what was left out (busy repeats), said with
+/// any verdict but a pass.
 enum Statistical {
     Ratio {
         a: Vec<f64>,
         b: Vec<f64>,
         claim: Claim,
         want: String,
+        note: Option<String>,
     },
     Median {
+        /// What is judged: the left side, or the left side less the right
+        /// where the right reads the run (`p50 < 0.5 * p99`).
         values: Vec<f64>,
+        /// The left side's figures (the value of a pass).
+        left: Vec<f64>,
+        /// What `values` are, where not the left side's figure.
+        of: Option<String>,
         claim: Claim,
         want: String,
+        note: Option<String>,
     },
 }
 
@@ -879,26 +1009,42 @@ impl Statistical {
 
     fn outcome(&self, level: f64) -> Outcome {
         let policy = crate::gate::DEFAULT_POLICY;
-        let (j, said, value) = match self {
-            Statistical::Ratio { a, b, claim, want } => (
+        let (j, said, value, note) = match self {
+            Statistical::Ratio {
+                a,
+                b,
+                claim,
+                want,
+                note,
+            } => (
                 claim::ratio(a, b, *claim, &policy, level),
                 format!("{} against {want}", claim::ratio_text(a, b, &policy)),
                 stats::median(a).zip(stats::median(b)).map(|(x, y)| x / y),
+                note,
             ),
             Statistical::Median {
                 values,
+                left,
+                of,
                 claim,
                 want,
+                note,
             } => (
                 claim::median_of(values, *claim, &policy, level),
-                format!("{} against {want}", claim::median_text(values)),
-                stats::median(values),
+                format!(
+                    "{}{} against {want}",
+                    of.as_ref().map(|o| format!("{o}: ")).unwrap_or_default(),
+                    claim::median_text(values)
+                ),
+                stats::median(left),
+                note,
             ),
         };
+        let note = note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
         match j {
             Judgement::Holds => Outcome::Pass(value.unwrap_or(f64::NAN)),
-            Judgement::Fails => Outcome::Fail(format!("got {said}")),
-            Judgement::Undecided(why) => Outcome::Skip(format!("undecided: {said}: {why}")),
+            Judgement::Fails => Outcome::Fail(format!("got {said}{note}")),
+            Judgement::Undecided(why) => Outcome::Undecided(format!("{said}: {why}{note}")),
         }
     }
 }
@@ -909,15 +1055,117 @@ enum Pending {
     Judge(String, Statistical),
 }
 
-/// Whether `key` names a latency figure (judged over repeats), not a count.
-fn is_latency(key: &str) -> bool {
-    Metric::ALL.iter().any(|m| m.key() == key && !m.is_count())
+/// The right-hand side as written (`want < THIS`).
+fn rhs_text(r: &Rhs) -> String {
+    match r {
+        Rhs::Number(x) => fmt(*x),
+        Rhs::Metric(k) => k.clone(),
+        Rhs::Expr(x) => x.to_string(),
+    }
+}
+
+/// The left-hand side as written.
+fn subject_text(s: &Subject) -> String {
+    match s {
+        Subject::Metric(k) => k.clone(),
+        Subject::Counter {
+            vcpus,
+            source,
+            name,
+        } => CounterRef {
+            vcpus: vcpus.clone(),
+            phase: None,
+            source: source.clone(),
+            name: name.clone(),
+        }
+        .to_string(),
+        Subject::Run(n) => format!("run.{n}"),
+        Subject::Expr(x) => x.to_string(),
+        Subject::Ratio { metric, .. } => format!("ratio({metric}, ...)"),
+        Subject::UnexpectedSkips(_) => "unexpected_skips(...)".into(),
+        Subject::Recorded(k) => format!("recorded.{}", k.as_deref().unwrap_or("*")),
+    }
+}
+
+/// A latency bound ([`Expectation::is_latency_bound`]) over the repeats
+/// of one configuration (`members`): the median over the repeats not
+/// measured on a busy host, by the gate's rule; a right-hand side that
+/// reads the run is judged as the left less the right against 0.
+///
+/// [`Expectation::is_latency_bound`]: super::Expectation::is_latency_bound
+fn latency_bound(e: &Expectation, members: &[&RunReport]) -> Result<Statistical, Outcome> {
+    let mut busy = Busy::default();
+    let (mut values, mut left) = (Vec::new(), Vec::new());
+    let mut skipped = None;
+    for r in members {
+        if !r.succeeded() || crate::results::summary::missing_phase(r).is_some() {
+            return Err(on_run(e, r));
+        }
+        if busy.leaves_out(r) {
+            continue;
+        }
+        let figure = left_value(e, r).and_then(|l| match &e.value {
+            Rhs::Number(_) => Ok((l, l)),
+            _ => rhs_value(e, r, None).map(|w| (l, l - w)),
+        });
+        match figure {
+            Ok((l, v)) if v.is_finite() => {
+                left.push(l);
+                values.push(v);
+            }
+            Ok(_) => {
+                let what = match &e.value {
+                    Rhs::Number(_) => subject_text(&e.subject),
+                    rhs => format!("{} less {}", subject_text(&e.subject), rhs_text(rhs)),
+                };
+                return Err(Outcome::Fail(format!("'{what}' is no finite number")));
+            }
+            // A repeat without the figure is left out; one that fails fails.
+            Err(o @ Outcome::Fail(_)) => return Err(o),
+            Err(o) => {
+                skipped.get_or_insert(o);
+            }
+        }
+    }
+    if values.is_empty() {
+        if let Some(o) = skipped {
+            return Err(o);
+        }
+        if busy.all() {
+            return Err(Outcome::Undecided(format!(
+                "every repeat was measured on a busy host ({}): none is left to judge; run it again on a quiet host",
+                busy.why.unwrap_or_default()
+            )));
+        }
+    }
+    let (claim_at, want, of) = match &e.value {
+        Rhs::Number(x) => (*x, format!("{} {}", e.op.symbol(), fmt(*x)), None),
+        rhs => (
+            0.0,
+            format!("{} 0", e.op.symbol()),
+            Some(format!(
+                "{} less {}",
+                subject_text(&e.subject),
+                rhs_text(rhs)
+            )),
+        ),
+    };
+    let claim = claim(e.op, claim_at, e.tolerance, false).unwrap_or(Claim::AtMost(f64::INFINITY));
+    Ok(Statistical::Median {
+        values,
+        left,
+        of,
+        claim,
+        want,
+        note: busy.note(),
+    })
 }
 
 /// Every expectation against `doc`: counts per run (an invariant holds in
-/// every run), latency figures per configuration over its repeats and
-/// ratios over two configurations' repeats by the gate's rule, the
-/// failing side of those held to Holm's levels over all of them
+/// every run), latency bounds per configuration over its repeats and
+/// ratios over two configurations' repeats by the gate's rule (busy
+/// repeats of a latency figure left out, as `compare` does), the failing
+/// side of those held to Holm's levels over all of them
 /// ([`crate::gate::claim`]).
 pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
     let mut pending: Vec<Pending> = Vec::new();
@@ -966,13 +1214,19 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         }
         let want = |x: f64| format!("{} {}", e.op.symbol(), fmt(x));
         if let Subject::Ratio { metric, a, b } = &e.subject {
-            let x = match e.value {
-                Rhs::Number(x) => x,
-                _ => unreachable!("refused by the parser"),
-            };
-            let outcome = match (ratio_side(doc, a, metric), ratio_side(doc, b, metric)) {
-                (Err(o), _) | (_, Err(o)) => Some(o),
-                (Ok(n), Ok(d)) => match claim(e.op, x, e.tolerance, true) {
+            let mut busy = Busy::default();
+            let outcome = match (
+                e.value.clone(),
+                ratio_side(doc, a, metric, &mut busy),
+                ratio_side(doc, b, metric, &mut busy),
+            ) {
+                // The parser gives a ratio a number (arithmetic over
+                // numbers folded).
+                (Rhs::Metric(_) | Rhs::Expr(_), _, _) => {
+                    Some(Outcome::Fail("a ratio compares with a number".into()))
+                }
+                (_, Err(o), _) | (_, _, Err(o)) => Some(o),
+                (Rhs::Number(x), Ok(n), Ok(d)) => match claim(e.op, x, e.tolerance, true) {
                     Err(true) => Some(Outcome::Pass(f64::NAN)),
                     Err(false) => Some(Outcome::Fail("a ratio is positive".into())),
                     Ok(claim) => {
@@ -983,6 +1237,7 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
                                 b: d,
                                 claim,
                                 want: want(x),
+                                note: busy.note(),
                             },
                         ));
                         None
@@ -1005,60 +1260,30 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
             }));
             continue;
         }
-        // A latency bound: one verdict per configuration, on the median
-        // over its repeats with its interval.
-        if let (Subject::Metric(key), Rhs::Number(x)) = (&e.subject, &e.value) {
-            if is_latency(key) {
-                let mut configs: Vec<(ConfigId, Vec<&RunReport>)> = Vec::new();
-                for r in &runs {
-                    let id = r.id();
-                    match configs.iter_mut().find(|(c, _)| *c == id) {
-                        Some((_, v)) => v.push(r),
-                        None => configs.push((id, vec![r])),
-                    }
+        // A latency bound, however written: one verdict per configuration,
+        // on the median over its repeats with its interval.
+        if e.is_latency_bound() {
+            let mut configs: Vec<(ConfigId, Vec<&RunReport>)> = Vec::new();
+            for r in &runs {
+                let id = r.id();
+                match configs.iter_mut().find(|(c, _)| *c == id) {
+                    Some((_, v)) => v.push(r),
+                    None => configs.push((id, vec![r])),
                 }
-                let several = configs.len() > 1;
-                for (_, members) in configs {
-                    let name = if several {
-                        format!("{} [{}]", e.text, full_label(members[0]))
-                    } else {
-                        e.text.clone()
-                    };
-                    let mut values = Vec::new();
-                    let mut failed = None;
-                    for r in &members {
-                        match metric_value(key, r) {
-                            _ if !r.succeeded()
-                                || crate::results::summary::missing_phase(r).is_some() =>
-                            {
-                                failed.get_or_insert_with(|| on_run(e, r));
-                            }
-                            Ok(v) => values.push(v),
-                            Err(why) => {
-                                failed.get_or_insert(Outcome::Skip(why));
-                            }
-                        }
-                    }
-                    match (failed, values.is_empty()) {
-                        (Some(o @ Outcome::Fail(_)), _) | (Some(o), true) => {
-                            pending.push(Pending::Done(Verdict { name, outcome: o }))
-                        }
-                        _ => {
-                            let claim = claim(e.op, *x, e.tolerance, false)
-                                .unwrap_or(Claim::AtMost(f64::INFINITY));
-                            pending.push(Pending::Judge(
-                                name,
-                                Statistical::Median {
-                                    values,
-                                    claim,
-                                    want: want(*x),
-                                },
-                            ));
-                        }
-                    }
-                }
-                continue;
             }
+            let several = configs.len() > 1;
+            for (_, members) in configs {
+                let name = if several {
+                    format!("{} [{}]", e.text, full_label(members[0]))
+                } else {
+                    e.text.clone()
+                };
+                pending.push(match latency_bound(e, &members) {
+                    Ok(s) => Pending::Judge(name, s),
+                    Err(outcome) => Pending::Done(Verdict { name, outcome }),
+                });
+            }
+            continue;
         }
         let several = runs.len() > 1;
         for r in runs {
@@ -1090,11 +1315,11 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         pending
             .into_iter()
             .map(|x| match x {
-                Pending::Done(v) => v,
                 Pending::Judge(name, s) => Verdict {
                     name,
                     outcome: s.outcome(levels.next().unwrap_or(0.0)),
                 },
+                Pending::Done(v) => v,
             })
             .collect(),
     )

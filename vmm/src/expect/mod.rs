@@ -1,6 +1,7 @@
 //! Expectations: statements about a run's figures that a kernel CI can gate
 //! on (`run --expect`, `sweep --expect`, `check` plans), each evaluated to
-//! pass, fail or skip ([`Outcome`]), written as TAP or JUnit by
+//! pass, fail, skip or, for a gate question over repeats (a ratio, a
+//! latency bound), undecided ([`Outcome`]), written as TAP or JUnit by
 //! the front end's `output::tap` and `output::junit` (`ipivmm-cli`).
 //!
 //! ```text
@@ -52,7 +53,10 @@
 //! ```
 //!
 //! A figure the run did not measure (no root for tracepoints, a mode this
-//! host skipped) is a skip with the reason, never a pass.
+//! host skipped) is a skip with the reason, never a pass; a question the
+//! repeats could not decide is undecided (exit 4), never a pass either.
+//! Arithmetic over numbers alone is folded when parsed (`< 1 + 1` is
+//! `< 2`); arithmetic that is no finite number is an error.
 mod eval;
 mod parse;
 #[cfg(test)]
@@ -267,7 +271,136 @@ pub struct Expr {
     pub terms: Vec<Term>,
 }
 
+impl std::fmt::Display for CounterRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = match self.vcpus {
+            Vcpus::One(n) => format!("vcpu{n}"),
+            Vcpus::Each => "vcpu*".into(),
+            Vcpus::Sum => "vcpus".into(),
+        };
+        let phase = self
+            .phase
+            .as_ref()
+            .map(|p| format!("@{p}"))
+            .unwrap_or_default();
+        write!(f, "{who}{phase}.{}.{}", self.source, self.name)
+    }
+}
+
+/// A number as people read it: whole numbers whole, the very large or
+/// small with an exponent (`1e308`, not its 309 digits).
+pub fn number_text(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e15 || (a != 0.0 && a < 1e-4) {
+        format!("{x:e}")
+    } else if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// An operand as written.
+impl std::fmt::Display for Operand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Operand::Number(x) => f.write_str(&number_text(*x)),
+            Operand::Metric(k) => f.write_str(k),
+            Operand::Counter(c) => write!(f, "{c}"),
+            Operand::Run(n) => write!(f, "run.{n}"),
+        }
+    }
+}
+
+/// An expression as written (operators between spaces).
+impl std::fmt::Display for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, t) in self.terms.iter().enumerate() {
+            match (i, t.sign) {
+                (0, Sign::Plus) => {}
+                (0, Sign::Minus) => f.write_str("- ")?,
+                (_, Sign::Plus) => f.write_str(" + ")?,
+                (_, Sign::Minus) => f.write_str(" - ")?,
+            }
+            for (j, (divides, o)) in t.factors.iter().enumerate() {
+                if j > 0 {
+                    f.write_str(if *divides { " / " } else { " * " })?;
+                }
+                write!(f, "{o}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Expr {
+    /// Its value, each operand's from `value` (`*` and `/` left to right
+    /// within a term, then the terms added); Err through `bad` for a
+    /// division by 0, and for a step that leaves the range of a number
+    /// (inf or NaN, which no bound can be judged against). A product
+    /// with a 0 in it overflows too when its other factors do (`0 *
+    /// 1e308 * 1e308`): what it gives must not hang on the order of its
+    /// factors.
+    pub fn value<E>(
+        &self,
+        mut value: impl FnMut(&Operand) -> Result<f64, E>,
+        bad: impl Fn(String) -> E,
+    ) -> Result<f64, E> {
+        let overflow = || {
+            bad(format!(
+                "'{self}' is no finite number (a step of it is inf or NaN): keep its figures and products within ±1.8e308"
+            ))
+        };
+        let mut total = 0f64;
+        for t in &self.terms {
+            // The product, and that of its factors' sizes without the 0s.
+            let (mut product, mut size) = (1f64, 1f64);
+            for (divides, o) in &t.factors {
+                let v = value(o)?;
+                if *divides && v == 0.0 {
+                    return Err(bad(format!("a division by 0 ('{o}' is 0 in '{self}')")));
+                }
+                let m = if v == 0.0 { 1.0 } else { v.abs() };
+                (product, size) = match divides {
+                    true => (product / v, size / m),
+                    false => (product * v, size * m),
+                };
+                if !(product.is_finite() && size.is_finite()) {
+                    return Err(overflow());
+                }
+            }
+            total += match t.sign {
+                Sign::Plus => product,
+                Sign::Minus => -product,
+            };
+            if !total.is_finite() {
+                return Err(overflow());
+            }
+        }
+        Ok(total)
+    }
+
+    /// Its value when it reads numbers only (`1 + 1`): Some(Err) when
+    /// that is no finite number.
+    pub fn constant(&self) -> Option<Result<f64, String>> {
+        let numbers = self.operands().all(|o| matches!(o, Operand::Number(_)));
+        numbers.then(|| {
+            self.value(
+                |o| match o {
+                    Operand::Number(x) => Ok(*x),
+                    o => Err(format!("'{o}' is no number")),
+                },
+                |why| why,
+            )
+        })
+    }
+
+    /// Whether it reads a latency figure ([`is_latency`]).
+    pub fn reads_latency(&self) -> bool {
+        self.operands()
+            .any(|o| matches!(o, Operand::Metric(k) if is_latency(k)))
+    }
+
     /// Whether it reads a `vcpu*` counter (judged per vCPU).
     pub fn per_vcpu(&self) -> bool {
         self.operands()
@@ -312,6 +445,56 @@ pub struct Expectation {
     pub value: Rhs,
     /// The tolerance of `==`/`!=` (0 otherwise).
     pub tolerance: f64,
+}
+
+impl Expectation {
+    /// Whether it reads a latency figure on either side (not through
+    /// `ratio()` or `recorded.`): a latency bound, judged per
+    /// configuration over its repeats whatever its spelling
+    /// (`cycles_per_operation_p50 < 1800000 + 0` as `< 1800000`).
+    pub fn is_latency_bound(&self) -> bool {
+        let subject = match &self.subject {
+            Subject::Metric(k) => is_latency(k),
+            Subject::Expr(x) => x.reads_latency(),
+            Subject::Counter { .. } | Subject::Run(_) => false,
+            Subject::Ratio { .. } | Subject::UnexpectedSkips(_) | Subject::Recorded(_) => {
+                return false
+            }
+        };
+        subject
+            || match &self.value {
+                Rhs::Number(_) => false,
+                Rhs::Metric(k) => is_latency(k),
+                Rhs::Expr(x) => x.reads_latency(),
+            }
+    }
+}
+
+/// Whether metric `key` is a latency figure (judged over repeats, its
+/// busy repeats left out), not a count (which load cannot change).
+pub fn is_latency(key: &str) -> bool {
+    crate::results::metrics::Metric::ALL
+        .iter()
+        .any(|m| m.key() == key && !m.is_count())
+}
+
+/// The names of KVM's APICv inhibit reasons (`run.apicv_at_end:REASON`):
+/// those of every kernel's `enum kvm_apicv_inhibit` ipivmm decodes.
+pub fn inhibit_reasons() -> Vec<&'static str> {
+    use ipivmm_counters::apicv_inhibits::InhibitTable;
+    let mut out: Vec<&'static str> = Vec::new();
+    for t in [
+        InhibitTable::Linux6_3,
+        InhibitTable::Linux6_0,
+        InhibitTable::Linux5_18,
+    ] {
+        for n in t.names() {
+            if !out.contains(n) {
+                out.push(n);
+            }
+        }
+    }
+    out
 }
 
 impl std::str::FromStr for Expectation {

@@ -1,8 +1,8 @@
 //! The expectation grammar (see the module doc of [`super`]).
 use super::{
-    metric_keys, CounterRef, Expectation, Expr, FieldScope, HostScope, Op, Operand, Rhs, Scope,
-    Sign, Subject, Term, VcpuCount, Vcpus, HOST_VERDICTS, PHASE_FIGURES, PHASE_FIGURE_NAMES,
-    RUN_FIGURES,
+    inhibit_reasons, metric_keys, CounterRef, Expectation, Expr, FieldScope, HostScope, Op,
+    Operand, Rhs, Scope, Sign, Subject, Term, VcpuCount, Vcpus, HOST_VERDICTS, PHASE_FIGURES,
+    PHASE_FIGURE_NAMES, RUN_FIGURES,
 };
 use crate::results::identity::Field;
 use crate::results::PhaseResult;
@@ -43,6 +43,20 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
         Subject::Recorded(key) => recorded_rhs(key.as_deref(), op, rhs).map_err(bad)?,
         _ => number_and_tolerance(rhs).map_err(bad)?,
     };
+    // Arithmetic over numbers alone is a number (`< 1800000 + 0` is `<
+    // 1800000`); one that is no finite number is no bound.
+    if let Subject::Expr(x) = &subject {
+        if let Some(Err(why)) = x.constant() {
+            return Err(bad(why));
+        }
+    }
+    let value = match value {
+        Rhs::Expr(x) => match x.constant() {
+            Some(v) => Rhs::Number(v.map_err(bad)?),
+            None => Rhs::Expr(x),
+        },
+        v => v,
+    };
     // `vcpu*` on the right reads the vCPU judged on the left.
     let left_each = match &subject {
         Subject::Counter { vcpus, .. } => *vcpus == Vcpus::Each,
@@ -81,17 +95,28 @@ pub fn expectation(text: &str) -> Result<Expectation, ParseError> {
     if tolerance != 0.0 && !matches!(op, Op::Eq | Op::Ne) {
         return Err(bad("a tolerance (± TOL) goes with == or != only".into()));
     }
-    if matches!(subject, Subject::Ratio { .. }) && matches!(value, Rhs::Metric(_)) {
-        return Err(bad("a ratio compares with a number".into()));
+    if matches!(subject, Subject::Ratio { .. }) && !matches!(value, Rhs::Number(_)) {
+        return Err(bad(
+            "a ratio compares with a number (or arithmetic over numbers), not the figures of a run: e.g. 'ratio(cycles_per_operation_p50, apic=x2apic, apic=xapic) < 1.1'".into(),
+        ));
     }
-    Ok(Expectation {
+    let e = Expectation {
         text: t.to_string(),
         scope,
         subject,
         op,
         value,
         tolerance,
-    })
+    };
+    // A latency figure is judged over a configuration's repeats, one
+    // figure a run: a vCPU's own has none.
+    let rhs_each = matches!(&e.value, Rhs::Expr(x) if x.per_vcpu());
+    if e.is_latency_bound() && (left_each || rhs_each) {
+        return Err(bad(
+            "a latency figure is judged over a configuration's repeats, not per vCPU: read vcpus.… (the sum) or vcpuN.… beside it, or bound the latency on a line of its own".into(),
+        ));
+    }
+    Ok(e)
 }
 
 /// The first comparison operator in `s` (two-character ones first).
@@ -361,19 +386,43 @@ fn subject(s: &str) -> Result<Subject, String> {
     }
 }
 
-/// `run.NAME`'s name, checked against [`RUN_FIGURES`].
+/// `run.NAME`'s name, checked against [`RUN_FIGURES`]; the argument of
+/// `run.NAME:ARG` against what that figure reads (`apicv_at_end:REASON`:
+/// one of KVM's inhibit reasons; a misspelt one would read 0).
 fn run_figure(name: &str) -> Result<String, String> {
-    let known = match name.strip_prefix("apicv_at_end:") {
-        Some(reason) => !reason.is_empty(),
-        None => RUN_FIGURES.contains(&name) && !name.contains(':'),
-    };
-    match known {
-        true => Ok(name.to_string()),
-        false => Err(format!(
+    let unknown = || {
+        format!(
             "no figure 'run.{name}'; a run's own figures are run.{}",
             RUN_FIGURES.join(", run.")
-        )),
+        )
+    };
+    let Some((figure, arg)) = name.split_once(':') else {
+        return match RUN_FIGURES.contains(&name) {
+            true => Ok(name.to_string()),
+            false => Err(unknown()),
+        };
+    };
+    let Some(form) = RUN_FIGURES
+        .iter()
+        .find(|f| f.split_once(':').is_some_and(|(n, _)| n == figure))
+    else {
+        return Err(unknown());
+    };
+    let valid = match *form {
+        "apicv_at_end:REASON" => inhibit_reasons(),
+        _ => Vec::new(),
+    };
+    if !valid.contains(&arg) {
+        return Err(format!(
+            "'run.{name}': no {} '{arg}' (a misspelt one would read 0); KVM's are {}",
+            match *form {
+                "apicv_at_end:REASON" => "APICv inhibit reason",
+                _ => "argument",
+            },
+            valid.join(", ")
+        ));
     }
+    Ok(name.to_string())
 }
 
 /// How a counter's vCPUs are written.

@@ -48,6 +48,7 @@ fn failures(d: &Document, text: &str) -> Vec<String> {
             Outcome::Fail(why) => Some(why),
             Outcome::Pass(_) => None,
             Outcome::Skip(why) => panic!("{text}: skipped: {why}"),
+            Outcome::Undecided(why) => panic!("{text}: undecided: {why}"),
         })
         .collect()
 }
@@ -396,4 +397,347 @@ fn figures_of_the_run_itself_and_negated_fields() {
         &d,
         "vcpu*.phase.exit_reasons_complete * vcpu*.exit_reasons.lost == 0",
     );
+}
+
+/// The outcome of every point of `text` on `d`, each a figure or a reason.
+fn undecided(d: &Document, text: &str) -> Vec<String> {
+    judge(d, text)
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Undecided(why) => why,
+            o => panic!("{text}: not undecided: {o:?}"),
+        })
+        .collect()
+}
+
+/// A document of repeats of the fixture's runs: for each `(run, p50s)`,
+/// one repeat of runs[run] per p50 (cycles), busy (others used 60% of
+/// the host) where the p50 is given negative.
+fn repeats(of: &[(usize, &[f64])]) -> Document {
+    doc(|v| {
+        let runs = v["runs"].as_array().unwrap().clone();
+        let mut out = Vec::new();
+        for (run, p50s) in of {
+            for (i, p50) in p50s.iter().enumerate() {
+                let mut r = runs[*run].clone();
+                r["repeat"] = i.into();
+                let load = if *p50 < 0.0 { 0.8 } else { 0.2 };
+                r["host_load"] =
+                    serde_json::json!({"cpus": 2, "busy": load, "own": 0.2, "steal": 0.0});
+                let m = r["vcpus"][0]["phases"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .find(|p| p["name"] == "measure")
+                    .unwrap();
+                m["latency"]["p50"] = (p50.abs() as u64).into();
+                out.push(r);
+            }
+        }
+        v["runs"] = Value::Array(out);
+    })
+}
+
+/// Issue 47: `ratio(...) < 1 + 1` passed the parser and panicked at an
+/// `unreachable!` (exit 101). Arithmetic over numbers is a number;
+/// arithmetic over a run's figures is refused beside a ratio.
+#[test]
+fn a_ratio_against_arithmetic_evaluates_or_is_refused() {
+    let d = doc(|_| {});
+    let text = "ratio(cycles_per_operation_p50, apic=x2apic, apic=xapic) < 1 + 1";
+    let e: Expectation = text.parse().unwrap();
+    assert_eq!(e.value, super::Rhs::Number(2.0));
+    assert_eq!(judge(&d, text).len(), 1);
+    let e = "ratio(exits_per_ipi, apic=x2apic, apic=xapic) < 2 * exits_per_ipi"
+        .parse::<Expectation>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a ratio compares with a number"), "{e}");
+    for text in [
+        r#"unexpected_skips("identical to") <= 1 + 1"#,
+        "run.apicv_sampled == 2 - 1",
+    ] {
+        passes(&d, text);
+    }
+}
+
+/// Everything the parser accepts evaluates (no panic) on a real sweep:
+/// every subject form against every right-hand side form.
+#[test]
+fn everything_the_parser_accepts_evaluates() {
+    let d = doc(|_| {});
+    let subjects = [
+        "exits_per_ipi",
+        "cycles_per_operation_p50",
+        "vcpu0.guest.icr_writes",
+        "vcpu*.guest.ipis_received",
+        "vcpus.kvm_stats.exits",
+        "vcpus@warmup.guest.ipis_sent",
+        "vcpu*.phase.icr_write_exits",
+        "run.apicv_sampled",
+        "run.apicv_at_end:DISABLED",
+        "ratio(cycles_per_operation_p50, apic=x2apic, apic=xapic)",
+        "ratio(exits_per_ipi, kernel/x2apic/icr, kernel/xapic/pv)",
+        r#"unexpected_skips("identical to")"#,
+        "recorded.exits_per_ipi",
+        "recorded.*",
+        "vcpu0.guest.icr_writes * 2",
+        "cycles_per_operation_p50 + 0",
+        "vcpu*.guest.icr_writes + vcpu*.guest.barrier_icr_writes",
+    ];
+    let rhs = [
+        "1",
+        "1 + 1",
+        "0 - 1",
+        "operations",
+        "fan_out",
+        "ipis_sent / 2",
+        "cycles_per_operation_p99 * 0.5",
+        "vcpu*.guest.icr_writes",
+        "vcpus.guest.ipis_received - 1",
+        "vcpu0@warmup.guest.icr_writes / vcpu0.userspace_exits.io_in",
+        "run.apicv_sampled",
+        "1 ± 0.5",
+        "exits_per_ipi",
+        "*",
+    ];
+    let scopes = ["", "kernel/x2apic/icr: ", "@warmup: ", "ipi=pv: "];
+    let mut accepted = 0;
+    for s in subjects {
+        for op in ["==", "!=", "<", "<=", ">", ">="] {
+            for r in rhs {
+                for scope in scopes {
+                    let text = format!("{scope}{s} {op} {r}");
+                    if let Ok(e) = text.parse::<Expectation>() {
+                        accepted += 1;
+                        let v = evaluate(&d, &[e]);
+                        assert!(!v.0.is_empty(), "{text}: no point");
+                    }
+                }
+            }
+        }
+    }
+    assert!(accepted > 500, "{accepted}");
+}
+
+/// Arithmetic that yields inf or NaN is no bound: a parse error where it
+/// reads numbers only, a failing point where it reads the run.
+#[test]
+fn arithmetic_past_the_range_of_a_number_is_an_error() {
+    for text in [
+        "exits_per_ipi < 1e308 * 1e308",
+        "exits_per_ipi != 0 * 1e308 * 1e308",
+        "exits_per_ipi > 1e308 + 1e308",
+        "exits_per_ipi < 1 / 1e-308 / 1e-308",
+    ] {
+        let e = text.parse::<Expectation>().unwrap_err().to_string();
+        assert!(e.contains("no finite number"), "{text}: {e}");
+        assert!(!e.contains("Number("), "no Debug text: {e}");
+    }
+    let d = doc(|_| {});
+    for text in [
+        "kernel/x2apic/icr: exits_per_ipi < operations * 1e308 * 1e308",
+        "kernel/x2apic/icr: exits_per_ipi != 0 * operations * 1e308 * 1e308",
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes * 1e307 * 1e307 > 0",
+    ] {
+        let f = failures(&d, text);
+        assert!(
+            f.len() == 1 && f[0].contains("no finite number"),
+            "{text}: {f:?}"
+        );
+    }
+    // A division by 0 names the figure as written, not its Rust form.
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr: vcpu0.guest.icr_writes > 1 / vcpu0.userspace_exits.io_in",
+    );
+    assert_eq!(
+        f,
+        ["a division by 0 ('vcpu0.userspace_exits.io_in' is 0 in '1 / vcpu0.userspace_exits.io_in')"]
+    );
+}
+
+/// `run.apicv_at_end:DISABLD == 0` (a misspelling) read 0 and passed.
+#[test]
+fn inhibit_reasons_are_kvms() {
+    let e = "run.apicv_at_end:DISABLD == 0"
+        .parse::<Expectation>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no APICv inhibit reason 'DISABLD'") && e.contains("DISABLED, HYPERV, ABSENT"),
+        "{e}"
+    );
+    for ok in [
+        "run.apicv_at_end:DISABLED == 1",
+        "run.apicv_at_end:PIT_REINJ == 0",
+        "run.apicv_at_end:X2APIC == 0",
+        "run.apicv_at_end:PHYSICAL_ID_TOO_BIG == 0",
+        "vcpu0.guest.icr_writes * run.apicv_at_end:IRQWIN == 0",
+    ] {
+        ok.parse::<Expectation>().unwrap_or_else(|e| panic!("{e}"));
+    }
+    for bad in [
+        "run.apicv_at_end: == 0",
+        "vcpu0.guest.icr_writes * run.apicv_at_end:irqwin == 0",
+        "run.apicv_sampled:X == 0",
+    ] {
+        assert!(bad.parse::<Expectation>().is_err(), "{bad}");
+    }
+}
+
+/// A sum over vCPUs where one lacks the phase was a partial sum; a vCPU
+/// that recorded nothing was a skip of the whole line.
+#[test]
+fn vcpus_without_the_phase_or_records_fail() {
+    let gone = doc(|v| {
+        v["runs"][0]["vcpus"][1]["phases"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "warmup")
+    });
+    for text in [
+        "kernel/x2apic/icr: vcpus@warmup.guest.ipis_received >= 0",
+        "kernel/x2apic/icr: operations > vcpus@warmup.guest.ipis_sent",
+    ] {
+        assert_eq!(
+            failures(&gone, text),
+            ["vcpu1 did not finish the phase 'warmup' (every vCPU's is read)"],
+            "{text}"
+        );
+    }
+    // The fixture's sender records `targets`, its receiver nothing.
+    let d = doc(|_| {});
+    passes(&d, "kernel/x2apic/icr: vcpu0.records.targets == 1");
+    for text in [
+        "kernel/x2apic/icr: vcpu*.records.targets == 1",
+        "kernel/x2apic/icr: vcpus.records.targets == 1",
+    ] {
+        let f = failures(&d, text);
+        assert!(
+            f.len() == 1 && f[0].starts_with("vcpu1 has no 'records' counters in phase 'measure'"),
+            "{text}: {f:?}"
+        );
+    }
+}
+
+/// A latency bound is judged over the repeats however it is written:
+/// `< 1800000 + 0` was judged per repeat where `< 1800000` was undecided.
+#[test]
+fn a_latency_bound_is_judged_over_repeats_however_written() {
+    let d = repeats(&[(0, &[1_700_000.0, 1_900_000.0])]);
+    let plain = undecided(&d, "cycles_per_operation_p50 < 1800000");
+    assert_eq!(plain.len(), 1);
+    assert_eq!(
+        undecided(&d, "cycles_per_operation_p50 < 1800000 + 0"),
+        plain
+    );
+    assert_eq!(
+        undecided(&d, "cycles_per_operation_p50 * 1 < 1800000").len(),
+        1
+    );
+    // Against another figure of the same runs: the difference over the
+    // repeats (p99 is 17690865 in each).
+    let d = repeats(&[(0, &[1.70e6, 1.75e6, 1.8e6, 1.85e6, 1.9e6])]);
+    passes(&d, "cycles_per_operation_p50 < cycles_per_operation_p99");
+    let f = failures(&d, "cycles_per_operation_p50 > cycles_per_operation_p99");
+    assert!(
+        f[0].starts_with("got cycles_per_operation_p50 less cycles_per_operation_p99: median"),
+        "{f:?}"
+    );
+    let e = "vcpu*.guest.icr_writes < cycles_per_operation_p50"
+        .parse::<Expectation>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not per vCPU"), "{e}");
+}
+
+/// Undecided is never a pass: beside a pass the exit is 4, not 0; a
+/// plain skip beside a pass stays 0.
+#[test]
+fn an_undecided_gate_question_exits_4_beside_passes() {
+    let d = repeats(&[(0, &[1_700_000.0, 1_900_000.0])]);
+    let e = |t: &str| t.parse::<Expectation>().unwrap();
+    let v = evaluate(
+        &d,
+        &[e("operations > 0"), e("cycles_per_operation_p50 < 1800000")],
+    );
+    assert!(matches!(v.0[2].outcome, Outcome::Undecided(_)), "{v:?}");
+    assert_eq!((v.exit_code(), v.undecided()), (4, 1));
+    assert_eq!(v.summary(), "2 passed, 0 failed, 0 skipped, 1 undecided");
+    let v = evaluate(
+        &d,
+        &[
+            e("operations > 0"),
+            e("vcpu0.phase.apicv_active == 0"),
+            e("ipi=pv host.x2avic=available: operations > 0"),
+        ],
+    );
+    assert!(
+        matches!(v.0.last().unwrap().outcome, Outcome::Skip(_)),
+        "{v:?}"
+    );
+    assert_eq!(v.exit_code(), 0);
+    // A ratio the repeats cannot decide.
+    let d = repeats(&[(0, &[1_000.0, 2_000.0]), (3, &[1_500.0, 1_600.0])]);
+    let v = evaluate(
+        &d,
+        &[
+            e("operations > 0"),
+            e("ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1"),
+        ],
+    );
+    assert!(
+        matches!(v.0.last().unwrap().outcome, Outcome::Undecided(_)),
+        "{v:?}"
+    );
+    assert_eq!(v.exit_code(), 4);
+}
+
+/// Repeats measured on a busy host are left out of ratios and latency
+/// bounds as `compare` leaves them out (and said), never out of counts.
+#[test]
+fn busy_repeats_are_left_out_of_latency_figures_only() {
+    let quiet = [889_818.0, 890_818.0, 891_818.0, 892_818.0, 893_818.0];
+    let busy = [-50e6, -51e6, -52e6, -53e6, -54e6];
+    let inhibit: Vec<f64> = quiet.iter().chain(&busy).copied().collect();
+    let base = [16.7e6, 16.8e6, 16.9e6, 17.0e6, 17.1e6];
+    let d = repeats(&[(0, &base), (3, &inhibit)]);
+    let ratio =
+        "ratio(cycles_per_operation_p50, kernel/x2apic/icr apicv-inhibit, kernel/x2apic/icr) < 1";
+    passes(&d, ratio);
+    passes(
+        &d,
+        "kernel/x2apic/icr apicv-inhibit: cycles_per_operation_p50 < 1000000",
+    );
+    // Said where it decides against: the busy half left out.
+    let f = failures(
+        &d,
+        "kernel/x2apic/icr apicv-inhibit: cycles_per_operation_p50 > 1000000",
+    );
+    assert_eq!(
+        f,
+        ["got median 891818 [889818, 893818] (93.8%) over 5 repeats against > 1000000 (5 of 10 repeats left out as measured on a busy host (other processes used 60% of the host's CPU time during a run: a quieter host, --pin))"]
+    );
+    // Every repeat busy: nothing to judge a latency on; counts still decide.
+    let all_busy: Vec<f64> = busy.to_vec();
+    let d = repeats(&[(0, &base), (3, &all_busy)]);
+    let u = undecided(&d, ratio);
+    assert!(
+        u[0].contains("every repeat was measured on a busy host"),
+        "{u:?}"
+    );
+    let u = undecided(
+        &d,
+        "kernel/x2apic/icr apicv-inhibit: cycles_per_operation_p50 < 1000000",
+    );
+    assert!(
+        u[0].contains("every repeat was measured on a busy host"),
+        "{u:?}"
+    );
+    passes(
+        &d,
+        "ratio(exits_per_ipi, kernel/x2apic/icr apicv-inhibit, kernel/x2apic/icr) < 1",
+    );
+    passes(&d, "kernel/x2apic/icr apicv-inhibit: exits_per_ipi < 5");
 }

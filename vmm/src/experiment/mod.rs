@@ -40,6 +40,35 @@ pub fn measured_run(
     Ok(r)
 }
 
+/// Where runs want tracepoint counters (ICR-write exits come from them)
+/// and tracefs is not mounted: as root, mount it for every run of the
+/// experiment, rather than spend a budget on figures no run can measure;
+/// the line to say. None: nothing to do, or not root (the runs then say
+/// why the counters are missing, with the fix).
+pub fn mount_tracefs_for(configs: &mut [VmConfig]) -> Option<String> {
+    let wanted = configs
+        .iter()
+        .any(|c| c.tracepoints && !c.mount_tracefs && c.tracefs.is_none());
+    if !wanted
+        || ipivmm_counters::tracefs::Tracefs::find().is_ok()
+        || !rustix::process::geteuid().is_root()
+    {
+        return None;
+    }
+    Some(match ipivmm_counters::tracefs::mount_tracefs() {
+        Ok(t) => {
+            for c in configs.iter_mut() {
+                c.mount_tracefs = true;
+            }
+            format!(
+                "tracefs was not mounted: mounted it at {} (as root) for the tracepoint counters (ICR-write exits)",
+                t.root().display()
+            )
+        }
+        Err(e) => format!("tracefs is not mounted and could not be mounted: {e}"),
+    })
+}
+
 /// How much an experiment may spend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Budget {

@@ -89,6 +89,31 @@ pub enum Repeats {
     },
 }
 
+impl Repeats {
+    /// Why these repeats cannot settle `configs` configurations before any
+    /// runs: a `--repeat auto` budget of VMs below the first look (its
+    /// [`AUTO_MIN`] repeats a configuration).
+    pub fn cannot_settle(&self, configs: usize) -> Option<String> {
+        match *self {
+            Repeats::Auto {
+                budget: Budget::Vms(n),
+                max,
+            } => {
+                let need = AUTO_MIN.min(max) as usize * configs.max(1);
+                ((n as usize) < need).then(|| {
+                    format!(
+                        "--repeat auto with --budget {n}vms: the first look at the spread needs {} repeats of each of {} configuration{} ({need} VMs): give --budget {need}vms or more, or --repeat N",
+                        AUTO_MIN.min(max),
+                        configs.max(1),
+                        if configs == 1 { "" } else { "s" }
+                    )
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Why a run stops its configuration's other repeats, if it does: a run
 /// that could not start will not start the next time either, and a guest
 /// that went over the guest memory budget does the same every time (the
@@ -216,9 +241,14 @@ impl Options {
 struct Tally {
     runs: u32,
     quiet: u32,
+    failed: u32,
     p50: Vec<f64>,
     done: bool,
 }
+
+/// Failed runs after which `--repeat auto` stops a configuration: a
+/// spread cannot settle on runs that do not complete.
+pub const AUTO_MAX_FAILED: u32 = 2;
 
 fn quiet(r: &RunReport) -> Result<(), String> {
     match r.host_load.as_ref().map(crate::stats::load_instabilities) {
@@ -379,12 +409,33 @@ pub fn run_rounds(
                 )),
                 Err(_) => {}
             }
+            let p50 = Metric::CyclesPerOpP50
+                .value(&summarize(&r))
+                .filter(|v| *v > 0.0);
             if r.succeeded() && quiet(&r).is_ok() {
-                if let Some(v) = Metric::CyclesPerOpP50
-                    .value(&summarize(&r))
-                    .filter(|v| *v > 0.0)
-                {
+                if let Some(v) = p50 {
                     t.p50.push(v);
+                }
+            }
+            // What `--repeat auto` could never settle ends it at once: a
+            // run without the latency figure (the payload or --phase
+            // measures none: every repeat would be the same), or runs that
+            // keep failing.
+            if let Repeats::Auto { .. } = opts.repeats {
+                t.failed += u32::from(!r.succeeded());
+                if r.succeeded() && p50.is_none() {
+                    t.done = true;
+                    events.failed(&format!(
+                        "{}: --repeat auto: the run has no latency figure (cycles per operation p50), so no \
+                         number of repeats settles its spread: give --repeat N, or a --phase with latency samples",
+                        p.label
+                    ));
+                } else if t.failed >= AUTO_MAX_FAILED {
+                    t.done = true;
+                    events.failed(&format!(
+                        "{}: --repeat auto: {} runs failed, its repeats end here",
+                        p.label, t.failed
+                    ));
                 }
             }
             let stop = stops_repeats(&r);
@@ -448,7 +499,7 @@ mod tests {
             runs: 5,
             quiet: 5,
             p50: vec![100.0, 101.0, 99.0, 100.5, 99.5],
-            done: false,
+            ..Default::default()
         };
         assert!(!needs_more(&tight, auto, &p));
         // A spread of about 11%: tens of repeats.
@@ -456,7 +507,7 @@ mod tests {
             runs: 5,
             quiet: 5,
             p50: vec![100.0, 120.0, 90.0, 110.0, 95.0],
-            done: false,
+            ..Default::default()
         };
         assert!(needs_more(&wide, auto, &p));
         let sd = crate::stats::log_sd(&wide.p50).unwrap();

@@ -17,13 +17,16 @@
 pub mod apicv_observed;
 pub mod columns;
 mod exits;
+pub mod fingerprint;
 mod host;
 pub mod identity;
 pub mod inhibits;
 pub mod latency;
+pub mod lever_effect;
 pub mod mechanism;
 pub mod metrics;
 pub mod observer;
+pub mod recordings;
 pub mod repeats;
 pub mod slug;
 pub mod source;

@@ -129,6 +129,11 @@ pub struct ConfigurationStats {
     /// Why the figures may not be stable, with what helps; empty when
     /// nothing was seen.
     pub unstable: Vec<String>,
+    /// Levers that demonstrably did not act on what they control in the
+    /// completed repeats ([`crate::results::lever_effect`]): halt polling
+    /// on with no poll attempted, or none that caught a wake-up.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levers: Vec<String>,
 }
 
 impl ConfigurationStats {
@@ -259,5 +264,15 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
         repeats_for_target: spread
             .and_then(|s| crate::gate::power::repeats_for_effect(s, stats::TARGET_EFFECT, &policy)),
         unstable: unstable.iter().map(ToString::to_string).collect(),
+        levers: lever_notes(&done),
     }
+}
+
+/// What [`crate::results::lever_effect`] says of the completed repeats.
+fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
+    let polling: Vec<_> = done.iter().filter_map(|s| s.halt_polling).collect();
+    crate::results::lever_effect::halt_polling_note(&polling)
+        .map(|n| n.line)
+        .into_iter()
+        .collect()
 }

@@ -179,6 +179,9 @@ pub struct RunSummary {
     pub exits: Option<ExitBreakdown>,
     /// TSC frequency, kHz.
     pub tsc_khz: u64,
+    /// Halt polling in the phase (KVM stats, `kvm_vcpu_wakeup`), where
+    /// KVM's stats recorded it ([`crate::results::lever_effect`]).
+    pub halt_polling: Option<crate::results::lever_effect::HaltPolling>,
 }
 
 impl RunSummary {
@@ -608,6 +611,7 @@ fn empty_summary(run: &Run) -> RunSummary {
         icr_write_exits: None,
         exits: None,
         tsc_khz: run.tsc_khz,
+        halt_polling: None,
     }
 }
 
@@ -642,6 +646,7 @@ pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
     s.icr_writes = sum(ps.iter().map(|p| p.guest.icr_writes));
 
     s.exits = breakdown(&ps);
+    s.halt_polling = crate::results::lever_effect::HaltPolling::of(run, &ps);
     s.latency_phase = s.latency.is_some().then(|| name.clone());
     s.phase = Some(name);
     s

@@ -62,6 +62,11 @@ pub fn report(
                 failed += 1;
                 offences.push(format!("not ok {n} - {}: {why}", v.name));
             }
+            // A gate question its repeats could not decide: no pass.
+            Outcome::Undecided(why) => {
+                failed += 1;
+                offences.push(format!("not ok {n} - {} # TODO undecided: {why}", v.name));
+            }
             Outcome::Skip(why) => {
                 skipped += 1;
                 listed.push(format!("  {who} skip: {}: {why}", v.name));

@@ -276,18 +276,10 @@ fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
     if files.is_empty() {
         return Err(format!("no results file {}", path.display()));
     }
-    let mut merged: Option<Document> = None;
-    for f in files {
-        let doc = Document::load(&f).map_err(|e| e.to_string())?;
-        match &mut merged {
-            Some(m) => {
-                m.runs.extend(doc.runs);
-                m.skipped.extend(doc.skipped);
-            }
-            None => merged = Some(doc),
-        }
-    }
-    merged.ok_or_else(|| format!("no results file {}", path.display()))
+    // The engine's one rule of what a recording is: a killed or empty
+    // file is named, the same run twice refused, the bytes bounded.
+    ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
+        .map_err(|e| e.to_string())
 }
 
 /// Experiment `x` of the file as the engine's, its command line planned
@@ -332,7 +324,7 @@ fn experiment(
                 (runs, skipped, p.preset().cloned())
             })
             .map_err(|e| match e {
-                PlanError::NothingToRun(why) => NotRun::Host(why),
+                PlanError::NothingToRun(why) | PlanError::HostCannotRun(why) => NotRun::Host(why),
                 e => NotRun::Plan(e.to_string()),
             }),
     };
@@ -521,10 +513,10 @@ pub fn main(args: &CheckArgs) -> ExitCode {
             errors.push(format!("writing --junit: {e}"));
         }
     }
-    let (passed, failed, skipped) = verdicts.counts();
     eprintln!(
-        "ipivmm: check {}: {passed} passed, {failed} failed, {skipped} skipped",
-        escape_controls(&plan.name)
+        "ipivmm: check {}: {}",
+        escape_controls(&plan.name),
+        verdicts.summary()
     );
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
@@ -584,6 +576,40 @@ mod tests {
         );
     }
 
+    /// A plan over recorded files (`results = GLOB`) never judges what is
+    /// not a whole recording: a journal killed before its first run, a copy
+    /// of a file the glob also matches, a link to it, each named.
+    #[test]
+    fn recorded_globs_name_killed_files_copies_and_links() {
+        let dir =
+            std::env::temp_dir().join(format!("ipivmm-check-recorded-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("runs")).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let fixture = root.join("xtask/fixtures/lab-quick/runs/sweep.json");
+        std::fs::copy(&fixture, dir.join("runs/a.json")).unwrap();
+        let doc = recorded("runs/*.json", &dir).expect("one whole file");
+        assert!(!doc.runs.is_empty() && doc.incomplete.is_none());
+        let mut killed = Document::new(Vec::new(), Vec::new());
+        killed.incomplete = Some("check in progress (or killed): no run planned yet".into());
+        std::fs::write(
+            dir.join("runs/b.json"),
+            serde_json::to_string(&killed).unwrap(),
+        )
+        .unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("b.json: not a whole recording"), "{e}");
+        std::fs::remove_file(dir.join("runs/b.json")).unwrap();
+        std::fs::copy(&fixture, dir.join("runs/c.json")).unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("same run"), "{e}");
+        std::fs::remove_file(dir.join("runs/c.json")).unwrap();
+        std::os::unix::fs::symlink(dir.join("runs/a.json"), dir.join("runs/link.json")).unwrap();
+        let e = recorded("runs/*.json", &dir).unwrap_err();
+        assert!(e.contains("same run"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn bad_plans_are_one_line_errors_naming_the_experiment() {
         for (text, needle) in [
@@ -598,6 +624,52 @@ mod tests {
             let e = load(&write("bad", text)).err().unwrap_or_else(|| panic!("accepted: {text}"));
             assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
         }
+    }
+
+    /// Issue 47: a `check` plan whose only gate question (a `ratio()`)
+    /// is undecided exited 0 beside passes (undecided was a TAP SKIP); it
+    /// exits 4, its TAP point `not ok ... # TODO undecided: ...`. The plan
+    /// judges recorded repeats of the lab's x2APIC ping-pong and its
+    /// `--apicv inhibit` twin whose p50s overlap.
+    #[test]
+    fn a_plan_whose_only_ratio_is_undecided_exits_4() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text =
+            std::fs::read_to_string(root.join("xtask/fixtures/lab-quick/runs/sweep.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let runs = v["runs"].as_array().unwrap().clone();
+        let mut out = Vec::new();
+        for (run, p50s) in [(0, [1_000u64, 2_000]), (3, [1_500, 1_600])] {
+            for (i, p50) in p50s.into_iter().enumerate() {
+                let mut r = runs[run].clone();
+                r["repeat"] = i.into();
+                for p in r["vcpus"][0]["phases"].as_array_mut().unwrap() {
+                    if p["name"] == "measure" {
+                        p["latency"]["p50"] = p50.into();
+                    }
+                }
+                r.as_object_mut().unwrap().remove("metrics");
+                out.push(r);
+            }
+        }
+        v["runs"] = serde_json::Value::Array(out);
+        let dir = std::env::temp_dir().join(format!("ipivmm-undecided-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("d.json"), v.to_string()).unwrap();
+        let plan = write(
+            "undecided",
+            "name = \"u\"\n[[experiment]]\nname = \"x\"\nresults = \"d.json\"\nexpect = [\n  \"operations > 0\",\n  \"ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1\",\n]\n",
+        );
+        let (_, verdicts) = judge_recorded(&plan, &dir).unwrap_or_else(|e| panic!("{e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(verdicts.counts().0, 4, "{verdicts:?}");
+        assert_eq!(verdicts.undecided(), 1, "{verdicts:?}");
+        assert_eq!(verdicts.exit_code(), 4);
+        let tap = crate::output::tap::render(&verdicts, "u");
+        assert!(
+            tap.contains("not ok 5 - x: ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1 # TODO undecided: "),
+            "{tap}"
+        );
     }
 
     /// The lab's checks are its plans' expectations: plans/lab-sweep.toml
@@ -651,7 +723,7 @@ mod tests {
                 ipivmm::expect::Outcome::Fail(why) => {
                     plan != "lab-linux.toml" || !why.starts_with("no run matches")
                 }
-                ipivmm::expect::Outcome::Skip(_) => true,
+                ipivmm::expect::Outcome::Skip(_) | ipivmm::expect::Outcome::Undecided(_) => true,
             })
             .map(|v| v.name)
             .collect()
@@ -844,7 +916,8 @@ mod tests {
                     .filter(|v| match &v.outcome {
                         ipivmm::expect::Outcome::Pass(_) => false,
                         ipivmm::expect::Outcome::Fail(why) => !why.starts_with("no run matches"),
-                        ipivmm::expect::Outcome::Skip(_) => true,
+                        ipivmm::expect::Outcome::Skip(_)
+                        | ipivmm::expect::Outcome::Undecided(_) => true,
                     })
                     .collect();
             assert!(bad.is_empty(), "{n}: {bad:?}");

@@ -7,6 +7,7 @@ use crate::cli::args::CompareArgs;
 use crate::output::compare::{self, GateOptions};
 use crate::output::dest::{print_text, Outputs};
 use crate::output::fit::wrap;
+use crate::output::journal::Journal;
 use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
 use ipivmm::compare::judge::DEFAULT_GATED;
@@ -60,10 +61,14 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     if args.by == compare::Dimension::File {
         for b in &args.baseline {
             let p = PathBuf::from(b);
-            let listed = args
-                .files
-                .iter()
-                .any(|f| f == &p || f.file_name() == p.file_name());
+            // Among the inputs as given or by another path to the same
+            // file; never another file of the same name.
+            let same = |f: &PathBuf| {
+                f == &p
+                    || matches!((std::fs::canonicalize(f), std::fs::canonicalize(&p)),
+                        (Ok(a), Ok(b)) if a == b)
+            };
+            let listed = args.files.iter().any(same);
             if !listed && p.is_file() {
                 files.push(p);
             }
@@ -202,14 +207,15 @@ fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm::gate::Outcome>) -> Strin
     )
 }
 
-/// Progress on stderr.
-struct Progress {
+/// Progress on stderr, and every run journaled to `--json` as it ends.
+struct Progress<'a> {
     quiet: bool,
-    names: [String; 2],
+    journal: &'a Journal,
 }
 
-impl Events for Progress {
+impl Events for Progress<'_> {
     fn run_finished(&self, round: usize, arm: usize, r: &RunReport) {
+        self.journal.record(r.clone());
         if self.quiet {
             return;
         }
@@ -227,7 +233,6 @@ impl Events for Progress {
             round + 1,
             if arm == 0 { "A" } else { "B" },
         );
-        let _ = &self.names;
     }
 
     fn looked(&self, l: &Look, max_rounds: usize) {
@@ -257,17 +262,39 @@ fn live(args: &CompareArgs) -> ExitCode {
             if args.run.len() == 1 { "" } else { "s" }
         ));
     }
-    if !args.output.given.is_empty() || !args.baseline.is_empty() {
-        return fail("--run compares live: outputs and --baseline are for recorded files (the first --run is the baseline)");
+    if !args.baseline.is_empty() {
+        return fail("--run compares live: --baseline is for recorded files (the first --run is the baseline)");
     }
-    let configs = match (
+    let outputs = match Outputs::plan_all(&args.output.requests(None), &[]) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let mut configs = match (
         super::run_flags(&args.run[0]),
         super::run_flags(&args.run[1]),
     ) {
         (Ok(a), Ok(b)) => [a, b],
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
+    // What `run` checks before a VM, for both sides: a host that cannot
+    // run them is "could not run here" (4 for a gate, as `run --expect`,
+    // `sweep --expect` and `check` say it), a bad request an error.
+    for (i, c) in configs.iter().enumerate() {
+        if let Err(e) = ipivmm::run::prepare::prepare(c) {
+            let side = format!("--run '{}'", args.run[i]);
+            return match (e.host_cannot_run(), args.fail_on_regression) {
+                (true, true) => super::not_run_here("ipivmm compare", &format!("{side}: {e}")),
+                _ => fail(format!("{side}: {e}")),
+            };
+        }
+    }
+    if let Some(line) = ipivmm::experiment::mount_tracefs_for(&mut configs) {
+        if !args.quiet {
+            super::say(&format!("ipivmm: {line}"));
+        }
+    }
     let [a, b] = configs;
+    let budget = a.guest_memory_budget.max(b.guest_memory_budget);
     let spec = Spec {
         arms: [
             Arm {
@@ -286,6 +313,9 @@ fn live(args: &CompareArgs) -> ExitCode {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64),
     };
+    if let Err(e) = spec.check() {
+        return fail(e);
+    }
     if !args.quiet {
         eprintln!(
             "{}",
@@ -301,14 +331,20 @@ fn live(args: &CompareArgs) -> ExitCode {
         );
     }
     let cancel = ipivmm::interrupt::cancel_flag();
+    // Every run of both sides, journaled like `run --repeat`: a file that
+    // `compare` reads afterwards, marked incomplete until the end.
+    let journal = Journal::start(outputs.file_of("json"), "compare", budget);
     let events = Progress {
         quiet: args.quiet,
-        names: [args.run[0].clone(), args.run[1].clone()],
+        journal: &journal,
     };
     let finding = match interleaved::run_interleaved(&spec, cancel, &events) {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
+    let (doc, journal_error) = journal.finish(Vec::new());
+    let mut errors = outputs.write(&doc);
+    errors.extend(journal_error);
     let why = match &finding.stopped {
         Stopped::Decided => "decided".to_string(),
         Stopped::Budget => format!("budget spent ({})", args.budget),
@@ -317,12 +353,28 @@ fn live(args: &CompareArgs) -> ExitCode {
             "a run of {} did not complete: {status}",
             if *arm == 0 { "A (the baseline)" } else { "B" }
         ),
+        Stopped::Unmeasurable(missing) => format!(
+            "no round can decide: {}",
+            missing
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        Stopped::BudgetTooSmall { fits, per_round } => format!(
+            "the budget ({}) fits {fits} round{} at {:.1} s a round, and the gate's first look needs {}: give --budget {}s or more",
+            args.budget,
+            if *fits == 1 { "" } else { "s" },
+            per_round.as_secs_f64(),
+            ipivmm::gate::sequential::MIN_ROUNDS,
+            (per_round.as_secs_f64() * (ipivmm::gate::sequential::MIN_ROUNDS as f64 + 1.0)).ceil()
+        ),
     };
     let mut out = format!(
         "stopped after {} round{} ({} VMs, {:.0} s): {why}\n",
         finding.rounds,
         if finding.rounds == 1 { "" } else { "s" },
-        finding.reports.len(),
+        finding.vms,
         finding.elapsed.as_secs_f64()
     );
     if let Some(l) = &finding.look {
@@ -337,8 +389,14 @@ fn live(args: &CompareArgs) -> ExitCode {
     let verdict = finding.verdict();
     out.push_str(&format!("ipivmm: gate: {}\n", verdict_word(verdict)));
     eprint!("{}", wrap(&out));
-    if finding.stopped == Stopped::Cancelled {
-        return ExitCode::from(130);
+    for e in &errors {
+        eprintln!("ipivmm: error: {e}");
+    }
+    if let Some(code) = super::cancelled() {
+        return code;
+    }
+    if !errors.is_empty() {
+        return ExitCode::from(1);
     }
     if !args.fail_on_regression {
         return ExitCode::SUCCESS;

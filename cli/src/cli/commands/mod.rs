@@ -60,7 +60,6 @@ pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> E
             .collect(),
     );
     let errors = outputs.write_verdicts(&verdicts, suite);
-    eprintln!("ipivmm: nothing ran: {why}");
     eprintln!(
         "ipivmm: expectations: 0 passed, 0 failed, {} skipped",
         verdicts.0.len()
@@ -68,8 +67,26 @@ pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> E
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
     }
-    ExitCode::from(if errors.is_empty() { 4 } else { 1 })
+    let code = not_run_here(suite, why);
+    if errors.is_empty() {
+        code
+    } else {
+        ExitCode::from(1)
+    }
 }
+
+/// The one wording and exit status of a gate that could not run here
+/// (no usable /dev/kvm, a mode this host cannot run): `run --expect`,
+/// `sweep --expect`, `check` and `compare --run --fail-on-regression`
+/// alike say "nothing ran" with the reason and exit 4 (kselftest's SKIP:
+/// never a pass, never a failure of the thing gated).
+pub fn not_run_here(suite: &str, why: &str) -> ExitCode {
+    say(&format!("{suite}: nothing ran: {why}"));
+    ExitCode::from(NOT_RUN_HERE)
+}
+
+/// The exit status of a gate that could not run here ([`not_run_here`]).
+pub const NOT_RUN_HERE: u8 = 4;
 
 /// When a signal cancelled the command: one line naming it, and the exit
 /// code that says so, 128 + the signal (130 for SIGINT, 143 for SIGTERM,
@@ -101,15 +118,20 @@ pub fn finish(
     } else {
         let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
         errors.extend(outputs.write_verdicts(&verdicts, suite));
-        let (passed, failed, skipped) = verdicts.counts();
         if !outputs.lists_verdicts_on_stdout() {
             for v in &verdicts.0 {
-                if let ipivmm::expect::Outcome::Fail(why) = &v.outcome {
-                    eprintln!("ipivmm: expectation failed: {}: {why}", v.name);
+                match &v.outcome {
+                    ipivmm::expect::Outcome::Fail(why) => {
+                        eprintln!("ipivmm: expectation failed: {}: {why}", v.name)
+                    }
+                    ipivmm::expect::Outcome::Undecided(why) => {
+                        eprintln!("ipivmm: expectation undecided: {}: {why}", v.name)
+                    }
+                    _ => {}
                 }
             }
         }
-        eprintln!("ipivmm: expectations: {passed} passed, {failed} failed, {skipped} skipped");
+        eprintln!("ipivmm: expectations: {}", verdicts.summary());
         // A run that failed fails the command even where no expectation
         // read it; nothing judged at all stays 4.
         match verdicts.exit_code() {

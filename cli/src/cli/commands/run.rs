@@ -47,12 +47,16 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         };
     }
     let choice = repeat_choice(args.repeat);
+    let repeats = choice.rounds(args.budget);
+    if let Some(why) = repeats.cannot_settle(1) {
+        return fail(why);
+    }
     let cancel = ipivmm::interrupt::cancel_flag();
     let journal = Journal::start(outputs.file_of("json"), "run", config.guest_memory_budget);
     // The engine's one repeat loop (run, sweep and check share it): a
     // busy repeat is kept and marked (auto runs more), one that cannot start is a
     // failed run and ends the repeats, a signal stops them.
-    let mut opts = Options::new(choice.rounds(args.budget), cancel.clone());
+    let mut opts = Options::new(repeats, cancel.clone());
     opts.observer_pairs = args.observer_effect;
     opts.first_serial = serial;
     opts.started = started;

@@ -27,12 +27,17 @@ pub enum PlanError {
     /// Every combination is skipped on this host: with expectations, each
     /// is a skip (exit 4).
     NothingToRun(String),
+    /// No VM can run here at all (no usable /dev/kvm): as `run` says it,
+    /// a skip with expectations (exit 4), an error without.
+    HostCannotRun(String),
 }
 
 impl std::fmt::Display for PlanError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PlanError::Usage(s) | PlanError::NothingToRun(s) => f.write_str(s),
+            PlanError::Usage(s) | PlanError::NothingToRun(s) | PlanError::HostCannotRun(s) => {
+                f.write_str(s)
+            }
         }
     }
 }
@@ -85,7 +90,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     };
     let planned = match plan_sweep(args) {
         Ok(p) => p,
-        Err(PlanError::NothingToRun(why)) => {
+        Err(PlanError::NothingToRun(why) | PlanError::HostCannotRun(why)) => {
             return skip_all(&args.gate, &outputs, "ipivmm sweep", &why)
         }
         Err(e) => return fail(e),
@@ -112,6 +117,10 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     let layout = crate::output::fit::Layout::wide(args.wide);
     if !args.quiet {
         eprint!("{}", layout.lines(&format!("repeats: {choice}\n")));
+    }
+    let configs = crate::sweep::plan(planned.spec(), planned.host()).0.len();
+    if let Some(why) = choice.rounds(args.budget).cannot_settle(configs) {
+        return fail(why);
     }
     let journal = Journal::start(
         outputs.file_of("json"),
@@ -232,10 +241,10 @@ impl SweepEvents for Progress {
 
 /// Checks every configuration's own values the way `run` does, before any
 /// run: a bad value is a usage error (exit 2), not a sweep of skips.
-fn validate(spec: &SweepSpec) -> Result<(), String> {
+fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
     let max = device::open(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| PlanError::HostCannotRun(e.to_string()))?;
     // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
     // usage error, when the sweep also has x2APIC rows.
     let apic = if spec.apics.contains(&ApicMode::X2apic) {
@@ -253,7 +262,8 @@ fn validate(spec: &SweepSpec) -> Result<(), String> {
                 .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
             ..spec.base.clone()
         };
-        c.validate(max).map_err(|e| e.to_string())?;
+        c.validate(max)
+            .map_err(|e| PlanError::Usage(e.to_string()))?;
     }
     Ok(())
 }
@@ -295,6 +305,14 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
     spec.force = args.force;
     args.levers.apply(&mut spec.base);
+    // With a swept limit (the halt-polling preset), an explicit
+    // --halt-poll-ns is its polling side, against 0.
+    if let (Some(ns), false) = (args.levers.halt_poll_ns, spec.halt_polls.is_empty()) {
+        spec.halt_polls = match ns {
+            0 => vec![Some(0)],
+            ns => vec![Some(ns), Some(0)],
+        };
+    }
     let empty = [
         spec.irqchips.is_empty(),
         spec.apics.is_empty(),
@@ -351,6 +369,40 @@ mod tests {
             kvm_max_vcpus: 1024,
             ..Default::default()
         }
+    }
+
+    /// `sweep --preset halt-polling` sweeps the host's limit against 0;
+    /// with `--halt-poll-ns N` the polling side is N, and the labels say
+    /// which row is which.
+    #[test]
+    fn halt_polling_preset_takes_an_explicit_limit_as_its_polling_side() {
+        let spec = spec_of(
+            &sweep_args(&["--preset", "halt-polling"]),
+            Some(&two_cpus()),
+        )
+        .unwrap();
+        assert_eq!(spec.halt_polls, [None, Some(0)]);
+        let args = sweep_args(&["--preset", "halt-polling", "--halt-poll-ns", "50000"]);
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
+        assert_eq!(spec.halt_polls, [Some(50_000), Some(0)]);
+        let (runs, _) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pingpong 2v kernel/x2apic/icr poll:50000",
+                "pingpong 2v kernel/x2apic/icr poll:0"
+            ]
+        );
+        // Without the preset, --halt-poll-ns is every row's one setting,
+        // unlabelled as before.
+        let args = sweep_args(&["--workload", "pingpong", "--halt-poll-ns", "0"]);
+        let spec = spec_of(&args, None).unwrap();
+        assert!(spec.halt_polls.is_empty());
+        let (runs, _) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
+        assert!(runs
+            .iter()
+            .all(|r| r.config.halt_poll_ns == Some(0) && !r.label.contains("poll")));
     }
 
     /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host

@@ -7,7 +7,7 @@ pub use ipivmm::compare::{
     compare, compare_by, compare_recorded, gate, Comparison, Dimension, GateOptions, GateReport,
     Recorded,
 };
-pub use render::{decisions, outcome_line, render};
+pub use render::{decisions, lever_notes, live_lever_notes, outcome_line, render};
 
 /// How much a count per operation or per IPI may rise before
 /// `--fail-on-regression` fails (`--count-tolerance`): 5%, relative to

@@ -115,7 +115,41 @@ pub fn decisions(c: &Comparison, gate: &GateReport) -> Vec<(String, Option<Tint>
         }
         out.push((line, tint(&j.outcome)));
     }
+    out.extend(lever_notes(c).into_iter().map(|l| (l, Some(Tint::Yellow))));
     out
+}
+
+/// One line per row and column whose runs show a lever that did not act
+/// on what it controls ([`ipivmm::results::lever_effect`]): halt polling
+/// on with no poll attempted, say, so that "equivalent" beside it is not
+/// read as "halt polling makes no difference".
+pub fn lever_notes(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &c.rows {
+        for i in 0..c.columns.len() {
+            let polling: Vec<_> = r.summaries(i).filter_map(|s| s.halt_polling).collect();
+            if let Some(n) = ipivmm::results::lever_effect::halt_polling_note(&polling) {
+                out.push(format!("{}, {}: {n}", c.row_label(r), c.column_header(i)));
+            }
+        }
+    }
+    out
+}
+
+/// [`lever_notes`] for `compare --run`'s rounds: `reports` are (arm, run)
+/// with arm 0 the baseline A, 1 the new side B.
+pub fn live_lever_notes(reports: &[(usize, ipivmm::RunReport)]) -> Vec<String> {
+    (0..2)
+        .filter_map(|arm| {
+            let polling: Vec<_> = reports
+                .iter()
+                .filter(|(a, r)| *a == arm && r.succeeded())
+                .filter_map(|(_, r)| ipivmm::results::summary::summarize(r).halt_polling)
+                .collect();
+            let n = ipivmm::results::lever_effect::halt_polling_note(&polling)?;
+            Some(format!("{}: {n}", ["A", "B"][arm]))
+        })
+        .collect()
 }
 
 /// The comparison as text, coloured when `color`, with the gate's

@@ -1,0 +1,164 @@
+//! Recorded results files read as one body of evidence (a plan's
+//! `results = GLOB`): what counts as a recording, decided once. A file
+//! that a command did not finish (killed, or still running: it says
+//! `incomplete`) is named, never judged as if whole or skipped unseen; a
+//! file with no run is named too (its checks would have nothing to read);
+//! the same run found twice (a copy, a link, a glob that matched both) is
+//! refused, since counted twice it would pass for two recordings; and the
+//! files a glob loads are bounded in bytes all together.
+use super::{fingerprint, Document, ResultsError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The most bytes of results files one set of recordings may load: four
+/// results files at their largest ([`super::MAX_RESULTS_FILE`]).
+pub const MAX_RECORDINGS_BYTES: u64 = 4 * super::MAX_RESULTS_FILE;
+
+/// Why a set of recordings cannot be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingsError {
+    /// A file did not load.
+    #[error(transparent)]
+    Load(#[from] ResultsError),
+    /// A command that did not finish wrote it.
+    #[error("{file}: not a whole recording: {why}; record it again (or remove it from the set)")]
+    Incomplete {
+        /// The file.
+        file: String,
+        /// Its `incomplete`.
+        why: String,
+    },
+    /// It holds no run (and no skipped combination).
+    #[error("{file}: no run recorded: nothing of it can be checked; record it again (or remove it from the set)")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+    /// One run found twice.
+    #[error("{first} and {second} are the same run (a copy, a link, or a file matched twice): a recording counts once; keep one")]
+    SameRunTwice {
+        /// Where first (file and run number).
+        first: String,
+        /// Where again.
+        second: String,
+    },
+    /// Too much to load.
+    #[error("the files hold {bytes} bytes, over the {max} a set of recordings may load: name fewer files (a narrower glob)")]
+    TooLarge {
+        /// Their size.
+        bytes: u64,
+        /// The bound.
+        max: u64,
+    },
+}
+
+/// `files` as one document: every run of every file, in order, and every
+/// skipped combination; Err for the first file or run that is not a
+/// recording of its own.
+pub fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsError> {
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .fold(0u64, u64::saturating_add);
+    if bytes > max_bytes {
+        return Err(RecordingsError::TooLarge {
+            bytes,
+            max: max_bytes,
+        });
+    }
+    let mut seen: HashMap<u64, String> = HashMap::new();
+    let mut merged: Option<Document> = None;
+    for f in files {
+        let doc = Document::load(f)?;
+        check_one(f, &doc)?;
+        for (i, r) in doc.runs.iter().enumerate() {
+            let here = format!("{} run {}", f.display(), i + 1);
+            if let Some(first) = seen.insert(fingerprint::of(r), here.clone()) {
+                return Err(RecordingsError::SameRunTwice {
+                    first,
+                    second: here,
+                });
+            }
+        }
+        match &mut merged {
+            Some(m) => {
+                m.runs.extend(doc.runs);
+                m.skipped.extend(doc.skipped);
+            }
+            None => merged = Some(doc),
+        }
+    }
+    Ok(merged.unwrap_or_else(|| Document::new(Vec::new(), Vec::new())))
+}
+
+/// Whether `doc`, read from `file`, is a whole recording.
+pub fn check_one(file: &Path, doc: &Document) -> Result<(), RecordingsError> {
+    let file = file.display().to_string();
+    if let Some(why) = &doc.incomplete {
+        return Err(RecordingsError::Incomplete {
+            file,
+            why: why.clone(),
+        });
+    }
+    if doc.runs.is_empty() && doc.skipped.is_empty() {
+        return Err(RecordingsError::Empty { file });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("ipivmm-recordings-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    fn fixture() -> String {
+        include_str!("../../tests/fixtures/run-pingpong-2026-12-01.json").to_string()
+    }
+
+    fn err(files: &[PathBuf]) -> String {
+        merge(files, MAX_RECORDINGS_BYTES)
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_copy_a_killed_file_and_an_empty_one_are_named() {
+        let d = dir("cases");
+        let a = d.join("a.json");
+        std::fs::write(&a, fixture()).expect("write");
+        let doc = merge(std::slice::from_ref(&a), MAX_RECORDINGS_BYTES).expect("one file");
+        assert!(!doc.runs.is_empty());
+        // A copy: the same runs twice.
+        let copy = d.join("copy.json");
+        std::fs::copy(&a, &copy).expect("copy");
+        let e = err(&[a.clone(), copy.clone()]);
+        assert!(
+            e.contains("same run") && e.contains("copy.json run 1"),
+            "{e}"
+        );
+        // A journal killed before its first run.
+        let mut killed = Document::new(Vec::new(), Vec::new());
+        killed.incomplete = Some("run in progress (or killed): no run planned yet".into());
+        let k = d.join("killed.json");
+        std::fs::write(&k, serde_json::to_string(&killed).expect("json")).expect("write");
+        let e = err(&[a.clone(), k]);
+        assert!(e.contains("killed.json: not a whole recording"), "{e}");
+        // A document with no run.
+        let empty = d.join("empty.json");
+        let none = Document::new(Vec::new(), Vec::new());
+        std::fs::write(&empty, serde_json::to_string(&none).expect("json")).expect("write");
+        let e = err(&[a.clone(), empty]);
+        assert!(e.contains("empty.json: no run recorded"), "{e}");
+        // Over the byte bound.
+        let e = merge(&[a], 10).expect_err("too large").to_string();
+        assert!(e.contains("over the 10"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
