@@ -79,6 +79,7 @@ fn compare_ratio_and_check_agree_on_the_same_repeats() {
                     policy: DEFAULT_POLICY,
                     gated: vec![Metric::CyclesPerOpP50],
                     drift: None,
+                    keep_busy: false,
                 },
             );
             let library = of_gate(g.verdict());

@@ -88,7 +88,9 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
         "{text}"
     );
     assert!(text.contains("missing"), "{text}");
-    assert!(text.contains("too few repeats: 1 vs 1"), "{text}");
+    // One recording a side and no noise profile: the drift between them
+    // is unmeasured, so latency is not decided whatever the repeats.
+    assert!(text.contains("one recording a side"), "{text}");
     // A broadcast delivers N-1 = 2 IPIs: its rows name the operation and
     // show both the per-broadcast and the per-IPI figures.
     assert!(
@@ -373,7 +375,21 @@ fn repeats(base: u64, exits: u64) -> Vec<ipivmm::RunReport> {
 
 /// The gate's outcome for `metric` of the only row, column 1.
 fn outcome(c: &Comparison, metric: Metric) -> Outcome {
-    let g = gate(c, &GateOptions::default());
+    outcome_with(c, metric, &GateOptions::default())
+}
+
+/// A noise profile's drift (log sd 0.02): what lets one file a side
+/// decide latency (issue 47: without one, latency is undecided).
+fn profiled() -> GateOptions {
+    GateOptions {
+        drift: Some(0.02),
+        ..GateOptions::default()
+    }
+}
+
+/// [`outcome`] under `opts`.
+fn outcome_with(c: &Comparison, metric: Metric, opts: &GateOptions) -> Outcome {
+    let g = gate(c, opts);
     let i = g
         .endpoints
         .iter()
@@ -396,19 +412,26 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     let c = compare(&[old.clone(), same]).unwrap();
     assert_eq!(c.rows.len(), 1);
     assert_eq!(c.rows[0].cells[0].runs.len(), 5);
-    assert_eq!(outcome(&c, Metric::CyclesPerOpP50), Outcome::Equivalent);
+    // (One file a side decides latency only with a noise profile's drift.)
+    assert_eq!(
+        outcome_with(&c, Metric::CyclesPerOpP50, &profiled()),
+        Outcome::Equivalent
+    );
     assert_eq!(outcome(&c, Metric::ExitsPerIpi), Outcome::Equivalent);
-    assert_eq!(gate(&c, &GateOptions::default()).exit_code(), 0);
+    assert_eq!(gate(&c, &profiled()).exit_code(), 0);
     // 20% slower in every repeat: significant and beyond the threshold.
     let c = compare(&[old.clone(), slow]).unwrap();
-    assert_eq!(outcome(&c, Metric::CyclesPerOpP50), Outcome::Regressed);
+    assert_eq!(
+        outcome_with(&c, Metric::CyclesPerOpP50, &profiled()),
+        Outcome::Regressed
+    );
     // Not a regression where the threshold is above the change.
     let loose = GateOptions {
         policy: ipivmm::gate::Policy {
             threshold: 0.30,
             ..Default::default()
         },
-        ..Default::default()
+        ..profiled()
     };
     assert_ne!(gate(&c, &loose).verdict(), Verdict::Fail);
     // Exact counts are judged as counts: 2 to 3 exits per IPI regresses.
@@ -478,7 +501,7 @@ fn one_run_a_side_is_undecided_and_nothing_compared_is_said() {
     let c = compare(&[a.clone(), b]).unwrap();
     match outcome(&c, Metric::CyclesPerOpP50) {
         Outcome::Undecided { why, needs } => {
-            assert!(why.contains("too few repeats"), "{why}");
+            assert!(why.contains("one recording a side"), "{why}");
             assert!(needs.is_none() || needs.unwrap() > 1);
         }
         other => panic!("{other:?}"),
@@ -565,13 +588,40 @@ fn the_five_fake_passes_exit_non_zero() {
     let dir = temp_dir("compare-fake-passes");
     let base = record(&dir, "base.json", &repeats(10_000, 2)).0;
     let slow = record(&dir, "new.json", &repeats(15_000, 2)).0;
+    // Second recordings of each: one file a side leaves latency undecided
+    // (issue 47), two baseline recordings decide it.
+    record(&dir, "base-b.json", &repeats(10_100, 2));
+    record(&dir, "new-b.json", &repeats(15_100, 2));
     // 1. --baseline names the baseline file even when it is given second.
-    let (code, e) = gate_cli(&dir, &["new.json", "base.json", "--baseline", "base.json"]);
+    let (code, e) = gate_cli(
+        &dir,
+        &[
+            "new.json",
+            "base.json",
+            "--baseline",
+            "base.json",
+            "--baseline",
+            "base-b.json",
+        ],
+    );
     assert_eq!(code, Some(1), "{e}");
     assert!(e.contains("regressed"), "{e}");
     // The 1.5x faster direction is not a regression.
-    let (code, e) = gate_cli(&dir, &["new.json", "base.json", "--baseline", "new.json"]);
+    let (code, e) = gate_cli(
+        &dir,
+        &[
+            "new.json",
+            "base.json",
+            "--baseline",
+            "new.json",
+            "--baseline",
+            "new-b.json",
+        ],
+    );
     assert_eq!(code, Some(0), "{e}");
+    // One baseline file: latency undecided (exit 4), never a verdict.
+    let (code, e) = gate_cli(&dir, &["new.json", "base.json", "--baseline", "base.json"]);
+    assert_eq!(code, Some(4), "{e}");
     let _ = (base, slow);
 
     // 2. A configuration whose every repeat failed, one a killed sweep
@@ -660,7 +710,16 @@ fn the_five_fake_passes_exit_non_zero() {
         }
     }
     record(&dir, "zero-latency.json", &zero_latency);
-    let (code, e) = gate_cli(&dir, &["base.json", "zero-latency.json"]);
+    let (code, e) = gate_cli(
+        &dir,
+        &[
+            "zero-latency.json",
+            "--baseline",
+            "base.json",
+            "--baseline",
+            "base-b.json",
+        ],
+    );
     assert_eq!(code, Some(1), "{e}");
     assert!(e.contains("1 of 5 repeats left out"), "{e}");
 
@@ -723,9 +782,14 @@ fn several_baseline_recordings_measure_the_drift() {
         out.contains("recordings t test") && out.contains("3 vs 1 recordings"),
         "{out}"
     );
-    // One baseline file: the gate says drift is unmeasured.
-    let (_, e) = gate_cli(&dir, &["b0.json", "within.json"]);
-    assert!(e.contains("drift between recordings unmeasured"), "{e}");
+    // One baseline file: the gate says drift is unmeasured and leaves
+    // latency undecided (exit 4).
+    let (code, e) = gate_cli(&dir, &["b0.json", "within.json"]);
+    assert!(
+        e.contains("nothing measures the drift between recordings"),
+        "{e}"
+    );
+    assert_eq!(code, Some(4), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -859,7 +923,9 @@ fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
         p.kvm_stats.insert("halt_attempted_poll".into(), 200);
         p.kvm_stats.insert("halt_successful_poll".into(), 190);
     }
+    // Two recordings, not one run twice (which compare refuses).
     let a = record(&dir, "c.json", &[polled.clone()]);
+    polled.timings.setup_ns += 1;
     let b = record(&dir, "d.json", &[polled]);
     let c = compare(&[a, b]).unwrap();
     assert!(ipivmm_cli::output::compare::lever_notes(&c).is_empty());

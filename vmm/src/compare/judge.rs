@@ -6,13 +6,23 @@
 //! reason), never a silent absence.
 //!
 //! Evidence per endpoint: the completed repeats of each side that have
-//! the figure and did not run on a busy host (other processes above 25%
-//! of the CPU time, or steal above 5%: [`crate::stats::load_instabilities`]);
-//! a baseline of several recordings (files) is compared as recordings
+//! the figure. A repeat run on a busy host (other processes above 25% of
+//! the CPU time, or steal above 5%: [`crate::stats::load_instabilities`])
+//! is left out of a latency figure (load slows it) but kept for a count
+//! per operation or per IPI (load cannot change what the guest did), and
+//! kept for latency too when [`GateOptions::keep_busy`] says so (a
+//! permanently busy runner; a caveat says it).
+//!
+//! A baseline of several recordings (files) is compared as recordings
 //! (their spread measures the drift between them); one recording a side
-//! with a known drift (a host noise profile) adds that drift's variance;
-//! otherwise the repeats of the two sides are independent and no drift is
-//! assumed, which [`GateReport::caveats`] says.
+//! with a known drift (a matching host noise profile) adds that drift's
+//! variance. Files of one recording a side with no profile carry no
+//! evidence of the drift between recordings (log sd 0.07 measured here:
+//! identical files would exit 1 on a fifth of pairs, a real +20% exit 0
+//! on a tenth), so their latency figures are undecided with the fix;
+//! their exact counts are still judged. Rows of one file compared along
+//! another dimension ran interleaved and are compared as independent
+//! repeats.
 use super::{Comparison, Dimension, Repeat, Row};
 use crate::gate::{self, Evidence, Family, Outcome, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
@@ -26,8 +36,15 @@ pub struct GateOptions {
     /// The figures judged (the rest are reported only).
     pub gated: Vec<Metric>,
     /// The standard deviation of a latency figure's logarithm between
-    /// recordings, when a host noise profile measured it.
+    /// recordings, when a host noise profile that matches the files
+    /// measured it ([`crate::gate::profile::NoiseProfile::matches`]): the
+    /// caller passes it only for a matching profile (or when told to use
+    /// any).
     pub drift: Option<f64>,
+    /// Keep repeats run on a busy host for latency figures too (they are
+    /// always kept for counts), and say so in the caveats: for a runner
+    /// that is never quiet, where leaving them out leaves nothing.
+    pub keep_busy: bool,
 }
 
 /// The figures a gate judges unless told otherwise: the headline (cycles
@@ -44,6 +61,7 @@ impl Default for GateOptions {
             policy: gate::DEFAULT_POLICY,
             gated: DEFAULT_GATED.to_vec(),
             drift: None,
+            keep_busy: false,
         }
     }
 }
@@ -88,6 +106,15 @@ impl GateReport {
     }
 }
 
+/// Why a latency figure of one recording a side is not decided.
+const NO_DRIFT_EVIDENCE: &str =
+    "one recording a side and no noise profile: nothing measures the drift between \
+                                 recordings, which alone can make or hide a change of this size";
+/// What decides it instead.
+const DRIFT_FIX: &str =
+    "several recordings (--baseline A --baseline B), a matching noise profile (ipivmm \
+                         calibrate), or the live comparison (compare --run)";
+
 /// Why a repeat's figure is left out, if it is.
 fn busy(r: &Repeat) -> Option<String> {
     let load = r.load.as_ref()?;
@@ -102,19 +129,26 @@ struct Side {
     by_file: Vec<(usize, Vec<f64>)>,
     notes: Vec<String>,
     completed: usize,
+    /// Repeats run on a busy host (left out or kept).
+    busy: usize,
 }
 
 /// The usable figures of `metric` in column `col` of `row`, per file,
-/// with what was left out.
-fn side(row: &Row, col: usize, metric: Metric) -> Side {
+/// with what was left out (busy repeats of a latency figure unless
+/// `keep_busy`) or kept despite the load, and why.
+fn side(row: &Row, col: usize, metric: Metric, keep_busy: bool) -> Side {
     let mut by_file: Vec<(usize, Vec<f64>)> = Vec::new();
     let (mut busy_n, mut missing, mut first_busy) = (0, 0, None);
+    // Load slows a latency; it cannot change a count of what the guest did.
+    let keep = keep_busy || metric.is_count();
     let cell = &row.cells[col];
     for r in cell.completed() {
         if let Some(why) = busy(r) {
             busy_n += 1;
             first_busy.get_or_insert(why);
-            continue;
+            if !keep {
+                continue;
+            }
         }
         let v = metric
             .value(&r.summary)
@@ -131,10 +165,16 @@ fn side(row: &Row, col: usize, metric: Metric) -> Side {
     let mut notes = Vec::new();
     let completed = cell.completed().count();
     if busy_n > 0 {
-        notes.push(format!(
-            "{busy_n} of {completed} repeats left out: run on a busy host ({})",
-            first_busy.unwrap_or_default()
-        ));
+        let why = first_busy.unwrap_or_default();
+        notes.push(if metric.is_count() {
+            format!(
+                "{busy_n} of {completed} repeats ran on a busy host ({why}), kept: load cannot change a count"
+            )
+        } else if keep_busy {
+            format!("{busy_n} of {completed} repeats ran on a busy host ({why}), kept (keep busy repeats)")
+        } else {
+            format!("{busy_n} of {completed} repeats left out: run on a busy host ({why})")
+        });
     }
     if missing > 0 {
         notes.push(format!(
@@ -146,6 +186,7 @@ fn side(row: &Row, col: usize, metric: Metric) -> Side {
         by_file,
         notes,
         completed,
+        busy: busy_n,
     }
 }
 
@@ -208,7 +249,8 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
     let mut endpoints = Vec::new();
     let mut items = Vec::new();
     let mut caveats = Vec::new();
-    let several = c.columns.first().is_some_and(|b| b.files.len() > 1);
+    let mut no_drift_evidence = 0;
+    let mut busy_kept = 0;
     for (ri, row) in c.rows.iter().enumerate() {
         if row.cells.first().is_none_or(|b| b.runs.is_empty()) {
             // Not a configuration of the baseline: reported, not gated.
@@ -220,8 +262,9 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                 let Side {
                     by_file: base,
                     mut notes,
+                    busy: base_busy,
                     ..
-                } = side(row, 0, m);
+                } = side(row, 0, m, opts.keep_busy);
                 if base_failed {
                     endpoints.push(Endpoint {
                         row: ri,
@@ -244,13 +287,23 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                     by_file: new,
                     notes: new_notes,
                     completed: new_completed,
-                } = side(row, col, m);
+                    busy: new_busy,
+                } = side(row, col, m, opts.keep_busy);
+                if opts.keep_busy && !m.is_count() {
+                    busy_kept += base_busy + new_busy;
+                }
                 notes.extend(
                     new_notes
                         .into_iter()
                         .map(|n| format!("{}: {n}", c.column_header(col))),
                 );
                 let new_values: Vec<f64> = new.into_iter().flat_map(|(_, v)| v).collect();
+                let scale = if m.is_count() {
+                    Scale::Count
+                } else {
+                    Scale::Ratio
+                };
+                let one_recording = c.by == Dimension::File && base.len() <= 1;
                 let item = if let Some(o) =
                     accounted(c, row, col, !new_values.is_empty(), new_completed)
                 {
@@ -264,13 +317,29 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                         ),
                         needs: None,
                     })
+                } else if one_recording && scale == Scale::Ratio && opts.drift.is_none() {
+                    // Two files, one recording a side: their difference is
+                    // the change plus the drift between recordings, which
+                    // nothing here measures. Deciding on the repeats'
+                    // spread alone would turn drift into verdicts.
+                    no_drift_evidence += 1;
+                    Err(Outcome::Undecided {
+                        why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
+                        needs: None,
+                    })
                 } else {
-                    let scale = if m.is_count() {
-                        Scale::Count
-                    } else {
-                        Scale::Ratio
-                    };
-                    let evidence = if base.len() > 1 {
+                    let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
+                    // Counts every repeat of each side agrees on are exact:
+                    // compared as they are, whatever the recordings.
+                    let exact = scale == Scale::Count
+                        && agree(
+                            &base
+                                .iter()
+                                .flat_map(|(_, v)| v.iter().copied())
+                                .collect::<Vec<_>>(),
+                        )
+                        && agree(&new_values);
+                    let evidence = if base.len() > 1 && !exact {
                         Evidence::Recordings {
                             base: base.into_iter().map(|(_, v)| v).collect(),
                             new: new_values,
@@ -302,12 +371,17 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
             }
         }
     }
-    if c.by == Dimension::File && !several && opts.drift.is_none() && c.files.len() > 1 {
+    if no_drift_evidence > 0 {
+        caveats.push(format!(
+            "{no_drift_evidence} latency figure{} left undecided: {NO_DRIFT_EVIDENCE} (files of one configuration \
+             recorded minutes apart drifted ×1.4 on this project's hosts); exact counts are judged; give {DRIFT_FIX}",
+            if no_drift_evidence == 1 { "" } else { "s" }
+        ));
+    }
+    if busy_kept > 0 {
         caveats.push(
-            "drift between recordings unmeasured: one baseline file, so the gate assumes the files differ only by \
-             their repeats' spread (files of one configuration recorded minutes apart drifted ×1.4 on this \
-             project's hosts); give several baseline recordings (--baseline A --baseline B ...) or a noise \
-             profile (--noise-profile, from ipivmm calibrate)"
+            "repeats run on a busy host were kept for latency figures (keep busy repeats): the load may have \
+             slowed either side, so a latency verdict here is about this host under its load"
                 .into(),
         );
     }

@@ -9,8 +9,15 @@
 //! recordings compared (an A/A control: an exit 1 is a false alarm) and
 //! every plain recording against the injected one (a detection when it
 //! exits 1), each without and with the measured drift.
+//!
+//! The drift the profile gives the gate is the 80% upper confidence bound
+//! of the between-recordings spread (recordings − 1 degrees of freedom),
+//! not the point estimate: four recordings know a spread only to within
+//! a factor of about two. The profile records where and when it was
+//! measured (host, CPU, kernel, KVM parameters, configuration, version,
+//! date, pause) so that `compare` can say when it does not match.
 use crate::config::VmConfig;
-use crate::gate::profile::{Control, NoiseProfile, SCHEMA};
+use crate::gate::profile::{drift_upper_bound, Control, NoiseProfile, MAX_DRIFT, SCHEMA};
 use crate::gate::{self, Evidence, Policy, Scale};
 use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
@@ -66,12 +73,54 @@ pub enum CalibrateError {
     /// The runs have no headline p50 (a custom payload without samples).
     #[error("the runs have no cycles-per-operation p50 to calibrate on: use a built-in workload")]
     NoFigure,
+    /// The recordings drifted more than a host plausibly does.
+    #[error(
+        "the recordings' medians drifted by log sd {0:.3} (×{exp:.2} from one to the next), more than a host \
+         plausibly shows (at most {MAX_DRIFT}): something disturbed them; calibrate again on a quiet host",
+        exp = .0.exp()
+    )]
+    Implausible(f64),
 }
 
 fn p50(r: &RunReport) -> Option<f64> {
     Metric::CyclesPerOpP50
         .value(&summarize(r))
         .filter(|v| *v > 0.0)
+}
+
+/// The spread figures of recordings of p50s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spreads {
+    /// Log sd between the repeats of a recording (pooled).
+    pub within: f64,
+    /// The drift between recordings (log sd), point estimate.
+    pub between: f64,
+    /// Its 80% upper confidence bound: what the gate uses.
+    pub between_upper: f64,
+    /// Its degrees of freedom (recordings − 1).
+    pub df: usize,
+    /// Log sd of the difference of consecutive runs.
+    pub consecutive: f64,
+}
+
+/// The spread figures of recordings of p50s, with the drift's upper bound.
+pub fn spreads_bounded(recordings: &[Vec<f64>]) -> Spreads {
+    let (within, between, consecutive) = spreads(recordings);
+    let used: Vec<&Vec<f64>> = recordings.iter().filter(|r| !r.is_empty()).collect();
+    let df = used.len().saturating_sub(1);
+    let n = used.iter().map(|r| r.len()).sum::<usize>() as f64 / used.len().max(1) as f64;
+    let means: Vec<f64> = used
+        .iter()
+        .map(|r| r.iter().map(|v| v.ln()).sum::<f64>() / r.len() as f64)
+        .collect();
+    let means_sd = crate::stats::sd(&means).unwrap_or(0.0);
+    Spreads {
+        within,
+        between,
+        between_upper: drift_upper_bound(means_sd, df, within, n.round().max(1.0) as usize),
+        df,
+        consecutive,
+    }
 }
 
 /// The spread figures of recordings of log p50s: (within, between,
@@ -113,6 +162,7 @@ pub fn calibrate(
 ) -> Result<NoiseProfile, CalibrateError> {
     let mut recordings: Vec<Vec<f64>> = Vec::new();
     let mut id = None;
+    let mut facts = None;
     let budget = Arc::new(SharedBudget::new(spec.config.guest_memory_budget));
     let mut injected_config = spec.config.clone();
     for k in 0..=spec.recordings {
@@ -159,12 +209,25 @@ pub fn calibrate(
                 });
             }
             id.get_or_insert_with(|| r.id());
+            if facts.is_none() {
+                facts = r.host.clone();
+            }
             values.push(p50(&r).ok_or(CalibrateError::NoFigure)?);
         }
         recordings.push(values);
     }
     let injected = recordings.pop().unwrap_or_default();
-    let (within, between, consecutive) = spreads(&recordings);
+    let Spreads {
+        within,
+        between: estimate,
+        between_upper: between,
+        df,
+        consecutive,
+    } = spreads_bounded(&recordings);
+    if estimate > MAX_DRIFT {
+        return Err(CalibrateError::Implausible(estimate));
+    }
+    let facts = facts.or_else(|| crate::host::probe().ok());
     let judge = |base: &[f64], new: &[f64], drift: Option<f64>| {
         let evidence = match drift {
             Some(between) => Evidence::Drift {
@@ -220,6 +283,13 @@ pub fn calibrate(
             .chain(std::iter::once(&injected))
             .filter_map(|r| crate::stats::median(r))
             .collect(),
+        hostname: facts.as_ref().and_then(|h| h.hostname.clone()),
+        cpu_model: facts.as_ref().map(|h| h.cpu_model.clone()),
+        kernel_release: facts.as_ref().map(|h| h.kernel_release.clone()),
+        kvm_params: facts.as_ref().map(|h| h.params.clone()),
+        between_log_sd_estimate: Some(estimate),
+        between_df: Some(df),
+        pause_seconds: Some(spec.pause.as_secs_f64()),
     })
 }
 
@@ -240,5 +310,29 @@ mod tests {
         let noisy = vec![90.0, 110.0, 95.0, 105.0, 100.0];
         let (within, between, _) = spreads(&[noisy.clone(), noisy]);
         assert!(within > 0.05 && between == 0.0, "{within} {between}");
+    }
+
+    #[test]
+    fn the_drift_given_to_the_gate_is_an_upper_bound() {
+        // Four recordings whose means drift: the bound is above the
+        // estimate (3 degrees of freedom know a spread loosely).
+        let recs: Vec<Vec<f64>> = [0.0, 0.08, -0.05, 0.03]
+            .iter()
+            .map(|d: &f64| {
+                [0.99, 1.0, 1.01]
+                    .iter()
+                    .map(|v| 1000.0 * v * d.exp())
+                    .collect()
+            })
+            .collect();
+        let s = spreads_bounded(&recs);
+        assert_eq!(s.df, 3);
+        assert!(s.between > 0.04, "{s:?}");
+        assert!(s.between_upper > 1.4 * s.between, "{s:?}");
+        // Recordings that agree exactly: no drift, and no bound above it.
+        let same = vec![vec![990.0, 1000.0, 1010.0, 1005.0, 995.0]; 3];
+        let s = spreads_bounded(&same);
+        assert_eq!(s.between, 0.0);
+        assert_eq!(s.between_upper, 0.0);
     }
 }

@@ -137,6 +137,21 @@ pub struct Test {
 }
 
 impl Test {
+    /// The smallest p-value its slower-test can reach at these repeats:
+    /// 1 / C(n + m, n) for the rank-sum test, 2⁻ⁿ for the signed-rank, the
+    /// p itself for exact counts (nothing random: agreeing counts can
+    /// never reject), 0 for the normal and t tests. An endpoint whose
+    /// smallest p is above the level it would be held to cannot reject,
+    /// so it takes no share of α ([`super::family::holm_levels_discrete`]).
+    pub fn smallest_p(&self) -> f64 {
+        match self.method {
+            Method::ExactCounts => self.p_slower,
+            Method::RankSum => 1.0 / binomial(self.n.0 + self.n.1, self.n.0),
+            Method::SignedRank => 0.5f64.powi(self.n.0.min(1000) as i32),
+            Method::Recordings | Method::Drift { .. } => 0.0,
+        }
+    }
+
     /// The estimate as the user reads it: a ratio (×1.12) or a difference.
     pub fn shown(&self, v: f64) -> f64 {
         match self.scale {
@@ -360,9 +375,23 @@ fn binomial(n: usize, k: usize) -> f64 {
     (1..=k).fold(1.0, |acc, i| acc * (n - k + i) as f64 / i as f64)
 }
 
+/// The repeats a side at which a rank-sum test of equal sides can reach
+/// p ≤ `level` at all (1 / C(2n, n) ≤ level).
+pub fn rank_sum_repeats_for(level: f64) -> Option<usize> {
+    (level > 0.0).then(|| (1..=64).find(|n| 1.0 / binomial(2 * n, *n) <= level))?
+}
+
 /// The outcome of `t` when its slower test is judged at `level` (Holm's
 /// share of α for this endpoint; 0 when the step-down stopped before it).
 pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
+    decide_in(t, level, level, policy)
+}
+
+/// [`decide`], knowing `first`: the level the family's first step gave
+/// (what this endpoint could have had on its own), so that an endpoint
+/// whose smallest possible p is above it says that its repeats cannot
+/// flag it, and how many could.
+pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
     if t.p_slower <= level && t.estimate >= t.margin - 1e-12 {
         return Outcome::Regressed;
     }
@@ -374,18 +403,43 @@ pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
         };
     }
     let smallest = match t.method {
-        Method::RankSum => Some(1.0 / binomial(t.n.0 + t.n.1, t.n.0)),
-        Method::SignedRank => Some(0.5f64.powi(t.n.0.min(60) as i32)),
+        Method::RankSum | Method::SignedRank => Some(t.smallest_p()),
         _ => None,
     };
-    let why = if smallest.is_some_and(|p| p > policy.alpha) {
-        format!(
-            "too few repeats: {} vs {} can never decide at {:.0}%",
-            t.n.0,
-            t.n.1,
-            policy.alpha * 100.0
-        )
-    } else if t.p_slower <= level {
+    let needs = power::needed(t, policy);
+    if smallest.is_some_and(|p| p > policy.alpha) {
+        return Outcome::Undecided {
+            why: format!(
+                "too few repeats: {} vs {} can never decide at {:.0}%",
+                t.n.0,
+                t.n.1,
+                policy.alpha * 100.0
+            ),
+            needs,
+        };
+    }
+    if t.estimate >= t.margin && t.method == Method::RankSum {
+        if let Some(p) = smallest.filter(|p| *p > first.max(level)) {
+            // Slower by the threshold, but no order of these repeats could
+            // have been flagged at the level this family gives.
+            let enough = rank_sum_repeats_for(first.max(level));
+            return Outcome::Undecided {
+                why: format!(
+                    "cannot be flagged at {} vs {} repeats: the smallest possible p ({p:.4}) is above its level \
+                     ({:.4}){}",
+                    t.n.0,
+                    t.n.1,
+                    first.max(level),
+                    enough.map_or(String::new(), |n| format!("; needs {n} repeats a side"))
+                ),
+                needs: match (needs, enough) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                },
+            };
+        }
+    }
+    let why = if t.p_slower <= level {
         format!(
             "significantly slower (p {:.3}) but by less than the threshold, and not shown below it",
             t.p_slower
@@ -398,8 +452,65 @@ pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
     } else {
         "the interval reaches beyond the threshold".to_string()
     };
-    Outcome::Undecided {
-        why,
-        needs: power::needed(t, policy),
+    Outcome::Undecided { why, needs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::DEFAULT_POLICY;
+
+    /// A rank-sum test of `n` repeats a side, 30% slower, with the
+    /// smallest p its repeats allow.
+    fn slower(n: usize) -> Test {
+        let p = 1.0 / binomial(2 * n, n);
+        Test {
+            scale: Scale::Ratio,
+            method: Method::RankSum,
+            estimate: 1.3f64.ln(),
+            lo: 0.2,
+            hi: 0.3,
+            coverage: 0.9,
+            p_slower: p,
+            p_not_slower: 0.9,
+            p_not_faster: 0.0,
+            margin: 1.1f64.ln(),
+            n: (n, n),
+            spread: Some(0.05),
+            spread_df: 2 * n - 2,
+            se: None,
+            exact: false,
+            baseline: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_figure_its_repeats_cannot_flag_says_how_many_could() {
+        // 4 against 4: smallest p 1/70, above α/12.
+        let t = slower(4);
+        assert!((t.smallest_p() - 1.0 / 70.0).abs() < 1e-12);
+        let first = DEFAULT_POLICY.alpha / 12.0;
+        match decide_in(&t, 0.0, first, &DEFAULT_POLICY) {
+            Outcome::Undecided { why, needs } => {
+                assert!(why.contains("cannot be flagged at 4 vs 4 repeats"), "{why}");
+                assert!(why.contains("needs 5 repeats a side"), "{why}");
+                assert!(needs.is_some_and(|n| n >= 5), "{needs:?}");
+            }
+            o => panic!("{o:?}"),
+        }
+        // 5 against 5 at α/12: 1/252 reaches it.
+        let t = slower(5);
+        assert_eq!(
+            decide_in(&t, first, first, &DEFAULT_POLICY),
+            Outcome::Regressed
+        );
+        assert_eq!(rank_sum_repeats_for(0.05 / 36.0), Some(6));
+        // Exact counts that agree can never reject: their smallest p is 1.
+        let exact = Test {
+            method: Method::ExactCounts,
+            p_slower: 1.0,
+            ..slower(5)
+        };
+        assert_eq!(exact.smallest_p(), 1.0);
     }
 }

@@ -110,6 +110,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
             policy: policy(args),
             gated: gated(args),
             drift: drift.as_ref().map(|p| p.between_log_sd),
+            ..GateOptions::default()
         },
     );
     let errors = outputs.write_from(&Files(&files, args.phase.as_deref()), &mut |f| {
