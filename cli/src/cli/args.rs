@@ -60,7 +60,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(2..=200))]
     pub repeat: u16,
     /// Pause between recordings (e.g. 30s, 2m): files recorded apart drift more than back to back.
-    #[arg(long, value_name = "TIME", default_value = "0s", value_parser = parse_pause)]
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = parse_pause)]
     pub pause: Duration,
     /// The injected delay of the control, as a fraction of the first recording's p50.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.2, value_parser = parse_threshold)]
@@ -260,6 +260,12 @@ pub struct CompareArgs {
     /// A host noise profile (`ipivmm calibrate --output FILE`): the gate adds its drift between recordings to a comparison of one baseline file.
     #[arg(long, value_name = "FILE")]
     pub noise_profile: Option<PathBuf>,
+    /// Use the noise profile even where it does not match the files (another host, kernel, KVM parameters, configuration, ipivmm version or month): each difference is still said.
+    #[arg(long, requires = "noise_profile")]
+    pub noise_profile_any: bool,
+    /// Keep repeats measured on a busy host (other processes above 25% of the CPU, or steal above 5%) for latency figures too, for a runner that is always busy; the verdict says so. Counts keep them always: load cannot change a count.
+    #[arg(long)]
+    pub keep_busy: bool,
     /// Run and compare live instead of reading files: `ipivmm run` flags, given twice (the baseline, then the new side); rounds of one run each, in random order, until the gate decides or --budget is spent.
     #[arg(long = "run", value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["files", "by", "phase", "noise_profile"])]
     pub run: Vec<String>,

@@ -2,7 +2,7 @@
 //! up by file, mode or vCPU count (`--by`), gated against a baseline; or
 //! `ipivmm compare --run 'FLAGS' --run 'FLAGS'`: two configurations run
 //! here, interleaved, until the gate decides or the budget is spent.
-use super::{fail, init_log};
+use super::{fail, init_log, say};
 use crate::cli::args::CompareArgs;
 use crate::output::compare::{self, GateOptions};
 use crate::output::dest::{print_text, Outputs};
@@ -88,17 +88,55 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         None => None,
     };
     let mut recorded = Vec::with_capacity(files.len());
+    let mut mismatches = Vec::new();
     for f in &files {
         match Document::load(f) {
             Ok(mut d) => {
                 if let Some(phase) = &args.phase {
                     d.read_phase(phase);
                 }
-                recorded.push((f.display().to_string(), compare::Recorded::of(&d)))
+                let name = f.display().to_string();
+                if let Some(p) = &drift {
+                    mismatches.extend(p.matches(&[(name.as_str(), &d)]));
+                }
+                recorded.push((name, compare::Recorded::of(&d)))
             }
             Err(e) => return fail(e),
         }
     }
+    // A profile given is used, or the command says why not: measured on
+    // another host, kernel, configuration or version, it is refused by a
+    // gate unless --noise-profile-any; with several baseline recordings
+    // their own spread measures the drift.
+    let drift = match drift {
+        Some(p) if !mismatches.is_empty() => {
+            for m in &mismatches {
+                say(&format!("ipivmm: noise profile: {m}"));
+            }
+            match (args.fail_on_regression, args.noise_profile_any) {
+                (true, false) => {
+                    return fail(format!(
+                        "the noise profile does not match the files ({} difference{}): record one for them (ipivmm calibrate), or --noise-profile-any to use it anyway",
+                        mismatches.len(),
+                        if mismatches.len() == 1 { "" } else { "s" }
+                    ))
+                }
+                (_, true) => {
+                    say("ipivmm: noise profile: used although it does not match (--noise-profile-any)");
+                    Some(p)
+                }
+                (false, false) => {
+                    say("ipivmm: noise profile: not used: it does not match (--noise-profile-any uses it anyway)");
+                    None
+                }
+            }
+        }
+        Some(_) if args.baseline.len() > 1 => {
+            say("ipivmm: noise profile: not used: the several --baseline recordings measure the drift between recordings themselves");
+            None
+        }
+        d => d,
+    };
     // A baseline that names no column is refused before anything is written.
     let comparison = match compare::compare_recorded(&recorded, args.by, &args.baseline) {
         Ok(c) => c,
@@ -110,7 +148,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
             policy: policy(args),
             gated: gated(args),
             drift: drift.as_ref().map(|p| p.between_log_sd),
-            ..GateOptions::default()
+            keep_busy: args.keep_busy,
         },
     );
     let errors = outputs.write_from(&Files(&files, args.phase.as_deref()), &mut |f| {
