@@ -54,10 +54,21 @@ impl Journal {
     /// incomplete). The repeat loop says how many runs it plans
     /// ([`Journal::plan_more`]).
     pub fn start(path: Option<&Path>, what: &'static str, budget: u64) -> Self {
+        Self::start_shared(path, what, Arc::new(SharedBudget::new(budget)))
+    }
+
+    /// [`Journal::start`] drawing on `budget`, which other journals share
+    /// (every experiment of one `check`: their documents are all held
+    /// until the command ends).
+    pub fn start_shared(
+        path: Option<&Path>,
+        what: &'static str,
+        budget: Arc<SharedBudget>,
+    ) -> Self {
         let j = Self {
             path: path.map(Path::to_path_buf),
             what,
-            budget: Arc::new(SharedBudget::new(budget)),
+            budget,
             state: RefCell::new(State {
                 doc: Document::new(Vec::new(), Vec::new()),
                 file: None,
