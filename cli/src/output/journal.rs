@@ -1,17 +1,28 @@
 //! The journal of a command that runs VMs (`run`, `sweep`, each experiment
 //! of `check`): the runs it finished, held once for its outputs, under one
 //! guest memory budget for all of them, and, with a results file, that file
-//! rewritten (atomically) after every run. The file is first written before
-//! the first VM, with no run and `incomplete` set, so that a command killed
-//! at any point (SIGKILL, a frozen machine, a power cut) never leaves an
-//! older file that reads as current: it leaves a whole document of every
-//! finished run, saying how many of how many. The command's final write
-//! (its outputs) replaces it with the whole document, which has no
-//! `incomplete`.
+//! kept up to date as each run ends. The file is first written (atomically)
+//! before the first VM, with no run, so that a command killed at any point
+//! (SIGKILL, a frozen machine, a power cut) never leaves an older file that
+//! reads as current: it leaves every finished run, and `Document::load`
+//! reads it as a whole document marked `incomplete`, saying how many of
+//! how many. The command's final write (its outputs) replaces it with the
+//! whole document, which has no `incomplete`.
+//!
+//! The file in progress is the append-only form of
+//! `ipivmm::results::journal`: a header line, then one line a plan and one
+//! a finished run, each appended by one write and synced. It used to be the
+//! whole document rewritten after every run: O(N·file) bytes for N runs (40
+//! repeats of a sweep wrote 27 MB for a 1.3 MB file). Now each run is
+//! written once here and once in the final document: O(file). Rewrites
+//! spaced geometrically were the other way; they leave the runs between two
+//! rewrites with no durable place unless written a second way, which is
+//! this append anyway.
 //!
 //! The repeat loops call [`Journal::record`] with each report as it ends;
 //! what stops a configuration's repeats is [`stops_repeats`].
 use super::atomic::write_atomic_with;
+use ipivmm::results::journal::{Event, Header};
 use ipivmm::results::{Document, RunReport, SkippedMode};
 use ipivmm::SharedBudget;
 use std::cell::{Ref, RefCell};
@@ -28,8 +39,11 @@ pub struct Journal {
 }
 
 struct State {
-    planned: usize,
     doc: Document,
+    /// The file being appended to (opened after its header is written).
+    file: Option<std::fs::File>,
+    /// Bytes written to the file so far.
+    written: u64,
     error: Option<String>,
 }
 
@@ -40,18 +54,35 @@ impl Journal {
     /// incomplete). The repeat loop says how many runs it plans
     /// ([`Journal::plan_more`]).
     pub fn start(path: Option<&Path>, what: &'static str, budget: u64) -> Self {
+        Self::start_shared(path, what, Arc::new(SharedBudget::new(budget)))
+    }
+
+    /// [`Journal::start`] drawing on `budget`, which other journals share
+    /// (every experiment of one `check`: their documents are all held
+    /// until the command ends).
+    pub fn start_shared(
+        path: Option<&Path>,
+        what: &'static str,
+        budget: Arc<SharedBudget>,
+    ) -> Self {
         let j = Self {
             path: path.map(Path::to_path_buf),
             what,
-            budget: Arc::new(SharedBudget::new(budget)),
+            budget,
             state: RefCell::new(State {
-                planned: 0,
                 doc: Document::new(Vec::new(), Vec::new()),
+                file: None,
+                written: 0,
                 error: None,
             }),
         };
-        j.write();
+        j.write_header();
         j
+    }
+
+    /// Bytes written to the file so far (the header and the lines after).
+    pub fn bytes_written(&self) -> u64 {
+        self.state.borrow().written
     }
 
     /// The budget every run of the command draws on (`RunOptions::budget`).
@@ -64,10 +95,7 @@ impl Journal {
     /// once, so that a command killed before its first run ends says how
     /// many it planned.
     pub fn plan_more(&self, runs: usize) {
-        let mut s = self.state.borrow_mut();
-        s.planned = s.planned.saturating_add(runs);
-        drop(s);
-        self.write();
+        self.append(&Event::Planned(runs));
     }
 
     /// Keeps `report` (its raw samples freed: no output needs them, and
@@ -87,9 +115,13 @@ impl Journal {
             s.doc.host = report.host.clone();
             s.doc.host_error = None;
         }
-        s.doc.runs.push(report);
         drop(s);
-        self.write();
+        let event = Event::Run(Box::new(report));
+        self.append(&event);
+        let Event::Run(report) = event else {
+            unreachable!("built just above")
+        };
+        self.state.borrow_mut().doc.runs.push(*report);
     }
 
     /// The runs so far.
@@ -113,9 +145,34 @@ impl Journal {
         (whole, error)
     }
 
-    /// The document so far, to the file (streamed: a large document is not
-    /// held twice).
-    fn write(&self) {
+    /// The header line, written whole over whatever the file held, then
+    /// the file opened for appending.
+    fn write_header(&self) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let mut s = self.state.borrow_mut();
+        let line = Header::new(self.what, &s.doc).line();
+        let opened = write_atomic_with(path, |w| w.write_all(&line))
+            .and_then(|_| std::fs::OpenOptions::new().append(true).open(path));
+        match opened {
+            Ok(f) => {
+                s.file = Some(f);
+                s.written += line.len() as u64;
+            }
+            Err(e) => {
+                s.error = Some(format!(
+                    "writing {} before the first run: {e}",
+                    path.display()
+                ))
+            }
+        }
+    }
+
+    /// `event` appended to the file as one line by one write, then synced
+    /// (a kill mid-write leaves a last line with no newline, which the
+    /// reader drops).
+    fn append(&self, event: &Event) {
         let Some(path) = &self.path else {
             return;
         };
@@ -123,30 +180,21 @@ impl Journal {
         if s.error.is_some() {
             return;
         }
-        let (done, planned) = (s.doc.runs.len(), s.planned.max(s.doc.runs.len()));
-        s.doc.configurations = ipivmm::results::repeats::configurations(&s.doc.runs);
-        s.doc.incomplete = Some(match planned {
-            0 => format!("{} in progress (or killed): no run planned yet", self.what),
-            _ => format!(
-                "{} in progress (or killed): {done} of {planned} planned runs finished; \
-                 what did not run is listed when it ends",
-                self.what
-            ),
-        });
-        let doc = &s.doc;
-        let written = write_atomic_with(path, |w| {
-            let mut w = std::io::BufWriter::new(w);
-            serde_json::to_writer_pretty(&mut w, doc)?;
-            w.write_all(b"\n")?;
-            w.flush()
-        });
-        if let Err(e) = written {
-            let when = if done == 0 {
-                "before the first run"
-            } else {
-                "after a run"
-            };
-            s.error = Some(format!("writing {} {when}: {e}", path.display()));
+        let done = s.doc.runs.len();
+        let line = event.line();
+        let written = match s.file.as_mut() {
+            Some(f) => f.write_all(&line).and_then(|_| f.sync_data()),
+            None => return,
+        };
+        match written {
+            Ok(()) => s.written += line.len() as u64,
+            Err(e) => {
+                let when = match done {
+                    0 => "before the first run",
+                    _ => "after a run",
+                };
+                s.error = Some(format!("writing {} {when}: {e}", path.display()));
+            }
         }
     }
 }
@@ -217,6 +265,100 @@ mod tests {
         assert!(error.is_none() && whole.incomplete.is_none());
         assert_eq!(whole.runs.len(), 2);
         assert_eq!(whole.configurations.len(), 2);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A run with some weight, as a sweep keeps it (samples dropped, the
+    /// rest of the report kept).
+    fn heavy_report(i: usize) -> RunReport {
+        let mut r = report(2);
+        r.status = RunStatus::Completed;
+        for v in 0..2 {
+            let mut vr = ipivmm::results::VcpuResult::new(v, v as u32);
+            for p in 0..8 {
+                vr.phases.push(ipivmm::results::PhaseResult {
+                    name: format!("phase{p}-run{i}"),
+                    ..Default::default()
+                });
+            }
+            r.vcpus.push(vr);
+        }
+        r
+    }
+
+    /// Issue 47 (6.1): 40 repeats rewrote the whole document after each,
+    /// about 20 times the final file's bytes. Now the journal's bytes and
+    /// the final write together stay within 3 times the final file.
+    #[test]
+    fn forty_runs_write_a_bounded_multiple_of_the_file() {
+        let d = dir("bytes");
+        let path = d.join("r.json");
+        let j = Journal::start(Some(&path), "sweep", 1 << 30);
+        j.plan_more(40);
+        for i in 0..40 {
+            j.record(heavy_report(i));
+        }
+        let journal_bytes = j.bytes_written();
+        assert_eq!(journal_bytes, std::fs::metadata(&path).unwrap().len());
+        let (whole, error) = j.finish(Vec::new());
+        assert!(error.is_none());
+        let final_bytes = whole.to_json().len() as u64;
+        let ratio = (journal_bytes + final_bytes) as f64 / final_bytes as f64;
+        // What the old whole rewrite after every run wrote, for the record.
+        let rewrites: u64 = (1..=whole.runs.len())
+            .map(|k| {
+                Document::new(whole.runs[..k].to_vec(), Vec::new())
+                    .to_json()
+                    .len() as u64
+            })
+            .sum();
+        eprintln!(
+            "40 runs: {journal_bytes} journal + {final_bytes} final bytes ({ratio:.2}x); \
+             rewriting after every run: {rewrites} bytes ({:.1}x)",
+            (rewrites + final_bytes) as f64 / final_bytes as f64
+        );
+        assert!(
+            ratio <= 3.0,
+            "{journal_bytes} journal + {final_bytes} final bytes: {ratio:.1}x"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A kill after any number of runs (the file cut at any line end, or
+    /// in the middle of a line being written) loads as a whole document of
+    /// the runs kept, marked incomplete.
+    #[test]
+    fn a_journal_cut_anywhere_loads_its_finished_runs_as_incomplete() {
+        let d = dir("cut");
+        let path = d.join("r.json");
+        let j = Journal::start(Some(&path), "run", 1 << 30);
+        j.plan_more(5);
+        let mut ends = vec![std::fs::read(&path).unwrap().len()];
+        for i in 0..5 {
+            j.record(heavy_report(i));
+            ends.push(std::fs::read(&path).unwrap().len());
+        }
+        let full = std::fs::read(&path).unwrap();
+        let cut = d.join("cut.json");
+        for (k, &end) in ends.iter().enumerate() {
+            std::fs::write(&cut, &full[..end]).unwrap();
+            let doc = Document::load(&cut).unwrap();
+            assert_eq!(doc.runs.len(), k);
+            let note = doc.incomplete.unwrap();
+            assert!(
+                note.contains(&format!("{k} of 5 planned runs finished")),
+                "{note}"
+            );
+            assert_eq!(doc.configurations.len(), k.min(1));
+            // Killed in the middle of writing the next run's line.
+            if end + 10 < full.len() {
+                std::fs::write(&cut, &full[..end + 10]).unwrap();
+                let doc = Document::load(&cut).unwrap();
+                assert_eq!(doc.runs.len(), k);
+                assert!(doc.incomplete.is_some());
+            }
+        }
+        drop(j);
         let _ = std::fs::remove_dir_all(&d);
     }
 

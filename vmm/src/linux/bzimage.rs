@@ -70,17 +70,40 @@ pub enum BzImageError {
         elf: &'static str,
     },
     /// Too old for the 64-bit entry.
-    #[error("speaks boot protocol {0}, older than 2.12 (Linux 3.8): its 64-bit entry is not announced; boot a newer kernel")]
+    #[error("has setup_header.version = {0}, older than boot protocol 2.12 (Linux 3.8): its 64-bit entry is not announced; boot a newer kernel")]
     OldProtocol(Protocol),
     /// A 32-bit kernel.
-    #[error("has no 64-bit entry (xloadflags bit 0 clear): a 32-bit kernel; boot an x86-64 one")]
+    #[error("has setup_header.xloadflags bit 0 (XLF_KERNEL_64) clear: no 64-bit entry, a 32-bit kernel; boot an x86-64 one")]
     Not64Bit,
     /// Not loaded high: a zImage.
-    #[error("is not loaded high (loadflags bit 0 clear): a zImage; boot a bzImage")]
+    #[error("has setup_header.loadflags bit 0 (LOADED_HIGH) clear: a zImage; boot a bzImage")]
     NotLoadedHigh,
     /// The setup sectors run past the end of the file.
-    #[error("claims {0} setup bytes but the file ends before its kernel: a truncated image")]
-    Truncated(usize),
+    #[error("has setup_header.setup_sects = {sects} ({bytes} setup bytes) but the file ends before its kernel: a truncated or corrupt image; copy it again or rebuild it")]
+    Truncated {
+        /// The field as read.
+        sects: u8,
+        /// The setup bytes it makes.
+        bytes: usize,
+    },
+    /// A field no kernel of this protocol has: a corrupt image.
+    #[error("has setup_header.{field} = {value}, which no {protocol} kernel has: a corrupt image; copy it again or rebuild it")]
+    Corrupt {
+        /// The field.
+        field: &'static str,
+        /// Its value as read.
+        value: u32,
+        /// The boot protocol the header states.
+        protocol: Protocol,
+    },
+    /// No initrd can be placed: `initrd_addr_max` ends below the kernel.
+    #[error("has setup_header.initrd_addr_max = {max:#x}, below the end of its own kernel ({kernel_end:#x}): no initrd can be placed; a kernel built without initrd support or a corrupt image: boot it without --initrd, or rebuild it (CONFIG_BLK_DEV_INITRD=y)")]
+    InitrdAddrMax {
+        /// The field as read.
+        max: u32,
+        /// Where the kernel ends (load address plus `init_size`).
+        kernel_end: u64,
+    },
 }
 
 /// A boot protocol version, shown as `2.12`.
@@ -140,7 +163,23 @@ pub fn check(image: &[u8]) -> Result<KernelHeader, BzImageError> {
         release: release(image),
     };
     if header.setup_bytes() >= image.len() {
-        return Err(BzImageError::Truncated(header.setup_bytes()));
+        return Err(BzImageError::Truncated {
+            sects: header.setup_sects,
+            bytes: header.setup_bytes(),
+        });
+    }
+    // Protocol 2.06+ states cmdline_size, 2.10+ init_size: never 0.
+    for (field, value) in [
+        ("init_size", header.init_size),
+        ("cmdline_size", header.cmdline_size),
+    ] {
+        if value == 0 {
+            return Err(BzImageError::Corrupt {
+                field,
+                value,
+                protocol: Protocol(protocol),
+            });
+        }
     }
     Ok(header)
 }
@@ -221,7 +260,49 @@ mod tests {
         assert_eq!(check(&low), Err(BzImageError::NotLoadedHigh));
         let mut cut = good.clone();
         cut[0x1f1] = 200;
-        assert_eq!(check(&cut), Err(BzImageError::Truncated(201 * 512)));
+        assert_eq!(
+            check(&cut),
+            Err(BzImageError::Truncated {
+                sects: 200,
+                bytes: 201 * 512
+            })
+        );
+    }
+
+    /// Issue 47 (6.5): each header check names the field at fault and
+    /// the fix that fits it (a corrupt image, not "raise --memory").
+    #[test]
+    fn each_header_error_names_its_field() {
+        let good = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        let field = |at: usize, bytes: &[u8]| {
+            let mut img = good.clone();
+            img[at..at + bytes.len()].copy_from_slice(bytes);
+            check(&img).unwrap_err().to_string()
+        };
+        let e = field(0x260, &[0; 4]);
+        assert!(
+            e.contains("setup_header.init_size = 0") && e.contains("corrupt image"),
+            "{e}"
+        );
+        assert!(!e.contains("--memory"), "{e}");
+        let e = field(0x238, &[0; 4]);
+        assert!(e.contains("setup_header.cmdline_size = 0"), "{e}");
+        let e = field(0x206, &0x020bu16.to_le_bytes());
+        assert!(e.contains("setup_header.version = 2.11"), "{e}");
+        let e = field(0x236, &[0, 0]);
+        assert!(e.contains("setup_header.xloadflags bit 0"), "{e}");
+        let e = field(0x211, &[0]);
+        assert!(e.contains("setup_header.loadflags bit 0"), "{e}");
+        let e = field(0x1f1, &[200]);
+        assert!(e.contains("setup_header.setup_sects = 200"), "{e}");
+        let e = BzImageError::InitrdAddrMax {
+            max: 0,
+            kernel_end: 0x20_0000,
+        }
+        .to_string();
+        assert!(e.contains("setup_header.initrd_addr_max = 0x0"), "{e}");
+        assert!(e.contains("without initrd support"), "{e}");
+        assert!(!e.contains("raise --memory"), "{e}");
     }
 
     #[test]

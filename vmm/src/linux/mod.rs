@@ -139,7 +139,7 @@ pub enum LinuxError {
         problem: String,
     },
     /// The kernel and initrd do not fit in RAM.
-    #[error("--memory {mem_mib} MiB (VmConfig::memory_bytes) cannot hold the kernel ({kernel_mib} MiB while it unpacks) and the initrd ({initrd_mib} MiB): raise --memory")]
+    #[error("--memory {mem_mib} MiB (VmConfig::memory_bytes) cannot hold the kernel ({kernel_mib} MiB while it unpacks) and the initrd ({initrd_mib} MiB): raise --memory{or_smaller}")]
     DoesNotFit {
         /// RAM, MiB.
         mem_mib: u64,
@@ -147,6 +147,21 @@ pub enum LinuxError {
         kernel_mib: u64,
         /// The initrd, MiB (rounded up).
         initrd_mib: u64,
+        /// " or pass a smaller --initrd" when there is one.
+        or_smaller: &'static str,
+    },
+    /// The initrd does not fit below the kernel's `initrd_addr_max`
+    /// (more RAM would not help).
+    #[error("--initrd {path} ({initrd_mib} MiB) does not fit between the kernel's end ({kernel_end:#x}) and its setup_header.initrd_addr_max ({max:#x}); more --memory does not help: pass a smaller --initrd")]
+    InitrdOverMax {
+        /// The path.
+        path: String,
+        /// The initrd, MiB (rounded up).
+        initrd_mib: u64,
+        /// Where the kernel ends.
+        kernel_end: u64,
+        /// The header's `initrd_addr_max`.
+        max: u32,
     },
     /// The command line is too long or not text.
     #[error(transparent)]
@@ -191,36 +206,67 @@ pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<Linux
         }
     })?;
     let header = bzimage::check(&kernel).map_err(|problem| LinuxError::Kernel {
-        path: kpath,
+        path: kpath.clone(),
         problem,
     })?;
     cmdline::check(&cmdline, header.cmdline_size)?;
     let kernel_end = layout::KERNEL_START + u64::from(header.init_size);
     let mib = |b: u64| b.div_ceil(1 << 20);
+    let does_not_fit = |initrd: u64| LinuxError::DoesNotFit {
+        mem_mib: mem_bytes >> 20,
+        kernel_mib: mib(u64::from(header.init_size)),
+        initrd_mib: mib(initrd),
+        or_smaller: if guest.initrd.is_some() {
+            " or pass a smaller --initrd"
+        } else {
+            ""
+        },
+    };
+    if kernel_end > mem_bytes {
+        return Err(does_not_fit(0));
+    }
     let initrd = match &guest.initrd {
         None => None,
         Some(p) => {
+            let path = p.display().to_string();
+            let max = header.initrd_addr_max;
+            if u64::from(max) < kernel_end.next_multiple_of(0x1000) {
+                return Err(LinuxError::Kernel {
+                    path: kpath,
+                    problem: bzimage::BzImageError::InitrdAddrMax { max, kernel_end },
+                });
+            }
+            // Where `len` bytes go, or why they do not fit: RAM or the
+            // kernel's own limit, whichever binds.
+            let place = |len: u64| {
+                layout::initrd_addr(mem_bytes, max, kernel_end, len).ok_or_else(|| {
+                    if u64::from(max) < mem_bytes {
+                        LinuxError::InitrdOverMax {
+                            path: path.clone(),
+                            initrd_mib: mib(len),
+                            kernel_end,
+                            max,
+                        }
+                    } else {
+                        does_not_fit(len)
+                    }
+                })
+            };
+            // Its size first: an initrd that cannot fit is not read (a
+            // 1000 MB one used to be, whole, before any refusal).
+            if let Ok(meta) = std::fs::metadata(p) {
+                if meta.is_file() {
+                    place(meta.len())?;
+                }
+            }
             let bytes = read(p, MAX_INITRD_FILE).map_err(|problem| LinuxError::InitrdRead {
-                path: p.display().to_string(),
+                path: path.clone(),
                 problem,
             })?;
-            let len = bytes.len() as u64;
-            let at = layout::initrd_addr(mem_bytes, header.initrd_addr_max, kernel_end, len)
-                .ok_or(LinuxError::DoesNotFit {
-                    mem_mib: mem_bytes >> 20,
-                    kernel_mib: mib(u64::from(header.init_size)),
-                    initrd_mib: mib(len),
-                })?;
+            let at = place(bytes.len() as u64)?;
             Some((bytes, at))
         }
     };
-    if kernel_end > mem_bytes {
-        return Err(LinuxError::DoesNotFit {
-            mem_mib: mem_bytes >> 20,
-            kernel_mib: mib(u64::from(header.init_size)),
-            initrd_mib: 0,
-        });
-    }
     Ok(LinuxImage {
         kernel,
         header,
@@ -350,5 +396,64 @@ mod tests {
         big.initrd = Some(tmp("big", &vec![0u8; 3 << 20]));
         let e = load(&big, 2 << 20, String::new()).unwrap_err().to_string();
         assert!(e.contains("raise --memory"), "{e}");
+    }
+
+    /// Issue 47 (6.4): a 1000 MB initrd against 256 MiB of RAM is refused
+    /// from its size, before it is read (it used to be read whole first);
+    /// the error names both fixes. A sparse file: no disk used.
+    #[test]
+    fn an_initrd_larger_than_memory_is_refused_before_it_is_read() {
+        let k = tmp(
+            "bz-big",
+            &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"),
+        );
+        let i = tmp("initrd-1000m", &[]);
+        std::fs::File::options()
+            .write(true)
+            .open(&i)
+            .unwrap()
+            .set_len(1000 << 20)
+            .unwrap();
+        let mut g = LinuxGuest::new(&k);
+        g.initrd = Some(i.clone());
+        let t = std::time::Instant::now();
+        let e = load(&g, 256 << 20, String::new()).unwrap_err().to_string();
+        let took = t.elapsed();
+        let _ = std::fs::remove_file(&i);
+        assert!(
+            e.contains("raise --memory or pass a smaller --initrd") && e.contains("1000 MiB"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        // Reading 1000 MB takes far longer than a stat.
+        assert!(took < std::time::Duration::from_millis(200), "{took:?}");
+    }
+
+    /// Issue 47 (6.5): initrd_addr_max 0 is the kernel's field at fault,
+    /// not the guest's memory.
+    #[test]
+    fn an_initrd_addr_max_below_the_kernel_names_the_field() {
+        let mut img = bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test");
+        img[0x22c..0x230].copy_from_slice(&0u32.to_le_bytes());
+        let k = tmp("bz-nomax", &img);
+        let mut g = LinuxGuest::new(&k);
+        g.initrd = Some(tmp("initrd-small", &[7u8; 4096]));
+        let e = load(&g, 256 << 20, String::new()).unwrap_err().to_string();
+        assert!(e.contains("setup_header.initrd_addr_max = 0x0"), "{e}");
+        assert!(!e.contains("raise --memory"), "{e}");
+        // Without --initrd the field does not matter.
+        g.initrd = None;
+        assert!(load(&g, 256 << 20, String::new()).is_ok());
+        // A limit below RAM that the initrd overflows: not "raise --memory".
+        img[0x22c..0x230].copy_from_slice(&((16u32 << 20) - 1).to_le_bytes());
+        let k = tmp("bz-lowmax", &img);
+        let mut g = LinuxGuest::new(&k);
+        g.initrd = Some(tmp("initrd-20m", &vec![0u8; 20 << 20]));
+        let e = load(&g, 256 << 20, String::new()).unwrap_err().to_string();
+        assert!(
+            e.contains("initrd_addr_max") && e.contains("smaller --initrd"),
+            "{e}"
+        );
+        assert!(!e.contains("raise --memory"), "{e}");
     }
 }

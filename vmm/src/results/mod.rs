@@ -21,6 +21,7 @@ pub mod fingerprint;
 mod host;
 pub mod identity;
 pub mod inhibits;
+pub mod journal;
 pub mod latency;
 pub mod lever_effect;
 pub mod mechanism;
@@ -629,8 +630,13 @@ impl Document {
         s
     }
 
-    /// Parses a document from JSON text; `what` names the input in errors.
+    /// Parses a document from JSON text (or the append-only [`journal`]
+    /// form of a command still running or killed); `what` names the input
+    /// in errors.
     pub fn from_json(text: &str, what: &str) -> Result<Self, ResultsError> {
+        if let Some(doc) = journal::parse(text, what) {
+            return doc;
+        }
         let bad = |problem: String| ResultsError {
             what: what.to_string(),
             problem,

@@ -250,6 +250,18 @@ fn json_stem(name: &str) -> String {
 /// The results documents `pattern` names under `base` (its file name may
 /// hold one `*`), as one document; Err naming what is missing or unreadable.
 fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
+    let files = recorded_files(pattern, base);
+    if files.is_empty() {
+        return Err(format!("no results file {}", base.join(pattern).display()));
+    }
+    // The engine's one rule of what a recording is: a killed or empty
+    // file is named, the same run twice refused, the bytes bounded.
+    ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
+        .map_err(|e| e.to_string())
+}
+
+/// The files `pattern` names under `base`, sorted.
+fn recorded_files(pattern: &str, base: &Path) -> Vec<PathBuf> {
     let path = base.join(pattern);
     let name = path
         .file_name()
@@ -273,13 +285,52 @@ fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
         })
         .collect();
     files.sort();
-    if files.is_empty() {
-        return Err(format!("no results file {}", path.display()));
+    files
+}
+
+/// Refuses a `--json-dir` where an experiment that runs would write a file
+/// that an experiment reads as `results = "GLOB"` under `base`: the journal
+/// (from before the first VM) would replace the recording it judges.
+fn json_dir_reads_none(file: &PlanFile, json_dir: &Path, base: &Path) -> Result<(), String> {
+    let same = |p: &Path| std::fs::canonicalize(p).ok();
+    let Some(dir) = same(json_dir) else {
+        return Ok(());
+    };
+    for r in &file.experiments {
+        let Some(pattern) = &r.results else { continue };
+        for read in recorded_files(pattern, base) {
+            let Some(read_at) = same(&read) else { continue };
+            let writer = file
+                .experiments
+                .iter()
+                .filter(|w| w.results.is_none())
+                .find(|w| dir.join(format!("{}.json", json_stem(&w.name))) == read_at);
+            if let Some(w) = writer {
+                return Err(format!(
+                    "--json-dir {}: experiment '{}' would write {}, which experiment '{}' reads (results = \"{}\"): give --json-dir another directory",
+                    json_dir.display(),
+                    escape_controls(&w.name),
+                    read.display(),
+                    escape_controls(&r.name),
+                    escape_controls(pattern)
+                ));
+            }
+        }
     }
-    // The engine's one rule of what a recording is: a killed or empty
-    // file is named, the same run twice refused, the bytes bounded.
-    ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
-        .map_err(|e| e.to_string())
+    Ok(())
+}
+
+/// The guest memory budget of a whole `check` invocation: the largest of
+/// its experiments' (`--guest-memory-budget` of their lines; the default
+/// when none runs). One budget for all: every experiment's document is
+/// held until the command ends.
+fn invocation_budget(plan: &engine::Plan) -> u64 {
+    plan.experiments
+        .iter()
+        .flat_map(|x| &x.runs)
+        .map(|p| p.config.guest_memory_budget)
+        .max()
+        .unwrap_or(ipivmm_devices::budget::DEFAULT_BUDGET)
 }
 
 /// Experiment `x` of the file as the engine's, its command line planned
@@ -354,6 +405,8 @@ fn experiment(
 /// its first VM), its document rewritten whole when it ends.
 struct CheckEvents<'a> {
     json_dir: Option<&'a Path>,
+    /// The one budget of the invocation ([`invocation_budget`]).
+    budget: std::sync::Arc<ipivmm::SharedBudget>,
     quiet: bool,
     /// What could not be written.
     errors: RefCell<Vec<String>>,
@@ -397,13 +450,11 @@ impl engine::Events for CheckEvents<'_> {
     }
 
     fn recorder(&self, x: &engine::Experiment) -> Box<dyn Recorder> {
-        let budget = x
-            .runs
-            .first()
-            .map_or(ipivmm_devices::budget::DEFAULT_BUDGET, |p| {
-                p.config.guest_memory_budget
-            });
-        Box::new(Journal::start(self.json(x).as_deref(), "check", budget))
+        Box::new(Journal::start_shared(
+            self.json(x).as_deref(),
+            "check",
+            self.budget.clone(),
+        ))
     }
 
     fn finished(&self, x: &engine::Experiment, out: &ExperimentOutcome) {
@@ -472,6 +523,9 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         if let Err(e) = crate::output::dest::prepare_dir(dir, "--json-dir") {
             return fail(e);
         }
+        if let Err(e) = json_dir_reads_none(&file, dir, Path::new(".")) {
+            return fail(e);
+        }
     }
     let how = Execution {
         cancel: ipivmm::interrupt::cancel_flag(),
@@ -489,6 +543,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     };
     let events = CheckEvents {
         json_dir: args.json_dir.as_deref(),
+        budget: std::sync::Arc::new(ipivmm::SharedBudget::new(invocation_budget(&plan))),
         quiet: args.quiet,
         errors: RefCell::new(Vec::new()),
     };
@@ -608,6 +663,80 @@ mod tests {
         let e = recorded("runs/*.json", &dir).unwrap_err();
         assert!(e.contains("same run"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 47 (6.3): `--json-dir` where an experiment would write the
+    /// file another reads as `results = GLOB` is refused before any VM,
+    /// naming both (the journal used to replace the recording at once).
+    #[test]
+    fn a_json_dir_that_would_overwrite_a_recording_is_refused() {
+        let dir = std::env::temp_dir().join(format!("ipivmm-check-jsondir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("out")).unwrap();
+        std::fs::write(dir.join("out/fresh.json"), "{}").unwrap();
+        let plan = "name = \"x\"\n\
+            [[experiment]]\nname = \"fresh\"\nrun = \"\"\nexpect = [\"exits_per_ipi < 1\"]\n\
+            [[experiment]]\nname = \"old\"\nresults = \"out/*.json\"\nexpect = [\"exits_per_ipi < 1\"]\n";
+        let (file, _) = load(&write("jsondir", plan)).unwrap();
+        let e = json_dir_reads_none(&file, &dir.join("out"), &dir).unwrap_err();
+        assert!(
+            e.contains("experiment 'fresh' would write")
+                && e.contains("out/fresh.json")
+                && e.contains("experiment 'old' reads (results = \"out/*.json\")"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        // Another directory, or a recording no experiment writes: fine.
+        std::fs::create_dir_all(dir.join("new")).unwrap();
+        assert!(json_dir_reads_none(&file, &dir.join("new"), &dir).is_ok());
+        assert!(json_dir_reads_none(&file, &dir.join("missing"), &dir).is_ok());
+        std::fs::rename(dir.join("out/fresh.json"), dir.join("out/older.json")).unwrap();
+        assert!(json_dir_reads_none(&file, &dir.join("out"), &dir).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 47 (6.2): every experiment of one `check` draws on one
+    /// budget, the largest experiment's (each had its own: 4 floods at
+    /// 32 MiB each held 140 MiB at the peak).
+    #[test]
+    fn one_guest_memory_budget_for_the_whole_invocation() {
+        let experiment = |name: &str, mib: u64| {
+            let config = ipivmm::VmConfig {
+                guest_memory_budget: mib << 20,
+                ..Default::default()
+            };
+            engine::Experiment::new(
+                name,
+                vec![Planned::single(config)],
+                rounds::Repeats::Fixed(1),
+                Vec::new(),
+            )
+        };
+        let plan = engine::Plan {
+            name: "p".into(),
+            about: String::new(),
+            experiments: vec![
+                experiment("a", 32),
+                experiment("b", 64),
+                experiment("c", 16),
+            ],
+        };
+        assert_eq!(invocation_budget(&plan), 64 << 20);
+        let events = CheckEvents {
+            json_dir: None,
+            budget: std::sync::Arc::new(ipivmm::SharedBudget::new(invocation_budget(&plan))),
+            quiet: true,
+            errors: RefCell::new(Vec::new()),
+        };
+        let first = engine::Events::recorder(&events, &plan.experiments[0]);
+        first.budget().keep(30 << 20);
+        let (_, _) = first.finish(Vec::new());
+        // The first experiment's document is still held (the outcome keeps
+        // it): the second experiment's runs start with it counted.
+        let second = engine::Events::recorder(&events, &plan.experiments[1]);
+        assert_eq!(second.budget().held(), 30 << 20);
+        assert_eq!(second.budget().limit(), 64 << 20);
+        assert_eq!(second.budget().for_run().earlier(), 30 << 20);
     }
 
     #[test]
