@@ -428,11 +428,12 @@ fn check_stops_booting_repeats_after_a_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ipivmm starts");
+    // The journal as ipivmm reads it back (while the command runs it is
+    // the append-only form, not one JSON value).
     let runs = || {
-        std::fs::read_to_string(&json)
+        ipivmm::results::Document::load(&json)
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|d| d["runs"].as_array().map(Vec::len))
+            .map(|d| d.runs.len())
     };
     let started = Instant::now();
     while runs().unwrap_or(0) < 1 {
