@@ -169,6 +169,15 @@ extern "C" fn summary() {
 /// True when /dev/kvm can be opened for reading and writing; otherwise
 /// reports the skip of `test` ([`skip`], [`Need::Kvm`]) and returns false.
 pub fn kvm_available(test: &str) -> bool {
+    kvm_openable(test, "this test needs KVM")
+}
+
+/// Like [`kvm_available`], with `why` saying what of the test needs KVM
+/// (the skip line gives it after the reason /dev/kvm could not be opened).
+/// Opening, not existing, is the test: as a user outside the kvm group
+/// /dev/kvm exists but `ipivmm` cannot open it, so a check of
+/// `Path::exists` would run the test and fail it.
+pub fn kvm_openable(test: &str, why: &str) -> bool {
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -179,7 +188,7 @@ pub fn kvm_available(test: &str) -> bool {
             skip(
                 test,
                 Need::Kvm,
-                &format!("/dev/kvm cannot be opened ({e}); this test needs KVM"),
+                &format!("/dev/kvm cannot be opened ({e}); {why}"),
             );
             false
         }
@@ -210,6 +219,58 @@ pub fn proptest_config() -> proptest::test_runner::Config {
         failure_persistence: None,
         ..proptest::test_runner::Config::default()
     }
+}
+
+/// Runs the test binary `test` is in again as `nobody` (setpriv, no
+/// groups), every test but `test`, no `IPIVMM_REQUIRE_*` switch: what a
+/// user outside the kvm group sees. Asserts that it passes and that its
+/// KVM tests said they skipped (a `SKIPPED ... need /dev/kvm` line).
+/// Skips ([`Need::Setup`]) when this is not root, there is no
+/// /usr/bin/setpriv, /dev/kvm is open to others (nothing would skip), or
+/// nobody cannot execute the binary (a tree only its owner can read).
+pub fn assert_kvm_tests_skip_as_nobody(test: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    let open_to_others =
+        std::fs::metadata("/dev/kvm").is_ok_and(|m| m.permissions().mode() & 0o006 != 0);
+    if !is_root() || !setpriv.exists() || open_to_others {
+        skip(
+            test,
+            Need::Setup,
+            "needs root, /usr/bin/setpriv and a /dev/kvm that others cannot open",
+        );
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = std::process::Command::new(setpriv);
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(exe)
+        .args(["--skip", test, "--test-threads=2"])
+        .env("HOME", std::env::temp_dir());
+    for v in Need::Kvm.switches() {
+        cmd.env_remove(v);
+    }
+    let o = cmd.output().expect("setpriv runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if out.is_empty() && err.contains("Permission denied") {
+        // setpriv could not execute the binary: no test ran.
+        skip(
+            test,
+            Need::Setup,
+            &format!("nobody cannot run this test binary: {}", err.trim()),
+        );
+        return;
+    }
+    assert!(
+        o.status.success(),
+        "as nobody (no /dev/kvm access) a test failed instead of skipping:\n{out}\n{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("SKIPPED ") && l.contains("need /dev/kvm")),
+        "as nobody, no test said it skipped for /dev/kvm:\n{err}"
+    );
 }
 
 #[cfg(test)]
