@@ -463,3 +463,83 @@ fn check_stops_booting_repeats_after_a_sigterm() {
     assert_eq!(points, ran, "{tap}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `compare --run` as `run` does (issue 47): a SIGTERM or SIGHUP ends it
+/// with 128 + the signal and a "cancelled by" line, and every run that
+/// finished is in its `--json` journal, which `compare` reads back.
+fn live_comparison_cancelled_keeps_its_runs(test: &str, sig: libc::c_int) {
+    if !kvm_available(test) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ipivmm-live-{}-{sig}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let json = dir.join("live.json");
+    let side = "--iterations 40 --warmup 2 --no-tracepoints";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipivmm"))
+        .args([
+            "compare",
+            "--run",
+            side,
+            "--run",
+            side,
+            "--gate",
+            "p50,exits",
+        ])
+        .args(["--fail-on-regression", "--budget", "30m", "--json"])
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ipivmm starts");
+    let runs = || {
+        ipivmm::results::Document::load(&json)
+            .ok()
+            .map(|d| d.runs.len())
+    };
+    let started = Instant::now();
+    while runs().unwrap_or(0) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no round finished"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "compare ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let signalled = Instant::now();
+    send(child.id(), sig);
+    let status = wait_after_signal(&mut child, signalled, "compare did not stop within 30 s");
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+    assert_eq!(status.code(), Some(128 + sig), "{err}");
+    let name = if sig == libc::SIGTERM {
+        "SIGTERM"
+    } else {
+        "SIGHUP"
+    };
+    assert!(err.contains(&format!("cancelled by {name}")), "{err}");
+    let doc = ipivmm::results::Document::load(&json).expect("the journal reads back");
+    assert!(doc.runs.len() >= 2, "{} runs kept", doc.runs.len());
+    assert!(doc.incomplete.is_none(), "the final write is whole");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_ends_a_live_comparison_with_143_and_keeps_its_runs() {
+    live_comparison_cancelled_keeps_its_runs(
+        "sigterm_ends_a_live_comparison_with_143_and_keeps_its_runs",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn sighup_ends_a_live_comparison_with_129_and_keeps_its_runs() {
+    live_comparison_cancelled_keeps_its_runs(
+        "sighup_ends_a_live_comparison_with_129_and_keeps_its_runs",
+        libc::SIGHUP,
+    );
+}

@@ -4,13 +4,19 @@
 use super::sink::{Command, Docs, Kind, Sink};
 use std::io::Write;
 
-/// The `--json FILE` sink of `run` and `sweep`.
+/// The `--json FILE` sink of `run`, `sweep` and `compare --run`.
 pub static SINK: Sink = Sink {
     flag: "json",
-    help: &[(
-        &[Command::Run, Command::Sweep],
-        "Write the results as JSON to FILE ('-' for stdout; tables then go to stderr)",
-    )],
+    help: &[
+        (
+            &[Command::Run, Command::Sweep],
+            "Write the results as JSON to FILE ('-' for stdout; tables then go to stderr)",
+        ),
+        (
+            &[Command::Compare],
+            "With --run: every run of both sides as JSON to FILE, journaled as each ends (compare reads it back)",
+        ),
+    ],
     kind: Kind::Results(write),
 };
 

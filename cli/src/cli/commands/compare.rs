@@ -53,6 +53,9 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     if !args.run.is_empty() {
         return live(args);
     }
+    if args.output.given.iter().any(|(s, _)| s.flag == "json") {
+        return fail("--json writes the runs of a live comparison (--run); the files compared are already results files");
+    }
     if let Some(Err(e)) = args.phase.as_deref().map(ipivmm::config::check_phase_name) {
         return fail(e);
     }
@@ -307,33 +310,16 @@ fn live(args: &CompareArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let mut configs = match (
+    let configs = match (
         super::run_flags(&args.run[0]),
         super::run_flags(&args.run[1]),
     ) {
         (Ok(a), Ok(b)) => [a, b],
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
-    // What `run` checks before a VM, for both sides: a host that cannot
-    // run them is "could not run here" (4 for a gate, as `run --expect`,
-    // `sweep --expect` and `check` say it), a bad request an error.
-    for (i, c) in configs.iter().enumerate() {
-        if let Err(e) = ipivmm::run::prepare::prepare(c) {
-            let side = format!("--run '{}'", args.run[i]);
-            return match (e.host_cannot_run(), args.fail_on_regression) {
-                (true, true) => super::not_run_here("ipivmm compare", &format!("{side}: {e}")),
-                _ => fail(format!("{side}: {e}")),
-            };
-        }
-    }
-    if let Some(line) = ipivmm::experiment::mount_tracefs_for(&mut configs) {
-        if !args.quiet {
-            super::say(&format!("ipivmm: {line}"));
-        }
-    }
     let [a, b] = configs;
     let budget = a.guest_memory_budget.max(b.guest_memory_budget);
-    let spec = Spec {
+    let mut spec = Spec {
         arms: [
             Arm {
                 name: args.run[0].clone(),
@@ -355,6 +341,27 @@ fn live(args: &CompareArgs) -> ExitCode {
     };
     if let Err(e) = spec.check() {
         return fail(e);
+    }
+    // What `run` checks before a VM, for both sides: a host that cannot
+    // run them is "could not run here" (4 for a gate, as `run --expect`,
+    // `sweep --expect` and `check` say it), a bad request an error.
+    for (i, arm) in spec.arms.iter().enumerate() {
+        if let Err(e) = ipivmm::run::prepare::prepare(&arm.config) {
+            let side = format!("--run '{}'", args.run[i]);
+            return match (e.host_cannot_run(), args.fail_on_regression) {
+                (true, true) => super::not_run_here("ipivmm compare", &format!("{side}: {e}")),
+                _ => fail(format!("{side}: {e}")),
+            };
+        }
+    }
+    let mut configs = spec.arms.each_ref().map(|a| a.config.clone());
+    if let Some(line) = ipivmm::experiment::mount_tracefs_for(&mut configs) {
+        if !args.quiet {
+            super::say(&format!("ipivmm: {line}"));
+        }
+    }
+    for (arm, config) in spec.arms.iter_mut().zip(configs) {
+        arm.config = config;
     }
     if !args.quiet {
         eprintln!(
