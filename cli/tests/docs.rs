@@ -626,6 +626,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         },
     ),
     (
+        "cargo install --path cli",
+        How::NotHere("installs into ~/.cargo/bin (another release build of the binary); the tests run the binary cargo built"),
+    ),
+    (
         "rustup target add x86_64-unknown-none",
         How::NotHere("needs the network and the x86_64-unknown-none target (the docs say it is untested here)"),
     ),
