@@ -626,6 +626,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         },
     ),
     (
+        "cargo install --path cli",
+        How::NotHere("installs into ~/.cargo/bin (another release build of the binary); the tests run the binary cargo built"),
+    ),
+    (
         "rustup target add x86_64-unknown-none",
         How::NotHere("needs the network and the x86_64-unknown-none target (the docs say it is untested here)"),
     ),
@@ -904,4 +908,59 @@ fn readme_samples_fit_120_columns() {
         }
     }
     assert!(long.is_empty(), "{long:#?}");
+}
+
+/// Issue 50: README said Rust 1.85+, xtask declared 1.89 (and the tests
+/// build xtask). One minimum: the workspace's `rust-version`, inherited by
+/// every member, the guest payload's workspace the same, README saying it.
+#[test]
+fn one_rust_version_for_the_workspace() {
+    let root = read("Cargo.toml");
+    let version_of = |manifest: &str| -> Option<String> {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("rust-version = \""))
+            .map(|v| v.trim_end_matches('"').to_string())
+    };
+    let v = version_of(&root).expect("[workspace.package] rust-version");
+    assert_eq!(
+        version_of(&read("guest-payload/Cargo.toml")),
+        Some(v.clone())
+    );
+    let members = root
+        .split("\nmembers = [")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .expect("the workspace's members");
+    let guest = [
+        "guest-payload/sdk",
+        "guest-payload/payload",
+        "guest-payload/hostile",
+    ];
+    for m in members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .chain(guest)
+    {
+        let manifest = read(&format!("{m}/Cargo.toml"));
+        assert!(
+            manifest.contains("\nrust-version.workspace = true\n"),
+            "{m}/Cargo.toml does not inherit the workspace's rust-version"
+        );
+        assert_eq!(
+            version_of(&manifest),
+            None,
+            "{m}/Cargo.toml declares its own"
+        );
+    }
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("- Rust {v} or newer")),
+        "README does not say Rust {v}"
+    );
+    assert!(
+        !readme.contains("1.85+"),
+        "README names another Rust version"
+    );
 }

@@ -44,6 +44,17 @@ fn a_run_fits_120_columns_and_wide_shows_every_column() {
     assert!(out.contains("│ vCPU"), "{out}");
     assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
     assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+    // Issue 50: the repeats are not minutes of silence. With stderr not a
+    // terminal, one line per finished repeat; the tables are the repeat
+    // nearest the median p50, said.
+    for i in 1..=5 {
+        let line = format!("ipivmm: repeat {i}/5 done (pingpong ");
+        assert!(err.contains(&line), "no {line:?}:\n{err}");
+    }
+    assert!(
+        out.contains(" of 5, the one nearest the median p50"),
+        "{out}"
+    );
     // The columns left out are named, and --wide has them.
     assert!(
         out.contains("  (left out to fit 120 columns, --wide shows them: "),
@@ -153,6 +164,33 @@ fn the_ipiv_unicast_preset_fits_and_says_each_finished_run() {
             .is_some_and(|l| l.starts_with(&format!("ipivmm: run {runs}/{runs} done"))),
         "{err}"
     );
+}
+
+/// Issue 50: `ipivmm host` printed 124-column lines (a capability's use):
+/// its tables wrap long values inside their cells. No VM; without /dev/kvm
+/// it says the capabilities were not read, within 120 columns too.
+#[test]
+fn host_fits_120_columns() {
+    let o = ipivmm(&["host"]);
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("KVM backend"), "{out}");
+    assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
+    assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+}
+
+/// Issue 50: `run -q` says nothing while its repeats run.
+#[test]
+fn a_quiet_run_shows_no_progress() {
+    if !kvm_available("a_quiet_run_shows_no_progress") {
+        return;
+    }
+    let mut args = vec!["run", "-q", "--repeat", "2"];
+    args.extend_from_slice(QUICK);
+    let o = ipivmm(&args);
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(!err.contains(" done ("), "{err}");
 }
 
 /// Issue 39: every `--help` fits 120 columns (clap wraps only with its

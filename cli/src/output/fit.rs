@@ -298,7 +298,7 @@ pub fn collapse(rows: Vec<Row>, head: usize, max_outliers: usize) -> (Vec<Row>, 
 /// `text` with every line longer than [`WIDTH`] broken at spaces, the
 /// continuation indented 4 more than the line; table lines (box drawing)
 /// are left alone ([`FitTable`] fits them). Hand-written: textwrap, the
-/// maintained crate, needs a newer Rust than the workspace's 1.85.
+/// maintained crate, needed a newer Rust than the workspace's minimum when this was written.
 pub fn wrap(text: &str) -> String {
     wrap_with(text, |body| indent_of(body) + 4)
 }

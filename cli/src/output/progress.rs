@@ -1,7 +1,8 @@
-//! The sweep progress bar: indicatif on stderr, so it never mixes with JSON
-//! or CSV on stdout; hidden with `--quiet`. Where stderr is not a terminal
-//! (CI, a log file) nobody sees a bar: one line per finished run instead,
-//! so a long sweep is never minutes without a word.
+//! The progress bar of a sweep's runs and of `run`'s repeats: indicatif on
+//! stderr, so it never mixes with JSON or CSV on stdout; hidden with
+//! `--quiet`. Where stderr is not a terminal (CI, a log file) nobody sees a
+//! bar: one line per finished run instead, so a long sweep (or `run`'s five
+//! VMs) is never minutes without a word.
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -14,6 +15,8 @@ pub struct SweepProgress {
     /// What runs now (the run [`SweepProgress::start`] named) and since when.
     current: Mutex<Option<(String, Instant)>>,
     started: Instant,
+    /// What one unit is called: "run" (a sweep's), "repeat" (`run`'s).
+    noun: &'static str,
 }
 
 impl SweepProgress {
@@ -25,21 +28,33 @@ impl SweepProgress {
 
     /// A bar that is drawn only when `visible` (tests use a hidden one).
     pub fn with_visibility(total: u64, quiet: bool, visible: bool) -> Self {
+        Self::counting("run", total, quiet, visible)
+    }
+
+    /// `run`'s bar over its `total` repeats: "2/5 repeats", "repeat 2/5
+    /// done"; hidden when `quiet` or stderr is not a TTY.
+    pub fn repeats(total: u64, quiet: bool) -> Self {
+        let visible = !quiet && std::io::stderr().is_terminal();
+        Self::counting("repeat", total, quiet, visible)
+    }
+
+    fn counting(noun: &'static str, total: u64, quiet: bool, visible: bool) -> Self {
         let target = if visible {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(total), target);
-        let style =
-            ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed  {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let template = format!("{{bar:30}} {{pos}}/{{len}} {noun}s, {{elapsed}} elapsed  {{msg}}");
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         Self {
             bar,
             quiet,
             current: Mutex::new(None),
             started: Instant::now(),
+            noun,
         }
     }
 
@@ -88,7 +103,8 @@ impl SweepProgress {
             _ => format!("{} min {} s", secs / 60, secs % 60),
         };
         format!(
-            "ipivmm: run {}/{total} done{what}, {elapsed} elapsed",
+            "ipivmm: {} {}/{total} done{what}, {elapsed} elapsed",
+            self.noun,
             self.bar.position()
         )
     }
@@ -161,5 +177,17 @@ mod tests {
         p.plan_more(1);
         p.bar.inc(10);
         assert!(p.finished_line(None).contains("13/13 done"));
+    }
+
+    #[test]
+    fn runs_repeats_are_counted_as_repeats() {
+        let p = SweepProgress::counting("repeat", 5, false, false);
+        p.bar.inc(2);
+        let line = p.finished_line(Some(("pingpong kernel/x2apic/icr".into(), Instant::now())));
+        assert!(
+            line.starts_with("ipivmm: repeat 2/5 done (pingpong kernel/x2apic/icr, "),
+            "{line}"
+        );
+        assert!(!SweepProgress::repeats(5, true).is_visible());
     }
 }

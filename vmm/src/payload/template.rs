@@ -107,16 +107,23 @@ pub fn check_name(name: &str) -> Result<(), TemplateError> {
     Ok(())
 }
 
-fn manifest(package: &str, description: &str, deps: &str) -> String {
+fn manifest(package: &str, description: &str, deps: &str, extra: &str) -> String {
     format!(
         "# A copy of {package} {version}, written by `ipivmm new-payload`.\n\
          [package]\nname = \"{package}\"\ndescription = \"{description}\"\n\
          version = \"{version}\"\nedition = \"2021\"\nlicense = \"{LICENSE}\"\npublish = false\n\n\
          [lib]\n# Freestanding: no test harness.\ntest = false\ndoctest = false\nbench = false\n\n\
-         [dependencies]\n{deps}",
+         [dependencies]\n{deps}{extra}",
         version = env!("CARGO_PKG_VERSION"),
     )
 }
+
+/// The ABI copy's sources test the host's features (`host`, `clap`: serde,
+/// strum and clap derives) that the copy does not have: declared as known
+/// cfg values, so the guest build does not warn "unexpected cfg" ten times.
+const ABI_HOST_FEATURES: &str = "\n# The host's features (ipivmm's abi/Cargo.toml), named in the sources and\n\
+     # never enabled in a guest: known, so rustc does not warn of them.\n\
+     [lints.rust]\nunexpected_cfgs = { level = \"warn\", check-cfg = ['cfg(feature, values(\"host\", \"clap\"))'] }\n";
 
 /// The files of payload crate `name`: (path relative to its directory,
 /// contents). Checks the name first.
@@ -139,6 +146,7 @@ pub fn files(name: &str) -> Result<Vec<(PathBuf, String)>, TemplateError> {
                 "ipivmm-guest",
                 "no_std SDK for ipivmm guest payloads",
                 "ipivmm-abi = { path = \"../abi\" }\n",
+                "",
             ),
         ),
         (
@@ -147,6 +155,7 @@ pub fn files(name: &str) -> Result<Vec<(PathBuf, String)>, TemplateError> {
                 "ipivmm-abi",
                 "The guest ABI shared by the ipivmm host and its payloads",
                 "",
+                ABI_HOST_FEATURES,
             ),
         ),
     ];

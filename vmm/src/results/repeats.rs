@@ -5,6 +5,7 @@
 //! detect, and why the figures may not be stable. Every repeat stays in
 //! `runs[]` (with its `repeat` index): nothing is averaged away; the JSON
 //! document carries this as `configurations` (docs/results-schema.md).
+use crate::mode::TargetWait;
 use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
@@ -222,15 +223,22 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
     // Every statistic of the p50 counts the repeats that have it.
     let n = p50.map_or(0, |f| f.values.len());
     let spread = p50.and_then(|f| stats::log_sd(&f.values));
-    let mut unstable: Vec<Instability> = Vec::new();
+    let mut unstable: Vec<String> = Vec::new();
     if let Some(c) = p50.and_then(|f| f.cov).filter(|c| *c > stats::COV_BOUND) {
-        unstable.push(Instability::Spread(c));
+        unstable.push(hint(&Instability::Spread(c), k));
     }
-    if let Some((a, b)) = done.iter().find_map(|s| {
-        let (counts, centres) = s.histogram.dense();
-        stats::bimodal(&counts, &centres)
-    }) {
-        unstable.push(Instability::Bimodal(a, b));
+    // Which repeats (1-based, in run order) had two clusters, and where.
+    let bimodal: Vec<(usize, f64, f64)> = members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.1.completed)
+        .filter_map(|(i, m)| {
+            let (counts, centres) = m.1.histogram.dense();
+            stats::bimodal(&counts, &centres).map(|(a, b)| (i + 1, a, b))
+        })
+        .collect();
+    if !bimodal.is_empty() {
+        unstable.push(two_clusters(&bimodal, members.len(), k));
     }
     // The worst load any repeat saw.
     let loads: Vec<HostLoad> = members.iter().filter_map(|m| m.2).collect();
@@ -242,7 +250,7 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
             own: 0.0,
             steal: worst(|l| l.steal),
         };
-        unstable.extend(stats::load_instabilities(&load));
+        unstable.extend(stats::load_instabilities(&load).iter().map(|u| hint(u, k)));
     }
     let policy = crate::gate::DEFAULT_POLICY;
     ConfigurationStats {
@@ -263,10 +271,74 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
         target_effect: stats::TARGET_EFFECT,
         repeats_for_target: spread
             .and_then(|s| crate::gate::power::repeats_for_effect(s, stats::TARGET_EFFECT, &policy)),
-        unstable: unstable.iter().map(ToString::to_string).collect(),
+        unstable,
         levers: lever_notes(&done),
     }
 }
+
+/// The levers that might steady `id`'s figures and that it has not pulled
+/// already: "a halted target (--target halt)" said to a run that used it
+/// read as if nobody had looked at its flags (issue 50).
+fn levers(id: &ConfigId, all: &[&'static str]) -> String {
+    let pulled = |l: &str| match l {
+        "--pin" => !id.pin.is_empty(),
+        _ if l.starts_with("a halted target") => id.target == TargetWait::Halt,
+        _ => false,
+    };
+    let left: Vec<&str> = all.iter().copied().filter(|l| !pulled(l)).collect();
+    match left.is_empty() {
+        true => "a quieter host".into(),
+        false => left.join(", "),
+    }
+}
+
+/// What an instability says, with the levers `id` has not pulled
+/// ([`levers`]); the wording is [`Instability`]'s.
+fn hint(u: &Instability, id: &ConfigId) -> String {
+    const HALT: &str = "a halted target (--target halt)";
+    match u {
+        Instability::Spread(c) => format!(
+            "repeats spread by CoV {:.1}% (bound {:.0}%): {}",
+            c * 100.0,
+            stats::COV_BOUND * 100.0,
+            levers(id, &["more repeats", HALT, "--pin", "a quieter host"])
+        ),
+        Instability::Bimodal(a, b) => two_clusters(&[(1, *a, *b)], 1, id),
+        Instability::HostBusy(x) => format!(
+            "other processes used {:.0}% of the host's CPU time during a run: {}",
+            x * 100.0,
+            levers(id, &["a quieter host", "--pin"])
+        ),
+        Instability::Steal(_) => u.to_string(),
+    }
+}
+
+/// Samples in two clusters, naming the repeats (1-based, of `of`) they
+/// were in: `(repeat, one centre, the other)`, the first's centres said.
+fn two_clusters(at: &[(usize, f64, f64)], of: usize, id: &ConfigId) -> String {
+    let Some(&(_, a, b)) = at.first() else {
+        return String::new();
+    };
+    let which = match (of, at.len()) {
+        (0 | 1, _) => String::new(),
+        (_, 1) => format!(" in repeat {} of {of}", at[0].0),
+        _ => {
+            let n: Vec<String> = at.iter().map(|r| r.0.to_string()).collect();
+            format!(" in repeats {} of {of}", n.join(", "))
+        }
+    };
+    let around = match at.len() {
+        1 => format!("around {a:.0} and {b:.0}"),
+        _ => format!("around {a:.0} and {b:.0} in repeat {}", at[0].0),
+    };
+    format!(
+        "samples in two clusters{which} ({around}): two paths or a preempted vCPU; {}",
+        levers(id, &["--pin", HALT_SHORT])
+    )
+}
+
+/// The halted target as [`Instability::Bimodal`] names it.
+const HALT_SHORT: &str = "a halted target";
 
 /// What [`crate::results::lever_effect`] says of the completed repeats.
 fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
@@ -275,4 +347,74 @@ fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
         .map(|n| n.line)
         .into_iter()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::VmConfig;
+
+    fn id(target: TargetWait, pin: Vec<usize>) -> ConfigId {
+        let c = VmConfig {
+            target_wait: target,
+            pin,
+            ..VmConfig::default()
+        };
+        summarize(&RunReport::not_started(&c, "test")).id
+    }
+
+    /// Issue 50: "a halted target (--target halt)" was said to a run that
+    /// used --target halt; the hints leave out the levers already pulled.
+    #[test]
+    fn hints_know_the_runs_flags() {
+        let spread = Instability::Spread(0.3);
+        let spin = hint(&spread, &id(TargetWait::Spin, vec![]));
+        assert_eq!(
+            spin,
+            "repeats spread by CoV 30.0% (bound 10%): more repeats, a halted target (--target halt), --pin, a quieter host"
+        );
+        let halted = hint(&spread, &id(TargetWait::Halt, vec![]));
+        assert!(!halted.contains("halted target"), "{halted}");
+        assert!(
+            halted.ends_with(": more repeats, --pin, a quieter host"),
+            "{halted}"
+        );
+        let pinned = hint(&spread, &id(TargetWait::Halt, vec![0, 1]));
+        assert!(
+            pinned.ends_with(": more repeats, a quieter host"),
+            "{pinned}"
+        );
+        let busy = hint(
+            &Instability::HostBusy(0.5),
+            &id(TargetWait::Spin, vec![0, 1]),
+        );
+        assert!(busy.ends_with("during a run: a quieter host"), "{busy}");
+        let both = id(TargetWait::Halt, vec![0, 1]);
+        let two = two_clusters(&[(1, 5.0, 9.0)], 1, &both);
+        assert!(two.ends_with("preempted vCPU; a quieter host"), "{two}");
+    }
+
+    /// Issue 50: "samples in two clusters (around 1507328 and 2490368)"
+    /// named no repeat.
+    #[test]
+    fn two_clusters_name_their_repeats() {
+        let spin = id(TargetWait::Spin, vec![]);
+        assert_eq!(
+            two_clusters(&[(3, 1507328.0, 2490368.0)], 5, &spin),
+            "samples in two clusters in repeat 3 of 5 (around 1507328 and 2490368): two paths or a preempted vCPU; --pin, a halted target"
+        );
+        let many = two_clusters(&[(2, 10.0, 20.0), (4, 11.0, 21.0)], 5, &spin);
+        assert!(
+            many.starts_with(
+                "samples in two clusters in repeats 2, 4 of 5 (around 10 and 20 in repeat 2): "
+            ),
+            "{many}"
+        );
+        let halted = two_clusters(&[(1, 10.0, 20.0)], 1, &id(TargetWait::Halt, vec![]));
+        assert!(
+            halted.starts_with("samples in two clusters (around 10 and 20): "),
+            "{halted}"
+        );
+        assert!(halted.ends_with("; --pin"), "{halted}");
+    }
 }

@@ -2,7 +2,7 @@
 //! `--set`/`--restore`, the host-wide switches (`host_switch`).
 use super::{fail, host_switch};
 use crate::cli::args::HostArgs;
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::host::device;
 use ipivmm::host::{probe, ApicvSupport, HostInfo};
@@ -31,7 +31,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
     }
     let state_file = Path::new(DEFAULT_STATE_FILE);
     if let Some(line) = ipivmm_host::module_switch::report::pending_line(state_file) {
-        eprintln!("ipivmm: {line}");
+        super::say(&format!("ipivmm: {line}"));
     }
     let host = match probe() {
         Ok(h) => h,
@@ -65,10 +65,19 @@ fn verdict(v: &ApicvSupport) -> String {
     }
 }
 
-fn render(r: &HostReport) -> String {
-    let h = &r.host;
+/// A table of at most [`crate::output::fit::WIDTH`] columns: a long value
+/// (a module's parameter, a capability's use) wraps inside its cell.
+fn fitted() -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
+    t.set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_width(crate::output::fit::WIDTH as u16);
+    t
+}
+
+fn render(r: &HostReport) -> String {
+    let h = &r.host;
+    let mut t = fitted();
     let flags: Vec<&str> = h
         .virt_flags
         .iter()
@@ -104,11 +113,12 @@ fn render(r: &HostReport) -> String {
     }
     let mut out = format!("{t}\n");
     if let Some(e) = &r.kvm_error {
-        out.push_str(&format!("KVM capabilities: not read ({e})\n"));
+        out.push_str(&crate::output::fit::wrap(&format!(
+            "KVM capabilities: not read ({e})\n"
+        )));
         return out;
     }
-    let mut c = Table::new();
-    c.load_style(UTF8_BORDERS_ONLY);
+    let mut c = fitted();
     c.set_header(vec!["capability", "value", "used for"]);
     for cap in &r.kvm_capabilities {
         let value = match &cap.decoded {

@@ -3,10 +3,12 @@ use super::{fail, finish, init_log, plan_outputs, say, skip_all};
 use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
 use crate::output::dest::print_text;
 use crate::output::journal::{stops_repeats, Journal};
+use crate::output::progress::SweepProgress;
 use crate::output::{repeats, text};
 use ipivmm::experiment::rounds::{run_rounds, Events, Options, Planned};
 use ipivmm::RunReport;
 use ipivmm::SerialSink;
+use std::cell::RefCell;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -62,8 +64,14 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     opts.started = started;
     let mut skipped = Vec::new();
     let planned = [Planned::single(config.clone())];
-    let events = RunEvents;
+    let events = RunEvents {
+        quiet: args.quiet,
+        bar: RefCell::new(None),
+    };
     let out_of_budget = run_rounds(&planned, &mut skipped, &opts, &journal, &events);
+    if let Some(b) = &*events.bar.borrow() {
+        b.finish();
+    }
     if journal.runs().is_empty() {
         if let Some(s) = skipped.first() {
             return skip_all(&args.gate, &outputs, "ipivmm run", &s.reason);
@@ -122,16 +130,44 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     finish(&doc, &args.gate, &outputs, "ipivmm run", ok, errors)
 }
 
-/// What the loop says as it goes: busy repeats and skips in the log, a
-/// failed repeat said after the loop with its status.
-struct RunEvents;
+/// What the loop says as it goes: the repeats' progress (a bar on a
+/// terminal, else a line per finished repeat; nothing with -q), busy
+/// repeats and skips above it, a failed repeat said after the loop with its
+/// status.
+struct RunEvents {
+    quiet: bool,
+    bar: RefCell<Option<SweepProgress>>,
+}
 
 impl Events for RunEvents {
+    /// One count over the run: a rerun of a busy repeat (--repeat auto)
+    /// adds to it.
+    fn planned(&self, runs: usize) {
+        let mut bar = self.bar.borrow_mut();
+        match &*bar {
+            Some(b) => b.plan_more(runs as u64),
+            None => *bar = Some(SweepProgress::repeats(runs as u64, self.quiet)),
+        }
+    }
+    fn start(&self, label: &str) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.start(label);
+        }
+    }
     fn note(&self, line: &str) {
-        say(&format!("ipivmm: {line}"));
+        let line = format!("ipivmm: {line}");
+        match &*self.bar.borrow() {
+            Some(b) if b.is_visible() => b.println(crate::output::fit::wrap(&line).trim_end()),
+            _ => say(&line),
+        }
     }
     fn failed(&self, line: &str) {
         log::info!("{line}");
+    }
+    fn finished_one(&self) {
+        if let Some(b) = &*self.bar.borrow() {
+            b.finish_one();
+        }
     }
 }
 
