@@ -34,6 +34,31 @@ fn spawn_run(args: &[&str], json: &Path) -> Child {
         .expect("ipivmm starts")
 }
 
+/// The runs of the results journal `json` as ipivmm reads it back (while
+/// the command runs it is the append-only form, not one JSON value).
+fn journal_runs(json: &Path) -> Option<usize> {
+    ipivmm::results::Document::load(json)
+        .ok()
+        .map(|d| d.runs.len())
+}
+
+/// Waits (at most 300 s) until the journal `json` of `child` (a `what`
+/// command) holds `n` runs; the test fails if `child` ends first.
+fn wait_for_runs(json: &Path, n: usize, child: &mut Child, what: &str) {
+    let started = Instant::now();
+    while journal_runs(json).unwrap_or(0) < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{what}: {n} runs never finished"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "{what} ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits for `child` until `signalled + 30 s`; past that it is killed and
 /// the test fails with `what`.
 fn wait_after_signal(child: &mut Child, signalled: Instant, what: &str) -> ExitStatus {
@@ -428,25 +453,8 @@ fn check_stops_booting_repeats_after_a_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ipivmm starts");
-    // The journal as ipivmm reads it back (while the command runs it is
-    // the append-only form, not one JSON value).
-    let runs = || {
-        ipivmm::results::Document::load(&json)
-            .ok()
-            .map(|d| d.runs.len())
-    };
-    let started = Instant::now();
-    while runs().unwrap_or(0) < 1 {
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "no repeat finished"
-        );
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "check ended early"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_runs(&json, 1, &mut child, "check");
+    let runs = || journal_runs(&json);
     let signalled = Instant::now();
     send(child.id(), libc::SIGTERM);
     let status = wait_after_signal(&mut child, signalled, "check did not stop within 30 s");
@@ -493,23 +501,7 @@ fn live_comparison_cancelled_keeps_its_runs(test: &str, sig: libc::c_int) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ipivmm starts");
-    let runs = || {
-        ipivmm::results::Document::load(&json)
-            .ok()
-            .map(|d| d.runs.len())
-    };
-    let started = Instant::now();
-    while runs().unwrap_or(0) < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "no round finished"
-        );
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "compare ended early"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_runs(&json, 2, &mut child, "compare");
     let signalled = Instant::now();
     send(child.id(), sig);
     let status = wait_after_signal(&mut child, signalled, "compare did not stop within 30 s");

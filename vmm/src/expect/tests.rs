@@ -236,6 +236,16 @@ fn recorded_metrics_are_what_the_counters_give() {
         f[0].contains("ipis_delivered recorded 30, its counters give 29"),
         "{f:?}"
     );
+    // A file whose metrics were stripped records none: not recomputed
+    // from its own counters and called equal (issue 47).
+    let stripped = doc(|v| {
+        v["runs"][0]
+            .as_object_mut()
+            .expect("a run")
+            .remove("metrics");
+    });
+    let f = failures(&stripped, "recorded.* == *");
+    assert!(f[0].contains("records no metrics"), "{f:?}");
     // A run in memory is judged as its results file reads back.
     let mut fresh = doc(|_| {});
     for r in &mut fresh.runs {

@@ -405,8 +405,16 @@ pub struct RunReport {
     /// The `metrics` object as a results file recorded it (None for a run
     /// in memory: each write derives it anew). Kept as read, for checking
     /// a file's figures against its counters (`recorded.*` expectations).
-    #[serde(default, rename = "metrics", skip_serializing)]
+    /// A run read from a file without one gets an empty object (a file
+    /// whose metrics were stripped records none), never None: its figures
+    /// are then "not recorded", not derived anew from its own counters.
+    #[serde(default = "no_metrics_recorded", rename = "metrics", skip_serializing)]
     pub recorded_metrics: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The `metrics` of a run read from a file that has none.
+fn no_metrics_recorded() -> Option<serde_json::Map<String, serde_json::Value>> {
+    Some(serde_json::Map::new())
 }
 
 impl RunReport {
