@@ -656,9 +656,14 @@ fn the_five_fake_passes_exit_non_zero() {
         ..Document::new(repeats(10_000, 2), Vec::new())
     };
     std::fs::write(dir.join("partial.json"), partial.to_json()).unwrap();
+    // A killed command's file is a failing point naming it (issue 47: one
+    // reading of "incomplete" on every surface, as plans over files).
     let (code, e) = gate_cli(&dir, &["base2.json", "partial.json"]);
-    assert_eq!(code, Some(4), "never reached: {e}");
-    assert!(e.contains("did not finish"), "{e}");
+    assert_eq!(code, Some(1), "a file that is not whole: {e}");
+    assert!(
+        e.contains("partial.json: not a whole recording: killed after 5 runs"),
+        "{e}"
+    );
     let skipped = vec![ipivmm::results::SkippedMode {
         mode: "pingpong 2v kernel/xapic/icr".into(),
         reason: "could not start: Too many open files".into(),

@@ -162,3 +162,111 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+/// One reading of "a recording" on every surface (issue 47): for any set of
+/// files — whole, killed (`incomplete`), empty, or copies of one another —
+/// a plan over recorded files ([`merge`]) refuses exactly the sets that
+/// `compare` refuses (the same run twice: [`crate::compare::compare_recorded`];
+/// a file that is not whole: [`check_one`], which `compare
+/// --fail-on-regression` applies to each file it reads).
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use crate::compare::{compare_recorded, CompareError, Dimension, Recorded};
+    use proptest::prelude::*;
+
+    /// What file `i` of a set is.
+    #[derive(Clone, Debug)]
+    enum Kind {
+        Whole,
+        Killed,
+        Empty,
+        CopyOf(usize),
+    }
+
+    fn kind() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            4 => Just(Kind::Whole),
+            1 => Just(Kind::Killed),
+            1 => Just(Kind::Empty),
+            2 => (0usize..4).prop_map(Kind::CopyOf),
+        ]
+    }
+
+    fn base() -> Document {
+        serde_json::from_str(include_str!(
+            "../../tests/fixtures/run-pingpong-2026-12-01.json"
+        ))
+        .expect("fixture parses")
+    }
+
+    /// File `i`: the fixture's runs made its own (a nanosecond apart).
+    fn whole(i: usize) -> Document {
+        let mut d = base();
+        for r in &mut d.runs {
+            r.timings.total_ns += 1_000 * (i as u64 + 1);
+        }
+        d
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn plans_and_compare_refuse_the_same_sets(kinds in proptest::collection::vec(kind(), 2..5)) {
+            let dir = std::env::temp_dir().join(format!(
+                "ipivmm-agreement-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let mut docs: Vec<Document> = Vec::new();
+            // Whether some file is a copy of an earlier one that has runs.
+            let mut copies = false;
+            for (i, k) in kinds.iter().enumerate() {
+                let d = match k {
+                    Kind::Whole => whole(i),
+                    Kind::Killed => Document {
+                        incomplete: Some("run in progress (or killed): 1 of 5 planned runs finished".into()),
+                        ..whole(i)
+                    },
+                    Kind::Empty => Document::new(Vec::new(), Vec::new()),
+                    Kind::CopyOf(j) if *j < i => {
+                        copies |= !docs[*j].runs.is_empty();
+                        docs[*j].clone()
+                    }
+                    Kind::CopyOf(_) => whole(i),
+                };
+                docs.push(d);
+            }
+            let files: Vec<PathBuf> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let p = dir.join(format!("r{i}.json"));
+                    std::fs::write(&p, d.to_json()).expect("write");
+                    p
+                })
+                .collect();
+            // Read back as every surface reads them.
+            let read: Vec<Document> = files.iter().map(|f| Document::load(f).expect("loads")).collect();
+            let plan_refuses = merge(&files, MAX_RECORDINGS_BYTES).is_err();
+            let not_whole = files.iter().zip(&read).any(|(f, d)| check_one(f, d).is_err());
+            let recorded: Vec<(String, Recorded)> = files
+                .iter()
+                .zip(&read)
+                .map(|(f, d)| (f.display().to_string(), Recorded::of(d)))
+                .collect();
+            let same_run_twice = matches!(
+                compare_recorded(&recorded, Dimension::File, &[]),
+                Err(CompareError::SameRunTwice { .. })
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            prop_assert_eq!(plan_refuses, not_whole || same_run_twice, "{:?}", kinds);
+            // A copy of a file with runs is always caught, whatever else.
+            if copies {
+                prop_assert!(plan_refuses, "{:?}", kinds);
+            }
+        }
+    }
+}

@@ -92,6 +92,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     };
     let mut recorded = Vec::with_capacity(files.len());
     let mut mismatches = Vec::new();
+    let mut not_whole: Vec<String> = Vec::new();
     for f in &files {
         match Document::load(f) {
             Ok(mut d) => {
@@ -99,6 +100,11 @@ pub fn main(args: &CompareArgs) -> ExitCode {
                     d.read_phase(phase);
                 }
                 let name = f.display().to_string();
+                // The engine's one rule of what a recording is: a file a
+                // killed command wrote, or one with no run, fails a gate.
+                if let Err(e) = ipivmm::results::recordings::check_one(f, &d) {
+                    not_whole.push(e.to_string());
+                }
                 if let Some(p) = &drift {
                     mismatches.extend(p.matches(&[(name.as_str(), &d)]));
                 }
@@ -213,6 +219,18 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         eprint!("{}", wrap(&format!("ipivmm: caveat: {cav}\n")));
     }
     let counts = tally(gate.family.judged.iter().map(|j| &j.outcome));
+    if !not_whole.is_empty() {
+        // Never judged as if whole, never a pass: a failing point per file.
+        for e in &not_whole {
+            eprint!("{}", wrap(&format!("ipivmm: {e}\n")));
+        }
+        eprintln!(
+            "ipivmm: gate: FAIL ({counts}; {} file{} not a whole recording)",
+            not_whole.len(),
+            if not_whole.len() == 1 { "" } else { "s" }
+        );
+        return ExitCode::from(1);
+    }
     eprintln!("ipivmm: gate: {} ({counts})", verdict_word(verdict));
     if !errors.is_empty() {
         return ExitCode::from(1);
