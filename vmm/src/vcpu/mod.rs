@@ -382,13 +382,19 @@ impl RunLoop<'_> {
     /// is not a finished one, but what it counted up to then is no less
     /// real. Some(end): it did not fit in the budget.
     fn close_unfinished(&mut self) -> Option<VcpuEnd> {
+        self.close_open(true)
+    }
+
+    /// End the open phase, `unfinished` or complete, into the run's
+    /// results; Some(end) if its data did not fit the budget.
+    fn close_open(&mut self, unfinished: bool) -> Option<VcpuEnd> {
         let open = self.open.take()?;
         let now = LoopCounts {
             exits: &self.exits,
             guest: &self.guest,
         };
         let mut result = self.sources.end(open, &now);
-        result.unfinished = true;
+        result.unfinished = unfinished;
         let early = self.pending_samples.remove(&result.id);
         let mut r = self.env.shared.result(self.env.index);
         if let Err(e) = self.store().phase(&mut r, result, early) {
@@ -438,19 +444,7 @@ impl RunLoop<'_> {
     /// End the open phase as complete (the guest ended the run through
     /// the exit port); Some(end) if its data did not fit the budget.
     fn end_whole_run(&mut self) -> Option<VcpuEnd> {
-        let open = self.open.take()?;
-        let now = LoopCounts {
-            exits: &self.exits,
-            guest: &self.guest,
-        };
-        let result = self.sources.end(open, &now);
-        let early = self.pending_samples.remove(&result.id);
-        let mut r = self.env.shared.result(self.env.index);
-        if let Err(e) = self.store().phase(&mut r, result, early) {
-            drop(r);
-            return Some(self.over_budget(e));
-        }
-        None
+        self.close_open(false)
     }
 
     /// Act on a control message; Some(end) when the vCPU stops.
