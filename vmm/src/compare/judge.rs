@@ -243,6 +243,47 @@ fn cell_files(c: &Comparison, row: &Row, col: usize) -> Vec<usize> {
     }
 }
 
+/// The evidence of one gated figure between a baseline (its repeats per
+/// recording) and a new side, by the one rule every surface that judges
+/// recordings uses (`compare` of files, `calibrate`'s controls):
+/// counts every repeat of each side agrees on are exact, compared as they
+/// are; several baseline recordings measure the drift between recordings
+/// by their spread; one recording a side between files (`between_files`)
+/// decides a latency figure only with a known drift (a matching noise
+/// profile, `drift`), else it is undecided with the fix — its difference is
+/// the change plus a drift nothing measured. Rows of one file (other
+/// dimensions) ran interleaved: independent repeats.
+pub fn recorded_evidence(
+    base: Vec<Vec<f64>>,
+    new: Vec<f64>,
+    scale: Scale,
+    between_files: bool,
+    drift: Option<f64>,
+) -> Result<Evidence, Outcome> {
+    let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
+    let exact = scale == Scale::Count
+        && agree(&base.iter().flatten().copied().collect::<Vec<_>>())
+        && agree(&new);
+    if exact {
+        return Ok(Evidence::Independent {
+            base: base.into_iter().flatten().collect(),
+            new,
+        });
+    }
+    if base.len() > 1 {
+        return Ok(Evidence::Recordings { base, new });
+    }
+    let base: Vec<f64> = base.into_iter().flatten().collect();
+    match drift.filter(|_| scale == Scale::Ratio) {
+        Some(between) => Ok(Evidence::Drift { base, new, between }),
+        None if between_files && scale == Scale::Ratio => Err(Outcome::Undecided {
+            why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
+            needs: None,
+        }),
+        None => Ok(Evidence::Independent { base, new }),
+    }
+}
+
 /// Gates `c`: every gated figure the baseline has, of every row the
 /// baseline has, in every other column.
 pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
@@ -303,7 +344,6 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                 } else {
                     Scale::Ratio
                 };
-                let one_recording = c.by == Dimension::File && base.len() <= 1;
                 let item = if let Some(o) =
                     accounted(c, row, col, !new_values.is_empty(), new_completed)
                 {
@@ -317,49 +357,22 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                         ),
                         needs: None,
                     })
-                } else if one_recording && scale == Scale::Ratio && opts.drift.is_none() {
-                    // Two files, one recording a side: their difference is
-                    // the change plus the drift between recordings, which
-                    // nothing here measures. Deciding on the repeats'
-                    // spread alone would turn drift into verdicts.
-                    no_drift_evidence += 1;
-                    Err(Outcome::Undecided {
-                        why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
-                        needs: None,
-                    })
                 } else {
-                    let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
-                    // Counts every repeat of each side agrees on are exact:
-                    // compared as they are, whatever the recordings.
-                    let exact = scale == Scale::Count
-                        && agree(
-                            &base
-                                .iter()
-                                .flat_map(|(_, v)| v.iter().copied())
-                                .collect::<Vec<_>>(),
-                        )
-                        && agree(&new_values);
-                    let evidence = if base.len() > 1 && !exact {
-                        Evidence::Recordings {
-                            base: base.into_iter().map(|(_, v)| v).collect(),
-                            new: new_values,
-                        }
-                    } else {
-                        let base = base.into_iter().flat_map(|(_, v)| v).collect();
-                        match opts.drift.filter(|_| scale == Scale::Ratio) {
-                            Some(between) => Evidence::Drift {
-                                base,
-                                new: new_values,
-                                between,
-                            },
-                            None => Evidence::Independent {
-                                base,
-                                new: new_values,
-                            },
-                        }
-                    };
-                    gate::examine(&evidence, scale, &opts.policy)
-                        .map_err(|why| Outcome::Undecided { why, needs: None })
+                    let between_files = c.by == Dimension::File;
+                    let item = recorded_evidence(
+                        base.into_iter().map(|(_, v)| v).collect(),
+                        new_values,
+                        scale,
+                        between_files,
+                        opts.drift,
+                    )
+                    .and_then(|evidence| {
+                        gate::examine(&evidence, scale, &opts.policy)
+                            .map_err(|why| Outcome::Undecided { why, needs: None })
+                    });
+                    no_drift_evidence += usize::from(matches!(&item,
+                        Err(Outcome::Undecided { why, .. }) if why.starts_with(NO_DRIFT_EVIDENCE)));
+                    item
                 };
                 endpoints.push(Endpoint {
                     row: ri,

@@ -385,18 +385,16 @@ pub enum CompareError {
 /// twice, one recording would pass for two, and its zero drift for
 /// evidence.
 fn check_distinct(docs: &[(String, Recorded)]) -> Result<(), CompareError> {
-    let mut seen: HashMap<u64, (usize, usize)> = HashMap::new();
-    for (f, (_, d)) in docs.iter().enumerate() {
-        for (i, fp) in d.fingerprints.iter().enumerate() {
-            if let Some((f0, i0)) = seen.insert(*fp, (f, i)) {
-                return Err(CompareError::SameRunTwice {
-                    first: format!("{} run {}", docs[f0].0, i0 + 1),
-                    second: format!("{} run {}", docs[f].0, i + 1),
-                });
-            }
-        }
+    let runs = docs.iter().flat_map(|(name, d)| {
+        d.fingerprints
+            .iter()
+            .enumerate()
+            .map(move |(i, fp)| (*fp, format!("{name} run {}", i + 1)))
+    });
+    match crate::results::fingerprint::first_twice(runs) {
+        Some((first, second)) => Err(CompareError::SameRunTwice { first, second }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn check_repeats(name: &str, d: &Recorded) -> Result<(), CompareError> {

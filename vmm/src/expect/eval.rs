@@ -778,13 +778,17 @@ impl Busy {
 }
 
 /// The figure of every completed repeat of `scope` a ratio reads (the
-/// runs of the first configuration that matches, when several do), with
-/// the busy repeats left out for a latency figure (never for a count,
-/// which load cannot change).
+/// runs of the first configuration that matches, when several do), by the
+/// rules `compare` judges by: the busy repeats left out for a latency
+/// figure (never for a count, which load cannot change), a repeat that did
+/// not complete or lacks the figure left out; none left is a failure for
+/// the `new` side (its runs failed) and undecided otherwise (a gate
+/// question without its figure is never a skip, so never a pass).
 fn ratio_side(
     doc: &Document,
     scope: &Scope,
     metric: &str,
+    new: bool,
     busy: &mut Busy,
 ) -> Result<Vec<f64>, Outcome> {
     let runs = runs_of(doc, scope);
@@ -797,29 +801,46 @@ fn ratio_side(
     let key = full_label(first);
     let mut values = Vec::new();
     let mut side = Busy::default();
+    let (mut completed, mut failed, mut missing) = (0usize, None, None);
     for r in runs.iter().filter(|r| full_label(r) == key) {
         if !r.succeeded() {
-            return Err(Outcome::Fail(format!(
-                "{} did not complete: {}",
-                full_label(r),
-                r.status.line()
-            )));
+            failed.get_or_insert_with(|| r.status.line());
+            continue;
         }
+        completed += 1;
         if let Some(why) = crate::results::summary::missing_phase(r) {
             return Err(Outcome::Fail(format!("{}: {why}", full_label(r))));
         }
         if super::is_latency(metric) && side.leaves_out(r) {
             continue;
         }
-        values.push(
-            metric_value(metric, r)
-                .map_err(|why| Outcome::Skip(format!("{}: {why}", full_label(r))))?,
-        );
+        match metric_value(metric, r) {
+            Ok(v) => values.push(v),
+            Err(why) => {
+                missing.get_or_insert(why);
+            }
+        }
+    }
+    if completed == 0 {
+        let status = failed.unwrap_or_default();
+        return Err(if new {
+            Outcome::Fail(format!("no repeat of {key} completed: {status}"))
+        } else {
+            Outcome::Undecided(format!(
+                "no repeat of the baseline {key} completed: {status}"
+            ))
+        });
     }
     if side.all() {
         return Err(Outcome::Undecided(format!(
             "{key}: every repeat was measured on a busy host ({}): none is left to judge; run it again on a quiet host",
             side.why.unwrap_or_default()
+        )));
+    }
+    if values.is_empty() {
+        return Err(Outcome::Undecided(format!(
+            "{key}: no repeat has the figure ({}): nothing to judge",
+            missing.unwrap_or_default()
         )));
     }
     busy.left_out += side.left_out;
@@ -1226,8 +1247,8 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
             let mut busy = Busy::default();
             let outcome = match (
                 e.value.clone(),
-                ratio_side(doc, a, metric, &mut busy),
-                ratio_side(doc, b, metric, &mut busy),
+                ratio_side(doc, a, metric, true, &mut busy),
+                ratio_side(doc, b, metric, false, &mut busy),
             ) {
                 // The parser gives a ratio a number (arithmetic over
                 // numbers folded).

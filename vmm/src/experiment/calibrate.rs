@@ -16,9 +16,10 @@
 //! a factor of about two. The profile records where and when it was
 //! measured (host, CPU, kernel, KVM parameters, configuration, version,
 //! date, pause) so that `compare` can say when it does not match.
+use crate::compare::judge::recorded_evidence;
 use crate::config::VmConfig;
 use crate::gate::profile::{drift_upper_bound, Control, NoiseProfile, MAX_DRIFT, SCHEMA};
-use crate::gate::{self, Evidence, Policy, Scale};
+use crate::gate::{self, Policy, Scale};
 use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
 use crate::results::RunReport;
@@ -228,28 +229,26 @@ pub fn calibrate(
         return Err(CalibrateError::Implausible(estimate));
     }
     let facts = facts.or_else(|| crate::host::probe().ok());
-    let judge = |base: &[f64], new: &[f64], drift: Option<f64>| {
-        let evidence = match drift {
-            Some(between) => Evidence::Drift {
-                base: base.to_vec(),
-                new: new.to_vec(),
-                between,
-            },
-            None => Evidence::Independent {
-                base: base.to_vec(),
-                new: new.to_vec(),
-            },
-        };
-        let items = vec![gate::examine(&evidence, Scale::Ratio, &spec.policy)
-            .map_err(|why| gate::Outcome::Undecided { why, needs: None })];
-        gate::exit_code(gate::judge_family(items, &spec.policy).verdict)
+    // The controls are judged as `compare` judges files: one rule
+    // (compare::judge::recorded_evidence), so what calibrate reports is
+    // what the same recordings give `compare`.
+    let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
+        let item = recorded_evidence(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
+            gate::examine(&e, Scale::Ratio, &spec.policy)
+                .map_err(|why| gate::Outcome::Undecided { why, needs: None })
+        });
+        gate::exit_code(gate::judge_family(vec![item], &spec.policy).verdict)
     };
     let mut aa = Control::default();
     let mut aa_drift = Control::default();
     for i in 0..recordings.len() {
         for j in (i + 1)..recordings.len() {
-            aa.count(judge(&recordings[i], &recordings[j], None));
-            aa_drift.count(judge(&recordings[i], &recordings[j], Some(between)));
+            aa.count(judge(vec![recordings[i].clone()], &recordings[j], None));
+            aa_drift.count(judge(
+                vec![recordings[i].clone()],
+                &recordings[j],
+                Some(between),
+            ));
         }
     }
     let mut inj = Control {
@@ -258,9 +257,29 @@ pub fn calibrate(
     };
     let mut inj_drift = inj.clone();
     for r in &recordings {
-        inj.count(judge(r, &injected, None));
-        inj_drift.count(judge(r, &injected, Some(between)));
+        inj.count(judge(vec![r.clone()], &injected, None));
+        inj_drift.count(judge(vec![r.clone()], &injected, Some(between)));
     }
+    // Several recordings as the baseline: each against all the others
+    // (A/A), all against the injected one.
+    let (aa_recordings, inj_recordings) = if recordings.len() >= 3 {
+        let mut aa = Control::default();
+        for j in 0..recordings.len() {
+            let others: Vec<Vec<f64>> = (0..recordings.len())
+                .filter(|i| *i != j)
+                .map(|i| recordings[i].clone())
+                .collect();
+            aa.count(judge(others, &recordings[j], None));
+        }
+        let mut inj = Control {
+            injected: Some(spec.injected),
+            ..Control::default()
+        };
+        inj.count(judge(recordings.clone(), &injected, None));
+        (Some(aa), Some(inj))
+    } else {
+        (None, None)
+    };
     Ok(NoiseProfile {
         schema: SCHEMA.into(),
         ipivmm_version: env!("CARGO_PKG_VERSION").into(),
@@ -278,6 +297,8 @@ pub fn calibrate(
         aa_with_drift: aa_drift,
         injected: inj,
         injected_with_drift: inj_drift,
+        aa_recordings,
+        injected_recordings: inj_recordings,
         recording_medians: recordings
             .iter()
             .chain(std::iter::once(&injected))

@@ -145,8 +145,12 @@ pub enum Stopped {
         /// The run's status line.
         status: String,
     },
-    /// After the first round: gated figures a run of it did not measure,
-    /// each with why and what to do; no later round could decide them.
+    /// Gated figures a run of the first round did not measure, each with
+    /// why and what to do: no later round could decide them, so the
+    /// comparison cannot pass. A figure neither side measured ends it after
+    /// the first round; one only a side lacks, at the first look, unless
+    /// that look finds a regression in the figures both measured (then it
+    /// ends [`Stopped::Decided`], failed, as the files' gate would).
     Unmeasurable(Vec<Missing>),
     /// After the first round: the time budget cannot reach the first look.
     BudgetTooSmall {
@@ -308,9 +312,32 @@ fn why_missing(metric: Metric, report: &RunReport, s: &RunSummary) -> String {
     }
 }
 
+/// The gated figures among `gated` that run `s` lacks: any of them in a
+/// run of the first round ends the comparison ([`Stopped::Unmeasurable`]).
+pub fn lacks(s: &RunSummary, gated: &[Metric]) -> Vec<Metric> {
+    gated
+        .iter()
+        .copied()
+        .filter(|&m| usable(m, s).is_none())
+        .collect()
+}
+
+/// The live rule's look after `rounds` rounds of `runs`: what
+/// [`run_interleaved`] does at each look (`last`: the budget allows no
+/// further round).
+pub fn look_at(
+    seq: &mut Sequential,
+    runs: &[Kept],
+    gated: &[Metric],
+    rounds: usize,
+    last: bool,
+) -> Look {
+    seq.look(rounds, last, endpoints(runs, gated, rounds))
+}
+
 /// The endpoints' evidence after `rounds` rounds.
-fn endpoints(reports: &[Kept], spec: &Spec, rounds: usize) -> Vec<Result<Endpoint, Outcome>> {
-    spec.gated
+fn endpoints(reports: &[Kept], gated: &[Metric], rounds: usize) -> Vec<Result<Endpoint, Outcome>> {
+    gated
         .iter()
         .map(|&m| {
             let p = pairs(reports, m, rounds);
@@ -371,6 +398,8 @@ pub fn run_interleaved(
     let mut reports: Vec<Kept> = Vec::new();
     // The first round's gaps: (figure, side, why).
     let mut gaps: Vec<(Metric, usize, String)> = Vec::new();
+    // Figures one side's first run lacked: judged out at the first look.
+    let mut unmeasurable: Option<Vec<Missing>> = None;
     let mut vms = 0;
     let mut sequence: Option<Sequential> = None;
     let mut look = None;
@@ -399,10 +428,8 @@ pub fn run_interleaved(
             let status = r.status.line();
             let summary = summarize(&r);
             if rounds == 0 && ok {
-                for &m in &spec.gated {
-                    if usable(m, &summary).is_none() {
-                        gaps.push((m, arm, why_missing(m, &r, &summary)));
-                    }
+                for m in lacks(&summary, &spec.gated) {
+                    gaps.push((m, arm, why_missing(m, &r, &summary)));
                 }
             }
             budgets[arm].release(crate::vcpu::store::report_bytes(&r));
@@ -423,7 +450,13 @@ pub fn run_interleaved(
         let elapsed = start.elapsed();
         let per_round = elapsed / rounds as u32;
         if rounds == 1 && !gaps.is_empty() {
-            break Stopped::Unmeasurable(missing(std::mem::take(&mut gaps)));
+            let lacking = missing(std::mem::take(&mut gaps));
+            // Neither side measures it: nothing later can change that.
+            if lacking.iter().any(|m| m.arms.len() == 2) {
+                break Stopped::Unmeasurable(lacking);
+            }
+            // One side lacks it: the rest may still show a regression.
+            unmeasurable = Some(lacking);
         }
         // Whether another round fits.
         let fits = |extra: usize| match (spec.budget, max_vms) {
@@ -456,10 +489,17 @@ pub fn run_interleaved(
         if !last && !seq.due(rounds) {
             continue;
         }
-        let l = seq.look(rounds, last, endpoints(&reports, spec, rounds));
+        let l = look_at(seq, &reports, &spec.gated, rounds, last);
         events.looked(&l, seq.max_rounds());
         let stop = l.stop;
+        let failed = l.verdict == Verdict::Fail;
         look = Some(l);
+        if let Some(lacking) = unmeasurable.take() {
+            break match failed {
+                true => Stopped::Decided,
+                false => Stopped::Unmeasurable(lacking),
+            };
+        }
         match stop {
             Some(Stop::Decided) => break Stopped::Decided,
             Some(Stop::Budget) => break Stopped::Budget,

@@ -149,12 +149,21 @@ pub fn ratio(a: &[f64], b: &[f64], claim: Claim, policy: &Policy, level: f64) ->
     if a.is_empty() || b.is_empty() {
         return Judgement::Undecided("a side has no repeats".into());
     }
-    if a.iter().chain(b).any(|v| !(v.is_finite() && *v > 0.0)) {
-        return Judgement::Undecided("a value that is 0 or not a number has no ratio".into());
+    if a.iter().chain(b).any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Judgement::Undecided(
+            "a value that is negative or not a number has no ratio".into(),
+        );
     }
     let same = |v: &[f64]| v.iter().all(|x| *x == v[0]);
     if same(a) && same(b) {
-        let r = (a[0] / b[0]).ln();
+        // Exact (a count every repeat agrees on), zeros included, as
+        // `compare` judges exact counts: 0 against 0 is no change, and
+        // anything against 0 is past any bound.
+        let r = match (a[0] == 0.0, b[0] == 0.0) {
+            (true, true) => 0.0,
+            (false, true) => f64::INFINITY,
+            _ => (a[0] / b[0]).ln(),
+        };
         let inside = |lo: f64, hi: f64| r >= lo - 1e-12 && r <= hi + 1e-12;
         let ok = match claim {
             Claim::AtMost(m) => r <= m + 1e-12,
@@ -167,6 +176,11 @@ pub fn ratio(a: &[f64], b: &[f64], claim: Claim, policy: &Policy, level: f64) ->
         } else {
             Judgement::Fails
         };
+    }
+    if a.iter().chain(b).any(|v| *v == 0.0) {
+        return Judgement::Undecided(
+            "a value that is 0 has no ratio, and the repeats do not agree".into(),
+        );
     }
     let e = Shift {
         a: a.iter().map(|v| v.ln()).collect(),
@@ -317,8 +331,20 @@ mod tests {
             ratio(&[2.0; 3], &[1.0; 3], le(1.5), &p, 0.05),
             Judgement::Fails
         );
+        // Exact zeros as `compare` judges exact counts: 0 against 0 is no
+        // change, anything against 0 past any bound, 0 against 1 below it.
+        assert_eq!(ratio(&[0.0], &[1.0], le(1.0), &p, 0.05), Judgement::Holds);
+        assert_eq!(
+            ratio(&[0.0; 3], &[0.0; 3], le(1.05), &p, 0.05),
+            Judgement::Holds
+        );
+        assert_eq!(
+            ratio(&[1.0; 3], &[0.0; 3], le(1.05), &p, 0.05),
+            Judgement::Fails
+        );
+        // Zeros among repeats that differ have no ratio: undecided.
         assert!(matches!(
-            ratio(&[0.0], &[1.0], le(1.0), &p, 0.05),
+            ratio(&[0.0, 1.0], &[1.0, 1.0], le(1.0), &p, 0.05),
             Judgement::Undecided(_)
         ));
     }

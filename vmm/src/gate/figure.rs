@@ -195,6 +195,43 @@ pub fn examine(evidence: &Evidence, scale: Scale, policy: &Policy) -> Result<Tes
     }
 }
 
+/// Counts every repeat of each side agrees on are exact: the difference
+/// is what it is, decided at once (p 0 or 1) — for independent repeats
+/// (files) and paired rounds (the live comparison) alike.
+fn exact_counts(
+    x: &[f64],
+    y: &[f64],
+    scale: Scale,
+    margin: f64,
+    baseline: f64,
+    spread_df: usize,
+) -> Option<Test> {
+    let same = |v: &[f64]| v.iter().all(|a| *a == v[0]);
+    if scale != Scale::Count || x.is_empty() || y.is_empty() || !same(x) || !same(y) {
+        return None;
+    }
+    let d = y[0] - x[0];
+    let p = |holds: bool| if holds { 0.0 } else { 1.0 };
+    Some(Test {
+        scale,
+        method: Method::ExactCounts,
+        estimate: d,
+        lo: d,
+        hi: d,
+        coverage: 1.0,
+        p_slower: p(d > 1e-9),
+        p_not_slower: p(d < margin - 1e-9),
+        p_not_faster: p(d > -margin + 1e-9),
+        margin,
+        n: (x.len(), y.len()),
+        spread: Some(0.0),
+        spread_df,
+        se: Some(0.0),
+        exact: true,
+        baseline,
+    })
+}
+
 fn independent(
     base: &[f64],
     new: &[f64],
@@ -209,29 +246,8 @@ fn independent(
     let baseline = median(base).unwrap_or(0.0);
     let margin = policy.margin(scale, baseline);
     let spread = pooled_sd(&x, &y);
-    let same = |v: &[f64]| v.iter().all(|a| *a == v[0]);
-    if scale == Scale::Count && same(&x) && same(&y) {
-        // Exact counts: the difference is what it is.
-        let d = y[0] - x[0];
-        let p = |holds: bool| if holds { 0.0 } else { 1.0 };
-        return Ok(Test {
-            scale,
-            method: Method::ExactCounts,
-            estimate: d,
-            lo: d,
-            hi: d,
-            coverage: 1.0,
-            p_slower: p(d > 1e-9),
-            p_not_slower: p(d < margin - 1e-9),
-            p_not_faster: p(d > -margin + 1e-9),
-            margin,
-            n: (x.len(), y.len()),
-            spread: Some(0.0),
-            spread_df: spread.map_or(0, |s| s.1),
-            se: Some(0.0),
-            exact: true,
-            baseline,
-        });
+    if let Some(t) = exact_counts(&x, &y, scale, margin, baseline, spread.map_or(0, |s| s.1)) {
+        return Ok(t);
     }
     let shifted = |v: &[f64], by: f64| v.iter().map(|a| a + by).collect::<Vec<f64>>();
     let diffs = Differences::new(&x, &y).ok_or("a value that is not a number")?;
@@ -296,6 +312,9 @@ fn paired(pairs: &[(f64, f64)], scale: Scale, policy: &Policy) -> Result<Test, S
     let d: Vec<f64> = x.iter().zip(&y).map(|(a, b)| b - a).collect();
     let baseline = median(&base).unwrap_or(0.0);
     let margin = policy.margin(scale, baseline);
+    if let Some(t) = exact_counts(&x, &y, scale, margin, baseline, d.len().saturating_sub(1)) {
+        return Ok(t);
+    }
     let p = |v: Vec<f64>| signed_rank_greater(&v).map_or(1.0, |t| t.p);
     let walsh = Walsh::new(&d).ok_or("a value that is not a number")?;
     let (lo, hi) = walsh.bounds(policy.alpha);

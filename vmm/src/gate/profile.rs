@@ -110,7 +110,9 @@ pub struct NoiseProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_log_sd: Option<f64>,
     /// The A/A control: every pair of recordings compared as one file
-    /// against another (no drift assumed).
+    /// against another with no profile, by `compare`'s rule for files
+    /// ([`crate::compare::judge::recorded_evidence`]): one recording a side
+    /// and no known drift leaves a latency figure undecided.
     pub aa: Control,
     /// The same with the measured drift added (`--noise-profile`).
     pub aa_with_drift: Control,
@@ -118,6 +120,15 @@ pub struct NoiseProfile {
     pub injected: Control,
     /// The same with the measured drift added.
     pub injected_with_drift: Control,
+    /// The A/A control with several baseline recordings (`compare
+    /// --baseline` of all the others, whose spread measures the drift) against
+    /// each recording in turn; None with fewer than 3 recordings, and in
+    /// older profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aa_recordings: Option<Control>,
+    /// Every plain recording as the baseline against the injected one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected_recordings: Option<Control>,
     /// Each recording's median p50, the injected one last.
     pub recording_medians: Vec<f64>,
     /// The host's name (`uname -n`); None in older profiles (unknown).
@@ -418,6 +429,8 @@ mod tests {
             aa_with_drift: Control::default(),
             injected: Control::default(),
             injected_with_drift: Control::default(),
+            aa_recordings: None,
+            injected_recordings: None,
             recording_medians: vec![],
             hostname: h.hostname.clone(),
             cpu_model: Some(h.cpu_model.clone()),

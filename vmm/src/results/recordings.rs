@@ -7,7 +7,6 @@
 //! refused, since counted twice it would pass for two recordings; and the
 //! files a glob loads are bounded in bytes all together.
 use super::{fingerprint, Document, ResultsError};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The most bytes of results files one set of recordings may load: four
@@ -52,6 +51,20 @@ pub enum RecordingsError {
     },
 }
 
+impl RecordingsError {
+    /// Whether it refuses the inputs as given (the same run twice, too many
+    /// bytes, a file that does not load): the command cannot start, exit 2,
+    /// on every surface; otherwise (a file not whole) it is a failing point.
+    pub fn refuses_inputs(&self) -> bool {
+        matches!(
+            self,
+            RecordingsError::SameRunTwice { .. }
+                | RecordingsError::TooLarge { .. }
+                | RecordingsError::Load(_)
+        )
+    }
+}
+
 /// `files` as one document: every run of every file, in order, and every
 /// skipped combination; Err for the first file or run that is not a
 /// recording of its own.
@@ -66,20 +79,23 @@ pub fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsEr
             max: max_bytes,
         });
     }
-    let mut seen: HashMap<u64, String> = HashMap::new();
-    let mut merged: Option<Document> = None;
+    let mut docs = Vec::with_capacity(files.len());
     for f in files {
         let doc = Document::load(f)?;
         check_one(f, &doc)?;
-        for (i, r) in doc.runs.iter().enumerate() {
-            let here = format!("{} run {}", f.display(), i + 1);
-            if let Some(first) = seen.insert(fingerprint::of(r), here.clone()) {
-                return Err(RecordingsError::SameRunTwice {
-                    first,
-                    second: here,
-                });
-            }
-        }
+        docs.push(doc);
+    }
+    let runs = files.iter().zip(&docs).flat_map(|(f, d)| {
+        d.runs
+            .iter()
+            .enumerate()
+            .map(move |(i, r)| (fingerprint::of(r), format!("{} run {}", f.display(), i + 1)))
+    });
+    if let Some((first, second)) = fingerprint::first_twice(runs) {
+        return Err(RecordingsError::SameRunTwice { first, second });
+    }
+    let mut merged: Option<Document> = None;
+    for doc in docs {
         match &mut merged {
             Some(m) => {
                 m.runs.extend(doc.runs);

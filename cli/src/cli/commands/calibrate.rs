@@ -49,13 +49,24 @@ pub fn summary(p: &NoiseProfile) -> String {
         .map(|m| format!("{m:.0}"))
         .collect();
     let inj = p.injected.injected.unwrap_or(0.0) * 100.0;
+    let several = match (&p.aa_recordings, &p.injected_recordings) {
+        (Some(aa), Some(i)) => format!(
+            "with the other recordings as the baseline (compare --baseline ... as many as there are): A/A {}; \
+             injected +{inj:.0}% {}\n",
+            control(aa),
+            control(i)
+        ),
+        _ => String::new(),
+    };
     wrap(&format!(
         "noise profile: {} on {}\n\
          recordings: {} of {} repeats, medians {} (the last injected +{inj:.0}%)\n\
          spread (log sd of the p50): {:.3} within a recording, {:.3} between recordings (drift), {:.3} between two \
          consecutive runs\n\
-         A/A (every pair of recordings): {} as files; {} with the drift\n\
-         injected +{inj:.0}% (each recording against it): {} as files; {} with the drift\n",
+         A/A (every pair of recordings): {} as files (one a side, no profile: compare leaves latency undecided); {} \
+         with the drift\n\
+         injected +{inj:.0}% (each recording against it): {} as files; {} with the drift\n\
+         {several}",
         p.config,
         p.host,
         p.recordings,

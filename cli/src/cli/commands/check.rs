@@ -249,15 +249,39 @@ fn json_stem(name: &str) -> String {
 
 /// The results documents `pattern` names under `base` (its file name may
 /// hold one `*`), as one document; Err naming what is missing or unreadable.
-fn recorded(pattern: &str, base: &Path) -> Result<Document, String> {
+fn recorded(pattern: &str, base: &Path) -> Result<Document, Unrecorded> {
     let files = recorded_files(pattern, base);
     if files.is_empty() {
-        return Err(format!("no results file {}", base.join(pattern).display()));
+        return Err(Unrecorded::Point(format!(
+            "no results file {}",
+            base.join(pattern).display()
+        )));
     }
     // The engine's one rule of what a recording is: a killed or empty
-    // file is named, the same run twice refused, the bytes bounded.
+    // file is named (a failing point), the same run twice refused, the
+    // bytes bounded (the plan cannot start: exit 2, as `compare`).
     ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e.refuses_inputs() {
+            true => Unrecorded::Refused(e.to_string()),
+            false => Unrecorded::Point(e.to_string()),
+        })
+}
+
+/// Why a plan's `results = GLOB` gave no document.
+#[derive(Debug)]
+enum Unrecorded {
+    /// The inputs are refused as given: the plan does not start.
+    Refused(String),
+    /// The experiment fails, naming why.
+    Point(String),
+}
+
+impl std::fmt::Display for Unrecorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrecorded::Refused(why) | Unrecorded::Point(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The files `pattern` names under `base`, sorted.
@@ -342,7 +366,7 @@ fn experiment(
     c: Checked,
     host: Option<&HostInfo>,
     base: &Path,
-) -> engine::Experiment {
+) -> Result<engine::Experiment, String> {
     let mut e = engine::Experiment::new(
         x.name.clone(),
         Vec::new(),
@@ -359,9 +383,12 @@ fn experiment(
         Job::Recorded(pattern) => {
             match recorded(pattern, base) {
                 Ok(doc) => e.recorded = Some(doc),
-                Err(why) => e.not_run = Some(NotRun::Plan(why)),
+                Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
+                Err(Unrecorded::Refused(why)) => {
+                    return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
+                }
             }
-            return e;
+            return Ok(e);
         }
         Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
@@ -385,7 +412,7 @@ fn experiment(
     let (repeat, budget, pairs) = match &c.job {
         Job::Run(a) => (a.repeat, a.budget, a.observer_effect),
         Job::Sweep(a) => (a.repeat, a.budget, a.observer_effect),
-        Job::Recorded(_) => return e,
+        Job::Recorded(_) => return Ok(e),
     };
     e.repeats = repeat_choice(repeat).rounds(budget);
     e.observer_pairs = pairs;
@@ -397,7 +424,7 @@ fn experiment(
         }
         Err(why) => e.not_run = Some(why),
     }
-    e
+    Ok(e)
 }
 
 /// How `check` follows the engine: a line per experiment on stderr, each
@@ -497,7 +524,7 @@ pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), St
             .iter()
             .zip(checked)
             .map(|(x, c)| experiment(x, c, None, base))
-            .collect(),
+            .collect::<Result<_, _>>()?,
     };
     let out = engine::execute(&plan, None, &Execution::default());
     Ok((plan.name, out.verdicts()))
@@ -531,15 +558,19 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         cancel: ipivmm::interrupt::cancel_flag(),
     };
     let host = ipivmm::host::probe().ok();
-    let plan = engine::Plan {
-        name: file.name.clone(),
-        about: file.about.clone(),
-        experiments: file
-            .experiments
-            .iter()
-            .zip(checked)
-            .map(|(x, c)| experiment(x, c, host.as_ref(), Path::new(".")))
-            .collect(),
+    let experiments = file
+        .experiments
+        .iter()
+        .zip(checked)
+        .map(|(x, c)| experiment(x, c, host.as_ref(), Path::new(".")))
+        .collect::<Result<_, _>>();
+    let plan = match experiments {
+        Ok(experiments) => engine::Plan {
+            name: file.name.clone(),
+            about: file.about.clone(),
+            experiments,
+        },
+        Err(e) => return fail(e),
     };
     let events = CheckEvents {
         json_dir: args.json_dir.as_deref(),
@@ -652,15 +683,15 @@ mod tests {
             serde_json::to_string(&killed).unwrap(),
         )
         .unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err();
+        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
         assert!(e.contains("b.json: not a whole recording"), "{e}");
         std::fs::remove_file(dir.join("runs/b.json")).unwrap();
         std::fs::copy(&fixture, dir.join("runs/c.json")).unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err();
+        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
         assert!(e.contains("same run"), "{e}");
         std::fs::remove_file(dir.join("runs/c.json")).unwrap();
         std::os::unix::fs::symlink(dir.join("runs/a.json"), dir.join("runs/link.json")).unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err();
+        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
         assert!(e.contains("same run"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
