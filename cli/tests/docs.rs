@@ -492,9 +492,9 @@ fn counts_are_read_from_a_sample_with_elisions() {
     let edit = |from: &str, to: &str| -> Vec<String> {
         sample.iter().map(|l| l.replace(from, to)).collect()
     };
-    assert!(counts_apart(&c, &[sample.clone()]).is_empty());
+    assert!(counts_apart(&c, std::slice::from_ref(&sample)).is_empty());
     let noisy = edit("1085", "1500");
-    assert_eq!(counts_apart(&c, &[noisy.clone()]).len(), 1);
+    assert_eq!(counts_apart(&c, std::slice::from_ref(&noisy)).len(), 1);
     assert!(counts_apart(&c, &[noisy, edit("1085", "1100")]).is_empty());
     // A headline ×6 is out of date, however many runs agree with each other.
     let six = edit("exits/IPI 2.09", "exits/IPI 12.54");
@@ -1077,6 +1077,35 @@ fn readme_samples_fit_120_columns() {
         }
     }
     assert!(long.is_empty(), "{long:#?}");
+}
+
+/// Issue 50: the README leads with the seeds' questions, each mapped to the
+/// preset that answers it on a hardware host and the lab command that
+/// answers it under emulation: the commands of the table `ipivmm host`, the
+/// presets and `check` name (`ipivmm_host::lab`), so the README cannot
+/// point elsewhere than they do.
+#[test]
+fn readme_maps_each_question_to_where_it_is_answered() {
+    use ipivmm_cli::sweep::presets::Preset;
+    let readme = read("README.md");
+    let section = readme
+        .split("\n## What it answers\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README's \"What it answers\" section");
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| ")).collect();
+    for p in Preset::ALL {
+        let preset = format!("`ipivmm sweep --preset {p}`");
+        let row = rows
+            .iter()
+            .find(|r| r.contains(&preset))
+            .unwrap_or_else(|| panic!("README's question table has no row running {preset}"));
+        let lab = p.hardware().lab_command();
+        match lab {
+            Some(cmd) => assert!(row.contains(&format!("`{cmd}`")), "{p}: {row}"),
+            None => assert!(row.contains("none: "), "{p}: {row}"),
+        }
+    }
 }
 
 /// Issue 50: README said Rust 1.85+, xtask declared 1.89 (and the tests
