@@ -307,10 +307,11 @@ fn the_presets_dry_runs_fit_120_columns() {
         assert_eq!(too_long(&out), Vec::<String>::new(), "{preset}:\n{out}");
         assert_eq!(too_long(&err), Vec::<String>::new(), "{preset}:\n{err}");
         if let Some(hw) = lab {
+            // (The preset's lines are on stderr, the plan on stdout.)
             let line = format!("  this host: {}", hw.where_answered());
             assert!(
-                out.lines().any(|l| l == line),
-                "{preset}: no {line:?}:\n{out}"
+                err.lines().any(|l| l == line),
+                "{preset}: no {line:?}:\n{err}"
             );
         }
     }
