@@ -7,6 +7,8 @@
 mod cli_kit;
 
 use cli_kit::ipivmm;
+use ipivmm_host::facts::ApicvSupport;
+use ipivmm_host::lab::Hardware;
 use ipivmm_testkit::kvm_available;
 use std::process::Output;
 
@@ -177,6 +179,23 @@ fn host_fits_120_columns() {
     assert!(out.contains("KVM backend"), "{out}");
     assert_eq!(too_long(&out), Vec::<String>::new(), "{out}");
     assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+    // Issue 50: what the host lacks, it says where it is answered: a line
+    // each naming the lab command.
+    let mut lacking = 0;
+    for (row, hw) in [
+        ("│ APICv (Intel) ", Hardware::Apicv),
+        ("│ IPIv ", Hardware::Ipiv),
+        ("│ AVIC (AMD) ", Hardware::Avic),
+        ("│ x2AVIC ", Hardware::X2avic),
+    ] {
+        let verdict = out.lines().find(|l| l.starts_with(row)).expect(row);
+        if verdict.contains("unavailable") {
+            lacking += 1;
+            let line = format!("not here: {}", hw.where_answered());
+            assert!(out.lines().any(|l| l == line), "no {line:?}:\n{out}");
+        }
+    }
+    assert_eq!(out.matches("not here: ").count(), lacking, "{out}");
 }
 
 /// Issue 50: `run -q` says nothing while its repeats run.
@@ -235,6 +254,25 @@ fn check_says_its_experiments_within_120_columns() {
     let (out, err) = texts(&o);
     assert!(err.contains("ipivmm: check: "), "{out}{err}");
     assert_eq!(too_long(&err), Vec::<String>::new(), "{err}");
+    // Issue 50: every skip says where its question is answered (the lab
+    // command, or that no lab has two sockets).
+    let skips: Vec<&str> = out.lines().filter(|l| l.contains("# SKIP ")).collect();
+    for l in &skips {
+        assert!(
+            Hardware::ALL
+                .iter()
+                .any(|h| l.contains(&h.where_answered())),
+            "{l}"
+        );
+    }
+    if ipivmm::host::probe().is_ok_and(|h| h.verdicts.ipiv != ApicvSupport::Available) {
+        assert!(
+            skips
+                .iter()
+                .any(|l| l.ends_with(&Hardware::Ipiv.where_answered())),
+            "{out}"
+        );
+    }
 }
 
 /// Issue 39: the presets' dry runs (the plan, the skips, the estimate)
@@ -244,12 +282,37 @@ fn the_presets_dry_runs_fit_120_columns() {
     if !kvm_available("the_presets_dry_runs_fit_120_columns") {
         return;
     }
-    for preset in ["avic-broadcast", "ipiv-unicast", "apicv-topology"] {
+    // Issue 50: where this host cannot answer a preset's question, its
+    // dry run names the lab command that does, in a line of its own.
+    let host = ipivmm::host::probe().expect("host facts");
+    let lacks = |s: &ApicvSupport| *s != ApicvSupport::Available;
+    let v = &host.verdicts;
+    for (preset, lab) in [
+        ("avic-broadcast", lacks(&v.avic).then_some(Hardware::Avic)),
+        ("ipiv-unicast", lacks(&v.ipiv).then_some(Hardware::Ipiv)),
+        (
+            "apicv-topology",
+            (lacks(&v.apicv) && lacks(&v.avic)).then_some(Hardware::ApicvOrAvic),
+        ),
+        (
+            "halt-polling",
+            (host.backend == ipivmm_host::facts::KvmBackend::KvmPvm)
+                .then_some(Hardware::HaltPolling),
+        ),
+    ] {
         let o = ipivmm(&["sweep", "--preset", preset, "--dry-run"]);
         let (out, err) = texts(&o);
         assert!(o.status.success(), "{preset}: {out}{err}");
         assert!(out.contains("estimated time"), "{preset}: {out}");
         assert_eq!(too_long(&out), Vec::<String>::new(), "{preset}:\n{out}");
         assert_eq!(too_long(&err), Vec::<String>::new(), "{preset}:\n{err}");
+        if let Some(hw) = lab {
+            // (The preset's lines are on stderr, the plan on stdout.)
+            let line = format!("  this host: {}", hw.where_answered());
+            assert!(
+                err.lines().any(|l| l == line),
+                "{preset}: no {line:?}:\n{err}"
+            );
+        }
     }
 }

@@ -28,6 +28,7 @@ use crate::expect::{evaluate, Expectation, Outcome as ExpectOutcome, Verdict, Ve
 use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
 use crate::results::{Document, PresetReport, SkippedMode};
 use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
+use ipivmm_host::lab::Hardware;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -57,8 +58,27 @@ impl Requirement {
     /// Every requirement.
     pub const ALL: &'static [Requirement] = <Requirement as strum::VariantArray>::VARIANTS;
 
-    /// What `host` lacks of it (None: not probed), if anything.
+    /// What it is, for where it is answered ([`Hardware::where_answered`]).
+    pub fn hardware(self) -> Hardware {
+        match self {
+            Requirement::Apicv => Hardware::Apicv,
+            Requirement::Ipiv => Hardware::Ipiv,
+            Requirement::Avic => Hardware::Avic,
+            Requirement::X2avic => Hardware::X2avic,
+            Requirement::ApicvOrAvic => Hardware::ApicvOrAvic,
+            Requirement::HardwareKvm => Hardware::HardwareKvm,
+            Requirement::TwoSockets => Hardware::TwoSockets,
+        }
+    }
+
+    /// What `host` lacks of it (None: not probed), if anything, and where
+    /// it is answered instead.
     pub fn unmet(self, host: Option<&HostInfo>) -> Option<String> {
+        self.lacking(host)
+            .map(|why| format!("{why}; {}", self.hardware().where_answered()))
+    }
+
+    fn lacking(self, host: Option<&HostInfo>) -> Option<String> {
         let need = self.to_string();
         let verdict = |pick: fn(&ipivmm_host::facts::ApicvVerdicts) -> &ApicvSupport| match host
             .map(|h| pick(&h.verdicts))
@@ -356,6 +376,15 @@ mod tests {
             .unmet(None)
             .unwrap()
             .contains("could not be read"));
+        // Issue 50: every skip names where its question is answered.
+        // (Two sockets are read from this machine's /sys: met on some.)
+        for r in Requirement::ALL {
+            if let Some(why) = r.unmet(Some(&pvm)) {
+                assert!(why.ends_with(&r.hardware().where_answered()), "{r}: {why}");
+            } else {
+                assert_eq!(*r, Requirement::TwoSockets);
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::results::{PresetReport, PresetRow, SkippedMode};
 use ipivmm_host::facts::{ApicvSupport, HostInfo};
+use ipivmm_host::lab::Hardware;
 
 /// A seed experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, strum::Display, strum::EnumString)]
@@ -23,10 +24,6 @@ pub enum Preset {
     /// Halt polling: x2APIC ping-pong to a halted target, --halt-poll-ns 0 vs the host's kvm.halt_poll_ns, with KVM's halt-polling counters per row.
     HaltPolling,
 }
-
-/// The lab command that answers the halt-polling question where this host
-/// cannot (kvm_amd under QEMU: counts, not timings; docs/lab.md).
-pub const HALT_POLLING_LAB: &str = "cargo xtask lab full";
 
 /// vCPUs of the seed's AVIC broadcast report.
 pub const AVIC_BROADCAST_VCPUS: usize = 180;
@@ -100,18 +97,22 @@ fn host_halt_poll_ns(host: &PresetHost) -> Option<u64> {
 fn halt_polling_caveats(host: &PresetHost) -> Vec<String> {
     let mut out = Vec::new();
     let backend = host.facts.as_ref().map(|f| &f.backend);
-    if backend == Some(&ipivmm_host::facts::KvmBackend::KvmPvm) {
-        out.push(format!(
+    let pvm = backend == Some(&ipivmm_host::facts::KvmBackend::KvmPvm);
+    if pvm {
+        out.push(
             "kvm_pvm (a software KVM): the rows say whether KVM polled (halt_attempted_poll, \
              halt_successful_poll) and what polling did to this host's round trip, not what it saves on hardware \
-             (this preset on a hardware host); kvm_amd's polling counts, not timings: {HALT_POLLING_LAB}"
-        ));
+             (this preset on a hardware host)"
+                .into(),
+        );
     }
+    let no_polling = host_halt_poll_ns(host) == Some(0);
     match host_halt_poll_ns(host) {
-        Some(0) => out.push(format!(
+        Some(0) => out.push(
             "the host's kvm.halt_poll_ns is 0: both rows run without polling, so the question has no answer here \
-             (set kvm.halt_poll_ns, or: {HALT_POLLING_LAB})"
-        )),
+             (set kvm.halt_poll_ns, or the lab)"
+                .into(),
+        ),
         Some(ns) => out.push(format!(
             "KVM polls a halted vCPU only once a halt shorter than {} µs (the host's kvm.halt_poll_ns {ns}) \
              has grown its window: each row says how many polls it attempted, and a lever that had nothing \
@@ -119,6 +120,9 @@ fn halt_polling_caveats(host: &PresetHost) -> Vec<String> {
             (ns + 500) / 1000
         )),
         None => {}
+    }
+    if pvm || no_polling {
+        out.push(Hardware::HaltPolling.where_answered());
     }
     out
 }
@@ -160,6 +164,17 @@ impl Preset {
             Preset::IpivUnicast => "how much does IPI virtualization save per unicast IPI, in xAPIC and in x2APIC mode?",
             Preset::ApicvTopology => "does APICv make IPIs slower when the vCPUs are spread across sockets rather than close together?",
             Preset::HaltPolling => "how much of a wake-up IPI to a halted vCPU is KVM's halt polling, and did KVM poll at all?",
+        }
+    }
+
+    /// What the question needs that a host may lack; where it is answered
+    /// without it is [`Hardware::where_answered`].
+    pub fn hardware(self) -> Hardware {
+        match self {
+            Preset::AvicBroadcast => Hardware::Avic,
+            Preset::IpivUnicast => Hardware::Ipiv,
+            Preset::ApicvTopology => Hardware::TwoSockets,
+            Preset::HaltPolling => Hardware::HaltPolling,
         }
     }
 
@@ -227,6 +242,7 @@ impl Preset {
             Preset::AvicBroadcast => {
                 if let Err(why) = host.verdict(|v| &v.avic) {
                     out.push(format!("no AVIC here ({why}): the AVIC-on rows cannot run, so the AVIC question has no answer on this host"));
+                    out.push(self.hardware().where_answered());
                 }
                 let top = AVIC_BROADCAST_VCPUS.min(host.kvm_max_vcpus).max(2);
                 if top > host.cpus.len() {
@@ -242,6 +258,7 @@ impl Preset {
                     out.push(format!(
                         "no IPI virtualization here ({why}): the rows measure IPIs without it only"
                     ));
+                    out.push(self.hardware().where_answered());
                 }
             }
             Preset::ApicvTopology => {
@@ -259,10 +276,14 @@ impl Preset {
                         cpu_list(&spread)
                     ));
                 }
+                if host.sockets() < 2 {
+                    out.push(self.hardware().where_answered());
+                }
                 if host.verdict(|v| &v.apicv).is_err() && host.verdict(|v| &v.avic).is_err() {
                     out.push(
                         "no APICv or AVIC here: only the without-APICv half of the question".into(),
                     );
+                    out.push(Hardware::ApicvOrAvic.where_answered());
                 }
             }
             Preset::HaltPolling => out.extend(halt_polling_caveats(host)),
@@ -409,6 +430,35 @@ mod tests {
             .filter(|r| r.runs)
             .all(|r| r.caveat.as_deref() == Some("close and spread are the same CPUs (0,1)")));
         assert!(report.question.contains("spread across sockets"));
+        for h in [Hardware::TwoSockets, Hardware::ApicvOrAvic] {
+            assert!(
+                report.host.contains(&h.where_answered()),
+                "{:?}",
+                report.host
+            );
+        }
+    }
+
+    /// Issue 50: on kvm_pvm (2 CPUs, one socket, no APICv/AVIC/IPIv) every
+    /// preset's dry run says where its question is answered, in one line of
+    /// its own that names the lab command (two sockets: no lab has them).
+    #[test]
+    fn every_preset_names_where_its_question_is_answered() {
+        let host = two_cpus_one_socket(false);
+        for p in Preset::ALL {
+            let r = p.report(&host, &[], &[]);
+            let named: Vec<&String> = r
+                .host
+                .iter()
+                .filter(|l| {
+                    Hardware::ALL
+                        .iter()
+                        .any(|h| **l == h.where_answered() && h.lab_command().is_some())
+                })
+                .collect();
+            assert!(!named.is_empty(), "{p}: {:?}", r.host);
+            assert!(named.iter().all(|l| l.len() <= 100), "{named:?}");
+        }
     }
 
     #[test]
@@ -423,6 +473,7 @@ mod tests {
             "{:?}",
             r.host
         );
+        assert_eq!(r.host[1], Hardware::Ipiv.where_answered());
         assert!(r.rows.iter().filter(|x| x.runs).all(|x| x
             .caveat
             .as_deref()
@@ -488,11 +539,14 @@ mod tests {
             "{:?}",
             r.host
         );
-        assert!(r.host[0].ends_with(HALT_POLLING_LAB), "{:?}", r.host);
         assert!(
             r.host[1].contains("only once a halt shorter than 200 µs"),
             "{:?}",
             r.host
+        );
+        assert_eq!(
+            r.host[2],
+            "halt polling in the lab (counts, not timings): cargo xtask lab full"
         );
         assert!(r.rows.iter().all(|x| x.runs && x.caveat.is_none()), "{r:?}");
         // A host that polls never: both rows run without polling.
@@ -504,11 +558,11 @@ mod tests {
         }
         let r = Preset::HaltPolling.report(&host, &runs, &skipped);
         assert!(
-            r.host[1].starts_with("the host's kvm.halt_poll_ns is 0")
-                && r.host[1].contains(HALT_POLLING_LAB),
+            r.host[1].starts_with("the host's kvm.halt_poll_ns is 0"),
             "{:?}",
             r.host
         );
+        assert_eq!(r.host[2], Hardware::HaltPolling.where_answered());
         assert_eq!(
             r.rows[0].caveat.as_deref(),
             Some("the host's kvm.halt_poll_ns is 0: this row polls no more than poll:0")
@@ -528,7 +582,8 @@ mod tests {
             "64 vCPUs on 2 CPUs keep HLT exits"
         );
         let r = Preset::AvicBroadcast.report(&host, &[], &[]);
-        assert_eq!(r.host.len(), 2, "{:?}", r.host);
-        assert!(r.host[1].contains("oversubscribed"));
+        assert_eq!(r.host.len(), 3, "{:?}", r.host);
+        assert_eq!(r.host[1], Hardware::Avic.where_answered());
+        assert!(r.host[2].contains("oversubscribed"));
     }
 }

@@ -6,6 +6,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::host::device;
 use ipivmm::host::{probe, ApicvSupport, HostInfo};
+use ipivmm_host::lab::Hardware;
 use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;
 use std::path::Path;
@@ -16,6 +17,10 @@ struct HostReport {
     host: HostInfo,
     kvm_capabilities: Vec<CapInfo>,
     kvm_error: Option<String>,
+    /// Where what this host lacks (APICv, IPIv, AVIC, x2AVIC) is answered:
+    /// a line each naming the lab command.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    elsewhere: Vec<String>,
     /// A host switch recorded and not restored (`ipivmm host --restore`).
     #[serde(skip_serializing_if = "Option::is_none")]
     module_switch: Option<State>,
@@ -42,6 +47,7 @@ pub fn main(args: &HostArgs) -> ExitCode {
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let report = HostReport {
+        elsewhere: elsewhere(&host),
         host,
         kvm_capabilities: caps,
         kvm_error,
@@ -56,6 +62,22 @@ pub fn main(args: &HostArgs) -> ExitCode {
         print!("{}", render(&report));
     }
     ExitCode::SUCCESS
+}
+
+/// One line per acceleration the host lacks, naming the lab command that
+/// answers what it would.
+fn elsewhere(h: &HostInfo) -> Vec<String> {
+    let v = &h.verdicts;
+    [
+        (Hardware::Apicv, &v.apicv),
+        (Hardware::Ipiv, &v.ipiv),
+        (Hardware::Avic, &v.avic),
+        (Hardware::X2avic, &v.x2avic),
+    ]
+    .into_iter()
+    .filter(|(_, s)| !matches!(s, ApicvSupport::Available))
+    .map(|(hw, _)| hw.where_answered())
+    .collect()
 }
 
 fn verdict(v: &ApicvSupport) -> String {
@@ -112,6 +134,9 @@ fn render(r: &HostReport) -> String {
         }
     }
     let mut out = format!("{t}\n");
+    for line in &r.elsewhere {
+        out.push_str(&format!("not here: {line}\n"));
+    }
     if let Some(e) = &r.kvm_error {
         out.push_str(&crate::output::fit::wrap(&format!(
             "KVM capabilities: not read ({e})\n"
