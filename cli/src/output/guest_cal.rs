@@ -86,3 +86,50 @@ pub fn lines(rows: &[(String, Vec<&(&RunReport, RunSummary)>)]) -> String {
         checked.concat()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipivmm::results::summary;
+
+    /// A real Linux run of the lab (4 vCPUs, 50 broadcasts): every
+    /// target's CAL against vCPU 0's operations; a payload run has none.
+    #[test]
+    fn a_linux_rows_cross_check_is_its_targets_cal_against_the_operations() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../xtask/fixtures/linux/linux-broadcast-x2apic-4-host.json"
+        );
+        let doc = ipivmm::Document::load(std::path::Path::new(path)).unwrap();
+        let r = &doc.runs[0];
+        let member = (r, summary::summarize(r));
+        let check = CalCheck::of(&[&member]).expect("a Linux run");
+        assert_eq!(
+            check,
+            CalCheck {
+                cal: (50, 51),
+                operations: (50, 50),
+                runs: 1
+            }
+        );
+        assert_eq!(
+            check.text(),
+            "CAL 50–51 per target for 50 operations (1 run)"
+        );
+        let text = lines(&[("linux:ipi-broadcast 4v".into(), vec![&member])]);
+        assert!(
+            text.contains("    linux:ipi-broadcast 4v: CAL 50–51"),
+            "{text}"
+        );
+        // The measured phase without the guest's records: no line.
+        let mut bare = r.clone();
+        for v in &mut bare.vcpus {
+            for p in &mut v.phases {
+                p.records.clear();
+            }
+        }
+        let member = (&bare, summary::summarize(&bare));
+        assert_eq!(CalCheck::of(&[&member]), None);
+        assert_eq!(lines(&[("x".into(), vec![&member])]), "");
+    }
+}

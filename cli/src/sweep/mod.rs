@@ -431,6 +431,68 @@ mod tests {
         assert_eq!(plan(&unknown, None).0.len(), 3);
     }
 
+    /// Issue 49: a Linux workload is a row like a payload's: it boots the
+    /// sweep's guest with its workload in the Linux guest's RAM, labelled
+    /// `linux:NAME`; where Linux cannot run (kvm_pvm, ipivmm's own LAPIC)
+    /// it is a skip naming why (and for kvm_pvm, the lab command).
+    #[test]
+    fn linux_workloads_are_rows_that_boot_the_sweeps_guest() {
+        use ipivmm::linux::LinuxWorkload;
+        let guest = LinuxGuest {
+            initrd: Some("/tmp/initrd".into()),
+            ..LinuxGuest::new("/boot/vmlinuz")
+        };
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::Kernel, Irqchip::User],
+            apics: vec![ApicMode::Xapic, ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr],
+            workloads: vec![LinuxWorkload::IpiBroadcast.into()],
+            linux: Some(guest.clone()),
+            ..Default::default()
+        };
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmAmd)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "linux:ipi-broadcast 2v kernel/xapic/icr",
+                "linux:ipi-broadcast 2v kernel/x2apic/icr"
+            ]
+        );
+        for r in &runs {
+            let g = r.config.payload.linux().expect("a Linux row");
+            assert_eq!(g.workload, Some(LinuxWorkload::IpiBroadcast));
+            assert_eq!(
+                (g.kernel.as_path(), g.initrd.as_ref()),
+                (guest.kernel.as_path(), guest.initrd.as_ref())
+            );
+            assert_eq!(
+                r.config.memory_bytes,
+                ipivmm::linux::layout::DEFAULT_LINUX_MEM
+            );
+        }
+        assert_eq!(skips.len(), 2, "{skips:?}");
+        assert!(
+            skips
+                .iter()
+                .all(|s| s.reason.contains("use --irqchip kernel or split")),
+            "{skips:?}"
+        );
+        // kvm_pvm boots no Linux: every row a skip naming the lab.
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmPvm)));
+        assert!(runs.is_empty(), "{runs:?}");
+        assert!(skips
+            .iter()
+            .filter(|s| s.mode.contains("kernel/"))
+            .all(|s| s.reason.contains("kvm_pvm") && s.reason.contains("cargo xtask lab linux")));
+        // Without a guest a Linux workload has no row (`sweep` refuses it).
+        let none = SweepSpec {
+            linux: None,
+            ..spec
+        };
+        assert_eq!(plan(&none, None).0.len(), 0);
+    }
+
     #[test]
     fn vcpu_counts_are_a_dimension() {
         let spec = SweepSpec {

@@ -765,6 +765,69 @@ mod tests {
         assert_eq!(second.budget().for_run().earlier(), 30 << 20);
     }
 
+    /// Issue 49: `kernel =` and `initrd =` boot the Linux guest of a run or
+    /// sweep line (its linux:NAME workloads); not of recorded results, and
+    /// an initrd without its kernel is refused, each naming the experiment.
+    #[test]
+    fn kernel_and_initrd_boot_a_lines_linux_guest() {
+        let plan = write(
+            "linux.toml",
+            r#"name = "l"
+[[experiment]]
+name = "sweep"
+sweep = "--workload linux:ipi-broadcast --apic xapic,x2apic"
+kernel = "/boot/vmlinuz with space"
+initrd = "/tmp/initrd"
+expect = ["operations > 0"]
+[[experiment]]
+name = "run"
+run = "--workload linux:ipi-unicast"
+kernel = "/boot/vmlinuz"
+expect = ["operations > 0"]
+"#,
+        );
+        let (_, checked) = load(&plan).unwrap();
+        let Job::Sweep(s) = &checked[0].job else {
+            panic!("a sweep")
+        };
+        assert_eq!(
+            (s.linux.kernel.as_deref(), s.linux.initrd.as_deref()),
+            (
+                Some(Path::new("/boot/vmlinuz with space")),
+                Some(Path::new("/tmp/initrd"))
+            )
+        );
+        let Job::Run(r) = &checked[1].job else {
+            panic!("a run")
+        };
+        let c = r.to_config().unwrap();
+        assert_eq!(
+            c.payload.linux().and_then(|g| g.workload),
+            Some(ipivmm::linux::LinuxWorkload::IpiUnicast)
+        );
+        for (body, why) in [
+            (
+                "run = \"--workload linux:idle\"\ninitrd = \"/i\"",
+                "initrd = needs kernel =",
+            ),
+            (
+                "results = \"runs/*.json\"\nkernel = \"/k\"",
+                "kernel = / initrd = boot the Linux guest of a run or sweep line",
+            ),
+            (
+                "run = \"--workload linux:idle\"",
+                "--workload linux:idle: a Linux guest's workload needs --kernel",
+            ),
+        ] {
+            let plan = write(
+                "linux-bad.toml",
+                &format!("name = \"l\"\n[[experiment]]\nname = \"x\"\n{body}\nexpect = [\"operations > 0\"]\n"),
+            );
+            let e = load(&plan).map(|_| ()).unwrap_err();
+            assert!(e.contains("experiment 'x': ") && e.contains(why), "{e}");
+        }
+    }
+
     #[test]
     fn bad_plans_are_one_line_errors_naming_the_experiment() {
         for (text, needle) in [

@@ -462,6 +462,85 @@ mod tests {
             .all(|r| r.config.halt_poll_ns == Some(0) && !r.label.contains("poll")));
     }
 
+    /// Issue 49: `sweep --kernel K --initrd I --workload linux:ipi-broadcast
+    /// --apic xapic,x2apic` plans 2 rows (a Linux sweep crosses the
+    /// in-kernel irqchip and ICR writes unless asked for more); a Linux
+    /// workload without --kernel, or --kernel without one, is one line
+    /// naming the flag.
+    #[test]
+    fn linux_workloads_need_a_kernel_and_plan_two_rows() {
+        let k = ["--kernel", "/boot/vmlinuz", "--initrd", "/tmp/initrd"];
+        let mut flags = k.to_vec();
+        flags.extend([
+            "--workload",
+            "linux:ipi-broadcast",
+            "--apic",
+            "xapic,x2apic",
+        ]);
+        let spec = spec_of(&sweep_args(&flags), None).unwrap();
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmAmd, true)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "linux:ipi-broadcast 2v kernel/xapic/icr",
+                "linux:ipi-broadcast 2v kernel/x2apic/icr"
+            ]
+        );
+        assert!(skips.is_empty(), "{skips:?}");
+        let e = spec_of(
+            &sweep_args(&["--workload", "linux:ipi-broadcast,pingpong"]),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with(
+                "--workload linux:ipi-broadcast: a Linux guest's workload needs --kernel"
+            ),
+            "{e}"
+        );
+        let mut payload_only = k.to_vec();
+        payload_only.extend(["--workload", "pingpong"]);
+        let e = spec_of(&sweep_args(&payload_only), None).unwrap_err();
+        assert!(
+            e.contains("no --workload is a Linux guest's; add linux:NAME"),
+            "{e}"
+        );
+        // Explicit dimensions still sweep.
+        let mut split = flags.clone();
+        split.extend(["--irqchip", "kernel,split"]);
+        assert_eq!(
+            spec_of(&sweep_args(&split), None).unwrap().irqchips.len(),
+            2
+        );
+    }
+
+    /// `avic-broadcast` with a Linux guest runs the seed's own guest
+    /// workloads: the broadcast module and the ebizzy-like allocation.
+    #[test]
+    fn avic_broadcast_with_a_kernel_runs_the_guests_broadcast_and_ebizzy() {
+        let args = sweep_args(&["--preset", "avic-broadcast", "--kernel", "/boot/vmlinuz"]);
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
+        let names: Vec<String> = spec
+            .workloads
+            .iter()
+            .map(|w| match w {
+                WorkloadArg::Linux(w) => w.label(),
+                WorkloadArg::Payload(w) => w.to_string(),
+            })
+            .collect();
+        assert_eq!(names, ["linux:ipi-broadcast", "linux:ebizzy"]);
+        let spec = spec_of(
+            &sweep_args(&["--preset", "avic-broadcast"]),
+            Some(&two_cpus()),
+        )
+        .unwrap();
+        assert!(matches!(
+            spec.workloads[..],
+            [WorkloadArg::Payload(ipivmm::mode::Workload::Broadcast)]
+        ));
+    }
+
     /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host
     /// without APICv: the inhibit rows would run the same VM as the host
     /// rows, so they are skipped, each with the reason.

@@ -252,6 +252,60 @@ mod tests {
         assert_eq!(cal.estimate(&b), ms(200 + 7 * 1100));
     }
 
+    /// A Linux row is not calibrated (a boot each): the plan says what it
+    /// costs, as the lab measured it, and counts it at the lab's pace.
+    #[test]
+    fn a_linux_row_is_costed_at_the_labs_pace() {
+        let linux = PlannedRun {
+            label: "linux:ipi-broadcast 2v kernel/x2apic/icr".into(),
+            config: VmConfig {
+                payload: ipivmm::PayloadSource::Linux(ipivmm::linux::LinuxGuest::new("/k")),
+                timeout: Duration::from_secs(30),
+                ..VmConfig::default()
+            },
+            host_param: None,
+            placement: None,
+        };
+        let text = render(
+            &[linux.clone()],
+            &[],
+            2,
+            0,
+            1,
+            Err("no payload row to calibrate on".into()),
+        );
+        assert!(
+            text.contains(
+                "a Linux row (1 planned, 0 skipped here): one boot per run, 36-49 s a run"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("256 MiB of guest RAM per VM"), "{text}");
+        assert!(
+            text.contains("--timeout 30 s is less than a lab run"),
+            "{text}"
+        );
+        assert!(
+            text.contains("estimated time: about 98 s (2 runs of a Linux guest"),
+            "{text}"
+        );
+        // Beside a payload row: the payload calibrated, the Linux row added.
+        let ms = Duration::from_millis;
+        let cal = Calibration::of([10, 40], [ms(300), ms(600)], 1);
+        let payload = PlannedRun {
+            label: "pingpong 2v kernel/x2apic/icr".into(),
+            config: VmConfig::default(),
+            host_param: None,
+            placement: None,
+        };
+        let both = render(&[payload.clone(), linux], &[], 1, 0, 1, Ok(cal));
+        let alone = cal.estimate(&payload.config).as_secs_f64() + 49.0;
+        assert!(
+            both.contains(&format!("estimated time: about {alone:.0} s (2 runs")),
+            "{both}"
+        );
+    }
+
     #[test]
     fn the_plan_lists_rows_skips_and_the_estimate() {
         let run = PlannedRun {
@@ -279,6 +333,7 @@ mod tests {
         );
         assert!(text.contains("estimated time: about "), "{text}");
         let failed = render(&[], &[], 1, 0, 1, Err("no row to run".into()));
+        assert!(!failed.contains("a Linux row"), "{failed}");
         assert!(failed.contains("unknown (the calibration run failed: no row to run)"));
     }
 }
