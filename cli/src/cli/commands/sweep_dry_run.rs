@@ -267,7 +267,7 @@ mod tests {
             placement: None,
         };
         let text = render(
-            &[linux.clone()],
+            std::slice::from_ref(&linux),
             &[],
             2,
             0,
