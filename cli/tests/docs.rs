@@ -835,6 +835,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("boots the lab with a Linux guest nested under kvm_amd (QEMU, root, tens of minutes)"),
     ),
     (
+        "ipivmm sweep --kernel K --initrd I --workload linux:ipi-broadcast --apic xapic,x2apic --dry-run",
+        How::NotHere("needs a bzImage and ipivmm's initramfs (guest-linux/build-initrd.sh), and a Linux guest boots only on a hardware KVM (the lab: lab.probe=sweep); the planning is tested in sweep::tests and commands::sweep::tests"),
+    ),
+    (
         "RUSTFLAGS=\"-Cpasses=sancov-module",
         How::NotHere("needs a nightly toolchain"),
     ),

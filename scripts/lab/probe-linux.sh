@@ -15,6 +15,10 @@
 #   ci         linux:ipi-broadcast at 2 vCPUs, x2APIC, AVIC on and off (the
 #              two runs whose checks matter most: accelerated writes, and
 #              one exit per broadcast)
+#   sweep      `ipivmm sweep` of linux:ipi-broadcast at 2 vCPUs, xAPIC and
+#              x2APIC (its dry run, then the 2 rows, 2 repeats each): a
+#              Linux workload planned, repeated and cross-checked like a
+#              payload's, one results file (runs/linux-sweep.json)
 # lab.iterations=N: operations per measured phase (default 50).
 # Results: $OUT/runs/linux-*.json (one run each), judged by the host with
 # plans/lab-linux.toml (xtask/src/lab/recorded.rs).
@@ -78,6 +82,25 @@ if want ci; then
     for m in host inhibit; do
         run "broadcast-x2apic-2-$m" --workload linux:ipi-broadcast --vcpus 2 --apic x2apic --apicv $m
     done
+fi
+if want sweep; then
+    echo "== linux sweep"
+    echo "lab: probe: linux sweep" >/dev/console
+    set -- --kernel $K --initrd $I --workload linux:ipi-broadcast --apic xapic,x2apic --vcpus 2 \
+        --iterations "$N" --warmup 5 --timeout 1200 --repeat 2 --context-events
+    ipivmm sweep "$@" --dry-run >"$OUT/tests/linux-sweep-plan.log" 2>&1
+    echo "dry run rc=$?"
+    cat "$OUT/tests/linux-sweep-plan.log"
+    start=$(cut -d' ' -f1 /proc/uptime)
+    timeout 3000 ipivmm sweep "$@" --observer-effect 0 --wide --json "$OUT/runs/linux-sweep.json" \
+        >"$OUT/tests/linux-sweep.log" 2>&1
+    rc=$?
+    end=$(cut -d' ' -f1 /proc/uptime)
+    printf '%s\t%s\t%s\t%s\n' sweep "$rc" "$start" "$end" >>"$OUT/linux-runs.tsv"
+    tail -n 60 "$OUT/tests/linux-sweep.log"
+    echo "rc=$rc"
+    [ "$rc" = 0 ] || fails=$((fails + 1))
+    save_partial
 fi
 if want workloads; then
     for w in ipi-unicast ipi-multicast hackbench tlb-shootdown ebizzy; do

@@ -5,7 +5,7 @@ use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipivmm::mode::levers::{ExitControl, ExitControls};
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait};
 use ipivmm::results::metrics::Metric;
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
@@ -372,9 +372,12 @@ pub struct SweepArgs {
     /// APICv requests to sweep.
     #[arg(long, value_delimiter = ',')]
     pub apicv: Option<Vec<ApicvRequest>>,
-    /// Workloads to sweep.
-    #[arg(long, value_delimiter = ',')]
-    pub workload: Option<Vec<Workload>>,
+    /// Workloads to sweep: the built-in payload's, or with --kernel a Linux guest's, linux:NAME (docs/linux-guest.md).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = crate::cli::linux_args::parse_workload)]
+    pub workload: Option<Vec<crate::cli::linux_args::WorkloadArg>>,
+    /// The Linux guest of the linux:NAME workloads.
+    #[command(flatten)]
+    pub linux: crate::cli::linux_args::LinuxArgs,
     /// vCPUs per VM: a count, a list (2,4,8) or a powers-of-two range (2..1024 = 2,4,8,...,1024; 2..180 ends with 180); xAPIC rows above 255 are skipped.
     #[arg(long, value_name = "COUNTS", value_parser = parse_vcpu_counts)]
     pub vcpus: Option<VcpuCounts>,
@@ -491,7 +494,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
     /// Run this x86-64 ELF payload instead of the built-in one (see docs/custom-payloads.md).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kernel")]
     pub payload: Option<PathBuf>,
     /// A Linux guest instead of a payload.
     #[command(flatten)]
@@ -683,6 +686,7 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipivmm::mode::Workload;
 
     fn run_args(flags: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut argv = vec!["ipivmm", "run"];

@@ -20,6 +20,18 @@ pub enum WorkloadArg {
     Linux(LinuxWorkload),
 }
 
+impl From<Workload> for WorkloadArg {
+    fn from(w: Workload) -> Self {
+        WorkloadArg::Payload(w)
+    }
+}
+
+impl From<LinuxWorkload> for WorkloadArg {
+    fn from(w: LinuxWorkload) -> Self {
+        WorkloadArg::Linux(w)
+    }
+}
+
 /// `--workload NAME`: a built-in workload, or `linux:NAME`.
 pub fn parse_workload(s: &str) -> Result<WorkloadArg, String> {
     let names = |all: Vec<String>| all.join(", ");
@@ -42,11 +54,19 @@ pub fn parse_workload(s: &str) -> Result<WorkloadArg, String> {
     })
 }
 
-/// Flags of `run` for a Linux guest.
+/// The error of a Linux workload given without `--kernel`: one line naming the flag.
+pub fn needs_kernel(w: LinuxWorkload) -> String {
+    format!(
+        "--workload {}: a Linux guest's workload needs --kernel BZIMAGE (and ipivmm's --initrd: docs/linux-guest.md)",
+        w.label()
+    )
+}
+
+/// Flags of `run` (and `sweep`) for a Linux guest.
 #[derive(Args, Debug, Default)]
 pub struct LinuxArgs {
     /// Boot this Linux bzImage instead of a payload (its 64-bit entry; ACPI tables, e820, COM1, power-off by ACPI S5): docs/linux-guest.md. Needs KVM's LAPIC (--irqchip kernel or split) and a hardware KVM (not kvm_pvm). A file with a multiboot header (a kvm-unit-tests x86 .flat test) boots as a multiboot kernel instead, with fw_cfg and the isa-debug-exit port: docs/kvm-unit-tests.md.
-    #[arg(long, value_name = "BZIMAGE", conflicts_with = "payload")]
+    #[arg(long, value_name = "BZIMAGE")]
     pub kernel: Option<PathBuf>,
     /// The initramfs of the --kernel guest (ipivmm's: guest-linux/build-initrd.sh).
     #[arg(long, value_name = "FILE", requires = "kernel")]
@@ -86,10 +106,7 @@ impl LinuxArgs {
     ) -> Result<(), String> {
         let Some(kernel) = &self.kernel else {
             return match workload {
-                Some(WorkloadArg::Linux(w)) => Err(format!(
-                    "--workload {}: a Linux guest's workload needs --kernel BZIMAGE (and ipivmm's --initrd: docs/linux-guest.md)",
-                    w.label()
-                )),
+                Some(WorkloadArg::Linux(w)) => Err(needs_kernel(w)),
                 Some(WorkloadArg::Payload(w)) => {
                     c.workload = w;
                     Ok(())
@@ -129,6 +146,26 @@ impl LinuxArgs {
 }
 
 impl LinuxArgs {
+    /// The Linux guest of a sweep's `linux:NAME` rows (its workload set per
+    /// row), None without `--kernel`. A sweep boots bzImages only: a
+    /// multiboot kernel (and `--append`, its command line) runs with `run`.
+    pub fn sweep_guest(&self) -> Result<Option<LinuxGuest>, String> {
+        let Some(kernel) = &self.kernel else {
+            return Ok(None);
+        };
+        if self.append.is_some() || file_is_multiboot(kernel) {
+            return Err(format!(
+                "--kernel {}: a sweep boots a Linux bzImage for its linux:NAME workloads; a multiboot kernel (--append) runs with `ipivmm run --kernel FILE --append ARGS` (docs/kvm-unit-tests.md)",
+                kernel.display()
+            ));
+        }
+        Ok(Some(LinuxGuest {
+            initrd: self.initrd.clone(),
+            cmdline: self.cmdline.clone().unwrap_or_default(),
+            ..LinuxGuest::new(kernel)
+        }))
+    }
+
     /// A multiboot `--kernel`: its command line is `--append`; it has no
     /// initrd, Linux command line or workload of ipivmm's.
     fn apply_multiboot(

@@ -11,6 +11,7 @@ pub mod csv;
 pub mod dest;
 pub mod error;
 pub mod fit;
+pub mod guest_cal;
 pub mod journal;
 pub mod json;
 pub mod junit;

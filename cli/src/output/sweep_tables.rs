@@ -102,11 +102,13 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
         cols.push(Col::figure("IPIs/s", 1));
         let mut t = FitTable::new(cols);
         let mut repeated = false;
+        let mut checks = Vec::new();
         for c in configurations_of(doc, &runs) {
             let members: Vec<&(&RunReport, RunSummary)> = runs
                 .iter()
                 .filter(|(r, _)| c.runs.iter().any(|&i| std::ptr::eq(*r, &doc.runs[i])))
                 .collect();
+            checks.push((c.label.clone(), members.clone()));
             t.add_row(configuration_row(c, &members, metrics));
             repeated |= members.len() > 1;
             // Each repeat under its configuration, with --wide.
@@ -130,6 +132,7 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
         }
         out.push_str(&scale_table(&w, op, &runs, doc));
         out.push_str(&lever_lines(doc, &runs));
+        out.push_str(&crate::output::guest_cal::lines(&checks));
     }
     if let Some((r, o)) = doc
         .runs

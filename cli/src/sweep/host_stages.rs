@@ -202,7 +202,7 @@ mod tests {
             irqchips: vec![Irqchip::Kernel],
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr],
-            workloads: vec![Workload::Broadcast],
+            workloads: vec![Workload::Broadcast.into()],
             vcpus: vec![1],
             host_params: parse_param_values(values).unwrap(),
             ..Default::default()
@@ -213,7 +213,7 @@ mod tests {
     /// start).
     fn runnable(values: &str) -> SweepSpec {
         SweepSpec {
-            workloads: vec![Workload::Pingpong],
+            workloads: vec![Workload::Pingpong.into()],
             vcpus: vec![2],
             ..spec(values)
         }

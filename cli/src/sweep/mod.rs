@@ -13,7 +13,9 @@ pub mod presets;
 pub mod topology;
 pub mod vcpus;
 
-use ipivmm::config::VmConfig;
+pub use crate::cli::linux_args::WorkloadArg;
+use ipivmm::config::{PayloadSource, VmConfig};
+use ipivmm::linux::LinuxGuest;
 use ipivmm::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
 use ipivmm::results::identity::ConfigId;
 use ipivmm::results::SkippedMode;
@@ -34,8 +36,13 @@ pub struct SweepSpec {
     pub ipis: Vec<IpiPath>,
     /// APICv requests.
     pub apicv: Vec<ApicvRequest>,
-    /// Workloads.
-    pub workloads: Vec<Workload>,
+    /// Workloads: the built-in payload's, and `linux:NAME` rows, which
+    /// boot [`SweepSpec::linux`] (none without it: `sweep` refuses them).
+    pub workloads: Vec<WorkloadArg>,
+    /// The Linux guest of the `linux:NAME` rows (kernel, initrd, command
+    /// line; each row sets its workload), booted with
+    /// [`ipivmm::linux::layout::DEFAULT_LINUX_MEM`] of RAM.
+    pub linux: Option<LinuxGuest>,
     /// vCPU counts.
     pub vcpus: Vec<usize>,
     /// vCPU placements: (label, CPU list); one empty entry = not pinned.
@@ -68,7 +75,12 @@ impl Default for SweepSpec {
             apics: ApicMode::ALL.to_vec(),
             ipis: IpiPath::ALL.to_vec(),
             apicv: vec![ApicvRequest::Host],
-            workloads: Workload::ALL.to_vec(),
+            workloads: Workload::ALL
+                .iter()
+                .copied()
+                .map(WorkloadArg::Payload)
+                .collect(),
+            linux: None,
             vcpus: vec![2],
             placements: vec![(String::new(), Vec::new())],
             halt_polls: Vec::new(),
@@ -97,7 +109,7 @@ pub fn label(c: &VmConfig, place: &str) -> String {
 /// [`label`] followed by the host setting of the stage, if any, e.g.
 /// `pingpong 2v kernel/x2apic/icr kvm_amd.avic=1`.
 pub fn stage_label(c: &VmConfig, place: &str, setting: Option<&ModuleSetting>) -> String {
-    let mut l = format!("{} {}v {}", c.workload, c.vcpus, c.mode().label());
+    let mut l = format!("{} {}v {}", workload_label(c), c.vcpus, c.mode().label());
     for extra in [
         place.to_string(),
         setting.map(|s| s.to_string()).unwrap_or_default(),
@@ -108,6 +120,13 @@ pub fn stage_label(c: &VmConfig, place: &str, setting: Option<&ModuleSetting>) -
         }
     }
     l
+}
+
+/// What a row runs: the built-in workload's name, or `linux:NAME`.
+pub fn workload_label(c: &VmConfig) -> String {
+    c.payload
+        .linux()
+        .map_or_else(|| c.workload.to_string(), LinuxGuest::label)
 }
 
 /// The stages of `spec`: one per host setting, in order, or a single
@@ -125,6 +144,16 @@ pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
 pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
     if let Err(e) = c.xapic_limit() {
         return Some(e.to_string());
+    }
+    if let Some(g) = c.payload.linux() {
+        // As `run` refuses it: a mode Linux cannot boot in, or a host
+        // whose KVM boots no Linux (kvm_pvm: the reason names the lab).
+        let software = host.is_some_and(|h| h.backend == ipivmm_host::facts::KvmBackend::KvmPvm);
+        let refused = ipivmm::linux::check_mode(g, c.irqchip, c.vcpus)
+            .and_then(|()| ipivmm::linux::check_backend(g, software));
+        if let Err(e) = refused {
+            return Some(e.to_string());
+        }
     }
     match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
@@ -172,7 +201,22 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
             .collect(),
     };
     let mut out = Vec::new();
-    for &workload in &spec.workloads {
+    for &w in &spec.workloads {
+        // A Linux row boots the sweep's guest with its workload, in the
+        // Linux guest's RAM; without a guest it has no row (`sweep`
+        // refuses a linux:NAME workload without --kernel).
+        let (workload, payload, memory) = match (w, &spec.linux) {
+            (WorkloadArg::Payload(w), _) => (w, spec.base.payload.clone(), 0),
+            (WorkloadArg::Linux(lw), Some(g)) => (
+                spec.base.workload,
+                PayloadSource::Linux(LinuxGuest {
+                    workload: Some(lw),
+                    ..g.clone()
+                }),
+                ipivmm::linux::layout::DEFAULT_LINUX_MEM,
+            ),
+            (WorkloadArg::Linux(_), None) => continue,
+        };
         for &vcpus in &spec.vcpus {
             for &irqchip in &spec.irqchips {
                 for &apic in &spec.apics {
@@ -192,7 +236,9 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
                                         memory_bytes: spec
                                             .base
                                             .memory_bytes
-                                            .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
+                                            .max(ipivmm::arch::layout::default_mem_bytes(vcpus))
+                                            .max(memory),
+                                        payload: payload.clone(),
                                         ..spec.base.clone()
                                     };
                                     out.push((place.clone(), config, poll.clone()));
@@ -312,7 +358,7 @@ mod tests {
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr],
             apicv: vec![ApicvRequest::Host, ApicvRequest::Inhibit],
-            workloads: vec![Workload::SelfIpi, Workload::Broadcast],
+            workloads: vec![Workload::SelfIpi.into(), Workload::Broadcast.into()],
             vcpus: vec![1],
             ..Default::default()
         };
@@ -343,7 +389,7 @@ mod tests {
             irqchips: vec![Irqchip::Kernel],
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr],
-            workloads: vec![Workload::Broadcast],
+            workloads: vec![Workload::Broadcast.into()],
             vcpus: vec![2, 4, 8],
             host_cpus: 2,
             ..Default::default()
@@ -385,13 +431,75 @@ mod tests {
         assert_eq!(plan(&unknown, None).0.len(), 3);
     }
 
+    /// Issue 49: a Linux workload is a row like a payload's: it boots the
+    /// sweep's guest with its workload in the Linux guest's RAM, labelled
+    /// `linux:NAME`; where Linux cannot run (kvm_pvm, ipivmm's own LAPIC)
+    /// it is a skip naming why (and for kvm_pvm, the lab command).
+    #[test]
+    fn linux_workloads_are_rows_that_boot_the_sweeps_guest() {
+        use ipivmm::linux::LinuxWorkload;
+        let guest = LinuxGuest {
+            initrd: Some("/tmp/initrd".into()),
+            ..LinuxGuest::new("/boot/vmlinuz")
+        };
+        let spec = SweepSpec {
+            irqchips: vec![Irqchip::Kernel, Irqchip::User],
+            apics: vec![ApicMode::Xapic, ApicMode::X2apic],
+            ipis: vec![IpiPath::Icr],
+            workloads: vec![LinuxWorkload::IpiBroadcast.into()],
+            linux: Some(guest.clone()),
+            ..Default::default()
+        };
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmAmd)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "linux:ipi-broadcast 2v kernel/xapic/icr",
+                "linux:ipi-broadcast 2v kernel/x2apic/icr"
+            ]
+        );
+        for r in &runs {
+            let g = r.config.payload.linux().expect("a Linux row");
+            assert_eq!(g.workload, Some(LinuxWorkload::IpiBroadcast));
+            assert_eq!(
+                (g.kernel.as_path(), g.initrd.as_ref()),
+                (guest.kernel.as_path(), guest.initrd.as_ref())
+            );
+            assert_eq!(
+                r.config.memory_bytes,
+                ipivmm::linux::layout::DEFAULT_LINUX_MEM
+            );
+        }
+        assert_eq!(skips.len(), 2, "{skips:?}");
+        assert!(
+            skips
+                .iter()
+                .all(|s| s.reason.contains("use --irqchip kernel or split")),
+            "{skips:?}"
+        );
+        // kvm_pvm boots no Linux: every row a skip naming the lab.
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmPvm)));
+        assert!(runs.is_empty(), "{runs:?}");
+        assert!(skips
+            .iter()
+            .filter(|s| s.mode.contains("kernel/"))
+            .all(|s| s.reason.contains("kvm_pvm") && s.reason.contains("cargo xtask lab linux")));
+        // Without a guest a Linux workload has no row (`sweep` refuses it).
+        let none = SweepSpec {
+            linux: None,
+            ..spec
+        };
+        assert_eq!(plan(&none, None).0.len(), 0);
+    }
+
     #[test]
     fn vcpu_counts_are_a_dimension() {
         let spec = SweepSpec {
             irqchips: vec![Irqchip::Kernel],
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr],
-            workloads: vec![Workload::Broadcast],
+            workloads: vec![Workload::Broadcast.into()],
             vcpus: vec![2, 4, 8],
             ..Default::default()
         };
@@ -407,7 +515,7 @@ mod tests {
             irqchips: vec![Irqchip::Kernel],
             apics: vec![ApicMode::X2apic],
             ipis: vec![IpiPath::Icr, IpiPath::Pv],
-            workloads: vec![Workload::Pingpong],
+            workloads: vec![Workload::Pingpong.into()],
             host_params: ipivmm_host::module_switch::parse_param_values("kvm_amd.avic=0,1")
                 .unwrap(),
             ..Default::default()

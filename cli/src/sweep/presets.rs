@@ -5,6 +5,7 @@
 //! (`sweep --preset`), `check` plans and the tests share it.
 use super::topology::{self, CpuPlace};
 use super::{PlannedRun, SweepSpec};
+use ipivmm::linux::LinuxWorkload;
 use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::results::{PresetReport, PresetRow, SkippedMode};
@@ -15,7 +16,7 @@ use ipivmm_host::lab::Hardware;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, strum::Display, strum::EnumString)]
 #[strum(serialize_all = "kebab-case")]
 pub enum Preset {
-    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows).
+    /// AMD AVIC broadcast regression: all-but-self broadcast, xAPIC vs x2APIC, AVIC on vs inhibited, vCPUs 2..180 (the seed's count, or what KVM allows); with --kernel/--initrd the Linux guest's broadcast module and ebizzy-like allocation (linux:ipi-broadcast, linux:ebizzy).
     AvicBroadcast,
     /// Intel IPIv: 2-vCPU unicast ping-pong, spinning target, xAPIC and x2APIC, APICv on vs inhibited.
     IpivUnicast,
@@ -24,6 +25,11 @@ pub enum Preset {
     /// Halt polling: x2APIC ping-pong to a halted target, --halt-poll-ns 0 vs the host's kvm.halt_poll_ns, with KVM's halt-polling counters per row.
     HaltPolling,
 }
+
+/// The workloads of `avic-broadcast` with a Linux guest: seed 000's
+/// broadcast module and `ebizzy -M` (ipivmm's ebizzy-like allocation).
+pub const AVIC_BROADCAST_LINUX: [LinuxWorkload; 2] =
+    [LinuxWorkload::IpiBroadcast, LinuxWorkload::Ebizzy];
 
 /// vCPUs of the seed's AVIC broadcast report.
 pub const AVIC_BROADCAST_VCPUS: usize = 180;
@@ -201,7 +207,13 @@ impl Preset {
                 // vCPUs (HLT exits off, realtime hint), one vCPU per host
                 // CPU; the regression showed at 180 vCPUs: the N curve up
                 // to there, or to what this KVM allows.
-                spec.workloads = vec![Workload::Broadcast];
+                // With a Linux guest (--kernel), the seed's own guest
+                // workloads: its all-but-self broadcast module and the
+                // ebizzy-like allocation (ipivmm's initramfs has both).
+                spec.workloads = match spec.linux {
+                    Some(_) => AVIC_BROADCAST_LINUX.map(Into::into).to_vec(),
+                    None => vec![Workload::Broadcast.into()],
+                };
                 let top = AVIC_BROADCAST_VCPUS.min(host.kvm_max_vcpus).max(2);
                 spec.vcpus = super::vcpus::range(2, top).unwrap_or_else(|_| vec![2]);
                 spec.base.realtime_hint = true;
@@ -212,12 +224,12 @@ impl Preset {
                 }
             }
             Preset::IpivUnicast => {
-                spec.workloads = vec![Workload::Pingpong];
+                spec.workloads = vec![Workload::Pingpong.into()];
                 spec.vcpus = vec![2];
                 spec.base.target_wait = TargetWait::Spin;
             }
             Preset::ApicvTopology => {
-                spec.workloads = vec![Workload::Pingpong];
+                spec.workloads = vec![Workload::Pingpong.into()];
                 spec.apics = vec![ApicMode::X2apic];
                 spec.vcpus = vec![2];
                 spec.placements = placements(host).to_vec();
@@ -225,7 +237,7 @@ impl Preset {
             Preset::HaltPolling => {
                 // Every IPI wakes a halted target; the host's polling
                 // limit against none, the VM's own (KVM_CAP_HALT_POLL).
-                spec.workloads = vec![Workload::Pingpong];
+                spec.workloads = vec![Workload::Pingpong.into()];
                 spec.apics = vec![ApicMode::X2apic];
                 spec.apicv = vec![ApicvRequest::Host];
                 spec.vcpus = vec![2];

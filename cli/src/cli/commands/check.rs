@@ -57,6 +57,12 @@ struct ExperimentFile {
     /// name holding at most one `*` (every file that matches, one
     /// document), relative to the current directory.
     results: Option<String>,
+    /// The Linux guest of the line's `linux:NAME` workloads: `--kernel`
+    /// and `--initrd` of its run or sweep (paths as the command takes
+    /// them, relative to the current directory).
+    kernel: Option<String>,
+    /// Its initramfs (ipivmm's: guest-linux/build-initrd.sh).
+    initrd: Option<String>,
     /// What the host must have ([`Requirement`]: apicv, ipiv, avic,
     /// x2avic, apicv-or-avic, hardware-kvm, two-sockets); without it every
     /// expectation is a skip with the reason.
@@ -188,8 +194,11 @@ fn load(path: &Path) -> Result<(PlanFile, Vec<Checked>), String> {
             ));
         }
         let job = match (&x.run, &x.sweep, &x.results) {
-            (Some(r), None, None) => parse_job("run", r),
-            (None, Some(s), None) => parse_job("sweep", s),
+            (Some(r), None, None) => with_guest(x, r).and_then(|r| parse_job("run", &r)),
+            (None, Some(s), None) => with_guest(x, s).and_then(|s| parse_job("sweep", &s)),
+            (None, None, Some(_)) if x.kernel.is_some() || x.initrd.is_some() => Err(
+                "kernel = / initrd = boot the Linux guest of a run or sweep line; recorded results = ran already".into(),
+            ),
             (None, None, Some(f)) if f.matches('*').count() <= 1 && !f.is_empty() => {
                 Ok(Job::Recorded(f.clone()))
             }
@@ -227,6 +236,23 @@ fn load(path: &Path) -> Result<(PlanFile, Vec<Checked>), String> {
         return Err(format!("{}: no [[experiment]]", path.display()));
     }
     Ok((plan, checked))
+}
+
+/// The experiment's line `flags` with its `kernel =` and `initrd =` as
+/// `--kernel` and `--initrd` (an `initrd` needs a `kernel`, as the flag does).
+fn with_guest(x: &ExperimentFile, flags: &str) -> Result<String, String> {
+    let mut line = flags.to_string();
+    if x.initrd.is_some() && x.kernel.is_none() {
+        return Err("initrd = needs kernel = (the Linux bzImage it boots with)".into());
+    }
+    for (flag, path) in [("--kernel", &x.kernel), ("--initrd", &x.initrd)] {
+        if let Some(p) = path {
+            let quoted =
+                shlex::try_quote(p).map_err(|_| format!("{flag} '{p}': a path with a NUL byte"))?;
+            line.push_str(&format!(" {flag} {quoted}"));
+        }
+    }
+    Ok(line)
 }
 
 /// The 1-based line and column (in characters) of byte `offset` of `text`.
@@ -768,6 +794,69 @@ mod tests {
         assert_eq!(second.budget().held(), 30 << 20);
         assert_eq!(second.budget().limit(), 64 << 20);
         assert_eq!(second.budget().for_run().earlier(), 30 << 20);
+    }
+
+    /// Issue 49: `kernel =` and `initrd =` boot the Linux guest of a run or
+    /// sweep line (its linux:NAME workloads); not of recorded results, and
+    /// an initrd without its kernel is refused, each naming the experiment.
+    #[test]
+    fn kernel_and_initrd_boot_a_lines_linux_guest() {
+        let plan = write(
+            "linux.toml",
+            r#"name = "l"
+[[experiment]]
+name = "sweep"
+sweep = "--workload linux:ipi-broadcast --apic xapic,x2apic"
+kernel = "/boot/vmlinuz with space"
+initrd = "/tmp/initrd"
+expect = ["operations > 0"]
+[[experiment]]
+name = "run"
+run = "--workload linux:ipi-unicast"
+kernel = "/boot/vmlinuz"
+expect = ["operations > 0"]
+"#,
+        );
+        let (_, checked) = load(&plan).unwrap();
+        let Job::Sweep(s) = &checked[0].job else {
+            panic!("a sweep")
+        };
+        assert_eq!(
+            (s.linux.kernel.as_deref(), s.linux.initrd.as_deref()),
+            (
+                Some(Path::new("/boot/vmlinuz with space")),
+                Some(Path::new("/tmp/initrd"))
+            )
+        );
+        let Job::Run(r) = &checked[1].job else {
+            panic!("a run")
+        };
+        let c = r.to_config().unwrap();
+        assert_eq!(
+            c.payload.linux().and_then(|g| g.workload),
+            Some(ipivmm::linux::LinuxWorkload::IpiUnicast)
+        );
+        for (body, why) in [
+            (
+                "run = \"--workload linux:idle\"\ninitrd = \"/i\"",
+                "initrd = needs kernel =",
+            ),
+            (
+                "results = \"runs/*.json\"\nkernel = \"/k\"",
+                "kernel = / initrd = boot the Linux guest of a run or sweep line",
+            ),
+            (
+                "run = \"--workload linux:idle\"",
+                "--workload linux:idle: a Linux guest's workload needs --kernel",
+            ),
+        ] {
+            let plan = write(
+                "linux-bad.toml",
+                &format!("name = \"l\"\n[[experiment]]\nname = \"x\"\n{body}\nexpect = [\"operations > 0\"]\n"),
+            );
+            let e = load(&plan).map(|_| ()).unwrap_err();
+            assert!(e.contains("experiment 'x': ") && e.contains(why), "{e}");
+        }
     }
 
     #[test]

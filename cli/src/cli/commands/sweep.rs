@@ -11,9 +11,10 @@ use crate::sweep::execute::SweepEvents;
 use crate::sweep::host_stages::preflight;
 use crate::sweep::planned::Planned;
 use crate::sweep::presets::PresetHost;
-use crate::sweep::{plan, SweepSpec};
+use crate::sweep::{plan, SweepSpec, WorkloadArg};
 use ipivmm::host::device;
-use ipivmm::mode::{ApicMode, TargetWait};
+use ipivmm::linux::LinuxWorkload;
+use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
 use ipivmm::vm::max_vcpus;
 use std::cell::RefCell;
 use std::process::ExitCode;
@@ -57,6 +58,12 @@ impl From<PlanError> for String {
 /// Checks `args` and plans the sweep on this host; an error is a usage
 /// error or a plan with nothing to run.
 pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
+    plan_on_this_host(args, false)
+}
+
+/// [`plan_sweep`]; with `empty_ok`, a plan whose every row is skipped here
+/// too (what a dry run prints: the rows, and why none runs here).
+fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<Planned, PlanError> {
     let host = ipivmm::host::probe().ok();
     let preset_host = args
         .preset
@@ -65,7 +72,7 @@ pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
     validate(&spec)?;
     let host_sweep = preflight(&spec.host_params, host.as_ref())?;
     let (runs, skipped) = plan(&spec, host.as_ref());
-    if runs.is_empty() && host_sweep.is_none() {
+    if runs.is_empty() && host_sweep.is_none() && !empty_ok {
         return Err(PlanError::NothingToRun(format!(
             "nothing to run: all {} combinations are skipped ({})",
             skipped.len(),
@@ -90,6 +97,18 @@ pub fn main(args: &SweepArgs) -> ExitCode {
     };
     let planned = match plan_sweep(args) {
         Ok(p) => p,
+        Err(PlanError::NothingToRun(why)) if args.dry_run => {
+            // The plan still says what would run where it can (a Linux
+            // row: on a hardware KVM or in the lab), then why not here.
+            if let Ok(p) = plan_on_this_host(args, true) {
+                let layout = crate::output::fit::Layout::wide(args.wide);
+                let choice = repeat_choice(args.repeat);
+                let cancel = ipivmm::interrupt::cancel_flag();
+                let (repeats, pairs) = (choice.planned(), args.observer_effect);
+                super::sweep_dry_run::main(&p, repeats, pairs, &cancel, layout);
+            }
+            return skip_all(&args.gate, &outputs, "ipivmm sweep", &why);
+        }
         Err(PlanError::NothingToRun(why) | PlanError::HostCannotRun(why)) => {
             return skip_all(&args.gate, &outputs, "ipivmm sweep", &why)
         }
@@ -242,6 +261,12 @@ impl SweepEvents for Progress {
 /// Checks every configuration's own values the way `run` does, before any
 /// run: a bad value is a usage error (exit 2), not a sweep of skips.
 fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
+    // The Linux guest's files, read and checked once as `run` does (the
+    // user's mistakes before the host's).
+    if let Some(g) = &spec.linux {
+        ipivmm::linux::load(g, ipivmm::linux::layout::DEFAULT_LINUX_MEM, String::new())
+            .map_err(|e| PlanError::Usage(e.to_string()))?;
+    }
     let max = device::open(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
         .map_err(|e| PlanError::HostCannotRun(e.to_string()))?;
@@ -270,9 +295,18 @@ fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
 
 /// The sweep spec from the preset (planned for `preset_host`) and flags.
 pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<SweepSpec, String> {
-    let mut spec = SweepSpec::default();
+    let mut spec = SweepSpec {
+        linux: args.linux.sweep_guest()?,
+        ..SweepSpec::default()
+    };
     if let (Some(p), Some(h)) = (args.preset, preset_host) {
         p.apply(&mut spec, h);
+    }
+    // Each Linux row is a boot (tens of seconds nested): a Linux sweep
+    // crosses the in-kernel irqchip and ICR writes unless asked for more.
+    if spec.linux.is_some() && args.preset.is_none() {
+        spec.irqchips = vec![Irqchip::Kernel];
+        spec.ipis = vec![IpiPath::Icr];
     }
     if let Some(v) = &args.irqchip {
         spec.irqchips = v.clone();
@@ -324,7 +358,30 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     if empty.iter().any(|e| *e) {
         return Err("every swept dimension needs at least one value".into());
     }
+    linux_workloads_have_a_guest(&spec)?;
     Ok(spec)
+}
+
+/// A `linux:NAME` workload needs `--kernel`, and `--kernel` a `linux:NAME`
+/// workload to boot it for: one line naming the flag either way.
+fn linux_workloads_have_a_guest(spec: &SweepSpec) -> Result<(), String> {
+    let linux = spec.workloads.iter().find_map(|w| match w {
+        WorkloadArg::Linux(w) => Some(*w),
+        WorkloadArg::Payload(_) => None,
+    });
+    match (linux, &spec.linux) {
+        (Some(w), None) => Err(crate::cli::linux_args::needs_kernel(w)),
+        (None, Some(g)) => Err(format!(
+            "--kernel {}: no --workload is a Linux guest's; add linux:NAME (one of {})",
+            g.kernel.display(),
+            LinuxWorkload::ALL
+                .iter()
+                .map(|w| w.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A note for a sweep whose largest VM outnumbers the host CPUs, if it does.
@@ -403,6 +460,85 @@ mod tests {
         assert!(runs
             .iter()
             .all(|r| r.config.halt_poll_ns == Some(0) && !r.label.contains("poll")));
+    }
+
+    /// Issue 49: `sweep --kernel K --initrd I --workload linux:ipi-broadcast
+    /// --apic xapic,x2apic` plans 2 rows (a Linux sweep crosses the
+    /// in-kernel irqchip and ICR writes unless asked for more); a Linux
+    /// workload without --kernel, or --kernel without one, is one line
+    /// naming the flag.
+    #[test]
+    fn linux_workloads_need_a_kernel_and_plan_two_rows() {
+        let k = ["--kernel", "/boot/vmlinuz", "--initrd", "/tmp/initrd"];
+        let mut flags = k.to_vec();
+        flags.extend([
+            "--workload",
+            "linux:ipi-broadcast",
+            "--apic",
+            "xapic,x2apic",
+        ]);
+        let spec = spec_of(&sweep_args(&flags), None).unwrap();
+        let (runs, skips) = plan(&spec, Some(&host(KvmBackend::KvmAmd, true)));
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "linux:ipi-broadcast 2v kernel/xapic/icr",
+                "linux:ipi-broadcast 2v kernel/x2apic/icr"
+            ]
+        );
+        assert!(skips.is_empty(), "{skips:?}");
+        let e = spec_of(
+            &sweep_args(&["--workload", "linux:ipi-broadcast,pingpong"]),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with(
+                "--workload linux:ipi-broadcast: a Linux guest's workload needs --kernel"
+            ),
+            "{e}"
+        );
+        let mut payload_only = k.to_vec();
+        payload_only.extend(["--workload", "pingpong"]);
+        let e = spec_of(&sweep_args(&payload_only), None).unwrap_err();
+        assert!(
+            e.contains("no --workload is a Linux guest's; add linux:NAME"),
+            "{e}"
+        );
+        // Explicit dimensions still sweep.
+        let mut split = flags.clone();
+        split.extend(["--irqchip", "kernel,split"]);
+        assert_eq!(
+            spec_of(&sweep_args(&split), None).unwrap().irqchips.len(),
+            2
+        );
+    }
+
+    /// `avic-broadcast` with a Linux guest runs the seed's own guest
+    /// workloads: the broadcast module and the ebizzy-like allocation.
+    #[test]
+    fn avic_broadcast_with_a_kernel_runs_the_guests_broadcast_and_ebizzy() {
+        let args = sweep_args(&["--preset", "avic-broadcast", "--kernel", "/boot/vmlinuz"]);
+        let spec = spec_of(&args, Some(&two_cpus())).unwrap();
+        let names: Vec<String> = spec
+            .workloads
+            .iter()
+            .map(|w| match w {
+                WorkloadArg::Linux(w) => w.label(),
+                WorkloadArg::Payload(w) => w.to_string(),
+            })
+            .collect();
+        assert_eq!(names, ["linux:ipi-broadcast", "linux:ebizzy"]);
+        let spec = spec_of(
+            &sweep_args(&["--preset", "avic-broadcast"]),
+            Some(&two_cpus()),
+        )
+        .unwrap();
+        assert!(matches!(
+            spec.workloads[..],
+            [WorkloadArg::Payload(ipivmm::mode::Workload::Broadcast)]
+        ));
     }
 
     /// `sweep --preset ipiv-unicast --iterations 5 --warmup 1` on a host
