@@ -349,11 +349,15 @@ pub fn unpack_into(root: &Path, debs: &[&Path]) -> Result<()> {
 /// each alternative a name).
 pub fn depends(deb: &Path) -> Result<Vec<String>> {
     let field = output(Command::new("dpkg-deb").arg("-f").arg(deb).arg("Depends"))?;
-    Ok(field
+    Ok(depends_field(&field))
+}
+
+fn depends_field(field: &str) -> Vec<String> {
+    field
         .split([',', '|'])
         .filter_map(|d| d.split_whitespace().next())
         .map(str::to_string)
-        .collect())
+        .collect()
 }
 
 /// `sort -V` of package names: runs of digits compare as numbers.
@@ -432,6 +436,23 @@ mod tests {
             let e = k(a, m).err().unwrap().to_string();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn depends_are_package_names() {
+        // linux-headers-6.1.0-50-amd64_6.1.176-1's field.
+        let field =
+            "linux-headers-6.1.0-50-common (= 6.1.176-1), linux-kbuild-6.1 (>= 6.1.176-1), \
+                     linux-compiler-gcc-12-x86 (>= 6.1.176-1) | gcc-12\n";
+        assert_eq!(
+            depends_field(field),
+            [
+                "linux-headers-6.1.0-50-common",
+                "linux-kbuild-6.1",
+                "linux-compiler-gcc-12-x86",
+                "gcc-12"
+            ]
+        );
     }
 
     #[test]

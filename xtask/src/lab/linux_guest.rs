@@ -30,10 +30,10 @@ pub struct Args {
     /// target/linux-guest/initrd.cpio.gz]
     pub out: Option<PathBuf>,
     /// The guest kernel's release the IPI module is built for (its
-    /// linux-headers-RELEASE must be in the system's apt sources) [default:
-    /// the lab's, 6.1.0-50-amd64]
-    #[arg(long)]
-    pub release: Option<String>,
+    /// linux-headers-RELEASE must be in the system's apt sources; the
+    /// default is the lab's kernel)
+    #[arg(long, default_value = pinned_release())]
+    pub release: String,
 }
 
 /// `cargo xtask linux-initrd`: builds the initramfs, prints its path.
@@ -48,8 +48,7 @@ pub fn main(args: Args) -> Result<()> {
         .out
         .map(|o| std::path::absolute(&o).unwrap_or(o))
         .unwrap_or_else(|| root.join("target/linux-guest/initrd.cpio.gz"));
-    let release = args.release.as_deref().unwrap_or(pinned_release());
-    build(&root, &cache, &busybox, release, &out)?;
+    build(&root, &cache, &busybox, &args.release, &out)?;
     println!("{}", out.display());
     Ok(())
 }
@@ -252,4 +251,18 @@ pub fn write_header() -> Result<()> {
     fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     println!("{}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_documented_default_release_is_the_pinned_kernels() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/linux-guest.md"
+        ))
+        .unwrap();
+        let default = format!("(default `{}`, the lab's kernel)", super::pinned_release());
+        assert!(doc.contains(&default), "docs/linux-guest.md: {default}");
+    }
 }
