@@ -40,39 +40,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONTROL_PORT 0x0ce0
-#define CONTROL_MAGIC 0x4d495049u /* "IPIM" */
-#define ABI_VERSION 1
-enum { HELLO = 1, PHASE_BEGIN, PHASE_END, SAMPLES, RECORD, DONE, PANIC };
-#define MAX_NAME 64
-#define MAX_TEXT 1024
+/* ControlMsg, GuestCounters, the kinds, the magic: generated from abi/. */
+#include "ipivmm-abi.h"
+
 #define PAGE 4096
 #define MAX_CPUS 1024
 #define SAMPLES_PER_MSG (PAGE / 8)
 #define RECORDS_ENV "IPIVMM_RECORDS"
 #define SAMPLES_ENV "IPIVMM_SAMPLES"
 
-struct counters {
-	uint64_t icr_writes, ipis_sent, ipis_received, handler_entries;
-	uint64_t eois, hypercalls, spurious, barrier_icr_writes;
-};
-
-struct msg {
-	uint32_t magic;
-	uint16_t version, kind;
-	uint32_t vcpu, phase;
-	uint64_t arg[4];
-	struct counters counters;
-	uint64_t reply, reserved;
-};
-_Static_assert(sizeof(struct msg) == 128, "ControlMsg is 128 bytes");
-
 /* One CPU's rows of /proc/interrupts that ipivmm reads. */
 struct irqs {
 	uint64_t cal, res, tlb, loc, spu, total;
 };
 
-static struct msg *msg;      /* the message page: msg, then its text */
+static struct ipivmm_control_msg *msg;      /* the message page: msg, then its text */
 static char *text;           /* at msg + 128 */
 static uint64_t msg_gpa;
 static uint64_t *samples;    /* a page of samples */
@@ -119,10 +101,10 @@ static void *locked_page(uint64_t *gpa)
 
 static void setup(void)
 {
-	if (ioperm(CONTROL_PORT, 4, 1))
-		die("ioperm(0x%x): %s (run as root)", CONTROL_PORT, strerror(errno));
+	if (ioperm(IPIVMM_CONTROL_PORT, 4, 1))
+		die("ioperm(0x%x): %s (run as root)", IPIVMM_CONTROL_PORT, strerror(errno));
 	msg = locked_page(&msg_gpa);
-	text = (char *)msg + sizeof(struct msg);
+	text = (char *)msg + sizeof(struct ipivmm_control_msg);
 	samples = locked_page(&samples_gpa);
 	ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpus < 1 || ncpus > MAX_CPUS)
@@ -205,7 +187,7 @@ static void read_module(uint64_t *calls, uint64_t *ipis)
 }
 
 /* This CPU's counters now. */
-static void counters_now(int cpu, struct counters *out)
+static void counters_now(int cpu, struct ipivmm_guest_counters *out)
 {
 	static struct irqs irqs[MAX_CPUS];
 	static uint64_t calls[MAX_CPUS], ipis[MAX_CPUS];
@@ -222,8 +204,8 @@ static void counters_now(int cpu, struct counters *out)
 /* Send the message from CPU `cpu` (the caller is pinned there). */
 static void send(int cpu, uint16_t kind, uint32_t phase, uint64_t a0, uint64_t a1, uint64_t a2)
 {
-	msg->magic = CONTROL_MAGIC;
-	msg->version = ABI_VERSION;
+	msg->magic = IPIVMM_CONTROL_MAGIC;
+	msg->version = IPIVMM_ABI_VERSION;
 	msg->kind = kind;
 	msg->vcpu = (uint32_t)cpu;
 	msg->phase = phase;
@@ -234,7 +216,7 @@ static void send(int cpu, uint16_t kind, uint32_t phase, uint64_t a0, uint64_t a
 	msg->reply = 0;
 	msg->reserved = 0;
 	counters_now(cpu, &msg->counters);
-	__asm__ volatile("outl %0, %w1" : : "a"((uint32_t)msg_gpa), "Nd"(CONTROL_PORT) : "memory");
+	__asm__ volatile("outl %0, %w1" : : "a"((uint32_t)msg_gpa), "Nd"(IPIVMM_CONTROL_PORT) : "memory");
 	if (*(volatile uint64_t *)&msg->reply != 0)
 		die("the host rejected message kind %u from CPU %d (its log says why)", kind, cpu);
 }
@@ -245,7 +227,7 @@ static uint64_t put_text(const char *s, size_t max, uint64_t *len)
 	size_t n = strnlen(s, max);
 	memcpy(text, s, n);
 	*len = n;
-	return msg_gpa + sizeof(struct msg);
+	return msg_gpa + sizeof(struct ipivmm_control_msg);
 }
 
 static uint64_t now_ns(void)
@@ -257,15 +239,15 @@ static uint64_t now_ns(void)
 
 static void record(int cpu, uint32_t phase, const char *name, uint64_t value)
 {
-	uint64_t len, at = put_text(name, MAX_NAME, &len);
-	send(cpu, RECORD, phase, at, len, value);
+	uint64_t len, at = put_text(name, IPIVMM_MAX_NAME_LEN, &len);
+	send(cpu, IPIVMM_MSG_RECORD, phase, at, len, value);
 }
 
 static int cmd_hello(void)
 {
 	for (int c = 0; c < ncpus; c++) {
 		pin(c);
-		send(c, HELLO, 0, 0, 0, 0);
+		send(c, IPIVMM_MSG_HELLO, 0, 0, 0, 0);
 	}
 	return 0;
 }
@@ -274,7 +256,7 @@ static int cmd_hello(void)
 static void send_records(uint32_t phase, const char *path)
 {
 	FILE *f = fopen(path, "r");
-	char name[MAX_NAME + 1];
+	char name[IPIVMM_MAX_NAME_LEN + 1];
 	uint64_t v;
 	if (!f)
 		return;
@@ -291,7 +273,7 @@ static void send_samples(uint32_t phase, const char *path)
 	if (fd < 0)
 		return;
 	while ((n = read(fd, samples, PAGE)) >= 8)
-		send(0, SAMPLES, phase, samples_gpa, (uint64_t)n / 8, 0);
+		send(0, IPIVMM_MSG_SAMPLES, phase, samples_gpa, (uint64_t)n / 8, 0);
 	close(fd);
 }
 
@@ -308,8 +290,8 @@ static int cmd_phase(uint32_t id, const char *name, char **cmd)
 	uint64_t t0 = now_ns();
 	for (int c = 0; c < ncpus; c++) {
 		pin(c);
-		at = put_text(name, MAX_NAME, &len);
-		send(c, PHASE_BEGIN, id, at, len, 0);
+		at = put_text(name, IPIVMM_MAX_NAME_LEN, &len);
+		send(c, IPIVMM_MSG_PHASE_BEGIN, id, at, len, 0);
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -329,7 +311,7 @@ static int cmd_phase(uint32_t id, const char *name, char **cmd)
 		die("running %s: %s", cmd[0], strerror(errno));
 	for (int c = 0; c < ncpus; c++) {
 		pin(c);
-		send(c, PHASE_END, id, 0, 0, 0);
+		send(c, IPIVMM_MSG_PHASE_END, id, 0, 0, 0);
 	}
 	uint64_t ns = now_ns() - t0;
 	read_irqs(after);
@@ -410,8 +392,8 @@ static int cmd_panic(const char *why)
 {
 	uint64_t len, at;
 	pin(0);
-	at = put_text(why, MAX_TEXT, &len);
-	send(0, PANIC, 0, at, len, 0);
+	at = put_text(why, IPIVMM_MAX_TEXT_LEN, &len);
+	send(0, IPIVMM_MSG_PANIC, 0, at, len, 0);
 	return 1; /* not reached: the host does not resume a panicked vCPU */
 }
 

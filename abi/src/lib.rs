@@ -22,6 +22,7 @@
 //! and resumes the vCPU.
 #![cfg_attr(not(feature = "host"), no_std)]
 
+pub mod c_header;
 mod counters;
 mod ipi;
 pub use counters::{GuestCounter, GuestCounters};

@@ -827,7 +827,7 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("builds KVM selftests and boots kvm_intel under Bochs (root, tens of minutes); not in CI"),
     ),
     (
-        "guest-linux/build-initrd.sh",
+        "cargo xtask linux-initrd",
         How::NotHere("downloads Debian packages (busybox-static, rt-tests, linux-headers) and builds a kernel module; the Linux guest then boots only on a hardware KVM (the lab), not on kvm_pvm"),
     ),
     (

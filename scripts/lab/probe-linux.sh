@@ -1,7 +1,7 @@
 #!/bin/sh
 # The Linux pass's step `extra` in the lab's guest (`cargo xtask lab linux`
 # packs it as /lab/extra.sh with the L2 kernel and ipivmm's guest
-# initramfs: scripts/lab/build-linux-probe.sh). ipivmm boots a Linux guest
+# initramfs: xtask/src/lab/linux_guest.rs). ipivmm boots a Linux guest
 # nested under the lab's kvm_amd (booted with avic=1 on the AVIC QEMU) and
 # runs its workloads between phase markers (docs/linux-guest.md). Parts,
 # chosen with lab.probe= (default boot,broadcast):

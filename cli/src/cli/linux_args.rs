@@ -68,7 +68,7 @@ pub struct LinuxArgs {
     /// Boot this Linux bzImage instead of a payload (its 64-bit entry; ACPI tables, e820, COM1, power-off by ACPI S5): docs/linux-guest.md. Needs KVM's LAPIC (--irqchip kernel or split) and a hardware KVM (not kvm_pvm). A file with a multiboot header (a kvm-unit-tests x86 .flat test) boots as a multiboot kernel instead, with fw_cfg and the isa-debug-exit port: docs/kvm-unit-tests.md.
     #[arg(long, value_name = "BZIMAGE")]
     pub kernel: Option<PathBuf>,
-    /// The initramfs of the --kernel guest (ipivmm's: guest-linux/build-initrd.sh).
+    /// The initramfs of the --kernel guest (ipivmm's: `cargo xtask linux-initrd`).
     #[arg(long, value_name = "FILE", requires = "kernel")]
     pub initrd: Option<PathBuf>,
     /// Kernel command-line text after ipivmm's own (console, ACPI, the workload's ipivmm.* arguments).

@@ -68,7 +68,7 @@ impl LinuxWorkload {
 pub struct LinuxGuest {
     /// The bzImage.
     pub kernel: PathBuf,
-    /// The initramfs (ipivmm's, `guest-linux/build-initrd.sh`, or yours).
+    /// The initramfs (ipivmm's, `cargo xtask linux-initrd`, or yours).
     pub initrd: Option<PathBuf>,
     /// Kernel command-line text appended to ipivmm's ([`cmdline::build`]).
     pub cmdline: String,

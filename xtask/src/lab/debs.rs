@@ -4,7 +4,7 @@
 //! of the same series, with a warning the verdict repeats. `--kernel` gives
 //! another kernel ([`GuestKernel`]): a Debian linux-image package, or a
 //! bzImage with its modules.
-use super::host::{files, log, run, Work};
+use super::host::{files, log, output, run, Work};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
 use std::fs;
@@ -89,13 +89,7 @@ pub struct Unpacked {
 /// and its modules checked against each other).
 pub fn fetch(work: &mut Work, cache: &Path, kernel: &GuestKernel) -> Result<Unpacked> {
     let debs = cache.join("debs");
-    fs::create_dir_all(&debs)?;
-    // Two passes may share the cache at once (CI runs the Bochs smoke beside
-    // the QEMU passes): one downloads and unpacks, the other waits for it.
-    let lock_path = cache.join(".fetch.lock");
-    let lock = fs::File::create(&lock_path)?;
-    lock.lock()
-        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let _lock = lock(cache)?;
     let bdeb = fetch_deb(work, &debs, &BUSYBOX)?;
     let broot = unpack(cache, &bdeb)?;
     let (kernel_deb, vmlinuz, modules) = match kernel {
@@ -143,6 +137,34 @@ pub fn fetch(work: &mut Work, cache: &Path, kernel: &GuestKernel) -> Result<Unpa
         modules,
         busybox: broot.join("bin/busybox"),
     })
+}
+
+/// The lab's cache: `IPIVMM_LAB_CACHE`, else ~/.cache/ipivmm-lab (or under
+/// `XDG_CACHE_HOME`).
+pub fn cache_dir() -> Result<PathBuf> {
+    Ok(
+        match std::env::var_os("IPIVMM_LAB_CACHE").filter(|c| !c.is_empty()) {
+            Some(c) => PathBuf::from(c),
+            None => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|c| !c.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+                .context("no HOME for the cache (set IPIVMM_LAB_CACHE)")?
+                .join("ipivmm-lab"),
+        },
+    )
+}
+
+/// The cache's packages, created, locked while the returned file is open:
+/// two passes may share the cache at once (CI runs the Bochs smoke beside
+/// the QEMU passes), one downloads and unpacks, the other waits for it.
+pub fn lock(cache: &Path) -> Result<fs::File> {
+    fs::create_dir_all(cache.join("debs"))?;
+    let lock_path = cache.join(".fetch.lock");
+    let lock = fs::File::create(&lock_path)?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    Ok(lock)
 }
 
 /// A kernel's lib/modules/RELEASE under the root `root` of its package
@@ -243,20 +265,37 @@ fn download(debs: &Path, what: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The cached package of `pin`, downloaded first when missing.
-fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
-    if let Some(p) = cached_deb(debs, pin.package) {
-        return Ok(p);
-    }
-    let exact = format!("{}={}", pin.package, pin.version);
-    if !download(debs, &exact) {
+/// [`download`], once more after an `apt-get update` when the first try fails.
+fn download_updating(debs: &Path, what: &str) -> bool {
+    log(format!("downloading {what}"));
+    download(debs, what) || {
         let _ = Command::new("apt-get")
             .args(["update", "-qq"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        download(debs, &exact);
+        download(debs, what)
     }
+}
+
+/// The cached package `package` of `cache` (any version), downloaded first
+/// when missing (the version the system's apt sources serve). The caller
+/// holds [`lock`].
+pub fn fetch_named(cache: &Path, package: &str) -> Result<PathBuf> {
+    let debs = cache.join("debs");
+    if cached_deb(&debs, package).is_none() && !download_updating(&debs, package) {
+        bail!("apt-get download {package} failed (is it in the system's apt sources?)");
+    }
+    cached_deb(&debs, package).with_context(|| format!("apt-get download {package} left no .deb"))
+}
+
+/// The cached package of `pin`, downloaded first when missing.
+pub fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
+    if let Some(p) = cached_deb(debs, pin.package) {
+        return Ok(p);
+    }
+    let exact = format!("{}={}", pin.package, pin.version);
+    download_updating(debs, &exact);
     if let Some(p) = cached_deb(debs, pin.package) {
         return Ok(p);
     }
@@ -285,17 +324,40 @@ fn fetch_deb(work: &mut Work, debs: &Path, pin: &Pin) -> Result<PathBuf> {
 }
 
 /// Unpacks a package once into `cache/root/<its file name>`.
-fn unpack(cache: &Path, deb: &Path) -> Result<PathBuf> {
+pub fn unpack(cache: &Path, deb: &Path) -> Result<PathBuf> {
     let stem = file_name(deb).trim_end_matches(".deb").to_string();
     let root = cache.join("root").join(stem);
+    unpack_into(&root, &[deb])?;
+    Ok(root)
+}
+
+/// Unpacks `debs` once into one tree `root` (its `.done` says it is whole).
+pub fn unpack_into(root: &Path, debs: &[&Path]) -> Result<()> {
     if !root.join(".done").exists() {
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(&root)?;
-        log(format!("unpacking {}", file_name(deb)));
-        run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
+        let _ = fs::remove_dir_all(root);
+        fs::create_dir_all(root)?;
+        for deb in debs {
+            log(format!("unpacking {}", file_name(deb)));
+            run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(root))?;
+        }
         fs::write(root.join(".done"), "")?;
     }
-    Ok(root)
+    Ok(())
+}
+
+/// The package names `deb`'s `Depends:` field lists (versions dropped,
+/// each alternative a name).
+pub fn depends(deb: &Path) -> Result<Vec<String>> {
+    let field = output(Command::new("dpkg-deb").arg("-f").arg(deb).arg("Depends"))?;
+    Ok(depends_field(&field))
+}
+
+fn depends_field(field: &str) -> Vec<String> {
+    field
+        .split([',', '|'])
+        .filter_map(|d| d.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
 }
 
 /// `sort -V` of package names: runs of digits compare as numbers.
@@ -374,6 +436,23 @@ mod tests {
             let e = k(a, m).err().unwrap().to_string();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn depends_are_package_names() {
+        // linux-headers-6.1.0-50-amd64_6.1.176-1's field.
+        let field =
+            "linux-headers-6.1.0-50-common (= 6.1.176-1), linux-kbuild-6.1 (>= 6.1.176-1), \
+                     linux-compiler-gcc-12-x86 (>= 6.1.176-1) | gcc-12\n";
+        assert_eq!(
+            depends_field(field),
+            [
+                "linux-headers-6.1.0-50-common",
+                "linux-kbuild-6.1",
+                "linux-compiler-gcc-12-x86",
+                "gcc-12"
+            ]
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// The shared libraries `ldd` names for `bins` (the dynamic loader included).
-fn libraries(bins: &[&Path]) -> Result<Vec<PathBuf>> {
+pub fn libraries(bins: &[&Path]) -> Result<Vec<PathBuf>> {
     let out = Command::new("ldd")
         .args(bins)
         .stderr(Stdio::null())

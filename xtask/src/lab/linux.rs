@@ -2,15 +2,14 @@
 //! lab's kvm_amd (docs/linux-guest.md). One boot of the lab's QEMU (the
 //! AVIC one, kvm_amd `avic=1`) with the guest steps `host` and `extra`,
 //! scripts/lab/probe-linux.sh as `extra`, packed with the L2 kernel and
-//! ipivmm's guest initramfs by scripts/lab/build-linux-probe.sh; then the
+//! ipivmm's guest initramfs ([`linux_guest::probe_archive`]); then the
 //! lab's checks and plans/lab-linux.toml over its runs ([`super::verify`]).
 use super::cli::Args;
-use super::host;
+use super::linux_guest;
 use super::pass::{self, LabOutcome, Settings};
 use super::verify::Expect;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The boot's limit unless `--timeout` says otherwise, s.
 pub const TIMEOUT_S: u64 = 5400;
@@ -26,16 +25,10 @@ pub fn work_dir(root: &Path) -> PathBuf {
 
 /// The pass: QEMU and the guest's image, the probe archive, one boot, the checks.
 pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
-    let script = "scripts/lab/build-linux-probe.sh";
     let mut extra = vec!["lab.kvm=avic=1".to_string(), format!("lab.probe={PARTS}")];
     extra.extend(s.kernel_args.iter().cloned());
-    let probe = |_: &_, dir: &Path| {
-        host::built(
-            script,
-            Command::new(s.root.join(script))
-                .arg(dir.join("linux-probe.cpio"))
-                .env("IPIVMM_LAB_CACHE", &s.cache),
-        )
+    let probe = |image: &_, dir: &Path| {
+        linux_guest::probe_archive(&s.root, &s.cache, image, &dir.join("linux-probe.cpio"))
     };
     let (verdict, _) = pass::probe_pass(
         s,

@@ -17,6 +17,7 @@ mod debs;
 mod host;
 mod initramfs;
 mod linux;
+pub mod linux_guest;
 mod modules;
 mod pass;
 mod qemu;

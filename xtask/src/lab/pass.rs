@@ -55,19 +55,8 @@ fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
 
 impl Settings {
     pub fn read(args: &Args) -> Result<Self> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .context("the checkout")?
-            .to_path_buf();
-        let cache = match std::env::var_os("IPIVMM_LAB_CACHE").filter(|c| !c.is_empty()) {
-            Some(c) => PathBuf::from(c),
-            None => std::env::var_os("XDG_CACHE_HOME")
-                .filter(|c| !c.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
-                .context("no HOME for the cache (set IPIVMM_LAB_CACHE)")?
-                .join("ipivmm-lab"),
-        };
+        let root = checkout()?;
+        let cache = debs::cache_dir()?;
         let mut kernel_args: Vec<String> = match std::env::var("LAB_KERNEL_ARGS") {
             Ok(a) => a.split_whitespace().map(str::to_string).collect(),
             Err(_) => vec!["loglevel=4".into()],
@@ -310,6 +299,14 @@ pub fn probe_pass(
     let _ = std::fs::remove_file(work.dir.join(PROBE_INITRD));
     log(format!("results in {}", results.display()));
     Ok((verdict, results))
+}
+
+/// The checkout this xtask was built from.
+pub fn checkout() -> Result<PathBuf> {
+    Ok(Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the checkout")?
+        .to_path_buf())
 }
 
 /// The initramfs every boot of a probe pass boots, in its work directory.
