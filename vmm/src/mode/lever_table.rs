@@ -543,12 +543,29 @@ mod tests {
         }
         let b = Levers::default().kvm_cpuid_bits();
         assert_eq!((b.eax, b.edx), (0, 0));
-        assert_eq!(
-            b.eax_mask,
-            1 << 6 | 1 << 9 | 1 << 13,
-            "the uapi kvm_para.h bits"
-        );
-        assert_eq!(b.edx_mask, 1, "KVM_HINTS_REALTIME");
+    }
+
+    /// Each CPUID lever's bit as the kernel's uapi asm/kvm_para.h defines
+    /// it (checked there by hand, once per lever).
+    #[test]
+    fn cpuid_bits_are_the_kernels() {
+        const UAPI: &[(&str, Effect)] = &[
+            ("realtime_hint", Effect::KvmHint(0)),   // KVM_HINTS_REALTIME
+            ("pv_eoi", Effect::KvmFeature(6)),       // KVM_FEATURE_PV_EOI
+            ("pv_tlb_flush", Effect::KvmFeature(9)), // KVM_FEATURE_PV_TLB_FLUSH
+            ("pv_sched_yield", Effect::KvmFeature(13)), // KVM_FEATURE_PV_SCHED_YIELD
+        ];
+        for row in ROWS {
+            if let Effect::KvmFeature(_) | Effect::KvmHint(_) = row.effect {
+                let uapi = UAPI.iter().find(|(f, _)| *f == row.field);
+                assert_eq!(
+                    uapi.map(|(_, e)| *e),
+                    Some(row.effect),
+                    "{}'s CPUID bit is not checked against kvm_para.h: add it to UAPI",
+                    row.field
+                );
+            }
+        }
     }
 
     #[test]
