@@ -242,7 +242,7 @@ fn pv_feature_levers_reach_the_guests_cpuid_exactly() {
         ),
     ] {
         // Said either way: whether KVM would act on the bit is the lab's
-        // question (plans/pv-features.toml); the guest sees it regardless.
+        // question (plans/lab-pv-features.toml); the guest sees it regardless.
         eprintln!(
             "{TEST}: KVM_GET_SUPPORTED_CPUID 0x40000001 EAX {offered:#x}: {name} {}",
             if offered & bit != 0 {

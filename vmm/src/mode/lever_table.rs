@@ -10,7 +10,7 @@
 //! the scope parser's values and the command line's flags.
 //!
 //! A lever is then its row, its effect (where it touches KVM or CPUID:
-//! `vm::setup_levers`, `vm::set_cpuid`) and its row in docs/modes.md; the
+//! `vm::vm_wide_setup`, `arch::cpuid::shape`) and its row in docs/modes.md; the
 //! tests at the end of this file fail for a row whose flag, scope, label,
 //! JSON or documentation is missing.
 use crate::mode::levers::{parse_cpu_list, ExitControl, ExitControls};
