@@ -19,6 +19,10 @@
 #              x2APIC (its dry run, then the 2 rows, 2 repeats each): a
 #              Linux workload planned, repeated and cross-checked like a
 #              payload's, one results file (runs/linux-sweep.json)
+#   pv         the PV levers (docs/modes.md, "Levers"), each with and
+#              without its flag, AVIC inhibited, 4 vCPUs on one host CPU
+#              (targets preempted: what sched-yield and TLB flush act on);
+#              judged by plans/lab-pv-features.toml too
 # lab.iterations=N: operations per measured phase (default 50).
 # Results: $OUT/runs/linux-*.json (one run each), judged by the host with
 # plans/lab-linux.toml (xtask/src/lab/recorded.rs).
@@ -109,6 +113,15 @@ if want workloads; then
             [ $w = ipi-multicast ] && p="--param 0x2"
             run "$w-x2apic-2-$m" --workload linux:$w --vcpus 2 --apic x2apic --apicv $m $p
         done
+    done
+fi
+if want pv; then
+    one="--vcpus 4 --apic x2apic --apicv inhibit --pin 0,0,0,0"
+    for on in on off; do
+        f() { [ $on = on ] && echo "$1"; }
+        run "pv-eoi-$on" --workload linux:ipi-broadcast --vcpus 2 --apic x2apic --apicv inhibit $(f --pv-eoi)
+        run "pv-sched-yield-$on" --workload linux:ipi-broadcast $one $(f --pv-sched-yield)
+        run "pv-tlb-flush-$on" --workload linux:tlb-shootdown $one $(f --pv-tlb-flush)
     done
 fi
 save_partial

@@ -1,7 +1,6 @@
 //! Typed configuration of one VM run, validated before any KVM call.
 use crate::arch::layout;
-use crate::mode::levers::ExitControls;
-use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, TargetWait, Workload};
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -165,14 +164,9 @@ pub struct VmConfig {
     pub kvm_device: PathBuf,
     /// Where tracefs is (None: found through /proc/mounts).
     pub tracefs: Option<PathBuf>,
-    /// Exits to turn off (KVM_CAP_X86_DISABLE_EXITS).
-    pub disable_exits: ExitControls,
-    /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); None = host default.
-    pub halt_poll_ns: Option<u32>,
-    /// Advertise KVM_HINTS_REALTIME ("dedicated" vCPUs) in CPUID.
-    pub realtime_hint: bool,
-    /// Host CPU of vCPU i (empty: no pinning).
-    pub pin: Vec<usize>,
+    /// The levers: exits turned off, halt polling, CPUID hints and PV
+    /// features, pinning ([`crate::mode::lever_table`], one row each).
+    pub levers: Levers,
     /// Leave APICv/AVIC to the host or inhibit it for this VM.
     pub apicv: ApicvRequest,
     /// Most bytes of guest-driven data the host keeps for the run (finished
@@ -207,10 +201,7 @@ impl Default for VmConfig {
             context_events: false,
             kvm_device: PathBuf::from("/dev/kvm"),
             tracefs: None,
-            disable_exits: ExitControls::NONE,
-            halt_poll_ns: None,
-            realtime_hint: false,
-            pin: Vec::new(),
+            levers: Levers::default(),
             apicv: ApicvRequest::Host,
             guest_memory_budget: ipivmm_devices::budget::DEFAULT_BUDGET,
         }

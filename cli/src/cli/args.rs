@@ -4,7 +4,6 @@ use crate::output::compare::Dimension;
 use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ipivmm::mode::levers::{ExitControl, ExitControls};
 use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait};
 use ipivmm::results::metrics::Metric;
 use ipivmm::{PayloadSource, VmConfig};
@@ -192,15 +191,9 @@ fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
 /// Levers every run of a command gets.
 #[derive(Args, Debug, Default, Clone)]
 pub struct LeverArgs {
-    /// Turn off these VM exits (KVM_CAP_X86_DISABLE_EXITS), comma-separated.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub disable_exits: Vec<ExitControl>,
-    /// Per-VM halt-polling limit in ns (KVM_CAP_HALT_POLL); default: the host's kvm.halt_poll_ns.
-    #[arg(long, value_name = "NS")]
-    pub halt_poll_ns: Option<u32>,
-    /// Advertise KVM_HINTS_REALTIME (dedicated, never-preempted vCPUs) in CPUID 0x40000001.
-    #[arg(long)]
-    pub realtime_hint: bool,
+    /// The levers (one flag per row of `ipivmm::mode::lever_table`).
+    #[command(flatten)]
+    pub set: crate::cli::lever_flags::LeverFlags,
     /// Do not count kvm:* tracepoints (they need root and tracefs).
     #[arg(long)]
     pub no_tracepoints: bool,
@@ -218,14 +211,7 @@ pub struct LeverArgs {
 impl LeverArgs {
     /// Apply the levers to `c`.
     pub fn apply(&self, c: &mut VmConfig) {
-        let exits: ExitControls = self.disable_exits.iter().copied().collect();
-        if !exits.is_empty() {
-            c.disable_exits = exits;
-        }
-        if self.halt_poll_ns.is_some() {
-            c.halt_poll_ns = self.halt_poll_ns;
-        }
-        c.realtime_hint |= self.realtime_hint;
+        c.levers.overlay(&self.set.0);
         c.tracepoints = !self.no_tracepoints;
         c.mount_tracefs = self.mount_tracefs;
         c.exit_reasons = self.exit_reasons;
@@ -523,9 +509,6 @@ pub struct RunArgs {
     /// Levers.
     #[command(flatten)]
     pub levers: LeverArgs,
-    /// Pin vCPU i to the i-th host CPU of this list (e.g. 0,2 or 0-3).
-    #[arg(long, value_name = "CPUS", value_parser = parse_pin)]
-    pub pin: Option<CpuList>,
     /// APICv/AVIC for this VM: host (module parameters decide) or inhibit (a vendor lever; a no-op where the host has none).
     #[arg(long, default_value = "host")]
     pub apicv: ApicvRequest,
@@ -580,20 +563,12 @@ fn parse_host_param(s: &str) -> Result<HostParamValues, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A `--pin` CPU list (a newtype: clap treats a bare Vec as repeated values).
-#[derive(Clone, Debug)]
-pub struct CpuList(pub Vec<usize>);
-
 /// `sweep --vcpus` counts (a newtype: clap treats a bare Vec as repeated values).
 #[derive(Clone, Debug)]
 pub struct VcpuCounts(pub Vec<usize>);
 
 fn parse_vcpu_counts(s: &str) -> Result<VcpuCounts, String> {
     crate::sweep::vcpus::parse(s).map(VcpuCounts)
-}
-
-fn parse_pin(s: &str) -> Result<CpuList, String> {
-    ipivmm::mode::levers::parse_cpu_list(s).map(CpuList)
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -672,7 +647,6 @@ impl RunArgs {
                 .clone()
                 .map_or(PayloadSource::Builtin, PayloadSource::File),
             kvm_device: self.kvm_device.clone(),
-            pin: self.pin.clone().map(|p| p.0).unwrap_or_default(),
             apicv: self.apicv,
             ..VmConfig::default()
         };
@@ -734,9 +708,12 @@ mod tests {
             (c.workload, c.target_wait),
             (Workload::AllToAll, TargetWait::Halt)
         );
-        assert_eq!(c.disable_exits.names(), ["hlt", "pause"]);
-        assert_eq!((c.halt_poll_ns, c.apicv), (Some(0), ApicvRequest::Inhibit));
-        assert_eq!((c.pin, c.params[0]), (vec![0, 1, 2, 3], 7));
+        assert_eq!(c.levers.disabled_exits.names(), ["hlt", "pause"]);
+        assert_eq!(
+            (c.levers.halt_poll_ns, c.apicv),
+            (Some(0), ApicvRequest::Inhibit)
+        );
+        assert_eq!((c.levers.pin, c.params[0]), (vec![0, 1, 2, 3], 7));
         assert!(c.tracepoints);
     }
 

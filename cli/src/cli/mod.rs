@@ -2,6 +2,7 @@
 //! one module per subcommand.
 pub mod args;
 pub mod commands;
+pub mod lever_flags;
 pub mod linux_args;
 
 #[cfg(test)]

@@ -35,5 +35,10 @@ fn clap_spells_every_mode_part_as_its_name() {
     clap_spells(ApicvRequest::ALL, ApicvRequest::name);
     clap_spells(ExitControl::ALL, ExitControl::name);
     clap_spells(ExitReasons::ALL, ExitReasons::name);
+    // compare --by: the mode's parts and one dimension per lever.
+    clap_spells(
+        &ipivmm::compare::Dimension::ALL,
+        ipivmm::compare::Dimension::name,
+    );
     assert!(Irqchip::from_str("no-such-chip", false).is_err());
 }

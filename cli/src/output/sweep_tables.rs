@@ -167,7 +167,7 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
 fn lever_lines(doc: &Document, runs: &[(&RunReport, RunSummary)]) -> String {
     let configs = configurations_of(doc, runs);
     let limits: std::collections::BTreeSet<Option<u32>> =
-        configs.iter().map(|c| c.id.halt_poll_ns).collect();
+        configs.iter().map(|c| c.id.levers.halt_poll_ns).collect();
     let mut out = String::new();
     if limits.len() > 1 {
         out.push_str(
@@ -183,7 +183,7 @@ fn lever_lines(doc: &Document, runs: &[(&RunReport, RunSummary)]) -> String {
                 .reduce(|a, b| a.plus(&b));
             let counts = total.map_or("no KVM halt-polling stats".into(), |h| h.counts_line());
             // The host's limit is the row without a `poll:` in its label.
-            let host = if c.id.halt_poll_ns.is_none() {
+            let host = if c.id.levers.halt_poll_ns.is_none() {
                 " poll:host"
             } else {
                 ""

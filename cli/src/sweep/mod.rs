@@ -193,7 +193,7 @@ pub fn poll_label(limit: Option<u32>) -> String {
 /// its swept limit (None: not swept).
 fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
     let polls: Vec<(Option<u32>, Option<String>)> = match spec.halt_polls.is_empty() {
-        true => vec![(spec.base.halt_poll_ns, None)],
+        true => vec![(spec.base.levers.halt_poll_ns, None)],
         false => spec
             .halt_polls
             .iter()
@@ -231,8 +231,11 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
                                         apicv,
                                         workload,
                                         vcpus,
-                                        pin: pin.clone(),
-                                        halt_poll_ns: *halt_poll_ns,
+                                        levers: ipivmm::mode::Levers {
+                                            pin: pin.clone(),
+                                            halt_poll_ns: *halt_poll_ns,
+                                            ..spec.base.levers.clone()
+                                        },
                                         memory_bytes: spec
                                             .base
                                             .memory_bytes

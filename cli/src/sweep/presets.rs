@@ -216,11 +216,11 @@ impl Preset {
                 };
                 let top = AVIC_BROADCAST_VCPUS.min(host.kvm_max_vcpus).max(2);
                 spec.vcpus = super::vcpus::range(2, top).unwrap_or_else(|_| vec![2]);
-                spec.base.realtime_hint = true;
+                spec.base.levers.realtime_hint = true;
                 // HLT exits off, unless vCPUs outnumber host CPUs (a vCPU
                 // halted in the guest would then hold its CPU).
                 if top <= host.cpus.len() && host.exit_controls.contains(ExitControl::Hlt) {
-                    spec.base.disable_exits = [ExitControl::Hlt].into_iter().collect();
+                    spec.base.levers.disabled_exits = [ExitControl::Hlt].into_iter().collect();
                 }
             }
             Preset::IpivUnicast => {
@@ -341,7 +341,7 @@ impl Preset {
                 }
                 None
             }
-            Preset::HaltPolling => match (c.halt_poll_ns, host_halt_poll_ns(host)) {
+            Preset::HaltPolling => match (c.levers.halt_poll_ns, host_halt_poll_ns(host)) {
                 (None, Some(0)) => Some(
                     "the host's kvm.halt_poll_ns is 0: this row polls no more than poll:0".into(),
                 ),
@@ -524,7 +524,7 @@ mod tests {
             .map(|r| {
                 (
                     r.label.as_str(),
-                    r.config.halt_poll_ns,
+                    r.config.levers.halt_poll_ns,
                     r.config.target_wait,
                 )
             })
@@ -590,7 +590,7 @@ mod tests {
         Preset::AvicBroadcast.apply(&mut spec, &host);
         assert_eq!(spec.vcpus, [2, 4, 8, 16, 32, 64]);
         assert!(
-            spec.base.disable_exits.is_empty(),
+            spec.base.levers.disabled_exits.is_empty(),
             "64 vCPUs on 2 CPUs keep HLT exits"
         );
         let r = Preset::AvicBroadcast.report(&host, &[], &[]);

@@ -21,14 +21,27 @@ pub mod features {
     pub const RDTSCP: u64 = 1 << 3;
     /// CPUID reports an invariant TSC.
     pub const INVARIANT_TSC: u64 = 1 << 4;
+    /// CPUID 0x40000001 reports KVM_FEATURE_PV_EOI (`--pv-eoi`).
+    pub const PV_EOI: u64 = 1 << 5;
+    /// CPUID 0x40000001 reports KVM_FEATURE_PV_TLB_FLUSH (`--pv-tlb-flush`).
+    pub const PV_TLB_FLUSH: u64 = 1 << 6;
+    /// CPUID 0x40000001 reports KVM_FEATURE_PV_SCHED_YIELD (`--pv-sched-yield`).
+    pub const PV_SCHED_YIELD: u64 = 1 << 7;
+
+    /// The KVM_FEATURE_* bit numbers of CPUID 0x40000001 EAX (the kernel's
+    /// uapi kvm_para.h) reported as feature bits: (EAX bit, feature bit).
+    pub const KVM_LEAF: [(u32, u64); 3] = [(6, PV_EOI), (9, PV_TLB_FLUSH), (13, PV_SCHED_YIELD)];
 
     /// Each bit's name, as the banner prints it.
-    const NAMES: [(u64, &str); 5] = [
+    const NAMES: [(u64, &str); 8] = [
         (X2APIC, "x2apic"),
         (PV_SEND_IPI, "pv-send-ipi"),
         (AMD, "amd"),
         (RDTSCP, "rdtscp"),
         (INVARIANT_TSC, "invariant-tsc"),
+        (PV_EOI, "pv-eoi"),
+        (PV_TLB_FLUSH, "pv-tlb-flush"),
+        (PV_SCHED_YIELD, "pv-sched-yield"),
     ];
 
     /// The bits of `f` by name (`x2apic amd invariant-tsc`; `none`), for

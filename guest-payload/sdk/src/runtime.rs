@@ -89,11 +89,18 @@ fn detect() -> u64 {
     }
     let hv = cpu::cpuid(0x4000_0000, 0);
     let kvm = [hv.ebx, hv.ecx, hv.edx] == [0x4b4d_564b, 0x564b_4d56, 0x0000_004d]; // "KVMKVMKVM\0\0\0"
-    if kvm
-        && hv.eax >= 0x4000_0001
-        && cpu::cpuid(0x4000_0001, 0).eax & (1 << KVM_FEATURE_PV_SEND_IPI_BIT) != 0
-    {
-        f |= features::PV_SEND_IPI;
+    if kvm && hv.eax >= 0x4000_0001 {
+        let leaf = cpu::cpuid(0x4000_0001, 0).eax;
+        if leaf & (1 << KVM_FEATURE_PV_SEND_IPI_BIT) != 0 {
+            f |= features::PV_SEND_IPI;
+        }
+        // The PV features the host's levers decide, read back so a run
+        // shows what the guest was offered (the banner, Hello).
+        for (bit, feature) in features::KVM_LEAF {
+            if leaf & (1 << bit) != 0 {
+                f |= feature;
+            }
+        }
     }
     f
 }

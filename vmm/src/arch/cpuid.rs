@@ -3,6 +3,7 @@
 //! The guest learns its APIC ID, whether x2APIC exists, and which KVM
 //! paravirtual features it may use only from CPUID, so these bits are the
 //! levers for the `--apic`, `--ipi pv` and `--realtime-hint` modes.
+use crate::mode::lever_table::KvmCpuidBits;
 use kvm_bindings::kvm_cpuid_entry2;
 
 /// CPUID.1:ECX bit 21, x2APIC.
@@ -19,6 +20,21 @@ pub const KVM_CPUID_FEATURES: u32 = 0x4000_0001;
 pub const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
 /// KVM_HINTS_REALTIME (EDX bit 0 of 0x40000001): vCPUs are never preempted.
 pub const KVM_HINTS_REALTIME: u32 = 1 << 0;
+/// KVM_FEATURE_PV_EOI (EAX bit 6 of 0x40000001; the `--pv-eoi` lever).
+pub const KVM_FEATURE_PV_EOI: u32 = 1 << 6;
+/// KVM_FEATURE_PV_TLB_FLUSH (EAX bit 9 of 0x40000001; `--pv-tlb-flush`).
+pub const KVM_FEATURE_PV_TLB_FLUSH: u32 = 1 << 9;
+/// KVM_FEATURE_PV_SCHED_YIELD (EAX bit 13 of 0x40000001; `--pv-sched-yield`).
+pub const KVM_FEATURE_PV_SCHED_YIELD: u32 = 1 << 13;
+
+/// The KVM feature bits (0x40000001 EAX) a supported CPUID offers; 0
+/// without the leaf.
+pub fn kvm_features(entries: &[kvm_cpuid_entry2]) -> u32 {
+    entries
+        .iter()
+        .find(|e| e.function == KVM_CPUID_FEATURES)
+        .map_or(0, |e| e.eax)
+}
 
 /// What one vCPU's CPUID must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,8 +47,11 @@ pub struct CpuidShape {
     pub x2apic: bool,
     /// Advertise KVM_FEATURE_PV_SEND_IPI.
     pub pv_send_ipi: bool,
-    /// Advertise KVM_HINTS_REALTIME.
-    pub realtime_hint: bool,
+    /// The bits of 0x40000001 the levers decide (`--realtime-hint`, the
+    /// PV features: [`crate::mode::lever_table::Effect`]): each set when
+    /// its lever is on and cleared otherwise, whatever KVM offers, so the
+    /// guest sees exactly what the configuration says.
+    pub levers: KvmCpuidBits,
 }
 
 /// Errors shaping CPUID.
@@ -64,20 +83,32 @@ pub fn shape(entries: &mut [kvm_cpuid_entry2], s: &CpuidShape) -> Result<(), Cpu
             KVM_CPUID_FEATURES => {
                 saw_kvm_features = true;
                 set_bit(&mut e.eax, KVM_FEATURE_PV_SEND_IPI, s.pv_send_ipi);
-                set_bit(&mut e.edx, KVM_HINTS_REALTIME, s.realtime_hint);
+                let l = s.levers;
+                e.eax = (e.eax & !l.eax_mask) | (l.eax & l.eax_mask);
+                e.edx = (e.edx & !l.edx_mask) | (l.edx & l.edx_mask);
             }
             _ => {}
         }
     }
-    if !saw_kvm_features && (s.pv_send_ipi || s.realtime_hint) {
+    if !saw_kvm_features && (s.pv_send_ipi || s.levers.eax != 0 || s.levers.edx != 0) {
         let what = if s.pv_send_ipi {
             "PV_SEND_IPI"
         } else {
-            "KVM_HINTS_REALTIME"
+            "the bits its levers ask for (--realtime-hint, --pv-*)"
         };
         return Err(CpuidError::MissingLeaf(KVM_CPUID_FEATURES, what));
     }
     Ok(())
+}
+
+/// The KVM feature bits (0x40000001 EAX) the KVM at `device` offers
+/// (KVM_GET_SUPPORTED_CPUID): what a lever's bit can do there.
+pub fn offered_kvm_features(device: &std::path::Path) -> Result<u32, String> {
+    let kvm = crate::host::device::open(device).map_err(|e| e.to_string())?;
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(|e| format!("KVM_GET_SUPPORTED_CPUID: {e}"))?;
+    Ok(kvm_features(supported.as_slice()))
 }
 
 /// Whether the supported CPUID offers KVM_FEATURE_PV_SEND_IPI.
@@ -131,7 +162,11 @@ mod tests {
             vcpu_count: 4,
             x2apic,
             pv_send_ipi: pv,
-            realtime_hint: rt,
+            levers: crate::mode::Levers {
+                realtime_hint: rt,
+                ..Default::default()
+            }
+            .kvm_cpuid_bits(),
         };
         shape(&mut e, &s).unwrap();
         e
@@ -173,7 +208,7 @@ mod tests {
             vcpu_count: 1,
             x2apic: false,
             pv_send_ipi: false,
-            realtime_hint: false,
+            levers: KvmCpuidBits::default(),
         };
         assert!(shape(&mut e, &s).is_ok());
         s.pv_send_ipi = true;
@@ -181,6 +216,55 @@ mod tests {
             shape(&mut e, &s),
             Err(CpuidError::MissingLeaf(_, "PV_SEND_IPI"))
         ));
+    }
+
+    #[test]
+    fn pv_feature_levers_set_exactly_their_bits() {
+        use crate::mode::Levers;
+        // The bits of the kernel's uapi kvm_para.h.
+        assert_eq!(
+            [
+                KVM_FEATURE_PV_EOI,
+                KVM_FEATURE_PV_TLB_FLUSH,
+                KVM_FEATURE_PV_SCHED_YIELD
+            ],
+            [1 << 6, 1 << 9, 1 << 13]
+        );
+        let all = KVM_FEATURE_PV_EOI | KVM_FEATURE_PV_TLB_FLUSH | KVM_FEATURE_PV_SCHED_YIELD;
+        let mut offered = supported();
+        offered[5].eax |= all;
+        for (levers, want) in [
+            (Levers::default(), 0),
+            (
+                Levers {
+                    pv_eoi: true,
+                    ..Levers::default()
+                },
+                KVM_FEATURE_PV_EOI,
+            ),
+            (
+                Levers {
+                    pv_tlb_flush: true,
+                    pv_sched_yield: true,
+                    ..Levers::default()
+                },
+                KVM_FEATURE_PV_TLB_FLUSH | KVM_FEATURE_PV_SCHED_YIELD,
+            ),
+        ] {
+            let mut e = offered.clone();
+            let s = CpuidShape {
+                apic_id: 0,
+                vcpu_count: 2,
+                x2apic: true,
+                pv_send_ipi: false,
+                levers: levers.kvm_cpuid_bits(),
+            };
+            shape(&mut e, &s).unwrap();
+            assert_eq!(e[5].eax & all, want, "{levers:?}");
+            assert_eq!(e[5].eax & 1, 1, "other KVM features untouched");
+            assert_eq!(kvm_features(&e) & all, want);
+        }
+        assert_eq!(kvm_features(&[entry(1, 0)]), 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod judge;
 
 pub use judge::{gate, Endpoint, GateOptions, GateReport};
 
+use crate::mode::Lever;
 use crate::results::identity::{ConfigId, Field};
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::{Document, SkippedMode};
@@ -21,9 +22,7 @@ use crate::stats::HostLoad;
 use std::collections::HashMap;
 
 /// What the columns of a comparison are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, strum::Display)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[strum(serialize_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Dimension {
     /// One column per file: hosts, kernels, dates side by side.
     #[default]
@@ -42,23 +41,75 @@ pub enum Dimension {
     Ipi,
     /// One column per APICv request (host, inhibit).
     Apicv,
+    /// One column per value of a lever (`--by poll`: poll:host, poll:0).
+    Lever(Lever),
     /// One column per host setting of a `sweep --host-param` (e.g. kvm_amd.avic=0, =1).
     HostParam,
 }
 
+/// The dimensions before the levers.
+const HEAD: [Dimension; 8] = [
+    Dimension::File,
+    Dimension::Mode,
+    Dimension::Vcpus,
+    Dimension::Target,
+    Dimension::Irqchip,
+    Dimension::Apic,
+    Dimension::Ipi,
+    Dimension::Apicv,
+];
+
+/// The field of each lever dimension (a slice of one to return).
+static LEVER_FIELDS: [Field; Lever::COUNT] = Field::LEVERS;
+
 impl Dimension {
-    /// Every dimension.
-    pub const ALL: [Dimension; 9] = [
-        Dimension::File,
-        Dimension::Mode,
-        Dimension::Vcpus,
-        Dimension::Target,
-        Dimension::Irqchip,
-        Dimension::Apic,
-        Dimension::Ipi,
-        Dimension::Apicv,
-        Dimension::HostParam,
-    ];
+    /// Every dimension: the mode's parts, every lever, the host setting.
+    pub const ALL: [Dimension; 9 + Lever::COUNT] = {
+        let mut all = [Dimension::HostParam; 9 + Lever::COUNT];
+        let mut i = 0;
+        while i < HEAD.len() {
+            all[i] = HEAD[i];
+            i += 1;
+        }
+        while i < HEAD.len() + Lever::COUNT {
+            all[i] = Dimension::Lever(Lever::ALL[i - HEAD.len()]);
+            i += 1;
+        }
+        all
+    };
+
+    /// Its name (`--by NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dimension::File => "file",
+            Dimension::Mode => "mode",
+            Dimension::Lever(l) => l.name(),
+            d => d.fields()[0].name(),
+        }
+    }
+
+    /// What its columns are, for `--help`.
+    pub fn help(self) -> String {
+        match self {
+            Dimension::File => "One column per file: hosts, kernels, dates side by side".into(),
+            Dimension::Mode => {
+                "One column per mode label (levers and host setting included)".into()
+            }
+            Dimension::Vcpus => "One column per vCPU count: how a figure grows with N".into(),
+            Dimension::Target => "One column per target wait (spin, halt, halt-immediate)".into(),
+            Dimension::Irqchip => {
+                "One column per interrupt controller (kernel, split, user)".into()
+            }
+            Dimension::Apic => "One column per guest APIC mode (xapic, x2apic)".into(),
+            Dimension::Ipi => "One column per IPI path (icr, pv)".into(),
+            Dimension::Apicv => "One column per APICv request (host, inhibit)".into(),
+            Dimension::Lever(l) => format!("One column per value of a lever: {}", l.row().help),
+            Dimension::HostParam => {
+                "One column per host setting of a `sweep --host-param` (e.g. kvm_amd.avic=0, =1)"
+                    .into()
+            }
+        }
+    }
 
     /// The configuration fields its columns differ in (none for files).
     pub fn fields(self) -> &'static [Field] {
@@ -71,6 +122,7 @@ impl Dimension {
             Dimension::Apic => &[Field::Apic],
             Dimension::Ipi => &[Field::Ipi],
             Dimension::Apicv => &[Field::Apicv],
+            Dimension::Lever(l) => std::slice::from_ref(&LEVER_FIELDS[l as usize]),
             Dimension::HostParam => &[Field::HostParam],
         }
     }
@@ -82,6 +134,23 @@ impl Dimension {
             Dimension::Mode => Some(id.label()),
             d => Some(id.value(d.fields()[0])),
         }
+    }
+}
+
+impl std::fmt::Display for Dimension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(feature = "clap")]
+impl clap::ValueEnum for Dimension {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.help()))
     }
 }
 

@@ -262,7 +262,6 @@ fn field_values(f: Field) -> Option<Vec<&'static str>> {
         Field::Apic => ApicMode::ALL.iter().map(|v| v.name()).collect(),
         Field::Ipi => IpiPath::ALL.iter().map(|v| v.name()).collect(),
         Field::Apicv => super::APICV_VALUES.to_vec(),
-        Field::Rt => vec!["yes", "no"],
         _ => return None,
     })
 }
@@ -300,13 +299,22 @@ fn field_scope(name: &str, values: &str) -> Result<FieldScope, String> {
             all.join(", ")
         )
     })?;
-    let values: Vec<String> = values.split('|').map(str::to_string).collect();
-    for v in &values {
+    let mut values: Vec<String> = values.split('|').map(str::to_string).collect();
+    for v in &mut values {
+        if let Field::Lever(l) = field {
+            // Read as the lever reads it, and spelled as its value is
+            // (`exits=pause+hlt` is `hlt+pause`).
+            let mut levers = crate::mode::Levers::default();
+            levers
+                .set_text(l, v)
+                .map_err(|e| format!("'{name}={v}': not a value of {field}: {e}"))?;
+            *v = levers.value(l);
+            continue;
+        }
         let known = match field_values(field) {
             Some(ok) => ok.contains(&v.as_str()),
             None => match field {
                 Field::Vcpus => v.parse::<usize>().is_ok(),
-                Field::Poll => v == "host" || v.parse::<u32>().is_ok(),
                 _ => !v.is_empty(),
             },
         };
@@ -702,6 +710,16 @@ mod tests {
         // A host setting holds '=' itself.
         let e = ok("host-param=kvm_amd.avic=1: exits_per_ipi < 3");
         assert_eq!(e.scope.fields[0].values, ["kvm_amd.avic=1"]);
+        // Every lever is a field whose junk is refused, not a scope that
+        // matches nothing.
+        for l in crate::mode::Lever::ALL {
+            let e = expectation(&format!("{l}=maybe: exits_per_ipi < 1")).unwrap_err();
+            assert!(e.problem.contains("not a value of"), "{l}: {}", e.problem);
+        }
+        // A lever's value is spelled as the configuration spells it.
+        let e = ok("exits=pause+hlt poll=0 pv-eoi=yes: exits_per_ipi < 3");
+        assert_eq!(e.scope.fields[0].values, ["hlt+pause"]);
+        assert_eq!(e.scope.fields[2].field.to_string(), "pv-eoi");
         // Fields mix with the older words.
         let e = ok("broadcast 4v ipi=icr: exits_per_ipi < 3");
         assert_eq!(e.scope.workload.as_deref(), Some("broadcast"));
@@ -716,6 +734,10 @@ mod tests {
                 "apicv=on: exits_per_ipi < 1",
                 "one of host, inhibit, active",
             ),
+            ("pv-tlb-flush=maybe: exits_per_ipi < 1", "one of yes, no"),
+            ("exits=hlt+nap: exits_per_ipi < 1", "'nap' is not an exit"),
+            ("poll=soon: exits_per_ipi < 1", "not a value of poll"),
+            ("pin=x: exits_per_ipi < 1", "not a value of pin"),
         ] {
             let e = expectation(s).unwrap_err();
             assert!(e.problem.contains(needle), "{s}: {}", e.problem);

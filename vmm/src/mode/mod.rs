@@ -10,9 +10,11 @@
 //! the guest ABI's own enums (`ipivmm_abi`, with its `host` feature for
 //! their spelling): one definition for host and guest.
 pub mod apicv;
+pub mod lever_table;
 pub mod levers;
 
 pub use ipivmm_abi::{ApicMode, IpiPath, TargetWait, Workload};
+pub use lever_table::{Lever, Levers};
 
 use apicv::ApicvPlan;
 use ipivmm_host::facts::{HostInfo, KvmBackend};

@@ -12,8 +12,9 @@
 //! warm-up, memory), which phase is read, and an injected delay
 //! (`--inject-delay-cycles`, a known effect applied *to* a configuration
 //! to check a comparison) are not part of it.
-use crate::mode::levers::ExitControls;
-use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
+use crate::mode::{
+    ApicMode, ApicvRequest, IpiPath, Irqchip, Lever, Levers, Mode, TargetWait, Workload,
+};
 use crate::results::{RunConfig, RunReport};
 use serde::{Deserialize, Serialize};
 
@@ -39,10 +40,7 @@ impl Guest {
 
 /// One part of a configuration: what a scope (`apic=x2apic`) or a
 /// comparison's dimension (`--by apic`) names.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::Display, strum::EnumString,
-)]
-#[strum(serialize_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Field {
     /// The built-in workload or payload (`workload=broadcast`).
     Workload,
@@ -59,52 +57,97 @@ pub enum Field {
     /// The APICv request (`apicv=inhibit`); a scope may also name the
     /// state the run observed (`apicv=active`, docs/ci.md).
     Apicv,
-    /// Exits turned off (`exits=hlt+pause`, `exits=none`).
-    Exits,
-    /// Halt-polling limit (`poll=0`, `poll=host`).
-    Poll,
-    /// The realtime hint (`rt=yes`).
-    Rt,
-    /// Host CPUs of the vCPUs (`pin=0,1`, `pin=none`).
-    Pin,
+    /// A lever (`exits=hlt+pause`, `poll=host`, `rt=yes`, `pin=0,1`...:
+    /// [`crate::mode::lever_table`]).
+    Lever(Lever),
     /// Named placement (`placement=close`).
     Placement,
     /// A `--host-param` stage's setting (`host-param=kvm_amd.avic=1`).
     HostParam,
 }
 
+/// The fields before the levers, which every key names.
+const HEAD: [Field; 7] = [
+    Field::Workload,
+    Field::Target,
+    Field::Vcpus,
+    Field::Irqchip,
+    Field::Apic,
+    Field::Ipi,
+    Field::Apicv,
+];
+
+/// `head`, every lever, then `tail`, as one array (the lists below).
+const fn with_levers<const N: usize>(head: &[Field], tail: &[Field]) -> [Field; N] {
+    let mut all = [Field::Workload; N];
+    let mut i = 0;
+    while i < head.len() {
+        all[i] = head[i];
+        i += 1;
+    }
+    let mut l = 0;
+    while l < Lever::COUNT {
+        all[i] = Field::Lever(Lever::ALL[l]);
+        i += 1;
+        l += 1;
+    }
+    let mut t = 0;
+    while t < tail.len() {
+        all[i] = tail[t];
+        i += 1;
+        t += 1;
+    }
+    assert!(i == N, "the list's length is head + levers + tail");
+    all
+}
+
 impl Field {
     /// Every field, in the identity's order.
-    pub const ALL: [Field; 13] = [
-        Field::Workload,
-        Field::Target,
-        Field::Vcpus,
-        Field::Irqchip,
-        Field::Apic,
-        Field::Ipi,
-        Field::Apicv,
-        Field::Exits,
-        Field::Poll,
-        Field::Rt,
-        Field::Pin,
-        Field::Placement,
-        Field::HostParam,
-    ];
+    pub const ALL: [Field; 9 + Lever::COUNT] =
+        with_levers(&HEAD, &[Field::Placement, Field::HostParam]);
 
     /// The fields a mode label shows (the parts and levers, placement and
     /// host setting): what `compare --by mode` takes as its columns.
-    pub const MODE: [Field; 10] = [
-        Field::Irqchip,
-        Field::Apic,
-        Field::Ipi,
-        Field::Apicv,
-        Field::Exits,
-        Field::Poll,
-        Field::Rt,
-        Field::Pin,
-        Field::Placement,
-        Field::HostParam,
-    ];
+    pub const MODE: [Field; 6 + Lever::COUNT] = with_levers(
+        &[Field::Irqchip, Field::Apic, Field::Ipi, Field::Apicv],
+        &[Field::Placement, Field::HostParam],
+    );
+
+    /// The field of each lever, in the table's order.
+    pub const LEVERS: [Field; Lever::COUNT] = with_levers(&[], &[]);
+
+    /// Its name in scopes, keys and `compare --by` (`host-param`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Workload => "workload",
+            Field::Target => "target",
+            Field::Vcpus => "vcpus",
+            Field::Irqchip => "irqchip",
+            Field::Apic => "apic",
+            Field::Ipi => "ipi",
+            Field::Apicv => "apicv",
+            Field::Lever(l) => l.name(),
+            Field::Placement => "placement",
+            Field::HostParam => "host-param",
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Field {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Field::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("no field '{s}'"))
+    }
 }
 
 /// A configuration.
@@ -124,18 +167,9 @@ pub struct ConfigId {
     pub ipi: IpiPath,
     /// APICv request.
     pub apicv: ApicvRequest,
-    /// Exits turned off.
-    #[serde(default, skip_serializing_if = "is_none_off")]
-    pub disabled_exits: ExitControls,
-    /// Per-VM halt-polling limit, ns (None: the host's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub halt_poll_ns: Option<u32>,
-    /// KVM_HINTS_REALTIME advertised.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub realtime_hint: bool,
-    /// Host CPU of each vCPU (empty: not pinned).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pin: Vec<usize>,
+    /// The levers that are set.
+    #[serde(flatten)]
+    pub levers: Levers,
     /// Named placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
@@ -145,14 +179,6 @@ pub struct ConfigId {
     /// `BootInfo::params` (the multicast's target set), when any is set.
     #[serde(default, skip_serializing_if = "is_zero_params")]
     pub params: [u64; 8],
-}
-
-fn is_none_off(e: &ExitControls) -> bool {
-    e.is_empty()
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 fn is_zero_params(p: &[u64; 8]) -> bool {
@@ -199,10 +225,7 @@ impl ConfigId {
             apic: m.apic,
             ipi: m.ipi,
             apicv,
-            disabled_exits: m.disabled_exits,
-            halt_poll_ns: m.halt_poll_ns,
-            realtime_hint: m.realtime_hint,
-            pin: m.pin.clone(),
+            levers: m.levers.clone(),
             placement,
             host_param,
             params: m.params,
@@ -229,27 +252,20 @@ impl ConfigId {
             Field::Apic => self.apic.name().to_string(),
             Field::Ipi => self.ipi.name().to_string(),
             Field::Apicv => self.apicv.name().to_string(),
-            Field::Exits => {
-                if self.disabled_exits.is_empty() {
-                    "none".into()
-                } else {
-                    self.disabled_exits.names().join("+")
-                }
-            }
-            Field::Poll => self
-                .halt_poll_ns
-                .map_or_else(|| "host".into(), |ns| ns.to_string()),
-            Field::Rt => if self.realtime_hint { "yes" } else { "no" }.into(),
-            Field::Pin => {
-                if self.pin.is_empty() {
-                    "none".into()
-                } else {
-                    let c: Vec<String> = self.pin.iter().map(|c| c.to_string()).collect();
-                    c.join(",")
-                }
-            }
+            Field::Lever(l) => self.levers.value(l),
             Field::Placement => self.placement.clone().unwrap_or_else(|| "none".into()),
             Field::HostParam => self.host_param.clone().unwrap_or_else(|| "none".into()),
+        }
+    }
+
+    /// Whether `f` shows in the key: the fields before the levers always,
+    /// a lever, the placement and the host setting when set.
+    pub fn is_set(&self, f: Field) -> bool {
+        match f {
+            Field::Lever(l) => self.levers.is_set(l),
+            Field::Placement => self.placement.is_some(),
+            Field::HostParam => self.host_param.is_some(),
+            _ => true,
         }
     }
 
@@ -267,10 +283,7 @@ impl ConfigId {
                 Field::Apic => c.apic = ApicMode::Xapic,
                 Field::Ipi => c.ipi = IpiPath::Icr,
                 Field::Apicv => c.apicv = ApicvRequest::Host,
-                Field::Exits => c.disabled_exits = ExitControls::NONE,
-                Field::Poll => c.halt_poll_ns = None,
-                Field::Rt => c.realtime_hint = false,
-                Field::Pin => c.pin.clear(),
+                Field::Lever(l) => c.levers.reset(*l),
                 Field::Placement => c.placement = None,
                 Field::HostParam => c.host_param = None,
             }
@@ -287,17 +300,8 @@ impl ConfigId {
             l.push(' ');
             l.push_str(&s);
         };
-        if !self.disabled_exits.is_empty() {
-            push(format!("-exits:{}", self.disabled_exits.names().join("+")));
-        }
-        if let Some(ns) = self.halt_poll_ns {
-            push(format!("poll:{ns}"));
-        }
-        if self.realtime_hint {
-            push("rt".into());
-        }
-        if !self.pin.is_empty() {
-            push(format!("pin:{}", self.value(Field::Pin)));
+        for part in self.levers.label_parts() {
+            push(part);
         }
         for extra in [&self.placement, &self.host_param].into_iter().flatten() {
             push(extra.clone());
@@ -318,23 +322,11 @@ impl ConfigId {
     /// e.g. `workload=pingpong target=halt vcpus=2 irqchip=kernel
     /// apic=x2apic ipi=icr apicv=host`, then any lever that is set.
     pub fn key(&self) -> String {
-        let mut parts: Vec<String> = Field::ALL[..7]
-            .iter()
-            .map(|f| format!("{f}={}", self.value(*f)))
+        let mut parts: Vec<String> = Field::ALL
+            .into_iter()
+            .filter(|f| self.is_set(*f))
+            .map(|f| format!("{f}={}", self.value(f)))
             .collect();
-        let set = [
-            (Field::Exits, !self.disabled_exits.is_empty()),
-            (Field::Poll, self.halt_poll_ns.is_some()),
-            (Field::Rt, self.realtime_hint),
-            (Field::Pin, !self.pin.is_empty()),
-            (Field::Placement, self.placement.is_some()),
-            (Field::HostParam, self.host_param.is_some()),
-        ];
-        for (f, on) in set {
-            if on {
-                parts.push(format!("{f}={}", self.value(f)));
-            }
-        }
         if !is_zero_params(&self.params) {
             let p: Vec<String> = self.params.iter().map(|v| format!("{v:#x}")).collect();
             parts.push(format!("params={}", p.join(",")));
@@ -378,8 +370,11 @@ mod tests {
     fn labels_come_from_the_identity_and_agree_with_the_run_label() {
         let c = VmConfig {
             apic: ApicMode::X2apic,
-            halt_poll_ns: Some(0),
-            pin: vec![0, 1],
+            levers: Levers {
+                halt_poll_ns: Some(0),
+                pin: vec![0, 1],
+                ..Levers::default()
+            },
             ..VmConfig::default()
         };
         let i = id(&c);

@@ -133,7 +133,7 @@ impl HaltPolling {
 /// The halt-polling limit `run` ran under: the VM's, else the host's
 /// `kvm.halt_poll_ns` as recorded.
 pub fn limit(run: &RunReport) -> Option<(u64, LimitSource)> {
-    if let Some(ns) = run.mode.halt_poll_ns {
+    if let Some(ns) = run.mode.levers.halt_poll_ns {
         return Some((u64::from(ns), LimitSource::Vm));
     }
     let host = run.host_settings.as_ref()?.param("kvm.halt_poll_ns")?;
@@ -246,7 +246,10 @@ mod tests {
     fn run(vm_limit: Option<u32>, host_limit: Option<&str>, stats: &[(&str, u64)]) -> RunReport {
         let mut r = RunReport::not_started(
             &VmConfig {
-                halt_poll_ns: vm_limit,
+                levers: crate::mode::Levers {
+                    halt_poll_ns: vm_limit,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             "fixture",

@@ -43,8 +43,7 @@ pub use vcpu::{
 
 use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;
-use crate::mode::levers::ExitControls;
-use crate::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
+use crate::mode::{ApicMode, IpiPath, Irqchip, Levers, TargetWait, Workload};
 use ipivmm_host::facts::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -252,18 +251,10 @@ pub struct RunConfig {
     pub warmup: u64,
     /// Guest RAM in MiB.
     pub memory_mib: u64,
-    /// Exits turned off (KVM_CAP_X86_DISABLE_EXITS).
-    #[serde(default)]
-    pub disabled_exits: ExitControls,
-    /// Per-VM halt-polling limit, ns (None = host default).
-    #[serde(default)]
-    pub halt_poll_ns: Option<u32>,
-    /// KVM_HINTS_REALTIME advertised.
-    #[serde(default)]
-    pub realtime_hint: bool,
-    /// Host CPU of each vCPU (empty = not pinned).
-    #[serde(default)]
-    pub pin: Vec<usize>,
+    /// The levers (`disabled_exits`, `halt_poll_ns`, `realtime_hint` and
+    /// `pin` always, the others when set).
+    #[serde(flatten, serialize_with = "Levers::serialize_recorded")]
+    pub levers: Levers,
     /// The custom payload, if not the built-in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
@@ -311,10 +302,7 @@ impl RunConfig {
             iterations: c.iterations,
             warmup: c.warmup,
             memory_mib: c.memory_bytes >> 20,
-            disabled_exits: c.disable_exits,
-            halt_poll_ns: c.halt_poll_ns,
-            realtime_hint: c.realtime_hint,
-            pin: c.pin.clone(),
+            levers: c.levers.clone(),
             payload: match &c.payload {
                 PayloadSource::Builtin => None,
                 PayloadSource::File(p) => Some(p.display().to_string()),
@@ -803,9 +791,12 @@ mod tests {
     #[test]
     fn labels_name_mode_levers_and_payload() {
         let c = VmConfig {
-            disable_exits: ExitControls::from_bits(2),
-            halt_poll_ns: Some(0),
-            pin: vec![2, 3],
+            levers: Levers {
+                disabled_exits: crate::mode::levers::ExitControls::from_bits(2),
+                halt_poll_ns: Some(0),
+                pin: vec![2, 3],
+                ..Levers::default()
+            },
             payload: PayloadSource::File("/x/y/demo".into()),
             ..Default::default()
         };

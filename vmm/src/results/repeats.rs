@@ -281,7 +281,7 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
 /// read as if nobody had looked at its flags (issue 50).
 fn levers(id: &ConfigId, all: &[&'static str]) -> String {
     let pulled = |l: &str| match l {
-        "--pin" => !id.pin.is_empty(),
+        "--pin" => !id.levers.pin.is_empty(),
         _ if l.starts_with("a halted target") => id.target == TargetWait::Halt,
         _ => false,
     };
@@ -357,7 +357,10 @@ mod tests {
     fn id(target: TargetWait, pin: Vec<usize>) -> ConfigId {
         let c = VmConfig {
             target_wait: target,
-            pin,
+            levers: crate::mode::Levers {
+                pin,
+                ..Default::default()
+            },
             ..VmConfig::default()
         };
         summarize(&RunReport::not_started(&c, "test")).id

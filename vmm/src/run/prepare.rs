@@ -28,7 +28,7 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     config
         .validate(max_vcpus(&kvm))
         .map_err(crate::vm::VmError::from)?;
-    levers::check_pin(&config.pin, config.vcpus, &levers::allowed_cpus())
+    levers::check_pin(&config.levers.pin, config.vcpus, &levers::allowed_cpus())
         .map_err(crate::vm::VmError::from)?;
     let host = ipivmm_host::facts::probe().ok();
     if let Some(g) = config.payload.linux() {

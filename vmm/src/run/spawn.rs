@@ -90,7 +90,7 @@ pub fn spawn(
             shared: shared.clone(),
             tsc_khz,
             trace: trace.clone(),
-            pin: c.pin.get(index).copied(),
+            pin: c.levers.pin.get(index).copied(),
             irqchip: irqchip.clone(),
             whole_run_phase: c.payload.multiboot().is_some(),
         };

@@ -307,8 +307,8 @@ fn vm_wide_setup(
     lever: InhibitLever,
 ) -> Result<(), VmError> {
     irqchip.create(fd)?;
-    levers::disable_exits(fd, config.disable_exits)?;
-    if let Some(ns) = config.halt_poll_ns {
+    levers::disable_exits(fd, config.levers.disabled_exits)?;
+    if let Some(ns) = config.levers.halt_poll_ns {
         levers::set_halt_poll_ns(fd, ns)?;
     }
     if lever == InhibitLever::PitReinject {
@@ -356,7 +356,7 @@ pub(super) fn set_cpuid(
         vcpu_count: config.vcpus as u32,
         x2apic: config.apic == ApicMode::X2apic,
         pv_send_ipi: config.ipi.is_hypercall(),
-        realtime_hint: config.realtime_hint,
+        levers: config.levers.kvm_cpuid_bits(),
     };
     cpuid::shape(entries.as_mut_slice(), &shape)?;
     vcpu.set_cpuid2(&entries).map_err(kvm_err("KVM_SET_CPUID2"))

@@ -682,6 +682,7 @@ mod tests {
                 "lab-linux",
                 "lab-npt0",
                 "lab-overhead",
+                "lab-pv-features",
                 "lab-sweep",
                 "seeds"
             ]

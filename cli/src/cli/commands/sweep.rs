@@ -339,9 +339,20 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
     spec.force = args.force;
     args.levers.apply(&mut spec.base);
+    // `--pin` is the one placement of every row, unless a preset places
+    // the vCPUs itself (close, spread).
+    let pin = &args.levers.set.0.pin;
+    if !pin.is_empty() {
+        if spec.placements.iter().any(|(name, _)| !name.is_empty()) {
+            return Err(
+                "--pin: this preset places the vCPUs itself (close, spread); drop --pin".into(),
+            );
+        }
+        spec.placements = vec![(String::new(), pin.clone())];
+    }
     // With a swept limit (the halt-polling preset), an explicit
     // --halt-poll-ns is its polling side, against 0.
-    if let (Some(ns), false) = (args.levers.halt_poll_ns, spec.halt_polls.is_empty()) {
+    if let (Some(ns), false) = (args.levers.set.0.halt_poll_ns, spec.halt_polls.is_empty()) {
         spec.halt_polls = match ns {
             0 => vec![Some(0)],
             ns => vec![Some(ns), Some(0)],
@@ -459,7 +470,7 @@ mod tests {
         let (runs, _) = plan(&spec, Some(&host(KvmBackend::KvmPvm, false)));
         assert!(runs
             .iter()
-            .all(|r| r.config.halt_poll_ns == Some(0) && !r.label.contains("poll")));
+            .all(|r| r.config.levers.halt_poll_ns == Some(0) && !r.label.contains("poll")));
     }
 
     /// Issue 49: `sweep --kernel K --initrd I --workload linux:ipi-broadcast
