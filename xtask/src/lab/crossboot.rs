@@ -399,6 +399,51 @@ ipivmm: gate: FAIL (3 figures judged: 1 undecided, 1 regressed, 1 equivalent)
             .any(|f| f.starts_with("A/B: ")));
     }
 
+    /// The judge runs the recipe over the boots' recordings: the A/A's
+    /// baseline is the first two base boots', its new side the last's; the
+    /// A/B's new side both changed boots'. `ipivmm` here is a stand-in that
+    /// prints its arguments and exits as compare would on such files.
+    #[test]
+    fn the_judge_hands_the_recipe_each_sides_recordings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let results = tmp.path().join("results");
+        for (i, side) in BOOTS.iter().enumerate() {
+            let d = results.join(boot_dir(i + 1, *side)).join("recordings");
+            fs::create_dir_all(&d).unwrap();
+            for k in 1..=RECORDINGS {
+                fs::write(d.join(format!("id{i}-{k}.json")), "{}").unwrap();
+            }
+        }
+        let stub = tmp.path().join("ipivmm");
+        fs::write(
+            &stub,
+            "#!/bin/sh\necho \"$@\"\ncase \"$*\" in *changed*) echo 'ipivmm: row: ICR-write exits/IPI, [7] against [1]+[2]: +1.000 [+1.000,' >&2; echo '    +1.000] (100%), exact counts: regressed' >&2; echo 'ipivmm: gate: FAIL' >&2; exit 1 ;; esac\necho 'ipivmm: gate: undecided' >&2\nexit 4\n",
+        )
+        .unwrap();
+        fs::set_permissions(&stub, fs::Permissions::from_mode(0o755)).unwrap();
+        let recipe = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(RECIPE);
+        let r = judge(&recipe, &stub, &results).unwrap();
+        assert!(r.passed(), "{}", r.text());
+        let aa = fs::read_to_string(results.join("aa.txt")).unwrap();
+        assert_eq!(aa.matches("--baseline").count(), 2 * RECORDINGS, "{aa}");
+        assert!(aa.contains("aa-new/boot-5-base-id4-1.json"), "{aa}");
+        assert!(
+            aa.contains("--baseline") && aa.contains("aa-base/boot-3-base-id2-3.json"),
+            "{aa}"
+        );
+        assert!(aa.contains("--fail-on-regression"), "{aa}");
+        let ab = fs::read_to_string(results.join("ab.txt")).unwrap();
+        assert!(
+            ab.contains("ab-new/boot-2-changed-id1-1.json")
+                && ab.contains("ab-new/boot-4-changed-id3-3.json"),
+            "{ab}"
+        );
+        assert_eq!(fs::read_to_string(results.join("aa.rc")).unwrap(), "4\n");
+        assert_eq!(fs::read_to_string(results.join("ab.rc")).unwrap(), "1\n");
+    }
+
     /// docs/ci.md shows the recipe the lab runs, whole.
     #[test]
     fn the_documented_recipe_is_the_one_the_lab_runs() {
