@@ -14,7 +14,17 @@
 #              to spinning targets, ping-pong to halted targets, PV IPIs;
 #   preset     sweep --preset avic-broadcast at 2, 4 and 8 vCPUs
 #              (plans/lab-avic-preset.toml: runs/avic-preset.json,
-#              avic-preset.tap; 180 does not finish on 2 emulated CPUs).
+#              avic-preset.tap; 180 does not finish on 2 emulated CPUs);
+#   halt-polling  sweep --preset halt-polling: the host's kvm.halt_poll_ns
+#              against --halt-poll-ns 0, a halted target
+#              (plans/lab-halt-polling.toml: runs/halt-polling.json,
+#              halt-polling.tap): kvm_amd polls where kvm_pvm does not.
+#              Asked for by name only;
+#   topology   sweep --preset apicv-topology on a machine of two sockets
+#              (`--sockets 2 --smp 4`: plans/lab-apicv-topology.toml,
+#              runs/apicv-topology.json, apicv-topology.tap; topology.txt
+#              each CPU's package and each NUMA node's CPUs). Asked for by
+#              name only.
 # lab.iterations=N: iterations per run (default 30).
 # Outcomes: $OUT/selftests.tsv (name, avic, rc), each plan's TAP and JUnit
 # and the JSON documents, the trace summaries; the xtask reads them back
@@ -108,7 +118,7 @@ selftests() { # label (on|off)
 # An expectation that fails is the TAP's to report (exit 1); anything else
 # (no verdict at all) is a failure of the probe.
 SAVE_S=15
-check() { # name (avic-on, avic-off, avic-preset): plans/lab-NAME.toml
+check() { # name (avic-on, avic-off, avic-preset, halt-polling): plans/lab-NAME.toml
     name=$1 plan=/lab/plans/lab-$1.toml
     echo "== check $name: $plan"
     echo "lab: probe: check $name" >/dev/console
@@ -140,6 +150,17 @@ save_partial
 want selftests && selftests on
 want matrix && check avic-on
 want preset && check avic-preset
+want halt-polling && check halt-polling
+if want topology; then
+    for c in /sys/devices/system/cpu/cpu[0-9]*; do
+        echo "package ${c##*/} $(cat "$c/topology/physical_package_id")"
+    done >"$OUT/topology.txt"
+    for n in /sys/devices/system/node/node[0-9]*; do
+        echo "node ${n##*/} $(cat "$n/cpulist")"
+    done >>"$OUT/topology.txt"
+    cat "$OUT/topology.txt"
+    check apicv-topology
+fi
 dmesg >"$OUT/dmesg-avic-on.txt"
 
 if want selftests || want matrix; then

@@ -27,6 +27,12 @@ pub enum Part {
     Matrix,
     /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
     Preset,
+    /// sweep --preset halt-polling: the host's kvm.halt_poll_ns against --halt-poll-ns 0, KVM's
+    /// polling counters per row (runs/halt-polling.json); not in the default parts
+    HaltPolling,
+    /// sweep --preset apicv-topology on two sockets (`--sockets 2 --smp 4`): vCPUs pinned close
+    /// and spread, AVIC on and inhibited (runs/apicv-topology.json); not in the default parts
+    Topology,
 }
 
 impl Part {
@@ -39,12 +45,23 @@ impl Part {
             Part::Selftests => "selftests",
             Part::Matrix => "matrix",
             Part::Preset => "preset",
+            Part::HaltPolling => "halt-polling",
+            Part::Topology => "topology",
         }
     }
 
+    /// Parts only asked for by name: `halt-polling` fails its plan's
+    /// "some polls caught" under TCG today (docs/lab.md, "Halt polling"),
+    /// `topology` needs a machine of its own (`--sockets 2 --smp 4`).
+    pub const ON_REQUEST: &[Part] = &[Part::HaltPolling, Part::Topology];
+
     /// The part named `name`.
     pub fn named(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.name() == name)
+        Self::ALL
+            .iter()
+            .chain(Self::ON_REQUEST)
+            .copied()
+            .find(|p| p.name() == name)
     }
 }
 
@@ -121,7 +138,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
         let mut extra = s.kernel_args.clone();
         extra.push("lab.kvm=avic=1".into());
         extra.push(format!("lab.probe={}", part.name()));
-        (Expect::Avic(*part), extra)
+        (Expect::Avic(*part), extra, part.name().to_string())
     });
     let (mut verdict, results) = pass::probe_pass(
         s,
@@ -145,6 +162,8 @@ pub const PLANS: &[(Part, &str, &str)] = &[
     (Part::Matrix, "avic-on", "lab-avic-on.toml"),
     (Part::Matrix, "avic-off", "lab-avic-off.toml"),
     (Part::Preset, "avic-preset", "lab-avic-preset.toml"),
+    (Part::HaltPolling, "halt-polling", "lab-halt-polling.toml"),
+    (Part::Topology, "apicv-topology", "lab-apicv-topology.toml"),
 ];
 
 /// The AVIC checks of one part's results tree `dir`, after the lab's own
@@ -185,10 +204,42 @@ pub fn verdict(r: &mut Report, part: Part, dir: &Path) {
     x2avic_agrees(r, dir);
     match part {
         Part::Selftests => selftests(r, dir),
-        Part::Matrix | Part::Preset => {
+        Part::Topology => {
+            sockets(r, dir);
             let plans = PLANS.iter().filter(|(p, _, _)| *p == part);
             tap::plans(r, dir, plans.map(|(_, s, p)| (*s, *p)), true, |_| true);
         }
+        Part::Matrix | Part::Preset | Part::HaltPolling => {
+            let plans = PLANS.iter().filter(|(p, _, _)| *p == part);
+            tap::plans(r, dir, plans.map(|(_, s, p)| (*s, *p)), true, |_| true);
+        }
+    }
+}
+
+/// The guest saw two sockets or more, each its own NUMA node
+/// (probe-avic.sh's topology.txt: each CPU's `physical_package_id`, then
+/// each node's CPU list), as `--sockets 2` makes QEMU's machine.
+fn sockets(r: &mut Report, dir: &Path) {
+    let text = fs::read_to_string(dir.join("topology.txt")).unwrap_or_default();
+    // "package cpuN ID": the IDs; "node nodeN CPUS": the nodes.
+    let field = |prefix: &str, word: usize| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .filter_map(|l| l.split_whitespace().nth(word).map(str::to_string))
+            .collect()
+    };
+    let (packages, nodes) = (field("package ", 1), field("node ", 0));
+    let name = format!(
+        "two sockets or more, each a NUMA node ({} sockets, {} nodes)",
+        packages.len(),
+        nodes.len()
+    );
+    if packages.len() >= 2 && nodes.len() == packages.len() {
+        r.ok(name);
+    } else {
+        let mut why: Vec<String> = text.lines().map(str::to_string).collect();
+        why.push("boot it with --sockets 2 --smp 4".into());
+        r.bad(name, why);
     }
 }
 
@@ -490,6 +541,12 @@ pub(super) mod tests {
             Part::Preset => {
                 t.edit("runs/avic-preset.json", |_| avic_on().to_string());
             }
+            Part::HaltPolling => {
+                t.edit("runs/halt-polling.json", |_| avic_on().to_string());
+            }
+            Part::Topology => {
+                t.edit("runs/apicv-topology.json", |_| avic_on().to_string());
+            }
         }
         let plans: Vec<&str> = PLANS.iter().map(|(_, _, p)| *p).collect();
         t.edit("plans.txt", |_| plans.join("\n") + "\n");
@@ -521,7 +578,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_parts_are_named_as_the_guest_and_pass_txt_name_them() {
-        for p in Part::ALL {
+        for p in Part::ALL.iter().chain(Part::ON_REQUEST) {
             let pass = Expect::Avic(*p).name();
             assert_eq!(pass, format!("avic-{}", p.name()));
             assert_eq!(Expect::named(pass), Some(Expect::Avic(*p)));
@@ -648,6 +705,57 @@ pub(super) mod tests {
         assert!(t
             .failures(Expect::Avic(Part::Preset))
             .contains(&"step extra: exit 1 (880s)".to_string()));
+    }
+
+    /// The halt-polling part is judged by its plan's TAP and JUnit: an
+    /// expectation of polling that failed fails the part.
+    #[test]
+    fn a_halt_polling_part_is_its_plans_verdict() {
+        let part = Part::HaltPolling;
+        let t = tree("halt-polling", part);
+        let r = t.report(Expect::Avic(part));
+        assert!(r.passed(), "{}", r.text());
+        assert!(r.text().contains(
+            "\n  PASS  ipivmm check plans/lab-halt-polling.toml: 2 held, 0 failed, 0 skipped\n"
+        ));
+        t.edit("halt-polling.tap", |s| {
+            s.replacen("ok 2 - ", "not ok 2 - ", 1)
+        });
+        assert_eq!(
+            t.failures(Expect::Avic(part)),
+            ["ipivmm check plans/lab-halt-polling.toml: 1 held, 1 failed, 0 skipped"]
+        );
+        // The plan it names is the one the guest runs.
+        assert!(Path::new(super::super::recorded::PLANS)
+            .join("lab-halt-polling.toml")
+            .is_file());
+    }
+
+    /// The topology part needs the guest to have seen two sockets, each a
+    /// NUMA node (probe-avic.sh's topology.txt), besides its plan.
+    #[test]
+    fn a_topology_part_needs_two_sockets() {
+        let part = Part::Topology;
+        let t = tree("topology", part);
+        let two = "package cpu0 0\npackage cpu1 0\npackage cpu2 1\npackage cpu3 1\nnode node0 0-1\nnode node1 2-3\n";
+        t.edit("topology.txt", |_| two.into());
+        let r = t.report(Expect::Avic(part));
+        assert!(r.passed(), "{}", r.text());
+        assert!(r
+            .text()
+            .contains("  PASS  two sockets or more, each a NUMA node (2 sockets, 2 nodes)\n"));
+        // Booted without --sockets: one socket, no NUMA node but node0.
+        t.edit("topology.txt", |_| {
+            "package cpu0 0\npackage cpu1 0\nnode node0 0-1\n".into()
+        });
+        assert_eq!(
+            t.failures(Expect::Avic(part)),
+            ["two sockets or more, each a NUMA node (1 sockets, 1 nodes)"]
+        );
+        assert!(t
+            .report(Expect::Avic(part))
+            .text()
+            .contains("        boot it with --sockets 2 --smp 4\n"));
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub enum Action {
     /// kvm_amd avic=1, its workloads windowed by phase markers, AVIC on and off; results in
     /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`
     Linux,
+    /// Kernels compared across boots as a CI does it: kvm_amd avic=1 (the baseline) and avic=0
+    /// booted alternately (5 boots), each recording with scripts/ci/kernel-gate.sh, then its
+    /// judge: the baseline against itself never exits 1, avic=0 against it exits 1 on the counts;
+    /// results in target/lab-crossboot/results (docs/lab.md, docs/ci.md)
+    Crossboot,
     /// Remove the lab's work directory (QEMU: target/lab and target/lab-avic; Bochs:
     /// target/lab-bochs); with --cache the downloads too
     Clean,
@@ -112,6 +117,10 @@ pub struct Args {
     /// vCPUs of the emulated machine [default: LAB_SMP, else 2]
     #[arg(long)]
     pub smp: Option<u32>,
+    /// QEMU: the emulated CPUs in this many sockets, each a NUMA node with its share of the
+    /// memory (e.g. `avic --parts topology --sockets 2 --smp 4`)
+    #[arg(long)]
+    pub sockets: Option<u32>,
     /// Wall-clock limit of the pass, s [default: quick 1500, full 7200, shell 86400; Bochs 3600;
     /// avic 3600 per boot]
     #[arg(long)]
@@ -298,6 +307,22 @@ mod tests {
             Some(&[avic::Part::Matrix, avic::Part::Preset][..])
         );
         assert_eq!(parse(&["avic"]).unwrap().parts, None);
+        let a = parse(&[
+            "avic",
+            "--parts",
+            "halt-polling,topology",
+            "--sockets",
+            "2",
+            "--smp",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.parts.as_deref(),
+            Some(&[avic::Part::HaltPolling, avic::Part::Topology][..])
+        );
+        assert_eq!((a.sockets, a.smp), (Some(2), Some(4)));
+        assert_eq!(parse(&["crossboot"]).unwrap().action, Action::Crossboot);
         assert!(parse(&["avic", "--parts", "bogus"]).is_err());
     }
 

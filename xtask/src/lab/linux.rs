@@ -35,7 +35,7 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
         args,
         (work_dir(&s.root), false, (ITERATIONS, TIMEOUT_S)),
         ("linux-guest", probe),
-        vec![(Expect::Linux, extra)],
+        vec![(Expect::Linux, extra, String::new())],
     )?;
     Ok(verdict)
 }

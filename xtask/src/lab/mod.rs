@@ -13,6 +13,7 @@ mod bochs;
 mod boot;
 mod cli;
 mod console;
+mod crossboot;
 mod debs;
 mod host;
 mod initramfs;
@@ -63,6 +64,7 @@ pub fn main(mut args: Args) -> Result<LabOutcome> {
         }
         Action::Avic => avic::pass(&s, &args),
         Action::Linux => linux::pass(&s, &args),
+        Action::Crossboot => crossboot::pass(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }
@@ -72,6 +74,7 @@ fn clean(s: &Settings, args: &Args) -> Result<LabOutcome> {
     if args.emulator == EmulatorKind::Qemu {
         dirs.push(avic::work_dir(&s.root));
         dirs.push(linux::work_dir(&s.root));
+        dirs.push(crossboot::work_dir(&s.root));
     }
     for d in &dirs {
         let _ = std::fs::remove_dir_all(d);

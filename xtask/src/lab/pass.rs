@@ -33,6 +33,8 @@ pub struct Settings {
     pub root: PathBuf,
     pub cache: PathBuf,
     pub smp: u32,
+    /// QEMU's sockets, each a NUMA node (`--sockets`).
+    pub sockets: Option<u32>,
     pub mem_mib: u32,
     pub wedge_s: u64,
     pub kernel_args: Vec<String>,
@@ -70,14 +72,21 @@ impl Settings {
             .chain(env_cpio.split_whitespace().map(PathBuf::from))
             .map(|c| std::path::absolute(&c).unwrap_or(c))
             .collect();
+        let smp = match args.smp {
+            Some(n) => n,
+            None => env_num("LAB_SMP", 2)?,
+        };
+        let mem_mib = env_num("LAB_MEM", 2048)?;
+        if args.sockets.is_some() && args.emulator == EmulatorKind::Bochs {
+            bail!("--sockets: QEMU's machine only (drop --emulator bochs)");
+        }
+        qemu::check_topology(smp, args.sockets, mem_mib)?;
         Ok(Self {
             root,
             cache,
-            smp: match args.smp {
-                Some(n) => n,
-                None => env_num("LAB_SMP", 2)?,
-            },
-            mem_mib: env_num("LAB_MEM", 2048)?,
+            smp,
+            sockets: args.sockets,
+            mem_mib,
             wedge_s: env_num("LAB_WEDGE_S", 180)?,
             kernel_args,
             extra_cpio,
@@ -102,6 +111,7 @@ impl Settings {
             binary,
             cpu: self.qemu_cpu.clone(),
             smp: self.smp,
+            sockets: self.sockets,
             mem_mib: self.mem_mib,
             wedge_s: self.wedge_s,
             kernel: image.kernel.clone(),
@@ -237,14 +247,15 @@ pub fn boot_and_collect(
 /// that `probe` makes there appended (its script is the guest's step
 /// `extra`); then a boot per pass and guest arguments of `boots`, each
 /// running the steps `host` and `extra` (`--iterations`, `--timeout`, else
-/// `defaults`) and checked unless `--no-verify`. The verdict, and where
-/// the results are (an AVIC part's in its own directory there).
+/// `defaults`) and checked unless `--no-verify`, its results in the
+/// directory it names there ("": the results directory itself). The
+/// verdict, and where the results are.
 pub fn probe_pass(
     s: &Settings,
     args: &Args,
     (dir, with_tests, defaults): (PathBuf, bool, (u32, u64)),
     (stage, probe): (&str, impl FnOnce(&Image, &Path) -> Result<PathBuf>),
-    boots: Vec<(Expect, Vec<String>)>,
+    boots: Vec<(Expect, Vec<String>, String)>,
 ) -> Result<(LabOutcome, PathBuf)> {
     if args.emulator != EmulatorKind::Qemu {
         bail!("the AVIC and Linux passes run on QEMU (kvm_amd): drop --emulator bochs");
@@ -270,7 +281,7 @@ pub fn probe_pass(
         .clone()
         .unwrap_or_else(|| work.dir.join("results"));
     let mut verdict = LabOutcome::Passed;
-    for (expect, extra) in boots {
+    for (expect, extra, sub) in boots {
         host::interrupted(&stop)?;
         let b = Boot {
             stage: format!("boot-{}", expect.name()),
@@ -281,10 +292,7 @@ pub fn probe_pass(
                 extra,
             },
             timeout_s: args.timeout.unwrap_or(defaults.1),
-            results: match expect {
-                Expect::Avic(part) => results.join(part.name()),
-                _ => results.clone(),
-            },
+            results: results.join(sub),
             pass: expect.name(),
         };
         boot_and_collect(&mut work, &mut q, &b, &versions, &image, &stop)?;

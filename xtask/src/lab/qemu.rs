@@ -25,6 +25,9 @@ pub struct Qemu {
     pub cpu: String,
     /// Emulated CPUs.
     pub smp: u32,
+    /// Sockets they sit in, each its own NUMA node with an equal share of
+    /// the memory (`--sockets`; None: QEMU's default, one socket, no NUMA).
+    pub sockets: Option<u32>,
     /// Guest memory, MiB.
     pub mem_mib: u32,
     /// Seconds without a heartbeat before a guest counts as wedged.
@@ -81,12 +84,8 @@ impl Qemu {
     fn machine(&self) -> Command {
         let mut c = Command::new(&self.binary);
         c.args(["-accel", "tcg,thread=multi", "-cpu", &self.cpu])
-            .args([
-                "-smp",
-                &self.smp.to_string(),
-                "-m",
-                &self.mem_mib.to_string(),
-            ])
+            .args(["-m", &self.mem_mib.to_string()])
+            .args(topology(self.smp, self.sockets, self.mem_mib))
             .arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
@@ -208,10 +207,54 @@ fn monitor_panic_dump(socket: &Path) -> Result<String> {
     Ok(text)
 }
 
+/// QEMU's `-smp` for `smp` CPUs in `sockets` sockets (cores, one thread
+/// each), each socket a NUMA node with its share of `mem_mib` (the
+/// memory-backend objects `-numa node,memdev=` takes: `mem=` is refused by
+/// the machine types since 5.1). [`check_topology`] has checked the shares.
+fn topology(smp: u32, sockets: Option<u32>, mem_mib: u32) -> Vec<String> {
+    let Some(s) = sockets.filter(|&s| s > 1) else {
+        return vec!["-smp".into(), smp.to_string()];
+    };
+    let cores = smp / s;
+    let mut a = vec![
+        "-smp".into(),
+        format!("{smp},sockets={s},cores={cores},threads=1"),
+    ];
+    for n in 0..s {
+        let (first, last) = (n * cores, n * cores + cores - 1);
+        a.push("-object".into());
+        a.push(format!(
+            "memory-backend-ram,id=node{n},size={}M",
+            mem_mib / s
+        ));
+        a.push("-numa".into());
+        a.push(format!(
+            "node,nodeid={n},cpus={first}-{last},memdev=node{n}"
+        ));
+    }
+    a
+}
+
+/// Whether `smp` CPUs and `mem_mib` MiB split evenly into `sockets`; the
+/// error names the fix.
+pub fn check_topology(smp: u32, sockets: Option<u32>, mem_mib: u32) -> Result<()> {
+    let Some(s) = sockets else { return Ok(()) };
+    if s == 0 || !smp.is_multiple_of(s) || !mem_mib.is_multiple_of(s) {
+        anyhow::bail!(
+            "--sockets {s}: the {smp} CPUs (--smp) and {mem_mib} MiB (LAB_MEM) must split evenly into {s} sockets (e.g. --sockets 2 --smp 4)"
+        );
+    }
+    Ok(())
+}
+
 impl Emulator for Qemu {
     fn name(&self) -> String {
+        let sockets = match self.sockets {
+            Some(s) if s > 1 => format!(" in {s} sockets (NUMA nodes)"),
+            _ => String::new(),
+        };
         format!(
-            "QEMU TCG (-cpu {}, {} vCPUs, {} MiB)",
+            "QEMU TCG (-cpu {}, {} vCPUs{sockets}, {} MiB)",
             self.cpu, self.smp, self.mem_mib
         )
     }
@@ -264,6 +307,23 @@ impl Emulator for Qemu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_sockets_are_two_numa_nodes_with_half_the_cpus_and_memory_each() {
+        assert_eq!(topology(2, None, 2048), ["-smp", "2"]);
+        assert_eq!(topology(2, Some(1), 2048), ["-smp", "2"]);
+        assert_eq!(
+            topology(4, Some(2), 2048).join(" "),
+            "-smp 4,sockets=2,cores=2,threads=1 \
+             -object memory-backend-ram,id=node0,size=1024M -numa node,nodeid=0,cpus=0-1,memdev=node0 \
+             -object memory-backend-ram,id=node1,size=1024M -numa node,nodeid=1,cpus=2-3,memdev=node1"
+        );
+        assert!(check_topology(4, Some(2), 2048).is_ok());
+        assert!(check_topology(2, None, 2048).is_ok());
+        let e = check_topology(3, Some(2), 2048).unwrap_err().to_string();
+        assert!(e.contains("--sockets 2 --smp 4"), "{e}");
+        assert!(check_topology(2, Some(0), 2048).is_err());
+    }
 
     #[test]
     fn a_monitor_reply_comes_without_its_echo_and_prompt() {

@@ -2,6 +2,7 @@
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
 use super::avic::{self, Part};
+use super::crossboot::{self, Side};
 use super::host::files;
 use super::recorded;
 use super::tap;
@@ -24,6 +25,9 @@ pub enum Expect {
     /// The Linux pass (`cargo xtask lab linux`): the steps host and extra,
     /// and the Linux guest's checks.
     Linux,
+    /// One boot of the crossboot pass (`cargo xtask lab crossboot`): the
+    /// steps host and extra, kvm_amd as the side asks, its recordings.
+    Crossboot(Side),
 }
 
 impl Expect {
@@ -34,6 +38,8 @@ impl Expect {
             "full" => Some(Expect::Full),
             "custom" => Some(Expect::Custom),
             "linux" => Some(Expect::Linux),
+            "crossboot-base" => Some(Expect::Crossboot(Side::Base)),
+            "crossboot-changed" => Some(Expect::Crossboot(Side::Changed)),
             _ => Part::named(name.strip_prefix("avic-")?).map(Expect::Avic),
         }
     }
@@ -47,7 +53,11 @@ impl Expect {
             Expect::Avic(Part::Selftests) => "avic-selftests",
             Expect::Avic(Part::Matrix) => "avic-matrix",
             Expect::Avic(Part::Preset) => "avic-preset",
+            Expect::Avic(Part::HaltPolling) => "avic-halt-polling",
+            Expect::Avic(Part::Topology) => "avic-topology",
             Expect::Linux => "linux",
+            Expect::Crossboot(Side::Base) => "crossboot-base",
+            Expect::Crossboot(Side::Changed) => "crossboot-changed",
         }
     }
 
@@ -72,7 +82,7 @@ impl Expect {
             Expect::Quick => &FULL[..5],
             Expect::Full => FULL,
             Expect::Custom => &[],
-            Expect::Avic(_) | Expect::Linux => &["host", "extra"],
+            Expect::Avic(_) | Expect::Linux | Expect::Crossboot(_) => &["host", "extra"],
         }
     }
 
@@ -354,6 +364,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
         Expect::Avic(part) => avic::verdict(&mut r, part, dir),
         // A line about runs the pass's parts did not make is listed, not failed.
         Expect::Linux => recorded::judge(&mut r, dir, "lab-linux.toml", true),
+        Expect::Crossboot(side) => crossboot::verdict(&mut r, side, dir),
         _ => {}
     }
     // The guest's `ipivmm check` steps: each one's TAP is the check.
