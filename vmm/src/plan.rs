@@ -31,6 +31,8 @@ use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod file;
+
 /// What a host must have for an experiment to mean anything.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, strum::Display, strum::EnumString, strum::VariantArray,

@@ -502,8 +502,8 @@ pub(super) mod tests {
     /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t` (its own
     /// writers'), each expectation held.
     fn held(t: &Tree, name: &str, points: &[&str]) {
+        use ipivmm::expect::{junit, tap};
         use ipivmm::expect::{Outcome, Verdict, Verdicts};
-        use ipivmm_cli::output::{junit, tap};
         let v = Verdicts(
             points
                 .iter()
