@@ -32,9 +32,19 @@ pub mod profile;
 pub mod sequential;
 
 pub use family::{judge_family, Family, Judged};
-pub use figure::{decide, examine, Evidence, Method, Scale, Test};
+pub use figure::{decide, examine, Evidence, Method, Test};
 
 use serde::Serialize;
+
+/// How a figure is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// As a ratio (latency: positive values, compared on logarithms).
+    Ratio,
+    /// As a difference (counts per operation or per IPI).
+    Count,
+}
 
 /// How the gate decides.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

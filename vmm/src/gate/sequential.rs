@@ -20,7 +20,8 @@
 //! The interval each endpoint reports is the one its decision read: at
 //! two-sided coverage 1 − 2·level of the look that decided it.
 use super::family::Judged;
-use super::figure::{decide, examine, Evidence, Method, Scale, Test};
+use super::figure::{decide, examine, Evidence, Method, Test};
+use super::Scale;
 use super::{Outcome, Policy, Verdict};
 use crate::stats::sequential::{Boundary, Spending, MIN_STEP};
 

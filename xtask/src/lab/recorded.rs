@@ -6,7 +6,7 @@
 //! results files (`results = "runs/..."`), and the verdict judges them here
 //! with ipivmm's own plan loader and expectation engine. What the runs
 //! must satisfy is the plan's; this file only reports it.
-use super::verify::Report;
+use super::report::Report;
 use ipivmm::expect::{Outcome, Verdicts};
 use ipivmm::results::{metrics::Metric, summary, Document};
 use std::path::Path;

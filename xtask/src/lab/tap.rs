@@ -8,7 +8,7 @@
 //! verdicts: [`recorded::report`]); the JUnit XML it wrote beside it
 //! (`output::junit`) must tell the same story.
 use super::recorded;
-use super::verify::Report;
+use super::report::Report;
 use ipivmm::expect::Verdicts;
 use std::fs;
 use std::path::Path;
