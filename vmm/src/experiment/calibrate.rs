@@ -46,7 +46,7 @@ pub struct Spec {
 }
 
 /// What a calibration tells its caller as it goes.
-pub trait Events {
+pub trait CalibrationEvents {
     /// A run ended: recording `k` (the injected one is the last), repeat `i`.
     fn run(&self, _recording: usize, _repeat: usize, _report: &RunReport) {}
 }
@@ -158,7 +158,7 @@ pub fn calibrate(
     spec: &Spec,
     host: String,
     cancel: Arc<AtomicBool>,
-    events: &dyn Events,
+    events: &dyn CalibrationEvents,
 ) -> Result<NoiseProfile, CalibrateError> {
     let mut recordings: Vec<Vec<f64>> = Vec::new();
     let mut id = None;
@@ -241,7 +241,7 @@ pub fn calibrate(
             },
         };
         let items = vec![gate::examine(&evidence, Scale::Ratio, &spec.policy)
-            .map_err(|why| gate::Outcome::Undecided { why, needs: None })];
+            .map_err(|why| gate::Decision::Undecided { why, needs: None })];
         gate::exit_code(gate::judge_family(items, &spec.policy).verdict)
     };
     let mut aa = Control::default();

@@ -14,7 +14,7 @@
 //! Counts whose every repeat agrees on each side are compared exactly
 //! (no test: there is no spread to test against).
 use super::power;
-use super::{Outcome, Policy, Scale};
+use super::{Decision, Policy, Scale};
 use crate::stats::shift::Differences;
 use crate::stats::shift_bound_rank;
 use crate::stats::signed_rank::{signed_rank_greater, Walsh};
@@ -383,7 +383,7 @@ pub fn rank_sum_repeats_for(level: f64) -> Option<usize> {
 
 /// The outcome of `t` when its slower test is judged at `level` (Holm's
 /// share of α for this endpoint; 0 when the step-down stopped before it).
-pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
+pub fn decide(t: &Test, level: f64, policy: &Policy) -> Decision {
     decide_in(t, level, level, policy)
 }
 
@@ -391,15 +391,15 @@ pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
 /// (what this endpoint could have had on its own), so that an endpoint
 /// whose smallest possible p is above it says that its repeats cannot
 /// flag it, and how many could.
-pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
+pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Decision {
     if t.p_slower <= level && t.estimate >= t.margin - 1e-12 {
-        return Outcome::Regressed;
+        return Decision::Regressed;
     }
     if t.p_not_slower <= policy.alpha {
         return if t.p_not_faster <= policy.alpha {
-            Outcome::Equivalent
+            Decision::Equivalent
         } else {
-            Outcome::NotSlower
+            Decision::NotSlower
         };
     }
     let smallest = match t.method {
@@ -408,7 +408,7 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
     };
     let needs = needed(t, policy);
     if smallest.is_some_and(|p| p > policy.alpha) {
-        return Outcome::Undecided {
+        return Decision::Undecided {
             why: format!(
                 "too few repeats: {} vs {} can never decide at {:.0}%",
                 t.n.0,
@@ -423,7 +423,7 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
             // Slower by the threshold, but no order of these repeats could
             // have been flagged at the level this family gives.
             let enough = rank_sum_repeats_for(first.max(level));
-            return Outcome::Undecided {
+            return Decision::Undecided {
                 why: format!(
                     "cannot be flagged at {} vs {} repeats: the smallest possible p ({p:.4}) is above its level \
                      ({:.4}){}",
@@ -452,7 +452,7 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
     } else {
         "the interval reaches beyond the threshold".to_string()
     };
-    Outcome::Undecided { why, needs }
+    Decision::Undecided { why, needs }
 }
 
 /// The repeats (rounds, recordings) a side of an undecided endpoint needs
@@ -544,7 +544,7 @@ mod tests {
         assert!((t.smallest_p() - 1.0 / 70.0).abs() < 1e-12);
         let first = DEFAULT_POLICY.alpha / 12.0;
         match decide_in(&t, 0.0, first, &DEFAULT_POLICY) {
-            Outcome::Undecided { why, needs } => {
+            Decision::Undecided { why, needs } => {
                 assert!(why.contains("cannot be flagged at 4 vs 4 repeats"), "{why}");
                 assert!(why.contains("needs 5 repeats a side"), "{why}");
                 assert!(needs.is_some_and(|n| n >= 5), "{needs:?}");
@@ -555,7 +555,7 @@ mod tests {
         let t = slower(5);
         assert_eq!(
             decide_in(&t, first, first, &DEFAULT_POLICY),
-            Outcome::Regressed
+            Decision::Regressed
         );
         assert_eq!(rank_sum_repeats_for(0.05 / 36.0), Some(6));
         // Exact counts that agree can never reject: their smallest p is 1.

@@ -208,7 +208,7 @@ impl CheckEvents<'_> {
     }
 }
 
-impl rounds::Events for CheckEvents<'_> {}
+impl rounds::RoundEvents for CheckEvents<'_> {}
 
 impl Recorder for Journal {
     fn finish(self: Box<Self>, skipped: Vec<SkippedMode>) -> (Document, Option<String>) {
@@ -216,7 +216,7 @@ impl Recorder for Journal {
     }
 }
 
-impl engine::Events for CheckEvents<'_> {
+impl engine::PlanEvents for CheckEvents<'_> {
     fn experiment(&self, x: &engine::Experiment) {
         if !self.quiet {
             let about = match x.about.is_empty() {
@@ -484,12 +484,12 @@ mod tests {
             quiet: true,
             errors: RefCell::new(Vec::new()),
         };
-        let first = engine::Events::recorder(&events, &plan.experiments[0]);
+        let first = engine::PlanEvents::recorder(&events, &plan.experiments[0]);
         first.budget().keep(30 << 20);
         let (_, _) = first.finish(Vec::new());
         // The first experiment's document is still held (the outcome keeps
         // it): the second experiment's runs start with it counted.
-        let second = engine::Events::recorder(&events, &plan.experiments[1]);
+        let second = engine::PlanEvents::recorder(&events, &plan.experiments[1]);
         assert_eq!(second.budget().held(), 30 << 20);
         assert_eq!(second.budget().limit(), 64 << 20);
         assert_eq!(second.budget().for_run().earlier(), 30 << 20);
