@@ -20,7 +20,7 @@ mod output_fixtures;
 
 use ipivmm::compare::{compare_by, Dimension, GateOptions};
 use ipivmm::gate::sequential::{Endpoint, Sequential};
-use ipivmm::gate::{Evidence, Outcome, Scale, Verdict, DEFAULT_POLICY};
+use ipivmm::gate::{Decision, Evidence, Scale, Verdict, DEFAULT_POLICY};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
 use ipivmm_testkit::rng::Rng;
@@ -182,7 +182,7 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64, drift: f64, setup: 
         }
         if needs.is_none() {
             needs = g.family.judged.iter().find_map(|j| match &j.outcome {
-                Outcome::Undecided { needs, .. } => *needs,
+                Decision::Undecided { needs, .. } => *needs,
                 _ => None,
             });
         }
@@ -320,7 +320,7 @@ fn busy_sweep(x2apic_exits: u64) -> Vec<(String, Document)> {
     vec![("sweep.json".to_string(), Document::new(runs, Vec::new()))]
 }
 
-fn outcome_of(g: &ipivmm::compare::GateReport, m: Metric) -> &Outcome {
+fn outcome_of(g: &ipivmm::compare::GateReport, m: Metric) -> &Decision {
     let i = g.endpoints.iter().position(|e| e.metric == m).unwrap();
     &g.family.judged[i].outcome
 }
@@ -338,7 +338,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
     let g = ipivmm::compare::gate(&c, &GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::ExitsPerIpi),
-        &Outcome::Regressed,
+        &Decision::Regressed,
         "{g:?}"
     );
     assert_eq!(g.exit_code(), 1);
@@ -359,11 +359,11 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
     assert!(
         matches!(
             outcome_of(&g, Metric::CyclesPerOpP50),
-            Outcome::Undecided { .. }
+            Decision::Undecided { .. }
         ),
         "{g:?}"
     );
-    assert_eq!(outcome_of(&g, Metric::ExitsPerIpi), &Outcome::Equivalent);
+    assert_eq!(outcome_of(&g, Metric::ExitsPerIpi), &Decision::Equivalent);
     assert_eq!(g.exit_code(), 4);
     let kept = GateOptions {
         keep_busy: true,
@@ -372,7 +372,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
     let g = ipivmm::compare::gate(&c, &kept);
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
-        &Outcome::Equivalent,
+        &Decision::Equivalent,
         "{g:?}"
     );
     assert_eq!(g.exit_code(), 0);
@@ -406,7 +406,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
         .unwrap();
         let g = ipivmm::compare::gate(&c, &GateOptions::default());
         match outcome_of(&g, Metric::CyclesPerOpP50) {
-            Outcome::Undecided { why, .. } => {
+            Decision::Undecided { why, .. } => {
                 for fix in [
                     "--baseline A --baseline B",
                     "ipivmm calibrate",
@@ -417,7 +417,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
             }
             o => panic!("{o:?}"),
         }
-        assert_eq!(outcome_of(&g, Metric::ExitsPerIpi), &Outcome::Equivalent);
+        assert_eq!(outcome_of(&g, Metric::ExitsPerIpi), &Decision::Equivalent);
         assert_eq!(
             g.exit_code(),
             4,
@@ -439,7 +439,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
         assert!(
             !matches!(
                 outcome_of(&g, Metric::CyclesPerOpP50),
-                Outcome::Undecided { .. }
+                Decision::Undecided { .. }
             ),
             "{g:?}"
         );
@@ -459,7 +459,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
     let g = ipivmm::compare::gate(&c, &GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
-        &Outcome::Regressed,
+        &Decision::Regressed,
         "{g:?}"
     );
     // Counts that agree are exact counts (no share of α), not recordings.

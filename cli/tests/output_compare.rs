@@ -3,7 +3,7 @@
 mod output_fixtures;
 
 use ipivmm::compare::GateOptions;
-use ipivmm::gate::{Outcome, Verdict};
+use ipivmm::gate::{Decision, Verdict};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::Document;
 use ipivmm_cli::output::compare::{compare, compare_by, gate, render, Comparison, Dimension};
@@ -374,7 +374,7 @@ fn repeats(base: u64, exits: u64) -> Vec<ipivmm::RunReport> {
 }
 
 /// The gate's outcome for `metric` of the only row, column 1.
-fn outcome(c: &Comparison, metric: Metric) -> Outcome {
+fn outcome(c: &Comparison, metric: Metric) -> Decision {
     outcome_with(c, metric, &GateOptions::default())
 }
 
@@ -388,7 +388,7 @@ fn profiled() -> GateOptions {
 }
 
 /// [`outcome`] under `opts`.
-fn outcome_with(c: &Comparison, metric: Metric, opts: &GateOptions) -> Outcome {
+fn outcome_with(c: &Comparison, metric: Metric, opts: &GateOptions) -> Decision {
     let g = gate(c, opts);
     let i = g
         .endpoints
@@ -415,15 +415,15 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     // (One file a side decides latency only with a noise profile's drift.)
     assert_eq!(
         outcome_with(&c, Metric::CyclesPerOpP50, &profiled()),
-        Outcome::Equivalent
+        Decision::Equivalent
     );
-    assert_eq!(outcome(&c, Metric::ExitsPerIpi), Outcome::Equivalent);
+    assert_eq!(outcome(&c, Metric::ExitsPerIpi), Decision::Equivalent);
     assert_eq!(gate(&c, &profiled()).exit_code(), 0);
     // 20% slower in every repeat: significant and beyond the threshold.
     let c = compare(&[old.clone(), slow]).unwrap();
     assert_eq!(
         outcome_with(&c, Metric::CyclesPerOpP50, &profiled()),
-        Outcome::Regressed
+        Decision::Regressed
     );
     // Not a regression where the threshold is above the change.
     let loose = GateOptions {
@@ -437,7 +437,7 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     // Exact counts are judged as counts: 2 to 3 exits per IPI regresses.
     let more_exits = record(&dir, "exits.json", &repeats(10_000, 3));
     let c = compare(&[old, more_exits]).unwrap();
-    assert_eq!(outcome(&c, Metric::ExitsPerIpi), Outcome::Regressed);
+    assert_eq!(outcome(&c, Metric::ExitsPerIpi), Decision::Regressed);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -500,7 +500,7 @@ fn one_run_a_side_is_undecided_and_nothing_compared_is_said() {
     let b = record(&dir, "b.json", &[report(&["--apic", "x2apic"], 30_000, 2)]);
     let c = compare(&[a.clone(), b]).unwrap();
     match outcome(&c, Metric::CyclesPerOpP50) {
-        Outcome::Undecided { why, needs } => {
+        Decision::Undecided { why, needs } => {
             assert!(why.contains("one recording a side"), "{why}");
             assert!(needs.is_none() || needs.unwrap() > 1);
         }
@@ -546,7 +546,7 @@ fn a_run_that_did_not_complete_is_in_no_ratio_and_said_before_the_table() {
         g.endpoints
             .iter()
             .zip(&g.family.judged)
-            .any(|(e, j)| e.column == 2 && matches!(j.outcome, Outcome::Failed { .. })),
+            .any(|(e, j)| e.column == 2 && matches!(j.outcome, Decision::Failed { .. })),
         "{g:?}"
     );
     assert_eq!(g.verdict(), Verdict::Fail);

@@ -24,13 +24,15 @@
 //! let outcome = execute(&plan, ipivmm::host::probe().ok().as_ref(), &Default::default());
 //! assert_eq!(outcome.verdicts().exit_code(), 0);
 //! ```
-use crate::expect::{evaluate, Expectation, Outcome as ExpectOutcome, Verdict, Verdicts};
+use crate::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
 use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
 use crate::results::{Document, PresetReport, SkippedMode};
 use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
 use ipivmm_host::lab::Hardware;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+pub mod file;
 
 /// What a host must have for an experiment to mean anything.
 #[derive(
@@ -216,7 +218,7 @@ impl Recorder for Collect {
 }
 
 /// What an executing plan tells its caller.
-pub trait Events: rounds::Events {
+pub trait PlanEvents: rounds::RoundEvents {
     /// Experiment `x` starts (or is skipped for its requirements).
     fn experiment(&self, _x: &Experiment) {}
     /// The recorder of `x`'s runs (in memory by default).
@@ -256,12 +258,12 @@ pub struct ExperimentOutcome {
 
 /// A plan as it came out.
 #[derive(Clone, Debug, Default)]
-pub struct Outcome {
+pub struct PlanOutcome {
     /// Every experiment, in order.
     pub experiments: Vec<ExperimentOutcome>,
 }
 
-impl Outcome {
+impl PlanOutcome {
     /// Every verdict, named `EXPERIMENT: EXPR`.
     pub fn verdicts(&self) -> Verdicts {
         Verdicts(
@@ -278,7 +280,7 @@ impl Outcome {
     }
 }
 
-fn all(x: &Experiment, outcome: ExpectOutcome) -> Vec<Verdict> {
+fn all(x: &Experiment, outcome: Outcome) -> Vec<Verdict> {
     x.expect
         .iter()
         .map(|e| Verdict {
@@ -291,12 +293,12 @@ fn all(x: &Experiment, outcome: ExpectOutcome) -> Vec<Verdict> {
 /// A library caller that wants no events and keeps runs in memory.
 struct Silent;
 
-impl rounds::Events for Silent {}
-impl Events for Silent {}
+impl rounds::RoundEvents for Silent {}
+impl PlanEvents for Silent {}
 
 /// Executes `plan` on `host` (None: not probed; requirements then unmet)
 /// with no events, runs kept in memory.
-pub fn execute(plan: &Plan, host: Option<&HostInfo>, how: &Execution) -> Outcome {
+pub fn execute(plan: &Plan, host: Option<&HostInfo>, how: &Execution) -> PlanOutcome {
     execute_with(plan, host, how, &Silent)
 }
 
@@ -305,26 +307,23 @@ pub fn execute_with(
     plan: &Plan,
     host: Option<&HostInfo>,
     how: &Execution,
-    events: &dyn Events,
-) -> Outcome {
-    let mut out = Outcome::default();
+    events: &dyn PlanEvents,
+) -> PlanOutcome {
+    let mut out = PlanOutcome::default();
     for x in &plan.experiments {
         events.experiment(x);
         let missing: Vec<String> = x.requires.iter().filter_map(|r| r.unmet(host)).collect();
         let skip = |why: String| ExperimentOutcome {
             name: x.name.clone(),
             doc: None,
-            verdicts: all(x, ExpectOutcome::Skip(why)),
+            verdicts: all(x, Outcome::Skip(why)),
             error: None,
         };
         let not_run = match (&x.not_run, how.cancel.load(Ordering::SeqCst)) {
             _ if !missing.is_empty() => Some(skip(missing.join("; "))),
             (Some(NotRun::Host(why)), _) => Some(skip(format!("could not run here: {why}"))),
             (Some(NotRun::Plan(why)), _) => Some(ExperimentOutcome {
-                verdicts: all(
-                    x,
-                    ExpectOutcome::Fail(format!("plan error, not run: {why}")),
-                ),
+                verdicts: all(x, Outcome::Fail(format!("plan error, not run: {why}"))),
                 ..skip(String::new())
             }),
             (None, true) => Some(skip("not run: cancelled".into())),

@@ -146,7 +146,7 @@ pub struct Request<'a> {
 
 /// One output, checked.
 #[derive(Clone, Debug)]
-struct Planned {
+struct CheckedOutput {
     /// The output format.
     sink: &'static Sink,
     /// Where it goes.
@@ -157,7 +157,7 @@ struct Planned {
 /// [`super::sinks::ALL`] (the order they are written in).
 #[derive(Clone, Debug, Default)]
 pub struct Outputs {
-    planned: Vec<Planned>,
+    planned: Vec<CheckedOutput>,
 }
 
 /// Whether `file` would sit in `dir` under a name `claims` says the
@@ -220,19 +220,19 @@ impl Outputs {
                     Target::Dest(Dest::File(p.to_path_buf()))
                 }
             };
-            planned.push(Planned {
+            planned.push(CheckedOutput {
                 sink: r.sink,
                 target,
             });
         }
         // A switch onto stdout is named last ("--json - and --tap").
-        let mut on_stdout: Vec<&Planned> = planned
+        let mut on_stdout: Vec<&CheckedOutput> = planned
             .iter()
             .filter(|p| p.target == Target::Dest(Dest::Stdout))
             .collect();
         on_stdout.sort_by_key(|p| matches!(p.sink.kind, Kind::VerdictsOnStdout(_)));
         if let [a, b, ..] = on_stdout[..] {
-            let name = |p: &Planned| match p.sink.kind {
+            let name = |p: &CheckedOutput| match p.sink.kind {
                 Kind::VerdictsOnStdout(_) => p.sink.long(),
                 _ => format!("{} -", p.sink.long()),
             };

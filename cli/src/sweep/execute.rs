@@ -10,7 +10,7 @@ use ipivmm::results::SkippedMode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-pub use ipivmm::experiment::rounds::{Events as SweepEvents, Quiet};
+pub use ipivmm::experiment::rounds::{Quiet, RoundEvents as SweepEvents};
 
 /// How to run a sweep.
 #[derive(Clone)]

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// A sweep checked and planned: what it will run on this host.
-pub struct Planned {
+pub struct PlannedSweep {
     spec: SweepSpec,
     host: Option<ipivmm::host::HostInfo>,
     host_sweep: Option<HostSweep>,
@@ -29,7 +29,7 @@ pub struct Swept {
     pub ok: bool,
 }
 
-impl Planned {
+impl PlannedSweep {
     /// A plan of `spec` on `host` (None: not probed), with its host-setting
     /// stages and the preset's report, if any.
     pub fn new(
@@ -38,7 +38,7 @@ impl Planned {
         host_sweep: Option<HostSweep>,
         preset: Option<ipivmm::results::PresetReport>,
     ) -> Self {
-        Planned {
+        PlannedSweep {
             spec,
             host,
             host_sweep,

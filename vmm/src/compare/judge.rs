@@ -24,7 +24,7 @@
 //! another dimension ran interleaved and are compared as independent
 //! repeats.
 use super::{Comparison, Dimension, Repeat, Row};
-use crate::gate::{self, Evidence, Family, Outcome, Policy, Scale, Verdict};
+use crate::gate::{self, Decision, Evidence, Family, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
 use crate::stats;
 
@@ -192,15 +192,21 @@ fn side(row: &Row, col: usize, metric: Metric, keep_busy: bool) -> Side {
 
 /// The outcome of an endpoint whose new side has nothing to compare, or
 /// None when it does.
-fn accounted(c: &Comparison, row: &Row, col: usize, usable: bool, total: usize) -> Option<Outcome> {
+fn accounted(
+    c: &Comparison,
+    row: &Row,
+    col: usize,
+    usable: bool,
+    total: usize,
+) -> Option<Decision> {
     let cell = &row.cells[col];
     let name = c.column_header(col);
     if cell.runs.is_empty() {
         return Some(match &cell.skipped {
-            Some(why) if why.starts_with("could not start") => Outcome::Failed {
+            Some(why) if why.starts_with("could not start") => Decision::Failed {
                 why: format!("{name}: {why}"),
             },
-            Some(why) => Outcome::Undecided {
+            Some(why) => Decision::Undecided {
                 why: format!("not run in {name}: {why}"),
                 needs: None,
             },
@@ -208,7 +214,7 @@ fn accounted(c: &Comparison, row: &Row, col: usize, usable: bool, total: usize) 
                 let unfinished = cell_files(c, row, col)
                     .iter()
                     .find_map(|f| c.unfinished.iter().find(|(u, _)| u == f));
-                Outcome::Undecided {
+                Decision::Undecided {
                     why: match unfinished {
                         Some((_, w)) => {
                             format!("missing in {name}, a file that did not finish ({w})")
@@ -225,11 +231,11 @@ fn accounted(c: &Comparison, row: &Row, col: usize, usable: bool, total: usize) 
             .runs
             .first()
             .map_or_else(String::new, |r| format!(" ({})", r.summary.mode));
-        return Some(Outcome::Failed {
+        return Some(Decision::Failed {
             why: format!("no repeat of {name} completed{status}"),
         });
     }
-    (!usable).then(|| Outcome::Undecided {
+    (!usable).then(|| Decision::Undecided {
         why: format!("no usable repeat in {name}"),
         needs: None,
     })
@@ -259,7 +265,7 @@ pub fn recorded_evidence(
     scale: Scale,
     between_files: bool,
     drift: Option<f64>,
-) -> Result<Evidence, Outcome> {
+) -> Result<Evidence, Decision> {
     let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
     let exact = scale == Scale::Count
         && agree(&base.iter().flatten().copied().collect::<Vec<_>>())
@@ -276,7 +282,7 @@ pub fn recorded_evidence(
     let base: Vec<f64> = base.into_iter().flatten().collect();
     match drift.filter(|_| scale == Scale::Ratio) {
         Some(between) => Ok(Evidence::Drift { base, new, between }),
-        None if between_files && scale == Scale::Ratio => Err(Outcome::Undecided {
+        None if between_files && scale == Scale::Ratio => Err(Decision::Undecided {
             why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
             needs: None,
         }),
@@ -313,7 +319,7 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                         metric: m,
                         notes,
                     });
-                    items.push(Err(Outcome::Undecided {
+                    items.push(Err(Decision::Undecided {
                         why: format!("no repeat of the baseline {} completed", c.column_header(0)),
                         needs: None,
                     }));
@@ -349,7 +355,7 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                 {
                     Err(o)
                 } else if base_total == 0 {
-                    Err(Outcome::Undecided {
+                    Err(Decision::Undecided {
                         why: format!(
                             "no usable repeat in the baseline {} ({})",
                             c.column_header(0),
@@ -368,10 +374,10 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                     )
                     .and_then(|evidence| {
                         gate::examine(&evidence, scale, &opts.policy)
-                            .map_err(|why| Outcome::Undecided { why, needs: None })
+                            .map_err(|why| Decision::Undecided { why, needs: None })
                     });
                     no_drift_evidence += usize::from(matches!(&item,
-                        Err(Outcome::Undecided { why, .. }) if why.starts_with(NO_DRIFT_EVIDENCE)));
+                        Err(Decision::Undecided { why, .. }) if why.starts_with(NO_DRIFT_EVIDENCE)));
                     item
                 };
                 endpoints.push(Endpoint {

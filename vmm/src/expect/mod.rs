@@ -58,7 +58,9 @@
 //! Arithmetic over numbers alone is folded when parsed (`< 1 + 1` is
 //! `< 2`); arithmetic that is no finite number is an error.
 mod eval;
+pub mod junit;
 mod parse;
+pub mod tap;
 #[cfg(test)]
 mod tests;
 

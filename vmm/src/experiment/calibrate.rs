@@ -47,7 +47,7 @@ pub struct Spec {
 }
 
 /// What a calibration tells its caller as it goes.
-pub trait Events {
+pub trait CalibrationEvents {
     /// A run ended: recording `k` (the injected one is the last), repeat `i`.
     fn run(&self, _recording: usize, _repeat: usize, _report: &RunReport) {}
 }
@@ -159,7 +159,7 @@ pub fn calibrate(
     spec: &Spec,
     host: String,
     cancel: Arc<AtomicBool>,
-    events: &dyn Events,
+    events: &dyn CalibrationEvents,
 ) -> Result<NoiseProfile, CalibrateError> {
     let mut recordings: Vec<Vec<f64>> = Vec::new();
     let mut id = None;
@@ -235,7 +235,7 @@ pub fn calibrate(
     let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
         let item = recorded_evidence(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
             gate::examine(&e, Scale::Ratio, &spec.policy)
-                .map_err(|why| gate::Outcome::Undecided { why, needs: None })
+                .map_err(|why| gate::Decision::Undecided { why, needs: None })
         });
         gate::exit_code(gate::judge_family(vec![item], &spec.policy).verdict)
     };

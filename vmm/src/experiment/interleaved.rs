@@ -30,14 +30,14 @@
 //! before it starts when the budget cannot reach the first look: no budget
 //! is spent on what cannot be decided.
 //!
-//! Each run is handed to [`Events::run_finished`] whole (to journal it)
+//! Each run is handed to [`InterleavedEvents::run_finished`] whole (to journal it)
 //! and then reduced to its headline figures: each side's guest memory
 //! budget gets the run's bytes back, so a comparison can run for its
 //! whole budget (hours) without its bookkeeping growing.
 use super::Budget;
 use crate::config::VmConfig;
 use crate::gate::sequential::{Endpoint, Look, Sequential, Stop, MIN_ROUNDS};
-use crate::gate::{self, Evidence, Outcome, Policy, Scale, Verdict};
+use crate::gate::{self, Decision, Evidence, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::RunReport;
@@ -114,7 +114,7 @@ impl Spec {
 
 /// What a live comparison tells its caller as it goes; every method has
 /// a default that does nothing.
-pub trait Events {
+pub trait InterleavedEvents {
     /// Run `round` (0-based) of arm `arm` (0 baseline, 1 new) starts.
     fn run_started(&self, _round: usize, _arm: usize) {}
     /// It ended with this report.
@@ -126,7 +126,7 @@ pub trait Events {
 /// No events.
 pub struct Quiet;
 
-impl Events for Quiet {}
+impl InterleavedEvents for Quiet {}
 
 /// Why it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,7 +189,7 @@ impl std::fmt::Display for Missing {
     }
 }
 
-/// What the comparison keeps of a run once [`Events::run_finished`] had
+/// What the comparison keeps of a run once [`InterleavedEvents::run_finished`] had
 /// it: its side, its round and its headline figures.
 #[derive(Clone, Debug)]
 pub struct Kept {
@@ -336,13 +336,13 @@ pub fn look_at(
 }
 
 /// The endpoints' evidence after `rounds` rounds.
-fn endpoints(reports: &[Kept], gated: &[Metric], rounds: usize) -> Vec<Result<Endpoint, Outcome>> {
+fn endpoints(reports: &[Kept], gated: &[Metric], rounds: usize) -> Vec<Result<Endpoint, Decision>> {
     gated
         .iter()
         .map(|&m| {
             let p = pairs(reports, m, rounds);
             if p.is_empty() {
-                return Err(Outcome::Undecided {
+                return Err(Decision::Undecided {
                     why: format!("{} not measured in both runs of any round", m.key()),
                     needs: None,
                 });
@@ -385,7 +385,7 @@ fn missing(gaps: Vec<(Metric, usize, String)>) -> Vec<Missing> {
 pub fn run_interleaved(
     spec: &Spec,
     cancel: Arc<AtomicBool>,
-    events: &dyn Events,
+    events: &dyn InterleavedEvents,
 ) -> Result<Finding, SpecError> {
     spec.check()?;
     let start = Instant::now();

@@ -133,7 +133,7 @@ pub fn stops_repeats(report: &RunReport) -> Option<&'static str> {
 
 /// What a loop tells its caller as it goes. Every method has a default
 /// that does nothing.
-pub trait Events {
+pub trait RoundEvents {
     /// `runs` more runs are planned.
     fn planned(&self, _runs: usize) {}
     /// The run labelled `label` starts.
@@ -157,7 +157,7 @@ pub trait Events {
 /// A caller that wants no events.
 pub struct Quiet;
 
-impl Events for Quiet {}
+impl RoundEvents for Quiet {}
 
 /// Where finished runs go.
 pub trait Keep {
@@ -292,7 +292,7 @@ pub fn run_rounds(
     skipped: &mut Vec<SkippedMode>,
     opts: &Options,
     keep: &dyn Keep,
-    events: &dyn Events,
+    events: &dyn RoundEvents,
 ) -> bool {
     let first_plan = match opts.repeats {
         Repeats::Fixed(n) => n.max(1),

@@ -43,7 +43,7 @@ pub enum Judgement {
 
 /// The evidence an expectation reads and the p-values of "the figure is
 /// above c" / "below c" for any c.
-trait Evidence {
+trait CentreTest {
     /// P-value of "the centre is above `c`".
     fn above(&self, c: f64) -> f64;
     /// P-value of "the centre is below `c`".
@@ -58,7 +58,7 @@ struct Shift {
     b: Vec<f64>,
 }
 
-impl Evidence for Shift {
+impl CentreTest for Shift {
     fn above(&self, c: f64) -> f64 {
         let shifted: Vec<f64> = self.a.iter().map(|v| v - c).collect();
         mann_whitney_greater(&self.b, &shifted).map_or(1.0, |t| t.p)
@@ -106,7 +106,7 @@ impl Median {
     }
 }
 
-impl Evidence for Median {
+impl CentreTest for Median {
     fn above(&self, c: f64) -> f64 {
         self.sign_p(c, true)
     }
@@ -118,7 +118,7 @@ impl Evidence for Median {
     }
 }
 
-fn judge(e: &dyn Evidence, claim: Claim, policy: &Policy, level: f64) -> Judgement {
+fn judge(e: &dyn CentreTest, claim: Claim, policy: &Policy, level: f64) -> Judgement {
     let a = policy.alpha;
     let est = e.estimate();
     let (holds, fails) = match claim {
@@ -219,7 +219,7 @@ pub fn median_fail_p(values: &[f64], claim: Claim) -> f64 {
     fail_p(&Median(values.to_vec()), claim)
 }
 
-fn fail_p(e: &dyn Evidence, claim: Claim) -> f64 {
+fn fail_p(e: &dyn CentreTest, claim: Claim) -> f64 {
     match claim {
         Claim::AtMost(m) => e.above(m.min(0.0)),
         Claim::AtLeast(m) => e.below(m.max(0.0)),

@@ -4,7 +4,7 @@
 //! endpoint's pass tested at α on its own (an intersection–union test:
 //! the gate passes only if every endpoint does, so no correction).
 use super::figure::{decide_in, Test};
-use super::{Outcome, Policy, Verdict};
+use super::{Decision, Policy, Verdict};
 use serde::Serialize;
 
 /// One endpoint as judged.
@@ -17,7 +17,7 @@ pub struct Judged {
     /// step-down stopped before it).
     pub level: f64,
     /// What it came out as.
-    pub outcome: Outcome,
+    pub outcome: Decision,
 }
 
 /// A family of endpoints judged.
@@ -76,7 +76,7 @@ fn shares(smallest: &[f64], open: &[bool], alpha: f64) -> usize {
 
 /// Judges every endpoint: `Ok` a test to decide, `Err` an outcome already
 /// known (a side failed, a figure missing: accounted for, not dropped).
-pub fn judge_family(items: Vec<Result<Test, Outcome>>, policy: &Policy) -> Family {
+pub fn judge_family(items: Vec<Result<Test, Decision>>, policy: &Policy) -> Family {
     let tests: Vec<&Test> = items.iter().filter_map(|i| i.as_ref().ok()).collect();
     let p: Vec<f64> = tests.iter().map(|t| t.p_slower).collect();
     let smallest: Vec<f64> = tests.iter().map(|t| t.smallest_p()).collect();

@@ -14,23 +14,13 @@
 //! Counts whose every repeat agrees on each side are compared exactly
 //! (no test: there is no spread to test against).
 use super::power;
-use super::{Outcome, Policy};
+use super::{Decision, Policy, Scale};
 use crate::stats::shift::Differences;
 use crate::stats::shift_bound_rank;
 use crate::stats::signed_rank::{signed_rank_greater, Walsh};
 use crate::stats::{mann_whitney_greater, median, sd};
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
-
-/// How a figure is compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scale {
-    /// As a ratio (latency: positive values, compared on logarithms).
-    Ratio,
-    /// As a difference (counts per operation or per IPI).
-    Count,
-}
 
 /// What a comparison knows of one figure of one row.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +75,16 @@ pub enum Method {
 }
 
 impl Method {
+    /// The design whose standard error its power is computed with.
+    fn design(self) -> power::Design {
+        match self {
+            Method::SignedRank => power::Design::Paired,
+            Method::Recordings => power::Design::Recordings,
+            Method::Drift { between } => power::Design::Drift { between },
+            Method::RankSum | Method::ExactCounts => power::Design::Independent,
+        }
+    }
+
     /// Its name in a report.
     pub fn name(self) -> &'static str {
         match self {
@@ -402,7 +402,7 @@ pub fn rank_sum_repeats_for(level: f64) -> Option<usize> {
 
 /// The outcome of `t` when its slower test is judged at `level` (Holm's
 /// share of α for this endpoint; 0 when the step-down stopped before it).
-pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
+pub fn decide(t: &Test, level: f64, policy: &Policy) -> Decision {
     decide_in(t, level, level, policy)
 }
 
@@ -410,24 +410,24 @@ pub fn decide(t: &Test, level: f64, policy: &Policy) -> Outcome {
 /// (what this endpoint could have had on its own), so that an endpoint
 /// whose smallest possible p is above it says that its repeats cannot
 /// flag it, and how many could.
-pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
+pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Decision {
     if t.p_slower <= level && t.estimate >= t.margin - 1e-12 {
-        return Outcome::Regressed;
+        return Decision::Regressed;
     }
     if t.p_not_slower <= policy.alpha {
         return if t.p_not_faster <= policy.alpha {
-            Outcome::Equivalent
+            Decision::Equivalent
         } else {
-            Outcome::NotSlower
+            Decision::NotSlower
         };
     }
     let smallest = match t.method {
         Method::RankSum | Method::SignedRank => Some(t.smallest_p()),
         _ => None,
     };
-    let needs = power::needed(t, policy);
+    let needs = needed(t, policy);
     if smallest.is_some_and(|p| p > policy.alpha) {
-        return Outcome::Undecided {
+        return Decision::Undecided {
             why: format!(
                 "too few repeats: {} vs {} can never decide at {:.0}%",
                 t.n.0,
@@ -442,7 +442,7 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
             // Slower by the threshold, but no order of these repeats could
             // have been flagged at the level this family gives.
             let enough = rank_sum_repeats_for(first.max(level));
-            return Outcome::Undecided {
+            return Decision::Undecided {
                 why: format!(
                     "cannot be flagged at {} vs {} repeats: the smallest possible p ({p:.4}) is above its level \
                      ({:.4}){}",
@@ -471,13 +471,66 @@ pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Outcome {
     } else {
         "the interval reaches beyond the threshold".to_string()
     };
-    Outcome::Undecided { why, needs }
+    Decision::Undecided { why, needs }
+}
+
+/// The repeats (rounds, recordings) a side of an undecided endpoint needs
+/// for its estimate, taken as the truth, to be decided with [`power::POWER`].
+fn needed(t: &Test, policy: &Policy) -> Option<usize> {
+    let sd = t.spread?;
+    if !(sd.is_finite() && sd > 0.0) {
+        return None;
+    }
+    let design = t.method.design();
+    let n = if t.estimate >= t.margin {
+        power::repeats_to_detect(t.estimate, sd, t.margin, policy.alpha, design)
+    } else {
+        power::repeats_to_pass(t.estimate, sd, t.margin, policy.alpha, design)
+    }?;
+    // The normal approximation can call fewer repeats enough than the
+    // exact test just left undecided (3 a side, "about 2 would decide"):
+    // what decides it is always more than it has.
+    Some(n.max(t.n.0.max(t.n.1) + 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gate::DEFAULT_POLICY;
+
+    fn rank_sum(estimate: f64, n: usize) -> Test {
+        Test {
+            scale: Scale::Ratio,
+            method: Method::RankSum,
+            estimate,
+            lo: estimate - 0.1,
+            hi: estimate + 0.1,
+            coverage: 0.9,
+            p_slower: 0.5,
+            p_not_slower: 0.5,
+            p_not_faster: 0.5,
+            margin: 1.1f64.ln(),
+            n: (n, n),
+            spread: Some(0.03),
+            spread_df: 2 * n - 2,
+            se: None,
+            exact: false,
+            baseline: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_repeats_that_would_decide_are_always_more_than_it_has() {
+        // A small spread and an estimate far inside the margin: the normal
+        // approximation alone says 2 a side; 3 a side just stayed undecided.
+        let t = rank_sum(-0.02, 3);
+        assert_eq!(needed(&t, &DEFAULT_POLICY), Some(4));
+        let wide = Test {
+            spread: Some(0.2),
+            ..rank_sum(-0.02, 3)
+        };
+        assert!(needed(&wide, &DEFAULT_POLICY).is_some_and(|k| k > 4));
+    }
 
     /// A rank-sum test of `n` repeats a side, 30% slower, with the
     /// smallest p its repeats allow.
@@ -510,7 +563,7 @@ mod tests {
         assert!((t.smallest_p() - 1.0 / 70.0).abs() < 1e-12);
         let first = DEFAULT_POLICY.alpha / 12.0;
         match decide_in(&t, 0.0, first, &DEFAULT_POLICY) {
-            Outcome::Undecided { why, needs } => {
+            Decision::Undecided { why, needs } => {
                 assert!(why.contains("cannot be flagged at 4 vs 4 repeats"), "{why}");
                 assert!(why.contains("needs 5 repeats a side"), "{why}");
                 assert!(needs.is_some_and(|n| n >= 5), "{needs:?}");
@@ -521,7 +574,7 @@ mod tests {
         let t = slower(5);
         assert_eq!(
             decide_in(&t, first, first, &DEFAULT_POLICY),
-            Outcome::Regressed
+            Decision::Regressed
         );
         assert_eq!(rank_sum_repeats_for(0.05 / 36.0), Some(6));
         // Exact counts that agree can never reject: their smallest p is 1.

@@ -32,9 +32,19 @@ pub mod profile;
 pub mod sequential;
 
 pub use family::{judge_family, Family, Judged};
-pub use figure::{decide, examine, Evidence, Method, Scale, Test};
+pub use figure::{decide, examine, Evidence, Method, Test};
 
 use serde::Serialize;
+
+/// How a figure is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// As a ratio (latency: positive values, compared on logarithms).
+    Ratio,
+    /// As a difference (counts per operation or per IPI).
+    Count,
+}
 
 /// How the gate decides.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -79,7 +89,7 @@ impl Policy {
 /// What one endpoint came out as.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Decision {
     /// Slower by at least the threshold, significantly (family-wise).
     Regressed,
     /// Within ±threshold (both one-sided tests reject).
@@ -104,25 +114,25 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
+impl Decision {
     /// Whether it lets the gate pass.
     pub fn passes(&self) -> bool {
-        matches!(self, Outcome::Equivalent | Outcome::NotSlower)
+        matches!(self, Decision::Equivalent | Decision::NotSlower)
     }
 
     /// Whether it fails the gate.
     pub fn fails(&self) -> bool {
-        matches!(self, Outcome::Regressed | Outcome::Failed { .. })
+        matches!(self, Decision::Regressed | Decision::Failed { .. })
     }
 
     /// Its name in one or two words.
     pub fn word(&self) -> &'static str {
         match self {
-            Outcome::Regressed => "regressed",
-            Outcome::Equivalent => "equivalent",
-            Outcome::NotSlower => "not slower",
-            Outcome::Undecided { .. } => "undecided",
-            Outcome::Failed { .. } => "failed",
+            Decision::Regressed => "regressed",
+            Decision::Equivalent => "equivalent",
+            Decision::NotSlower => "not slower",
+            Decision::Undecided { .. } => "undecided",
+            Decision::Failed { .. } => "failed",
         }
     }
 }
@@ -143,7 +153,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The verdict of a set of outcomes (an empty set compares nothing).
-    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Self {
+    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Decision>) -> Self {
         let mut any = false;
         let mut undecided = false;
         for o in outcomes {
@@ -179,19 +189,22 @@ mod tests {
 
     #[test]
     fn one_failure_fails_and_one_undecided_is_no_pass() {
-        let undecided = Outcome::Undecided {
+        let undecided = Decision::Undecided {
             why: "x".into(),
             needs: Some(9),
         };
-        let pass = [Outcome::Equivalent, Outcome::NotSlower];
+        let pass = [Decision::Equivalent, Decision::NotSlower];
         assert_eq!(Verdict::of(&pass), Verdict::Pass);
         assert_eq!(
-            Verdict::of(&[Outcome::Equivalent, undecided.clone()]),
+            Verdict::of(&[Decision::Equivalent, undecided.clone()]),
             Verdict::Undecided
         );
-        assert_eq!(Verdict::of(&[undecided, Outcome::Regressed]), Verdict::Fail);
         assert_eq!(
-            Verdict::of(&[Outcome::Failed { why: "y".into() }]),
+            Verdict::of(&[undecided, Decision::Regressed]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            Verdict::of(&[Decision::Failed { why: "y".into() }]),
             Verdict::Fail
         );
         assert_eq!(Verdict::of(&[]), Verdict::NothingCompared);

@@ -9,8 +9,7 @@
 //! and the smallest change a number of repeats detects; with the spread's
 //! own uncertainty (a χ² interval on the standard deviation) wherever a
 //! report prints a power.
-use super::figure::Method;
-use super::{Policy, Scale, Test};
+use super::{Policy, Scale};
 use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
 
 /// Asymptotic efficiency of the rank tests to the t test on normal data.
@@ -107,15 +106,6 @@ impl Design {
             }
         }
     }
-
-    fn of(t: &Test) -> Design {
-        match t.method {
-            Method::SignedRank => Design::Paired,
-            Method::Recordings => Design::Recordings,
-            Method::Drift { between } => Design::Drift { between },
-            Method::RankSum | Method::ExactCounts => Design::Independent,
-        }
-    }
 }
 
 /// Repeats per side (or rounds, or recordings) at which the rule detects
@@ -147,25 +137,6 @@ pub fn repeats_to_pass(
         return None;
     }
     smallest(|n| pass_probability(delta, design.se(sd, n), margin, alpha) >= POWER)
-}
-
-/// The repeats (rounds, recordings) a side of an undecided endpoint needs
-/// for its estimate, taken as the truth, to be decided with [`POWER`].
-pub fn needed(t: &Test, policy: &Policy) -> Option<usize> {
-    let sd = t.spread?;
-    if !(sd.is_finite() && sd > 0.0) {
-        return None;
-    }
-    let design = Design::of(t);
-    let n = if t.estimate >= t.margin {
-        repeats_to_detect(t.estimate, sd, t.margin, policy.alpha, design)
-    } else {
-        repeats_to_pass(t.estimate, sd, t.margin, policy.alpha, design)
-    }?;
-    // The normal approximation can call fewer repeats enough than the
-    // exact test just left undecided (3 a side, "about 2 would decide"):
-    // what decides it is always more than it has.
-    Some(n.max(t.n.0.max(t.n.1) + 1))
 }
 
 /// The smallest change (relative: 0.16 = 16%) that `n` repeats a side
@@ -218,40 +189,6 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
     use crate::gate::DEFAULT_POLICY;
-
-    fn rank_sum(estimate: f64, n: usize) -> Test {
-        Test {
-            scale: Scale::Ratio,
-            method: Method::RankSum,
-            estimate,
-            lo: estimate - 0.1,
-            hi: estimate + 0.1,
-            coverage: 0.9,
-            p_slower: 0.5,
-            p_not_slower: 0.5,
-            p_not_faster: 0.5,
-            margin: 1.1f64.ln(),
-            n: (n, n),
-            spread: Some(0.03),
-            spread_df: 2 * n - 2,
-            se: None,
-            exact: false,
-            baseline: 1.0,
-        }
-    }
-
-    #[test]
-    fn the_repeats_that_would_decide_are_always_more_than_it_has() {
-        // A small spread and an estimate far inside the margin: the normal
-        // approximation alone says 2 a side; 3 a side just stayed undecided.
-        let t = rank_sum(-0.02, 3);
-        assert_eq!(needed(&t, &DEFAULT_POLICY), Some(4));
-        let wide = Test {
-            spread: Some(0.2),
-            ..rank_sum(-0.02, 3)
-        };
-        assert!(needed(&wide, &DEFAULT_POLICY).is_some_and(|k| k > 4));
-    }
 
     #[test]
     fn the_rule_never_detects_at_or_below_the_threshold() {

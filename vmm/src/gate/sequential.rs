@@ -20,8 +20,9 @@
 //! The interval each endpoint reports is the one its decision read: at
 //! two-sided coverage 1 − 2·level of the look that decided it.
 use super::family::Judged;
-use super::figure::{decide, examine, Evidence, Method, Scale, Test};
-use super::{Outcome, Policy, Verdict};
+use super::figure::{decide, examine, Evidence, Method, Test};
+use super::Scale;
+use super::{Decision, Policy, Verdict};
 use crate::stats::sequential::{Boundary, Spending, MIN_STEP};
 
 /// The spending shape: between Pocock (γ = 1, spends early) and
@@ -115,8 +116,8 @@ struct Tested {
     p_beyond: f64,
 }
 
-fn tested(e: Endpoint, policy: &Policy) -> Result<Tested, Outcome> {
-    let undecided = |why| Outcome::Undecided { why, needs: None };
+fn tested(e: Endpoint, policy: &Policy) -> Result<Tested, Decision> {
+    let undecided = |why| Decision::Undecided { why, needs: None };
     let test = examine(&e.evidence, e.scale, policy).map_err(undecided)?;
     let p_beyond = examine(&e.evidence, e.scale, &mirrored(policy))
         .map_err(undecided)?
@@ -177,7 +178,7 @@ impl Sequential {
         &mut self,
         rounds: usize,
         last: bool,
-        endpoints: Vec<Result<Endpoint, Outcome>>,
+        endpoints: Vec<Result<Endpoint, Decision>>,
     ) -> Look {
         let last = last || rounds >= self.max_rounds;
         let t = if last {
@@ -188,7 +189,7 @@ impl Sequential {
         self.last_look = Some(rounds);
         let pass_level = self.pass.look(t);
         let share_levels: Vec<f64> = self.slower.iter_mut().map(|b| b.look(t)).collect();
-        let tests: Vec<Result<Tested, Outcome>> = endpoints
+        let tests: Vec<Result<Tested, Decision>> = endpoints
             .into_iter()
             .map(|e| e.and_then(|e| tested(e, &self.policy)))
             .collect();
@@ -225,7 +226,7 @@ impl Sequential {
                     outcome: o,
                 },
             };
-            if matches!(now.outcome, Outcome::Undecided { .. }) {
+            if matches!(now.outcome, Decision::Undecided { .. }) {
                 decided_at.push(None);
             } else {
                 self.decided[i] = Some((now.clone(), rounds));
@@ -261,11 +262,11 @@ impl Sequential {
             ..self.policy
         };
         let (outcome, used) = if t.p_beyond <= level {
-            (Outcome::Regressed, level)
+            (Decision::Regressed, level)
         } else {
             // Level −1: `decide`'s own regression rule never applies here.
             let o = match decide(&t.test, -1.0, &pass) {
-                Outcome::Undecided { why, needs } => Outcome::Undecided {
+                Decision::Undecided { why, needs } => Decision::Undecided {
                     why: self.why(&t, why, level, pass_level),
                     needs,
                 },
@@ -275,7 +276,7 @@ impl Sequential {
         };
         // The interval the decision read (a level of 0 decides nothing:
         // the nominal interval is kept).
-        let restate = last || !matches!(outcome, Outcome::Undecided { .. });
+        let restate = last || !matches!(outcome, Decision::Undecided { .. });
         let test = if used > 0.0 && restate {
             let at = Policy {
                 alpha: used,

@@ -1,14 +1,14 @@
 //! Stage 5 of a run: join the vCPU threads and turn what they left in the
 //! shared results into the report.
 use super::spawn::Running;
-use super::supervise::Outcome;
+use super::supervise::WaitEnd;
 use crate::results::{HostSettings, RunConfig, RunReport, RunStatus, Timings, VcpuEnd, VcpuResult};
 use crate::vm::Prepared;
 use std::time::Instant;
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
 /// The report of a run that `supervise` finished waiting for.
-pub fn report(r: Running, out: Outcome, p: &Prepared, started: Instant) -> RunReport {
+pub fn report(r: Running, out: WaitEnd, p: &Prepared, started: Instant) -> RunReport {
     let Running {
         threads,
         shared,

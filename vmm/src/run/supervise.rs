@@ -17,7 +17,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// How the wait ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub struct WaitEnd {
     /// The watchdog fired.
     pub timed_out: bool,
     /// The caller cancelled.
@@ -27,8 +27,8 @@ pub struct Outcome {
 }
 
 /// Wait for `r`'s vCPU threads, stopping them on a timeout or `cancel`.
-pub fn supervise(r: &mut Running, cancel: Option<&AtomicBool>) -> Result<Outcome, RunError> {
-    let mut out = Outcome::default();
+pub fn supervise(r: &mut Running, cancel: Option<&AtomicBool>) -> Result<WaitEnd, RunError> {
+    let mut out = WaitEnd::default();
     let mut stop_since: Option<Instant> = None;
     loop {
         let _ = r.monitor.run_with_timeout(KICK_INTERVAL_MS);

@@ -5,65 +5,18 @@
 //! (LAB_QEMU names a binary instead). One boot per [`Part`], each running
 //! the guest steps `host` and `extra`, with scripts/lab/probe-avic.sh as
 //! `extra` (packed with the KVM selftests by scripts/lab/build-selftests.sh);
-//! each part's results tree is checked on its own ([`verdict`]).
+//! each part's results tree is checked on its own
+//! ([`super::avic_verdict::verdict`]).
 use super::cli::Args;
 use super::host;
 use super::pass::{self, Image, LabOutcome, Settings};
-use super::verify::{self, Expect, Report};
-use super::{initramfs, tables, tap};
+use super::report::{Expect, Part};
+use super::{initramfs, tables};
 use anyhow::Result;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// One boot of the AVIC pass (probe-avic.sh's `lab.probe=`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Part {
-    /// The KVM selftests (the peer's check of the emulation) with AVIC on, its exits traced, then
-    /// with avic=0
-    Selftests,
-    /// ipivmm's AVIC matrix with AVIC on and with avic=0 (runs/avic-{on,off}*.json)
-    Matrix,
-    /// sweep --preset avic-broadcast at 2, 4 and 8 vCPUs (runs/avic-preset.json)
-    Preset,
-    /// sweep --preset halt-polling: the host's kvm.halt_poll_ns against --halt-poll-ns 0, KVM's
-    /// polling counters per row (runs/halt-polling.json); not in the default parts
-    HaltPolling,
-    /// sweep --preset apicv-topology on two sockets (`--sockets 2 --smp 4`): vCPUs pinned close
-    /// and spread, AVIC on and inhibited (runs/apicv-topology.json); not in the default parts
-    Topology,
-}
-
-impl Part {
-    /// Every part, in the order the pass boots them.
-    pub const ALL: &[Part] = &[Part::Selftests, Part::Matrix, Part::Preset];
-
-    /// Its name (`lab.probe=`, the results directory).
-    pub fn name(self) -> &'static str {
-        match self {
-            Part::Selftests => "selftests",
-            Part::Matrix => "matrix",
-            Part::Preset => "preset",
-            Part::HaltPolling => "halt-polling",
-            Part::Topology => "topology",
-        }
-    }
-
-    /// Parts only asked for by name: `halt-polling` fails its plan's
-    /// "some polls caught" under TCG today (docs/lab.md, "Halt polling"),
-    /// `topology` needs a machine of its own (`--sockets 2 --smp 4`).
-    pub const ON_REQUEST: &[Part] = &[Part::HaltPolling, Part::Topology];
-
-    /// The part named `name`.
-    pub fn named(name: &str) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .chain(Self::ON_REQUEST)
-            .copied()
-            .find(|p| p.name() == name)
-    }
-}
 
 /// Iterations per run unless `--iterations` says otherwise.
 pub const ITERATIONS: u32 = 20;
@@ -156,231 +109,9 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
     Ok(verdict)
 }
 
-/// The plans each part runs in the guest (probe-avic.sh's `check NAME`
-/// runs plans/lab-NAME.toml, its TAP NAME.tap): part, name, plan.
-pub const PLANS: &[(Part, &str, &str)] = &[
-    (Part::Matrix, "avic-on", "lab-avic-on.toml"),
-    (Part::Matrix, "avic-off", "lab-avic-off.toml"),
-    (Part::Preset, "avic-preset", "lab-avic-preset.toml"),
-    (Part::HaltPolling, "halt-polling", "lab-halt-polling.toml"),
-    (Part::Topology, "apicv-topology", "lab-apicv-topology.toml"),
-];
-
-/// The AVIC checks of one part's results tree `dir`, after the lab's own
-/// (steps, backend): kvm_amd reads back avic=Y without force_avic, ipivmm
-/// calls AVIC usable, and what the part ran: the selftests passed with AVIC
-/// on and off; the plans of the runs with AVIC on and off
-/// (plans/lab-avic-{on,off,preset}.toml, [`PLANS`]) held, read back from
-/// their TAP and JUnit as the quick pass's are.
-pub fn verdict(r: &mut Report, part: Part, dir: &Path) {
-    let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
-    let has = |l: &str| params.lines().any(|p| p == l);
-    if has("kvm_amd.avic=Y") && has("kvm_amd.force_avic=N") {
-        r.ok("kvm_amd loaded with avic=1 reads avic=Y (force_avic=N)");
-    } else {
-        let seen = params
-            .lines()
-            .filter(|l| l.contains("avic") || l.contains("npt"))
-            .map(str::to_string)
-            .collect();
-        r.bad("kvm_amd avic=Y without force_avic", seen);
-    }
-    let state = verdict_state(dir, "avic");
-    if state.as_deref() == Some("available") {
-        r.ok("ipivmm host: AVIC usable");
-    } else {
-        let text = fs::read_to_string(dir.join("host-avic.txt")).unwrap_or_default();
-        let mut why: Vec<String> = text
-            .lines()
-            .filter(|l| l.contains("AVIC"))
-            .map(str::to_string)
-            .collect();
-        why.insert(
-            0,
-            format!("host-avic.json: AVIC {}", state.as_deref().unwrap_or("?")),
-        );
-        r.bad("ipivmm host: AVIC usable", why);
-    }
-    x2avic_agrees(r, dir);
-    match part {
-        Part::Selftests => selftests(r, dir),
-        Part::Topology => {
-            sockets(r, dir);
-            let plans = PLANS.iter().filter(|(p, _, _)| *p == part);
-            tap::plans(r, dir, plans.map(|(_, s, p)| (*s, *p)), true, |_| true);
-        }
-        Part::Matrix | Part::Preset | Part::HaltPolling => {
-            let plans = PLANS.iter().filter(|(p, _, _)| *p == part);
-            tap::plans(r, dir, plans.map(|(_, s, p)| (*s, *p)), true, |_| true);
-        }
-    }
-}
-
-/// The guest saw two sockets or more, each its own NUMA node
-/// (probe-avic.sh's topology.txt: each CPU's `physical_package_id`, then
-/// each node's CPU list), as `--sockets 2` makes QEMU's machine.
-fn sockets(r: &mut Report, dir: &Path) {
-    let text = fs::read_to_string(dir.join("topology.txt")).unwrap_or_default();
-    // "package cpuN ID": the IDs; "node nodeN CPUS": the nodes.
-    let field = |prefix: &str, word: usize| -> std::collections::BTreeSet<String> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix(prefix))
-            .filter_map(|l| l.split_whitespace().nth(word).map(str::to_string))
-            .collect()
-    };
-    let (packages, nodes) = (field("package ", 1), field("node ", 0));
-    let name = format!(
-        "two sockets or more, each a NUMA node ({} sockets, {} nodes)",
-        packages.len(),
-        nodes.len()
-    );
-    if packages.len() >= 2 && nodes.len() == packages.len() {
-        r.ok(name);
-    } else {
-        let mut why: Vec<String> = text.lines().map(str::to_string).collect();
-        why.push("boot it with --sockets 2 --smp 4".into());
-        r.bad(name, why);
-    }
-}
-
-/// `ipivmm host --json`'s verdict `name` (`avic`, `x2avic`): its state.
-fn verdict_state(dir: &Path, name: &str) -> Option<String> {
-    let state = verify::host_fact(dir, "host-avic.json", &format!("/verdicts/{name}/state"))?;
-    Some(state.as_str()?.to_string())
-}
-
-/// x2AVIC as the guest saw it, on (QEMU's `-cpu max`) or off (`--cpu
-/// max,-x2avic`): the CPU flag `x2avic` (host-avic.json), kvm_amd's "x2AVIC
-/// enabled" at load (dmesg) and `ipivmm host`'s verdict agree, which says
-/// whether the part's x2APIC runs went through the backing page or ran
-/// hybrid AVIC.
-fn x2avic_agrees(r: &mut Report, dir: &Path) {
-    let name = "x2AVIC: the CPU flag, kvm_amd (dmesg) and ipivmm host agree";
-    let flag =
-        verify::host_fact(dir, "host-avic.json", "/virt_flags/x2avic").and_then(|f| f.as_bool());
-    // The probe's own grep of dmesg at its start (extra.log) and the
-    // kernel's log saved later: either keeps kvm_amd's line from the load.
-    let logs: Vec<String> = ["extra.log", "dmesg-avic-on.txt", "dmesg.txt"]
-        .iter()
-        .filter_map(|f| fs::read_to_string(dir.join(f)).ok())
-        .collect();
-    let dmesg = (!logs.is_empty()).then(|| logs.concat());
-    let verdict = verdict_state(dir, "x2avic");
-    let (Some(flag), Some(dmesg), Some(verdict)) = (flag, dmesg.as_deref(), verdict.as_deref())
-    else {
-        r.bad(
-            name,
-            vec![format!(
-                "missing: {}",
-                [
-                    (flag.is_none(), "host-avic.json virt_flags.x2avic"),
-                    (dmesg.is_none(), "extra.log, dmesg-avic-on.txt or dmesg.txt"),
-                    (verdict.is_none(), "host-avic.json verdicts.x2avic"),
-                ]
-                .iter()
-                .filter(|(m, _)| *m)
-                .map(|(_, w)| *w)
-                .collect::<Vec<_>>()
-                .join(", ")
-            )],
-        );
-        return;
-    };
-    // "SVM: x2AVIC enabled" (6.1), "kvm_amd: x2AVIC enabled" (6.12).
-    let enabled = dmesg
-        .lines()
-        .any(|l| l.ends_with("SVM: x2AVIC enabled") || l.ends_with("kvm_amd: x2AVIC enabled"));
-    let available = verdict == "available";
-    if flag == enabled && flag == available {
-        r.ok(name);
-        r.info(if flag {
-            "  x2AVIC on: x2APIC guests' APIC through the backing page"
-        } else {
-            "  x2AVIC off: x2APIC guests run hybrid AVIC (x2APIC MSRs intercepted)"
-        });
-    } else {
-        r.bad(
-            name,
-            vec![format!(
-                "CPU flag x2avic {flag}, dmesg \"x2AVIC enabled\" {enabled}, ipivmm host x2AVIC {verdict}"
-            )],
-        );
-    }
-}
-
-/// selftests.tsv (name, `on`/`off`, exit status): every selftest ran with
-/// AVIC on and with it off, some passed, and each ended the same way both
-/// times: one that fails only with AVIC on fails through AVIC (one that
-/// fails only with it off, through KVM's other path). One that fails both
-/// times (TCG lacks what it needs, e.g. NRIPS; 4 is KSFT_SKIP) is not
-/// through AVIC: the verdict lists it as a skip.
-fn selftests(r: &mut Report, dir: &Path) {
-    let tsv = fs::read_to_string(dir.join("selftests.tsv")).unwrap_or_default();
-    // name -> (rc with AVIC on, rc with AVIC off)
-    let mut by: std::collections::BTreeMap<&str, (Option<&str>, Option<&str>)> = Default::default();
-    for f in tsv.lines().map(|l| l.split('\t').collect::<Vec<_>>()) {
-        if let [name, avic, rc, ..] = f[..] {
-            let e = by.entry(name).or_default();
-            match avic {
-                "on" => e.0 = Some(rc),
-                _ => e.1 = Some(rc),
-            }
-        }
-    }
-    let passed = |on: bool| {
-        by.values()
-            .filter(|(a, b)| if on { *a } else { *b } == Some("0"))
-            .count()
-    };
-    let mut missing: Vec<String> = by
-        .iter()
-        .filter_map(|(n, rc)| match rc {
-            (Some(_), Some(_)) => None,
-            (None, _) => Some(format!("{n}: not run with AVIC on")),
-            (_, None) => Some(format!("{n}: not run with AVIC off")),
-        })
-        .collect();
-    if passed(true) == 0 {
-        missing.push("none passed with AVIC on".into());
-    }
-    r.check(
-        &format!(
-            "KVM selftests ran with AVIC on and off ({} tests)",
-            by.len()
-        ),
-        missing,
-    );
-    let (mut differ, mut alike) = (Vec::new(), Vec::new());
-    for (n, rc) in &by {
-        let (Some(on), Some(off)) = *rc else { continue };
-        match (on == "0", off == "0") {
-            (true, true) => {}
-            (false, false) => {
-                let skip = if on == "4" { " (4: KSFT_SKIP)" } else { "" };
-                alike.push((
-                    format!("selftest {n}"),
-                    format!("fails with AVIC on and off alike, rc {on} and {off}{skip}: not through AVIC"),
-                ));
-            }
-            _ => differ.push(format!("{n}: rc {on} with AVIC on, {off} with AVIC off")),
-        }
-    }
-    r.check(
-        &format!(
-            "KVM selftests: the same outcome with AVIC on and off (passed: {} on, {} off, of {})",
-            passed(true),
-            passed(false),
-            by.len()
-        ),
-        differ,
-    );
-    for (name, why) in alike {
-        r.skip(name, why);
-    }
-}
-
 #[cfg(test)]
 pub(super) mod tests {
+    use super::super::avic_verdict::PLANS;
     use super::super::verify::tests::Tree;
     use super::*;
     /// The phase field (and counter source) of exits by reason.
@@ -559,8 +290,8 @@ pub(super) mod tests {
     /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t` (its own
     /// writers'), each expectation held.
     fn held(t: &Tree, name: &str, points: &[&str]) {
+        use ipivmm::expect::{junit, tap};
         use ipivmm::expect::{Outcome, Verdict, Verdicts};
-        use ipivmm_cli::output::{junit, tap};
         let v = Verdicts(
             points
                 .iter()

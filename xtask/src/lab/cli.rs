@@ -1,7 +1,8 @@
 //! `cargo xtask lab`'s command line: what it does, on which emulator, with
 //! which options (the same as the old scripts/lab.sh and
 //! scripts/lab/bochs.sh took), and the guest kernel arguments that name them.
-use super::{avic, bochs};
+use super::bochs;
+use super::report::Part;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use std::path::PathBuf;
@@ -134,7 +135,7 @@ pub struct Args {
     pub no_verify: bool,
     /// The AVIC pass's boots, in this order [default: selftests,matrix,preset]
     #[arg(long, value_enum, value_delimiter = ',', help_heading = "AVIC")]
-    pub parts: Option<Vec<avic::Part>>,
+    pub parts: Option<Vec<Part>>,
     /// Bochs release: 2.7 (bookworm's package, no posted interrupts) or 3.0 (built from trixie's source, APICv)
     #[arg(long, value_enum, default_value_t, help_heading = "Bochs")]
     pub bochs: bochs::Version,
@@ -302,10 +303,7 @@ mod tests {
     fn the_avic_pass_takes_its_parts() {
         let a = parse(&["avic", "--parts", "matrix,preset", "--iterations", "5"]).unwrap();
         assert_eq!(a.action, Action::Avic);
-        assert_eq!(
-            a.parts.as_deref(),
-            Some(&[avic::Part::Matrix, avic::Part::Preset][..])
-        );
+        assert_eq!(a.parts.as_deref(), Some(&[Part::Matrix, Part::Preset][..]));
         assert_eq!(parse(&["avic"]).unwrap().parts, None);
         let a = parse(&[
             "avic",
@@ -319,7 +317,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             a.parts.as_deref(),
-            Some(&[avic::Part::HaltPolling, avic::Part::Topology][..])
+            Some(
+                &[
+                    crate::lab::report::Part::HaltPolling,
+                    crate::lab::report::Part::Topology
+                ][..]
+            )
         );
         assert_eq!((a.sockets, a.smp), (Some(2), Some(4)));
         assert_eq!(parse(&["crossboot"]).unwrap().action, Action::Crossboot);

@@ -13,34 +13,14 @@ use super::cli::Args;
 use super::host::{files, log};
 use super::initramfs;
 use super::pass::{self, Image, LabOutcome, Settings};
-use super::verify::{Expect, Report};
+use super::report::{Expect, Report, Side};
 use anyhow::{Context, Result};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One side of the comparison: how kvm_amd is loaded on its boots.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// The kernel under its usual settings: Debian's 6.1 kvm_amd with
-    /// `avic=1` on the lab's emulated AVIC (ICR writes to running targets
-    /// accelerated: about 0 ICR-write exits per IPI).
-    Base,
-    /// The change under test: the same kernel with `avic=0` (every ICR
-    /// write an exit: 1 per IPI).
-    Changed,
-}
-
 impl Side {
-    /// Its name (results directories, pass.txt).
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Base => "base",
-            Side::Changed => "changed",
-        }
-    }
-
     /// The guest's `lab.kvm=`: kvm_amd's parameters at load.
     fn kvm(self) -> &'static str {
         match self {

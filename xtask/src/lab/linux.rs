@@ -7,7 +7,7 @@
 use super::cli::Args;
 use super::linux_guest;
 use super::pass::{self, LabOutcome, Settings};
-use super::verify::Expect;
+use super::report::Expect;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 

@@ -8,6 +8,7 @@
 //! backend per emulator), and checks the results against ipivmm's own
 //! results types ([`checks`], [`verify`]). See docs/lab.md, docs/lab-intel.md.
 mod avic;
+mod avic_verdict;
 mod binaries;
 mod bochs;
 mod boot;
@@ -23,6 +24,7 @@ mod modules;
 mod pass;
 mod qemu;
 mod recorded;
+mod report;
 mod tables;
 mod tap;
 mod verify;
@@ -35,8 +37,8 @@ use anyhow::{bail, Context, Result};
 use cli::{absorb_kernel_args, Action, EmulatorKind};
 use host::{log, Work};
 use pass::{boot_and_collect, build_image, with_archives, Boot, Image, Settings};
+use report::Expect;
 use std::path::Path;
-use verify::Expect;
 
 /// `cargo xtask lab`.
 pub fn main(mut args: Args) -> Result<LabOutcome> {

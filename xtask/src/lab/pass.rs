@@ -4,7 +4,8 @@
 //! collected, and the verdict printed. No driver calls another: all call this.
 use super::cli::{Args, EmulatorKind};
 use super::host::{self, log, Work};
-use super::verify::{self, Expect, Report};
+use super::report::{Expect, Report};
+use super::verify;
 use super::{binaries, boot, debs, initramfs, qemu};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! results files (`results = "runs/..."`), and the verdict judges them here
 //! with ipivmm's own plan loader and expectation engine. What the runs
 //! must satisfy is the plan's; this file only reports it.
-use super::verify::Report;
+use super::report::Report;
 use ipivmm::expect::{Outcome, Verdicts};
 use ipivmm::results::{metrics::Metric, summary, Document};
 use std::path::Path;
@@ -27,7 +27,7 @@ pub const RECORDED: &[(&str, &str)] = &[
 /// the pass not run: `lab.probe=`) is listed, not failed.
 pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
     let name = format!("ipivmm check plans/{plan} (its results files)");
-    match ipivmm_cli::cli::commands::check::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+    match ipivmm::plan::file::judge_recorded(&Path::new(PLANS).join(plan), dir) {
         Ok((_, v)) => report(r, &name, plan, plan, &v, Vec::new(), unmade_ok),
         Err(e) => r.bad(name, vec![e]),
     }

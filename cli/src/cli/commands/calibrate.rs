@@ -5,7 +5,7 @@ use super::{fail, init_log, run_flags};
 use crate::cli::args::CalibrateArgs;
 use crate::output::atomic::write_atomic;
 use crate::output::fit::wrap;
-use ipivmm::experiment::calibrate::{calibrate, Events, Spec};
+use ipivmm::experiment::calibrate::{calibrate, CalibrationEvents, Spec};
 use ipivmm::gate::profile::{Control, NoiseProfile};
 use ipivmm::results::metrics::Metric;
 use ipivmm::results::summary::summarize;
@@ -17,7 +17,7 @@ struct Progress {
     recordings: usize,
 }
 
-impl Events for Progress {
+impl CalibrationEvents for Progress {
     fn run(&self, recording: usize, repeat: usize, r: &RunReport) {
         if self.quiet {
             return;

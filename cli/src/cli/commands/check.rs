@@ -14,78 +14,33 @@ use crate::output::atomic::write_atomic_with;
 use crate::output::dest::{emit, print_text, Dest};
 use crate::output::journal::Journal;
 use clap::Parser;
-use ipivmm::expect::{Expectation, Verdicts};
+use ipivmm::expect::Verdicts;
 use ipivmm::experiment::rounds::{self, Planned};
 use ipivmm::host::HostInfo;
-use ipivmm::plan::{self as engine, Execution, ExperimentOutcome, NotRun, Recorder, Requirement};
+use ipivmm::plan::file::{
+    self, json_dir_reads_none, json_stem, Checked, ExperimentFile, Job as FileJob, LineCommand,
+    PlanFile,
+};
+use ipivmm::plan::{self as engine, Execution, ExperimentOutcome, NotRun, Recorder};
 use ipivmm::results::SkippedMode;
 use ipivmm::Document;
 use ipivmm_term::text::escape_controls;
-use serde::Deserialize;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// A plan file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlanFile {
-    /// The suite's name (the TAP comment, the JUnit suite).
-    name: String,
-    /// What the suite checks.
-    #[serde(default)]
-    about: String,
-    /// The experiments, in order.
-    #[serde(rename = "experiment")]
-    experiments: Vec<ExperimentFile>,
-}
-
-/// One experiment of a plan file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExperimentFile {
-    /// Its name (prefixes its test points).
-    name: String,
-    /// What it shows.
-    #[serde(default)]
-    about: String,
-    /// `ipivmm run` flags.
-    run: Option<String>,
-    /// `ipivmm sweep` flags.
-    sweep: Option<String>,
-    /// Results recorded before, judged as they are: a results file, its
-    /// name holding at most one `*` (every file that matches, one
-    /// document), relative to the current directory.
-    results: Option<String>,
-    /// The Linux guest of the line's `linux:NAME` workloads: `--kernel`
-    /// and `--initrd` of its run or sweep (paths as the command takes
-    /// them, relative to the current directory).
-    kernel: Option<String>,
-    /// Its initramfs (ipivmm's: guest-linux/build-initrd.sh).
-    initrd: Option<String>,
-    /// What the host must have ([`Requirement`]: apicv, ipiv, avic,
-    /// x2avic, apicv-or-avic, hardware-kvm, two-sockets); without it every
-    /// expectation is a skip with the reason.
-    #[serde(default)]
-    requires: Vec<String>,
-    /// The expectations.
-    expect: Vec<String>,
-}
 
 /// An experiment's command line, parsed.
 enum Job {
     Run(Box<RunArgs>),
     Sweep(Box<SweepArgs>),
-    Recorded(String),
 }
 
 /// Parses `flags` as the flags of `ipivmm <command>`.
-fn parse_job(command: &str, flags: &str) -> Result<Job, String> {
+fn parse_job(command: LineCommand, flags: &str) -> Result<Job, String> {
     let words = shlex::split(flags)
         .ok_or_else(|| format!("cannot split '{flags}' into words (unbalanced quotes?)"))?;
-    let argv = ["ipivmm", command]
+    let argv = ["ipivmm".to_string(), command.to_string()]
         .into_iter()
-        .map(String::from)
         .chain(words);
     let job = match Cli::try_parse_from(argv)
         .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?
@@ -151,223 +106,11 @@ fn refuse_unhonoured(
     Ok(())
 }
 
-/// One experiment read and checked, before anything runs.
-struct Checked {
-    job: Job,
-    expect: Vec<Expectation>,
-    requires: Vec<Requirement>,
-}
-
-/// The plan file read and every experiment checked, before anything runs.
-fn load(path: &Path) -> Result<(PlanFile, Vec<Checked>), String> {
-    let text =
-        ipivmm::inputs::read_text(path, 1 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
-    let plan: PlanFile = toml::from_str(&text).map_err(|e| {
-        let at = e.span().map_or(String::new(), |span| {
-            let (line, column) = line_column(&text, span.start);
-            format!("line {line}, column {column}: ")
-        });
-        format!("{}: {at}{}", path.display(), e.message().trim_end())
-    })?;
-    let mut checked = Vec::new();
-    let mut names = std::collections::BTreeSet::new();
-    for x in &plan.experiments {
-        let at = |e: String| {
-            format!(
-                "{}: experiment '{}': {e}",
-                path.display(),
-                escape_controls(&x.name)
-            )
-        };
-        if x.name.trim().is_empty() {
-            return Err(at("an empty name: give it one (its test points and --json-dir file are named after it)".into()));
-        }
-        if json_stem(&x.name).len() > ipivmm::results::slug::MAX_REVERSIBLE {
-            return Err(at(format!(
-                "a name this long cannot name its --json-dir file: at most {} bytes once escaped",
-                ipivmm::results::slug::MAX_REVERSIBLE
-            )));
-        }
-        if !names.insert(x.name.as_str()) {
-            return Err(at(
-                "a second experiment of that name: names must differ".into()
-            ));
-        }
-        let job = match (&x.run, &x.sweep, &x.results) {
-            (Some(r), None, None) => with_guest(x, r).and_then(|r| parse_job("run", &r)),
-            (None, Some(s), None) => with_guest(x, s).and_then(|s| parse_job("sweep", &s)),
-            (None, None, Some(_)) if x.kernel.is_some() || x.initrd.is_some() => Err(
-                "kernel = / initrd = boot the Linux guest of a run or sweep line; recorded results = ran already".into(),
-            ),
-            (None, None, Some(f)) if f.matches('*').count() <= 1 && !f.is_empty() => {
-                Ok(Job::Recorded(f.clone()))
-            }
-            (None, None, Some(f)) => Err(format!(
-                "results = \"{f}\": a file name, with at most one '*'"
-            )),
-            _ => Err("give one of run = \"FLAGS\", sweep = \"FLAGS\" or results = \"FILE\"".into()),
-        }
-        .map_err(at)?;
-        let expect = x
-            .expect
-            .iter()
-            .map(|e| e.parse::<Expectation>().map_err(|e| at(e.to_string())))
-            .collect::<Result<Vec<_>, _>>()?;
-        if expect.is_empty() {
-            return Err(at("no expectation: add expect = [\"...\"]".into()));
-        }
-        let requires = x
-            .requires
-            .iter()
-            .map(|need| {
-                need.parse::<Requirement>().map_err(|_| {
-                    let all: Vec<String> = Requirement::ALL.iter().map(|r| r.to_string()).collect();
-                    at(format!("requires '{need}': not one of {}", all.join(", ")))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        checked.push(Checked {
-            job,
-            expect,
-            requires,
-        });
-    }
-    if checked.is_empty() {
-        return Err(format!("{}: no [[experiment]]", path.display()));
-    }
-    Ok((plan, checked))
-}
-
-/// The experiment's line `flags` with its `kernel =` and `initrd =` as
-/// `--kernel` and `--initrd` (an `initrd` needs a `kernel`, as the flag does).
-fn with_guest(x: &ExperimentFile, flags: &str) -> Result<String, String> {
-    let mut line = flags.to_string();
-    if x.initrd.is_some() && x.kernel.is_none() {
-        return Err("initrd = needs kernel = (the Linux bzImage it boots with)".into());
-    }
-    for (flag, path) in [("--kernel", &x.kernel), ("--initrd", &x.initrd)] {
-        if let Some(p) = path {
-            let quoted =
-                shlex::try_quote(p).map_err(|_| format!("{flag} '{p}': a path with a NUL byte"))?;
-            line.push_str(&format!(" {flag} {quoted}"));
-        }
-    }
-    Ok(line)
-}
-
-/// The 1-based line and column (in characters) of byte `offset` of `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
-/// The `--json-dir` file stem of experiment `name`: unique per name and
-/// readable back (`a b` is `a%20b.json`, never `a-b.json` like `a-b`).
-fn json_stem(name: &str) -> String {
-    ipivmm::results::slug::reversible(name)
-}
-
-/// The results documents `pattern` names under `base` (its file name may
-/// hold one `*`), as one document; Err naming what is missing or unreadable.
-fn recorded(pattern: &str, base: &Path) -> Result<Document, Unrecorded> {
-    let files = recorded_files(pattern, base);
-    if files.is_empty() {
-        return Err(Unrecorded::Point(format!(
-            "no results file {}",
-            base.join(pattern).display()
-        )));
-    }
-    // The engine's one rule of what a recording is: a killed or empty
-    // file is named (a failing point), the same run twice refused, the
-    // bytes bounded (the plan cannot start: exit 2, as `compare`).
-    ipivmm::results::recordings::merge(&files, ipivmm::results::recordings::MAX_RECORDINGS_BYTES)
-        .map_err(|e| match e.refuses_inputs() {
-            true => Unrecorded::Refused(e.to_string()),
-            false => Unrecorded::Point(e.to_string()),
-        })
-}
-
-/// Why a plan's `results = GLOB` gave no document.
-#[derive(Debug)]
-enum Unrecorded {
-    /// The inputs are refused as given: the plan does not start.
-    Refused(String),
-    /// The experiment fails, naming why.
-    Point(String),
-}
-
-impl std::fmt::Display for Unrecorded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unrecorded::Refused(why) | Unrecorded::Point(why) => f.write_str(why),
-        }
-    }
-}
-
-/// The files `pattern` names under `base`, sorted.
-fn recorded_files(pattern: &str, base: &Path) -> Vec<PathBuf> {
-    let path = base.join(pattern);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let dir = path.parent().unwrap_or(base);
-    let (head, tail) = name.split_once('*').unwrap_or((&name, ""));
-    let exact = !name.contains('*');
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy();
-            match exact {
-                true => *n == *name,
-                false => {
-                    n.len() >= head.len() + tail.len() && n.starts_with(head) && n.ends_with(tail)
-                }
-            }
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// Refuses a `--json-dir` where an experiment that runs would write a file
-/// that an experiment reads as `results = "GLOB"` under `base`: the journal
-/// (from before the first VM) would replace the recording it judges.
-fn json_dir_reads_none(file: &PlanFile, json_dir: &Path, base: &Path) -> Result<(), String> {
-    let same = |p: &Path| std::fs::canonicalize(p).ok();
-    let Some(dir) = same(json_dir) else {
-        return Ok(());
-    };
-    for r in &file.experiments {
-        let Some(pattern) = &r.results else { continue };
-        for read in recorded_files(pattern, base) {
-            let Some(read_at) = same(&read) else { continue };
-            let writer = file
-                .experiments
-                .iter()
-                .filter(|w| w.results.is_none())
-                .find(|w| dir.join(format!("{}.json", json_stem(&w.name))) == read_at);
-            if let Some(w) = writer {
-                return Err(format!(
-                    "--json-dir {}: experiment '{}' would write {}, which experiment '{}' reads (results = \"{}\"): give --json-dir another directory",
-                    json_dir.display(),
-                    escape_controls(&w.name),
-                    read.display(),
-                    escape_controls(&r.name),
-                    escape_controls(pattern)
-                ));
-            }
-        }
-    }
-    Ok(())
+/// The plan file read and every experiment checked, before anything runs:
+/// the engine's loader, each `run`/`sweep` line parsed as the flags of
+/// this front end's command.
+fn load(path: &Path) -> Result<(PlanFile, Vec<Checked<Job>>), String> {
+    file::load(path, parse_job)
 }
 
 /// The guest memory budget of a whole `check` invocation: the largest of
@@ -389,33 +132,19 @@ fn invocation_budget(plan: &engine::Plan) -> u64 {
 /// recorded results read under `base`.
 fn experiment(
     x: &ExperimentFile,
-    c: Checked,
+    c: Checked<Job>,
     host: Option<&HostInfo>,
     base: &Path,
 ) -> Result<engine::Experiment, String> {
-    let mut e = engine::Experiment::new(
-        x.name.clone(),
-        Vec::new(),
-        rounds::Repeats::Fixed(1),
-        c.expect,
-    );
-    e.about = x.about.clone();
-    e.requires = c.requires;
+    let mut e = file::experiment(x, &c, base)?;
+    let FileJob::Flags(job) = &c.job else {
+        return Ok(e);
+    };
     let not_run = |err: ipivmm::RunError| match err.host_cannot_run() {
         true => NotRun::Host(err.to_string()),
         false => NotRun::Plan(err.to_string()),
     };
-    let planned = match &c.job {
-        Job::Recorded(pattern) => {
-            match recorded(pattern, base) {
-                Ok(doc) => e.recorded = Some(doc),
-                Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
-                Err(Unrecorded::Refused(why)) => {
-                    return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
-                }
-            }
-            return Ok(e);
-        }
+    let planned = match job {
         Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
             // host's), and leaves an older file alone.
@@ -435,10 +164,9 @@ fn experiment(
     // `--repeat` in a plan's line as on the command line (default 5;
     // auto): independent VMs whose median the ratios judge, in the
     // engine's one repeat loop.
-    let (repeat, budget, pairs) = match &c.job {
+    let (repeat, budget, pairs) = match job {
         Job::Run(a) => (a.repeat, a.budget, a.observer_effect),
         Job::Sweep(a) => (a.repeat, a.budget, a.observer_effect),
-        Job::Recorded(_) => return Ok(e),
     };
     e.repeats = repeat_choice(repeat).rounds(budget);
     e.observer_pairs = pairs;
@@ -480,7 +208,7 @@ impl CheckEvents<'_> {
     }
 }
 
-impl rounds::Events for CheckEvents<'_> {}
+impl rounds::RoundEvents for CheckEvents<'_> {}
 
 impl Recorder for Journal {
     fn finish(self: Box<Self>, skipped: Vec<SkippedMode>) -> (Document, Option<String>) {
@@ -488,7 +216,7 @@ impl Recorder for Journal {
     }
 }
 
-impl engine::Events for CheckEvents<'_> {
+impl engine::PlanEvents for CheckEvents<'_> {
     fn experiment(&self, x: &engine::Experiment) {
         if !self.quiet {
             let about = match x.about.is_empty() {
@@ -528,32 +256,6 @@ impl engine::Events for CheckEvents<'_> {
             errors.push(format!("writing --json-dir {}: {e}", file.display()));
         }
     }
-}
-
-/// Plan `plan`'s verdicts on results recorded under `base` (the lab's
-/// verdict over a results tree): every experiment `results = "FILE"`, so
-/// nothing runs. Its name, and its verdicts named `EXPERIMENT: EXPR`.
-pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), String> {
-    let (file, checked) = load(plan)?;
-    if let Some(x) = file.experiments.iter().find(|x| x.results.is_none()) {
-        return Err(format!(
-            "{}: experiment '{}' runs VMs: only results = \"FILE\" is judged here",
-            plan.display(),
-            escape_controls(&x.name)
-        ));
-    }
-    let plan = engine::Plan {
-        name: file.name.clone(),
-        about: file.about.clone(),
-        experiments: file
-            .experiments
-            .iter()
-            .zip(checked)
-            .map(|(x, c)| experiment(x, c, None, base))
-            .collect::<Result<_, _>>()?,
-    };
-    let out = engine::execute(&plan, None, &Execution::default());
-    Ok((plan.name, out.verdicts()))
 }
 
 /// Run the `check` subcommand.
@@ -612,14 +314,14 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     } else {
         format!("{}: {}", plan.name, plan.about)
     };
-    let tap = crate::output::tap::render(&verdicts, &suite);
+    let tap = ipivmm::expect::tap::render(&verdicts, &suite);
     if junit == Some(Dest::Stdout) {
         print_text(&tap, true);
     } else if let Err(e) = emit(&Dest::Stdout, tap.as_bytes()) {
         errors.push(format!("writing TAP: {e}"));
     }
     if let Some(d) = junit {
-        let written = crate::output::junit::render(&verdicts, &plan.name)
+        let written = ipivmm::expect::junit::render(&verdicts, &plan.name)
             .and_then(|xml| emit(&d, xml.as_bytes()).map_err(|e| e.to_string()));
         if let Err(e) = written {
             errors.push(format!("writing --junit: {e}"));
@@ -647,6 +349,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipivmm::plan::file::{judge_recorded, recorded};
 
     fn write(name: &str, text: &str) -> std::path::PathBuf {
         let p =
@@ -786,12 +489,12 @@ mod tests {
             quiet: true,
             errors: RefCell::new(Vec::new()),
         };
-        let first = engine::Events::recorder(&events, &plan.experiments[0]);
+        let first = engine::PlanEvents::recorder(&events, &plan.experiments[0]);
         first.budget().keep(30 << 20);
         let (_, _) = first.finish(Vec::new());
         // The first experiment's document is still held (the outcome keeps
         // it): the second experiment's runs start with it counted.
-        let second = engine::Events::recorder(&events, &plan.experiments[1]);
+        let second = engine::PlanEvents::recorder(&events, &plan.experiments[1]);
         assert_eq!(second.budget().held(), 30 << 20);
         assert_eq!(second.budget().limit(), 64 << 20);
         assert_eq!(second.budget().for_run().earlier(), 30 << 20);
@@ -819,7 +522,7 @@ expect = ["operations > 0"]
 "#,
         );
         let (_, checked) = load(&plan).unwrap();
-        let Job::Sweep(s) = &checked[0].job else {
+        let FileJob::Flags(Job::Sweep(s)) = &checked[0].job else {
             panic!("a sweep")
         };
         assert_eq!(
@@ -829,7 +532,7 @@ expect = ["operations > 0"]
                 Some(Path::new("/tmp/initrd"))
             )
         );
-        let Job::Run(r) = &checked[1].job else {
+        let FileJob::Flags(Job::Run(r)) = &checked[1].job else {
             panic!("a run")
         };
         let c = r.to_config().unwrap();
@@ -915,7 +618,7 @@ expect = ["operations > 0"]
         assert_eq!(verdicts.counts().0, 4, "{verdicts:?}");
         assert_eq!(verdicts.undecided(), 1, "{verdicts:?}");
         assert_eq!(verdicts.exit_code(), 4);
-        let tap = crate::output::tap::render(&verdicts, "u");
+        let tap = ipivmm::expect::tap::render(&verdicts, "u");
         assert!(
             tap.contains("not ok 5 - x: ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1 # TODO undecided: "),
             "{tap}"

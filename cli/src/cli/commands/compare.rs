@@ -11,7 +11,7 @@ use crate::output::journal::Journal;
 use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
 use ipivmm::compare::judge::DEFAULT_GATED;
-use ipivmm::experiment::interleaved::{self, Arm, Events, Spec, Stopped};
+use ipivmm::experiment::interleaved::{self, Arm, InterleavedEvents, Spec, Stopped};
 use ipivmm::gate::profile::NoiseProfile;
 use ipivmm::gate::sequential::Look;
 use ipivmm::gate::{Policy, Verdict};
@@ -248,7 +248,7 @@ fn verdict_word(v: Verdict) -> &'static str {
 }
 
 /// `3 judged: 2 equivalent, 1 regressed`.
-fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm::gate::Outcome>) -> String {
+fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm::gate::Decision>) -> String {
     let mut counts: Vec<(&'static str, usize)> = Vec::new();
     let mut total = 0;
     for o in outcomes {
@@ -272,7 +272,7 @@ struct Progress<'a> {
     journal: &'a Journal,
 }
 
-impl Events for Progress<'_> {
+impl InterleavedEvents for Progress<'_> {
     fn run_finished(&self, round: usize, arm: usize, r: &RunReport) {
         self.journal.record(r.clone());
         if self.quiet {

@@ -5,7 +5,7 @@ use crate::output::dest::print_text;
 use crate::output::journal::{stops_repeats, Journal};
 use crate::output::progress::SweepProgress;
 use crate::output::{repeats, text};
-use ipivmm::experiment::rounds::{run_rounds, Events, Options, Planned};
+use ipivmm::experiment::rounds::{run_rounds, Options, Planned, RoundEvents};
 use ipivmm::RunReport;
 use ipivmm::SerialSink;
 use std::cell::RefCell;
@@ -139,7 +139,7 @@ struct RunEvents {
     bar: RefCell<Option<SweepProgress>>,
 }
 
-impl Events for RunEvents {
+impl RoundEvents for RunEvents {
     /// One count over the run: a rerun of a busy repeat (--repeat auto)
     /// adds to it.
     fn planned(&self, runs: usize) {

@@ -9,7 +9,7 @@ use crate::output::progress::SweepProgress;
 use crate::output::{repeats, sweep_tables};
 use crate::sweep::execute::SweepEvents;
 use crate::sweep::host_stages::preflight;
-use crate::sweep::planned::Planned;
+use crate::sweep::planned::PlannedSweep;
 use crate::sweep::presets::PresetHost;
 use crate::sweep::{plan, SweepSpec, WorkloadArg};
 use ipivmm::host::device;
@@ -57,13 +57,13 @@ impl From<PlanError> for String {
 
 /// Checks `args` and plans the sweep on this host; an error is a usage
 /// error or a plan with nothing to run.
-pub fn plan_sweep(args: &SweepArgs) -> Result<Planned, PlanError> {
+pub fn plan_sweep(args: &SweepArgs) -> Result<PlannedSweep, PlanError> {
     plan_on_this_host(args, false)
 }
 
 /// [`plan_sweep`]; with `empty_ok`, a plan whose every row is skipped here
 /// too (what a dry run prints: the rows, and why none runs here).
-fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<Planned, PlanError> {
+fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<PlannedSweep, PlanError> {
     let host = ipivmm::host::probe().ok();
     let preset_host = args
         .preset
@@ -83,7 +83,7 @@ fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<Planned, PlanEr
         .preset
         .zip(preset_host.as_ref())
         .map(|(p, h)| p.report(h, &runs, &skipped));
-    Ok(Planned::new(spec, host, host_sweep, preset))
+    Ok(PlannedSweep::new(spec, host, host_sweep, preset))
 }
 
 /// Run the `sweep` subcommand.

@@ -1,7 +1,7 @@
 //! `ipivmm sweep --dry-run`: the plan, before anything runs: every row,
 //! the repeats, every skip with its reason, and the time it would take,
 //! estimated from a short calibration (two runs of the first row).
-use crate::sweep::planned::Planned;
+use crate::sweep::planned::PlannedSweep;
 use crate::sweep::{plan, PlannedRun};
 use ipivmm::results::RunConfig;
 use ipivmm::{RunOptions, SerialSink, VmConfig};
@@ -201,7 +201,7 @@ fn linux_cost(runs: &[PlannedRun], skipped: &[ipivmm::results::SkippedMode]) -> 
 /// during the calibration ends it at once: the plan is not printed, the
 /// exit code says the command was cancelled.
 pub fn main(
-    planned: &Planned,
+    planned: &PlannedSweep,
     repeats: u32,
     observer_pairs: u32,
     cancel: &Arc<AtomicBool>,

@@ -9,26 +9,26 @@ use crate::output::fit::wrap;
 use crate::output::style::{paint, Tint};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, ContentArrangement, Table};
 use ipivmm::compare::Row;
-use ipivmm::gate::{Judged, Outcome, Scale};
+use ipivmm::gate::{Decision, Judged, Scale};
 use ipivmm::results::metrics::Metric;
 use ipivmm::stats;
 use std::fmt::Write;
 
 /// The gate's mark of an outcome.
-fn mark(o: &Outcome) -> &'static str {
+fn mark(o: &Decision) -> &'static str {
     match o {
-        Outcome::Regressed => "▲",
-        Outcome::Equivalent => "=",
-        Outcome::NotSlower => "≤",
-        Outcome::Undecided { .. } => "?",
-        Outcome::Failed { .. } => "✗",
+        Decision::Regressed => "▲",
+        Decision::Equivalent => "=",
+        Decision::NotSlower => "≤",
+        Decision::Undecided { .. } => "?",
+        Decision::Failed { .. } => "✗",
     }
 }
 
-fn tint(o: &Outcome) -> Option<Tint> {
+fn tint(o: &Decision) -> Option<Tint> {
     match o {
-        Outcome::Regressed | Outcome::Failed { .. } => Some(Tint::Red),
-        Outcome::Undecided { .. } => Some(Tint::Yellow),
+        Decision::Regressed | Decision::Failed { .. } => Some(Tint::Red),
+        Decision::Undecided { .. } => Some(Tint::Yellow),
         _ => None,
     }
 }
@@ -71,7 +71,7 @@ pub fn outcome_line(j: &Judged) -> String {
     }
     s.push_str(j.outcome.word());
     match &j.outcome {
-        Outcome::Undecided { why, needs } => {
+        Decision::Undecided { why, needs } => {
             let _ = write!(s, " ({why}");
             match needs {
                 Some(n) => {
@@ -81,7 +81,7 @@ pub fn outcome_line(j: &Judged) -> String {
             }
             s.push(')');
         }
-        Outcome::Failed { why } => {
+        Decision::Failed { why } => {
             let _ = write!(s, " ({why})");
         }
         _ => {}
