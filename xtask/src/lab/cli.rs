@@ -60,7 +60,9 @@ pub enum Action {
     Avic,
     /// The Linux pass: ipivmm boots a Linux guest (ipivmm's initramfs, guest-linux/) nested under
     /// kvm_amd avic=1, its workloads windowed by phase markers, AVIC on and off; results in
-    /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`
+    /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`.
+    /// With --emulator bochs: kvm_intel, unicast and broadcast, APICv host and inhibit, IPIv on
+    /// and off (`-- lab.vcpus=2,4`; docs/lab-intel.md, "Linux guests")
     Linux,
     /// Remove the lab's work directory (QEMU: target/lab and target/lab-avic; Bochs:
     /// target/lab-bochs); with --cache the downloads too

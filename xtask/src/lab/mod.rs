@@ -39,7 +39,13 @@ use verify::Expect;
 /// `cargo xtask lab`.
 pub fn main(mut args: Args) -> Result<LabOutcome> {
     absorb_kernel_args(&mut args)?;
-    let s = Settings::read(&args)?;
+    let mut s = Settings::read(&args)?;
+    if args.action == Action::Linux && args.emulator == EmulatorKind::Bochs {
+        // The Intel lab's Linux pass is a Bochs boot of the steps host and
+        // extra with the Linux probe appended (linux::intel_setup).
+        linux::intel_setup(&mut s, &mut args)?;
+        return lab(&s, &args);
+    }
     match args.action {
         Action::Clean => clean(&s, &args),
         Action::Verify => {

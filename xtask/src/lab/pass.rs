@@ -258,7 +258,7 @@ pub fn probe_pass(
     boots: Vec<(Expect, Vec<String>)>,
 ) -> Result<(LabOutcome, PathBuf)> {
     if args.emulator != EmulatorKind::Qemu {
-        bail!("the AVIC and Linux passes run on QEMU (kvm_amd): drop --emulator bochs");
+        bail!("the AVIC pass runs on QEMU (kvm_amd): drop --emulator bochs");
     }
     let stop = host::interrupt_flag()?;
     let mut work = Work::open(&dir)?;
