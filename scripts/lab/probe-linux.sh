@@ -23,6 +23,15 @@
 #              without its flag, AVIC inhibited, 4 vCPUs on one host CPU
 #              (targets preempted: what sched-yield and TLB flush act on);
 #              judged by plans/lab-pv-features.toml too
+#   intel      the Intel lab (kvm_intel under Bochs, docs/lab-intel.md):
+#              linux:ipi-unicast and linux:ipi-broadcast, x2APIC, at the
+#              vCPU counts of lab.vcpus= (default 2,4), APICv host and
+#              inhibit, under enable_ipiv=Y, then kvm_intel reloaded with
+#              enable_ipiv=0 and the same again; each run gated by
+#              --expect: the target's CAL counts every operation, and the
+#              sender's ICR-write exits are 0 under IPIv with APICv active
+#              (Linux sends the 2-vCPU broadcast as a virtualized unicast;
+#              measured 2026-12-06), >= 1 per operation otherwise
 # lab.iterations=N: operations per measured phase (default 50).
 # Results: $OUT/runs/linux-*.json (one run each), judged by the host with
 # plans/lab-linux.toml (xtask/src/lab/recorded.rs).
@@ -40,6 +49,7 @@ K=/lab/linux/vmlinuz
 I=/lab/linux/initrd.cpio.gz
 fails=0
 
+P=/sys/module/kvm_intel/parameters
 run() { # name, then ipivmm run flags
     name=$1
     shift
@@ -58,9 +68,10 @@ run() { # name, then ipivmm run flags
     save_partial
 }
 
-grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic' | tr '\n' ' '
+grep -m1 -o 'flags.*' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'svm|npt|avic|x2avic|vmx|ept|ipi_virt' | tr '\n' ' '
 echo
 echo "kvm_amd: avic=$(cat /sys/module/kvm_amd/parameters/avic 2>/dev/null)"
+echo "kvm_intel: enable_apicv=$(cat $P/enable_apicv 2>/dev/null) enable_ipiv=$(cat $P/enable_ipiv 2>/dev/null)"
 ipivmm host >"$OUT/host-linux.txt" 2>&1
 save_partial
 
@@ -123,6 +134,28 @@ if want pv; then
         run "pv-sched-yield-$on" --workload linux:ipi-broadcast $one $(f --pv-sched-yield)
         run "pv-tlb-flush-$on" --workload linux:tlb-shootdown $one $(f --pv-tlb-flush)
     done
+fi
+intel_pass() { # ipiv on|off: every unicast and broadcast run of the Intel part
+    vcpus=$(arg vcpus)
+    for v in $(echo "${vcpus:-2,4}" | tr ',' ' '); do
+        for w in unicast broadcast; do
+            for m in host inhibit; do
+                exits="vcpu0.phase.icr_write_exits >= vcpu0.records.operations"
+                [ "$1-$m" = on-host ] && exits="vcpu0.phase.icr_write_exits == 0"
+                run "ipiv-$1-$w-x2apic-$v-$m" --workload linux:ipi-$w --vcpus $v --apic x2apic --apicv $m \
+                    --expect "vcpu1.records.linux_cal >= vcpu0.records.operations" --expect "$exits"
+            done
+        done
+    done
+}
+if want intel; then
+    intel_pass on
+    /init __fn hold_vm stop
+    rmmod kvm_intel && insmod /lab/modules/kvm-intel.ko $(arg kvm | tr ',' ' ') enable_apicv=1 enable_ipiv=0 ||
+        { echo "reload with enable_ipiv=0 failed"; fails=$((fails + 1)); }
+    /init __fn hold_vm start
+    echo "kvm_intel: enable_apicv=$(cat $P/enable_apicv) enable_ipiv=$(cat $P/enable_ipiv)"
+    intel_pass off
 fi
 save_partial
 echo "probe-linux: $fails failures"

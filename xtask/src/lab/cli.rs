@@ -61,7 +61,9 @@ pub enum Action {
     Avic,
     /// The Linux pass: ipivmm boots a Linux guest (ipivmm's initramfs, guest-linux/) nested under
     /// kvm_amd avic=1, its workloads windowed by phase markers, AVIC on and off; results in
-    /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`
+    /// target/lab-linux/results (docs/linux-guest.md). `-- lab.probe=boot,broadcast,workloads`.
+    /// With --emulator bochs: kvm_intel, unicast and broadcast, APICv host and inhibit, IPIv on
+    /// and off (`-- lab.vcpus=2,4`; docs/lab-intel.md, "Linux guests")
     Linux,
     /// Kernels compared across boots as a CI does it: kvm_amd avic=1 (the baseline) and avic=0
     /// booted alternately (5 boots), each recording with scripts/ci/kernel-gate.sh, then its

@@ -43,7 +43,13 @@ use std::path::Path;
 /// `cargo xtask lab`.
 pub fn main(mut args: Args) -> Result<LabOutcome> {
     absorb_kernel_args(&mut args)?;
-    let s = Settings::read(&args)?;
+    let mut s = Settings::read(&args)?;
+    if args.action == Action::Linux && args.emulator == EmulatorKind::Bochs {
+        // The Intel lab's Linux pass is a Bochs boot of the steps host and
+        // extra with the Linux probe appended (linux::intel_setup).
+        linux::intel_setup(&mut s, &mut args)?;
+        return lab(&s, &args);
+    }
     match args.action {
         Action::Clean => clean(&s, &args),
         Action::Verify => {
@@ -150,16 +156,20 @@ fn lab(s: &Settings, args: &Args) -> Result<LabOutcome> {
         println!("{}", image.kernel.display());
         return Ok(LabOutcome::Passed);
     }
+    let mut extra = s.extra_cpio.clone();
+    if s.linux_probe {
+        let out = work.dir.join("linux-probe.cpio");
+        extra.insert(
+            0,
+            linux_guest::probe_archive(&s.root, &s.cache, &image, &out)?,
+        );
+    }
     let mut versions = image.versions.clone();
     let timeout = args.timeout;
     let (mut emu, timeout): (Box<dyn boot::Emulator>, u64) = match args.emulator {
         EmulatorKind::Qemu => {
             let binary = qemu_binary.context("QEMU")?;
-            let initrd = with_archives(
-                &image.initrd,
-                &s.extra_cpio,
-                work.dir.join("initrd-extra.cpio"),
-            )?;
+            let initrd = with_archives(&image.initrd, &extra, work.dir.join("initrd-extra.cpio"))?;
             versions.extend(qemu::Qemu::versions(&binary)?);
             let q = s.qemu(binary, &image, initrd, &work.dir);
             if args.action == Action::Shell {
@@ -193,7 +203,7 @@ fn lab(s: &Settings, args: &Args) -> Result<LabOutcome> {
                 kernel: image.kernel.clone(),
                 initrd: image.initrd.clone(),
                 ata,
-                extra: s.extra_cpio.clone(),
+                extra: extra.clone(),
             };
             // The guest arguments as they were given (lab.steps= as well).
             let mut given: Vec<String> = args

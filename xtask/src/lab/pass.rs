@@ -41,6 +41,9 @@ pub struct Settings {
     pub kernel_args: Vec<String>,
     /// `--cpio` and LAB_EXTRA_CPIO: archives appended to the initramfs.
     pub extra_cpio: Vec<PathBuf>,
+    /// Append the Linux guest's probe archive (built from the boot's image:
+    /// [`super::linux_guest::probe_archive`]) first among the extra archives.
+    pub linux_probe: bool,
     /// QEMU's `-cpu` (`--cpu`, default max).
     pub qemu_cpu: String,
     /// The guest's kernel (`--kernel`, `--modules`; default the pinned 6.1).
@@ -91,6 +94,7 @@ impl Settings {
             wedge_s: env_num("LAB_WEDGE_S", 180)?,
             kernel_args,
             extra_cpio,
+            linux_probe: false,
             qemu_cpu: match args.emulator {
                 EmulatorKind::Qemu => args.cpu.clone(),
                 EmulatorKind::Bochs => None,
@@ -259,7 +263,7 @@ pub fn probe_pass(
     boots: Vec<(Expect, Vec<String>, String)>,
 ) -> Result<(LabOutcome, PathBuf)> {
     if args.emulator != EmulatorKind::Qemu {
-        bail!("the AVIC and Linux passes run on QEMU (kvm_amd): drop --emulator bochs");
+        bail!("the AVIC pass runs on QEMU (kvm_amd): drop --emulator bochs");
     }
     let stop = host::interrupt_flag()?;
     let mut work = Work::open(&dir)?;
