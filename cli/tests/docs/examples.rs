@@ -272,6 +272,7 @@ fn record(flags: &[String], out: &Path) -> String {
 /// with the same fields (a field the code renamed, dropped or added shows).
 #[test]
 fn schema_examples_read_and_write_back_with_the_same_fields() {
+    let _host = crate::shared_host();
     for f in examples() {
         let what = rel(&f);
         let stored = json(&std::fs::read_to_string(&f).unwrap(), &what);
@@ -291,6 +292,7 @@ fn schema_examples_read_and_write_back_with_the_same_fields() {
 /// iteration counts).
 #[test]
 fn schema_examples_are_what_a_run_writes_now() {
+    let _host = crate::shared_host();
     const TEST: &str = "schema_examples_are_what_a_run_writes_now";
     if !kvm_available(TEST) {
         return;
@@ -350,6 +352,7 @@ fn schema_examples_are_what_a_run_writes_now() {
 
 #[test]
 fn drift_names_what_differs_and_lets_measurements_differ() {
+    let _host = crate::shared_host();
     let a = json(
         r#"{"n": 1, "s": "kvm_apic:icr_write", "o": {"k": 1}, "l": [1, 2], "host": {"kernel_release": "6.1"},
             "runs": [{"vcpus": [{"exits": {"io_in": 1}}]}]}"#,
@@ -380,6 +383,7 @@ fn drift_names_what_differs_and_lets_measurements_differ() {
 /// the code's words and still compared.
 #[test]
 fn a_banner_may_differ_in_the_machines_features_only() {
+    let _host = crate::shared_host();
     let doc = |tail: &str, vendor: &str| serde_json::json!({"host": {"cpu_vendor": vendor}, "runs": [{"serial_tail": tail}]});
     let amd = doc(
         "ipivmm-guest: 2 vCPUs, apic Xapic, features 0x14 (amd invariant-tsc)\n",
@@ -404,6 +408,7 @@ fn a_banner_may_differ_in_the_machines_features_only() {
 /// docs/results-schema.md's CSV header is the one the CSV writer writes.
 #[test]
 fn the_schema_docs_csv_header_is_the_writers() {
+    let _host = crate::shared_host();
     let doc = super::read("docs/results-schema.md");
     let header = ipivmm_cli::output::csv::HEADER.join(",");
     let shown = doc
@@ -420,6 +425,7 @@ fn the_schema_docs_csv_header_is_the_writers() {
 /// [`Source`]: ipivmm::results::source::Source
 #[test]
 fn schema_examples_name_the_codes_counter_sources() {
+    let _host = crate::shared_host();
     use ipivmm::results::source::Source;
     let icr_sources = [
         Source::UserLapic.key(),

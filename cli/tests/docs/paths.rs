@@ -274,6 +274,7 @@ const NOT_IN_THE_TREE: &[(&str, &str, &str)] = &[
 
 #[test]
 fn doc_paths_name_files_and_modules_that_exist() {
+    let _host = crate::shared_host();
     let tops = top_dirs();
     let roots = crate_roots();
     let by_name = modules_by_name(&roots);
@@ -380,6 +381,7 @@ fn package_name(dir: &str) -> String {
 
 #[test]
 fn crate_lists_are_the_workspace() {
+    let _host = crate::shared_host();
     let members = members();
     // docs/architecture.md: "a workspace of N crates", then one row per
     // crate: `dir` (`package`), and the separately built guest.
@@ -465,6 +467,7 @@ fn engine_module_file(path: &str) -> PathBuf {
 /// many as it says.
 #[test]
 fn run_stages_are_numbered_as_the_code_numbers_them() {
+    let _host = crate::shared_host();
     let arch = read("docs/architecture.md");
     let section = arch
         .split("## One run, in stages")

@@ -376,11 +376,13 @@ mod tests {
             names,
             [
                 "kvm-paths",
+                "lab-apicv-topology",
                 "lab-avic-off",
                 "lab-avic-on",
                 "lab-avic-preset",
                 "lab-flood",
                 "lab-full",
+                "lab-halt-polling",
                 "lab-hostswitch",
                 "lab-linux",
                 "lab-npt0",
