@@ -252,7 +252,9 @@ pub const AUTO_MAX_FAILED: u32 = 2;
 
 fn quiet(r: &RunReport) -> Result<(), String> {
     match r.host_load.as_ref().map(crate::stats::load_instabilities) {
-        Some(v) if !v.is_empty() => Err(v[0].to_string()),
+        // The advice names only what this run did not already use (a
+        // pinned run is not told to pin).
+        Some(v) if !v.is_empty() => Err(crate::results::repeats::hint(&v[0], &r.id())),
         _ => Ok(()),
     }
 }

@@ -294,7 +294,7 @@ fn levers(id: &ConfigId, all: &[&'static str]) -> String {
 
 /// What an instability says, with the levers `id` has not pulled
 /// ([`levers`]); the wording is [`Instability`]'s.
-fn hint(u: &Instability, id: &ConfigId) -> String {
+pub fn hint(u: &Instability, id: &ConfigId) -> String {
     const HALT: &str = "a halted target (--target halt)";
     match u {
         Instability::Spread(c) => format!(
