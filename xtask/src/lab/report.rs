@@ -40,9 +40,9 @@ impl Part {
         }
     }
 
-    /// Parts only asked for by name: `halt-polling` fails its plan's
-    /// "some polls caught" under TCG today (docs/lab.md, "Halt polling"),
-    /// `topology` needs a machine of its own (`--sockets 2 --smp 4`).
+    /// Parts only asked for by name: `halt-polling` (a boot of its own,
+    /// its polling limit scaled to the emulator: docs/lab.md, "Halt
+    /// polling"), `topology` a machine of its own (`--sockets 2 --smp 4`).
     pub const ON_REQUEST: &[Part] = &[Part::HaltPolling, Part::Topology];
 
     /// The part named `name`.
