@@ -163,6 +163,66 @@ impl Sources {
     }
 }
 
+/// One window of two consecutive ones of a vCPU, `earlier` then `later`
+/// (the end snapshot of one is the begin snapshot of the other): their
+/// counters summed, the ids and name `later`'s. A multiboot kernel's boot
+/// is the windows between its first lines (`vcpu::console_marks`), which
+/// began with the loop, so its userspace exits and guest counters are the
+/// loop's `now`.
+pub fn join(earlier: PhaseResult, mut later: PhaseResult, now: &LoopCounts) -> PhaseResult {
+    let add = |into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>| {
+        for (k, v) in from {
+            let slot = into.entry(k).or_insert(0);
+            *slot = slot.saturating_add(v);
+        }
+    };
+    later.wall_ns = later.wall_ns.saturating_add(earlier.wall_ns);
+    later.window_ns.0 = earlier.window_ns.0;
+    later.exits = *now.exits;
+    later.guest = *now.guest;
+    add(&mut later.kvm_stats, earlier.kvm_stats);
+    add(&mut later.tracepoints, earlier.tracepoints);
+    add(&mut later.records, earlier.records);
+    for (source, counters) in earlier.by_source.iter() {
+        let mut sum = later.by_source.get(source).cloned().unwrap_or_default();
+        add(&mut sum, counters.clone());
+        later.by_source.set(source, sum);
+    }
+    later.exit_reasons = match (earlier.exit_reasons, later.exit_reasons.take()) {
+        (Some(a), Some(b)) => Some(join_reasons(a, b)),
+        // One window had no sampler (it opened late): what the other
+        // counted, its `missing` recomputed below against KVM's stat.
+        (Some(one), None) | (None, Some(one)) => Some(one),
+        (None, None) => None,
+    };
+    later.counted_while_off = later
+        .counted_while_off
+        .saturating_add(earlier.counted_while_off);
+    let mut samples = earlier.samples;
+    samples.append(&mut later.samples);
+    later.samples = samples;
+    if let Some(c) = &mut later.exit_reasons {
+        c.missing = None;
+    }
+    derive(&mut later);
+    later
+}
+
+/// Two windows' exits by reason, summed (`missing` is recomputed).
+fn join_reasons(a: ExitReasonCounts, mut b: ExitReasonCounts) -> ExitReasonCounts {
+    for (reason, r) in a.by_reason {
+        let slot = b.by_reason.entry(reason).or_default();
+        slot.count = slot.count.saturating_add(r.count);
+        slot.timed = slot.timed.saturating_add(r.timed);
+        slot.host_ns = slot.host_ns.saturating_add(r.host_ns);
+    }
+    b.exits = b.exits.saturating_add(a.exits);
+    b.lost = b.lost.saturating_add(a.lost);
+    b.unmatched = b.unmatched.saturating_add(a.unmatched);
+    b.complete &= a.complete;
+    b
+}
+
 /// The figures of a phase that take more than one source.
 fn derive(p: &mut PhaseResult) {
     p.icr_write_exits = icr_exits(p);
