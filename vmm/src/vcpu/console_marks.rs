@@ -78,7 +78,7 @@ pub struct ConsoleMarks {
     /// `state.marks.len()`, read without the lock on every exit.
     published: AtomicUsize,
     /// The pthread of each vCPU thread while it runs its loop (0: none).
-    threads: Mutex<Vec<u64>>,
+    threads: Mutex<Vec<libc::pthread_t>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,13 +151,9 @@ impl ConsoleMarks {
     /// The calling thread runs vCPU `index` (`on`) or has left its loop.
     fn register(&self, index: usize, on: bool) {
         // SAFETY: pthread_self has no preconditions.
-        let me = if on {
-            unsafe { libc::pthread_self() }
-        } else {
-            0
-        };
+        let me = unsafe { libc::pthread_self() };
         if let Some(slot) = lock(&self.threads).get_mut(index) {
-            *slot = me as u64;
+            *slot = if on { me } else { 0 };
         }
     }
 
@@ -173,7 +169,7 @@ impl ConsoleMarks {
             // SAFETY: `t` is the pthread of a vCPU thread that has not left
             // its loop: it clears its slot under this lock before it ends,
             // and is joined only after it ends.
-            unsafe { libc::pthread_kill(t as libc::pthread_t, crate::kick::kick_signal()) };
+            unsafe { libc::pthread_kill(t, crate::kick::kick_signal()) };
         }
     }
 }

@@ -368,6 +368,68 @@ mod tests {
     }
 
     #[test]
+    fn two_windows_join_into_one_with_their_figures_derived_again() {
+        let window = |icr: u64, exits: u64, sampled: Option<u64>, ns: (u64, u64)| PhaseResult {
+            id: 1,
+            name: "run".into(),
+            wall_ns: ns.1 - ns.0,
+            window_ns: ns,
+            kvm_stats: [("exits".to_string(), exits)].into(),
+            tracepoints: [("kvm_apic:icr_write".to_string(), icr)].into(),
+            exit_reasons: sampled.map(sampled_with),
+            ..Default::default()
+        };
+        fn sampled_with(n: u64) -> ExitReasonCounts {
+            let mut c = sampled(n);
+            c.by_reason.insert(
+                "msr".into(),
+                crate::results::ReasonCount {
+                    count: n,
+                    timed: n,
+                    host_ns: 10 * n,
+                },
+            );
+            c
+        }
+        let mut loop_exits = crate::results::ExitCounts::default();
+        loop_exits.bump(crate::results::ExitKind::IoOut);
+        let guest = ipivmm_abi::GuestCounters::default();
+        let now = LoopCounts {
+            exits: &loop_exits,
+            guest: &guest,
+        };
+        let mut earlier = window(3, 10, Some(10), (100, 200));
+        derive(&mut earlier);
+        let mut later = window(4, 20, Some(15), (200, 250));
+        later.name = "boot".into();
+        derive(&mut later);
+        let j = join(earlier, later, &now);
+        assert_eq!(
+            (j.name.as_str(), j.wall_ns, j.window_ns),
+            ("boot", 150, (100, 250))
+        );
+        assert_eq!(j.kvm_stats["exits"], 30);
+        assert_eq!(j.icr_write_exits.map(|i| i.exits), Some(7));
+        let r = j.exit_reasons.expect("both sampled");
+        assert_eq!((r.exits, r.by_reason["msr"].host_ns), (25, 250));
+        // 30 exits in KVM's stat, 25 sampled: recomputed over the join.
+        assert_eq!((r.missing, r.complete), (Some(5), false));
+        assert_eq!(
+            j.exits, loop_exits,
+            "the loop's counts since the join began"
+        );
+        // A window without the sampler (it opened late): the join says
+        // what it missed.
+        let j = join(
+            window(0, 8, None, (0, 1)),
+            window(0, 2, Some(2), (1, 2)),
+            &now,
+        );
+        let r = j.exit_reasons.expect("the later window's");
+        assert_eq!((r.exits, r.missing, r.complete), (2, Some(8), false));
+    }
+
+    #[test]
     fn an_uncounted_part_keeps_no_per_exit_figure_but_its_check() {
         let mut p = PhaseResult {
             uncounted: true,
