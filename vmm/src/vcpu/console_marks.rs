@@ -70,6 +70,8 @@ struct State {
     last_test: Option<(String, String)>,
     /// [`MAX_MARKS`] reached (and said).
     full: bool,
+    /// Test lines so far.
+    tests: u32,
 }
 
 /// The marks of a run, shared by its vCPU threads.
@@ -99,6 +101,12 @@ impl ConsoleMarks {
     /// phase (a line before the first test's, or a test's).
     pub fn heard(&self, writer: usize, line: &str) -> Heard {
         let mut s = lock(&self.state);
+        if s.marks.len() >= MAX_MARKS {
+            if !std::mem::replace(&mut s.full, true) {
+                log::warn!("the console ended {MAX_MARKS} phases; later lines end none");
+            }
+            return Heard::Nothing;
+        }
         let last = s.last_test.as_ref().map(|(printed, _)| printed.as_str());
         let mark = match classify(line, last) {
             Line::Figure { record, value } => {
@@ -112,9 +120,9 @@ impl ConsoleMarks {
             Line::Test { name, figure } => {
                 let phase = s.names.phase_name(name);
                 s.last_test = Some((name.to_string(), phase.clone()));
-                let tests = s.marks.iter().filter(|m| matches!(m, Mark::Test { .. }));
+                s.tests += 1;
                 Mark::Test {
-                    id: BOOT_ID + 1 + tests.count() as u32,
+                    id: BOOT_ID + s.tests,
                     name: phase,
                     figure,
                     writer,
@@ -124,12 +132,6 @@ impl ConsoleMarks {
             Line::Other if s.last_test.is_none() => Mark::Checkpoint,
             Line::Other => return Heard::Nothing,
         };
-        if s.marks.len() >= MAX_MARKS {
-            if !std::mem::replace(&mut s.full, true) {
-                log::warn!("the console ended {MAX_MARKS} phases; later lines end none");
-            }
-            return Heard::Nothing;
-        }
         s.marks.push(mark);
         self.published.store(s.marks.len(), Ordering::Release);
         Heard::Mark
