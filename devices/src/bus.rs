@@ -66,6 +66,11 @@ pub enum DeviceEvent {
     /// The guest wrote this value to the isa-debug-exit port
     /// ([`crate::debug_exit`]): the run ends with it as the guest's status.
     DebugExit(u32),
+    /// A console that watches its lines ([`crate::serial::SerialConsole::watch_lines`])
+    /// completed this one (at most [`crate::serial::WATCHED_LINE_MAX`]
+    /// bytes, `\r` dropped, control characters escaped): a multiboot test
+    /// kernel's output, which may end a phase.
+    ConsoleLine(String),
 }
 
 /// A guest-facing device on the [`Bus`].

@@ -27,6 +27,9 @@ pub const TAIL_CAPACITY: usize = 16 * 1024;
 pub const CAPTURE_LIMIT: usize = 16 * 1024 * 1024;
 /// A guest line longer than this is logged in pieces ([`SerialSink::Log`]).
 pub const LOG_LINE_MAX: usize = 1024;
+/// Longest line a watching console hands over
+/// ([`SerialConsole::watch_lines`]); a longer one is skipped whole.
+pub const WATCHED_LINE_MAX: usize = 256;
 
 /// Where guest console output goes (besides the tail ring, which is always kept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +90,37 @@ impl LineBuffer {
     }
 }
 
+/// The complete lines of a watching console: a line of at most
+/// [`WATCHED_LINE_MAX`] bytes (`\r` dropped) becomes [`LineWatch::done`] at
+/// its `\n`, control characters escaped; a longer one is skipped whole (no
+/// piece of it is a line), so what is handed over is bounded and is never
+/// part of a line.
+#[derive(Debug, Default)]
+struct LineWatch {
+    line: Vec<u8>,
+    overlong: bool,
+    /// The line completed by the last byte, until the device hands it over
+    /// (one byte reaches the sink per THR write, so at most one).
+    done: Option<String>,
+}
+
+impl LineWatch {
+    fn push(&mut self, byte: u8) {
+        match byte {
+            b'\n' => {
+                if !std::mem::take(&mut self.overlong) {
+                    let text = String::from_utf8_lossy(&self.line);
+                    self.done = Some(ipivmm_term::text::escape_controls(&text));
+                }
+                self.line.clear();
+            }
+            b'\r' => {}
+            _ if self.line.len() < WATCHED_LINE_MAX => self.line.push(byte),
+            _ => self.overlong = true,
+        }
+    }
+}
+
 /// State shared between the device and its [`SerialHandle`].
 #[derive(Debug)]
 struct Shared {
@@ -103,6 +137,8 @@ struct Shared {
     stdout_dropped: u64,
     total: u64,
     lines: LineBuffer,
+    /// Some when the console watches its lines ([`SerialConsole::watch_lines`]).
+    watch: Option<LineWatch>,
 }
 
 impl Shared {
@@ -118,6 +154,7 @@ impl Shared {
             stdout_dropped: 0,
             total: 0,
             lines: LineBuffer::default(),
+            watch: None,
         }
     }
 }
@@ -176,6 +213,9 @@ impl Write for SinkWriter {
                 s.tail.pop_front();
             }
             s.tail.push_back(b);
+        }
+        if let Some(w) = &mut s.watch {
+            buf.iter().for_each(|&b| w.push(b));
         }
         match self.sink {
             SerialSink::Stdout => {
@@ -330,6 +370,13 @@ impl SerialConsole {
     pub fn lost_bytes(&self) -> u64 {
         self.lost_bytes
     }
+
+    /// Hand every complete line the guest writes to the vCPU that wrote its
+    /// `\n`, as [`DeviceEvent::ConsoleLine`] (a multiboot test kernel's
+    /// output marks its tests' ends: docs/kvm-unit-tests.md).
+    pub fn watch_lines(&mut self) {
+        lock(&self.shared).watch = Some(LineWatch::default());
+    }
 }
 
 impl BusDevice for SerialConsole {
@@ -356,7 +403,9 @@ impl BusDevice for SerialConsole {
                 self.lost_bytes += 1;
             }
         }
-        None
+        let mut s = lock(&self.shared);
+        let line = s.watch.as_mut().and_then(|w| w.done.take());
+        line.map(DeviceEvent::ConsoleLine)
     }
 }
 
@@ -487,6 +536,35 @@ mod tests {
         assert_eq!(cut.len(), 2);
         assert!(cut.iter().all(|l| l.len() == LOG_LINE_MAX));
         assert_eq!(lb.take_partial().map(|l| l.len()), Some(5));
+    }
+
+    #[test]
+    fn a_watching_console_hands_over_complete_bounded_escaped_lines() {
+        let (mut c, h) = SerialConsole::new(SerialSink::Discard);
+        // Not watching: no line is handed over.
+        put(&mut c, b"quiet 1\n");
+        c.watch_lines();
+        let mut lines = Vec::new();
+        let mut feed = |c: &mut SerialConsole, text: &[u8]| {
+            for &b in text {
+                if let Some(e) = c.write(1, THR, &[b]) {
+                    lines.push(e);
+                }
+            }
+        };
+        feed(&mut c, b"ipi 123296\r\n  ipi ipi 7\nbell\x07\n");
+        // A line past the bound is skipped whole, not cut into lines.
+        let long = vec![b'x'; WATCHED_LINE_MAX + 1];
+        feed(&mut c, &long);
+        feed(&mut c, b"\nunfinished");
+        let line = |s: &str| DeviceEvent::ConsoleLine(s.into());
+        assert_eq!(
+            lines,
+            [line("ipi 123296"), line("  ipi ipi 7"), line("bell\\u{7}")]
+        );
+        // Configuration registers are no output.
+        assert_eq!(c.write(0, 3, b"\n"), None);
+        assert!(h.tail_text().starts_with("quiet 1\nipi 123296"));
     }
 
     #[test]

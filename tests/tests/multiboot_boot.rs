@@ -3,7 +3,9 @@
 //! ipivmm's own test kernel (tests/multiboot/hello.S, its bytes below):
 //! entered in 32-bit protected mode with the multiboot magic in EAX, it
 //! prints the command line its info structure (EBX) points to and the CPU
-//! count fw_cfg gives, and ends the run through the isa-debug-exit port.
+//! count fw_cfg gives, runs three "tests" of known port accesses, each
+//! ending with a line as kvm-unit-tests' vmexit prints (which ends a phase
+//! per test), and ends the run through the isa-debug-exit port.
 //! kvm-unit-tests itself cannot be fetched in CI (docs/kvm-unit-tests.md
 //! records the runs of its vmexit.flat here); this covers the same path.
 use ipivmm::config::{PayloadSource, VmConfig};
@@ -20,11 +22,21 @@ use std::time::Duration;
 /// the 12-byte header at offset 4, the code from offset 0x10.
 const HELLO: &[u8] = &[
     0xeb, 0x0e, 0x66, 0x90, 0x02, 0xb0, 0xad, 0x1b, 0x00, 0x00, 0x00, 0x00, 0xfe, 0x4f, 0x52, 0xe4,
-    0x3d, 0x02, 0xb0, 0xad, 0x2b, 0x75, 0x33, 0x8b, 0x73, 0x10, 0x66, 0xba, 0xf8, 0x03, 0xac, 0x84,
-    0xc0, 0x74, 0x03, 0xee, 0xeb, 0xf8, 0xb0, 0x0a, 0xee, 0x66, 0xba, 0x10, 0x05, 0x66, 0xb8, 0x05,
-    0x00, 0x66, 0xef, 0x66, 0x42, 0xec, 0x04, 0x30, 0x66, 0xba, 0xf8, 0x03, 0xee, 0xb0, 0x0a, 0xee,
-    0x31, 0xc0, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4, 0xeb, 0xfd, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x21,
-    0xee, 0xb8, 0x01, 0x00, 0x00, 0x00, 0xeb, 0xea,
+    0x3d, 0x02, 0xb0, 0xad, 0x2b, 0x0f, 0x85, 0xd1, 0x00, 0x00, 0x00, 0x8b, 0x73, 0x10, 0x66, 0xba,
+    0xf8, 0x03, 0xac, 0x84, 0xc0, 0x74, 0x03, 0xee, 0xeb, 0xf8, 0xb0, 0x0a, 0xee, 0x66, 0xba, 0x10,
+    0x05, 0x66, 0xb8, 0x05, 0x00, 0x66, 0xef, 0x66, 0x42, 0xec, 0x04, 0x30, 0x66, 0xba, 0xf8, 0x03,
+    0xee, 0xb0, 0x0a, 0xee, 0xb9, 0x64, 0x00, 0x00, 0x00, 0x66, 0xba, 0x10, 0x05, 0x66, 0xef, 0xe2,
+    0xfc, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x6f, 0xee, 0xb0, 0x75, 0xee, 0xb0, 0x74, 0xee, 0xb0, 0x73,
+    0xee, 0xb0, 0x20, 0xee, 0xb0, 0x31, 0xee, 0xb0, 0x30, 0xee, 0xb0, 0x30, 0xee, 0xb0, 0x0a, 0xee,
+    0xb9, 0x3c, 0x00, 0x00, 0x00, 0x66, 0xba, 0x11, 0x05, 0xec, 0xe2, 0xfd, 0x66, 0xba, 0xf8, 0x03,
+    0xb0, 0x69, 0xee, 0xb0, 0x6e, 0xee, 0xb0, 0x73, 0xee, 0xb0, 0x20, 0xee, 0xb0, 0x36, 0xee, 0xb0,
+    0x30, 0xee, 0xb0, 0x0a, 0xee, 0xb0, 0x20, 0xee, 0xb0, 0x20, 0xee, 0xb0, 0x69, 0xee, 0xb0, 0x70,
+    0xee, 0xb0, 0x69, 0xee, 0xb0, 0x20, 0xee, 0xb0, 0x69, 0xee, 0xb0, 0x6e, 0xee, 0xb0, 0x73, 0xee,
+    0xb0, 0x20, 0xee, 0xb0, 0x37, 0xee, 0xb0, 0x0a, 0xee, 0xb9, 0x1e, 0x00, 0x00, 0x00, 0x66, 0xba,
+    0x10, 0x05, 0x66, 0xef, 0xe2, 0xfc, 0x66, 0xba, 0xf8, 0x03, 0xb0, 0x6f, 0xee, 0xb0, 0x75, 0xee,
+    0xb0, 0x74, 0xee, 0xb0, 0x73, 0xee, 0xb0, 0x20, 0xee, 0xb0, 0x33, 0xee, 0xb0, 0x30, 0xee, 0xb0,
+    0x0a, 0xee, 0x31, 0xc0, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4, 0xeb, 0xfd, 0x66, 0xba, 0xf8, 0x03,
+    0xb0, 0x21, 0xee, 0xb8, 0x01, 0x00, 0x00, 0x00, 0xeb, 0xea,
 ];
 /// Where the code after the header starts in [`HELLO`].
 const CODE: usize = 0x10;
@@ -76,11 +88,59 @@ fn config(kernel: PathBuf, vcpus: usize, append: &str) -> VmConfig {
     }
 }
 
+/// What the test kernel prints after its command line and CPU count.
+const TEST_LINES: &str = "outs 100\nins 60\n  ipi ins 7\nouts 30\n";
+
+/// One phase of vCPU 0 as hello.S makes it: port writes, port reads, records.
+struct Expected {
+    name: &'static str,
+    io_out: u64,
+    io_in: u64,
+    records: &'static [(&'static str, u64)],
+}
+
 fn boots_and_exits(kernel: PathBuf, file: &str) {
     let r = run(&config(kernel, 3, "ipi x"), RunOptions::default()).expect("the run starts");
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     // The command line is "FILE ARGS" (as QEMU passes it), the CPU count 3.
-    assert_eq!(r.serial_tail, format!("{file} ipi x\n3\n"));
+    assert_eq!(r.serial_tail, format!("{file} ipi x\n3\n{TEST_LINES}"));
+    // vCPU 0's port accesses per phase, from hello.S's loop counts and the
+    // bytes of its lines: the boot's command line, CPU count and fw_cfg
+    // accesses; each test's loop and its own line; the figure line
+    // (`  ipi ins 7`, 12 bytes) after `ins 60`, so in the next test; the
+    // exit port in the rest.
+    let expected = [
+        Expected {
+            name: "boot",
+            io_out: (file.len() + " ipi x\n".len() + 1 + "3\n".len()) as u64,
+            io_in: 1,
+            records: &[],
+        },
+        Expected {
+            name: "outs",
+            io_out: 100 + "outs 100\n".len() as u64,
+            io_in: 0,
+            records: &[("cycles", 100)],
+        },
+        Expected {
+            name: "ins",
+            io_out: "ins 60\n".len() as u64,
+            io_in: 60,
+            records: &[("cycles", 60), ("ipi_cycles", 7)],
+        },
+        Expected {
+            name: "outs#2",
+            io_out: "  ipi ins 7\n".len() as u64 + 30 + "outs 30\n".len() as u64,
+            io_in: 0,
+            records: &[("cycles", 30)],
+        },
+        Expected {
+            name: "rest",
+            io_out: 1,
+            io_in: 0,
+            records: &[],
+        },
+    ];
     for v in &r.vcpus {
         match (&v.end, v.index) {
             (Some(VcpuEnd::Done { status: 0, message }), 0) => {
@@ -92,14 +152,35 @@ fn boots_and_exits(kernel: PathBuf, file: &str) {
             }
             (other, i) => panic!("vcpu{i} ended {other:?}"),
         }
-        // The whole run is one phase, counted, ended by the exit port.
-        let p = v.phase(1).expect("the whole-run phase");
-        assert_eq!(p.name, "run");
-        assert!(!p.unfinished, "vcpu{}", v.index);
+        // Every vCPU has every phase, in order, each complete: the lines
+        // ended them on all vCPUs, the exit port the last.
+        let phases: Vec<(u32, &str)> = v.phases.iter().map(|p| (p.id, p.name.as_str())).collect();
+        let names: Vec<(u32, &str)> = (1..).zip(expected.iter().map(|e| e.name)).collect();
+        assert_eq!(phases, names, "vcpu{}", v.index);
+        assert!(v.phases.iter().all(|p| !p.unfinished), "vcpu{}", v.index);
+        for (p, e) in v.phases.iter().zip(&expected) {
+            let io = (p.exits.get(ExitKind::IoOut), p.exits.get(ExitKind::IoIn));
+            let records: Vec<(&str, u64)> =
+                p.records.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            if v.index == 0 {
+                assert_eq!(io, (e.io_out, e.io_in), "vcpu0 phase {}", e.name);
+                // The test's own figure beside the counters, on the vCPU
+                // that printed it.
+                assert_eq!(records, e.records, "vcpu0 phase {}", e.name);
+            } else {
+                assert_eq!(
+                    (io, records),
+                    ((0, 0), vec![]),
+                    "vcpu{} phase {}",
+                    v.index,
+                    e.name
+                );
+            }
+        }
+        // The phases tile the run: no exit fell between two of them.
+        let summed: u64 = v.phases.iter().map(|p| p.exits.total()).sum();
+        assert_eq!(summed, v.exits.total(), "vcpu{}", v.index);
     }
-    // vCPU 0's port accesses: the serial bytes, fw_cfg, the exit.
-    let io = r.vcpus[0].phase(1).unwrap().exits.get(ExitKind::IoOut);
-    assert!(io >= (file.len() + 10) as u64, "{io} port writes");
     assert_eq!(
         r.mode.payload.as_deref(),
         Some(format!("multiboot:{file}").as_str())
@@ -146,6 +227,40 @@ fn a_nonzero_exit_value_fails_the_run_with_the_guests_status() {
         }
         other => panic!("vcpu0 ended {other:?}"),
     }
+    // It printed nothing: its one phase is the whole run, ended by the port.
+    let p = r.vcpus[0].phase(1).expect("the whole-run phase");
+    assert_eq!((p.name.as_str(), p.unfinished), ("run", false));
+}
+
+#[test]
+fn a_kernel_that_prints_no_test_line_runs_in_one_phase() {
+    if !kvm_available("a_kernel_that_prints_no_test_line_runs_in_one_phase") {
+        return;
+    }
+    // ELF32 with: mov dx, 0x3f8; two lines, "a" and "b" (each a checkpoint
+    // the boot could end at); xor eax, eax; mov dx, 0xf4; out dx, eax; hlt.
+    let mut code = HELLO[..CODE].to_vec();
+    code.extend_from_slice(&[
+        0x66, 0xba, 0xf8, 0x03, 0xb0, 0x61, 0xee, 0xb0, 0x0a, 0xee, 0xb0, 0x62, 0xee, 0xb0, 0x0a,
+        0xee, 0x31, 0xc0, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4,
+    ]);
+    let k = write("lines", "lines.flat", &minimal_elf32(&code, LOAD, 0));
+    let r = run(&config(k, 2, ""), RunOptions::default()).expect("the run starts");
+    assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
+    assert_eq!(r.serial_tail, "a\nb\n");
+    for v in &r.vcpus {
+        // The windows between the lines are joined back into one phase:
+        // the whole run, as for a kernel that prints nothing.
+        let phases: Vec<(u32, &str, bool)> = v
+            .phases
+            .iter()
+            .map(|p| (p.id, p.name.as_str(), p.unfinished))
+            .collect();
+        assert_eq!(phases, [(1, "run", false)], "vcpu{}", v.index);
+        assert_eq!(v.phases[0].exits, v.exits, "vcpu{}", v.index);
+    }
+    // Four serial bytes and the exit port.
+    assert_eq!(r.vcpus[0].phases[0].exits.get(ExitKind::IoOut), 5);
 }
 
 #[test]

@@ -3,12 +3,14 @@
 //! tests, or any kernel of that format. All KVM-free here: the header
 //! ([`header`]), where the image goes ([`image`]), the information
 //! structure at EBX ([`info`]) and the entry state ([`entry`]: 32-bit
-//! protected mode, paging off). The VM is built by `vm::multiboot`; the
-//! machine the tests read (fw_cfg, the exit port) is in `ipivmm_devices`.
+//! protected mode, paging off) and the console lines that end its tests
+//! ([`test_lines`]). The VM is built by `vm::multiboot`; the machine the
+//! tests read (fw_cfg, the exit port) is in `ipivmm_devices`.
 pub mod entry;
 pub mod header;
 pub mod image;
 pub mod info;
+pub mod test_lines;
 
 use std::path::PathBuf;
 

@@ -34,7 +34,11 @@ pub fn wire(
     linux: bool,
     multiboot: bool,
 ) -> Result<Devices, RunError> {
-    let (console, serial) = SerialConsole::with_budget(sink, budget.clone());
+    let (mut console, serial) = SerialConsole::with_budget(sink, budget.clone());
+    if multiboot {
+        // A test kernel's lines end its phases (`vcpu::console_marks`).
+        console.watch_lines();
+    }
     let mut bus = Bus::new();
     bus.insert(
         AddressSpace::Pio,

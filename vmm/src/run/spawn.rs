@@ -70,6 +70,7 @@ pub fn spawn(
         stats_layout: OnceLock::new(),
         inhibits,
         budget: devices.budget.clone(),
+        console_marks: vcpu::console_marks::ConsoleMarks::new(c.vcpus),
     });
     let mut monitor = EventManager::<RunMonitor>::new().map_err(host("event manager"))?;
     let watch = RunMonitor::new(ended, c.vcpus, c.timeout).map_err(host("watchdog timer"))?;

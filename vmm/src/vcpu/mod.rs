@@ -1,5 +1,6 @@
 //! vCPU threads: named `vcpu{N}`, released together by a barrier, each
 //! running its own KVM_RUN loop and snapshotting its own counters.
+pub mod console_marks;
 pub mod exit_handler;
 pub mod sources;
 pub mod store;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub inhibits: Arc<crate::results::inhibits::InhibitLog>,
     /// The run's guest memory budget.
     pub budget: Arc<GuestBudget>,
+    /// Where a multiboot kernel's console ended phases.
+    pub console_marks: console_marks::ConsoleMarks,
 }
 
 impl Shared {
@@ -92,7 +95,8 @@ pub struct VcpuEnv {
     pub irqchip: SharedChip,
     /// A guest that sends no phase markers (a multiboot kernel): the
     /// whole run, from the first KVM_RUN to the exit port, is one phase
-    /// ([`WHOLE_RUN_PHASE`]) so its counters are read around it.
+    /// ([`WHOLE_RUN_PHASE`]) so its counters are read around it, unless
+    /// its console ends phases ([`console_marks`]).
     pub whole_run_phase: bool,
 }
 
@@ -109,6 +113,9 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     let ptr = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit);
     let _guard = crate::kick::ImmediateExitGuard::new(ptr);
     env.irqchip.register_thread(env.index);
+    let kicks = env
+        .whole_run_phase
+        .then(|| console_marks::Registered::new(&env.shared.console_marks, env.index));
     let mut sources = Sources::open(&vcpu, &env);
     env.shared.result(env.index).sources = sources.status.clone();
     env.shared.arrive();
@@ -120,8 +127,10 @@ pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
         guest: GuestCounters::default(),
         open: None,
         pending_samples: BTreeMap::new(),
+        marks: Default::default(),
     };
     let end = run_loop.run();
+    drop(kicks);
     let exits = run_loop.exits;
     // Samples still waiting for their phase: it never ended on this vCPU.
     let without_phase: BTreeMap<u32, u64> = run_loop
@@ -154,6 +163,7 @@ struct RunLoop<'a> {
     guest: GuestCounters,
     open: Option<OpenPhase>,
     pending_samples: BTreeMap<u32, Vec<u64>>,
+    marks: console_marks::VcpuMarks,
 }
 
 impl RunLoop<'_> {
@@ -162,6 +172,10 @@ impl RunLoop<'_> {
             self.begin_whole_run();
         }
         loop {
+            // Phases a multiboot kernel's console ended (on any vCPU).
+            if let Some(end) = self.catch_up_marks() {
+                return end;
+            }
             // A device (the serial capture) may have found this vCPU's guest
             // over the run's budget.
             if let Some(e) = self.env.shared.budget.excess() {
@@ -217,6 +231,11 @@ impl RunLoop<'_> {
                     }
                 }
                 Step::Event(DeviceEvent::Lapic(delivery)) => chip.delivered(index, &delivery),
+                Step::Event(DeviceEvent::ConsoleLine(line)) => {
+                    if let Some(end) = self.console_line(&line) {
+                        return end;
+                    }
+                }
                 Step::Event(DeviceEvent::PowerOff) => {
                     self.env.shared.powered_off.store(true, Ordering::SeqCst);
                     self.env.shared.stop.store(true, Ordering::SeqCst);
@@ -393,7 +412,8 @@ impl RunLoop<'_> {
             exits: &self.exits,
             guest: &self.guest,
         };
-        let mut result = self.sources.end(open, &now);
+        let result = self.sources.end(open, &now);
+        let mut result = self.with_boot(result);
         result.unfinished = unfinished;
         let early = self.pending_samples.remove(&result.id);
         let mut r = self.env.shared.result(self.env.index);
@@ -442,8 +462,12 @@ impl RunLoop<'_> {
     }
 
     /// End the open phase as complete (the guest ended the run through
-    /// the exit port); Some(end) if its data did not fit the budget.
+    /// the exit port), after the phases its console ended before;
+    /// Some(end) if its data did not fit the budget.
     fn end_whole_run(&mut self) -> Option<VcpuEnd> {
+        if let Some(end) = self.catch_up_marks() {
+            return Some(end);
+        }
         self.close_open(false)
     }
 

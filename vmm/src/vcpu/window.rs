@@ -163,6 +163,66 @@ impl Sources {
     }
 }
 
+/// One window of two consecutive ones of a vCPU, `earlier` then `later`
+/// (the end snapshot of one is the begin snapshot of the other): their
+/// counters summed, the ids and name `later`'s. A multiboot kernel's boot
+/// is the windows between its first lines (`vcpu::console_marks`), which
+/// began with the loop, so its userspace exits and guest counters are the
+/// loop's `now`.
+pub fn join(earlier: PhaseResult, mut later: PhaseResult, now: &LoopCounts) -> PhaseResult {
+    let add = |into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>| {
+        for (k, v) in from {
+            let slot = into.entry(k).or_insert(0);
+            *slot = slot.saturating_add(v);
+        }
+    };
+    later.wall_ns = later.wall_ns.saturating_add(earlier.wall_ns);
+    later.window_ns.0 = earlier.window_ns.0;
+    later.exits = *now.exits;
+    later.guest = *now.guest;
+    add(&mut later.kvm_stats, earlier.kvm_stats);
+    add(&mut later.tracepoints, earlier.tracepoints);
+    add(&mut later.records, earlier.records);
+    for (source, counters) in earlier.by_source.iter() {
+        let mut sum = later.by_source.get(source).cloned().unwrap_or_default();
+        add(&mut sum, counters.clone());
+        later.by_source.set(source, sum);
+    }
+    later.exit_reasons = match (earlier.exit_reasons, later.exit_reasons.take()) {
+        (Some(a), Some(b)) => Some(join_reasons(a, b)),
+        // One window had no sampler (it opened late): what the other
+        // counted, its `missing` recomputed below against KVM's stat.
+        (Some(one), None) | (None, Some(one)) => Some(one),
+        (None, None) => None,
+    };
+    later.counted_while_off = later
+        .counted_while_off
+        .saturating_add(earlier.counted_while_off);
+    let mut samples = earlier.samples;
+    samples.append(&mut later.samples);
+    later.samples = samples;
+    if let Some(c) = &mut later.exit_reasons {
+        c.missing = None;
+    }
+    derive(&mut later);
+    later
+}
+
+/// Two windows' exits by reason, summed (`missing` is recomputed).
+fn join_reasons(a: ExitReasonCounts, mut b: ExitReasonCounts) -> ExitReasonCounts {
+    for (reason, r) in a.by_reason {
+        let slot = b.by_reason.entry(reason).or_default();
+        slot.count = slot.count.saturating_add(r.count);
+        slot.timed = slot.timed.saturating_add(r.timed);
+        slot.host_ns = slot.host_ns.saturating_add(r.host_ns);
+    }
+    b.exits = b.exits.saturating_add(a.exits);
+    b.lost = b.lost.saturating_add(a.lost);
+    b.unmatched = b.unmatched.saturating_add(a.unmatched);
+    b.complete &= a.complete;
+    b
+}
+
 /// The figures of a phase that take more than one source.
 fn derive(p: &mut PhaseResult) {
     p.icr_write_exits = icr_exits(p);
@@ -305,6 +365,68 @@ mod tests {
         s.after_exit();
         assert_eq!(seen.get(), 2);
         assert!(!s.at_begin(false));
+    }
+
+    #[test]
+    fn two_windows_join_into_one_with_their_figures_derived_again() {
+        let window = |icr: u64, exits: u64, sampled: Option<u64>, ns: (u64, u64)| PhaseResult {
+            id: 1,
+            name: "run".into(),
+            wall_ns: ns.1 - ns.0,
+            window_ns: ns,
+            kvm_stats: [("exits".to_string(), exits)].into(),
+            tracepoints: [("kvm_apic:icr_write".to_string(), icr)].into(),
+            exit_reasons: sampled.map(sampled_with),
+            ..Default::default()
+        };
+        fn sampled_with(n: u64) -> ExitReasonCounts {
+            let mut c = sampled(n);
+            c.by_reason.insert(
+                "msr".into(),
+                crate::results::ReasonCount {
+                    count: n,
+                    timed: n,
+                    host_ns: 10 * n,
+                },
+            );
+            c
+        }
+        let mut loop_exits = crate::results::ExitCounts::default();
+        loop_exits.bump(crate::results::ExitKind::IoOut);
+        let guest = ipivmm_abi::GuestCounters::default();
+        let now = LoopCounts {
+            exits: &loop_exits,
+            guest: &guest,
+        };
+        let mut earlier = window(3, 10, Some(10), (100, 200));
+        derive(&mut earlier);
+        let mut later = window(4, 20, Some(15), (200, 250));
+        later.name = "boot".into();
+        derive(&mut later);
+        let j = join(earlier, later, &now);
+        assert_eq!(
+            (j.name.as_str(), j.wall_ns, j.window_ns),
+            ("boot", 150, (100, 250))
+        );
+        assert_eq!(j.kvm_stats["exits"], 30);
+        assert_eq!(j.icr_write_exits.map(|i| i.exits), Some(7));
+        let r = j.exit_reasons.expect("both sampled");
+        assert_eq!((r.exits, r.by_reason["msr"].host_ns), (25, 250));
+        // 30 exits in KVM's stat, 25 sampled: recomputed over the join.
+        assert_eq!((r.missing, r.complete), (Some(5), false));
+        assert_eq!(
+            j.exits, loop_exits,
+            "the loop's counts since the join began"
+        );
+        // A window without the sampler (it opened late): the join says
+        // what it missed.
+        let j = join(
+            window(0, 8, None, (0, 1)),
+            window(0, 2, Some(2), (1, 2)),
+            &now,
+        );
+        let r = j.exit_reasons.expect("the later window's");
+        assert_eq!((r.exits, r.missing, r.complete), (2, Some(8), false));
     }
 
     #[test]
