@@ -66,7 +66,15 @@ pub fn main(s: &Settings, args: &Args) -> Result<LabOutcome> {
             }
         }
     }
-    let doc = document(&dirs, &s.root);
+    let made = format!(
+        "Made on {} from the checkout at commit `{}`.",
+        chrono::DateTime::from_timestamp(now_s(), 0).map_or_else(
+            || "?".into(),
+            |d| d.format("%Y-%m-%d %H:%M UTC").to_string()
+        ),
+        commit(&s.root)
+    );
+    let doc = document(&dirs, &s.root, &made);
     print!("{doc}");
     fs::write(s.root.join("docs/seeds.md"), &doc).context("docs/seeds.md")?;
     log("wrote docs/seeds.md");
@@ -248,7 +256,7 @@ fn provenance(dirs: &Dirs, seed: Seed) -> String {
 }
 
 /// docs/seeds.md: per seed, what ran, the tables and the claims.
-pub fn document(dirs: &Dirs, root: &Path) -> String {
+pub fn document(dirs: &Dirs, root: &Path, made: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -259,7 +267,7 @@ pub fn document(dirs: &Dirs, root: &Path) -> String {
          breakdown beside each cell. The labs are emulators (QEMU TCG for kvm_amd and AVIC, Bochs \
          for kvm_intel and IPIv): their counts are real KVM behaviour, their timings are not a CPU's. \
          So a claim about counts is judged, a claim about timings is printed with what the emulator \
-         measured and never judged. A cell the labs did not fill says `not run` and why.\n"
+         measured and never judged. A cell the labs did not fill says `not run` and why.\n\n{made}\n"
     );
     let section = |out: &mut String,
                    title: &str,
@@ -402,7 +410,7 @@ mod tests {
         }
 
         pub fn document(&self) -> String {
-            document(&self.dirs(), self.0.path())
+            document(&self.dirs(), self.0.path(), "Made in a test.")
         }
     }
 
@@ -484,7 +492,7 @@ mod tests {
         assert!(!doc.contains("3 190 180"), "{doc}");
         // Nothing at all: every cell of every table says why.
         let empty = tempfile::tempdir().unwrap();
-        let doc = document(&Dirs::under(empty.path()), empty.path());
+        let doc = document(&Dirs::under(empty.path()), empty.path(), "");
         let rows = |doc: &str| {
             doc.lines()
                 .filter(|l| l.starts_with("| ") && l.contains("not run: no runs/"))
