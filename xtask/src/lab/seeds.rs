@@ -82,8 +82,24 @@ pub fn main(s: &Settings, args: &Args) -> Result<LabOutcome> {
 }
 
 /// The lab command that runs `seed`'s part (the words after `cargo xtask
-/// lab`); seed 002's with the IPIv smoke's archive and kvm-unit-tests' (`kut`).
-fn command(dirs: &Dirs, seed: Seed, smoke: &Path, kut: Option<&Path>) -> Vec<String> {
+/// lab`); seed 002's with the IPIv smoke's archive and kvm-unit-tests' (`kut`);
+/// the guest arguments `extra` (`seeds -- lab.vcpus=2,4`) after each part's own.
+fn command(
+    dirs: &Dirs,
+    seed: Seed,
+    (smoke, kut): (&Path, Option<&Path>),
+    extra: &[String],
+) -> Vec<String> {
+    let mut w = part_words(dirs, seed, smoke, kut);
+    if !extra.is_empty() && !w.iter().any(|a| a == "--") {
+        w.push("--".into());
+    }
+    w.extend(extra.iter().cloned());
+    w
+}
+
+/// [`command`] without the extra guest arguments.
+fn part_words(dirs: &Dirs, seed: Seed, smoke: &Path, kut: Option<&Path>) -> Vec<String> {
     let dir = dirs.of(seed).display().to_string();
     let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     match seed {
@@ -164,7 +180,7 @@ fn part(s: &Settings, args: &Args, dirs: &Dirs, seed: Seed) -> Result<LabOutcome
         )?;
         kut = args.kut.as_deref().map(|k| kut_archive(s, k)).transpose()?;
     }
-    let words = command(dirs, seed, &smoke, kut.as_deref());
+    let words = command(dirs, seed, (&smoke, kut.as_deref()), &args.kernel_args);
     let line = format!("cargo xtask lab {}", words.join(" "));
     log(format!("seed {}: {line}", seed.name()));
     let lab = Lab::try_parse_from(std::iter::once("lab".to_string()).chain(words))
@@ -539,7 +555,8 @@ mod tests {
                 .unwrap()
                 .lab
         };
-        let a = parse(command(&d, Seed::S003, Path::new(""), None));
+        let none = (Path::new(""), None);
+        let a = parse(command(&d, Seed::S003, none, &[]));
         assert_eq!(a.action, super::super::cli::Action::Avic);
         assert_eq!(
             (a.parts.as_deref(), a.sockets, a.smp),
@@ -553,16 +570,13 @@ mod tests {
             a.results.as_deref(),
             Some(Path::new("/c/target/lab-seeds/003"))
         );
-        let a = parse(command(&d, Seed::S000, Path::new(""), None));
+        let a = parse(command(&d, Seed::S000, none, &["lab.vcpus=2,4".into()]));
         assert_eq!(a.action, super::super::cli::Action::Linux);
-        assert_eq!(a.kernel_args, ["lab.probe=seeds"]);
-        let w = command(
-            &d,
-            Seed::S002,
-            Path::new("/s.cpio"),
-            Some(Path::new("/k.cpio")),
-        );
-        let a = parse(w);
+        assert_eq!(a.kernel_args, ["lab.probe=seeds", "lab.vcpus=2,4"]);
+        let a = parse(command(&d, Seed::S003, none, &["lab.iterations=5".into()]));
+        assert_eq!(a.kernel_args, ["lab.iterations=5"]);
+        let kut = (Path::new("/s.cpio"), Some(Path::new("/k.cpio")));
+        let a = parse(command(&d, Seed::S002, kut, &[]));
         assert_eq!(
             (a.emulator, a.cpio.len(), a.no_test_binaries),
             (super::super::cli::EmulatorKind::Bochs, 2, true)
