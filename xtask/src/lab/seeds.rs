@@ -519,6 +519,46 @@ mod tests {
         assert!(!doc.contains("**reproduced**") && !doc.contains("**not reproduced**"));
     }
 
+    /// kvm-unit-tests' vmexit ipi as ipivmm boots it: the cycles its own
+    /// `ipi N` line printed, vCPU 0's ICR-write exits over the whole run;
+    /// a run that ended before the line is not run, with what it counted.
+    /// The fixture is a real run on this machine's kvm_pvm (2026-12-07,
+    /// `ipivmm run --kernel x86/vmexit.flat --append ipi --vcpus 2 --apic
+    /// x2apic`), given the Intel lab's `kvm_intel.enable_ipiv` to be a cell.
+    #[test]
+    fn a_kut_run_gives_the_tests_own_cycles() {
+        let t = Tree::new();
+        let d = t.dirs();
+        let kut = |ipiv: &str, file: &str| {
+            let to = d.s002.join("runs").join(file);
+            fs::copy(format!("{FIXTURES}/seeds/kut-ipi-kvm-pvm.json"), &to).unwrap();
+            t.edit(&to, |v| {
+                v["runs"][0]["host_settings"]["params"]["kvm_intel"] =
+                    json!({ "enable_ipiv": ipiv });
+            });
+            to
+        };
+        kut("Y", "kut-ipi-on-x2apic.json");
+        let off = kut("N", "kut-ipi-off-x2apic.json");
+        let doc = t.document();
+        has(&doc, "| lab: `vmexit.flat ipi` under ipivmm, cycles | not run: no runs/kut-ipi-off-xapic.json in target/lab-seeds/002 | not run: no runs/kut-ipi-on-xapic.json in target/lab-seeds/002 | 580 601 | 580 601 |");
+        has(
+            &doc,
+            "| its ICR-write exits (vCPU 0, the whole run) | – | – | 4037 | 4037 |",
+        );
+        // The x2APIC cycles claim reads the test's own figures when both ran.
+        assert!(
+            doc.contains("with/without ×1.00 in vmexit ipi's cycles"),
+            "{doc}"
+        );
+        t.edit(&off, |v| {
+            v["runs"][0]["status"] =
+                json!({"state": "timed_out", "after_s": 120, "stuck": "vcpu0"});
+            v["runs"][0]["serial_tail"] = "enabling apic\r\n".into();
+        });
+        has(&t.document(), "| lab: `vmexit.flat ipi` under ipivmm, cycles | not run: no runs/kut-ipi-off-xapic.json in target/lab-seeds/002 | not run: no runs/kut-ipi-on-xapic.json in target/lab-seeds/002 | not run: ended timed_out after 2 s without the test's `ipi N` line (4037 ICR-write exits on vCPU 0 by then) | 580 601 |");
+    }
+
     /// The one claim counts decide: IPIv's exit, from the ping-pong's
     /// ICR-write exits with and without it.
     #[test]
