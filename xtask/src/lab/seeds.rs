@@ -262,13 +262,43 @@ fn provenance(dirs: &Dirs, seed: Seed) -> String {
             field("took_s").unwrap_or_else(|| "?".into()),
             dirs.tree(seed).display()
         ),
-        _ => format!(
-            "not run by `cargo xtask lab seeds` here (no {} in `{}`; `cargo xtask lab seeds --seed {}` runs its part).",
-            PROVENANCE,
-            dirs.of(seed).display(),
-            seed.name()
-        ),
+        _ => {
+            let not_seeds = format!(
+                "not run by `cargo xtask lab seeds` here (no {} in `{}`; `cargo xtask lab seeds --seed {}` runs its part)",
+                PROVENANCE,
+                dirs.of(seed).display(),
+                seed.name()
+            );
+            match recorded(&dirs.tree(seed)) {
+                Some(what) => format!(
+                    "{not_seeds}: the results in `{}` came from another command, {what}{boot}.",
+                    dirs.tree(seed).display()
+                ),
+                None => format!("{not_seeds}."),
+            }
+        }
     }
+}
+
+/// What a results tree made outside `seeds` says of itself: when its
+/// runs were recorded (the latest `recorded_at`) and its emulator
+/// (versions.txt); None when it has no runs.
+fn recorded(tree: &Path) -> Option<String> {
+    let latest = fs::read_dir(tree.join("runs"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| ipivmm::results::Document::load(&e.path()).ok()?.recorded_at)
+        .max()?;
+    let when = chrono::DateTime::from_timestamp(latest as i64, 0).map_or_else(
+        || "?".into(),
+        |d| d.format("%Y-%m-%d %H:%M UTC").to_string(),
+    );
+    let versions = fs::read_to_string(tree.join("versions.txt")).unwrap_or_default();
+    let emulator = versions
+        .lines()
+        .find(|l| l.starts_with("bochs ") || l.starts_with("qemu QEMU"))
+        .map_or_else(String::new, |l| format!(", `{l}`"));
+    Some(format!("recorded {when}{emulator}"))
 }
 
 /// docs/seeds.md: per seed, what ran, the tables and the claims.
@@ -459,6 +489,17 @@ mod tests {
         ] {
             has(&doc, line);
         }
+        has(&doc, "Ran: not run by `cargo xtask lab seeds` here (no seeds-run.txt in `target/lab-seeds/002`; `cargo xtask lab seeds --seed 002` runs its part): the results in `target/lab-seeds/002` came from another command, recorded 2026-12-06 22:52 UTC.");
+        // A part `seeds` ran says what, when, at which commit, and its boot.
+        let t = Tree::new();
+        let d = t.dirs();
+        fs::write(d.s003.join(PROVENANCE), "commit 0123456789abcdef\nstarted 2026-12-07T01:14:08Z\ncommand cargo xtask lab avic --parts topology\nexit 0\ntook_s 239\n").unwrap();
+        fs::write(
+            d.s003.join("topology/timings.txt"),
+            "build 205\nboot-avic-topology 33\ntotal 239\n",
+        )
+        .unwrap();
+        has(&t.document(), "Ran: `cargo xtask lab avic --parts topology`, commit `0123456789ab`, started 2026-12-07T01:14:08Z, exit 0, 239 s (of which boot-avic-topology 33 s); results in `target/lab-seeds/003/topology`.");
         // No claim is judged from timings, and every seed says what ran.
         assert!(!doc.contains("**reproduced**: under emulation"), "{doc}");
         assert_eq!(

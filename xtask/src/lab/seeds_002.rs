@@ -105,7 +105,7 @@ impl Seed002 {
                 "lab: ipivmm's unicast ping-pong, cycles per IPI p50",
                 "its ICR-write exits per IPI",
                 "its sender's exits per IPI by reason",
-                "its run took",
+                "its run took (the Bochs guest's clock, 25–45× slower than the wall's)",
             ],
             grouped,
         ));
@@ -115,7 +115,7 @@ impl Seed002 {
                 "lab: `vmexit.flat ipi` under ipivmm, cycles",
                 "its ICR-write exits (vCPU 0, the whole run)",
                 "its exits by reason (vCPU 0, the whole run)",
-                "its run took",
+                "its run took (the Bochs guest's clock, 25–45× slower than the wall's)",
             ],
             grouped,
         ));
