@@ -61,8 +61,15 @@ pub fn main(s: &Settings, args: &Args) -> Result<LabOutcome> {
     let mut verdict = LabOutcome::Passed;
     if !args.no_boot {
         for seed in args.seeds.clone().unwrap_or_else(|| Seed::ALL.to_vec()) {
-            if let LabOutcome::Failed = part(s, args, &dirs, seed)? {
-                verdict = LabOutcome::Failed;
+            // A part that fails or cannot run leaves its cells `not run`;
+            // the others still run and the tables are still written.
+            match part(s, args, &dirs, seed) {
+                Ok(LabOutcome::Passed) => {}
+                Ok(LabOutcome::Failed) => verdict = LabOutcome::Failed,
+                Err(e) => {
+                    eprintln!("lab: error: seed {}: {e:#}", seed.name());
+                    verdict = LabOutcome::Failed;
+                }
             }
         }
     }
