@@ -834,6 +834,10 @@ const SH_BLOCKS: &[(&str, How)] = &[
         How::NotHere("boots the lab VM (QEMU, root, minutes); CI runs `cargo xtask lab quick`"),
     ),
     (
+        "cargo xtask lab seeds",
+        How::NotHere("boots the QEMU and Bochs labs, a part per seed (root, tens of minutes); opt-in, not in CI"),
+    ),
+    (
         "cargo xtask lab avic",
         How::NotHere("builds QEMU with the AVIC series and boots the lab three times (root, tens of minutes); not in CI"),
     ),

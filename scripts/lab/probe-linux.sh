@@ -23,6 +23,11 @@
 #              without its flag, AVIC inhibited, 4 vCPUs on one host CPU
 #              (targets preempted: what sched-yield and TLB flush act on);
 #              judged by plans/lab-pv-features.toml too
+#   seeds      seed 000's table (`cargo xtask lab seeds`, docs/seeds.md):
+#              linux:ipi-broadcast and linux:ebizzy at the vCPU counts of
+#              lab.vcpus= (default 2), xAPIC and x2APIC, AVIC on (--apicv
+#              host) and off (inhibit): the report's avic0/avic1 x
+#              xAPIC/x2APIC
 #   intel      the Intel lab (kvm_intel under Bochs, docs/lab-intel.md):
 #              linux:ipi-unicast and linux:ipi-broadcast, x2APIC, at the
 #              vCPU counts of lab.vcpus= (default 2,4), APICv host and
@@ -133,6 +138,18 @@ if want pv; then
         run "pv-eoi-$on" --workload linux:ipi-broadcast --vcpus 2 --apic x2apic --apicv inhibit $(f --pv-eoi)
         run "pv-sched-yield-$on" --workload linux:ipi-broadcast $one $(f --pv-sched-yield)
         run "pv-tlb-flush-$on" --workload linux:tlb-shootdown $one $(f --pv-tlb-flush)
+    done
+fi
+if want seeds; then
+    vcpus=$(arg vcpus)
+    for v in $(echo "${vcpus:-2}" | tr ',' ' '); do
+        for w in ipi-broadcast ebizzy; do
+            for a in xapic x2apic; do
+                for m in inhibit host; do
+                    run "seed000-$w-$a-$v-$m" --workload linux:$w --vcpus $v --apic $a --apicv $m
+                done
+            done
+        done
     done
 fi
 intel_pass() { # ipiv on|off: every unicast and broadcast run of the Intel part

@@ -70,6 +70,12 @@ pub enum Action {
     /// judge: the baseline against itself never exits 1, avic=0 against it exits 1 on the counts;
     /// results in target/lab-crossboot/results (docs/lab.md, docs/ci.md)
     Crossboot,
+    /// The three seed reports (shared/seeds/), one lab part each (`--seed`): seed 000 the Linux
+    /// guest's broadcast and ebizzy, AVIC on and off (QEMU); seed 002 the IPIv smoke in both APIC
+    /// modes and, with --kut, kvm-unit-tests' vmexit ipi (Bochs); seed 003 the two-socket
+    /// topology part (QEMU); results in target/lab-seeds/SEED, their tables in docs/seeds.md
+    /// (docs/lab.md, "The seeds")
+    Seeds,
     /// Remove the lab's work directory (QEMU: target/lab and target/lab-avic; Bochs:
     /// target/lab-bochs); with --cache the downloads too
     Clean,
@@ -79,6 +85,32 @@ pub enum Action {
     /// this machine; an AVIC pass's matrix: docs/lab.md's AVIC table; Bochs: docs/lab-intel.md
     /// from every runs/*.json)
     Table,
+}
+
+/// A seed report of shared/seeds/ that `seeds` re-creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Seed {
+    /// AVIC and all-but-self broadcasts (the QEMU lab's Linux guest)
+    #[value(name = "000")]
+    S000,
+    /// IPI virtualization (the Intel lab, Bochs)
+    #[value(name = "002")]
+    S002,
+    /// APICv and topology (the QEMU lab on two sockets)
+    #[value(name = "003")]
+    S003,
+}
+
+impl Seed {
+    pub const ALL: [Seed; 3] = [Seed::S003, Seed::S002, Seed::S000];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Seed::S000 => "000",
+            Seed::S002 => "002",
+            Seed::S003 => "003",
+        }
+    }
 }
 
 /// The emulated machine.
@@ -164,6 +196,21 @@ pub struct Args {
     /// archives, later files win (e.g. scripts/lab/build-selftests.sh's, for the step extra)
     #[arg(long)]
     pub cpio: Vec<PathBuf>,
+    /// With `seeds`: only these seeds' lab parts boot [default: 003,002,000, the shortest first]
+    #[arg(
+        long = "seed",
+        value_enum,
+        value_delimiter = ',',
+        help_heading = "Seeds"
+    )]
+    pub seeds: Option<Vec<Seed>>,
+    /// With `seeds`: boot nothing, make docs/seeds.md from the results the parts left
+    #[arg(long, help_heading = "Seeds")]
+    pub no_boot: bool,
+    /// With `seeds`: a built kvm-unit-tests tree (its x86/vmexit.flat), for seed 002's
+    /// `vmexit.flat ipi` rows in the Intel lab
+    #[arg(long, help_heading = "Seeds")]
+    pub kut: Option<PathBuf>,
     /// Guest kernel arguments after `--` (scripts/lab/init.sh reads lab.*=), e.g.
     /// `-- lab.matrix=10 lab.kvm=enable_apicv=0`; lab.pass=, lab.steps= and lab.iterations= are
     /// taken as the options they name

@@ -25,6 +25,11 @@ mod pass;
 mod qemu;
 mod recorded;
 mod report;
+mod seeds;
+mod seeds_000;
+mod seeds_002;
+mod seeds_003;
+mod seeds_cells;
 mod tables;
 mod tap;
 mod verify;
@@ -73,6 +78,7 @@ pub fn main(mut args: Args) -> Result<LabOutcome> {
         Action::Avic => avic::pass(&s, &args),
         Action::Linux => linux::pass(&s, &args),
         Action::Crossboot => crossboot::pass(&s, &args),
+        Action::Seeds => seeds::main(&s, &args),
         Action::Quick | Action::Full | Action::Shell | Action::Initrd => lab(&s, &args),
     }
 }

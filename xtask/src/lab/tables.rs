@@ -31,7 +31,7 @@ fn mode(r: &RunReport) -> String {
 }
 
 /// The phases named `measure` of a vCPU.
-fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
+pub(super) fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
     v.phases.iter().filter(|p| p.name == "measure").collect()
 }
 
@@ -71,7 +71,7 @@ fn per_ipi(r: &RunReport) -> Option<(&PhaseResult, [String; 6])> {
 
 /// `reason n.nn` per IPI for every exit reason the phases counted, the
 /// biggest first ("–" when none).
-fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
+pub(super) fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
     let mut sum: BTreeMap<String, u64> = BTreeMap::new();
     for p in phases {
         for (k, v) in p.exits_by_reason() {
