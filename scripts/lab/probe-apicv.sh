@@ -14,6 +14,7 @@
 #                 (runs/sweep-apicv-off.json);
 #   lab.off=1     the selftests again under enable_ipiv=N and enable_apicv=0;
 #   lab.faults=1  the guest_faults tests one by one (lab.faults=NAME,NAME: only these);
+#   lab.runs=0    without the ten ipivmm runs after the booted selftests;
 #   lab.trace=1   KVM's event injections (kvm_inj_virq, kvm_inj_exception) traced
 #                 around each selftest, the re-injected ones listed
 #                 (trace-NAME.txt): where a spurious event in a guest comes from,
@@ -84,7 +85,9 @@ grep -m1 -o 'vmx flags.*' /proc/cpuinfo
 echo "== ipivmm host"
 ipivmm host 2>&1 | tail -n 40
 selftests "booted"
-for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --apic x2apic" \
+save_partial
+# lab.runs=0: the selftests alone (a peer's check of a new Bochs series).
+[ "$(arg runs)" = 0 ] || for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --apic x2apic" \
     "--irqchip split --apic x2apic" "--irqchip kernel --apic x2apic --ipi pv" \
     "--irqchip kernel --apic xapic --apicv inhibit" "--irqchip kernel --apic x2apic --apicv inhibit" \
     "--irqchip kernel --apic xapic --workload broadcast" "--irqchip kernel --apic x2apic --workload broadcast" \
