@@ -33,9 +33,13 @@ fails=0
 # enable_apicv is kvm.ko's variable (x86.c), only exposed as a kvm_intel
 # parameter: reloading kvm_intel without it keeps the last value, so it is
 # always given explicitly; enable_ipiv is kvm_intel's own (default Y).
+# The lab's held VM (init.sh's hold_vm, scripts/lab/hold-vm.c) keeps
+# kvm_intel in use: it is released around the reload, or rmmod fails.
 reload() { # enable_apicv enable_ipiv
+    /init __fn hold_vm stop
     rmmod kvm_intel && insmod /lab/modules/kvm-intel.ko $(arg kvm | tr ',' ' ') enable_apicv="$1" enable_ipiv="$2" ||
         { echo "== reload kvm_intel enable_apicv=$1 enable_ipiv=$2 FAILED"; fails=$((fails + 1)); }
+    /init __fn hold_vm start
     params
 }
 yn01() { [ "$1" = Y ] && echo 1 || echo 0; }
