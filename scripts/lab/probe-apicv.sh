@@ -14,6 +14,7 @@
 #                 (runs/sweep-apicv-off.json);
 #   lab.off=1     the selftests again under enable_ipiv=N and enable_apicv=0;
 #   lab.faults=1  the guest_faults tests one by one (lab.faults=NAME,NAME: only these);
+#   lab.runs=0    without the ten ipivmm runs after the booted selftests;
 #   lab.trace=1   KVM's event injections (kvm_inj_virq, kvm_inj_exception) traced
 #                 around each selftest, the re-injected ones listed
 #                 (trace-NAME.txt): where a spurious event in a guest comes from,
@@ -32,9 +33,13 @@ fails=0
 # enable_apicv is kvm.ko's variable (x86.c), only exposed as a kvm_intel
 # parameter: reloading kvm_intel without it keeps the last value, so it is
 # always given explicitly; enable_ipiv is kvm_intel's own (default Y).
+# The lab's held VM (init.sh's hold_vm, scripts/lab/hold-vm.c) keeps
+# kvm_intel in use: it is released around the reload, or rmmod fails.
 reload() { # enable_apicv enable_ipiv
+    /init __fn hold_vm stop
     rmmod kvm_intel && insmod /lab/modules/kvm-intel.ko $(arg kvm | tr ',' ' ') enable_apicv="$1" enable_ipiv="$2" ||
         { echo "== reload kvm_intel enable_apicv=$1 enable_ipiv=$2 FAILED"; fails=$((fails + 1)); }
+    /init __fn hold_vm start
     params
 }
 yn01() { [ "$1" = Y ] && echo 1 || echo 0; }
@@ -84,7 +89,9 @@ grep -m1 -o 'vmx flags.*' /proc/cpuinfo
 echo "== ipivmm host"
 ipivmm host 2>&1 | tail -n 40
 selftests "booted"
-for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --apic x2apic" \
+save_partial
+# lab.runs=0: the selftests alone (a peer's check of a new Bochs series).
+[ "$(arg runs)" = 0 ] || for m in "--irqchip user" "--irqchip kernel --apic xapic" "--irqchip kernel --apic x2apic" \
     "--irqchip split --apic x2apic" "--irqchip kernel --apic x2apic --ipi pv" \
     "--irqchip kernel --apic xapic --apicv inhibit" "--irqchip kernel --apic x2apic --apicv inhibit" \
     "--irqchip kernel --apic xapic --workload broadcast" "--irqchip kernel --apic x2apic --workload broadcast" \

@@ -125,7 +125,13 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
     match expect {
         Expect::Avic(part) => avic_verdict::verdict(&mut r, part, dir),
         // A line about runs the pass's parts did not make is listed, not failed.
-        Expect::Linux => recorded::judge(&mut r, dir, "lab-linux.toml", true),
+        Expect::Linux => {
+            recorded::judge(&mut r, dir, "lab-linux.toml", true);
+            // The part `pv`'s runs have their own plan: what KVM did with each lever.
+            if !files(&dir.join("runs"), "linux-pv-", ".json").is_empty() {
+                recorded::judge(&mut r, dir, "lab-pv-features.toml", true);
+            }
+        }
         Expect::Crossboot(side) => crossboot::verdict(&mut r, side, dir),
         _ => {}
     }
@@ -603,6 +609,39 @@ pub(super) mod tests {
         assert!(text.contains("test binaries and steps that failed once and ran again (a binary's first attempt in tests/NAME.first-attempt.log):\n  lifecycle\nwarnings:\n  boot 1: guest wedged during step sweep\n"), "{text}");
         assert!(
             text.ends_with("lab: 10/10 checks passed, 3 skipped; guest kernel 6.1.0-50-amd64\n")
+        );
+    }
+
+    /// The Linux pass judges plans/lab-pv-features.toml once the part `pv`
+    /// made a run, and not before: here one run of a pass from before the
+    /// PV levers (its guest saw PV EOI in the supported CPUID and used it:
+    /// 146 `kvm_pv_eoi`) stands as `pv-eoi-off`, which the plan fails.
+    #[test]
+    fn the_pv_part_runs_are_judged_by_their_plan() {
+        let t = Tree::new("pv");
+        let pv = "ipivmm check plans/lab-pv-features.toml (its results files)";
+        let names = |r: &Report| r.text().lines().map(str::to_string).collect::<Vec<_>>();
+        assert!(!names(&t.report(Expect::Linux))
+            .iter()
+            .any(|l| l.contains(pv)));
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/linux/linux-broadcast-xapic-2-inhibit.json"
+        );
+        fs::copy(fixture, t.0.join("runs/linux-pv-eoi-off.json")).unwrap();
+        let r = t.report(Expect::Linux);
+        assert!(
+            r.failures()
+                .contains(&format!("{pv}: 1 held, 9 failed, 0 skipped").as_str()),
+            "{}",
+            r.text()
+        );
+        let text = r.text();
+        assert!(
+            text.contains(
+                "pv-eoi-off: pv-eoi=no: vcpus.tracepoints.kvm_pv_eoi == 0: got 146, want == 0"
+            ),
+            "{text}"
         );
     }
 }
