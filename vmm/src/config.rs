@@ -2,36 +2,12 @@
 use crate::arch::layout;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, TargetWait, Workload};
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
+pub use ipivmm_analysis::mode::ExitReasons;
+use ipivmm_analysis::results::identity::ConfigId;
+use ipivmm_analysis::results::is_phase_name;
+use ipivmm_analysis::results::{RunConfig, RunReport};
 use std::path::PathBuf;
 use std::time::Duration;
-
-crate::mode::mode_part! {
-    /// How VM exits are counted by reason (with tracepoints on).
-    pub enum ExitReasons {
-        /// Counted in the kernel by an eBPF program on `kvm_exit`/`kvm_entry`
-        /// (per vCPU thread, read at the phase markers): nothing per exit
-        /// leaves the kernel, host time per reason. Where it cannot load
-        /// (no clang at build time, no BPF or no rights at run time), the
-        /// sampler counts instead and `sources` says why.
-        Bpf,
-        /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
-        /// decoded in userspace: a constant cost per exit, host time per reason.
-        Sampled,
-        /// One filtered `kvm_exit` counter per reason (the kernel runs every
-        /// filter on every exit: kept to measure what that costs).
-        Counters,
-        /// Not by reason: `kvm_exit` and KVM's `exits` totals only.
-        Off,
-    }
-}
-
-// mode_part! enums cannot carry `#[default]` on one variant only.
-#[allow(clippy::derivable_impls)]
-impl Default for ExitReasons {
-    fn default() -> Self {
-        ExitReasons::Bpf
-    }
-}
 
 /// Where the guest payload comes from.
 ///
@@ -92,7 +68,7 @@ impl PayloadSource {
 ///
 /// ```
 /// use ipivmm::config::{ConfigError, VmConfig};
-/// use ipivmm::mode::{ApicMode, Irqchip};
+/// use ipivmm::{ApicMode, Irqchip};
 /// use std::time::Duration;
 ///
 /// let config = VmConfig {
@@ -205,6 +181,51 @@ impl Default for VmConfig {
             apicv: ApicvRequest::Host,
             guest_memory_budget: ipivmm_devices::budget::DEFAULT_BUDGET,
         }
+    }
+}
+
+/// What a run of `c` records of its configuration (the `mode` object of
+/// the JSON document).
+impl From<&VmConfig> for RunConfig {
+    fn from(c: &VmConfig) -> Self {
+        Self {
+            irqchip: c.irqchip,
+            apic: c.apic,
+            ipi: c.ipi,
+            workload: c.workload,
+            target: c.target_wait,
+            halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
+            ipi_delay_cycles: c.ipi_delay_cycles,
+            phase: c.headline_phase.clone(),
+            vcpus: c.vcpus,
+            iterations: c.iterations,
+            warmup: c.warmup,
+            memory_mib: c.memory_bytes >> 20,
+            levers: c.levers.clone(),
+            payload: match &c.payload {
+                PayloadSource::Builtin => None,
+                PayloadSource::File(p) => Some(p.display().to_string()),
+                PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
+                PayloadSource::Linux(g) => Some(g.label()),
+                PayloadSource::Multiboot(g) => Some(g.label()),
+            },
+            host_cpus: ipivmm_analysis::mode::levers::allowed_cpus().len(),
+            params: c.params,
+        }
+    }
+}
+
+impl VmConfig {
+    /// The configuration identity of a run of this configuration, with a
+    /// named placement and a host setting (what a sweep plans and skips).
+    pub fn config_id(&self, placement: Option<String>, host_param: Option<String>) -> ConfigId {
+        ConfigId::from_parts(&RunConfig::from(self), self.apicv, placement, host_param)
+    }
+
+    /// A run of this configuration that could not start (`why`: the error,
+    /// which names the fix): [`RunReport::not_started`].
+    pub fn not_started(&self, why: &str) -> RunReport {
+        RunReport::not_started(RunConfig::from(self), self.apicv, why)
     }
 }
 
@@ -424,14 +445,6 @@ pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// Whether `name` can name a phase a payload sends: 1 to
-/// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
-pub fn is_phase_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
-        && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,5 +572,30 @@ mod tests {
             assert!(matches!(e, ConfigError::PhaseName(_)), "{bad}: {e}");
             assert!(!e.to_string().contains('\u{7}'), "escaped: {e}");
         }
+    }
+
+    #[test]
+    fn the_recorded_defaults_are_the_machines() {
+        let recorded = RunConfig::from(&VmConfig::default());
+        assert_eq!(
+            RunConfig {
+                host_cpus: 0,
+                ..recorded
+            },
+            RunConfig::default()
+        );
+    }
+
+    #[test]
+    fn the_synic_vector_is_no_ipi_vector() {
+        let vector = (crate::mode::apicv::synic_sint() & 0xff) as u8;
+        let c = VmConfig {
+            ipi_vector: vector,
+            ..Default::default()
+        };
+        assert!(
+            c.validate(64).is_err(),
+            "the lever's vector must stay unusable for IPIs"
+        );
     }
 }

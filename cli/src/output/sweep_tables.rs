@@ -8,10 +8,10 @@
 //! a summary line.
 use crate::output::fit::{Col, FitTable, Layout};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::repeats::ConfigurationStats;
-use ipivmm::results::summary::{self, RunSummary};
-use ipivmm::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::repeats::ConfigurationStats;
+use ipivmm_analysis::results::summary::{self, RunSummary};
+use ipivmm_analysis::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
 use std::time::Duration;
 
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
@@ -163,7 +163,7 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
 /// Under one workload's table: KVM's halt-polling counters per row where
 /// its rows differ in the halt-polling limit (the `halt-polling` preset),
 /// and every lever that did not act on what it controls
-/// ([`ipivmm::results::lever_effect`]).
+/// ([`ipivmm_analysis::results::lever_effect`]).
 fn lever_lines(doc: &Document, runs: &[(&RunReport, RunSummary)]) -> String {
     let configs = configurations_of(doc, runs);
     let limits: std::collections::BTreeSet<Option<u32>> =
@@ -267,7 +267,7 @@ fn configuration_row(
         .filter(|(r, _)| r.succeeded())
         .filter_map(|(r, s)| ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r)))
         .collect();
-    cells.push(fmt_opt(ipivmm::stats::median(&rates), 0));
+    cells.push(fmt_opt(ipivmm_analysis::stats::median(&rates), 0));
     cells
 }
 

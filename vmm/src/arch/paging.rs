@@ -39,7 +39,8 @@ fn page_flags(addr: u64) -> u64 {
 }
 
 /// Walk the tables as the MMU would, for tests: the physical address `va` maps to.
-pub fn translate(tables: &[u8], va: u64) -> Option<u64> {
+#[cfg(test)]
+fn translate(tables: &[u8], va: u64) -> Option<u64> {
     let read = |gpa: u64| -> Option<u64> {
         let off = usize::try_from(gpa.checked_sub(PML4)?).ok()?;
         Some(u64::from_le_bytes(

@@ -9,16 +9,16 @@
 //! in xAPIC or x2APIC mode, with APICv/AVIC as the host has it or
 //! inhibited, PV IPIs advertised or not; not with ipivmm's own LAPIC model,
 //! and not on kvm_pvm, where no kernel boots in useful time ([`check_mode`]).
-pub mod acpi;
-pub mod boot_params;
+pub(crate) mod acpi;
+pub(crate) mod boot_params;
 pub mod bzimage;
-pub mod cmdline;
+pub(crate) mod cmdline;
 pub mod layout;
 
 use crate::mode::Irqchip;
 use std::path::{Path, PathBuf};
 
-crate::mode::mode_part! {
+ipivmm_analysis::mode_part! {
     /// A named workload of ipivmm's guest initramfs (`--workload linux:NAME`),
     /// run by its init between phase markers (docs/linux-guest.md).
     pub enum LinuxWorkload {

@@ -63,7 +63,7 @@ pub fn report(r: Running, out: WaitEnd, p: &Prepared, started: Instant) -> RunRe
         .get()
         .map(|t| t.duration_since(started).as_nanos() as u64);
     RunReport {
-        mode: RunConfig::of(&p.config),
+        mode: RunConfig::from(&p.config),
         apicv: p.plan.clone(),
         status,
         tsc_khz,

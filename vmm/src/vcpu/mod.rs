@@ -8,7 +8,7 @@ pub mod window;
 
 use crate::irqchip::{Entry, SharedChip};
 use crate::results::latency::LatencyStats;
-use crate::results::{ExitCounts, ExitKind, Registers, VcpuEnd, VcpuResult};
+use crate::results::{ExitCounts, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
 use ipivmm_abi::GuestCounters;
 use ipivmm_devices::budget::{Excess, GuestBudget};
@@ -102,7 +102,7 @@ pub const WHOLE_RUN_PHASE: (u32, &str) = (1, "run");
 /// The body of thread `vcpu{N}`.
 pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     if let Some(cpu) = env.pin {
-        if let Err(e) = crate::mode::levers::pin_current_thread(cpu) {
+        if let Err(e) = crate::levers::pin_current_thread(cpu) {
             log::warn!("vcpu{}: pinning to CPU {cpu} failed: {e}", env.index);
         }
     }
@@ -190,7 +190,7 @@ impl RunLoop<'_> {
             chip.after_run(index);
             let step = match ran {
                 Ok(exit) => {
-                    let kind = ExitKind::of(&exit);
+                    let kind = exit_handler::exit_kind(&exit);
                     self.exits.bump(kind);
                     handle_exit(exit, &self.env.bus, chip.msrs(), index)
                 }

@@ -15,15 +15,14 @@
 //!     "name = \"mine\"\n[[experiment]]\nname = \"old\"\nresults = \"missing.json\"\nexpect = [\"operations > 0\"]\n",
 //! )?;
 //! // A recording that is not there fails its expectations, naming the file.
-//! let (name, verdicts) = ipivmm::plan::file::judge_recorded(&plan, &dir)?;
+//! let (name, verdicts) = ipivmm_analysis::plan::file::judge_recorded(&plan, &dir)?;
 //! assert_eq!(name, "mine");
 //! assert_eq!(verdicts.counts(), (0, 1, 0));
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-use super::{execute, Execution, Experiment, NotRun, Plan, Requirement};
+use super::{settle, NotRun, PlanOutcome, Requirement};
 use crate::expect::{Expectation, Verdicts};
-use crate::experiment::rounds::Repeats;
 use crate::results::Document;
 use ipivmm_term::text::escape_controls;
 use serde::Deserialize;
@@ -330,36 +329,6 @@ pub fn json_dir_reads_none(file: &PlanFile, json_dir: &Path, base: &Path) -> Res
     Ok(())
 }
 
-/// Experiment `x` of the file as the engine's, before its runs are
-/// planned: its name, about, requirements and expectations, one repeat;
-/// for `results = "FILE"`, the recording read under `base` (or why not: a
-/// failing point; Err where the recordings are refused as given, the same
-/// run twice: the plan does not start, as `compare`).
-pub fn experiment<J>(
-    x: &ExperimentFile,
-    c: &Checked<J>,
-    base: &Path,
-) -> Result<Experiment, String> {
-    let mut e = Experiment::new(
-        x.name.clone(),
-        Vec::new(),
-        Repeats::Fixed(1),
-        c.expect.clone(),
-    );
-    e.about = x.about.clone();
-    e.requires = c.requires.clone();
-    if let Job::Recorded(pattern) = &c.job {
-        match recorded(pattern, base) {
-            Ok(doc) => e.recorded = Some(doc),
-            Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
-            Err(Unrecorded::Refused(why)) => {
-                return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
-            }
-        }
-    }
-    Ok(e)
-}
-
 /// Plan `plan`'s verdicts on results recorded under `base` (the lab's
 /// verdict over a results tree): every experiment `results = "FILE"`, so
 /// nothing runs. Its name, and its verdicts named `EXPERIMENT: EXPR`.
@@ -367,16 +336,34 @@ pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), St
     let (file, checked) = load(plan, |_, _| {
         Err::<(), _>("runs VMs: only results = \"FILE\" is judged here".to_string())
     })?;
-    let plan = Plan {
-        name: file.name.clone(),
-        about: file.about.clone(),
-        experiments: file
-            .experiments
-            .iter()
-            .zip(&checked)
-            .map(|(x, c)| experiment(x, c, base))
-            .collect::<Result<_, _>>()?,
-    };
-    let out = execute(&plan, None, &Execution::default());
-    Ok((plan.name, out.verdicts()))
+    let mut verdicts = Vec::new();
+    for (x, c) in file.experiments.iter().zip(&checked) {
+        let Job::Recorded(pattern) = &c.job else {
+            continue; // load refused every run or sweep line
+        };
+        let (doc, not_run) = match recorded(pattern, base) {
+            Ok(doc) => (Some(doc), None),
+            Err(Unrecorded::Point(why)) => (None, Some(NotRun::Plan(why))),
+            Err(Unrecorded::Refused(why)) => {
+                return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
+            }
+        };
+        let out = settle(
+            &x.name,
+            &c.expect,
+            &c.requires,
+            not_run.as_ref(),
+            doc.as_ref(),
+            None,
+            false,
+        );
+        verdicts.extend(
+            PlanOutcome {
+                experiments: out.into_iter().collect(),
+            }
+            .verdicts()
+            .0,
+        );
+    }
+    Ok((file.name, Verdicts(verdicts)))
 }

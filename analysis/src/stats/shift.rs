@@ -33,11 +33,6 @@ impl Differences {
         self.x.len() as u64 * self.y.len() as u64
     }
 
-    /// Never: both sides hold at least one value.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// How many differences are at most `v` (computed as `y_j − x_i`, the
     /// same float operation [`Differences::kth`] bisects over, so the count
     /// is consistent with the value it returns).

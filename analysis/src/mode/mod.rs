@@ -21,7 +21,10 @@ use ipivmm_host::facts::{HostInfo, KvmBackend};
 use serde::{Deserialize, Serialize};
 
 /// Derives shared by every mode part: serde and strum name it, and with
-/// the `clap` feature clap parses it, all as kebab-case.
+/// the `clap` feature clap parses it, all as kebab-case. Exported for the
+/// machine's own parts (its crate needs serde, strum and a `clap` feature).
+#[doc(hidden)]
+#[macro_export]
 macro_rules! mode_part {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident,)+ }) => {
         $(#[$meta])*
@@ -47,7 +50,7 @@ macro_rules! mode_part {
     };
 }
 
-pub(crate) use mode_part;
+pub(crate) use crate::mode_part;
 
 mode_part! {
     /// Which interrupt controller models the local APICs.
@@ -94,6 +97,34 @@ mode_part! {
     }
 }
 
+mode_part! {
+    /// How VM exits are counted by reason (with tracepoints on).
+    pub enum ExitReasons {
+        /// Counted in the kernel by an eBPF program on `kvm_exit`/`kvm_entry`
+        /// (per vCPU thread, read at the phase markers): nothing per exit
+        /// leaves the kernel, host time per reason. Where it cannot load
+        /// (no clang at build time, no BPF or no rights at run time), the
+        /// sampler counts instead and `sources` says why.
+        Bpf,
+        /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
+        /// decoded in userspace: a constant cost per exit, host time per reason.
+        Sampled,
+        /// One filtered `kvm_exit` counter per reason (the kernel runs every
+        /// filter on every exit: kept to measure what that costs).
+        Counters,
+        /// Not by reason: `kvm_exit` and KVM's `exits` totals only.
+        Off,
+    }
+}
+
+// mode_part! enums cannot carry `#[default]` on one variant only.
+#[allow(clippy::derivable_impls)]
+impl Default for ExitReasons {
+    fn default() -> Self {
+        ExitReasons::Bpf
+    }
+}
+
 /// The four parts that decide how an IPI travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Mode {
@@ -112,7 +143,7 @@ impl Mode {
     /// `irqchip/apic/ipi`, then ` apicv-inhibit` when APICv was to be inhibited.
     ///
     /// ```
-    /// use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode};
+    /// use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode};
     ///
     /// let m = Mode { irqchip: Irqchip::Split, apic: ApicMode::X2apic, ipi: IpiPath::Icr, apicv: ApicvRequest::Inhibit };
     /// assert_eq!(m.label(), "split/x2apic/icr apicv-inhibit");

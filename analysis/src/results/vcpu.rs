@@ -359,6 +359,11 @@ impl ExitReasonCounts {
     }
 }
 
+/// Where [`IcrExits::source`] says `icr_write_exits` comes from with an
+/// in-kernel LAPIC.
+pub const ICR_EXITS_SOURCE: &str =
+    "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
+
 /// ICR-write exits of a phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IcrExits {
@@ -553,7 +558,7 @@ impl VcpuResult {
     /// The finished phase with this name, if any.
     ///
     /// ```
-    /// use ipivmm::results::VcpuResult;
+    /// use ipivmm_analysis::results::VcpuResult;
     ///
     /// let v = VcpuResult::new(0, 0); // what a vCPU that never ran reports
     /// assert!(v.phase_named("measure").is_none() && v.phase(2).is_none());

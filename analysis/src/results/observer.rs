@@ -2,7 +2,7 @@
 //! (`run --observer-effect N`, `run::observer::measure`): the figures a
 //! report carries. The in-run measure, the counted÷uncounted ratio of a
 //! phase measured both ways, is in [`super::summary::RunSummary`].
-use crate::config::ExitReasons;
+use crate::mode::ExitReasons;
 use serde::{Deserialize, Serialize};
 
 /// What counting cost one configuration.

@@ -196,16 +196,6 @@ impl ConfigId {
         )
     }
 
-    /// The configuration a run of `c` would run, with a named placement
-    /// and a host setting (what a sweep plans and skips).
-    pub fn of_config(
-        c: &crate::config::VmConfig,
-        placement: Option<String>,
-        host_param: Option<String>,
-    ) -> Self {
-        Self::from_parts(&RunConfig::of(c), c.apicv, placement, host_param)
-    }
-
     /// The configuration of a run of `m` with APICv request `apicv`, a
     /// named placement and a host setting.
     pub fn from_parts(
@@ -352,30 +342,29 @@ impl std::fmt::Display for ConfigId {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::VmConfig;
 
-    fn id(c: &VmConfig) -> ConfigId {
+    fn id(c: &RunConfig) -> ConfigId {
         let doc = crate::results::Document::from_json(
             include_str!("../../tests/fixtures/run-pingpong-2026-12-01.json"),
             "example",
         )
         .unwrap();
         let mut r = doc.runs[0].clone();
-        r.mode = RunConfig::of(c);
-        r.apicv.requested = c.apicv;
+        r.mode = c.clone();
+        r.apicv.requested = ApicvRequest::Host;
         ConfigId::of(&r)
     }
 
     #[test]
     fn labels_come_from_the_identity_and_agree_with_the_run_label() {
-        let c = VmConfig {
+        let c = RunConfig {
             apic: ApicMode::X2apic,
             levers: Levers {
                 halt_poll_ns: Some(0),
                 pin: vec![0, 1],
                 ..Levers::default()
             },
-            ..VmConfig::default()
+            ..RunConfig::default()
         };
         let i = id(&c);
         assert_eq!(i.label(), "kernel/x2apic/icr poll:0 pin:0,1");
@@ -391,18 +380,18 @@ mod tests {
 
     #[test]
     fn what_is_not_the_configuration_does_not_change_it() {
-        let base = VmConfig::default();
-        let longer = VmConfig {
+        let base = RunConfig::default();
+        let longer = RunConfig {
             iterations: 7,
             warmup: 3,
             ipi_delay_cycles: 120_000,
-            headline_phase: Some("cpuid".into()),
-            ..VmConfig::default()
+            phase: Some("cpuid".into()),
+            ..RunConfig::default()
         };
         assert_eq!(id(&base), id(&longer));
-        let other = VmConfig {
+        let other = RunConfig {
             vcpus: 4,
-            ..VmConfig::default()
+            ..RunConfig::default()
         };
         assert_ne!(id(&base), id(&other));
         assert!(id(&base) < id(&other), "ordered by field");
@@ -410,10 +399,10 @@ mod tests {
 
     #[test]
     fn without_a_field_rows_line_up_and_the_form_round_trips() {
-        let a = id(&VmConfig::default());
-        let b = id(&VmConfig {
+        let a = id(&RunConfig::default());
+        let b = id(&RunConfig {
             apic: ApicMode::X2apic,
-            ..VmConfig::default()
+            ..RunConfig::default()
         });
         assert_ne!(a, b);
         assert_eq!(a.without(&[Field::Apic]), b.without(&[Field::Apic]));

@@ -125,11 +125,6 @@ impl Walsh {
         n * (n + 1) / 2
     }
 
-    /// Never: there is at least one difference.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     fn count_le(&self, v: f64) -> u64 {
         // For ascending i, the largest j ≥ i with (d_i + d_j)/2 ≤ v moves
         // left as d_i grows.

@@ -407,8 +407,8 @@ impl NoiseProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::RunReport;
-    use crate::VmConfig;
+    use crate::mode::ApicvRequest;
+    use crate::results::{RunConfig, RunReport};
 
     /// A profile as this version writes it, of the host and configuration
     /// of `doc`.
@@ -443,7 +443,7 @@ mod tests {
     }
 
     fn doc() -> Document {
-        let mut run = RunReport::not_started(&VmConfig::default(), "fixture");
+        let mut run = RunReport::not_started(RunConfig::default(), ApicvRequest::Host, "fixture");
         run.host = Some(ipivmm_host::facts::HostInfo {
             hostname: Some("runner-1".into()),
             ..ipivmm_host::facts::HostInfo::synthetic(
@@ -465,10 +465,11 @@ mod tests {
         other.ipivmm_version = "0.0.1".into();
         other.recorded_at = 1;
         other.config = RunReport::not_started(
-            &VmConfig {
+            RunConfig {
                 vcpus: 7,
-                ..VmConfig::default()
+                ..RunConfig::default()
             },
+            ApicvRequest::Host,
             "x",
         )
         .id();

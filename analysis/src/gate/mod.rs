@@ -24,9 +24,9 @@
 //! intersection–union test: no correction needed); one regression or
 //! failure fails; anything else is undecided. [`exit_code`] is the one
 //! table from outcome to exit status.
-pub mod claim;
-pub mod family;
-pub mod figure;
+pub(crate) mod claim;
+pub(crate) mod family;
+mod figure;
 pub mod power;
 pub mod profile;
 pub mod sequential;

@@ -237,7 +237,6 @@ pub fn halt_polling_note(runs: &[HaltPolling]) -> Option<LeverNote> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::VmConfig;
     use crate::results::{HostSettings, VcpuResult};
 
     /// A halted-target run's target phase with these KVM stats (the
@@ -245,13 +244,14 @@ mod tests {
     /// on kvm_pvm, 2026-12-06).
     fn run(vm_limit: Option<u32>, host_limit: Option<&str>, stats: &[(&str, u64)]) -> RunReport {
         let mut r = RunReport::not_started(
-            &VmConfig {
+            crate::results::RunConfig {
                 levers: crate::mode::Levers {
                     halt_poll_ns: vm_limit,
                     ..Default::default()
                 },
                 ..Default::default()
             },
+            crate::mode::ApicvRequest::Host,
             "fixture",
         );
         if let Some(v) = host_limit {

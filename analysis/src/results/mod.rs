@@ -3,7 +3,7 @@
 //! back. docs/results-schema.md describes every field.
 //!
 //! ```
-//! use ipivmm::results::{Document, RunStatus};
+//! use ipivmm_analysis::results::{Document, RunStatus};
 //!
 //! let doc = Document::from_json(
 //!     r#"{"schema": "ipivmm.results/1", "ipivmm_version": "0.1.0", "host": null,
@@ -12,19 +12,19 @@
 //! )?;
 //! assert!(doc.runs.is_empty());
 //! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
-//! # Ok::<(), ipivmm::results::ResultsError>(())
+//! # Ok::<(), ipivmm_analysis::results::ResultsError>(())
 //! ```
 pub mod apicv_observed;
 pub mod columns;
 mod exits;
-pub mod fingerprint;
+pub(crate) mod fingerprint;
 mod host;
 pub mod identity;
 pub mod inhibits;
 pub mod journal;
 pub mod latency;
 pub mod lever_effect;
-pub mod mechanism;
+pub(crate) mod mechanism;
 pub mod metrics;
 pub mod observer;
 pub mod recordings;
@@ -38,10 +38,9 @@ pub use exits::{ExitCounts, ExitKind};
 pub use host::HostSettings;
 pub use vcpu::{
     ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
-    VcpuEnd, VcpuResult,
+    VcpuEnd, VcpuResult, ICR_EXITS_SOURCE,
 };
 
-use crate::config::{PayloadSource, VmConfig};
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::{ApicMode, IpiPath, Irqchip, Levers, TargetWait, Workload};
 use ipivmm_host::facts::HostInfo;
@@ -62,7 +61,7 @@ pub const MAX_RESULTS_FILE: u64 = 256 << 20;
 /// to "a lot", not to 0.
 ///
 /// ```
-/// use ipivmm::results::saturating_sum;
+/// use ipivmm_analysis::results::saturating_sum;
 ///
 /// assert_eq!(saturating_sum([1u64 << 63, 1 << 63]), u64::MAX);
 /// assert_eq!(saturating_sum([2u64, 3]), 5);
@@ -191,6 +190,14 @@ fn first_few(list: &str, n: usize) -> String {
     )
 }
 
+/// Whether `name` can name a phase a payload sends: 1 to
+/// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
+pub fn is_phase_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
+        && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
+}
+
 /// Timings of a run, in ns.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timings {
@@ -268,6 +275,33 @@ pub struct RunConfig {
     pub host_cpus: usize,
 }
 
+/// The machine's default configuration (`ipivmm::VmConfig::default`, as
+/// its tests hold it): 2 vCPUs, 64 MiB, kernel irqchip, xAPIC, ICR writes,
+/// the ping-pong workload with spinning targets, 1000 iterations after 100
+/// of warm-up; the host's CPUs unknown (0).
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            irqchip: Irqchip::Kernel,
+            apic: ApicMode::Xapic,
+            ipi: IpiPath::Icr,
+            workload: Workload::Pingpong,
+            target: TargetWait::Spin,
+            halt_settle_ns: 20_000,
+            ipi_delay_cycles: 0,
+            phase: None,
+            vcpus: 2,
+            iterations: 1000,
+            warmup: 100,
+            memory_mib: 64,
+            levers: Levers::default(),
+            payload: None,
+            params: [0; 8],
+            host_cpus: 0,
+        }
+    }
+}
+
 fn is_zero_params(p: &[u64; 8]) -> bool {
     p.iter().all(|v| *v == 0)
 }
@@ -285,34 +319,6 @@ impl RunConfig {
     /// for each other's time slices; the payload's barriers halt).
     pub fn oversubscribed(&self) -> bool {
         self.host_cpus > 0 && self.vcpus > self.host_cpus
-    }
-
-    /// What `c` runs.
-    pub fn of(c: &VmConfig) -> Self {
-        Self {
-            irqchip: c.irqchip,
-            apic: c.apic,
-            ipi: c.ipi,
-            workload: c.workload,
-            target: c.target_wait,
-            halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
-            ipi_delay_cycles: c.ipi_delay_cycles,
-            phase: c.headline_phase.clone(),
-            vcpus: c.vcpus,
-            iterations: c.iterations,
-            warmup: c.warmup,
-            memory_mib: c.memory_bytes >> 20,
-            levers: c.levers.clone(),
-            payload: match &c.payload {
-                PayloadSource::Builtin => None,
-                PayloadSource::File(p) => Some(p.display().to_string()),
-                PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
-                PayloadSource::Linux(g) => Some(g.label()),
-                PayloadSource::Multiboot(g) => Some(g.label()),
-            },
-            host_cpus: crate::mode::levers::allowed_cpus().len(),
-            params: c.params,
-        }
     }
 
     /// What ran in the guest: the built-in workload's name, or the custom
@@ -416,11 +422,11 @@ impl RunReport {
     /// among its runs, so that a run refused for a reason other than the
     /// host's (too few file descriptors, a payload gone) reads as a failed
     /// run, never as a skip.
-    pub fn not_started(config: &crate::config::VmConfig, why: &str) -> Self {
+    pub fn not_started(mode: RunConfig, apicv: crate::mode::ApicvRequest, why: &str) -> Self {
         RunReport {
-            mode: RunConfig::of(config),
+            mode,
             apicv: crate::mode::apicv::ApicvPlan {
-                requested: config.apicv,
+                requested: apicv,
                 detail: "the run did not start".into(),
                 ..Default::default()
             },
@@ -447,7 +453,7 @@ impl RunReport {
     /// Frees the phases' raw samples (their statistics stay: `latency`,
     /// the histogram, the p50's interval; the JSON never has them) and
     /// returns the bytes their buffers held, for
-    /// [`SharedBudget::release`](ipivmm_devices::budget::SharedBudget::release).
+    /// the guest memory budget (`ipivmm_devices::budget::SharedBudget::release`).
     pub fn drop_samples(&mut self) -> u64 {
         let mut freed = 0u64;
         for p in self.vcpus.iter_mut().flat_map(|v| v.phases.iter_mut()) {
@@ -461,10 +467,14 @@ impl RunReport {
     /// object the JSON carries for it (`runs[].metrics`), per operation and
     /// per delivered IPI.
     ///
-    /// ```no_run
-    /// let report = ipivmm::run(&ipivmm::VmConfig::default(), ipivmm::RunOptions::default()).unwrap();
-    /// let m = report.metrics();
+    /// ```
+    /// use ipivmm_analysis::results::Document;
+    ///
+    /// let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/run-pingpong-2026-12-01.json");
+    /// let doc = Document::load(std::path::Path::new(file))?;
+    /// let m = doc.runs[0].metrics();
     /// assert_eq!(m.values.get("ipis_per_operation"), Some(&1.0));
+    /// # Ok::<(), ipivmm_analysis::results::ResultsError>(())
     /// ```
     pub fn metrics(&self) -> metrics::RunMetrics {
         metrics::RunMetrics::of(&summary::summarize(self))
@@ -790,26 +800,22 @@ mod tests {
 
     #[test]
     fn labels_name_mode_levers_and_payload() {
-        let c = VmConfig {
+        let rc = RunConfig {
             levers: Levers {
                 disabled_exits: crate::mode::levers::ExitControls::from_bits(2),
                 halt_poll_ns: Some(0),
                 pin: vec![2, 3],
                 ..Levers::default()
             },
-            payload: PayloadSource::File("/x/y/demo".into()),
+            payload: Some("/x/y/demo".into()),
             ..Default::default()
         };
-        let rc = RunConfig::of(&c);
         assert_eq!(
             rc.label(crate::mode::ApicvRequest::Host),
             "kernel/xapic/icr -exits:hlt poll:0 pin:2,3"
         );
         assert_eq!(rc.workload_label(), "demo");
-        assert_eq!(
-            RunConfig::of(&VmConfig::default()).workload_label(),
-            "pingpong"
-        );
+        assert_eq!(RunConfig::default().workload_label(), "pingpong");
     }
 
     #[test]

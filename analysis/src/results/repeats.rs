@@ -352,18 +352,23 @@ fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::VmConfig;
+    use crate::results::RunConfig;
 
     fn id(target: TargetWait, pin: Vec<usize>) -> ConfigId {
-        let c = VmConfig {
-            target_wait: target,
+        let c = RunConfig {
+            target,
             levers: crate::mode::Levers {
                 pin,
                 ..Default::default()
             },
-            ..VmConfig::default()
+            ..RunConfig::default()
         };
-        summarize(&RunReport::not_started(&c, "test")).id
+        summarize(&RunReport::not_started(
+            c,
+            crate::mode::ApicvRequest::Host,
+            "test",
+        ))
+        .id
     }
 
     /// Issue 50: "a halted target (--target halt)" was said to a run that

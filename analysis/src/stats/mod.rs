@@ -13,9 +13,9 @@
 mod order;
 mod power;
 mod rank_test;
-pub mod sequential;
-pub mod shift;
-pub mod signed_rank;
+pub(crate) mod sequential;
+pub(crate) mod shift;
+pub(crate) mod signed_rank;
 mod spread;
 mod stability;
 

@@ -68,7 +68,7 @@ impl LatencyStats {
     /// Statistics of `samples`, or None when there are none.
     ///
     /// ```
-    /// use ipivmm::results::latency::LatencyStats;
+    /// use ipivmm_analysis::results::latency::LatencyStats;
     ///
     /// // Four samples in TSC cycles, 2 GHz TSC.
     /// let st = LatencyStats::from_samples(&[3000, 1000, 2000, 4000], 2_000_000).unwrap();
