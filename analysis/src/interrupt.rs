@@ -3,7 +3,7 @@
 //!
 //! [`cancel_flag`] registers the three signals (once per process) and returns
 //! the flag they set, to put in
-//! [`RunOptions::cancel`](crate::run::RunOptions::cancel). The run loop sees
+//! `ipivmm::RunOptions::cancel`. The run loop sees
 //! the flag within one kick interval, stops every vCPU, and returns a report
 //! with status `Cancelled` and every phase finished so far; the caller then
 //! writes its outputs as usual and exits non-zero. [`received`] names the
@@ -123,7 +123,7 @@ pub fn install() -> Result<Arc<AtomicBool>, InterruptError> {
     Ok(cancel)
 }
 
-/// The cancel flag for [`RunOptions::cancel`](crate::run::RunOptions::cancel):
+/// The cancel flag for `ipivmm::RunOptions::cancel`:
 /// registers the handlers on first use. If they cannot be registered, logs
 /// why and returns a flag that is never set (a signal then kills the process
 /// the default way).

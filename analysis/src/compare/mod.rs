@@ -368,7 +368,7 @@ pub struct Recorded {
     pub incomplete: Option<String>,
     /// When it was written (Unix seconds).
     pub recorded_at: Option<u64>,
-    /// Each run's content fingerprint ([`crate::results::fingerprint`]),
+    /// Each run's content fingerprint (`results::fingerprint`),
     /// in the same order: the same run twice is one recording, whatever
     /// the files' names.
     pub fingerprints: Vec<u64>,

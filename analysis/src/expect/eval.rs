@@ -1196,7 +1196,7 @@ fn latency_bound(e: &Expectation, members: &[&RunReport]) -> Result<Statistical,
 /// ratios over two configurations' repeats by the gate's rule (busy
 /// repeats of a latency figure left out, as `compare` does), the failing
 /// side of those held to Holm's levels over all of them
-/// ([`crate::gate::claim`]).
+/// (`gate::claim`).
 pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
     let mut pending: Vec<Pending> = Vec::new();
     // The document as its results file reads back, for `recorded.`.

@@ -142,7 +142,7 @@ impl Test {
     /// p itself for exact counts (nothing random: agreeing counts can
     /// never reject), 0 for the normal and t tests. An endpoint whose
     /// smallest p is above the level it would be held to cannot reject,
-    /// so it takes no share of α ([`super::family::holm_levels_discrete`]).
+    /// so it takes no share of α (`family::holm_levels_discrete`).
     pub fn smallest_p(&self) -> f64 {
         match self.method {
             Method::ExactCounts => self.p_slower,

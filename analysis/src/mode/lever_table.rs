@@ -4,7 +4,7 @@
 //! default, its scope name (`poll=0`, also `compare --by poll` and the
 //! configuration key), its label part, its flag, the flag's value name and
 //! help. From the rows come [`Levers`] (embedded once in
-//! [`crate::config::VmConfig`], [`crate::results::RunConfig`] and
+//! the machine's `VmConfig`, [`crate::results::RunConfig`] and
 //! [`crate::results::identity::ConfigId`]), [`Lever`] (a scope's field, a
 //! comparison's dimension), each lever's value, label part and "is set",
 //! the scope parser's values and the command line's flags.

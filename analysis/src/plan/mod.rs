@@ -2,7 +2,7 @@
 //! experiment ([`Requirement`]), why one cannot run ([`NotRun`]), how an
 //! experiment and a plan came out ([`ExperimentOutcome`], [`PlanOutcome`]),
 //! an experiment judged without running anything ([`settle`]), and the
-//! plan file (`plans/*.toml`: [`file`]), whose recorded experiments
+//! plan file (`plans/*.toml`: [`file`](mod@file)), whose recorded experiments
 //! [`file::judge_recorded`] judges with this crate alone. Running a plan's
 //! VMs is the machine's (`ipivmm::plan::execute`).
 use crate::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};

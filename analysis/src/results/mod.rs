@@ -480,7 +480,7 @@ impl RunReport {
         metrics::RunMetrics::of(&summary::summarize(self))
     }
 
-    /// The one label of a run: [`Mode::label`], the levers that differ
+    /// The one label of a run: [`Mode::label`](crate::mode::Mode::label), the levers that differ
     /// from the defaults, the named placement and the host setting of a
     /// `--host-param` sweep, e.g.
     /// `kernel/x2apic/icr apicv-inhibit -exits:hlt rt pin:0,1 close kvm_amd.avic=1`

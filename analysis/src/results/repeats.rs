@@ -293,7 +293,7 @@ fn levers(id: &ConfigId, all: &[&'static str]) -> String {
 }
 
 /// What an instability says, with the levers `id` has not pulled
-/// ([`levers`]); the wording is [`Instability`]'s.
+/// (`levers`); the wording is [`Instability`]'s.
 pub fn hint(u: &Instability, id: &ConfigId) -> String {
     const HALT: &str = "a halted target (--target halt)";
     match u {

@@ -1,8 +1,8 @@
 //! A Linux guest (`ipivmm run --kernel BZIMAGE`): what it needs besides
 //! the payload's machine, all KVM-free here: the bzImage's header
 //! ([`bzimage`]), where things go and the e820 map ([`layout`]), the zero
-//! page ([`boot_params`]), the ACPI tables ([`acpi`]) and the command line
-//! ([`cmdline`]). The VM itself is built by `vm::linux`; the guest side
+//! page (`boot_params`), the ACPI tables (`acpi`) and the command line
+//! (`cmdline`). The VM itself is built by `vm::linux`; the guest side
 //! (init, the phase tool, the workloads) is `guest-linux/` (docs/linux-guest.md).
 //!
 //! A Linux guest runs where KVM's LAPIC is (`--irqchip kernel` or `split`),
@@ -70,7 +70,7 @@ pub struct LinuxGuest {
     pub kernel: PathBuf,
     /// The initramfs (ipivmm's, `cargo xtask linux-initrd`, or yours).
     pub initrd: Option<PathBuf>,
-    /// Kernel command-line text appended to ipivmm's ([`cmdline::build`]).
+    /// Kernel command-line text appended to ipivmm's (`cmdline::build`).
     pub cmdline: String,
     /// The workload ipivmm's init runs; None: whatever the initramfs does.
     pub workload: Option<LinuxWorkload>,
@@ -196,7 +196,7 @@ fn read(path: &Path, max: u64) -> Result<Vec<u8>, String> {
 }
 
 /// Read and check the guest's files for a VM of `mem_bytes` of RAM, with
-/// `cmdline` as the command line ipivmm built ([`cmdline::build`]).
+/// `cmdline` as the command line ipivmm built (`cmdline::build`).
 pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<LinuxImage, LinuxError> {
     let kpath = guest.kernel.display().to_string();
     let kernel = read(&guest.kernel, bzimage::MAX_KERNEL_FILE).map_err(|problem| {

@@ -47,6 +47,8 @@ pub enum Step {
 
 /// Why a vCPU cannot go on.
 #[derive(Debug, PartialEq, Eq)]
+// `TripleFault` is the architecture's name for the shutdown.
+#[allow(clippy::enum_variant_names)]
 pub enum Fault {
     /// KVM_EXIT_SHUTDOWN.
     TripleFault,

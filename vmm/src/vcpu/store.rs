@@ -37,7 +37,7 @@ pub fn phase_bytes(p: &PhaseResult) -> u64 {
 }
 
 /// Host bytes the guest-driven data of a finished run holds, counted as
-/// [`Store`] charged it: each phase ([`phase_bytes`]), the vector that
+/// `Store` charged it: each phase (`phase_bytes`), the vector that
 /// holds the phases (its capacity) and the samples' buffers; for a budget
 /// shared by several runs ([`ipivmm_devices::budget::SharedBudget`]).
 pub fn report_bytes(r: &crate::results::RunReport) -> u64 {
