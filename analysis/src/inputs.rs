@@ -66,7 +66,7 @@ pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, String> {
 }
 
 /// The text of regular file `path`, at most `max` bytes of UTF-8.
-pub fn read_text(path: &Path, max: u64) -> Result<String, String> {
+pub(crate) fn read_text(path: &Path, max: u64) -> Result<String, String> {
     String::from_utf8(read_bytes(path, max)?).map_err(|_| "not UTF-8 text".into())
 }
 

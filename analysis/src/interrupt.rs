@@ -11,7 +11,7 @@
 //! supervisor or a shell's `kill 0` sends SIGTERM to the process and to its
 //! group, so the same signal arrives twice within microseconds, and the
 //! clean stop must go on. A second *distinct* request — another signal, or
-//! the same one more than [`DUPLICATE_WINDOW_NS`] after the first — ends
+//! the same one more than `DUPLICATE_WINDOW_NS` after the first — ends
 //! the process at once with 128 + signal, so a user or a script can still
 //! end a process whose clean stop hangs.
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 /// Within this time of the first signal, the same signal again is the same
 /// request delivered twice (process and process group), not a second one.
-pub const DUPLICATE_WINDOW_NS: u64 = 500_000_000;
+pub(crate) const DUPLICATE_WINDOW_NS: u64 = 500_000_000;
 
 /// What a signal means given what came before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum Request {
 
 /// Classifies signal `sig` arriving at `now_ns`, given the first signal
 /// (`first`, 0 if none) and when it arrived. Pure: the handler's logic.
-pub fn classify(first: usize, first_at_ns: u64, sig: usize, now_ns: u64) -> Request {
+pub(crate) fn classify(first: usize, first_at_ns: u64, sig: usize, now_ns: u64) -> Request {
     if first == 0 {
         Request::First
     } else if first == sig && now_ns.saturating_sub(first_at_ns) <= DUPLICATE_WINDOW_NS {
@@ -54,7 +54,7 @@ fn monotonic_ns() -> u64 {
 }
 
 /// Signals that cancel a run.
-pub const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+pub(crate) const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
 /// The flag and the last signal, once registered.
 static INSTALLED: Mutex<Option<(Arc<AtomicBool>, Arc<AtomicUsize>)>> = Mutex::new(None);

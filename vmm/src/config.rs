@@ -409,29 +409,29 @@ impl VmConfig {
 /// Default of [`VmConfig::halt_settle`]: long enough for a `hlt` to leave
 /// the guest on hardware and under the lab's emulator, short beside the
 /// halt-polling window (kvm.halt_poll_ns, 200 µs by default).
-pub const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
+pub(crate) const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
 
 /// Most warm-up iterations: at the fastest IPI round trip any host manages
 /// (about 1 µs) a billion of them are a quarter of an hour.
-pub const MAX_WARMUP: u64 = 1_000_000_000;
+pub(crate) const MAX_WARMUP: u64 = 1_000_000_000;
 
 /// Longest [`VmConfig::halt_settle`]: a sender waits this long for every
 /// halting target; a wake-up takes micro-, not milliseconds.
-pub const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
 
 /// Largest [`VmConfig::ipi_delay_cycles`]: 10 million cycles, 4 ms at
 /// 2.5 GHz per IPI (a thousand round trips stay well inside a minute).
-pub const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
+pub(crate) const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
 
 /// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
 /// phases with every counter; the command line's smallest is 1 MiB).
-pub const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
+pub(crate) const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
 
 /// Largest [`VmConfig::guest_memory_budget`], MiB (1 TiB).
 pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
-pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 
 /// `name` as a phase a payload can send, or the error that says what one
 /// is (`--phase` of `run`, `sweep` and `compare`).

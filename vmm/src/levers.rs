@@ -54,7 +54,7 @@ pub enum LeverError {
 }
 
 /// Check `requested` exit controls against what KVM allows (KVM_CHECK_EXTENSION).
-pub fn check_disable_exits(
+pub(crate) fn check_disable_exits(
     requested: ExitControls,
     allowed: ExitControls,
 ) -> Result<(), LeverError> {
@@ -73,7 +73,7 @@ pub fn allowed_exit_controls(kvm_or_vm: impl Fn(libc::c_ulong) -> i32) -> ExitCo
 }
 
 /// Turn off the requested exits for the VM (before any vCPU exists).
-pub fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), LeverError> {
+pub(crate) fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), LeverError> {
     if requested.is_empty() {
         return Ok(());
     }
@@ -93,7 +93,7 @@ pub fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), LeverErro
 }
 
 /// Set this VM's maximum halt-polling time.
-pub fn set_halt_poll_ns(vm: &VmFd, ns: u32) -> Result<(), LeverError> {
+pub(crate) fn set_halt_poll_ns(vm: &VmFd, ns: u32) -> Result<(), LeverError> {
     if vm.check_extension_raw(libc::c_ulong::from(KVM_CAP_HALT_POLL)) <= 0 {
         return Err(LeverError::NoHaltPoll);
     }
@@ -109,7 +109,7 @@ pub fn set_halt_poll_ns(vm: &VmFd, ns: u32) -> Result<(), LeverError> {
 }
 
 /// Check a pinning list against the vCPU count and the allowed CPUs.
-pub fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), LeverError> {
+pub(crate) fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), LeverError> {
     if pin.is_empty() {
         return Ok(());
     }
@@ -133,7 +133,7 @@ pub fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), L
 }
 
 /// Pin the calling thread to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+pub(crate) fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     }

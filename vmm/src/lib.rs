@@ -24,7 +24,16 @@
 //! (e.g. `--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 ...`).
 //! `examples/library-only/` is a crate that depends on `ipivmm` alone.
 //!
-//! This crate is the engine. The `ipivmm` command (its flags, the text
+//! This crate is the machine; what a run recorded and what is concluded
+//! from it (the results model, statistics, the gate, compare,
+//! expectations, plan files) is the analysis crate `ipivmm-analysis`,
+//! which needs no KVM and is re-exported here as [`analysis`]:
+//! `ipivmm::analysis::compare`, `ipivmm::analysis::expect`... The
+//! machine's insides (VM setup, the vCPU loop, the irqchips, the run's
+//! stages) are private; [`experiment`] repeats runs in rounds and
+//! [`plan`] executes plans (its docs run a plan file from Rust).
+//!
+//! The `ipivmm` command (its flags, the text
 //! report, CSV, SVG, TAP and JUnit writers, `compare` and sweeps) is the
 //! `ipivmm-cli` crate (`cli/` in the repository), so a library user
 //! compiles none of the command line's and output formats' crates; the

@@ -128,7 +128,7 @@ fn label_matches(scope: &str, label: &str) -> bool {
 /// the host, else `inhibited` when an inhibit was in effect at its end
 /// (the kernel's own events), `active` when none was; the plan's state
 /// where nothing was observed.
-pub fn observed_apicv(r: &RunReport) -> &'static str {
+pub(crate) fn observed_apicv(r: &RunReport) -> &'static str {
     use crate::mode::apicv::ApicvState;
     match (r.apicv.effective, &r.apicv_observed) {
         (ApicvState::Unavailable, _) => "unavailable",
@@ -798,11 +798,13 @@ fn ratio_side(
             None => Outcome::Fail(format!("no run of {}", scope_text(scope))),
         });
     };
-    let key = full_label(first);
+    // Its repeats are the runs of its configuration (the identity, not
+    // the label that names it in messages).
+    let (id, key) = (first.id(), full_label(first));
     let mut values = Vec::new();
     let mut side = Busy::default();
     let (mut completed, mut failed, mut missing) = (0usize, None, None);
-    for r in runs.iter().filter(|r| full_label(r) == key) {
+    for r in runs.iter().filter(|r| r.id() == id) {
         if !r.succeeded() {
             failed.get_or_insert_with(|| r.status.line());
             continue;

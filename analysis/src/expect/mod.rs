@@ -160,14 +160,14 @@ pub struct Scope {
 /// recorded in its `host_settings`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostScope {
-    /// The verdict: one of [`HOST_VERDICTS`].
+    /// The verdict: one of `HOST_VERDICTS`.
     pub verdict: String,
     /// The states it may have: `available`, `unavailable`.
     pub states: Vec<String>,
 }
 
 /// The host verdicts a scope may name (`host.NAME=`).
-pub const HOST_VERDICTS: [&str; 4] = ["apicv", "ipiv", "avic", "x2avic"];
+pub(crate) const HOST_VERDICTS: [&str; 4] = ["apicv", "ipiv", "avic", "x2avic"];
 
 /// A scope's vCPU count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +209,7 @@ pub enum Subject {
     /// `runs[].metrics` as its results file records them, judged against
     /// what the counters of the run read back from that file give.
     Recorded(Option<String>),
-    /// A figure of the run itself ([`RUN_FIGURES`], `run.NAME`).
+    /// A figure of the run itself (`RUN_FIGURES`, `run.NAME`).
     Run(String),
     /// Arithmetic over the run's figures (`vcpu*.phase.exit_reasons_complete
     /// * vcpu*.exit_reasons.lost`).
@@ -234,7 +234,7 @@ pub struct CounterRef {
     pub vcpus: Vcpus,
     /// `@PHASE`: the phase read instead of the expectation's.
     pub phase: Option<String>,
-    /// The source (or [`PHASE_FIGURES`]).
+    /// The source (or `PHASE_FIGURES`).
     pub source: String,
     /// The counter.
     pub name: String,
@@ -249,7 +249,7 @@ pub enum Operand {
     Metric(String),
     /// A counter of the same run.
     Counter(CounterRef),
-    /// A figure of the run itself ([`RUN_FIGURES`]: `run.apicv_sampled`).
+    /// A figure of the run itself (`RUN_FIGURES`: `run.apicv_sampled`).
     Run(String),
 }
 
@@ -291,7 +291,7 @@ impl std::fmt::Display for CounterRef {
 
 /// A number as people read it: whole numbers whole, the very large or
 /// small with an exponent (`1e308`, not its 309 digits).
-pub fn number_text(x: f64) -> String {
+pub(crate) fn number_text(x: f64) -> String {
     let a = x.abs();
     if a >= 1e15 || (a != 0.0 && a < 1e-4) {
         format!("{x:e}")
@@ -397,7 +397,7 @@ impl Expr {
         })
     }
 
-    /// Whether it reads a latency figure ([`is_latency`]).
+    /// Whether it reads a latency figure (`is_latency`).
     pub fn reads_latency(&self) -> bool {
         self.operands()
             .any(|o| matches!(o, Operand::Metric(k) if is_latency(k)))
@@ -474,7 +474,7 @@ impl Expectation {
 
 /// Whether metric `key` is a latency figure (judged over repeats, its
 /// busy repeats left out), not a count (which load cannot change).
-pub fn is_latency(key: &str) -> bool {
+pub(crate) fn is_latency(key: &str) -> bool {
     crate::results::metrics::Metric::ALL
         .iter()
         .any(|m| m.key() == key && !m.is_count())
@@ -482,7 +482,7 @@ pub fn is_latency(key: &str) -> bool {
 
 /// The names of KVM's APICv inhibit reasons (`run.apicv_at_end:REASON`):
 /// those of every kernel's `enum kvm_apicv_inhibit` ipivmm decodes.
-pub fn inhibit_reasons() -> Vec<&'static str> {
+pub(crate) fn inhibit_reasons() -> Vec<&'static str> {
     use ipivmm_counters::apicv_inhibits::InhibitTable;
     let mut out: Vec<&'static str> = Vec::new();
     for t in [
@@ -508,12 +508,12 @@ impl std::str::FromStr for Expectation {
 
 /// The pseudo-source of a phase's own figures (`vcpu*.phase.NAME`): what
 /// the run derived per phase rather than counted in one source.
-pub const PHASE_FIGURES: &str = "phase";
+pub(crate) const PHASE_FIGURES: &str = "phase";
 
 /// The figures of [`PHASE_FIGURES`]: the ICR-write exits and the ICR
 /// writes accelerated (the CSV's ICR-write rows), and whether APICv/AVIC
 /// was active for the phase (1) or not (0).
-pub const PHASE_FIGURE_NAMES: [&str; 5] = [
+pub(crate) const PHASE_FIGURE_NAMES: [&str; 5] = [
     "icr_write_exits",
     "icr_writes_accelerated",
     "apicv_active",
@@ -527,7 +527,7 @@ pub const PHASE_FIGURE_NAMES: [&str; 5] = [
 /// the inhibit lever it pulled went unseen (1) or not (0), whether its
 /// `--host-param` setting reads back as asked (1, 0), and how many runs of
 /// its `--observer-effect` pairs failed.
-pub const RUN_FIGURES: [&str; 5] = [
+pub(crate) const RUN_FIGURES: [&str; 5] = [
     "apicv_sampled",
     "apicv_at_end:REASON",
     "apicv_lever_missed",
@@ -538,7 +538,7 @@ pub const RUN_FIGURES: [&str; 5] = [
 /// What `apicv=` matches in a scope: the request (`host`, `inhibit`) or
 /// the state the run observed (`active`, `inhibited`, `unavailable`,
 /// `unknown`).
-pub const APICV_VALUES: [&str; 6] = [
+pub(crate) const APICV_VALUES: [&str; 6] = [
     "host",
     "inhibit",
     "active",
@@ -550,7 +550,7 @@ pub const APICV_VALUES: [&str; 6] = [
 /// The scalar keys of `runs[].metrics` besides the [`Metric`]s.
 ///
 /// [`Metric`]: crate::results::metrics::Metric
-pub const SCALAR_METRICS: [&str; 6] = [
+pub(crate) const SCALAR_METRICS: [&str; 6] = [
     "operations",
     "ipis_sent",
     "ipis_delivered",
@@ -560,7 +560,7 @@ pub const SCALAR_METRICS: [&str; 6] = [
 ];
 
 /// Every metric key an expectation may name.
-pub fn metric_keys() -> impl Iterator<Item = &'static str> {
+pub(crate) fn metric_keys() -> impl Iterator<Item = &'static str> {
     crate::results::metrics::Metric::ALL
         .iter()
         .map(|m| m.key())

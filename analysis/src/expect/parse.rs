@@ -604,7 +604,7 @@ fn recorded_rhs(key: Option<&str>, op: Op, rhs: &str) -> Result<(Rhs, f64), Stri
 }
 
 /// The sources a phase's counters come from: [`PhaseResult::SOURCES`].
-pub const COUNTER_SOURCES: [&str; PhaseResult::SOURCES.len()] = PhaseResult::SOURCES;
+pub(crate) const COUNTER_SOURCES: [&str; PhaseResult::SOURCES.len()] = PhaseResult::SOURCES;
 
 #[cfg(test)]
 mod tests {

@@ -448,6 +448,34 @@ fn repeats(of: &[(usize, &[f64])]) -> Document {
     })
 }
 
+/// A ratio's side is the repeats of one configuration (its identity),
+/// not of every run whose label reads the same: runs that differ only in
+/// how targets wait share `pingpong 2v kernel/x2apic/icr` but are another
+/// configuration, and join neither side.
+#[test]
+fn a_ratio_reads_the_repeats_of_its_configuration_not_of_its_label() {
+    let text =
+        "ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1";
+    let (new, base) = (
+        &[1_000.0, 1_010.0, 1_020.0, 1_030.0, 1_040.0, 1_050.0][..],
+        &[2_000.0, 2_010.0, 2_020.0, 2_030.0, 2_040.0, 2_050.0][..],
+    );
+    let alone = repeats(&[(0, new), (3, base)]);
+    let other = &[9_000.0, 9_010.0, 9_020.0, 9_030.0, 9_040.0, 9_050.0][..];
+    let mut both = repeats(&[(0, new), (3, base), (0, other)]);
+    for r in &mut both.runs[12..] {
+        r.mode.target = match r.mode.target {
+            crate::mode::TargetWait::Spin => crate::mode::TargetWait::Halt,
+            _ => crate::mode::TargetWait::Spin,
+        };
+    }
+    assert_eq!(both.runs[0].label(), both.runs[12].label());
+    assert_ne!(both.runs[0].id(), both.runs[12].id());
+    let outcome = judge(&alone, text);
+    assert!(matches!(outcome[0], Outcome::Pass(_)), "{outcome:?}");
+    assert_eq!(judge(&both, text), outcome);
+}
+
 /// Issue 47: `ratio(...) < 1 + 1` passed the parser and panicked at an
 /// `unreachable!` (exit 101). Arithmetic over numbers is a number;
 /// arithmetic over a run's figures is refused beside a ratio.

@@ -191,7 +191,7 @@ pub fn ratio(a: &[f64], b: &[f64], claim: Claim, policy: &Policy, level: f64) ->
 
 /// A claim about the median over one configuration's repeats (the sign
 /// test: the median's order-statistic interval inverted).
-pub fn median_of(values: &[f64], claim: Claim, policy: &Policy, level: f64) -> Judgement {
+pub(crate) fn median_of(values: &[f64], claim: Claim, policy: &Policy, level: f64) -> Judgement {
     if values.is_empty() {
         return Judgement::Undecided("no repeat has the figure".into());
     }
@@ -200,7 +200,7 @@ pub fn median_of(values: &[f64], claim: Claim, policy: &Policy, level: f64) -> J
 
 /// The p-value of the failing side of a ratio claim, for Holm's ordering
 /// (1 where the claim is judged exactly or cannot be judged).
-pub fn ratio_fail_p(a: &[f64], b: &[f64], claim: Claim) -> f64 {
+pub(crate) fn ratio_fail_p(a: &[f64], b: &[f64], claim: Claim) -> f64 {
     if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|v| !(v.is_finite() && *v > 0.0)) {
         return 1.0;
     }
@@ -212,7 +212,7 @@ pub fn ratio_fail_p(a: &[f64], b: &[f64], claim: Claim) -> f64 {
 }
 
 /// The same for a median claim.
-pub fn median_fail_p(values: &[f64], claim: Claim) -> f64 {
+pub(crate) fn median_fail_p(values: &[f64], claim: Claim) -> f64 {
     if values.is_empty() {
         return 1.0;
     }
@@ -231,7 +231,7 @@ fn fail_p(e: &dyn CentreTest, claim: Claim) -> f64 {
 /// The median over repeats with its 95% order-statistic interval, in
 /// words, for a verdict's reason: `median 3940311 [589739, 7838530]
 /// (93.8%) over 5 repeats`.
-pub fn median_text(values: &[f64]) -> String {
+pub(crate) fn median_text(values: &[f64]) -> String {
     let Some(m) = median(values) else {
         return "no figure".into();
     };
@@ -249,7 +249,7 @@ pub fn median_text(values: &[f64]) -> String {
 }
 
 /// A ratio's estimate over repeats with its 90% interval in words.
-pub fn ratio_text(a: &[f64], b: &[f64], policy: &Policy) -> String {
+pub(crate) fn ratio_text(a: &[f64], b: &[f64], policy: &Policy) -> String {
     let logs = |v: &[f64]| {
         v.iter()
             .filter(|x| **x > 0.0)

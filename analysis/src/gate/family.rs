@@ -31,7 +31,7 @@ pub struct Family {
 
 /// Holm's levels for p-values `p` at family-wise `alpha`: the level each
 /// one was held to, 0 for those after the first that failed its level.
-pub fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
+pub(crate) fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
     holm_levels_discrete(p, &vec![0.0; p.len()], alpha)
 }
 
@@ -45,7 +45,7 @@ pub fn holm_levels(p: &[f64], alpha: f64) -> Vec<f64> {
 /// endpoints that can use it: 12 rows at 5 repeats a side can still flag
 /// a latency regression (1/252 ≤ α/12) where Holm over all 36 endpoints
 /// could not (α/36 < 1/252).
-pub fn holm_levels_discrete(p: &[f64], smallest: &[f64], alpha: f64) -> Vec<f64> {
+pub(crate) fn holm_levels_discrete(p: &[f64], smallest: &[f64], alpha: f64) -> Vec<f64> {
     let mut order: Vec<usize> = (0..p.len()).collect();
     order.sort_by(|a, b| p[*a].total_cmp(&p[*b]));
     let mut levels = vec![0.0; p.len()];

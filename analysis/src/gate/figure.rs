@@ -396,7 +396,7 @@ fn binomial(n: usize, k: usize) -> f64 {
 
 /// The repeats a side at which a rank-sum test of equal sides can reach
 /// p ≤ `level` at all (1 / C(2n, n) ≤ level).
-pub fn rank_sum_repeats_for(level: f64) -> Option<usize> {
+pub(crate) fn rank_sum_repeats_for(level: f64) -> Option<usize> {
     (level > 0.0).then(|| (1..=64).find(|n| 1.0 / binomial(2 * n, *n) <= level))?
 }
 
@@ -410,7 +410,7 @@ pub fn decide(t: &Test, level: f64, policy: &Policy) -> Decision {
 /// (what this endpoint could have had on its own), so that an endpoint
 /// whose smallest possible p is above it says that its repeats cannot
 /// flag it, and how many could.
-pub fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Decision {
+pub(crate) fn decide_in(t: &Test, level: f64, first: f64, policy: &Policy) -> Decision {
     if t.p_slower <= level && t.estimate >= t.margin - 1e-12 {
         return Decision::Regressed;
     }

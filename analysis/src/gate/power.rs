@@ -15,7 +15,7 @@ use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
 /// Asymptotic efficiency of the rank tests to the t test on normal data.
 const EFFICIENCY: f64 = 3.0 / std::f64::consts::PI;
 /// The power a number of repeats is computed for.
-pub const POWER: f64 = 0.80;
+pub(crate) const POWER: f64 = 0.80;
 /// No more repeats than this are ever proposed.
 pub const MAX_REPEATS: usize = 100_000;
 
@@ -25,18 +25,18 @@ fn z(p: f64) -> f64 {
 
 /// Standard error of the shift between two independent sides of n and m
 /// repeats whose values spread by `sd`.
-pub fn se_independent(sd: f64, n: usize, m: usize) -> f64 {
+pub(crate) fn se_independent(sd: f64, n: usize, m: usize) -> f64 {
     sd * ((1.0 / n.max(1) as f64 + 1.0 / m.max(1) as f64) / EFFICIENCY).sqrt()
 }
 
 /// Standard error of the centre of n paired differences spreading by `sd`.
-pub fn se_paired(sd: f64, n: usize) -> f64 {
+pub(crate) fn se_paired(sd: f64, n: usize) -> f64 {
     sd * (1.0 / (n.max(1) as f64 * EFFICIENCY)).sqrt()
 }
 
 /// Probability that the rule calls a true change `delta` a regression at
 /// standard error `se`, margin `margin` and one-sided level `level`.
-pub fn rule_power(delta: f64, se: f64, margin: f64, level: f64) -> f64 {
+pub(crate) fn rule_power(delta: f64, se: f64, margin: f64, level: f64) -> f64 {
     if se <= 0.0 {
         return if delta >= margin && delta > 0.0 {
             1.0
@@ -50,7 +50,7 @@ pub fn rule_power(delta: f64, se: f64, margin: f64, level: f64) -> f64 {
 
 /// Probability that a true change `delta` passes (the upper end of the
 /// interval below the margin) at standard error `se`.
-pub fn pass_probability(delta: f64, se: f64, margin: f64, alpha: f64) -> f64 {
+pub(crate) fn pass_probability(delta: f64, se: f64, margin: f64, alpha: f64) -> f64 {
     if se <= 0.0 {
         return if delta < margin { 1.0 } else { 0.0 };
     }
@@ -111,7 +111,7 @@ impl Design {
 /// Repeats per side (or rounds, or recordings) at which the rule detects
 /// a true change `delta` with [`POWER`]; None where it never does (a
 /// change at or below the margin).
-pub fn repeats_to_detect(
+pub(crate) fn repeats_to_detect(
     delta: f64,
     sd: f64,
     margin: f64,
@@ -124,7 +124,7 @@ pub fn repeats_to_detect(
     smallest(|n| rule_power(delta, design.se(sd, n), margin, level) >= POWER)
 }
 
-/// Repeats per side at which a true change `delta` passes with [`POWER`];
+/// Repeats per side at which a true change `delta` passes with `POWER`;
 /// None where it never does (a change at or beyond the margin).
 pub fn repeats_to_pass(
     delta: f64,
@@ -140,7 +140,7 @@ pub fn repeats_to_pass(
 }
 
 /// The smallest change (relative: 0.16 = 16%) that `n` repeats a side
-/// detect with [`POWER`] under the rule, for a latency figure whose
+/// detect with `POWER` under the rule, for a latency figure whose
 /// logarithm spreads by `log_sd` between repeats.
 pub fn min_detectable(log_sd: f64, n: usize, policy: &Policy) -> Option<f64> {
     if !(log_sd.is_finite() && log_sd >= 0.0) || n == 0 {
@@ -155,7 +155,7 @@ pub fn min_detectable(log_sd: f64, n: usize, policy: &Policy) -> Option<f64> {
 /// Repeats a side at which the rule detects a relative change `effect`
 /// (0.16) of a latency figure spreading by `log_sd`; None where it never
 /// does (an effect at or below the threshold).
-pub fn repeats_for_effect(log_sd: f64, effect: f64, policy: &Policy) -> Option<usize> {
+pub(crate) fn repeats_for_effect(log_sd: f64, effect: f64, policy: &Policy) -> Option<usize> {
     if !(log_sd.is_finite() && log_sd >= 0.0) || effect <= -1.0 {
         return None;
     }

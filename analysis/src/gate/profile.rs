@@ -30,14 +30,14 @@ use std::path::Path;
 pub const MAX_DRIFT: f64 = 0.5;
 
 /// The one-sided confidence of the drift's upper bound.
-pub const DRIFT_CONFIDENCE: f64 = 0.80;
+pub(crate) const DRIFT_CONFIDENCE: f64 = 0.80;
 
 /// How far apart (seconds) a profile and a file may be recorded and
 /// still be taken as the same host state: 30 days.
-pub const MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
+pub(crate) const MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
 
 /// The drift between recordings with its uncertainty: the
-/// [`DRIFT_CONFIDENCE`] upper bound of the sd of recording means (χ², `df`
+/// `DRIFT_CONFIDENCE` upper bound of the sd of recording means (χ², `df`
 /// degrees of freedom: recordings − 1) less what their repeats' own spread
 /// (`within`, `repeats` a recording) explains. Without degrees of freedom
 /// the point estimate is all there is.

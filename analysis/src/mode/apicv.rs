@@ -49,9 +49,9 @@ const SINT_AUTO_EOI: u64 = 1 << 17;
 /// counts vectors 16..=255, HV_SYNIC_FIRST_VALID_VECTOR) yet below every
 /// vector a fixed IPI of ipivmm may use (0x20..=0xFE, `VmConfig::validate`),
 /// so no interrupt of the run is ever auto-EOIed.
-pub const SYNIC_LEVER_VECTOR: u8 = 0x1f;
+pub(crate) const SYNIC_LEVER_VECTOR: u8 = 0x1f;
 
-/// The SINT0 value of the SynIC lever: unmasked, AutoEOI, [`SYNIC_LEVER_VECTOR`].
+/// The SINT0 value of the SynIC lever: unmasked, AutoEOI, `SYNIC_LEVER_VECTOR`.
 pub const fn synic_sint() -> u64 {
     SYNIC_LEVER_VECTOR as u64 | SINT_AUTO_EOI
 }

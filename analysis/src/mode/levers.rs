@@ -102,7 +102,7 @@ impl<'de> Deserialize<'de> for ExitControls {
 }
 
 /// Parse `0,2,5-7` into a CPU list.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |t: &str| {
@@ -147,7 +147,7 @@ pub fn oversubscribed(vcpus: usize) -> bool {
 /// vCPUs per host CPU above which the guest's barriers halt instead of
 /// spinning (spinning waiters would take the time slices the last arrivals
 /// need: a 128-vCPU broadcast on 2 CPUs took 31.8 s spinning, 2.0 s halting).
-pub const HALTING_BARRIERS_ABOVE: usize = 4;
+pub(crate) const HALTING_BARRIERS_ABOVE: usize = 4;
 
 /// Whether the guest's barriers halt (`BOOT_FLAG_HALTING_BARRIERS`): only
 /// when heavily oversubscribed, because their wake-up IPIs (vector 0xFE),

@@ -25,7 +25,9 @@ pub fn of(run: &RunReport) -> u64 {
 /// The first run found twice among `runs` (each a fingerprint and where
 /// it was found): where first, where again. The one check every surface
 /// that reads recordings makes ([`crate::compare`], plans over files).
-pub fn first_twice(runs: impl IntoIterator<Item = (u64, String)>) -> Option<(String, String)> {
+pub(crate) fn first_twice(
+    runs: impl IntoIterator<Item = (u64, String)>,
+) -> Option<(String, String)> {
     let mut seen = std::collections::HashMap::new();
     for (fp, here) in runs {
         if let Some(first) = seen.insert(fp, here.clone()) {

@@ -93,7 +93,7 @@ fn to_line(v: &impl Serialize) -> Vec<u8> {
 
 /// What `incomplete` says of a journal of `what` with `done` runs of
 /// `planned`.
-pub fn incomplete_note(what: &str, done: usize, planned: usize) -> String {
+pub(crate) fn incomplete_note(what: &str, done: usize, planned: usize) -> String {
     match planned.max(done) {
         0 => format!("{what} in progress (or killed): no run planned yet"),
         planned => format!(

@@ -27,7 +27,7 @@ pub struct LatencyStats {
     #[serde(default)]
     pub histogram: Histogram,
     /// The p50's distribution-free interval from these samples (95%, or
-    /// the nearest order statistics give: [`crate::stats::median_ranks`]);
+    /// the nearest order statistics give: `crate::stats::median_ranks`);
     /// absent in files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_interval: Option<crate::stats::Interval>,
@@ -60,7 +60,7 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 /// Cycles to ns at `tsc_khz`.
-pub fn cycles_to_ns(cycles: f64, tsc_khz: u64) -> f64 {
+pub(crate) fn cycles_to_ns(cycles: f64, tsc_khz: u64) -> f64 {
     cycles * 1_000_000.0 / tsc_khz as f64
 }
 
@@ -127,15 +127,15 @@ impl LatencyStats {
 /// Sub-buckets per power of two in [`Histogram`]: bucket width is at most
 /// 1/8 of its lower bound (12.5 %), like an HDR histogram with 3 bits of
 /// precision.
-pub const SUB_BUCKETS: u32 = 8;
+pub(crate) const SUB_BUCKETS: u32 = 8;
 
 /// A log-linear histogram of samples in cycles: every power-of-two range
-/// `[2^e, 2^(e+1))` is split into [`SUB_BUCKETS`] equal buckets (values
+/// `[2^e, 2^(e+1))` is split into `SUB_BUCKETS` equal buckets (values
 /// below `SUB_BUCKETS` get one bucket each). Only non-empty buckets are kept,
-/// in ascending order: at most [`MAX_BUCKETS`], whatever the samples.
+/// in ascending order: at most `MAX_BUCKETS`, whatever the samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Histogram {
-    /// Buckets per power of two ([`SUB_BUCKETS`] when written by this version).
+    /// Buckets per power of two (`SUB_BUCKETS` when written by this version).
     pub sub_buckets: u32,
     /// Non-empty buckets, ascending.
     pub buckets: Vec<Bucket>,
@@ -143,7 +143,7 @@ pub struct Histogram {
 
 /// Most buckets a [`Histogram`] of this version has: [`SUB_BUCKETS`] per
 /// power of two of a u64 (the top bucket is closed, so `u64::MAX` shares it).
-pub const MAX_BUCKETS: usize = 64 * SUB_BUCKETS as usize;
+pub(crate) const MAX_BUCKETS: usize = 64 * SUB_BUCKETS as usize;
 
 /// One histogram bucket: `count` samples `v` with `lo <= v < hi` (cycles).
 /// `hi` saturates at `u64::MAX`: the top bucket, `hi == u64::MAX`, also
@@ -160,7 +160,7 @@ pub struct Bucket {
 
 /// The `[lo, hi)` bucket of `v` with `sub` buckets per power of two
 /// (`sub` a power of two, at least 1).
-pub fn bucket_bounds(v: u64, sub: u32) -> (u64, u64) {
+pub(crate) fn bucket_bounds(v: u64, sub: u32) -> (u64, u64) {
     let sub = u64::from(sub.max(1).next_power_of_two());
     if v < sub {
         return (v, v + 1);
@@ -212,7 +212,7 @@ impl Histogram {
 
     /// Every bucket from the first to the last non-empty one, empty ones
     /// included (counts), with each bucket's centre (cycles): the regular
-    /// grid [`crate::stats::bimodal`] reads.
+    /// grid `crate::stats::bimodal` reads.
     pub fn dense(&self) -> (Vec<u64>, Vec<f64>) {
         let (mut counts, mut centres) = (Vec::new(), Vec::new());
         let sub = self.sub_buckets.max(1);

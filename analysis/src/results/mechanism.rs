@@ -70,7 +70,7 @@ fn first_clause(detail: &str) -> &str {
 }
 
 /// What one vCPU's sources say.
-pub fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
+pub(crate) fn of_sources(sources: &[SourceStatus]) -> ExitCounting {
     let counting = |mechanism, why: Option<&str>| ExitCounting {
         mechanism,
         why: why.map(str::to_string),

@@ -53,7 +53,7 @@ pub const SCHEMA: &str = "ipivmm.results/1";
 const SCHEMA_PREFIX: &str = "ipivmm.results/";
 /// Largest results file `load` reads: far beyond any real run (a 1024-vCPU
 /// sweep is a few MiB), small enough that a wrong path cannot exhaust memory.
-pub const MAX_RESULTS_FILE: u64 = 256 << 20;
+pub(crate) const MAX_RESULTS_FILE: u64 = 256 << 20;
 
 /// The sum of `values`, saturating at `u64::MAX` instead of wrapping: the
 /// one way results are summed. Guest counters ride in every control message
@@ -175,7 +175,7 @@ pub const DEFAULT_TIMEOUT_HINT: &str =
     "raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations";
 
 /// Stuck vCPUs a timeout's one line names; the JSON keeps them all.
-pub const STUCK_SHOWN: usize = 4;
+pub(crate) const STUCK_SHOWN: usize = 4;
 
 /// The first `n` of the comma-separated `list`, then "... and N more".
 fn first_few(list: &str, n: usize) -> String {
@@ -681,7 +681,7 @@ impl Document {
     }
 
     /// Reads and parses a results file: a regular file of at most
-    /// [`MAX_RESULTS_FILE`] bytes, opened without blocking (a FIFO or a
+    /// `MAX_RESULTS_FILE` bytes, opened without blocking (a FIFO or a
     /// device is refused, not waited on).
     pub fn load(path: &Path) -> Result<Self, ResultsError> {
         let what = path.display().to_string();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// The most bytes of results files one set of recordings may load: four
 /// results files at their largest ([`super::MAX_RESULTS_FILE`]).
-pub const MAX_RECORDINGS_BYTES: u64 = 4 * super::MAX_RESULTS_FILE;
+pub(crate) const MAX_RECORDINGS_BYTES: u64 = 4 * super::MAX_RESULTS_FILE;
 
 /// Why a set of recordings cannot be judged.
 #[derive(Debug, thiserror::Error)]

@@ -121,7 +121,7 @@ pub struct ConfigurationStats {
     /// spread; None below 4 of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_detectable_effect: Option<f64>,
-    /// [`stats::TARGET_EFFECT`].
+    /// `stats::TARGET_EFFECT`.
     pub target_effect: f64,
     /// Repeats per side at which the gate's rule detects `target_effect`
     /// with 80% power.
@@ -159,7 +159,7 @@ pub fn configurations(runs: &[RunReport]) -> Vec<ConfigurationStats> {
 pub type Summarized = (usize, RunSummary, Option<HostLoad>);
 
 /// [`configurations`] of runs already summarized.
-pub fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
+pub(crate) fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
     let mut order: Vec<ConfigId> = Vec::new();
     let mut groups: BTreeMap<ConfigId, Vec<&Summarized>> = BTreeMap::new();
     for r in runs {

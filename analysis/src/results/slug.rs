@@ -5,10 +5,10 @@
 /// Longest [`slug`], bytes: a chart's name adds at most a few dozen bytes,
 /// so every file name stays far below NAME_MAX (255) whatever a payload or
 /// phase is called.
-pub const MAX_SLUG: usize = 96;
+pub(crate) const MAX_SLUG: usize = 96;
 
 /// A file-name-safe form of `s`: ASCII alphanumerics, '-', '_' and '.'; other
-/// characters become '-'. Longer than [`MAX_SLUG`]: cut, with a hash of the
+/// characters become '-'. Longer than `MAX_SLUG`: cut, with a hash of the
 /// whole of `s` appended so that two long names that share a prefix stay
 /// apart.
 pub fn slug(s: &str) -> String {
@@ -43,14 +43,14 @@ fn slug_unbounded(s: &str) -> String {
 
 /// Longest [`reversible`] name accepted, bytes (below NAME_MAX with room
 /// for an extension).
-pub const MAX_REVERSIBLE: usize = 200;
+pub(crate) const MAX_REVERSIBLE: usize = 200;
 
 /// A file-name-safe form of `s` that keeps names apart and can be read
 /// back: ASCII alphanumerics, '_', '-' and a '.' that does not lead stay;
 /// every other byte of its UTF-8 becomes `%XX` (so `a b` is `a%20b`, `a/b`
 /// `a%2Fb`, `é` `%C3%A9`, and `a-b` stays `a-b`). Distinct names give
 /// distinct results; [`MAX_REVERSIBLE`] bounds what callers accept.
-pub fn reversible(s: &str) -> String {
+pub(crate) fn reversible(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for (i, b) in s.bytes().enumerate() {
         let keep = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);

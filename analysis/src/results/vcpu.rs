@@ -207,7 +207,7 @@ impl PhaseResult {
 /// `exit_reasons_host_ns`, a part of one): every other source's counters
 /// are kept in [`PhaseResult::by_source`]. Closed: a new source needs no
 /// field (nor a line here).
-pub const OWN_FIELDS: [Source; 7] = [
+pub(crate) const OWN_FIELDS: [Source; 7] = [
     Source::Guest,
     Source::UserspaceExits,
     Source::KvmStats,

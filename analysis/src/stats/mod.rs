@@ -19,15 +19,14 @@ pub(crate) mod signed_rank;
 mod spread;
 mod stability;
 
-pub use order::{median, median_interval, median_ranks, round6, sample_median_interval, Interval};
-pub use power::MIN_REPEATS;
-pub use rank_test::{
-    mann_whitney, mann_whitney_greater, min_p, ratio_interval, shift_bound_rank, OneSided, RankTest,
-};
+pub use order::{median, median_interval, Interval};
+pub(crate) use order::{round6, sample_median_interval};
+pub(crate) use power::MIN_REPEATS;
+pub use rank_test::{mann_whitney, min_p, ratio_interval, OneSided, RankTest};
+pub(crate) use rank_test::{mann_whitney_greater, shift_bound_rank};
 pub use spread::{cov, log_sd, mean, sd};
-pub use stability::{
-    bimodal, load_instabilities, HostLoad, Instability, COV_BOUND, HOST_BUSY_BOUND, STEAL_BOUND,
-};
+pub(crate) use stability::{bimodal, COV_BOUND};
+pub use stability::{load_instabilities, HostLoad, Instability};
 
 /// Confidence of every interval and test: 95%.
 pub const CONFIDENCE: f64 = 0.95;
@@ -37,9 +36,9 @@ pub const ALPHA: f64 = 1.0 - CONFIDENCE;
 pub const POWER: f64 = 0.80;
 /// The effect whose repeats are reported when none is asked for: the
 /// smallest of the seeds' (IPIv's −16% cycles per unicast IPI).
-pub const TARGET_EFFECT: f64 = 0.16;
+pub(crate) const TARGET_EFFECT: f64 = 0.16;
 /// Repeats per configuration when `--repeat` is not given: the fewest at
 /// which the rank test can call a difference significant at 95% is 4
-/// ([`MIN_REPEATS`]); 5 leaves room for one failed run (docs/statistics.md
+/// (`MIN_REPEATS`); 5 leaves room for one failed run (docs/statistics.md
 /// has the spread measured here and the effect 5 repeats detect).
 pub const DEFAULT_REPEATS: u32 = 5;

@@ -56,7 +56,7 @@ fn sorted(values: &[f64]) -> Option<Vec<f64>> {
 /// median's interval at `level` among `n` values, and the coverage they
 /// give. With too few values for `level` (n ≤ 5 at 95%) the widest
 /// interval (min, max) and its lower coverage. None for n = 0.
-pub fn median_ranks(n: u64, level: f64) -> Option<(u64, u64, f64)> {
+pub(crate) fn median_ranks(n: u64, level: f64) -> Option<(u64, u64, f64)> {
     if n == 0 {
         return None;
     }
@@ -78,7 +78,7 @@ pub fn median_ranks(n: u64, level: f64) -> Option<(u64, u64, f64)> {
 
 /// `p` to six decimals: a coverage is a probability to read, and a short
 /// decimal survives a JSON round trip exactly.
-pub fn round6(p: f64) -> f64 {
+pub(crate) fn round6(p: f64) -> f64 {
     (p * 1e6).round() / 1e6
 }
 
@@ -95,7 +95,7 @@ pub fn median_interval(values: &[f64], level: f64) -> Option<Interval> {
 
 /// [`median_interval`] of samples already in ascending order (a run's own
 /// latency samples: the interval of its p50).
-pub fn sample_median_interval(sorted: &[u64], level: f64) -> Option<Interval> {
+pub(crate) fn sample_median_interval(sorted: &[u64], level: f64) -> Option<Interval> {
     let (j, k, coverage) = median_ranks(sorted.len() as u64, level)?;
     Some(Interval {
         lo: sorted[j as usize - 1] as f64,

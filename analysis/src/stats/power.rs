@@ -4,7 +4,7 @@
 
 /// The fewest repeats per side at which the rank test can reach 95% (4:
 /// at 3 against 3 its smallest p is 0.10).
-pub const MIN_REPEATS: usize = 4;
+pub(crate) const MIN_REPEATS: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -110,7 +110,7 @@ fn u_statistic(x: &[f64], y: &[f64]) -> (f64, f64) {
 /// approximation with the tie-corrected variance and continuity
 /// correction. None when either is empty or holds a value that is not a
 /// number.
-pub fn mann_whitney_greater(x: &[f64], y: &[f64]) -> Option<OneSided> {
+pub(crate) fn mann_whitney_greater(x: &[f64], y: &[f64]) -> Option<OneSided> {
     if x.is_empty() || y.is_empty() || x.iter().chain(y).any(|v| v.is_nan()) {
         return None;
     }
@@ -163,7 +163,7 @@ pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
 /// smallest for the lower bound, the k-th largest for the upper), and the
 /// probability P(U ≤ k − 1) that the bound misses: exact where
 /// [`EXACT_PAIRS`] allows, else from the normal approximation.
-pub fn shift_bound_rank(n: usize, m: usize, tail: f64) -> (u64, f64) {
+pub(crate) fn shift_bound_rank(n: usize, m: usize, tail: f64) -> (u64, f64) {
     let pairs = n * m;
     let (k, below) = if pairs <= EXACT_PAIRS {
         let cdf = u_cdf(n, m);

@@ -37,7 +37,7 @@ use statrs::function::erf::erfc;
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 /// The least information between two looks taken (see the module notes).
-pub const MIN_STEP: f64 = 0.01;
+pub(crate) const MIN_STEP: f64 = 0.01;
 /// Grid points per look at least (odd: Simpson's rule).
 const GRID: usize = 241;
 /// Grid points per look at most (a last look very near the previous one).

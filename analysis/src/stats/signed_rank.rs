@@ -15,7 +15,7 @@ use super::OneSided;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Exact null distribution up to this many differences.
-pub const EXACT_ROUNDS: usize = 120;
+pub(crate) const EXACT_ROUNDS: usize = 120;
 
 /// Midranks of |d| (ties share their mean rank), in the input's order.
 fn midranks(abs: &[f64]) -> Vec<f64> {
@@ -39,7 +39,7 @@ fn midranks(abs: &[f64]) -> Vec<f64> {
 
 /// The one-sided signed-rank test that the differences `d` centre above
 /// 0. None for no differences or one that is not a number.
-pub fn signed_rank_greater(d: &[f64]) -> Option<OneSided> {
+pub(crate) fn signed_rank_greater(d: &[f64]) -> Option<OneSided> {
     if d.is_empty() || d.iter().any(|v| v.is_nan()) {
         return None;
     }

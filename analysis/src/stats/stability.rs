@@ -6,16 +6,16 @@ use serde::{Deserialize, Serialize};
 /// Repeats whose p50s spread beyond this CoV are flagged (docs/statistics.md
 /// has the spreads measured here: a halted target on a quiet host stays
 /// well within it).
-pub const COV_BOUND: f64 = 0.10;
+pub(crate) const COV_BOUND: f64 = 0.10;
 /// Other processes busy for more than this fraction of the host's CPU
 /// time during a run are flagged.
-pub const HOST_BUSY_BOUND: f64 = 0.25;
+pub(crate) const HOST_BUSY_BOUND: f64 = 0.25;
 /// Steal time beyond this fraction of the host's CPU time is flagged. The
 /// development host (a cloud VM) steals 0.6–3.7% with nothing else running
 /// (2026-12-02, docs/statistics.md): a bound below that would flag every
 /// run there, and a few percent of lost time is far below the effects
 /// compared (16–55%).
-pub const STEAL_BOUND: f64 = 0.05;
+pub(crate) const STEAL_BOUND: f64 = 0.05;
 
 /// The host's CPU time during a run, from /proc/stat and the process's
 /// own CPU time: what else competed with the VM.
@@ -41,7 +41,7 @@ impl HostLoad {
 /// Why a configuration's figures are not stable, with what helps.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Instability {
-    /// The repeats' medians spread by this CoV (beyond [`COV_BOUND`]).
+    /// The repeats' medians spread by this CoV (beyond `COV_BOUND`).
     Spread(f64),
     /// A run's samples fall in two clusters around these values.
     Bimodal(f64, f64),
@@ -95,7 +95,7 @@ pub fn load_instabilities(load: &HostLoad) -> Vec<Instability> {
 /// when two peaks (after smoothing over three buckets) each hold at least
 /// 15% of the samples in their basin and the valley between them falls
 /// below half the smaller peak. Returns the two peaks' centres.
-pub fn bimodal(counts: &[u64], centres: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn bimodal(counts: &[u64], centres: &[f64]) -> Option<(f64, f64)> {
     let n = counts.len().min(centres.len());
     let total: u64 = counts[..n].iter().sum();
     if n < 3 || total < 20 {

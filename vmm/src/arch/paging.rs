@@ -10,10 +10,10 @@ const PAGE_SIZE_2M: u64 = 1 << 7;
 const TWO_MIB: u64 = 1 << 21;
 
 /// Bytes of all tables: PML4, PDPT and `PD_COUNT` page directories, contiguous.
-pub const TABLES_SIZE: usize = (2 + PD_COUNT as usize) * 0x1000;
+pub(crate) const TABLES_SIZE: usize = (2 + PD_COUNT as usize) * 0x1000;
 
 /// The page tables as bytes, to be written at `layout::PML4`.
-pub fn identity_map_tables() -> Vec<u8> {
+pub(crate) fn identity_map_tables() -> Vec<u8> {
     debug_assert_eq!(PDPT, PML4 + 0x1000);
     debug_assert_eq!(PD_BASE, PDPT + 0x1000);
     let mut entries = vec![0u64; TABLES_SIZE / 8];

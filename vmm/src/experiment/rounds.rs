@@ -274,7 +274,7 @@ struct Tally {
 
 /// Failed runs after which `--repeat auto` stops a configuration: a
 /// spread cannot settle on runs that do not complete.
-pub const AUTO_MAX_FAILED: u32 = 2;
+pub(crate) const AUTO_MAX_FAILED: u32 = 2;
 
 fn quiet(r: &RunReport) -> Result<(), String> {
     match r.host_load.as_ref().map(crate::stats::load_instabilities) {

@@ -109,7 +109,7 @@ impl LinuxGuest {
 }
 
 /// Largest initrd accepted (it must also fit in guest RAM).
-pub const MAX_INITRD_FILE: u64 = 1 << 30;
+pub(crate) const MAX_INITRD_FILE: u64 = 1 << 30;
 
 /// Why a Linux guest cannot run. Each message names the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

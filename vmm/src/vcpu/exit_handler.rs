@@ -70,7 +70,7 @@ pub enum Fault {
 }
 
 /// Handle one exit of vCPU `vcpu`; MSR exits go to `msrs`.
-pub fn handle_exit(
+pub(crate) fn handle_exit(
     exit: VcpuExit<'_>,
     bus: &Bus,
     msrs: Option<&dyn MsrHandler>,

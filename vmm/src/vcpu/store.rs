@@ -19,7 +19,7 @@ fn entry_bytes<V>(key: &str) -> u64 {
 
 /// Host bytes a finished phase holds (samples excluded: they are charged
 /// when they arrive).
-pub fn phase_bytes(p: &PhaseResult) -> u64 {
+pub(crate) fn phase_bytes(p: &PhaseResult) -> u64 {
     let maps = [&p.kvm_stats, &p.tracepoints, &p.records];
     let counters: u64 = maps
         .into_iter()

@@ -120,7 +120,7 @@ pub fn max_vcpus(kvm: &Kvm) -> usize {
 }
 
 /// The payload's bytes from wherever the configuration says.
-pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+pub(crate) fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     match source {
         PayloadSource::Builtin => Ok(crate::payload::BUILTIN_PAYLOAD.to_vec()),
         PayloadSource::Bytes(b) => Ok(b.clone()),
@@ -147,7 +147,7 @@ pub fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
 }
 
 /// Read and check the payload the configuration names (no KVM needed).
-pub fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+pub(crate) fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
     let bytes = payload_bytes(source)?;
     if source.linux().is_none() && source.multiboot().is_none() {
         image::check_loadable(&bytes)?;
