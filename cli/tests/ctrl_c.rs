@@ -37,7 +37,7 @@ fn spawn_run(args: &[&str], json: &Path) -> Child {
 /// The runs of the results journal `json` as ipivmm reads it back (while
 /// the command runs it is the append-only form, not one JSON value).
 fn journal_runs(json: &Path) -> Option<usize> {
-    ipivmm::results::Document::load(json)
+    ipivmm_analysis::results::Document::load(json)
         .ok()
         .map(|d| d.runs.len())
 }
@@ -122,7 +122,7 @@ fn interrupted_run_keeps_finished_phases(test: &str, sig: libc::c_int) {
     assert!(
         status.code().is_some(),
         "ipivmm was killed by the signal instead of stopping cleanly: is \
-         `cancel: Some(ipivmm::interrupt::cancel_flag())` wired into commands/run.rs? stderr: {stderr}"
+         `cancel: Some(ipivmm_analysis::interrupt::cancel_flag())` wired into commands/run.rs? stderr: {stderr}"
     );
     assert_eq!(
         status.code(),
@@ -197,13 +197,13 @@ fn sighup_stops_the_run_like_sigterm_and_writes_partial_json() {
 #[test]
 fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
     use ipivmm::config::VmConfig;
-    use ipivmm::results::RunStatus;
-    use ipivmm::results::VcpuEnd;
     use ipivmm::run::{run, RunOptions};
+    use ipivmm_analysis::results::RunStatus;
+    use ipivmm_analysis::results::VcpuEnd;
     if !kvm_available("sigint_cancels_a_library_run_through_the_interrupt_flag") {
         return;
     }
-    let cancel = ipivmm::interrupt::cancel_flag();
+    let cancel = ipivmm_analysis::interrupt::cancel_flag();
     let config = VmConfig {
         iterations: 20_000_000,
         warmup: 10,
@@ -232,7 +232,7 @@ fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
         "stopped in {:?}",
         started.elapsed()
     );
-    assert_eq!(ipivmm::interrupt::received(), Some(libc::SIGINT));
+    assert_eq!(ipivmm_analysis::interrupt::received(), Some(libc::SIGINT));
     for v in &report.vcpus {
         // Phase 0 (no IPIs) is over in microseconds; warmup may or may not
         // have finished on a loaded host; phase 2 cannot have.
@@ -514,7 +514,7 @@ fn live_comparison_cancelled_keeps_its_runs(test: &str, sig: libc::c_int) {
         "SIGHUP"
     };
     assert!(err.contains(&format!("cancelled by {name}")), "{err}");
-    let doc = ipivmm::results::Document::load(&json).expect("the journal reads back");
+    let doc = ipivmm_analysis::results::Document::load(&json).expect("the journal reads back");
     assert!(doc.runs.len() >= 2, "{} runs kept", doc.runs.len());
     assert!(doc.incomplete.is_none(), "the final write is whole");
     let _ = std::fs::remove_dir_all(&dir);

@@ -23,8 +23,8 @@ mod examples;
 #[path = "docs/paths.rs"]
 mod paths;
 
-use ipivmm::results::RunConfig;
 use ipivmm::VmConfig;
+use ipivmm_analysis::results::RunConfig;
 use ipivmm_cli::output::text;
 use ipivmm_testkit::{kvm_available, skip, Need};
 use std::path::{Path, PathBuf};
@@ -617,7 +617,7 @@ fn readme_sample_header_is_the_real_one() {
     }
     // The report code, KVM or not.
     let c = config_of(&flags);
-    let mode = RunConfig::of(&c);
+    let mode = RunConfig::from(&c);
     assert_eq!(
         text::header_line(&mode, &mode.label(c.apicv)),
         readme_header

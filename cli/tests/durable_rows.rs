@@ -3,7 +3,7 @@
 //! cut) leaves them readable. The rows here end by their watchdog
 //! (`--timeout 1` against a workload far longer), so each takes about a
 //! second on any KVM, software or hardware.
-use ipivmm::results::Document;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! it) opens the tracepoint fds that fit, evenly per vCPU, completes, and
 //! reports the gap: one warning line naming `ulimit -n`, and in every
 //! vCPU's sources the counters that were not opened.
-use ipivmm::results::source::Source;
+use ipivmm_analysis::results::source::Source;
 use ipivmm_testkit::{kvm_available, skip, Need};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

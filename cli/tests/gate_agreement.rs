@@ -7,11 +7,11 @@
 //! occur. Seeded: the same pairs on every run.
 mod output_fixtures;
 
-use ipivmm::compare::{compare_by, Dimension, GateOptions};
-use ipivmm::expect::{evaluate, Expectation, Outcome};
-use ipivmm::gate::{Verdict, DEFAULT_POLICY};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
+use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
+use ipivmm_analysis::expect::{evaluate, Expectation, Outcome};
+use ipivmm_analysis::gate::{Verdict, DEFAULT_POLICY};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::{report, temp_dir};
 use std::process::Command;
@@ -40,7 +40,7 @@ fn document(r: &mut Rng, repeats: u32, effect: f64) -> Document {
 
 /// The outcome as the exit code a CI reads: 0 pass, 1 fail, 4 undecided.
 fn of_gate(v: Verdict) -> i32 {
-    i32::from(ipivmm::gate::exit_code(v))
+    i32::from(ipivmm_analysis::gate::exit_code(v))
 }
 
 fn of_expectation(o: &Outcome) -> i32 {
@@ -73,7 +73,7 @@ fn compare_ratio_and_check_agree_on_the_same_repeats() {
                 &["xapic".to_string()],
             )
             .expect("the two APIC modes line up");
-            let g = ipivmm::compare::gate(
+            let g = ipivmm_analysis::compare::gate(
                 &c,
                 &GateOptions {
                     policy: DEFAULT_POLICY,

@@ -8,9 +8,9 @@ mod output_fixtures;
 
 use cli_kit::{ipivmm, plan};
 
-use ipivmm::expect::{evaluate, Outcome};
-use ipivmm::results::summary::{measured_phase, summarize};
-use ipivmm::results::Document;
+use ipivmm_analysis::expect::{evaluate, Outcome};
+use ipivmm_analysis::results::summary::{measured_phase, summarize};
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

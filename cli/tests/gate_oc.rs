@@ -19,11 +19,11 @@
 //! repeats"; the discrete (Tarone) shares by "12 rows × 5 repeats, +30%".
 mod output_fixtures;
 
-use ipivmm::compare::{compare_by, Dimension, GateOptions};
-use ipivmm::gate::sequential::{Endpoint, Sequential};
-use ipivmm::gate::{Decision, Evidence, Scale, Verdict, DEFAULT_POLICY};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
+use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
+use ipivmm_analysis::gate::sequential::{Endpoint, Sequential};
+use ipivmm_analysis::gate::{Decision, Evidence, Scale, Verdict, DEFAULT_POLICY};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::report;
 
@@ -175,7 +175,7 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64, drift: f64, setup: 
                 (c, opts)
             }
         };
-        let g = ipivmm::compare::gate(&c, &opts);
+        let g = ipivmm_analysis::compare::gate(&c, &opts);
         match g.verdict() {
             Verdict::Pass => pass += 1,
             Verdict::Fail => fail += 1,
@@ -309,7 +309,7 @@ fn busy_sweep(x2apic_exits: u64) -> Vec<(String, Document)> {
             let base = r.log_normal(400_000.0, 0.02).round() as u64;
             let mut run = report(&["--apic", apic], base, exits);
             run.repeat = Some(i);
-            run.host_load = Some(ipivmm::stats::HostLoad {
+            run.host_load = Some(ipivmm_analysis::stats::HostLoad {
                 cpus: 2,
                 busy: 0.9,
                 own: 0.5,
@@ -321,7 +321,7 @@ fn busy_sweep(x2apic_exits: u64) -> Vec<(String, Document)> {
     vec![("sweep.json".to_string(), Document::new(runs, Vec::new()))]
 }
 
-fn outcome_of(g: &ipivmm::compare::GateReport, m: Metric) -> &Decision {
+fn outcome_of(g: &ipivmm_analysis::compare::GateReport, m: Metric) -> &Decision {
     let i = g.endpoints.iter().position(|e| e.metric == m).unwrap();
     &g.family.judged[i].outcome
 }
@@ -336,7 +336,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
         compare_by(docs, Dimension::Apic, &["xapic".to_string()]).unwrap()
     };
     let c = by_apic(&busy_sweep(4));
-    let g = ipivmm::compare::gate(&c, &GateOptions::default());
+    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::ExitsPerIpi),
         &Decision::Regressed,
@@ -356,7 +356,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
         "{notes:?}"
     );
     let c = by_apic(&busy_sweep(3));
-    let g = ipivmm::compare::gate(&c, &GateOptions::default());
+    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
     assert!(
         matches!(
             outcome_of(&g, Metric::CyclesPerOpP50),
@@ -370,7 +370,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
         keep_busy: true,
         ..GateOptions::default()
     };
-    let g = ipivmm::compare::gate(&c, &kept);
+    let g = ipivmm_analysis::compare::gate(&c, &kept);
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
         &Decision::Equivalent,
@@ -405,7 +405,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
             &[],
         )
         .unwrap();
-        let g = ipivmm::compare::gate(&c, &GateOptions::default());
+        let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
         match outcome_of(&g, Metric::CyclesPerOpP50) {
             Decision::Undecided { why, .. } => {
                 for fix in [
@@ -430,7 +430,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
             g.caveats
         );
         // A profile's drift decides.
-        let g = ipivmm::compare::gate(
+        let g = ipivmm_analysis::compare::gate(
             &c,
             &GateOptions {
                 drift: Some(0.02),
@@ -457,7 +457,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
         &["b1.json", "b2.json", "b3.json"].map(String::from),
     )
     .unwrap();
-    let g = ipivmm::compare::gate(&c, &GateOptions::default());
+    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
         &Decision::Regressed,

@@ -6,7 +6,7 @@
 //! The configuration is the issue's own line: `--guest-memory-budget 128
 //! --vcpus 8`, peak RSS under 224 MiB and a JSON under 128 MiB (683 MB and
 //! a 444 MB JSON before).
-use ipivmm::results::Document;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
 use std::process::{Command, Stdio};
 

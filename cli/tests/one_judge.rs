@@ -12,12 +12,12 @@
 mod output_fixtures;
 
 use ipivmm::experiment::interleaved::{lacks, look_at, Kept};
-use ipivmm::gate::sequential::Sequential;
-use ipivmm::gate::DEFAULT_POLICY;
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::summary::summarize;
-use ipivmm::results::{Document, RunStatus};
 use ipivmm::RunReport;
+use ipivmm_analysis::gate::sequential::Sequential;
+use ipivmm_analysis::gate::DEFAULT_POLICY;
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::summary::summarize;
+use ipivmm_analysis::results::{Document, RunStatus};
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::{report, temp_dir, IPIS};
 use std::path::Path;
@@ -96,7 +96,7 @@ fn document(r: &mut Rng, c: Case) -> Document {
         let base = r.log_normal(400_000.0 * c.slower, 0.03).round() as u64;
         let mut new = run(NEW, base, c.icr.1, i);
         if c.busy {
-            new.host_load = Some(ipivmm::stats::HostLoad {
+            new.host_load = Some(ipivmm_analysis::stats::HostLoad {
                 cpus: 2,
                 busy: 0.9,
                 own: 0.5,
@@ -222,7 +222,7 @@ fn live(doc: &Document) -> i32 {
             continue;
         }
         let l = look_at(&mut seq, &kept, &gated, rounds, last);
-        let code = i32::from(ipivmm::gate::exit_code(l.verdict));
+        let code = i32::from(ipivmm_analysis::gate::exit_code(l.verdict));
         if lacking {
             return if code == 1 { 1 } else { 4 };
         }

@@ -2,10 +2,10 @@
 //! missing, one-line errors for bad files.
 mod output_fixtures;
 
-use ipivmm::compare::GateOptions;
-use ipivmm::gate::{Decision, Verdict};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
+use ipivmm_analysis::compare::GateOptions;
+use ipivmm_analysis::gate::{Decision, Verdict};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::Document;
 use ipivmm_cli::output::compare::{compare, compare_by, gate, render, Comparison, Dimension};
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
@@ -126,7 +126,7 @@ fn compare_by_vcpus_lines_up_counts_and_explains_skipped_cells() {
         })
         .collect();
     let path = dir.join("scale.json");
-    let skipped = vec![ipivmm::results::SkippedMode {
+    let skipped = vec![ipivmm_analysis::results::SkippedMode {
         mode: "broadcast 8v kernel/xapic/icr".into(),
         reason: "xAPIC IDs stop at 254 (test)".into(),
         id: None,
@@ -427,7 +427,7 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     );
     // Not a regression where the threshold is above the change.
     let loose = GateOptions {
-        policy: ipivmm::gate::Policy {
+        policy: ipivmm_analysis::gate::Policy {
             threshold: 0.30,
             ..Default::default()
         },
@@ -445,7 +445,7 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
 /// host's CPU time beside this process's 50%, and steal).
 fn loaded(mut runs: Vec<ipivmm::RunReport>, others: f64, steal: f64) -> Vec<ipivmm::RunReport> {
     for r in &mut runs {
-        r.host_load = Some(ipivmm::stats::HostLoad {
+        r.host_load = Some(ipivmm_analysis::stats::HostLoad {
             cpus: 2,
             busy: 0.5 + others,
             own: 0.5,
@@ -528,7 +528,7 @@ fn a_run_that_did_not_complete_is_in_no_ratio_and_said_before_the_table() {
             report(&["--workload", "broadcast", "--vcpus", &v], 1_000 * n, 2)
         })
         .collect();
-    runs[2].status = ipivmm::results::RunStatus::TimedOut {
+    runs[2].status = ipivmm_analysis::results::RunStatus::TimedOut {
         after_s: 60,
         stuck: "vcpu1 at rip=0x1000".into(),
         hint: String::new(),
@@ -641,7 +641,7 @@ fn the_five_fake_passes_exit_non_zero() {
     let mut failed = repeats(10_000, 2);
     let mut broken = other(&["--apic", "xapic"], 10_000);
     for r in &mut broken {
-        r.status = ipivmm::results::RunStatus::TimedOut {
+        r.status = ipivmm_analysis::results::RunStatus::TimedOut {
             after_s: 60,
             stuck: "vcpu0".into(),
             hint: String::new(),
@@ -664,10 +664,10 @@ fn the_five_fake_passes_exit_non_zero() {
         e.contains("partial.json: not a whole recording: killed after 5 runs"),
         "{e}"
     );
-    let skipped = vec![ipivmm::results::SkippedMode {
+    let skipped = vec![ipivmm_analysis::results::SkippedMode {
         mode: "pingpong 2v kernel/xapic/icr".into(),
         reason: "could not start: Too many open files".into(),
-        id: Some(ipivmm::results::identity::ConfigId::of(&base2[5])),
+        id: Some(ipivmm_analysis::results::identity::ConfigId::of(&base2[5])),
     }];
     std::fs::write(
         dir.join("nostart.json"),
@@ -711,7 +711,9 @@ fn the_five_fake_passes_exit_non_zero() {
     for v in &mut zero_latency[0].vcpus {
         for p in &mut v.phases {
             p.samples.iter_mut().for_each(|s| *s = 0);
-            p.latency = ipivmm::results::latency::LatencyStats::from_samples(&p.samples, 2_000_000);
+            p.latency = ipivmm_analysis::results::latency::LatencyStats::from_samples(
+                &p.samples, 2_000_000,
+            );
         }
     }
     record(&dir, "zero-latency.json", &zero_latency);
@@ -865,10 +867,9 @@ fn a_comparison_fits_120_columns() {
 fn never_polled(base: u64) -> ipivmm::RunReport {
     let mut r = report(&["--apic", "x2apic"], base, 3);
     r.mode.target = ipivmm::TargetWait::Halt;
-    let mut settings = ipivmm::results::HostSettings::of(&ipivmm::host::HostInfo::synthetic(
-        ipivmm::host::KvmBackend::KvmPvm,
-        false,
-    ));
+    let mut settings = ipivmm_analysis::results::HostSettings::of(
+        &ipivmm::host::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
+    );
     settings
         .params
         .entry("kvm".into())

@@ -205,7 +205,7 @@ fn a_killed_run_leaves_no_old_results_that_read_as_current() {
     let _ = child.wait();
     // Issue 39: replaced before the first VM by a whole document that says
     // it is incomplete (the old file used to stay, reading as current).
-    let doc = ipivmm::results::Document::load(&json).expect("a whole document");
+    let doc = ipivmm_analysis::results::Document::load(&json).expect("a whole document");
     assert!(doc.incomplete.is_some() && doc.runs.is_empty());
     let left: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().collect();
     assert_eq!(left.len(), 1, "no temporary file left: {left:?}");

@@ -3,8 +3,8 @@
 //! /dev/kvm needed: the reports are built in code.
 mod output_fixtures;
 
-use ipivmm::results::latency::LatencyStats;
-use ipivmm::results::{Document, SkippedMode};
+use ipivmm_analysis::results::latency::LatencyStats;
+use ipivmm_analysis::results::{Document, SkippedMode};
 use ipivmm_cli::output::{chart_kit, csv, svg, text};
 use output_fixtures::{report, temp_dir, IPIS, TSC_KHZ};
 
@@ -96,7 +96,7 @@ fn csv_parses_with_one_row_per_counter() {
     let metric_rows = rows.iter().filter(|r| &r[14] == "metrics").count();
     assert_eq!(
         metric_rows,
-        2 * (ipivmm::results::metrics::Metric::ALL.len() - 2)
+        2 * (ipivmm_analysis::results::metrics::Metric::ALL.len() - 2)
     );
     assert_eq!(rows.len(), expected + metric_rows);
     let find = |run: &str, vcpu: &str, phase: &str, source: &str, counter: &str| {
@@ -134,7 +134,7 @@ fn csv_parses_with_one_row_per_counter() {
         "1",
         "0",
         "measure",
-        ipivmm::vcpu::window::ICR_EXITS_SOURCE,
+        ipivmm_analysis::results::ICR_EXITS_SOURCE,
         "icr_write_exits",
     );
     assert_eq!(&icr[16], IPIS.to_string());
@@ -414,7 +414,7 @@ fn a_run_that_did_not_complete_is_no_point_of_the_scale_chart() {
             )
         })
         .collect();
-    runs[2].status = ipivmm::results::RunStatus::TimedOut {
+    runs[2].status = ipivmm_analysis::results::RunStatus::TimedOut {
         after_s: 60,
         stuck: "vcpu1 at rip=0x1000".into(),
         hint: String::new(),
@@ -559,10 +559,10 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
     m.latency = LatencyStats::from_samples(&samples, TSC_KHZ);
     m.samples = samples;
     let svg_text = svg::render_latency(
-        &ipivmm::results::summary::summarize(&r).group,
+        &ipivmm_analysis::results::summary::summarize(&r).group,
         &svg::group(vec![chart_kit::Entry {
             origin: None,
-            summary: ipivmm::results::summary::summarize(&r),
+            summary: ipivmm_analysis::results::summary::summarize(&r),
             credit: chart_kit::Credit::of(&r, None),
         }])[0]
             .1,

@@ -1,8 +1,8 @@
 //! The output formats on results recorded on a development machine
 //! (docs/examples/): charts are well-formed XML naming every mode, compare
 //! gives the ratios the raw JSON implies, the CSV parses.
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::Document;
 use ipivmm_cli::output::compare::compare;
 use ipivmm_cli::output::{csv, svg};
 use std::path::PathBuf;

@@ -6,8 +6,8 @@ mod cli_kit;
 mod output_fixtures;
 
 use cli_kit::{dir, ipivmm};
-use ipivmm::results::summary::{measured_phase, summarize};
-use ipivmm::results::Document;
+use ipivmm_analysis::results::summary::{measured_phase, summarize};
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::{kvm_available, kvm_openable};
 use std::path::Path;
 
@@ -162,11 +162,11 @@ fn the_rule_reads_the_named_phase_and_nothing_else() {
     );
     r.mode.phase = Some("idle".into());
     assert_eq!(measured_phase(&r), Some((0, "idle".to_string())));
-    assert_eq!(ipivmm::results::summary::missing_phase(&r), None);
+    assert_eq!(ipivmm_analysis::results::summary::missing_phase(&r), None);
     r.mode.phase = Some("cpuid".into());
     assert_eq!(measured_phase(&r), None);
     assert_eq!(
-        ipivmm::results::summary::missing_phase(&r).as_deref(),
+        ipivmm_analysis::results::summary::missing_phase(&r).as_deref(),
         Some("no phase 'cpuid' in this run (its finished phases: idle, measure)")
     );
     assert_eq!(summarize(&r).ipis, 0, "no other phase's figures");
@@ -185,7 +185,7 @@ fn the_rule_reads_the_named_phase_and_nothing_else() {
 /// n = 6 for the detectable effect).
 #[test]
 fn figures_count_the_repeats_that_have_them() {
-    use ipivmm::results::metrics::Metric;
+    use ipivmm_analysis::results::metrics::Metric;
     let runs: Vec<ipivmm::RunReport> = (0..6u32)
         .map(|i| {
             let mut r = output_fixtures::report(&[], 10_000 + 700 * u64::from(i), 3);
@@ -231,10 +231,10 @@ fn figures_count_the_repeats_that_have_them() {
     let c = &Document::new(runs, Vec::new()).configurations[0];
     let p50 = c.p50().unwrap();
     assert_eq!(p50.values.len(), 4);
-    let sd = ipivmm::stats::log_sd(&p50.values).unwrap();
+    let sd = ipivmm_analysis::stats::log_sd(&p50.values).unwrap();
     assert_eq!(
         c.min_detectable_effect,
-        ipivmm::gate::power::min_detectable(sd, 4, &ipivmm::gate::DEFAULT_POLICY)
+        ipivmm_analysis::gate::power::min_detectable(sd, 4, &ipivmm_analysis::gate::DEFAULT_POLICY)
     );
 }
 

@@ -4,7 +4,7 @@
 //! in `sweep` as in `run`, said on stderr even with `-q`. The sweep used to
 //! file it under `skipped` ("could not start") and exit 0 in silence; `run`
 //! exited 2, as for bad input.
-use ipivmm::results::Document;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
 use std::process::{Command, Output};
 

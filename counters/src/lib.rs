@@ -16,6 +16,7 @@
 pub mod apicv_inhibits;
 pub mod bpf;
 pub mod exit_reasons;
+#[cfg(feature = "kvm")]
 pub mod kvm_stats;
 pub mod sampler;
 pub mod specs;

@@ -729,6 +729,7 @@ mod tests {
     /// that opened the kvm:* counters for itself; the main thread's counters
     /// must see nothing.
     #[test]
+    #[cfg(feature = "kvm")]
     fn kvm_events_are_counted_on_the_vcpu_thread() {
         use kvm_ioctls::{Kvm, VcpuExit};
         let Some(t) = live_tracefs() else { return };

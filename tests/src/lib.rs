@@ -5,9 +5,9 @@
 use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::image::minimal_elf;
-use ipivmm::results::RunReport;
 use ipivmm::run::{run, RunOptions};
 use ipivmm::KvmBackend;
+use ipivmm_analysis::results::RunReport;
 
 pub use ipivmm_testkit::{skip, Need};
 

@@ -2,9 +2,9 @@
 //! against what the guest issued, KVM binary stats, and what happens when a
 //! counter source is unavailable.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{ApicMode, TargetWait, Workload};
-use ipivmm::results::PhaseResult;
 use ipivmm::RunReport;
+use ipivmm_analysis::mode::{ApicMode, TargetWait, Workload};
+use ipivmm_analysis::results::PhaseResult;
 
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
@@ -39,7 +39,7 @@ fn tracepoints_available(r: &RunReport, test: &str) -> bool {
     let s = r.vcpus[0]
         .sources
         .iter()
-        .find(|s| s.source == ipivmm::results::source::Source::Tracepoints)
+        .find(|s| s.source == ipivmm_analysis::results::source::Source::Tracepoints)
         .expect("status");
     if !s.available {
         ipivmm_tests::skip(
@@ -182,7 +182,7 @@ fn run_succeeds_and_says_why_when_tracefs_is_missing() {
     let s = r.vcpus[0]
         .sources
         .iter()
-        .find(|s| s.source == ipivmm::results::source::Source::Tracepoints)
+        .find(|s| s.source == ipivmm_analysis::results::source::Source::Tracepoints)
         .unwrap();
     assert!(!s.available);
     let detail = s.detail.as_deref().unwrap();

@@ -7,8 +7,8 @@
 
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::payload::build::{BuildError, PayloadBuild};
-use ipivmm::results::ExitKind;
-use ipivmm::results::{PhaseResult, VcpuEnd, VcpuResult};
+use ipivmm_analysis::results::ExitKind;
+use ipivmm_analysis::results::{PhaseResult, VcpuEnd, VcpuResult};
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,9 +1,9 @@
 //! A guest that faults, spins or sends garbage ends the run cleanly with a
 //! report naming the vCPU, its registers and what it did.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::Workload;
-use ipivmm::results::RunStatus;
-use ipivmm::results::VcpuEnd;
+use ipivmm_analysis::mode::Workload;
+use ipivmm_analysis::results::RunStatus;
+use ipivmm_analysis::results::VcpuEnd;
 use ipivmm_tests::{code, code_payload, kvm_available, run_ok};
 use std::time::Duration;
 

@@ -9,9 +9,9 @@
 //! run by `IPIVMM_FLOOD_CHILD`), so its peak RSS (VmHWM) is its own and not
 //! that of the tests running beside it.
 use ipivmm::config::VmConfig;
-use ipivmm::results::{Document, RunStatus, VcpuEnd};
 use ipivmm::run::{run, RunOptions};
 use ipivmm::SerialSink;
+use ipivmm_analysis::results::{Document, RunStatus, VcpuEnd};
 use ipivmm_cli::output::dest::Outputs;
 use ipivmm_tests::{code_payload, floods, kvm_available};
 use std::path::{Path, PathBuf};
@@ -351,7 +351,7 @@ fn a_shared_budget_holds_across_runs() {
     let held = shared.held();
     // What the report holds, counted by its own estimate (the budget's
     // charges are independent of it): kept, within what the run was allowed.
-    assert_eq!(held, ipivmm::vcpu::store::report_bytes(&first));
+    assert_eq!(held, ipivmm::run::report_bytes(&first));
     assert!(held > 3 * MIB && held <= 4 * MIB, "{held}");
     let second = run(&config, opts()).expect("the run starts");
     match &second.status {

@@ -10,10 +10,10 @@
 //! `internal_error_reports_the_suberror`), as is a control-port write whose
 //! message address itself is outside RAM.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{ApicMode, Irqchip, Workload};
-use ipivmm::results::VcpuEnd;
-use ipivmm::results::{RunReport, RunStatus};
 use ipivmm_abi::PAYLOAD_START;
+use ipivmm_analysis::mode::{ApicMode, Irqchip, Workload};
+use ipivmm_analysis::results::VcpuEnd;
+use ipivmm_analysis::results::{RunReport, RunStatus};
 use ipivmm_tests::{code_payload, hostile, kvm_available, run_ok};
 use std::time::{Duration, Instant};
 

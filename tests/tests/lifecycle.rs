@@ -5,10 +5,10 @@
 //! `scripts/bench-lifecycle.sh` runs this test with more cycles and reports
 //! RSS growth.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::Workload;
-use ipivmm::results::RunStatus;
-use ipivmm::results::VcpuEnd;
 use ipivmm::run::{run, RunOptions};
+use ipivmm_analysis::mode::Workload;
+use ipivmm_analysis::results::RunStatus;
+use ipivmm_analysis::results::VcpuEnd;
 use ipivmm_tests::{code_payload, hostile, kvm_available};
 use std::time::{Duration, Instant};
 

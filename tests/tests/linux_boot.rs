@@ -8,8 +8,8 @@
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::linux::bzimage::minimal_bzimage;
 use ipivmm::linux::LinuxGuest;
-use ipivmm::results::{RunStatus, VcpuEnd};
 use ipivmm::run::{run, RunOptions};
+use ipivmm_analysis::results::{RunStatus, VcpuEnd};
 use ipivmm_tests::kvm_available;
 use std::path::PathBuf;
 use std::time::Duration;

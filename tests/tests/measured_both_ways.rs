@@ -10,10 +10,10 @@
 //! binary stats (present in both parts), and the LAPIC model's exact
 //! ICR-write count on the user irqchip.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
-use ipivmm::results::summary::{summarize, summarize_phase, uncounted_part};
-use ipivmm::results::PhaseResult;
 use ipivmm::RunReport;
+use ipivmm_analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
+use ipivmm_analysis::results::summary::{summarize, summarize_phase, uncounted_part};
+use ipivmm_analysis::results::PhaseResult;
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn tracepoints_on(r: &RunReport) -> bool {
     let on = r.vcpus[0]
         .sources
         .iter()
-        .any(|s| s.source == ipivmm::results::source::Source::Tracepoints && s.available);
+        .any(|s| s.source == ipivmm_analysis::results::source::Source::Tracepoints && s.available);
     if !on {
         ipivmm_tests::skip(
             "measured_both_ways (tracepoint checks)",

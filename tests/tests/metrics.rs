@@ -5,8 +5,8 @@
 //! outside any operation, and per-operation exits are per-IPI exits times
 //! the fan-out. Runs on any KVM (the counts are the guest's and KVM's).
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{ApicMode, TargetWait, Workload};
-use ipivmm::results::summary::summarize;
+use ipivmm_analysis::mode::{ApicMode, TargetWait, Workload};
+use ipivmm_analysis::results::summary::summarize;
 use ipivmm_tests::{kvm_available, run_ok};
 
 const VCPUS: usize = 4;
@@ -105,7 +105,7 @@ fn halting_barrier_wakeups_are_counted_apart_from_the_workloads_icr_writes() {
     }
     // More vCPUs than 4 per host CPU: the payload's barriers halt, and the
     // last vCPU to arrive wakes the others with an ICR write of its own.
-    let host_cpus = ipivmm::mode::levers::allowed_cpus().len().max(1);
+    let host_cpus = ipivmm_analysis::mode::levers::allowed_cpus().len().max(1);
     let vcpus = (4 * host_cpus + 4).min(64);
     let c = VmConfig {
         vcpus,

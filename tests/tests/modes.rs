@@ -2,9 +2,9 @@
 //! ping-pong and broadcast and delivers exactly what was sent; the ones it
 //! cannot run are refused with the reason, never hung.
 use ipivmm::config::VmConfig;
-use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
-use ipivmm::results::RunReport;
 use ipivmm::run::{run, RunError, RunOptions};
+use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm_analysis::results::RunReport;
 
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
@@ -252,25 +252,25 @@ fn pv_feature_levers_reach_the_guests_cpuid_exactly() {
             }
         );
     }
-    let cases: [(&[&str], ipivmm::mode::Levers); 4] = [
+    let cases: [(&[&str], ipivmm_analysis::mode::Levers); 4] = [
         (&[], Default::default()),
         (
             &["pv-eoi"],
-            ipivmm::mode::Levers {
+            ipivmm_analysis::mode::Levers {
                 pv_eoi: true,
                 ..Default::default()
             },
         ),
         (
             &["pv-tlb-flush"],
-            ipivmm::mode::Levers {
+            ipivmm_analysis::mode::Levers {
                 pv_tlb_flush: true,
                 ..Default::default()
             },
         ),
         (
             &["pv-eoi", "pv-tlb-flush", "pv-sched-yield"],
-            ipivmm::mode::Levers {
+            ipivmm_analysis::mode::Levers {
                 pv_eoi: true,
                 pv_tlb_flush: true,
                 pv_sched_yield: true,
@@ -301,14 +301,14 @@ fn pv_feature_levers_reach_the_guests_cpuid_exactly() {
     }
 }
 
-fn kvm_bindings_hlt() -> ipivmm::mode::levers::ExitControls {
-    [ipivmm::mode::levers::ExitControl::Hlt]
+fn kvm_bindings_hlt() -> ipivmm_analysis::mode::levers::ExitControls {
+    [ipivmm_analysis::mode::levers::ExitControl::Hlt]
         .into_iter()
         .collect()
 }
 
 /// vCPU 0's APICv state over the measured phase (VM-wide).
-fn measure_apicv(r: &RunReport) -> ipivmm::results::apicv_observed::PhaseApicv {
+fn measure_apicv(r: &RunReport) -> ipivmm_analysis::results::apicv_observed::PhaseApicv {
     let p = r.vcpus[0].phase_named("measure").expect("a measure phase");
     p.apicv.clone().expect("APICv state decoded for the phase")
 }
@@ -323,8 +323,8 @@ fn apicv_state_agrees_with_the_kernels_inhibit_events() {
     if !kvm_available(TEST) {
         return;
     }
-    use ipivmm::mode::apicv::ApicvState;
-    use ipivmm::mode::ApicvRequest;
+    use ipivmm_analysis::mode::apicv::ApicvState;
+    use ipivmm_analysis::mode::ApicvRequest;
     let c = config(
         Irqchip::Kernel,
         ApicMode::X2apic,

@@ -6,8 +6,8 @@
 //! (`BOOT_FLAG_HALTING_BARRIERS`); iteration counts are small.
 use ipivmm::arch::layout;
 use ipivmm::config::{ExitReasons, VmConfig};
-use ipivmm::mode::{ApicMode, Irqchip, TargetWait, Workload};
-use ipivmm::results::RunReport;
+use ipivmm_analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
+use ipivmm_analysis::results::RunReport;
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ fn kvm_takes_vcpus(test: &str) -> bool {
         return false;
     }
     let max = ipivmm::host::device::open(std::path::Path::new("/dev/kvm"))
-        .map(|k| ipivmm::vm::max_vcpus(&k))
+        .map(|k| ipivmm::host::max_vcpus(&k))
         .unwrap_or(0);
     if max < VCPUS {
         skip(
@@ -114,7 +114,7 @@ fn x2apic_broadcast_at_300_vcpus_reaches_every_vcpu() {
         assert_eq!(samples, ITERS, "{what}: one sample per broadcast");
         // The headline metrics: a broadcast delivers 299 IPIs; the wake-up
         // that ends the phase is counted apart.
-        let s = ipivmm::results::summary::summarize(&r);
+        let s = ipivmm_analysis::results::summary::summarize(&r);
         assert_eq!((s.operations, s.wake_ipis), (ITERS, others), "{what}");
         assert_eq!(s.ipis_per_operation(), Some(others as f64), "{what}");
     }

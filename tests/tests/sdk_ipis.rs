@@ -10,11 +10,11 @@
 //! counted per ICR, every IPI sent was taken, nothing else was.
 //! INIT and start-up IPIs (the `InitThenHalts` / `InitSipiThenHalts`
 //! cases, sent with the same builders) are counted too.
-use ipivmm::mode::Irqchip;
-use ipivmm::results::summary::summarize;
-use ipivmm::results::PhaseResult;
-use ipivmm::results::{RunReport, RunStatus};
 use ipivmm::ApicMode;
+use ipivmm_analysis::mode::Irqchip;
+use ipivmm_analysis::results::summary::summarize;
+use ipivmm_analysis::results::PhaseResult;
+use ipivmm_analysis::results::{RunReport, RunStatus};
 use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};
 

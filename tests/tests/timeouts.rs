@@ -3,8 +3,8 @@
 //! waiting for a SIPI, the warm-up, the halt settle time — not always
 //! "raise --timeout or lower --iterations".
 use ipivmm::config::VmConfig;
-use ipivmm::mode::TargetWait;
-use ipivmm::results::{RunStatus, VcpuEnd};
+use ipivmm_analysis::mode::TargetWait;
+use ipivmm_analysis::results::{RunStatus, VcpuEnd};
 use ipivmm_tests::{code_payload, kvm_available, run_ok};
 use std::time::Duration;
 

@@ -12,9 +12,9 @@
 //! irqchip used to latch NMI and INIT without delivering them, and the
 //! stuck event made every `hlt` return at once: each run completed with
 //! 100,000 HLT exits.
-use ipivmm::mode::Irqchip;
-use ipivmm::results::{ExitKind, Registers, VcpuEnd};
-use ipivmm::results::{RunReport, RunStatus};
+use ipivmm_analysis::mode::Irqchip;
+use ipivmm_analysis::results::{ExitKind, Registers, VcpuEnd};
+use ipivmm_analysis::results::{RunReport, RunStatus};
 use ipivmm_tests::cases::*;
 use ipivmm_tests::{hostile_config, kvm_available, run_ok};
 

@@ -2,36 +2,12 @@
 use crate::arch::layout;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, TargetWait, Workload};
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
+pub use ipivmm_analysis::mode::ExitReasons;
+use ipivmm_analysis::results::identity::ConfigId;
+use ipivmm_analysis::results::is_phase_name;
+use ipivmm_analysis::results::{RunConfig, RunReport};
 use std::path::PathBuf;
 use std::time::Duration;
-
-crate::mode::mode_part! {
-    /// How VM exits are counted by reason (with tracepoints on).
-    pub enum ExitReasons {
-        /// Counted in the kernel by an eBPF program on `kvm_exit`/`kvm_entry`
-        /// (per vCPU thread, read at the phase markers): nothing per exit
-        /// leaves the kernel, host time per reason. Where it cannot load
-        /// (no clang at build time, no BPF or no rights at run time), the
-        /// sampler counts instead and `sources` says why.
-        Bpf,
-        /// `kvm_exit`/`kvm_entry` sampled into a per-vCPU ring buffer and
-        /// decoded in userspace: a constant cost per exit, host time per reason.
-        Sampled,
-        /// One filtered `kvm_exit` counter per reason (the kernel runs every
-        /// filter on every exit: kept to measure what that costs).
-        Counters,
-        /// Not by reason: `kvm_exit` and KVM's `exits` totals only.
-        Off,
-    }
-}
-
-// mode_part! enums cannot carry `#[default]` on one variant only.
-#[allow(clippy::derivable_impls)]
-impl Default for ExitReasons {
-    fn default() -> Self {
-        ExitReasons::Bpf
-    }
-}
 
 /// Where the guest payload comes from.
 ///
@@ -92,7 +68,7 @@ impl PayloadSource {
 ///
 /// ```
 /// use ipivmm::config::{ConfigError, VmConfig};
-/// use ipivmm::mode::{ApicMode, Irqchip};
+/// use ipivmm::{ApicMode, Irqchip};
 /// use std::time::Duration;
 ///
 /// let config = VmConfig {
@@ -205,6 +181,51 @@ impl Default for VmConfig {
             apicv: ApicvRequest::Host,
             guest_memory_budget: ipivmm_devices::budget::DEFAULT_BUDGET,
         }
+    }
+}
+
+/// What a run of `c` records of its configuration (the `mode` object of
+/// the JSON document).
+impl From<&VmConfig> for RunConfig {
+    fn from(c: &VmConfig) -> Self {
+        Self {
+            irqchip: c.irqchip,
+            apic: c.apic,
+            ipi: c.ipi,
+            workload: c.workload,
+            target: c.target_wait,
+            halt_settle_ns: u64::try_from(c.halt_settle.as_nanos()).unwrap_or(u64::MAX),
+            ipi_delay_cycles: c.ipi_delay_cycles,
+            phase: c.headline_phase.clone(),
+            vcpus: c.vcpus,
+            iterations: c.iterations,
+            warmup: c.warmup,
+            memory_mib: c.memory_bytes >> 20,
+            levers: c.levers.clone(),
+            payload: match &c.payload {
+                PayloadSource::Builtin => None,
+                PayloadSource::File(p) => Some(p.display().to_string()),
+                PayloadSource::Bytes(_) => Some("<ELF image from the library>".into()),
+                PayloadSource::Linux(g) => Some(g.label()),
+                PayloadSource::Multiboot(g) => Some(g.label()),
+            },
+            host_cpus: ipivmm_analysis::mode::levers::allowed_cpus().len(),
+            params: c.params,
+        }
+    }
+}
+
+impl VmConfig {
+    /// The configuration identity of a run of this configuration, with a
+    /// named placement and a host setting (what a sweep plans and skips).
+    pub fn config_id(&self, placement: Option<String>, host_param: Option<String>) -> ConfigId {
+        ConfigId::from_parts(&RunConfig::from(self), self.apicv, placement, host_param)
+    }
+
+    /// A run of this configuration that could not start (`why`: the error,
+    /// which names the fix): [`RunReport::not_started`].
+    pub fn not_started(&self, why: &str) -> RunReport {
+        RunReport::not_started(RunConfig::from(self), self.apicv, why)
     }
 }
 
@@ -388,29 +409,29 @@ impl VmConfig {
 /// Default of [`VmConfig::halt_settle`]: long enough for a `hlt` to leave
 /// the guest on hardware and under the lab's emulator, short beside the
 /// halt-polling window (kvm.halt_poll_ns, 200 µs by default).
-pub const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
+pub(crate) const DEFAULT_HALT_SETTLE: Duration = Duration::from_micros(20);
 
 /// Most warm-up iterations: at the fastest IPI round trip any host manages
 /// (about 1 µs) a billion of them are a quarter of an hour.
-pub const MAX_WARMUP: u64 = 1_000_000_000;
+pub(crate) const MAX_WARMUP: u64 = 1_000_000_000;
 
 /// Longest [`VmConfig::halt_settle`]: a sender waits this long for every
 /// halting target; a wake-up takes micro-, not milliseconds.
-pub const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_HALT_SETTLE: Duration = Duration::from_secs(1);
 
 /// Largest [`VmConfig::ipi_delay_cycles`]: 10 million cycles, 4 ms at
 /// 2.5 GHz per IPI (a thousand round trips stay well inside a minute).
-pub const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
+pub(crate) const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
 
 /// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
 /// phases with every counter; the command line's smallest is 1 MiB).
-pub const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
+pub(crate) const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
 
 /// Largest [`VmConfig::guest_memory_budget`], MiB (1 TiB).
 pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
-pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 
 /// `name` as a phase a payload can send, or the error that says what one
 /// is (`--phase` of `run`, `sweep` and `compare`).
@@ -422,14 +443,6 @@ pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
             name,
         )))
     }
-}
-
-/// Whether `name` can name a phase a payload sends: 1 to
-/// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
-pub fn is_phase_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
-        && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
 }
 
 #[cfg(test)]
@@ -559,5 +572,30 @@ mod tests {
             assert!(matches!(e, ConfigError::PhaseName(_)), "{bad}: {e}");
             assert!(!e.to_string().contains('\u{7}'), "escaped: {e}");
         }
+    }
+
+    #[test]
+    fn the_recorded_defaults_are_the_machines() {
+        let recorded = RunConfig::from(&VmConfig::default());
+        assert_eq!(
+            RunConfig {
+                host_cpus: 0,
+                ..recorded
+            },
+            RunConfig::default()
+        );
+    }
+
+    #[test]
+    fn the_synic_vector_is_no_ipi_vector() {
+        let vector = (crate::mode::apicv::synic_sint() & 0xff) as u8;
+        let c = VmConfig {
+            ipi_vector: vector,
+            ..Default::default()
+        };
+        assert!(
+            c.validate(64).is_err(),
+            "the lever's vector must stay unusable for IPIs"
+        );
     }
 }

@@ -14,7 +14,7 @@ thread_local! {
 }
 
 /// The kick signal number.
-pub fn kick_signal() -> i32 {
+pub(crate) fn kick_signal() -> i32 {
     SIGRTMIN() + KICK_SIGNAL_OFFSET
 }
 
@@ -30,7 +30,7 @@ extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_v
 }
 
 /// Install the kick handler once per process.
-pub fn install_kick_handler() -> Result<(), vmm_sys_util::errno::Error> {
+pub(crate) fn install_kick_handler() -> Result<(), vmm_sys_util::errno::Error> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| result = register_signal_handler(kick_signal(), on_kick));

@@ -24,7 +24,16 @@
 //! (e.g. `--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 ...`).
 //! `examples/library-only/` is a crate that depends on `ipivmm` alone.
 //!
-//! This crate is the engine. The `ipivmm` command (its flags, the text
+//! This crate is the machine; what a run recorded and what is concluded
+//! from it (the results model, statistics, the gate, compare,
+//! expectations, plan files) is the analysis crate `ipivmm-analysis`,
+//! which needs no KVM and is re-exported here as [`analysis`]:
+//! `ipivmm::analysis::compare`, `ipivmm::analysis::expect`... The
+//! machine's insides (VM setup, the vCPU loop, the irqchips, the run's
+//! stages) are private; [`experiment`] repeats runs in rounds and
+//! [`plan`] executes plans (its docs run a plan file from Rust).
+//!
+//! The `ipivmm` command (its flags, the text
 //! report, CSV, SVG, TAP and JUnit writers, `compare` and sweeps) is the
 //! `ipivmm-cli` crate (`cli/` in the repository), so a library user
 //! compiles none of the command line's and output formats' crates; the
@@ -148,28 +157,27 @@
 /// layout shared with payloads, and the numeric form of the mode parts.
 pub use ipivmm_abi as abi;
 
+/// The analysis crate (`ipivmm-analysis`): results, statistics, the gate,
+/// compare, expectations and plan files, none of which needs KVM.
+pub use ipivmm_analysis as analysis;
+// The analysis modules under the paths the machine's code uses.
+use ipivmm_analysis::{compare, gate, inputs, mode, results, stats};
+
 pub mod arch;
-pub mod compare;
 pub mod config;
-pub mod expect;
 pub mod experiment;
-pub mod gate;
 pub mod host;
-pub mod inputs;
-pub mod interrupt;
-pub mod irqchip;
-pub mod kick;
-pub mod kvm_extra;
+pub(crate) mod irqchip;
+pub(crate) mod kick;
+pub(crate) mod kvm_extra;
+pub mod levers;
 pub mod linux;
-pub mod mode;
 pub mod multiboot;
 pub mod payload;
 pub mod plan;
-pub mod results;
 pub mod run;
-pub mod stats;
-pub mod vcpu;
-pub mod vm;
+pub(crate) mod vcpu;
+pub(crate) mod vm;
 
 pub use config::{ConfigError, PayloadSource, VmConfig};
 pub use host::{KvmBackend, KvmInfo};

@@ -1,12 +1,14 @@
-//! A plan as engine data: named experiments, each a set of configurations
-//! to run (one for a run, many for a sweep) with its repeats, what the host
-//! must have, and the expectations that must hold — what `ipivmm check
-//! PLAN.toml` reads from TOML, and what a library user builds in Rust and
-//! [`execute`]s with the engine alone:
+//! A plan as the machine executes it: named experiments, each a set of
+//! configurations to run (one for a run, many for a sweep) with its
+//! repeats, what the host must have, and the expectations that must hold —
+//! what `ipivmm check PLAN.toml` reads from TOML, and what a library user
+//! builds in Rust and [`execute`]s. What needs no VM (requirements,
+//! outcomes, the plan file's loader, judging recorded results) is
+//! `ipivmm_analysis::plan`.
 //!
 //! ```no_run
 //! use ipivmm::experiment::rounds::{Planned, Repeats};
-//! use ipivmm::mode::ApicMode;
+//! use ipivmm::ApicMode;
 //! use ipivmm::plan::{execute, Experiment, Plan};
 //! use ipivmm::VmConfig;
 //!
@@ -24,107 +26,52 @@
 //! let outcome = execute(&plan, ipivmm::host::probe().ok().as_ref(), &Default::default());
 //! assert_eq!(outcome.verdicts().exit_code(), 0);
 //! ```
-use crate::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
+//!
+//! A plan file run from Rust: the file's loader hands each `run = "FLAGS"`
+//! line to the caller's parser (the flags are the command line's; here a
+//! parser of one flag), [`from_file`] makes each experiment the machine's,
+//! and [`execute`] runs them:
+//!
+//! ```no_run
+//! use ipivmm::analysis::plan::file::{load, Job};
+//! use ipivmm::experiment::rounds::Planned;
+//! use ipivmm::plan::{execute, from_file, Plan};
+//! use ipivmm::{ApicMode, VmConfig};
+//! use std::path::Path;
+//!
+//! std::fs::write(
+//!     "mine.toml",
+//!     "name = \"mine\"\n[[experiment]]\nname = \"x2apic\"\nrun = \"--apic x2apic\"\nexpect = [\"ipis_delivered == ipis_sent\"]\n",
+//! )?;
+//! let (file, checked) = load(Path::new("mine.toml"), |_, flags| match flags {
+//!     "--apic x2apic" => Ok(VmConfig { apic: ApicMode::X2apic, ..VmConfig::default() }),
+//!     other => Err(format!("'{other}': this parser knows --apic x2apic only")),
+//! })?;
+//! let mut experiments = Vec::new();
+//! for (x, c) in file.experiments.iter().zip(&checked) {
+//!     let mut e = from_file(x, c, Path::new("."))?;
+//!     if let Job::Flags(config) = &c.job {
+//!         e.runs.push(Planned::single(config.clone()));
+//!     }
+//!     experiments.push(e);
+//! }
+//! let plan = Plan { name: file.name, about: file.about, experiments };
+//! let outcome = execute(&plan, ipivmm::host::probe().ok().as_ref(), &Default::default());
+//! for v in &outcome.verdicts().0 {
+//!     println!("{}: {:?}", v.name, v.outcome);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
-use crate::results::{Document, PresetReport, SkippedMode};
-use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
-use ipivmm_host::lab::Hardware;
+use ipivmm_analysis::expect::{evaluate, Expectation};
+use ipivmm_analysis::plan::file::{recorded, Checked, ExperimentFile, Job, Unrecorded};
+use ipivmm_analysis::plan::{settle, ExperimentOutcome, NotRun, PlanOutcome, Requirement};
+use ipivmm_analysis::results::{Document, PresetReport, SkippedMode};
+use ipivmm_host::facts::HostInfo;
+use ipivmm_term::text::escape_controls;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-pub mod file;
-
-/// What a host must have for an experiment to mean anything.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, strum::Display, strum::EnumString, strum::VariantArray,
-)]
-#[strum(serialize_all = "kebab-case")]
-pub enum Requirement {
-    /// Intel APICv available.
-    Apicv,
-    /// Intel IPI virtualization.
-    Ipiv,
-    /// AMD AVIC.
-    Avic,
-    /// AMD x2AVIC.
-    X2avic,
-    /// APICv or AVIC.
-    ApicvOrAvic,
-    /// A hardware KVM (kvm_intel or kvm_amd).
-    HardwareKvm,
-    /// Two CPU sockets among the CPUs this process may run on.
-    TwoSockets,
-}
-
-impl Requirement {
-    /// Every requirement.
-    pub const ALL: &'static [Requirement] = <Requirement as strum::VariantArray>::VARIANTS;
-
-    /// What it is, for where it is answered ([`Hardware::where_answered`]).
-    pub fn hardware(self) -> Hardware {
-        match self {
-            Requirement::Apicv => Hardware::Apicv,
-            Requirement::Ipiv => Hardware::Ipiv,
-            Requirement::Avic => Hardware::Avic,
-            Requirement::X2avic => Hardware::X2avic,
-            Requirement::ApicvOrAvic => Hardware::ApicvOrAvic,
-            Requirement::HardwareKvm => Hardware::HardwareKvm,
-            Requirement::TwoSockets => Hardware::TwoSockets,
-        }
-    }
-
-    /// What `host` lacks of it (None: not probed), if anything, and where
-    /// it is answered instead.
-    pub fn unmet(self, host: Option<&HostInfo>) -> Option<String> {
-        self.lacking(host)
-            .map(|why| format!("{why}; {}", self.hardware().where_answered()))
-    }
-
-    fn lacking(self, host: Option<&HostInfo>) -> Option<String> {
-        let need = self.to_string();
-        let verdict = |pick: fn(&ipivmm_host::facts::ApicvVerdicts) -> &ApicvSupport| match host
-            .map(|h| pick(&h.verdicts))
-        {
-            Some(ApicvSupport::Available) => None,
-            Some(ApicvSupport::Unavailable(why)) => Some(format!("needs {need}: {why}")),
-            None => Some(format!("needs {need}: the host facts could not be read")),
-        };
-        match self {
-            Requirement::Apicv => verdict(|v| &v.apicv),
-            Requirement::Ipiv => verdict(|v| &v.ipiv),
-            Requirement::Avic => verdict(|v| &v.avic),
-            Requirement::X2avic => verdict(|v| &v.x2avic),
-            Requirement::ApicvOrAvic => verdict(|v| &v.apicv).and(verdict(|v| &v.avic)),
-            Requirement::HardwareKvm => match host.map(|h| &h.backend) {
-                Some(KvmBackend::KvmIntel | KvmBackend::KvmAmd) => None,
-                Some(b) => Some(format!(
-                    "needs a hardware KVM (kvm_intel or kvm_amd); this is {b}"
-                )),
-                None => Some("needs a hardware KVM: the host facts could not be read".into()),
-            },
-            Requirement::TwoSockets => {
-                let n = sockets(std::path::Path::new("/sys/devices/system/cpu"));
-                (n < 2).then(|| format!("needs two sockets; this host has {n}"))
-            }
-        }
-    }
-}
-
-/// Sockets among the CPUs this process may run on.
-fn sockets(root: &std::path::Path) -> usize {
-    let mut packages: Vec<i64> = crate::mode::levers::allowed_cpus()
-        .iter()
-        .map(|cpu| {
-            std::fs::read_to_string(root.join(format!("cpu{cpu}/topology/physical_package_id")))
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0)
-        })
-        .collect();
-    packages.sort_unstable();
-    packages.dedup();
-    packages.len()
-}
 
 /// One experiment.
 #[derive(Clone, Debug)]
@@ -154,19 +101,6 @@ pub struct Experiment {
     /// Results recorded before (by `run`, `sweep` or a script): judged
     /// as they are, nothing run.
     pub recorded: Option<Document>,
-}
-
-/// Why an experiment cannot run, found before any VM (a configuration
-/// checked when the plan was built).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NotRun {
-    /// This host cannot run it (no /dev/kvm, a mode it lacks): every
-    /// expectation a skip, `could not run here: WHY`.
-    Host(String),
-    /// The plan asks for what no host runs (a payload that cannot be
-    /// read): every expectation a failure, `plan error, not run: WHY`;
-    /// an error in a plan never reads as a skip.
-    Plan(String),
 }
 
 impl Experiment {
@@ -243,53 +177,6 @@ pub struct Execution {
     pub cancel: Arc<AtomicBool>,
 }
 
-/// One experiment as it came out.
-#[derive(Clone, Debug)]
-pub struct ExperimentOutcome {
-    /// Its name.
-    pub name: String,
-    /// Its results, when it ran.
-    pub doc: Option<Document>,
-    /// Its verdicts (named without the experiment's prefix).
-    pub verdicts: Vec<Verdict>,
-    /// An error of keeping its results (the caller's recorder's).
-    pub error: Option<String>,
-}
-
-/// A plan as it came out.
-#[derive(Clone, Debug, Default)]
-pub struct PlanOutcome {
-    /// Every experiment, in order.
-    pub experiments: Vec<ExperimentOutcome>,
-}
-
-impl PlanOutcome {
-    /// Every verdict, named `EXPERIMENT: EXPR`.
-    pub fn verdicts(&self) -> Verdicts {
-        Verdicts(
-            self.experiments
-                .iter()
-                .flat_map(|x| {
-                    x.verdicts.iter().map(move |v| Verdict {
-                        name: format!("{}: {}", x.name, v.name),
-                        outcome: v.outcome.clone(),
-                    })
-                })
-                .collect(),
-        )
-    }
-}
-
-fn all(x: &Experiment, outcome: Outcome) -> Vec<Verdict> {
-    x.expect
-        .iter()
-        .map(|e| Verdict {
-            name: e.text.clone(),
-            outcome: outcome.clone(),
-        })
-        .collect()
-}
-
 /// A library caller that wants no events and keeps runs in memory.
 struct Silent;
 
@@ -312,28 +199,15 @@ pub fn execute_with(
     let mut out = PlanOutcome::default();
     for x in &plan.experiments {
         events.experiment(x);
-        let missing: Vec<String> = x.requires.iter().filter_map(|r| r.unmet(host)).collect();
-        let skip = |why: String| ExperimentOutcome {
-            name: x.name.clone(),
-            doc: None,
-            verdicts: all(x, Outcome::Skip(why)),
-            error: None,
-        };
-        let not_run = match (&x.not_run, how.cancel.load(Ordering::SeqCst)) {
-            _ if !missing.is_empty() => Some(skip(missing.join("; "))),
-            (Some(NotRun::Host(why)), _) => Some(skip(format!("could not run here: {why}"))),
-            (Some(NotRun::Plan(why)), _) => Some(ExperimentOutcome {
-                verdicts: all(x, Outcome::Fail(format!("plan error, not run: {why}"))),
-                ..skip(String::new())
-            }),
-            (None, true) => Some(skip("not run: cancelled".into())),
-            (None, false) => x.recorded.as_ref().map(|doc| ExperimentOutcome {
-                name: x.name.clone(),
-                verdicts: evaluate(doc, &x.expect).0,
-                doc: None,
-                error: None,
-            }),
-        };
+        let not_run = settle(
+            &x.name,
+            &x.expect,
+            &x.requires,
+            x.not_run.as_ref(),
+            x.recorded.as_ref(),
+            host,
+            how.cancel.load(Ordering::SeqCst),
+        );
         let outcome = not_run.unwrap_or_else(|| {
             let recorder = events.recorder(x);
             let mut skipped = x.skipped.clone();
@@ -355,36 +229,36 @@ pub fn execute_with(
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requirements_parse_and_say_what_is_missing() {
-        for r in Requirement::ALL {
-            assert_eq!(r.to_string().parse::<Requirement>().unwrap(), *r);
-        }
-        assert!("apicv-or-avic".parse::<Requirement>().is_ok());
-        assert!("warp-drive".parse::<Requirement>().is_err());
-        let pvm = HostInfo::synthetic(KvmBackend::KvmPvm, false);
-        assert!(Requirement::HardwareKvm
-            .unmet(Some(&pvm))
-            .unwrap()
-            .contains("kvm_pvm"));
-        assert!(Requirement::Ipiv
-            .unmet(None)
-            .unwrap()
-            .contains("could not be read"));
-        // Issue 50: every skip names where its question is answered.
-        // (Two sockets are read from this machine's /sys: met on some.)
-        for r in Requirement::ALL {
-            if let Some(why) = r.unmet(Some(&pvm)) {
-                assert!(why.ends_with(&r.hardware().where_answered()), "{r}: {why}");
-            } else {
-                assert_eq!(*r, Requirement::TwoSockets);
+/// Experiment `x` of a plan file as the engine's, before its runs are
+/// planned: its name, about, requirements and expectations, one repeat;
+/// for `results = "FILE"`, the recording read under `base` (or why not: a
+/// failing point; Err where the recordings are refused as given, the same
+/// run twice: the plan does not start, as `compare`).
+pub fn from_file<J>(x: &ExperimentFile, c: &Checked<J>, base: &Path) -> Result<Experiment, String> {
+    let mut e = Experiment::new(
+        x.name.clone(),
+        Vec::new(),
+        Repeats::Fixed(1),
+        c.expect.clone(),
+    );
+    e.about = x.about.clone();
+    e.requires = c.requires.clone();
+    if let Job::Recorded(pattern) = &c.job {
+        match recorded(pattern, base) {
+            Ok(doc) => e.recorded = Some(doc),
+            Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
+            Err(Unrecorded::Refused(why)) => {
+                return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
             }
         }
     }
+    Ok(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipivmm_host::facts::KvmBackend;
 
     #[test]
     fn an_experiment_the_host_cannot_have_is_a_skip_per_expectation() {

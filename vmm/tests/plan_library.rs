@@ -1,10 +1,11 @@
 //! A plan built in Rust and executed with the engine alone (no CLI, no
 //! TOML): two experiments, a run and a sweep of two configurations, on
 //! real VMs; skipped visibly where /dev/kvm cannot be used.
-use ipivmm::expect::Outcome;
 use ipivmm::experiment::rounds::{Planned, Repeats};
-use ipivmm::plan::{execute, Execution, Experiment, NotRun, Plan};
+use ipivmm::plan::{execute, Execution, Experiment, Plan};
 use ipivmm::{ApicMode, Irqchip, VmConfig};
+use ipivmm_analysis::expect::Outcome;
+use ipivmm_analysis::plan::NotRun;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ fn config(irqchip: Irqchip, apic: ApicMode) -> VmConfig {
     }
 }
 
-fn expect(texts: &[&str]) -> Vec<ipivmm::expect::Expectation> {
+fn expect(texts: &[&str]) -> Vec<ipivmm_analysis::expect::Expectation> {
     texts.iter().map(|t| t.parse().unwrap()).collect()
 }
 

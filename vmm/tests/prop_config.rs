@@ -7,9 +7,9 @@
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
 use ipivmm::arch::layout;
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
-use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm::payload::image::{check, minimal_elf, ImageError};
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
+use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use proptest::prelude::*;
 use std::str::FromStr;
 use std::time::Duration;

@@ -1,12 +1,12 @@
 //! The flags of every subcommand, parsed by clap into the library's types
-//! (the mode parts parse themselves: `ipivmm::mode` derives clap's ValueEnum).
+//! (the mode parts parse themselves: `ipivmm_analysis::mode` derives clap's ValueEnum).
 use crate::output::compare::Dimension;
 use crate::output::dest::Request;
 use crate::output::sink::{Command as SinkCommand, Sink};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait};
-use ipivmm::results::metrics::Metric;
 use ipivmm::{PayloadSource, VmConfig};
+use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait};
+use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_host::module_switch::{parse_param_values, parse_settings, ModuleSetting};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -123,7 +123,7 @@ pub struct OutputArgs {
 pub struct GateArgs {
     /// An expectation on the results, e.g. 'exits_per_ipi < 1.5', 'kernel/x2apic/icr: icr_write_exits_per_ipi == 1 ± 0.01', 'vcpu1.guest.ipis_received >= 1000', 'ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/xapic/icr) < 1' (repeatable). Exit 0 when all hold, 1 when one fails, 4 when none could be judged.
     #[arg(long = "expect", value_name = "EXPR", value_parser = parse_expectation)]
-    pub expect: Vec<ipivmm::expect::Expectation>,
+    pub expect: Vec<ipivmm_analysis::expect::Expectation>,
     /// Where the verdicts go (`--tap`, `--junit`: the verdict sinks).
     #[command(flatten)]
     pub verdicts: VerdictArgs,
@@ -184,14 +184,15 @@ impl OutputArgs {
     }
 }
 
-fn parse_expectation(s: &str) -> Result<ipivmm::expect::Expectation, String> {
-    s.parse().map_err(|e: ipivmm::expect::ParseError| e.problem)
+fn parse_expectation(s: &str) -> Result<ipivmm_analysis::expect::Expectation, String> {
+    s.parse()
+        .map_err(|e: ipivmm_analysis::expect::ParseError| e.problem)
 }
 
 /// Levers every run of a command gets.
 #[derive(Args, Debug, Default, Clone)]
 pub struct LeverArgs {
-    /// The levers (one flag per row of `ipivmm::mode::lever_table`).
+    /// The levers (one flag per row of `ipivmm_analysis::mode::lever_table`).
     #[command(flatten)]
     pub set: crate::cli::lever_flags::LeverFlags,
     /// Do not count kvm:* tracepoints (they need root and tracefs).
@@ -235,7 +236,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
     /// The smallest change of a latency figure that matters, a fraction: regressions are at least this, equivalence within it.
-    #[arg(long, default_value_t = ipivmm::gate::DEFAULT_POLICY.threshold, value_parser = parse_threshold)]
+    #[arg(long, default_value_t = ipivmm_analysis::gate::DEFAULT_POLICY.threshold, value_parser = parse_threshold)]
     pub threshold: f64,
     /// The same for counts (exits, ICR-write exits per operation or IPI), of the baseline or of one count, whichever is larger.
     #[arg(long, default_value_t = crate::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
@@ -312,7 +313,7 @@ pub fn repeat_choice(asked: Option<RepeatArg>) -> crate::output::repeats::Repeat
         repeats: match asked {
             Some(RepeatArg::Count(n)) => n,
             Some(RepeatArg::Auto) => MAX_REPEATS,
-            None => ipivmm::stats::DEFAULT_REPEATS,
+            None => ipivmm_analysis::stats::DEFAULT_REPEATS,
         },
         default: asked.is_none(),
         auto: asked == Some(RepeatArg::Auto),
@@ -580,9 +581,9 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 }
 
 /// `--observer-effect PAIRS`: each pair is two whole runs, so the count is
-/// bounded (ipivmm::run::observer::MAX_PAIRS).
+/// bounded (ipivmm::run::MAX_PAIRS).
 fn parse_observer_pairs(s: &str) -> Result<u32, String> {
-    let max = ipivmm::run::observer::MAX_PAIRS;
+    let max = ipivmm::run::MAX_PAIRS;
     let v = parse_u64(s)?;
     u32::try_from(v).ok().filter(|v| *v <= max).ok_or_else(|| {
         format!(
@@ -660,7 +661,7 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::mode::Workload;
+    use ipivmm_analysis::mode::Workload;
 
     fn run_args(flags: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut argv = vec!["ipivmm", "run"];

@@ -1,10 +1,10 @@
-//! The levers' flags, one per row of `ipivmm::mode::lever_table`: the row
+//! The levers' flags, one per row of `ipivmm_analysis::mode::lever_table`: the row
 //! gives the flag, its value name and help, and reads its value, so a new
 //! lever is a flag of `run`, `sweep` and `compare --run` without an edit
 //! here.
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use ipivmm::mode::lever_table::{LeverRow, ROWS};
-use ipivmm::mode::Levers;
+use ipivmm_analysis::mode::lever_table::{LeverRow, ROWS};
+use ipivmm_analysis::mode::Levers;
 
 /// The levers the flags set (the others at their defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl FromArgMatches for LeverFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::mode::Lever;
+    use ipivmm_analysis::mode::Lever;
 
     fn parse(argv: &[&str]) -> Result<Levers, clap::Error> {
         let cmd = LeverFlags::augment_args(Command::new("t").no_binary_name(true));

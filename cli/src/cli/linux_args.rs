@@ -6,9 +6,9 @@
 //! (docs/kvm-unit-tests.md).
 use clap::Args;
 use ipivmm::linux::{LinuxGuest, LinuxWorkload};
-use ipivmm::mode::Workload;
 use ipivmm::multiboot::{file_is_multiboot, MultibootGuest};
 use ipivmm::{PayloadSource, VmConfig};
+use ipivmm_analysis::mode::Workload;
 use std::path::PathBuf;
 
 /// What `--workload` names.

@@ -3,8 +3,8 @@
 //! which serde writes and strum parses (checked in the engine's own tests).
 use clap::ValueEnum;
 use ipivmm::config::ExitReasons;
-use ipivmm::mode::levers::ExitControl;
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm_analysis::mode::levers::ExitControl;
+use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 
 /// Every value of `all` parses from its `name()`, and clap offers exactly
 /// those names, in declaration order.
@@ -37,8 +37,8 @@ fn clap_spells_every_mode_part_as_its_name() {
     clap_spells(ExitReasons::ALL, ExitReasons::name);
     // compare --by: the mode's parts and one dimension per lever.
     clap_spells(
-        &ipivmm::compare::Dimension::ALL,
-        ipivmm::compare::Dimension::name,
+        &ipivmm_analysis::compare::Dimension::ALL,
+        ipivmm_analysis::compare::Dimension::name,
     );
     assert!(Irqchip::from_str("no-such-chip", false).is_err());
 }

@@ -2,8 +2,8 @@
 //! share: the result type, the palette and font, what a chart is drawn
 //! from and where it came from (the footer every chart carries), and the
 //! logarithmic axis.
-use ipivmm::results::summary::RunSummary;
-use ipivmm::results::{Document, RunReport};
+use ipivmm_analysis::results::summary::RunSummary;
+use ipivmm_analysis::results::{Document, RunReport};
 use ipivmm_host::facts::{HostInfo, KvmBackend};
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::prelude::*;

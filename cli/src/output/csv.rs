@@ -6,14 +6,14 @@
 //! the source they came from, and `latency` (count, min, p50, p90, p99, max,
 //! mean in cycles and, when the TSC rate is known, `*_ns`). Each run ends
 //! with its headline metrics (source `metrics`, `vcpu` empty: all vCPUs of
-//! the measured phase; [`ipivmm::results::metrics::Metric`]): per operation
+//! the measured phase; [`ipivmm_analysis::results::metrics::Metric`]): per operation
 //! and per delivered IPI.
 use super::error::OutputError;
 use super::sink::{io_error, Command, Docs, Kind, Sink};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::repeats::{configurations, ConfigurationStats};
-use ipivmm::results::summary::{measured_phase, summarize};
-use ipivmm::results::{Document, PhaseResult, RunReport};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::repeats::{configurations, ConfigurationStats};
+use ipivmm_analysis::results::summary::{measured_phase, summarize};
+use ipivmm_analysis::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
 
 /// The `--csv FILE` sink of `run`, `sweep` and `compare`.

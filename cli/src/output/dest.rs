@@ -9,7 +9,7 @@
 use super::atomic::tempfile_in;
 use super::atomic::write_atomic_with;
 use super::sink::{Docs, Kind, Sink};
-use ipivmm::results::Document;
+use ipivmm_analysis::results::Document;
 use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -324,7 +324,11 @@ impl Outputs {
 
     /// Writes the verdicts of expectations to every verdict output (TAP,
     /// JUnit), named `suite`. Returns one line per failure.
-    pub fn write_verdicts(&self, v: &ipivmm::expect::Verdicts, suite: &str) -> Vec<String> {
+    pub fn write_verdicts(
+        &self,
+        v: &ipivmm_analysis::expect::Verdicts,
+        suite: &str,
+    ) -> Vec<String> {
         let mut errors = Vec::new();
         for p in &self.planned {
             let (Kind::Verdicts(write) | Kind::VerdictsOnStdout(write), Target::Dest(d)) =

@@ -3,8 +3,8 @@
 //! (its `/proc/interrupts` CAL, the `linux_cal` record), against the
 //! operations vCPU 0's workload sent (its `operations` record), over the
 //! row's completed repeats (docs/linux-guest.md).
-use ipivmm::results::summary::RunSummary;
-use ipivmm::results::RunReport;
+use ipivmm_analysis::results::summary::RunSummary;
+use ipivmm_analysis::results::RunReport;
 
 /// One row's cross-check: ranges over its targets and repeats.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,7 +26,7 @@ impl CalCheck {
             let Some(phase) = s.phase.as_deref().filter(|_| r.succeeded()) else {
                 continue;
             };
-            let record = |v: &ipivmm::results::VcpuResult, k: &str| {
+            let record = |v: &ipivmm_analysis::results::VcpuResult, k: &str| {
                 v.phase_named(phase).and_then(|p| p.records.get(k).copied())
             };
             let Some(sent) = r.vcpus.first().and_then(|v| record(v, "operations")) else {
@@ -90,7 +90,7 @@ pub fn lines(rows: &[(String, Vec<&(&RunReport, RunSummary)>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::results::summary;
+    use ipivmm_analysis::results::summary;
 
     /// A real Linux run of the lab (4 vCPUs, 50 broadcasts): every
     /// target's CAL against vCPU 0's operations; a payload run has none.

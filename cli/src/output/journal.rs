@@ -10,7 +10,7 @@
 //! whole document, which has no `incomplete`.
 //!
 //! The file in progress is the append-only form of
-//! `ipivmm::results::journal`: a header line, then one line a plan and one
+//! `ipivmm_analysis::results::journal`: a header line, then one line a plan and one
 //! a finished run, each appended by one write and synced. It used to be the
 //! whole document rewritten after every run: O(N·file) bytes for N runs (40
 //! repeats of a sweep wrote 27 MB for a 1.3 MB file). Now each run is
@@ -22,9 +22,9 @@
 //! The repeat loops call [`Journal::record`] with each report as it ends;
 //! what stops a configuration's repeats is [`stops_repeats`].
 use super::atomic::write_atomic_with;
-use ipivmm::results::journal::{Event, Header};
-use ipivmm::results::{Document, RunReport, SkippedMode};
 use ipivmm::SharedBudget;
+use ipivmm_analysis::results::journal::{Event, Header};
+use ipivmm_analysis::results::{Document, RunReport, SkippedMode};
 use std::cell::{Ref, RefCell};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -216,7 +216,7 @@ impl ipivmm::experiment::rounds::Keep for Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::results::RunStatus;
+    use ipivmm_analysis::results::RunStatus;
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("ipivmm-journal-{}-{name}", std::process::id()));
@@ -230,7 +230,7 @@ mod tests {
             vcpus: label_vcpus,
             ..Default::default()
         };
-        RunReport::not_started(&config, "a test run")
+        config.not_started("a test run")
     }
 
     #[test]
@@ -274,9 +274,9 @@ mod tests {
         let mut r = report(2);
         r.status = RunStatus::Completed;
         for v in 0..2 {
-            let mut vr = ipivmm::results::VcpuResult::new(v, v as u32);
+            let mut vr = ipivmm_analysis::results::VcpuResult::new(v, v as u32);
             for p in 0..8 {
-                vr.phases.push(ipivmm::results::PhaseResult {
+                vr.phases.push(ipivmm_analysis::results::PhaseResult {
                     name: format!("phase{p}-run{i}"),
                     ..Default::default()
                 });
@@ -366,13 +366,13 @@ mod tests {
     fn samples_are_freed_and_their_bytes_given_back() {
         let j = Journal::start(None, "sweep", 1 << 20);
         let mut r = report(2);
-        let mut v = ipivmm::results::VcpuResult::new(0, 0);
-        v.phases.push(ipivmm::results::PhaseResult {
+        let mut v = ipivmm_analysis::results::VcpuResult::new(0, 0);
+        v.phases.push(ipivmm_analysis::results::PhaseResult {
             samples: vec![7; 1000],
             ..Default::default()
         });
         r.vcpus.push(v);
-        j.budget().keep(ipivmm::vcpu::store::report_bytes(&r));
+        j.budget().keep(ipivmm::run::report_bytes(&r));
         let with_samples = j.budget().held();
         j.record(r);
         assert_eq!(j.budget().held(), with_samples - 8000);
@@ -395,7 +395,8 @@ mod tests {
     fn runs_that_could_not_start_or_went_over_budget_stop_their_repeats() {
         let mut r = report(2);
         assert_eq!(stops_repeats(&r), Some("its other repeats are not run"));
-        r.vcpus.push(ipivmm::results::VcpuResult::new(0, 0));
+        r.vcpus
+            .push(ipivmm_analysis::results::VcpuResult::new(0, 0));
         r.status = RunStatus::Completed;
         assert!(stops_repeats(&r).is_none());
         r.status = RunStatus::OverBudget {

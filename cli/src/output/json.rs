@@ -1,4 +1,4 @@
-//! `--json`: the results model itself ([`ipivmm::results::Document`],
+//! `--json`: the results model itself ([`ipivmm_analysis::results::Document`],
 //! schema `ipivmm.results/1`), pretty-printed, streamed: a large document
 //! is not held twice (model and text).
 use super::sink::{Command, Docs, Kind, Sink};

@@ -1,5 +1,5 @@
 //! The `--junit FILE` sink: the expectations' verdicts as JUnit XML, in
-//! the engine's one JUnit writer ([`ipivmm::expect::junit`]).
+//! the engine's one JUnit writer ([`ipivmm_analysis::expect::junit`]).
 use super::sink::{Command, Kind, Sink};
 
 /// The `--junit FILE` sink of `run` and `sweep`.
@@ -10,7 +10,8 @@ pub static SINK: Sink = Sink {
         "Write the expectations' verdicts as JUnit XML to FILE",
     )],
     kind: Kind::Verdicts(|v, suite, out| {
-        let xml = ipivmm::expect::junit::render(v, suite).map_err(std::io::Error::other)?;
+        let xml =
+            ipivmm_analysis::expect::junit::render(v, suite).map_err(std::io::Error::other)?;
         out.write_all(xml.as_bytes())
     }),
 };

@@ -1,5 +1,5 @@
 //! Results for people and programs, all from the one results model
-//! ([`ipivmm::results`]): the text report, CSV rows, SVG charts, the
+//! ([`ipivmm_analysis::results`]): the text report, CSV rows, SVG charts, the
 //! side-by-side comparison of recorded runs, and the sweep progress bar.
 //! Every format is a [`sink::Sink`] in its own file, listed once in
 //! [`sinks::ALL`]; what they share sits below them ([`sink`], [`error`],

@@ -2,10 +2,10 @@
 //! their tables): the p50 as the median over repeats with its 95% interval
 //! and spread, each repeat's own p50 interval, counts as counts, what a
 //! comparison at these repeats can detect, and what makes the figures
-//! unstable ([`ipivmm::results::repeats`]).
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::repeats::{ConfigurationStats, CountStats, FigureStats};
-use ipivmm::stats::{Interval, CONFIDENCE};
+//! unstable ([`ipivmm_analysis::results::repeats`]).
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::repeats::{ConfigurationStats, CountStats, FigureStats};
+use ipivmm_analysis::stats::{Interval, CONFIDENCE};
 use std::fmt::Write;
 
 /// How the repeat count was chosen, for the line that says it.
@@ -13,7 +13,7 @@ use std::fmt::Write;
 pub struct RepeatChoice {
     /// Repeats per configuration.
     pub repeats: u32,
-    /// Whether it is the default ([`ipivmm::stats::DEFAULT_REPEATS`]).
+    /// Whether it is the default ([`ipivmm_analysis::stats::DEFAULT_REPEATS`]).
     pub default: bool,
     /// `--repeat auto` (`repeats` is then the most).
     pub auto: bool,
@@ -80,7 +80,7 @@ pub fn shown_repeat(runs: &[ipivmm::RunReport]) -> (usize, String) {
     let p50s: Vec<Option<f64>> = runs
         .iter()
         .map(|r| match r.succeeded() {
-            true => ipivmm::results::summary::summarize(r)
+            true => ipivmm_analysis::results::summary::summarize(r)
                 .latency
                 .map(|l| l.p50),
             false => None,
@@ -120,7 +120,7 @@ fn nearest_median(values: &[Option<f64>]) -> Option<usize> {
     if present.len() < 2 {
         return None;
     }
-    let median = ipivmm::stats::median(&present)?;
+    let median = ipivmm_analysis::stats::median(&present)?;
     values
         .iter()
         .enumerate()
@@ -292,7 +292,7 @@ mod tests {
         let config = ipivmm::VmConfig::default();
         let mut runs: Vec<ipivmm::RunReport> = (0..3)
             .map(|i| {
-                let mut r = ipivmm::RunReport::not_started(&config, "test");
+                let mut r = config.not_started("test");
                 r.repeat = Some(i);
                 r
             })
@@ -330,19 +330,18 @@ mod tests {
     #[test]
     fn the_repeats_say_when_halt_polling_had_nothing_to_act_on() {
         let run = |attempted: u64| {
-            let mut r = ipivmm::RunReport::not_started(&ipivmm::VmConfig::default(), "test");
+            let mut r = ipivmm::VmConfig::default().not_started("test");
             r.status = ipivmm::RunStatus::Completed;
-            let mut host = ipivmm::results::HostSettings::of(&ipivmm::host::HostInfo::synthetic(
-                ipivmm::host::KvmBackend::KvmPvm,
-                false,
-            ));
+            let mut host = ipivmm_analysis::results::HostSettings::of(
+                &ipivmm::host::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
+            );
             host.params
                 .entry("kvm".into())
                 .or_default()
                 .insert("halt_poll_ns".into(), "200000".into());
             r.host_settings = Some(host);
-            let mut v = ipivmm::results::VcpuResult::new(1, 1);
-            let mut p = ipivmm::results::PhaseResult {
+            let mut v = ipivmm_analysis::results::VcpuResult::new(1, 1);
+            let mut p = ipivmm_analysis::results::PhaseResult {
                 id: 2,
                 name: "measure".into(),
                 ..Default::default()
@@ -361,7 +360,7 @@ mod tests {
             r
         };
         let text = |r: ipivmm::RunReport| {
-            let configs = ipivmm::results::repeats::configurations(&[r]);
+            let configs = ipivmm_analysis::results::repeats::configurations(&[r]);
             render(&configs, None, &|_| None)
         };
         let t = text(run(0));

@@ -8,8 +8,8 @@
 use super::chart_kit::{
     footer, framed_canvas, mode_color, Credit, DrawResult, Entry, FooterLine, LogAxis, FONT,
 };
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::summary::RunSummary;
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::summary::RunSummary;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::prelude::*;
 
@@ -42,7 +42,7 @@ pub struct ScaleGroup {
 impl ScaleGroup {
     /// File-name stem, e.g. `broadcast-halt-scale`.
     pub fn slug(&self) -> String {
-        ipivmm::results::slug::slug(&format!("{}-{}-scale", self.workload, self.target))
+        ipivmm_analysis::results::slug::slug(&format!("{}-{}-scale", self.workload, self.target))
     }
 
     /// The vCPU counts of the group, ascending.
@@ -271,9 +271,14 @@ fn points(pts: &[Point], m: Metric) -> Vec<Drawn> {
     pts.iter()
         .filter_map(|(n, repeats)| {
             let values: Vec<f64> = repeats.iter().filter_map(|s| m.value(s)).collect();
-            let median = ipivmm::stats::median(&values)?;
+            let median = ipivmm_analysis::stats::median(&values)?;
             let interval = (values.len() > 1)
-                .then(|| ipivmm::stats::median_interval(&values, ipivmm::stats::CONFIDENCE))
+                .then(|| {
+                    ipivmm_analysis::stats::median_interval(
+                        &values,
+                        ipivmm_analysis::stats::CONFIDENCE,
+                    )
+                })
                 .flatten()
                 .map(|i| (i.lo, i.hi));
             Some((*n as f64, median, interval))

@@ -8,8 +8,8 @@
 //! ([`Docs`]): the one of a run or sweep, in memory, or the files `compare`
 //! reads, each loaded in its turn and dropped after.
 use super::error::OutputError;
-use ipivmm::expect::Verdicts;
-use ipivmm::results::Document;
+use ipivmm_analysis::expect::Verdicts;
+use ipivmm_analysis::results::Document;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -23,10 +23,10 @@ use super::error::OutputError;
 use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::style::{human, human_ns};
-use ipivmm::results::latency::Histogram;
-use ipivmm::results::summary::{summarize_phases, GroupKey, RunSummary};
-use ipivmm::results::Document;
-use ipivmm::results::RunReport;
+use ipivmm_analysis::results::latency::Histogram;
+use ipivmm_analysis::results::summary::{summarize_phases, GroupKey, RunSummary};
+use ipivmm_analysis::results::Document;
+use ipivmm_analysis::results::RunReport;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -72,7 +72,7 @@ struct Spread {
     /// The median.
     median: f64,
     /// The median's interval over the repeats (from two repeats).
-    interval: Option<ipivmm::stats::Interval>,
+    interval: Option<ipivmm_analysis::stats::Interval>,
     /// Each repeat's value.
     values: Vec<f64>,
 }
@@ -93,9 +93,14 @@ impl Bar {
     fn over_repeats(&self, figure: impl Fn(&RunSummary) -> Option<f64>) -> Option<Spread> {
         let values: Vec<f64> = self.counted().into_iter().filter_map(figure).collect();
         Some(Spread {
-            median: ipivmm::stats::median(&values)?,
+            median: ipivmm_analysis::stats::median(&values)?,
             interval: (values.len() > 1)
-                .then(|| ipivmm::stats::median_interval(&values, ipivmm::stats::CONFIDENCE))
+                .then(|| {
+                    ipivmm_analysis::stats::median_interval(
+                        &values,
+                        ipivmm_analysis::stats::CONFIDENCE,
+                    )
+                })
                 .flatten(),
             values,
         })
@@ -507,7 +512,7 @@ fn pooled_reasons(b: &Bar) -> Vec<(String, f64)> {
         .into_iter()
         .filter(|s| s.exits.is_some() && s.units() > 0)
         .collect();
-    let units: u64 = ipivmm::results::saturating_sum(counted.iter().map(|s| s.units()));
+    let units: u64 = ipivmm_analysis::results::saturating_sum(counted.iter().map(|s| s.units()));
     let mut out: Vec<(String, f64)> = Vec::new();
     for s in &counted {
         for (r, v) in s.exits.iter().flat_map(|e| &e.by_reason) {
@@ -674,7 +679,7 @@ fn draw_legend(area: &Area<'_>, title: &str, entries: &[(String, RGBColor)]) -> 
 
 /// Human name of a counter source (the key itself when it names none).
 pub fn source_name(s: &str) -> &str {
-    ipivmm::results::source::Source::of_key(s).map_or(s, |src| src.human())
+    ipivmm_analysis::results::source::Source::of_key(s).map_or(s, |src| src.human())
 }
 
 /// The x range of the latency chart: the buckets of all bars, with a

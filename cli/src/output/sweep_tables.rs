@@ -8,10 +8,11 @@
 //! a summary line.
 use crate::output::fit::{Col, FitTable, Layout};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::repeats::ConfigurationStats;
-use ipivmm::results::summary::{self, RunSummary};
-use ipivmm::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
+use ipivmm_analysis::results::identity::{ConfigId, Field};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::repeats::ConfigurationStats;
+use ipivmm_analysis::results::summary::{self, RunSummary};
+use ipivmm_analysis::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
 use std::time::Duration;
 
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
@@ -163,7 +164,7 @@ pub fn render_with(doc: &Document, wall: Duration, layout: Layout) -> String {
 /// Under one workload's table: KVM's halt-polling counters per row where
 /// its rows differ in the halt-polling limit (the `halt-polling` preset),
 /// and every lever that did not act on what it controls
-/// ([`ipivmm::results::lever_effect`]).
+/// ([`ipivmm_analysis::results::lever_effect`]).
 fn lever_lines(doc: &Document, runs: &[(&RunReport, RunSummary)]) -> String {
     let configs = configurations_of(doc, runs);
     let limits: std::collections::BTreeSet<Option<u32>> =
@@ -267,7 +268,7 @@ fn configuration_row(
         .filter(|(r, _)| r.succeeded())
         .filter_map(|(r, s)| ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r)))
         .collect();
-    cells.push(fmt_opt(ipivmm::stats::median(&rates), 0));
+    cells.push(fmt_opt(ipivmm_analysis::stats::median(&rates), 0));
     cells
 }
 
@@ -320,10 +321,13 @@ fn scale_table(
     if counts.len() < 2 {
         return String::new();
     }
-    let mut modes: Vec<String> = Vec::new();
+    // A row per configuration but for its vCPU count (joined by identity;
+    // the mode label only names the row).
+    let mut modes: Vec<(ConfigId, &str)> = Vec::new();
     for (_, s) in runs {
-        if !modes.contains(&s.mode) {
-            modes.push(s.mode.clone());
+        let row = s.id.without(&[Field::Vcpus]);
+        if !modes.iter().any(|(m, _)| *m == row) {
+            modes.push((row, &s.mode));
         }
     }
     let mut t = Table::new();
@@ -332,13 +336,13 @@ fn scale_table(
     header.extend(counts.iter().map(|n| format!("N={n}")));
     t.set_header(header);
     let metrics = Metric::scale(metrics_of(runs));
-    for mode in &modes {
+    for (row, mode) in &modes {
         for &m in metrics {
-            let mut cells = vec![mode.clone(), m.name(op)];
+            let mut cells = vec![mode.to_string(), m.name(op)];
             for n in &counts {
                 let c = configurations_of(doc, runs)
                     .into_iter()
-                    .find(|c| c.vcpus == *n && c.label == *mode);
+                    .find(|c| c.vcpus == *n && c.id.without(&[Field::Vcpus]) == *row);
                 cells.push(match c {
                     None => "not run".into(),
                     Some(c) => {

@@ -1,5 +1,5 @@
 //! The `--tap` switch: the expectations' verdicts as TAP version 13, in
-//! the engine's one TAP writer ([`ipivmm::expect::tap`], which the lab
+//! the engine's one TAP writer ([`ipivmm_analysis::expect::tap`], which the lab
 //! reads back).
 use super::sink::{Command, Kind, Sink};
 
@@ -11,6 +11,6 @@ pub static SINK: Sink = Sink {
         "Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr)",
     )],
     kind: Kind::VerdictsOnStdout(|v, suite, out| {
-        out.write_all(ipivmm::expect::tap::render(v, suite).as_bytes())
+        out.write_all(ipivmm_analysis::expect::tap::render(v, suite).as_bytes())
     }),
 };

@@ -1,11 +1,11 @@
 //! The human-readable report of a run: one table per phase, one row per vCPU,
 //! then the latency distribution of every phase that recorded samples.
 use crate::output::fit::{self, Col, FitTable, Layout};
-use ipivmm::results::columns::PHASE_COLUMNS;
-use ipivmm::results::source::Source;
-use ipivmm::results::summary::{KVM_STAT_MEANINGS, PVM_EMULATION, PVM_EMULATION_FAIL};
-use ipivmm::results::{PhaseResult, VcpuEnd};
-use ipivmm::results::{RunConfig, RunReport, RunStatus};
+use ipivmm_analysis::results::columns::PHASE_COLUMNS;
+use ipivmm_analysis::results::source::Source;
+use ipivmm_analysis::results::summary::{KVM_STAT_MEANINGS, PVM_EMULATION, PVM_EMULATION_FAIL};
+use ipivmm_analysis::results::{PhaseResult, VcpuEnd};
+use ipivmm_analysis::results::{RunConfig, RunReport, RunStatus};
 use std::fmt::Write;
 
 fn ms(ns: u64) -> String {
@@ -196,9 +196,9 @@ pub const MAX_TEXT_LATENCY_ROWS: usize = 64;
 type Key<'a> = (u32, &'a str);
 
 /// Distinct (id, name) of phases in the order vCPU 0 (or any) ended them
-/// ([`ipivmm::results::summary::phase_keys`]).
+/// ([`ipivmm_analysis::results::summary::phase_keys`]).
 pub fn phase_ids(r: &RunReport) -> Vec<(u32, String)> {
-    ipivmm::results::summary::phase_keys(r)
+    ipivmm_analysis::results::summary::phase_keys(r)
 }
 
 /// The first `max` of [`phase_ids`] and how many more there are (in time
@@ -381,7 +381,7 @@ fn stat_meanings(r: &RunReport, (id, name): Key) -> Vec<String> {
 }
 
 /// `reason=count (mean host time)`, busiest first, then what was lost.
-fn sampled_parts(e: &ipivmm::results::ExitReasonCounts) -> Vec<String> {
+fn sampled_parts(e: &ipivmm_analysis::results::ExitReasonCounts) -> Vec<String> {
     let mut reasons: Vec<_> = e.by_reason.iter().collect();
     reasons.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
     let mut parts: Vec<String> = reasons
@@ -403,10 +403,10 @@ fn sampled_parts(e: &ipivmm::results::ExitReasonCounts) -> Vec<String> {
 }
 
 /// KVM's per-kind exit stats, and the rest as `other`.
-fn stat_parts(p: &ipivmm::results::PhaseResult) -> Vec<String> {
+fn stat_parts(p: &ipivmm_analysis::results::PhaseResult) -> Vec<String> {
     let total = p.kvm_stats.get("exits").copied().unwrap_or(0);
     let mut named: u64 = 0;
-    let mut parts: Vec<String> = ipivmm::results::summary::KVM_STAT_REASONS
+    let mut parts: Vec<String> = ipivmm_analysis::results::summary::KVM_STAT_REASONS
         .iter()
         .filter_map(|k| p.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (k, *n)))
         .map(|(k, n)| {
@@ -467,7 +467,7 @@ fn phase_apicv_line(r: &RunReport, (id, name): Key) -> Option<String> {
 /// With halting targets: how many IPIs found their target halted, from the
 /// receivers' HLT exits over the IPIs they took (each halt needs a wake-up).
 fn halted_line(r: &RunReport, (id, name): Key) -> Option<String> {
-    if r.mode.target == ipivmm::mode::TargetWait::Spin {
+    if r.mode.target == ipivmm_analysis::mode::TargetWait::Spin {
         return None;
     }
     let phases = r.vcpus.iter().filter_map(|v| v.phase_of(id, name));
@@ -492,13 +492,13 @@ fn halted_line(r: &RunReport, (id, name): Key) -> Option<String> {
 /// stats summed over the vCPUs, `kvm_vcpu_wakeup` where counted) and the
 /// limit it ran under.
 fn halt_polling_line(r: &RunReport, (id, name): Key) -> Option<String> {
-    if r.mode.target == ipivmm::mode::TargetWait::Spin {
+    if r.mode.target == ipivmm_analysis::mode::TargetWait::Spin {
         return None;
     }
     let phases: Vec<_> = r.vcpus.iter().flat_map(|v| v.phases_of(id, name)).collect();
-    let h = ipivmm::results::lever_effect::HaltPolling::of(r, &phases)?;
+    let h = ipivmm_analysis::results::lever_effect::HaltPolling::of(r, &phases)?;
     let limit = match h.limit_ns {
-        Some((ns, ipivmm::results::lever_effect::LimitSource::Vm)) => {
+        Some((ns, ipivmm_analysis::results::lever_effect::LimitSource::Vm)) => {
             format!(", halt_poll_ns {ns} (the VM's)")
         }
         Some((ns, _)) => format!(", halt_poll_ns {ns} (the host's)"),
@@ -616,7 +616,7 @@ fn latency_table(r: &RunReport, layout: Layout) -> Option<(String, usize)> {
     ]);
     for (i, p) in rows {
         let Some(l) = &p.latency else { continue };
-        let ns = |f: fn(&ipivmm::results::latency::LatencyNs) -> f64| {
+        let ns = |f: fn(&ipivmm_analysis::results::latency::LatencyNs) -> f64| {
             l.ns.as_ref().map_or("-".into(), |n| format!("{:.0}", f(n)))
         };
         t.add_row(vec![
@@ -636,12 +636,12 @@ fn latency_table(r: &RunReport, layout: Layout) -> Option<(String, usize)> {
     Some((t.render(layout), more))
 }
 /// The headline metrics of the measured phase in one line
-/// ([`ipivmm::results::metrics::Metric::shown`]), e.g. `headline ('measure',
+/// ([`ipivmm_analysis::results::metrics::Metric::shown`]), e.g. `headline ('measure',
 /// all vCPUs): cycles/broadcast p50 26720070, ..., exits/IPI 13.71`.
 fn metrics_line(r: &RunReport) -> Option<String> {
-    let s = ipivmm::results::summary::summarize(r);
+    let s = ipivmm_analysis::results::summary::summarize(r);
     let phase = s.phase.clone()?;
-    let shown = ipivmm::results::metrics::Metric::shown(s.ipis_per_operation());
+    let shown = ipivmm_analysis::results::metrics::Metric::shown(s.ipis_per_operation());
     let parts: Vec<String> = shown
         .iter()
         .filter_map(|m| {
@@ -676,7 +676,7 @@ fn part_note(r: &RunReport, (id, name): Key) -> &'static str {
             " (uncounted part: every per-exit counter off; the headline latency)"
         }
         Some(_)
-            if ipivmm::results::summary::uncounted_part(r, id, name).is_some() =>
+            if ipivmm_analysis::results::summary::uncounted_part(r, id, name).is_some() =>
         {
             " (counted part: exits by reason, ICR-write exits; its latency shows what counting cost)"
         }
@@ -714,10 +714,10 @@ mod tests {
     #[test]
     fn stats_only_exits_name_the_stats_that_explain_them() {
         let host = ipivmm_host::facts::HostInfo::synthetic(ipivmm::KvmBackend::KvmPvm, false);
-        let mut r = RunReport::not_started(&ipivmm::VmConfig::default(), "test");
-        r.host_settings = Some(ipivmm::results::HostSettings::of(&host));
+        let mut r = ipivmm::VmConfig::default().not_started("test");
+        r.host_settings = Some(ipivmm_analysis::results::HostSettings::of(&host));
         for (i, (emulated, failed)) in [(19_089u64, 80u64), (24_563, 20)].into_iter().enumerate() {
-            let mut v = ipivmm::results::VcpuResult::new(i, 0);
+            let mut v = ipivmm_analysis::results::VcpuResult::new(i, 0);
             let mut p = PhaseResult {
                 id: 2,
                 name: "measure".into(),
@@ -765,7 +765,7 @@ mod tests {
             "{text}"
         );
         // Counted by kvm_exit (a hardware host), the reasons need no key.
-        r.vcpus[0].phases[0].exit_reasons = Some(ipivmm::results::ExitReasonCounts {
+        r.vcpus[0].phases[0].exit_reasons = Some(ipivmm_analysis::results::ExitReasonCounts {
             exits: 3,
             ..Default::default()
         });

@@ -6,7 +6,7 @@
 use super::PlannedRun;
 use crate::output::journal::Journal;
 use ipivmm::experiment::rounds::{run_rounds, Options, Repeats};
-use ipivmm::results::SkippedMode;
+use ipivmm_analysis::results::SkippedMode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 

@@ -10,11 +10,11 @@
 //! stop, the stages left are skipped and the guard restores. modprobe runs
 //! in its own process group, so a Ctrl-C at the terminal does not stop a
 //! reload halfway. A second signal ends the process at once (see
-//! `ipivmm::interrupt`) and a `kill -9` cannot be caught: the state file
+//! `ipivmm_analysis::interrupt`) and a `kill -9` cannot be caught: the state file
 //! then stays, and `ipivmm host --restore` puts the original back.
 use super::execute::{run_all, SweepEvents, SweepOptions, SweepOutcome};
 use super::{plan_stage, SweepSpec};
-use ipivmm::results::SkippedMode;
+use ipivmm_analysis::results::SkippedMode;
 use ipivmm_host::facts::{HostInfo, KvmBackend};
 use ipivmm_host::module_switch::report::{applied_lines, restored_lines, verdict_line};
 use ipivmm_host::module_switch::{read_state, ModuleSetting, ModuleTree, SwitchError};
@@ -152,7 +152,7 @@ mod tests {
     use super::*;
     use crate::output::journal::Journal;
     use crate::sweep::execute::Quiet;
-    use ipivmm::mode::{ApicMode, IpiPath, Irqchip, Workload};
+    use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, Workload};
     use ipivmm_host::module_switch::{parse_param_values, FakeModprobe};
     use std::path::Path;
     use std::sync::atomic::AtomicBool;

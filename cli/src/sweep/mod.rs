@@ -16,9 +16,8 @@ pub mod vcpus;
 pub use crate::cli::linux_args::WorkloadArg;
 use ipivmm::config::{PayloadSource, VmConfig};
 use ipivmm::linux::LinuxGuest;
-use ipivmm::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
-use ipivmm::results::identity::ConfigId;
-use ipivmm::results::SkippedMode;
+use ipivmm_analysis::mode::{self, ApicMode, ApicvRequest, IpiPath, Irqchip, Workload};
+use ipivmm_analysis::results::SkippedMode;
 use ipivmm_host::facts::HostInfo;
 use ipivmm_host::module_switch::ModuleSetting;
 
@@ -231,7 +230,7 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
                                         apicv,
                                         workload,
                                         vcpus,
-                                        levers: ipivmm::mode::Levers {
+                                        levers: ipivmm_analysis::mode::Levers {
                                             pin: pin.clone(),
                                             halt_poll_ns: *halt_poll_ns,
                                             ..spec.base.levers.clone()
@@ -283,8 +282,7 @@ pub fn plan_stage(
         };
         match skip_reason(&config, host, spec.skip_duplicates).or_else(capacity) {
             Some(reason) => skips.push(SkippedMode {
-                id: Some(ConfigId::of_config(
-                    &config,
+                id: Some(config.config_id(
                     (!place.is_empty()).then(|| place.clone()),
                     host_param.clone(),
                 )),

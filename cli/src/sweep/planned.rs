@@ -14,7 +14,7 @@ pub struct PlannedSweep {
     spec: SweepSpec,
     host: Option<ipivmm::host::HostInfo>,
     host_sweep: Option<HostSweep>,
-    preset: Option<ipivmm::results::PresetReport>,
+    preset: Option<ipivmm_analysis::results::PresetReport>,
 }
 
 /// A sweep that ran.
@@ -36,7 +36,7 @@ impl PlannedSweep {
         spec: SweepSpec,
         host: Option<ipivmm::host::HostInfo>,
         host_sweep: Option<HostSweep>,
-        preset: Option<ipivmm::results::PresetReport>,
+        preset: Option<ipivmm_analysis::results::PresetReport>,
     ) -> Self {
         PlannedSweep {
             spec,
@@ -57,7 +57,7 @@ impl PlannedSweep {
     }
 
     /// What the preset asks and this host can answer, if it is a preset.
-    pub fn preset(&self) -> Option<&ipivmm::results::PresetReport> {
+    pub fn preset(&self) -> Option<&ipivmm_analysis::results::PresetReport> {
         self.preset.as_ref()
     }
 

@@ -6,9 +6,9 @@
 use super::topology::{self, CpuPlace};
 use super::{PlannedRun, SweepSpec};
 use ipivmm::linux::LinuxWorkload;
-use ipivmm::mode::levers::{ExitControl, ExitControls};
-use ipivmm::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
-use ipivmm::results::{PresetReport, PresetRow, SkippedMode};
+use ipivmm_analysis::mode::levers::{ExitControl, ExitControls};
+use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm_analysis::results::{PresetReport, PresetRow, SkippedMode};
 use ipivmm_host::facts::{ApicvSupport, HostInfo};
 use ipivmm_host::lab::Hardware;
 
@@ -52,13 +52,13 @@ pub struct PresetHost {
 impl PresetHost {
     /// This host, through `kvm_device`.
     pub fn probe(kvm_device: &std::path::Path, facts: Option<HostInfo>) -> Self {
-        let cpus = ipivmm::mode::levers::allowed_cpus();
+        let cpus = ipivmm_analysis::mode::levers::allowed_cpus();
         let places = topology::read_places(std::path::Path::new("/sys/devices/system/cpu"), &cpus);
         let kvm = ipivmm::host::device::open(kvm_device).ok();
         Self {
-            kvm_max_vcpus: kvm.as_ref().map_or(2, ipivmm::vm::max_vcpus),
+            kvm_max_vcpus: kvm.as_ref().map_or(2, ipivmm::host::max_vcpus),
             exit_controls: kvm
-                .map(|k| ipivmm::mode::levers::allowed_exit_controls(|c| k.check_extension_raw(c)))
+                .map(|k| ipivmm::levers::allowed_exit_controls(|c| k.check_extension_raw(c)))
                 .unwrap_or_default(),
             cpus,
             places,

@@ -14,7 +14,7 @@
 //! the charts then follow (`jq_examples_print_what_the_docs_show` says
 //! which differ).
 use super::{repo, text_of};
-use ipivmm::results::Document;
+use ipivmm_analysis::results::Document;
 use ipivmm_testkit::{kvm_available, skip, Need};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -422,14 +422,14 @@ fn the_schema_docs_csv_header_is_the_writers() {
 /// writes (`sources[].source` a [`Source`] key, `icr_write_exits.source`
 /// the user LAPIC's key or the tracepoint formula).
 ///
-/// [`Source`]: ipivmm::results::source::Source
+/// [`Source`]: ipivmm_analysis::results::source::Source
 #[test]
 fn schema_examples_name_the_codes_counter_sources() {
     let _host = crate::shared_host();
-    use ipivmm::results::source::Source;
+    use ipivmm_analysis::results::source::Source;
     let icr_sources = [
         Source::UserLapic.key(),
-        ipivmm::vcpu::window::ICR_EXITS_SOURCE,
+        ipivmm_analysis::results::ICR_EXITS_SOURCE,
     ];
     let mut checked = 0;
     for f in examples() {

@@ -1,12 +1,12 @@
 //! Run reports built in code (no /dev/kvm) for the output tests.
 #![allow(dead_code)]
-use ipivmm::results::latency::LatencyStats;
-use ipivmm::results::source::Source;
-use ipivmm::results::{
+use ipivmm::{RunReport, RunStatus, VmConfig};
+use ipivmm_analysis::results::latency::LatencyStats;
+use ipivmm_analysis::results::source::Source;
+use ipivmm_analysis::results::{
     ExitCounts, ExitKind, GuestDelta, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings,
     VcpuEnd, VcpuResult,
 };
-use ipivmm::{RunReport, RunStatus, VmConfig};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
@@ -34,7 +34,7 @@ pub fn config(flags: &[&str]) -> VmConfig {
 
 /// What `ipivmm run <flags>` would record as its mode.
 pub fn mode(flags: &[&str]) -> RunConfig {
-    RunConfig::of(&config(flags))
+    RunConfig::from(&config(flags))
 }
 
 /// Samples `base * (1 + k/100)`, k = 0..IPIS: p50 = 1.49 * base, p99 = 1.98 * base.
@@ -96,7 +96,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
             accelerated: 0,
-            source: ipivmm::vcpu::window::ICR_EXITS_SOURCE.into(),
+            source: ipivmm_analysis::results::ICR_EXITS_SOURCE.into(),
         }),
         latency: LatencyStats::from_samples(&samples, TSC_KHZ),
         records: BTreeMap::from([("samples_dropped".to_string(), 0)]),
@@ -114,8 +114,8 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nth = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let config = config(flags);
-    let mode = RunConfig::of(&config);
-    let apicv = ipivmm::mode::apicv::plan(None, config.mode());
+    let mode = RunConfig::from(&config);
+    let apicv = ipivmm_analysis::mode::apicv::plan(None, config.mode());
     let vcpus = (0..mode.vcpus)
         .map(|i| {
             let mut v = VcpuResult::new(i, i as u32);

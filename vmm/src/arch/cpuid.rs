@@ -7,17 +7,17 @@ use crate::mode::lever_table::KvmCpuidBits;
 use kvm_bindings::kvm_cpuid_entry2;
 
 /// CPUID.1:ECX bit 21, x2APIC.
-pub const X2APIC_BIT: u32 = 1 << 21;
+pub(crate) const X2APIC_BIT: u32 = 1 << 21;
 /// CPUID.1:ECX bit 31, running under a hypervisor.
-pub const HYPERVISOR_BIT: u32 = 1 << 31;
+pub(crate) const HYPERVISOR_BIT: u32 = 1 << 31;
 /// CPUID.1:EDX bit 9, on-chip APIC.
-pub const APIC_BIT: u32 = 1 << 9;
+pub(crate) const APIC_BIT: u32 = 1 << 9;
 /// KVM paravirtual leaf base.
 pub const KVM_CPUID_SIGNATURE: u32 = 0x4000_0000;
 /// KVM feature leaf.
-pub const KVM_CPUID_FEATURES: u32 = 0x4000_0001;
+pub(crate) const KVM_CPUID_FEATURES: u32 = 0x4000_0001;
 /// KVM_FEATURE_PV_SEND_IPI (EAX bit 11 of 0x40000001).
-pub const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
+pub(crate) const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
 /// KVM_HINTS_REALTIME (EDX bit 0 of 0x40000001): vCPUs are never preempted.
 pub const KVM_HINTS_REALTIME: u32 = 1 << 0;
 /// KVM_FEATURE_PV_EOI (EAX bit 6 of 0x40000001; the `--pv-eoi` lever).
@@ -29,7 +29,7 @@ pub const KVM_FEATURE_PV_SCHED_YIELD: u32 = 1 << 13;
 
 /// The KVM feature bits (0x40000001 EAX) a supported CPUID offers; 0
 /// without the leaf.
-pub fn kvm_features(entries: &[kvm_cpuid_entry2]) -> u32 {
+pub(crate) fn kvm_features(entries: &[kvm_cpuid_entry2]) -> u32 {
     entries
         .iter()
         .find(|e| e.function == KVM_CPUID_FEATURES)

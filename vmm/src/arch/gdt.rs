@@ -7,22 +7,22 @@ use ipivmm_abi::{CODE64_SELECTOR, DATA_SELECTOR, TSS_SELECTOR};
 use kvm_bindings::kvm_segment;
 
 /// 64-bit code: P, DPL 0, S, exec/read, accessed, L, G.
-pub const CODE64_DESC: u64 = 0x00af_9b00_0000_ffff;
+pub(crate) const CODE64_DESC: u64 = 0x00af_9b00_0000_ffff;
 /// Data: P, DPL 0, S, read/write, accessed, D/B, G.
-pub const DATA_DESC: u64 = 0x00cf_9300_0000_ffff;
+pub(crate) const DATA_DESC: u64 = 0x00cf_9300_0000_ffff;
 /// Bytes of a 64-bit TSS.
-pub const TSS_SIZE: u64 = 104;
+pub(crate) const TSS_SIZE: u64 = 104;
 /// Type of a busy 64-bit TSS: VMX requires TR to be busy in IA-32e mode.
-pub const TSS_TYPE_BUSY: u8 = 0xb;
+pub(crate) const TSS_TYPE_BUSY: u8 = 0xb;
 /// Bytes of the GDT: 3 8-byte entries and a 16-byte TSS descriptor.
-pub const GDT_SIZE: usize = 40;
+pub(crate) const GDT_SIZE: usize = 40;
 /// Offset of IST1 in the 64-bit TSS.
 const TSS_IST1_OFFSET: usize = 36;
 /// Offset of the I/O map base in the 64-bit TSS.
 const TSS_IOMAP_OFFSET: usize = 102;
 
 /// The two 8-byte halves of a 64-bit TSS descriptor.
-pub fn tss_descriptor(base: u64) -> [u64; 2] {
+pub(crate) fn tss_descriptor(base: u64) -> [u64; 2] {
     let limit = TSS_SIZE - 1;
     let low = (limit & 0xffff)
         | ((base & 0xff_ffff) << 16)
@@ -34,7 +34,7 @@ pub fn tss_descriptor(base: u64) -> [u64; 2] {
 }
 
 /// The GDT of one vCPU, as bytes, with its TSS at `tss_base`.
-pub fn gdt_bytes(tss_base: u64) -> [u8; GDT_SIZE] {
+pub(crate) fn gdt_bytes(tss_base: u64) -> [u8; GDT_SIZE] {
     let [tss_lo, tss_hi] = tss_descriptor(tss_base);
     let entries = [0u64, CODE64_DESC, DATA_DESC, tss_lo, tss_hi];
     let mut out = [0u8; GDT_SIZE];
@@ -45,7 +45,7 @@ pub fn gdt_bytes(tss_base: u64) -> [u8; GDT_SIZE] {
 }
 
 /// A 64-bit TSS whose IST1 is `ist1_top` and with no I/O bitmap.
-pub fn tss_bytes(ist1_top: u64) -> [u8; TSS_SIZE as usize] {
+pub(crate) fn tss_bytes(ist1_top: u64) -> [u8; TSS_SIZE as usize] {
     let mut tss = [0u8; TSS_SIZE as usize];
     tss[TSS_IST1_OFFSET..TSS_IST1_OFFSET + 8].copy_from_slice(&ist1_top.to_le_bytes());
     tss[TSS_IOMAP_OFFSET..TSS_IOMAP_OFFSET + 2].copy_from_slice(&(TSS_SIZE as u16).to_le_bytes());
@@ -53,7 +53,7 @@ pub fn tss_bytes(ist1_top: u64) -> [u8; TSS_SIZE as usize] {
 }
 
 /// Decode a code/data descriptor into the form KVM_SET_SREGS wants.
-pub fn segment_from_descriptor(desc: u64, selector: u16) -> kvm_segment {
+pub(crate) fn segment_from_descriptor(desc: u64, selector: u16) -> kvm_segment {
     let base = ((desc >> 16) & 0xff_ffff) | (((desc >> 56) & 0xff) << 24);
     let raw_limit = (desc & 0xffff) | (((desc >> 48) & 0xf) << 16);
     let g = ((desc >> 55) & 1) as u8;
@@ -79,17 +79,17 @@ pub fn segment_from_descriptor(desc: u64, selector: u16) -> kvm_segment {
 }
 
 /// CS for KVM_SET_SREGS.
-pub fn code_segment() -> kvm_segment {
+pub(crate) fn code_segment() -> kvm_segment {
     segment_from_descriptor(CODE64_DESC, CODE64_SELECTOR)
 }
 
 /// DS/ES/FS/GS/SS for KVM_SET_SREGS.
-pub fn data_segment() -> kvm_segment {
+pub(crate) fn data_segment() -> kvm_segment {
     segment_from_descriptor(DATA_DESC, DATA_SELECTOR)
 }
 
 /// TR for KVM_SET_SREGS.
-pub fn task_segment(tss_base: u64) -> kvm_segment {
+pub(crate) fn task_segment(tss_base: u64) -> kvm_segment {
     kvm_segment {
         base: tss_base,
         limit: (TSS_SIZE - 1) as u32,

@@ -2,25 +2,25 @@
 use kvm_bindings::kvm_lapic_state;
 
 /// APIC ID register offset (xAPIC: ID in bits 31:24).
-pub const APIC_ID: usize = 0x20;
+pub(crate) const APIC_ID: usize = 0x20;
 /// LVT LINT0 register offset.
-pub const APIC_LVT0: usize = 0x350;
+pub(crate) const APIC_LVT0: usize = 0x350;
 /// LVT LINT1 register offset.
-pub const APIC_LVT1: usize = 0x360;
+pub(crate) const APIC_LVT1: usize = 0x360;
 /// Delivery mode ExtINT (bits 10:8 = 111).
-pub const DM_EXTINT: u32 = 0x700;
+pub(crate) const DM_EXTINT: u32 = 0x700;
 /// Delivery mode NMI (bits 10:8 = 100).
-pub const DM_NMI: u32 = 0x400;
+pub(crate) const DM_NMI: u32 = 0x400;
 const DM_MASK: u32 = 0x700;
 
 /// Read a 32-bit APIC register.
-pub fn get_reg(state: &kvm_lapic_state, offset: usize) -> u32 {
+pub(crate) fn get_reg(state: &kvm_lapic_state, offset: usize) -> u32 {
     let b = &state.regs[offset..offset + 4];
     u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8])
 }
 
 /// Write a 32-bit APIC register.
-pub fn set_reg(state: &mut kvm_lapic_state, offset: usize, value: u32) {
+pub(crate) fn set_reg(state: &mut kvm_lapic_state, offset: usize, value: u32) {
     for (i, byte) in value.to_le_bytes().into_iter().enumerate() {
         state.regs[offset + i] = byte as _;
     }
@@ -33,7 +33,7 @@ const LVT_MASKED: u32 = 1 << 16;
 /// True when an entry that changed is unmasked: only then does the change
 /// reach interrupt delivery (a masked entry delivers nothing whatever its
 /// mode, SDM 11.5.1), so only then must the state go back to KVM.
-pub fn program_lints(state: &mut kvm_lapic_state) -> bool {
+pub(crate) fn program_lints(state: &mut kvm_lapic_state) -> bool {
     let mut visible = false;
     for (reg, mode) in [(APIC_LVT0, DM_EXTINT), (APIC_LVT1, DM_NMI)] {
         let old = get_reg(state, reg);

@@ -19,31 +19,31 @@ pub const BOOT_INFO: u64 = 0x1000;
 /// Page-map level 4 table.
 pub const PML4: u64 = 0x1_0000;
 /// Page-directory-pointer table (the first 512 GiB).
-pub const PDPT: u64 = 0x1_1000;
+pub(crate) const PDPT: u64 = 0x1_1000;
 /// Four page directories of 2 MiB pages, one per GiB of the low 4 GiB.
-pub const PD_BASE: u64 = 0x1_2000;
+pub(crate) const PD_BASE: u64 = 0x1_2000;
 /// Number of page directories (GiB identity-mapped).
-pub const PD_COUNT: u64 = 4;
+pub(crate) const PD_COUNT: u64 = 4;
 /// First per-vCPU GDT.
 pub const GDT_BASE: u64 = 0x2_0000;
 /// Bytes per GDT: null, code64, data, TSS (16 bytes) = 40, padded.
-pub const GDT_STRIDE: u64 = 0x40;
+pub(crate) const GDT_STRIDE: u64 = 0x40;
 /// First per-vCPU TSS.
-pub const TSS_BASE: u64 = GDT_BASE + GDT_STRIDE * MAX_VCPUS as u64;
+pub(crate) const TSS_BASE: u64 = GDT_BASE + GDT_STRIDE * MAX_VCPUS as u64;
 /// Bytes per TSS (the 64-bit TSS is 104 bytes).
-pub const TSS_STRIDE: u64 = 0x80;
+pub(crate) const TSS_STRIDE: u64 = 0x80;
 /// End of the host-built system tables.
-pub const SYSTEM_END: u64 = TSS_BASE + TSS_STRIDE * MAX_VCPUS as u64;
+pub(crate) const SYSTEM_END: u64 = TSS_BASE + TSS_STRIDE * MAX_VCPUS as u64;
 
 /// First vCPU's stack area.
 pub const STACK_BASE: u64 = 0x80_0000;
 /// Bytes of stack area per vCPU: the main stack then the IST1 stack.
-pub const STACK_STRIDE: u64 = 0x1_0000;
+pub(crate) const STACK_STRIDE: u64 = 0x1_0000;
 /// Of `STACK_STRIDE`, bytes given to the IST1 (interrupt) stack at the top.
-pub const IST_SIZE: u64 = 0x4000;
+pub(crate) const IST_SIZE: u64 = 0x4000;
 /// Bytes of scratch each vCPU needs at the least: the SDK's per-vCPU block
 /// (4 KiB, `ipivmm_guest::percpu::PERCPU_RESERVED`) and one page of samples.
-pub const MIN_SCRATCH_PER_VCPU: u64 = 0x2000;
+pub(crate) const MIN_SCRATCH_PER_VCPU: u64 = 0x2000;
 /// Of each vCPU's scratch, bytes the guest SDK keeps for its per-vCPU block.
 pub const PERCPU_RESERVED: u64 = 0x1000;
 
@@ -54,7 +54,7 @@ pub const fn scratch_base(vcpus: usize) -> u64 {
 }
 
 /// Smallest guest RAM for `vcpus` vCPUs: the fixed areas, their stacks and
-/// at least 1 MiB of scratch (never less than [`MIN_SCRATCH_PER_VCPU`] each).
+/// at least 1 MiB of scratch (never less than `MIN_SCRATCH_PER_VCPU` each).
 pub const fn min_mem_bytes(vcpus: usize) -> u64 {
     let per_vcpu = MIN_SCRATCH_PER_VCPU * vcpus as u64;
     let scratch = if per_vcpu > 0x10_0000 {
@@ -71,15 +71,15 @@ pub const MIN_MEM_BYTES: u64 = min_mem_bytes(1);
 /// Largest guest RAM: stays below the 3 GiB PCI/APIC hole.
 pub const MAX_MEM_BYTES: u64 = 0xC000_0000;
 /// Default guest RAM (up to 2 vCPUs; see [`default_mem_bytes`]).
-pub const DEFAULT_MEM_BYTES: u64 = 64 << 20;
+pub(crate) const DEFAULT_MEM_BYTES: u64 = 64 << 20;
 
 /// Scratch (sample space) the default guest RAM gives a VM, whatever its
 /// vCPU count, as long as each vCPU gets [`MIN_SCRATCH_PER_VCPU`].
-pub const DEFAULT_SCRATCH_BYTES: u64 = DEFAULT_MEM_BYTES - scratch_base(2);
+pub(crate) const DEFAULT_SCRATCH_BYTES: u64 = DEFAULT_MEM_BYTES - scratch_base(2);
 
 /// Guest RAM a run of `vcpus` vCPUs gets when none is asked for:
-/// [`DEFAULT_MEM_BYTES`], or, when that many vCPUs' stacks do not leave
-/// [`DEFAULT_SCRATCH_BYTES`] of scratch, their stacks plus that much
+/// `DEFAULT_MEM_BYTES`, or, when that many vCPUs' stacks do not leave
+/// `DEFAULT_SCRATCH_BYTES` of scratch, their stacks plus that much
 /// (rounded up to 1 MiB): 128 MiB at 1024 vCPUs.
 pub const fn default_mem_bytes(vcpus: usize) -> u64 {
     let min_scratch = MIN_SCRATCH_PER_VCPU * vcpus as u64;

@@ -2,8 +2,8 @@
 //! descriptor tables, page tables, CPUID shaping, boot registers, LAPIC LVTs,
 //! and the guest memory layout they all place.
 pub mod cpuid;
-pub mod gdt;
-pub mod lapic_regs;
+pub(crate) mod gdt;
+pub(crate) mod lapic_regs;
 pub mod layout;
-pub mod paging;
-pub mod regs;
+pub(crate) mod paging;
+pub(crate) mod regs;

@@ -10,10 +10,10 @@ const PAGE_SIZE_2M: u64 = 1 << 7;
 const TWO_MIB: u64 = 1 << 21;
 
 /// Bytes of all tables: PML4, PDPT and `PD_COUNT` page directories, contiguous.
-pub const TABLES_SIZE: usize = (2 + PD_COUNT as usize) * 0x1000;
+pub(crate) const TABLES_SIZE: usize = (2 + PD_COUNT as usize) * 0x1000;
 
 /// The page tables as bytes, to be written at `layout::PML4`.
-pub fn identity_map_tables() -> Vec<u8> {
+pub(crate) fn identity_map_tables() -> Vec<u8> {
     debug_assert_eq!(PDPT, PML4 + 0x1000);
     debug_assert_eq!(PD_BASE, PDPT + 0x1000);
     let mut entries = vec![0u64; TABLES_SIZE / 8];
@@ -39,7 +39,8 @@ fn page_flags(addr: u64) -> u64 {
 }
 
 /// Walk the tables as the MMU would, for tests: the physical address `va` maps to.
-pub fn translate(tables: &[u8], va: u64) -> Option<u64> {
+#[cfg(test)]
+fn translate(tables: &[u8], va: u64) -> Option<u64> {
     let read = |gpa: u64| -> Option<u64> {
         let off = usize::try_from(gpa.checked_sub(PML4)?).ok()?;
         Some(u64::from_le_bytes(

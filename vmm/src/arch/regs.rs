@@ -9,14 +9,14 @@ use crate::arch::layout;
 use kvm_bindings::{kvm_regs, kvm_segment, kvm_sregs};
 
 /// CR0: PE, MP, ET, NE, WP, PG.
-pub const CR0_LONG_MODE: u64 = 0x8005_0033;
+pub(crate) const CR0_LONG_MODE: u64 = 0x8005_0033;
 /// CR4: PAE (needed for long mode).
-pub const CR4_PAE: u64 = 1 << 5;
+pub(crate) const CR4_PAE: u64 = 1 << 5;
 /// EFER: LME | LMA.
-pub const EFER_LONG_MODE: u64 = (1 << 8) | (1 << 10);
+pub(crate) const EFER_LONG_MODE: u64 = (1 << 8) | (1 << 10);
 
 /// Special registers of vCPU `index`, starting from what KVM reported.
-pub fn boot_sregs(mut s: kvm_sregs, index: usize) -> kvm_sregs {
+pub(crate) fn boot_sregs(mut s: kvm_sregs, index: usize) -> kvm_sregs {
     let data = data_segment();
     s.cs = code_segment();
     s.ds = data;
@@ -38,7 +38,7 @@ pub fn boot_sregs(mut s: kvm_sregs, index: usize) -> kvm_sregs {
 }
 
 /// General registers of vCPU `index`: the ABI's entry convention.
-pub fn boot_regs(entry: u64, index: usize) -> kvm_regs {
+pub(crate) fn boot_regs(entry: u64, index: usize) -> kvm_regs {
     kvm_regs {
         rip: entry,
         rsp: layout::stack_top(index),
@@ -52,7 +52,7 @@ pub fn boot_regs(entry: u64, index: usize) -> kvm_regs {
 
 /// CR0 after INIT: ET, with CD and NW kept from before (KVM keeps them on
 /// an INIT, sets them on a RESET).
-pub const CR0_ET: u64 = 1 << 4;
+pub(crate) const CR0_ET: u64 = 1 << 4;
 /// CR0.NW | CR0.CD.
 const CR0_NW_CD: u64 = (1 << 29) | (1 << 30);
 
@@ -72,7 +72,7 @@ fn real_segment(selector: u16, base: u64, type_: u8, s: u8) -> kvm_segment {
 
 /// General registers after INIT: `rip` 0xFFF0, `rflags` 2, `rdx` the
 /// processor signature (CPUID.1:EAX), the rest 0.
-pub fn init_regs(signature: u32) -> kvm_regs {
+pub(crate) fn init_regs(signature: u32) -> kvm_regs {
     kvm_regs {
         rip: 0xfff0,
         rflags: 0x2,
@@ -85,7 +85,7 @@ pub fn init_regs(signature: u32) -> kvm_regs {
 /// CS 0xF000 based at 0xFFFF0000 (the reset vector 0xFFFFFFF0), data
 /// segments 0, GDT/IDT base 0 limit 0xFFFF, CR0 = ET (CD/NW kept), CR2,
 /// CR3, CR4, CR8 and EFER 0; the APIC base is not INIT's to change.
-pub fn init_sregs(mut s: kvm_sregs) -> kvm_sregs {
+pub(crate) fn init_sregs(mut s: kvm_sregs) -> kvm_sregs {
     let data = real_segment(0, 0, 3, 1);
     s.cs = real_segment(0xf000, 0xffff_0000, 0xb, 1);
     s.ds = data;
@@ -110,7 +110,7 @@ pub fn init_sregs(mut s: kvm_sregs) -> kvm_sregs {
 
 /// A start-up IPI of `vector` on a vCPU waiting for it: real mode at
 /// `vector << 12` (CS = `vector << 8`, base `vector << 12`, IP 0).
-pub fn sipi_start(regs: &mut kvm_regs, sregs: &mut kvm_sregs, vector: u8) {
+pub(crate) fn sipi_start(regs: &mut kvm_regs, sregs: &mut kvm_sregs, vector: u8) {
     sregs.cs.selector = u16::from(vector) << 8;
     sregs.cs.base = u64::from(vector) << 12;
     regs.rip = 0;

@@ -105,7 +105,7 @@ pub struct Spreads {
 }
 
 /// The spread figures of recordings of p50s, with the drift's upper bound.
-pub fn spreads_bounded(recordings: &[Vec<f64>]) -> Spreads {
+pub(crate) fn spreads_bounded(recordings: &[Vec<f64>]) -> Spreads {
     let (within, between, consecutive) = spreads(recordings);
     let used: Vec<&Vec<f64>> = recordings.iter().filter(|r| !r.is_empty()).collect();
     let df = used.len().saturating_sub(1);
@@ -126,7 +126,7 @@ pub fn spreads_bounded(recordings: &[Vec<f64>]) -> Spreads {
 
 /// The spread figures of recordings of log p50s: (within, between,
 /// consecutive-pair sd).
-pub fn spreads(recordings: &[Vec<f64>]) -> (f64, f64, f64) {
+pub(crate) fn spreads(recordings: &[Vec<f64>]) -> (f64, f64, f64) {
     let logs: Vec<Vec<f64>> = recordings
         .iter()
         .map(|r| r.iter().map(|v| v.ln()).collect())

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// shared `budget` and `cancel` flag, the host's load during it recorded,
 /// its raw samples given back to the budget (the decision reads the
 /// summary figures only).
-pub fn measured_run(
+pub(crate) fn measured_run(
     config: &VmConfig,
     cancel: &Arc<AtomicBool>,
     budget: &Arc<SharedBudget>,

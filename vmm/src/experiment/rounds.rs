@@ -19,6 +19,35 @@
 //! that cannot start for another reason, or whose guest went over the
 //! guest memory budget, is a failed run and its other repeats are not run
 //! ([`stops_repeats`]). A set cancel flag stops the loop before the next VM.
+//!
+//! An experiment with repeats, judged by the gate (running needs
+//! `/dev/kvm`, hence `no_run`): xAPIC against x2APIC, five repeats each in
+//! rounds, compared along the APIC mode.
+//!
+//! ```no_run
+//! use ipivmm::analysis::compare::{compare_by, judge, Dimension};
+//! use ipivmm::analysis::results::Document;
+//! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Quiet, Repeats};
+//! use ipivmm::{ApicMode, VmConfig};
+//! use std::sync::atomic::AtomicBool;
+//! use std::sync::Arc;
+//!
+//! let xapic = VmConfig { iterations: 200, warmup: 20, ..VmConfig::default() };
+//! let x2apic = VmConfig { apic: ApicMode::X2apic, ..xapic.clone() };
+//! let planned = [Planned::single(xapic.clone()), Planned::single(x2apic)];
+//! let keep = Collect::new(xapic.guest_memory_budget);
+//! let cancel = Arc::new(AtomicBool::new(false));
+//! let mut skipped = Vec::new();
+//! run_rounds(&planned, &mut skipped, &Options::new(Repeats::Fixed(5), cancel), &keep, &Quiet);
+//! let doc = Document::new(keep.into_runs(), skipped);
+//! for r in &doc.runs {
+//!     println!("{} repeat {:?}: {:?}", r.id().label(), r.repeat, r.metrics().values);
+//! }
+//! let cmp = compare_by(&[("rounds".to_string(), doc)], Dimension::Apic, &[])?;
+//! let report = judge::gate(&cmp, &judge::GateOptions::default());
+//! println!("x2apic against xapic: {:?} (exit {})", report.verdict(), report.exit_code());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 use super::Budget;
 use crate::config::VmConfig;
 use crate::gate::power::{repeats_to_pass, Design};
@@ -55,16 +84,13 @@ pub struct Planned {
 impl Planned {
     /// The configuration this run is.
     pub fn id(&self) -> ConfigId {
-        ConfigId::of_config(
-            &self.config,
-            self.placement.clone(),
-            self.host_param.clone(),
-        )
+        self.config
+            .config_id(self.placement.clone(), self.host_param.clone())
     }
 
     /// One configuration on its own (`run`), labelled by its identity.
     pub fn single(config: VmConfig) -> Self {
-        let id = ConfigId::of_config(&config, None, None);
+        let id = config.config_id(None, None);
         Self {
             label: format!("{} {}v {}", id.guest.name(), id.vcpus, id.label()),
             config,
@@ -248,7 +274,7 @@ struct Tally {
 
 /// Failed runs after which `--repeat auto` stops a configuration: a
 /// spread cannot settle on runs that do not complete.
-pub const AUTO_MAX_FAILED: u32 = 2;
+pub(crate) const AUTO_MAX_FAILED: u32 = 2;
 
 fn quiet(r: &RunReport) -> Result<(), String> {
     match r.host_load.as_ref().map(crate::stats::load_instabilities) {
@@ -389,7 +415,7 @@ pub fn run_rounds(
                     events.finished_one();
                     continue;
                 }
-                Err(e) => RunReport::not_started(&p.config, &e.to_string()),
+                Err(e) => p.config.not_started(&e.to_string()),
             };
             r.host_load = probe.and_then(|l| l.finish());
             r.observer_effect = counting_cost;

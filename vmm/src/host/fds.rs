@@ -5,11 +5,11 @@
 
 /// Descriptors a run holds besides the tracepoints: per vCPU its own fd and
 /// its KVM stats fd.
-pub const OTHER_FDS_PER_VCPU: usize = 2;
+pub(crate) const OTHER_FDS_PER_VCPU: usize = 2;
 /// Descriptors kept free for the rest of the run: the VM, the event loop,
 /// eventfds, timers, the result files. (The creation-time sampler's fds,
 /// one per CPU, are open when the budget is taken.)
-pub const RESERVED_FDS: usize = 64;
+pub(crate) const RESERVED_FDS: usize = 64;
 
 /// RLIMIT_NOFILE as a run of `vcpus` vCPUs finds it, and the share of it
 /// each vCPU thread may spend on tracepoints.
@@ -55,7 +55,7 @@ impl FdLimit {
 /// more per counter. Failure only means fewer fds: the VM's creation then
 /// refuses a vCPU count the limit cannot hold (`VmError::FdLimit`), and
 /// counters that do not fit are reported unavailable with the fix.
-pub fn raise_fd_limit() {
+pub(crate) fn raise_fd_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let mut lim = getrlimit(Resource::Nofile);
     if lim.current < lim.maximum {

@@ -3,9 +3,10 @@
 pub mod caps;
 pub mod device;
 mod device_access;
-pub mod fds;
-pub mod load;
+pub(crate) mod fds;
+pub(crate) mod load;
 
+pub use crate::vm::max_vcpus;
 pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
 
 use device::DeviceError;

@@ -79,7 +79,7 @@ impl Chip for InKernel {
 }
 
 /// KVM_SET_TSS_ADDR, which every irqchip's VM needs on Intel.
-pub fn set_tss_address(fd: &VmFd) -> Result<(), KvmCall> {
+pub(crate) fn set_tss_address(fd: &VmFd) -> Result<(), KvmCall> {
     fd.set_tss_address(KVM_TSS_ADDRESS)
         .map_err(KvmCall::named("KVM_SET_TSS_ADDR"))
 }

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 /// The irqchip of `--irqchip kind` for a VM of these APIC IDs (index =
 /// vCPU index) in APIC mode `apic`: the one place that picks it.
-pub fn for_mode(kind: Irqchip, apic_ids: &[u32], apic: ApicMode) -> SharedChip {
+pub(crate) fn for_mode(kind: Irqchip, apic_ids: &[u32], apic: ApicMode) -> SharedChip {
     match kind {
         Irqchip::Kernel => Arc::new(InKernel { split: false }),
         Irqchip::Split => Arc::new(InKernel { split: true }),

@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// IA32_APIC_BASE: filtered to userspace for the model ([`user_space_msrs`]).
-pub const MSR_IA32_APICBASE: u32 = 0x1b;
+pub(crate) const MSR_IA32_APICBASE: u32 = 0x1b;
 /// x2APIC MSR range.
 const X2APIC_MSRS: std::ops::RangeInclusive<u32> = 0x800..=0x8ff;
 /// How long a halted vCPU sleeps before re-checking the stop flag.

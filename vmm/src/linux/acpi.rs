@@ -22,9 +22,9 @@ const OEM_TABLE: [u8; 8] = *b"IPIVMM  ";
 
 /// The sleep control register (FADT `SLEEP_CONTROL_REG`): the guest writes
 /// SLP_TYP (bits 4:2) and SLP_EN (bit 5) here to power off.
-pub const SLEEP_CONTROL_PORT: u16 = power::PORT;
+pub(crate) const SLEEP_CONTROL_PORT: u16 = power::PORT;
 /// The sleep status register (FADT `SLEEP_STATUS_REG`), read as 0.
-pub const SLEEP_STATUS_PORT: u16 = power::PORT + 1;
+pub(crate) const SLEEP_STATUS_PORT: u16 = power::PORT + 1;
 use ipivmm_devices::power::{self, S5_SLEEP_TYPE};
 
 /// IAPC_BOOT_ARCH: no VGA (bit 2), no MSI (bit 3), no CMOS RTC (bit 5);

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// Largest kernel image accepted (a distribution's bzImage is 8–15 MiB).
-pub const MAX_KERNEL_FILE: u64 = 128 << 20;
+pub(crate) const MAX_KERNEL_FILE: u64 = 128 << 20;
 
 /// Offset of the setup header in the image (`hdr` of `boot_params`).
 pub const SETUP_HEADER_OFFSET: usize = 0x1f1;
@@ -14,7 +14,7 @@ const HDRS_MAGIC: u32 = 0x5372_6448;
 /// 0xAA55 at 0x1FE.
 const BOOT_FLAG: u16 = 0xaa55;
 /// Boot protocol 2.12: `xloadflags` (the 64-bit entry is announced there).
-pub const MIN_PROTOCOL: u16 = 0x020c;
+pub(crate) const MIN_PROTOCOL: u16 = 0x020c;
 /// `loadflags` bit 0: the protected-mode code is loaded at 0x100000.
 const LOADED_HIGH: u8 = 1;
 /// `xloadflags` bit 0: the kernel has the 64-bit entry at +0x200.

@@ -10,7 +10,7 @@ use crate::mode::{ApicMode, TargetWait};
 /// the watchdog), a TSC the kernel need not check against another clock
 /// (there is no other: no HPET, no PIT), and no speculation mitigations
 /// (their cost is not what is measured).
-pub const MACHINE: &str = "console=ttyS0 8250.nr_uarts=1 panic=-1 reboot=t pci=off \
+pub(crate) const MACHINE: &str = "console=ttyS0 8250.nr_uarts=1 panic=-1 reboot=t pci=off \
 tsc=reliable no_timer_check mitigations=off nowatchdog audit=0 rdinit=/init";
 
 /// What ipivmm's init reads: the run's workload and size.

@@ -18,28 +18,28 @@
 use crate::arch::layout as arch;
 
 /// `boot_params`, the zero page, handed to the kernel in `rsi`.
-pub const ZERO_PAGE: u64 = 0x7000;
+pub(crate) const ZERO_PAGE: u64 = 0x7000;
 /// Top of the boot stack (the decompressor sets up its own at once).
-pub const BOOT_STACK_TOP: u64 = 0x7000 - 0x10;
+pub(crate) const BOOT_STACK_TOP: u64 = 0x7000 - 0x10;
 /// The kernel command line.
-pub const CMDLINE: u64 = 0x6_0000;
+pub(crate) const CMDLINE: u64 = 0x6_0000;
 /// Most command-line bytes ipivmm writes (Linux's own limit is the
 /// header's `cmdline_size`, 2047 on x86-64).
-pub const CMDLINE_MAX: u64 = 0x1_0000;
+pub(crate) const CMDLINE_MAX: u64 = 0x1_0000;
 /// End of the low RAM Linux may use (the EBDA follows).
-pub const LOW_RAM_END: u64 = 0x9_fc00;
+pub(crate) const LOW_RAM_END: u64 = 0x9_fc00;
 /// Where the ACPI tables go (RSDP first: the legacy scan finds it here too).
-pub const ACPI_START: u64 = 0xe_0000;
+pub(crate) const ACPI_START: u64 = 0xe_0000;
 /// End of the ACPI area (the BIOS area ends at 1 MiB).
-pub const ACPI_END: u64 = 0x10_0000;
+pub(crate) const ACPI_END: u64 = 0x10_0000;
 /// Where the protected-mode kernel is loaded (its `code32_start`).
-pub const KERNEL_START: u64 = 0x10_0000;
+pub(crate) const KERNEL_START: u64 = 0x10_0000;
 /// The 64-bit entry is this far into the protected-mode kernel.
-pub const ENTRY_64_OFFSET: u64 = 0x200;
+pub(crate) const ENTRY_64_OFFSET: u64 = 0x200;
 /// The IOAPIC of `--irqchip kernel` (KVM's, at its default base).
-pub const IOAPIC_BASE: u32 = 0xfec0_0000;
+pub(crate) const IOAPIC_BASE: u32 = 0xfec0_0000;
 /// The xAPIC page.
-pub const LAPIC_BASE: u32 = ipivmm_abi::XAPIC_BASE as u32;
+pub(crate) const LAPIC_BASE: u32 = ipivmm_abi::XAPIC_BASE as u32;
 /// Smallest RAM a Linux guest gets (a distribution kernel and a small
 /// initramfs need well over this; the check against the kernel's own
 /// `init_size` and the initrd comes on top).
@@ -97,7 +97,12 @@ pub fn e820(mem_bytes: u64) -> Vec<E820Entry> {
 /// and `initrd_addr_max` (inclusive, as the header states it) and starts
 /// above the kernel's `kernel_end` (its load address plus `init_size`).
 /// None when it does not fit.
-pub fn initrd_addr(mem_bytes: u64, initrd_addr_max: u32, kernel_end: u64, len: u64) -> Option<u64> {
+pub(crate) fn initrd_addr(
+    mem_bytes: u64,
+    initrd_addr_max: u32,
+    kernel_end: u64,
+    len: u64,
+) -> Option<u64> {
     let limit = mem_bytes.min(u64::from(initrd_addr_max) + 1);
     let start = limit.checked_sub(len)? & !0xfff;
     (start >= kernel_end.next_multiple_of(0x1000)).then_some(start)

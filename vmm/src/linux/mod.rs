@@ -1,24 +1,24 @@
 //! A Linux guest (`ipivmm run --kernel BZIMAGE`): what it needs besides
 //! the payload's machine, all KVM-free here: the bzImage's header
 //! ([`bzimage`]), where things go and the e820 map ([`layout`]), the zero
-//! page ([`boot_params`]), the ACPI tables ([`acpi`]) and the command line
-//! ([`cmdline`]). The VM itself is built by `vm::linux`; the guest side
+//! page (`boot_params`), the ACPI tables (`acpi`) and the command line
+//! (`cmdline`). The VM itself is built by `vm::linux`; the guest side
 //! (init, the phase tool, the workloads) is `guest-linux/` (docs/linux-guest.md).
 //!
 //! A Linux guest runs where KVM's LAPIC is (`--irqchip kernel` or `split`),
 //! in xAPIC or x2APIC mode, with APICv/AVIC as the host has it or
 //! inhibited, PV IPIs advertised or not; not with ipivmm's own LAPIC model,
 //! and not on kvm_pvm, where no kernel boots in useful time ([`check_mode`]).
-pub mod acpi;
-pub mod boot_params;
+pub(crate) mod acpi;
+pub(crate) mod boot_params;
 pub mod bzimage;
-pub mod cmdline;
+pub(crate) mod cmdline;
 pub mod layout;
 
 use crate::mode::Irqchip;
 use std::path::{Path, PathBuf};
 
-crate::mode::mode_part! {
+ipivmm_analysis::mode_part! {
     /// A named workload of ipivmm's guest initramfs (`--workload linux:NAME`),
     /// run by its init between phase markers (docs/linux-guest.md).
     pub enum LinuxWorkload {
@@ -70,7 +70,7 @@ pub struct LinuxGuest {
     pub kernel: PathBuf,
     /// The initramfs (ipivmm's, `cargo xtask linux-initrd`, or yours).
     pub initrd: Option<PathBuf>,
-    /// Kernel command-line text appended to ipivmm's ([`cmdline::build`]).
+    /// Kernel command-line text appended to ipivmm's (`cmdline::build`).
     pub cmdline: String,
     /// The workload ipivmm's init runs; None: whatever the initramfs does.
     pub workload: Option<LinuxWorkload>,
@@ -109,7 +109,7 @@ impl LinuxGuest {
 }
 
 /// Largest initrd accepted (it must also fit in guest RAM).
-pub const MAX_INITRD_FILE: u64 = 1 << 30;
+pub(crate) const MAX_INITRD_FILE: u64 = 1 << 30;
 
 /// Why a Linux guest cannot run. Each message names the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -196,7 +196,7 @@ fn read(path: &Path, max: u64) -> Result<Vec<u8>, String> {
 }
 
 /// Read and check the guest's files for a VM of `mem_bytes` of RAM, with
-/// `cmdline` as the command line ipivmm built ([`cmdline::build`]).
+/// `cmdline` as the command line ipivmm built (`cmdline::build`).
 pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<LinuxImage, LinuxError> {
     let kpath = guest.kernel.display().to_string();
     let kernel = read(&guest.kernel, bzimage::MAX_KERNEL_FILE).map_err(|problem| {

@@ -247,6 +247,6 @@ mod tests {
         let long = "n".repeat(MAX_TEST_NAME);
         n.phase_name(&long);
         let again = n.phase_name(&long);
-        assert!(crate::config::is_phase_name(&again), "{again}");
+        assert!(ipivmm_analysis::results::is_phase_name(&again), "{again}");
     }
 }

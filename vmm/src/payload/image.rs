@@ -3,7 +3,7 @@
 use ipivmm_abi::{PAYLOAD_END, PAYLOAD_START};
 
 /// Largest payload file accepted (the payload range is 7 MiB).
-pub const MAX_PAYLOAD_FILE: u64 = 64 << 20;
+pub(crate) const MAX_PAYLOAD_FILE: u64 = 64 << 20;
 
 const PT_LOAD: u32 = 1;
 const EM_X86_64: u16 = 62;
@@ -201,7 +201,7 @@ pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
 /// `/dev/kvm` is opened, with the same answer. The scratch memory is an
 /// anonymous mapping of the payload range (lazily backed: only the pages
 /// written cost memory).
-pub fn check_loadable(image: &[u8]) -> Result<ImageInfo, ImageError> {
+pub(crate) fn check_loadable(image: &[u8]) -> Result<ImageInfo, ImageError> {
     use linux_loader::loader::{elf::Elf, KernelLoader};
     use vm_memory::{GuestAddress, GuestMemoryMmap};
     let info = check(image)?;

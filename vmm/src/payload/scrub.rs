@@ -9,7 +9,7 @@ use std::process::Command;
 
 /// Environment variables removed from a nested payload build: flags and
 /// wrappers of the outer build, and what cargo sets for build scripts.
-pub const REMOVED_VARS: &[&str] = &[
+pub(crate) const REMOVED_VARS: &[&str] = &[
     "RUSTFLAGS",
     "RUSTDOCFLAGS",
     "RUSTC_WRAPPER",
@@ -29,7 +29,7 @@ pub const REMOVED_VARS: &[&str] = &[
 /// terminal settings); every other `CARGO_*` variable is removed
 /// (`CARGO_ENCODED_RUSTFLAGS`, `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET`,
 /// `CARGO_PROFILE_*`, `CARGO_CFG_*`, ...).
-pub const KEPT_CARGO_PREFIXES: &[&str] = &[
+pub(crate) const KEPT_CARGO_PREFIXES: &[&str] = &[
     "CARGO_HOME",
     "CARGO_MAKEFLAGS",
     "CARGO_NET_",
@@ -38,7 +38,7 @@ pub const KEPT_CARGO_PREFIXES: &[&str] = &[
 ];
 
 /// True when a nested payload build must not inherit the variable `key`
-/// (see [`REMOVED_VARS`] and [`KEPT_CARGO_PREFIXES`]).
+/// (see `REMOVED_VARS` and `KEPT_CARGO_PREFIXES`).
 ///
 /// ```
 /// use ipivmm::payload::scrub::is_scrubbed;

@@ -63,7 +63,7 @@ pub fn report(r: Running, out: WaitEnd, p: &Prepared, started: Instant) -> RunRe
         .get()
         .map(|t| t.duration_since(started).as_nanos() as u64);
     RunReport {
-        mode: RunConfig::of(&p.config),
+        mode: RunConfig::from(&p.config),
         apicv: p.plan.clone(),
         status,
         tsc_khz,
@@ -90,7 +90,7 @@ pub fn report(r: Running, out: WaitEnd, p: &Prepared, started: Instant) -> RunRe
 }
 
 /// How much of guest RAM is resident (mincore(2) over every region), KiB.
-pub fn resident_kib(memory: &GuestMemoryMmap) -> Option<u64> {
+pub(crate) fn resident_kib(memory: &GuestMemoryMmap) -> Option<u64> {
     const PAGE: usize = 4096;
     let mut pages = 0u64;
     for region in memory.iter() {
@@ -117,7 +117,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 /// "vcpuN at rip=..." for every vCPU the host had to stop.
-pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
+pub(crate) fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
     let stuck: Vec<String> = vcpus
         .iter()
         .filter_map(|v| match &v.end {
@@ -148,7 +148,7 @@ pub fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
 /// alone filling the timeout, the built-in payload still in its warm-up,
 /// else the iterations. Empty: the default hint
 /// ([`crate::results::DEFAULT_TIMEOUT_HINT`]).
-pub fn timeout_hint(c: &crate::config::VmConfig, vcpus: &[VcpuResult]) -> String {
+pub(crate) fn timeout_hint(c: &crate::config::VmConfig, vcpus: &[VcpuResult]) -> String {
     let stopped = || {
         vcpus.iter().filter_map(|v| match &v.end {
             Some(VcpuEnd::Stopped {
@@ -193,7 +193,7 @@ pub fn timeout_hint(c: &crate::config::VmConfig, vcpus: &[VcpuResult]) -> String
 }
 
 /// Completed when every vCPU is Done(0); otherwise one line per culprit.
-pub fn status_of(vcpus: &[VcpuResult]) -> RunStatus {
+pub(crate) fn status_of(vcpus: &[VcpuResult]) -> RunStatus {
     let mut reasons = Vec::new();
     for v in vcpus {
         match &v.end {

@@ -27,7 +27,7 @@ pub struct Devices {
 /// Put the devices of a run on a bus for `vm`, charging `budget`; `linux`
 /// adds the power-off registers a Linux guest ends through, `multiboot`
 /// fw_cfg and the isa-debug-exit port of a multiboot test kernel.
-pub fn wire(
+pub(crate) fn wire(
     vm: &Vm,
     budget: Arc<GuestBudget>,
     sink: SerialSink,

@@ -1,18 +1,24 @@
-//! One run, in stages that each do one job:
-//! [`prepare::prepare`] (every check, the host probed once) → build the VM
-//! ([`crate::vm::Vm::build`]) → [`devices::wire`] the bus → [`spawn::spawn`]
-//! the vCPU threads → [`supervise::supervise`] them (watchdog, cancel,
-//! kicks) → [`collect::report`] what they produced.
-pub mod collect;
-pub mod creation_sampler;
-pub mod devices;
-pub mod monitor;
-pub mod observer;
-pub mod prepare;
-pub mod spawn;
-pub mod supervise;
+//! One run: [`run()`] with its [`RunOptions`], its [`RunError`]. Inside,
+//! stages that each do one job: `prepare` (every check, the host probed
+//! once: [`prepare()`] on its own, to ask whether a configuration can run
+//! here before any VM) → build the VM → wire the bus → spawn the vCPU
+//! threads → supervise them (watchdog, cancel, kicks) → collect what they
+//! produced.
+pub(crate) mod collect;
+pub(crate) mod creation_sampler;
+pub(crate) mod devices;
+pub(crate) mod monitor;
+pub(crate) mod observer;
+pub(crate) mod prepare;
+pub(crate) mod spawn;
+pub(crate) mod supervise;
 
-use prepare::prepare;
+/// Host bytes a finished run's guest-driven data holds (what a budget
+/// shared by several runs is charged for it).
+pub use crate::vcpu::store::report_bytes;
+pub use collect::peak_rss_kib;
+pub use observer::MAX_PAIRS;
+pub use prepare::prepare;
 
 use crate::results::{inhibits, RunReport};
 use crate::vm::VmError;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::results::observer::ObserverEffect;
 
-/// Most pairs [`measure`] runs: each pair is two whole runs, and the
+/// Most pairs `measure` runs: each pair is two whole runs, and the
 /// per-pair figures are kept, so the count is bounded (the command line
 /// refuses more).
 pub const MAX_PAIRS: u32 = 1000;

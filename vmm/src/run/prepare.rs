@@ -5,7 +5,7 @@
 use super::RunError;
 use crate::config::VmConfig;
 use crate::host::device;
-use crate::mode::levers;
+use crate::levers;
 use crate::vm::Prepared;
 use crate::vm::{load_payload, max_vcpus, x2apic_api};
 use ipivmm_host::facts::KvmBackend;
@@ -28,8 +28,12 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
     config
         .validate(max_vcpus(&kvm))
         .map_err(crate::vm::VmError::from)?;
-    levers::check_pin(&config.levers.pin, config.vcpus, &levers::allowed_cpus())
-        .map_err(crate::vm::VmError::from)?;
+    levers::check_pin(
+        &config.levers.pin,
+        config.vcpus,
+        &crate::mode::levers::allowed_cpus(),
+    )
+    .map_err(crate::vm::VmError::from)?;
     let host = ipivmm_host::facts::probe().ok();
     if let Some(g) = config.payload.linux() {
         let software = host

@@ -27,7 +27,7 @@ pub struct WaitEnd {
 }
 
 /// Wait for `r`'s vCPU threads, stopping them on a timeout or `cancel`.
-pub fn supervise(r: &mut Running, cancel: Option<&AtomicBool>) -> Result<WaitEnd, RunError> {
+pub(crate) fn supervise(r: &mut Running, cancel: Option<&AtomicBool>) -> Result<WaitEnd, RunError> {
     let mut out = WaitEnd::default();
     let mut stop_since: Option<Instant> = None;
     loop {

@@ -4,6 +4,28 @@ use crate::results::ExitKind;
 use ipivmm_devices::bus::{AddressSpace, Bus, DeviceEvent};
 use kvm_ioctls::VcpuExit;
 
+/// The kind of a KVM exit, as the results count it.
+pub(crate) fn exit_kind(exit: &VcpuExit<'_>) -> ExitKind {
+    match exit {
+        VcpuExit::IoIn(..) => ExitKind::IoIn,
+        VcpuExit::IoOut(..) => ExitKind::IoOut,
+        VcpuExit::MmioRead(..) => ExitKind::MmioRead,
+        VcpuExit::MmioWrite(..) => ExitKind::MmioWrite,
+        VcpuExit::Hlt => ExitKind::Hlt,
+        VcpuExit::IrqWindowOpen => ExitKind::IrqWindowOpen,
+        VcpuExit::X86Rdmsr(_) => ExitKind::MsrRead,
+        VcpuExit::X86Wrmsr(_) => ExitKind::MsrWrite,
+        VcpuExit::Hypercall(_) => ExitKind::Hypercall,
+        VcpuExit::Intr => ExitKind::Intr,
+        VcpuExit::Shutdown => ExitKind::Shutdown,
+        VcpuExit::InternalError => ExitKind::InternalError,
+        VcpuExit::FailEntry(..) => ExitKind::FailEntry,
+        VcpuExit::SystemEvent(..) => ExitKind::SystemEvent,
+        VcpuExit::IoapicEoi(_) => ExitKind::IoapicEoi,
+        _ => ExitKind::Other,
+    }
+}
+
 /// What the run loop does after an exit.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
@@ -25,6 +47,8 @@ pub enum Step {
 
 /// Why a vCPU cannot go on.
 #[derive(Debug, PartialEq, Eq)]
+// `TripleFault` is the architecture's name for the shutdown.
+#[allow(clippy::enum_variant_names)]
 pub enum Fault {
     /// KVM_EXIT_SHUTDOWN.
     TripleFault,
@@ -46,7 +70,7 @@ pub enum Fault {
 }
 
 /// Handle one exit of vCPU `vcpu`; MSR exits go to `msrs`.
-pub fn handle_exit(
+pub(crate) fn handle_exit(
     exit: VcpuExit<'_>,
     bus: &Bus,
     msrs: Option<&dyn MsrHandler>,
@@ -95,7 +119,7 @@ pub fn handle_exit(
         VcpuExit::InternalError => Step::Fault(Fault::InternalError),
         VcpuExit::FailEntry(reason, cpu) => Step::Fault(Fault::FailEntry { reason, cpu }),
         VcpuExit::SystemEvent(kind, _) => Step::Fault(Fault::SystemEvent(kind)),
-        other => Step::Fault(Fault::Unexpected(ExitKind::of(&other).name())),
+        other => Step::Fault(Fault::Unexpected(exit_kind(&other).name())),
     }
 }
 

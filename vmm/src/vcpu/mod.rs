@@ -9,7 +9,7 @@ pub mod window;
 
 use crate::irqchip::{Entry, SharedChip};
 use crate::results::latency::LatencyStats;
-use crate::results::{ExitCounts, ExitKind, Registers, VcpuEnd, VcpuResult};
+use crate::results::{ExitCounts, Registers, VcpuEnd, VcpuResult};
 use exit_handler::{handle_exit, Fault, Step};
 use ipivmm_abi::GuestCounters;
 use ipivmm_devices::budget::{Excess, GuestBudget};
@@ -101,12 +101,12 @@ pub struct VcpuEnv {
 }
 
 /// The id and name of the phase a guest without markers runs in.
-pub const WHOLE_RUN_PHASE: (u32, &str) = (1, "run");
+pub(crate) const WHOLE_RUN_PHASE: (u32, &str) = (1, "run");
 
 /// The body of thread `vcpu{N}`.
-pub fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
+pub(crate) fn vcpu_thread(mut vcpu: VcpuFd, env: VcpuEnv) {
     if let Some(cpu) = env.pin {
-        if let Err(e) = crate::mode::levers::pin_current_thread(cpu) {
+        if let Err(e) = crate::levers::pin_current_thread(cpu) {
             log::warn!("vcpu{}: pinning to CPU {cpu} failed: {e}", env.index);
         }
     }
@@ -204,7 +204,7 @@ impl RunLoop<'_> {
             chip.after_run(index);
             let step = match ran {
                 Ok(exit) => {
-                    let kind = ExitKind::of(&exit);
+                    let kind = exit_handler::exit_kind(&exit);
                     self.exits.bump(kind);
                     handle_exit(exit, &self.env.bus, chip.msrs(), index)
                 }
@@ -588,7 +588,7 @@ impl RunLoop<'_> {
 /// Compute the latency statistics of every phase that received samples
 /// (once, at the end of the run, not per Samples message), sorting the
 /// samples in place rather than copying them.
-pub fn finish_latency(result: &mut VcpuResult, tsc_khz: u64) {
+pub(crate) fn finish_latency(result: &mut VcpuResult, tsc_khz: u64) {
     for p in &mut result.phases {
         p.samples.sort_unstable();
         p.latency = LatencyStats::of_sorted(&p.samples, tsc_khz);
@@ -596,7 +596,7 @@ pub fn finish_latency(result: &mut VcpuResult, tsc_khz: u64) {
 }
 
 /// KVM_INTERNAL_ERROR_* names.
-pub fn internal_suberror_name(code: u32) -> &'static str {
+pub(crate) fn internal_suberror_name(code: u32) -> &'static str {
     match code {
         1 => "instruction emulation failed",
         2 => "simultaneous exceptions",

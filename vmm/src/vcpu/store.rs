@@ -19,7 +19,7 @@ fn entry_bytes<V>(key: &str) -> u64 {
 
 /// Host bytes a finished phase holds (samples excluded: they are charged
 /// when they arrive).
-pub fn phase_bytes(p: &PhaseResult) -> u64 {
+pub(crate) fn phase_bytes(p: &PhaseResult) -> u64 {
     let maps = [&p.kvm_stats, &p.tracepoints, &p.records];
     let counters: u64 = maps
         .into_iter()
@@ -37,7 +37,7 @@ pub fn phase_bytes(p: &PhaseResult) -> u64 {
 }
 
 /// Host bytes the guest-driven data of a finished run holds, counted as
-/// [`Store`] charged it: each phase ([`phase_bytes`]), the vector that
+/// `Store` charged it: each phase (`phase_bytes`), the vector that
 /// holds the phases (its capacity) and the samples' buffers; for a budget
 /// shared by several runs ([`ipivmm_devices::budget::SharedBudget`]).
 pub fn report_bytes(r: &crate::results::RunReport) -> u64 {

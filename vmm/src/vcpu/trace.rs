@@ -373,7 +373,7 @@ impl TraceConfig {
 /// `iterations` with a few exits each between two drains (the sampler is
 /// drained at every userspace exit), within 512 MiB for the whole VM; a
 /// phase that still overflows it reports its lost records.
-pub fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
+pub(crate) fn exit_ring_pages(iterations: u64, vcpus: usize) -> usize {
     const RECORD_PAIR: u64 = 176;
     const EXITS_PER_ITERATION: u64 = 8;
     let want = iterations.saturating_mul(EXITS_PER_ITERATION * RECORD_PAIR) / 4096;
@@ -392,7 +392,7 @@ fn silent_exits(host: Option<&HostInfo>) -> Option<String> {
 
 /// Tracefs at `root` (`--tracefs`), else where /proc/mounts says, mounted
 /// first when `mount` asks for it; Err says why there is none.
-pub fn locate_tracefs(root: Option<&Path>, mount: bool) -> Result<Tracefs, String> {
+pub(crate) fn locate_tracefs(root: Option<&Path>, mount: bool) -> Result<Tracefs, String> {
     match root {
         Some(root) if root.join("events").is_dir() => Ok(Tracefs::at(root)),
         Some(root) => Err(format!("no tracefs at {}", root.display())),

@@ -6,16 +6,13 @@
 use super::sources::{LoopCounts, PhaseCounter, OPEN};
 use super::VcpuEnv;
 use crate::results::source::Source;
+use crate::results::ICR_EXITS_SOURCE;
 use crate::results::{
     saturating_sum as sum, ExitReasonCounts, IcrExits, PhaseResult, SourceStatus,
 };
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::time::Instant;
-
-/// Where `icr_write_exits` comes from with an in-kernel LAPIC.
-pub const ICR_EXITS_SOURCE: &str =
-    "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
 
 /// The counter sources of one vCPU (opened on its own thread).
 pub struct Sources {

@@ -28,7 +28,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 /// KVM_GET_SUPPORTED_CPUID; with it, ARAT and kvmclock's TSC frequency
 /// Linux needs no PIT to calibrate against (`apic_needs_pit`), so none is
 /// created.
-pub const TSC_DEADLINE_BIT: u32 = 1 << 24;
+pub(crate) const TSC_DEADLINE_BIT: u32 = 1 << 24;
 
 /// Stage 1 for a Linux guest (`Vm::build` hands it over).
 pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {

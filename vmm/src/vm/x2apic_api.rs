@@ -22,7 +22,7 @@ pub const FLAGS: u32 = KVM_X2APIC_API_USE_32BIT_IDS | KVM_X2APIC_API_DISABLE_BRO
 
 /// Highest APIC ID that works without the capability (0xFF is the quirk's
 /// broadcast).
-pub const MAX_ID_WITHOUT: u32 = 0xFE;
+pub(crate) const MAX_ID_WITHOUT: u32 = 0xFE;
 
 /// Why a VM needs the capability and this KVM lacks it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

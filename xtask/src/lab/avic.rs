@@ -115,7 +115,7 @@ pub(super) mod tests {
     use super::super::verify::tests::Tree;
     use super::*;
     /// The phase field (and counter source) of exits by reason.
-    const EXIT_REASONS: &str = ipivmm::results::source::Source::ExitReasons.key();
+    const EXIT_REASONS: &str = ipivmm_analysis::results::source::Source::ExitReasons.key();
     use serde_json::{json, Value};
 
     const SWEEP: &str = concat!(
@@ -290,8 +290,8 @@ pub(super) mod tests {
     /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t` (its own
     /// writers'), each expectation held.
     fn held(t: &Tree, name: &str, points: &[&str]) {
-        use ipivmm::expect::{junit, tap};
-        use ipivmm::expect::{Outcome, Verdict, Verdicts};
+        use ipivmm_analysis::expect::{junit, tap};
+        use ipivmm_analysis::expect::{Outcome, Verdict, Verdicts};
         let v = Verdicts(
             points
                 .iter()

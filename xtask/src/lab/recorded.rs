@@ -7,8 +7,8 @@
 //! with ipivmm's own plan loader and expectation engine. What the runs
 //! must satisfy is the plan's; this file only reports it.
 use super::report::Report;
-use ipivmm::expect::{Outcome, Verdicts};
-use ipivmm::results::{metrics::Metric, summary, Document};
+use ipivmm_analysis::expect::{Outcome, Verdicts};
+use ipivmm_analysis::results::{metrics::Metric, summary, Document};
 use std::path::Path;
 
 /// The plans/ of this tree.
@@ -27,7 +27,7 @@ pub const RECORDED: &[(&str, &str)] = &[
 /// the pass not run: `lab.probe=`) is listed, not failed.
 pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
     let name = format!("ipivmm check plans/{plan} (its results files)");
-    match ipivmm::plan::file::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+    match ipivmm_analysis::plan::file::judge_recorded(&Path::new(PLANS).join(plan), dir) {
         Ok((_, v)) => report(r, &name, plan, plan, &v, Vec::new(), unmade_ok),
         Err(e) => r.bad(name, vec![e]),
     }

@@ -294,7 +294,11 @@ fn recorded(tree: &Path) -> Option<String> {
     let latest = fs::read_dir(tree.join("runs"))
         .ok()?
         .flatten()
-        .filter_map(|e| ipivmm::results::Document::load(&e.path()).ok()?.recorded_at)
+        .filter_map(|e| {
+            ipivmm_analysis::results::Document::load(&e.path())
+                .ok()?
+                .recorded_at
+        })
         .max()?;
     let when = chrono::DateTime::from_timestamp(latest as i64, 0).map_or_else(
         || "?".into(),

@@ -5,10 +5,10 @@
 //! that did not complete, a figure the run did not record, each is
 //! [`Cell::NotRun`] with its reason.
 use super::tables::{fmt, measured, reasons};
-use ipivmm::mode::apicv::ApicvState;
-use ipivmm::results::metrics::RunMetrics;
-use ipivmm::results::{summary, Document, PhaseResult, RunReport, RunStatus};
 use ipivmm::ApicvRequest;
+use ipivmm_analysis::mode::apicv::ApicvState;
+use ipivmm_analysis::results::metrics::RunMetrics;
+use ipivmm_analysis::results::{summary, Document, PhaseResult, RunReport, RunStatus};
 use std::path::Path;
 
 /// What one cell of a table shows.

@@ -5,9 +5,9 @@
 //! enable_apicv=Y and =N (docs/lab-intel.md). Markdown, rewritten between
 //! the doc's markers.
 use anyhow::{bail, Context, Result};
-use ipivmm::mode::apicv::ApicvState;
-use ipivmm::results::{Document, PhaseResult, RunReport};
 use ipivmm::{ApicMode, ApicvRequest, Irqchip, Workload};
+use ipivmm_analysis::mode::apicv::ApicvState;
+use ipivmm_analysis::results::{Document, PhaseResult, RunReport};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,7 +31,7 @@ fn mode(r: &RunReport) -> String {
 }
 
 /// The phases named `measure` of a vCPU.
-pub(super) fn measured(v: &ipivmm::results::VcpuResult) -> Vec<&PhaseResult> {
+pub(super) fn measured(v: &ipivmm_analysis::results::VcpuResult) -> Vec<&PhaseResult> {
     v.phases.iter().filter(|p| p.name == "measure").collect()
 }
 
@@ -383,7 +383,7 @@ fn date(secs: i64) -> String {
 /// sweep on this machine), docs/lab-intel.md for Bochs.
 pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Path) -> Result<()> {
     use super::cli::EmulatorKind;
-    let load = |p: &Path| ipivmm::results::Document::load(p).map_err(anyhow::Error::msg);
+    let load = |p: &Path| ipivmm_analysis::results::Document::load(p).map_err(anyhow::Error::msg);
     match emulator {
         EmulatorKind::Qemu => {
             // The sweep step's plan writes runs/sweep/sweep.json; a pass
@@ -460,7 +460,7 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
                 bail!("no runs/*.json in {}", results.display());
             }
             let docs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
-            let docs: Vec<&ipivmm::results::Document> = docs.iter().collect();
+            let docs: Vec<&ipivmm_analysis::results::Document> = docs.iter().collect();
             let doc = root.join("docs/lab-intel.md");
             update_doc(&doc, "intel-table", &intel_table(&docs))?;
             super::host::log(format!("table: updated {}", doc.display()));

@@ -9,7 +9,7 @@
 //! (`output::junit`) must tell the same story.
 use super::recorded;
 use super::report::Report;
-use ipivmm::expect::Verdicts;
+use ipivmm_analysis::expect::Verdicts;
 use std::fs;
 use std::path::Path;
 
@@ -88,7 +88,7 @@ fn plan_step(
     let file = format!("{step}.tap");
     match fs::read_to_string(dir.join(&file)) {
         Ok(text) => {
-            let (v, problems) = ipivmm::expect::tap::parse(&text);
+            let (v, problems) = ipivmm_analysis::expect::tap::parse(&text);
             recorded::report(r, &name, plan, step, &v, problems, false);
             let junit = format!("{step}.junit.xml");
             r.check(
@@ -169,7 +169,7 @@ mod tests {
     /// fixtures/tap/check-kvm-paths.tap (this machine, kvm_pvm).
     #[test]
     fn the_junit_tells_the_taps_story() {
-        let (tap, problems) = ipivmm::expect::tap::parse(CHECK_TAP);
+        let (tap, problems) = ipivmm_analysis::expect::tap::parse(CHECK_TAP);
         assert_eq!(problems, Vec::<String>::new());
         assert_eq!(junit_offences(CHECK_JUNIT, &tap), Vec::<String>::new());
         let (held, failed, skipped) = tap.counts();

@@ -6,10 +6,10 @@ use crate::cli::args::CalibrateArgs;
 use crate::output::atomic::write_atomic;
 use crate::output::fit::wrap;
 use ipivmm::experiment::calibrate::{calibrate, CalibrationEvents, Spec};
-use ipivmm::gate::profile::{Control, NoiseProfile};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::summary::summarize;
 use ipivmm::RunReport;
+use ipivmm_analysis::gate::profile::{Control, NoiseProfile};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::summary::summarize;
 use std::process::ExitCode;
 
 struct Progress {
@@ -96,7 +96,7 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
             return fail(e);
         }
     }
-    if let Err(e) = ipivmm::run::prepare::prepare(&config) {
+    if let Err(e) = ipivmm::run::prepare(&config) {
         return fail(e);
     }
     let host = match ipivmm_host::facts::probe() {
@@ -112,13 +112,18 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         repeats: usize::from(args.repeat),
         pause: args.pause,
         injected: args.inject,
-        policy: ipivmm::gate::DEFAULT_POLICY,
+        policy: ipivmm_analysis::gate::DEFAULT_POLICY,
     };
     let events = Progress {
         quiet: args.quiet,
         recordings: spec.recordings,
     };
-    let profile = match calibrate(&spec, host, ipivmm::interrupt::cancel_flag(), &events) {
+    let profile = match calibrate(
+        &spec,
+        host,
+        ipivmm_analysis::interrupt::cancel_flag(),
+        &events,
+    ) {
         Ok(p) => p,
         Err(ipivmm::experiment::calibrate::CalibrateError::Cancelled) => {
             eprintln!("ipivmm: calibrate cancelled: no profile written");

@@ -14,16 +14,17 @@ use crate::output::atomic::write_atomic_with;
 use crate::output::dest::{emit, print_text, Dest};
 use crate::output::journal::Journal;
 use clap::Parser;
-use ipivmm::expect::Verdicts;
 use ipivmm::experiment::rounds::{self, Planned};
 use ipivmm::host::HostInfo;
-use ipivmm::plan::file::{
+use ipivmm::plan::{self as engine, Execution, Recorder};
+use ipivmm::Document;
+use ipivmm_analysis::expect::Verdicts;
+use ipivmm_analysis::plan::file::{
     self, json_dir_reads_none, json_stem, Checked, ExperimentFile, Job as FileJob, LineCommand,
     PlanFile,
 };
-use ipivmm::plan::{self as engine, Execution, ExperimentOutcome, NotRun, Recorder};
-use ipivmm::results::SkippedMode;
-use ipivmm::Document;
+use ipivmm_analysis::plan::{ExperimentOutcome, NotRun};
+use ipivmm_analysis::results::SkippedMode;
 use ipivmm_term::text::escape_controls;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -136,7 +137,7 @@ fn experiment(
     host: Option<&HostInfo>,
     base: &Path,
 ) -> Result<engine::Experiment, String> {
-    let mut e = file::experiment(x, &c, base)?;
+    let mut e = engine::from_file(x, &c, base)?;
     let FileJob::Flags(job) = &c.job else {
         return Ok(e);
     };
@@ -148,7 +149,7 @@ fn experiment(
         Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
             // host's), and leaves an older file alone.
-            ipivmm::run::prepare::prepare(&config).map_err(not_run)?;
+            ipivmm::run::prepare(&config).map_err(not_run)?;
             Ok((vec![Planned::single(config)], Vec::new(), None))
         }),
         Job::Sweep(args) => plan_sweep(args)
@@ -283,7 +284,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         }
     }
     let how = Execution {
-        cancel: ipivmm::interrupt::cancel_flag(),
+        cancel: ipivmm_analysis::interrupt::cancel_flag(),
     };
     let host = ipivmm::host::probe().ok();
     let experiments = file
@@ -314,14 +315,14 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     } else {
         format!("{}: {}", plan.name, plan.about)
     };
-    let tap = ipivmm::expect::tap::render(&verdicts, &suite);
+    let tap = ipivmm_analysis::expect::tap::render(&verdicts, &suite);
     if junit == Some(Dest::Stdout) {
         print_text(&tap, true);
     } else if let Err(e) = emit(&Dest::Stdout, tap.as_bytes()) {
         errors.push(format!("writing TAP: {e}"));
     }
     if let Some(d) = junit {
-        let written = ipivmm::expect::junit::render(&verdicts, &plan.name)
+        let written = ipivmm_analysis::expect::junit::render(&verdicts, &plan.name)
             .and_then(|xml| emit(&d, xml.as_bytes()).map_err(|e| e.to_string()));
         if let Err(e) = written {
             errors.push(format!("writing --junit: {e}"));
@@ -349,7 +350,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm::plan::file::{judge_recorded, recorded};
+    use ipivmm_analysis::plan::file::{judge_recorded, recorded};
 
     fn write(name: &str, text: &str) -> std::path::PathBuf {
         let p =
@@ -620,7 +621,7 @@ expect = ["operations > 0"]
         assert_eq!(verdicts.counts().0, 4, "{verdicts:?}");
         assert_eq!(verdicts.undecided(), 1, "{verdicts:?}");
         assert_eq!(verdicts.exit_code(), 4);
-        let tap = ipivmm::expect::tap::render(&verdicts, "u");
+        let tap = ipivmm_analysis::expect::tap::render(&verdicts, "u");
         assert!(
             tap.contains("not ok 5 - x: ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1 # TODO undecided: "),
             "{tap}"
@@ -639,7 +640,7 @@ expect = ["operations > 0"]
         let expect = &checked[0].expect;
         let judge = |file: &str| {
             let doc = Document::load(&root.join(file)).unwrap();
-            ipivmm::expect::evaluate(&doc, expect)
+            ipivmm_analysis::expect::evaluate(&doc, expect)
         };
         let real = judge("xtask/fixtures/lab-quick/runs/sweep.json");
         let (passed, failed, _) = real.counts();
@@ -648,7 +649,7 @@ expect = ["operations > 0"]
         let failed: Vec<String> = tampered
             .0
             .iter()
-            .filter(|v| matches!(v.outcome, ipivmm::expect::Outcome::Fail(_)))
+            .filter(|v| matches!(v.outcome, ipivmm_analysis::expect::Outcome::Fail(_)))
             .map(|v| v.name.clone())
             .collect();
         for needle in ["recorded.* == *", "ipis_delivered == ipis_sent ["] {
@@ -671,14 +672,15 @@ expect = ["operations > 0"]
         let doc = Document::from_json(&v.to_string(), file).unwrap();
         checked
             .iter()
-            .flat_map(|c| ipivmm::expect::evaluate(&doc, &c.expect).0)
+            .flat_map(|c| ipivmm_analysis::expect::evaluate(&doc, &c.expect).0)
             .filter(|v| match &v.outcome {
-                ipivmm::expect::Outcome::Pass(_) => false,
+                ipivmm_analysis::expect::Outcome::Pass(_) => false,
                 // As the lab lists them for the Linux pass: a part not run.
-                ipivmm::expect::Outcome::Fail(why) => {
+                ipivmm_analysis::expect::Outcome::Fail(why) => {
                     plan != "lab-linux.toml" || !why.starts_with("no run matches")
                 }
-                ipivmm::expect::Outcome::Skip(_) | ipivmm::expect::Outcome::Undecided(_) => true,
+                ipivmm_analysis::expect::Outcome::Skip(_)
+                | ipivmm_analysis::expect::Outcome::Undecided(_) => true,
             })
             .map(|v| v.name)
             .collect()
@@ -865,14 +867,16 @@ expect = ["operations > 0"]
             let (_, checked) = load(&root.join("plans/lab-linux.toml")).unwrap();
             let doc =
                 Document::load(&root.join(format!("xtask/fixtures/linux/linux-{n}.json"))).unwrap();
-            let v = ipivmm::expect::evaluate(&doc, &checked[0].expect);
+            let v = ipivmm_analysis::expect::evaluate(&doc, &checked[0].expect);
             let bad: Vec<_> =
                 v.0.iter()
                     .filter(|v| match &v.outcome {
-                        ipivmm::expect::Outcome::Pass(_) => false,
-                        ipivmm::expect::Outcome::Fail(why) => !why.starts_with("no run matches"),
-                        ipivmm::expect::Outcome::Skip(_)
-                        | ipivmm::expect::Outcome::Undecided(_) => true,
+                        ipivmm_analysis::expect::Outcome::Pass(_) => false,
+                        ipivmm_analysis::expect::Outcome::Fail(why) => {
+                            !why.starts_with("no run matches")
+                        }
+                        ipivmm_analysis::expect::Outcome::Skip(_)
+                        | ipivmm_analysis::expect::Outcome::Undecided(_) => true,
                     })
                     .collect();
             assert!(bad.is_empty(), "{n}: {bad:?}");

@@ -10,26 +10,26 @@ use crate::output::fit::wrap;
 use crate::output::journal::Journal;
 use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
-use ipivmm::compare::judge::DEFAULT_GATED;
 use ipivmm::experiment::interleaved::{self, Arm, InterleavedEvents, Spec, Stopped};
-use ipivmm::gate::profile::NoiseProfile;
-use ipivmm::gate::sequential::Look;
-use ipivmm::gate::{Policy, Verdict};
-use ipivmm::results::metrics::Metric;
-use ipivmm::results::Document;
 use ipivmm::RunReport;
+use ipivmm_analysis::compare::judge::DEFAULT_GATED;
+use ipivmm_analysis::gate::profile::NoiseProfile;
+use ipivmm_analysis::gate::sequential::Look;
+use ipivmm_analysis::gate::{Policy, Verdict};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::Document;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The exit status of `compare --fail-on-regression` when nothing was
 /// compared (docs/ci.md): an error, not a pass.
-pub const NOTHING_COMPARED: u8 = ipivmm::gate::exit_code(Verdict::NothingCompared);
+pub const NOTHING_COMPARED: u8 = ipivmm_analysis::gate::exit_code(Verdict::NothingCompared);
 
 fn policy(args: &CompareArgs) -> Policy {
     Policy {
         threshold: args.threshold,
         count_tolerance: args.count_tolerance,
-        ..ipivmm::gate::DEFAULT_POLICY
+        ..ipivmm_analysis::gate::DEFAULT_POLICY
     }
 }
 
@@ -102,7 +102,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
                 let name = f.display().to_string();
                 // The engine's one rule of what a recording is: a file a
                 // killed command wrote, or one with no run, fails a gate.
-                if let Err(e) = ipivmm::results::recordings::check_one(f, &d) {
+                if let Err(e) = ipivmm_analysis::results::recordings::check_one(f, &d) {
                     not_whole.push(e.to_string());
                 }
                 if let Some(p) = &drift {
@@ -182,7 +182,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         "compare: {} files, {} runs, peak RSS {} KiB",
         recorded.len(),
         recorded.iter().map(|(_, r)| r.runs.len()).sum::<usize>(),
-        ipivmm::run::collect::peak_rss_kib().unwrap_or(0)
+        ipivmm::run::peak_rss_kib().unwrap_or(0)
     );
     for e in &errors {
         eprintln!("ipivmm: error: {e}");
@@ -248,7 +248,7 @@ fn verdict_word(v: Verdict) -> &'static str {
 }
 
 /// `3 judged: 2 equivalent, 1 regressed`.
-fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm::gate::Decision>) -> String {
+fn tally<'a>(outcomes: impl Iterator<Item = &'a ipivmm_analysis::gate::Decision>) -> String {
     let mut counts: Vec<(&'static str, usize)> = Vec::new();
     let mut total = 0;
     for o in outcomes {
@@ -278,7 +278,7 @@ impl InterleavedEvents for Progress<'_> {
         if self.quiet {
             return;
         }
-        let s = ipivmm::results::summary::summarize(r);
+        let s = ipivmm_analysis::results::summary::summarize(r);
         let p50 = Metric::CyclesPerOpP50
             .value(&s)
             .map_or_else(|| "-".into(), |v| format!("{v:.0}"));
@@ -364,7 +364,7 @@ fn live(args: &CompareArgs) -> ExitCode {
     // run them is "could not run here" (4 for a gate, as `run --expect`,
     // `sweep --expect` and `check` say it), a bad request an error.
     for (i, arm) in spec.arms.iter().enumerate() {
-        if let Err(e) = ipivmm::run::prepare::prepare(&arm.config) {
+        if let Err(e) = ipivmm::run::prepare(&arm.config) {
             let side = format!("--run '{}'", args.run[i]);
             return match (e.host_cannot_run(), args.fail_on_regression) {
                 (true, true) => super::not_run_here("ipivmm compare", &format!("{side}: {e}")),
@@ -389,13 +389,13 @@ fn live(args: &CompareArgs) -> ExitCode {
                  looks from round {}, until the gate decides or the budget ({}) is spent",
                 args.run[0],
                 args.run[1],
-                ipivmm::gate::sequential::MIN_ROUNDS,
+                ipivmm_analysis::gate::sequential::MIN_ROUNDS,
                 args.budget
             ))
             .trim_end()
         );
     }
-    let cancel = ipivmm::interrupt::cancel_flag();
+    let cancel = ipivmm_analysis::interrupt::cancel_flag();
     // Every run of both sides, journaled like `run --repeat`: a file that
     // `compare` reads afterwards, marked incomplete until the end.
     let journal = Journal::start(outputs.file_of("json"), "compare", budget);
@@ -431,8 +431,8 @@ fn live(args: &CompareArgs) -> ExitCode {
             args.budget,
             if *fits == 1 { "" } else { "s" },
             per_round.as_secs_f64(),
-            ipivmm::gate::sequential::MIN_ROUNDS,
-            (per_round.as_secs_f64() * (ipivmm::gate::sequential::MIN_ROUNDS as f64 + 1.0)).ceil()
+            ipivmm_analysis::gate::sequential::MIN_ROUNDS,
+            (per_round.as_secs_f64() * (ipivmm_analysis::gate::sequential::MIN_ROUNDS as f64 + 1.0)).ceil()
         ),
     };
     let mut out = format!(

@@ -50,12 +50,12 @@ pub fn skip_all(gate: &GateArgs, outputs: &Outputs, suite: &str, why: &str) -> E
     if gate.expect.is_empty() {
         return fail(why);
     }
-    let verdicts = ipivmm::expect::Verdicts(
+    let verdicts = ipivmm_analysis::expect::Verdicts(
         gate.expect
             .iter()
-            .map(|e| ipivmm::expect::Verdict {
+            .map(|e| ipivmm_analysis::expect::Verdict {
                 name: e.text.clone(),
-                outcome: ipivmm::expect::Outcome::Skip(why.to_string()),
+                outcome: ipivmm_analysis::expect::Outcome::Skip(why.to_string()),
             })
             .collect(),
     );
@@ -93,10 +93,10 @@ pub const NOT_RUN_HERE: u8 = 4;
 /// 129 for SIGHUP), as a shell reports a process a signal ended; the
 /// command stopped cleanly and wrote what it had first.
 pub fn cancelled() -> Option<ExitCode> {
-    let sig = ipivmm::interrupt::received()?;
+    let sig = ipivmm_analysis::interrupt::received()?;
     eprintln!(
         "ipivmm: cancelled by {}: what finished is kept, the rest did not run",
-        ipivmm::interrupt::signal_name(sig)
+        ipivmm_analysis::interrupt::signal_name(sig)
     );
     Some(ExitCode::from(128u8.saturating_add(sig as u8)))
 }
@@ -116,15 +116,15 @@ pub fn finish(
     let code = if gate.expect.is_empty() {
         u8::from(!ok)
     } else {
-        let verdicts = ipivmm::expect::evaluate(doc, &gate.expect);
+        let verdicts = ipivmm_analysis::expect::evaluate(doc, &gate.expect);
         errors.extend(outputs.write_verdicts(&verdicts, suite));
         if !outputs.lists_verdicts_on_stdout() {
             for v in &verdicts.0 {
                 match &v.outcome {
-                    ipivmm::expect::Outcome::Fail(why) => {
+                    ipivmm_analysis::expect::Outcome::Fail(why) => {
                         eprintln!("ipivmm: expectation failed: {}: {why}", v.name)
                     }
-                    ipivmm::expect::Outcome::Undecided(why) => {
+                    ipivmm_analysis::expect::Outcome::Undecided(why) => {
                         eprintln!("ipivmm: expectation undecided: {}: {why}", v.name)
                     }
                     _ => {}

@@ -42,7 +42,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     };
     // Every check of a run before the journal replaces an older results
     // file: a refused run (a bad payload, no KVM device) leaves it alone.
-    if let Err(e) = ipivmm::run::prepare::prepare(&config) {
+    if let Err(e) = ipivmm::run::prepare(&config) {
         return match e.host_cannot_run() {
             true => skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string()),
             false => fail(e),
@@ -53,7 +53,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     if let Some(why) = repeats.cannot_settle(1) {
         return fail(why);
     }
-    let cancel = ipivmm::interrupt::cancel_flag();
+    let cancel = ipivmm_analysis::interrupt::cancel_flag();
     let journal = Journal::start(outputs.file_of("json"), "run", config.guest_memory_budget);
     // The engine's one repeat loop (run, sweep and check share it): a
     // busy repeat is kept and marked (auto runs more), one that cannot start is a
@@ -107,7 +107,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         .runs
         .iter()
         .filter(|r| r.succeeded())
-        .find_map(ipivmm::results::summary::missing_phase)
+        .find_map(ipivmm_analysis::results::summary::missing_phase)
     {
         eprintln!("ipivmm: --phase: {why}");
         ok = false;
@@ -191,8 +191,8 @@ fn log_run(report: &RunReport) {
 }
 
 /// A run's headline p50 and its interval from the run's own samples.
-pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm::stats::Interval)> {
-    let s = ipivmm::results::summary::summarize(r);
+pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm_analysis::stats::Interval)> {
+    let s = ipivmm_analysis::results::summary::summarize(r);
     let l = s.latency?;
     Some((l.p50, l.p50_interval?))
 }
@@ -200,11 +200,11 @@ pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm::stats::Interval)> 
 /// `run --dry-run`: the checks of a run (prepare) and the report's header,
 /// without a VM.
 fn dry_run(config: &ipivmm::VmConfig) -> ExitCode {
-    let prepared = match ipivmm::run::prepare::prepare(config) {
+    let prepared = match ipivmm::run::prepare(config) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let mode = ipivmm::results::RunConfig::of(&prepared.config);
+    let mode = ipivmm_analysis::results::RunConfig::from(&prepared.config);
     println!("{}", text::header_line(&mode, &mode.label(config.apicv)));
     println!(
         "APICv: {} ({})",

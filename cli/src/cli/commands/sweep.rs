@@ -13,9 +13,9 @@ use crate::sweep::planned::PlannedSweep;
 use crate::sweep::presets::PresetHost;
 use crate::sweep::{plan, SweepSpec, WorkloadArg};
 use ipivmm::host::device;
+use ipivmm::host::max_vcpus;
 use ipivmm::linux::LinuxWorkload;
-use ipivmm::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
-use ipivmm::vm::max_vcpus;
+use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -90,7 +90,7 @@ fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<PlannedSweep, P
 pub fn main(args: &SweepArgs) -> ExitCode {
     init_log("warn");
     // Signals from here on cancel the sweep cleanly (host switch included).
-    let cancel = ipivmm::interrupt::cancel_flag();
+    let cancel = ipivmm_analysis::interrupt::cancel_flag();
     let outputs = match plan_outputs(&args.output, &args.gate, &[]) {
         Ok(out) => out,
         Err(e) => return fail(e),
@@ -103,7 +103,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
             if let Ok(p) = plan_on_this_host(args, true) {
                 let layout = crate::output::fit::Layout::wide(args.wide);
                 let choice = repeat_choice(args.repeat);
-                let cancel = ipivmm::interrupt::cancel_flag();
+                let cancel = ipivmm_analysis::interrupt::cancel_flag();
                 let (repeats, pairs) = (choice.planned(), args.observer_effect);
                 super::sweep_dry_run::main(&p, repeats, pairs, &cancel, layout);
             }
@@ -336,7 +336,7 @@ pub fn spec_of(args: &SweepArgs, preset_host: Option<&PresetHost>) -> Result<Swe
     spec.base.warmup = args.warmup;
     spec.base.headline_phase = args.phase.clone();
     spec.base.timeout = Duration::from_secs(args.timeout);
-    spec.host_cpus = ipivmm::mode::levers::allowed_cpus().len();
+    spec.host_cpus = ipivmm_analysis::mode::levers::allowed_cpus().len();
     spec.force = args.force;
     args.levers.apply(&mut spec.base);
     // `--pin` is the one placement of every row, unless a preset places
@@ -397,7 +397,7 @@ fn linux_workloads_have_a_guest(spec: &SweepSpec) -> Result<(), String> {
 
 /// A note for a sweep whose largest VM outnumbers the host CPUs, if it does.
 fn oversubscription_note(spec: &SweepSpec) -> Option<String> {
-    let cpus = ipivmm::mode::levers::allowed_cpus().len();
+    let cpus = ipivmm_analysis::mode::levers::allowed_cpus().len();
     let n = spec.vcpus.iter().copied().max()?;
     (cpus > 0 && n > cpus).then(|| {
         let spin = if spec.base.target_wait == TargetWait::Spin {
@@ -548,7 +548,9 @@ mod tests {
         .unwrap();
         assert!(matches!(
             spec.workloads[..],
-            [WorkloadArg::Payload(ipivmm::mode::Workload::Broadcast)]
+            [WorkloadArg::Payload(
+                ipivmm_analysis::mode::Workload::Broadcast
+            )]
         ));
     }
 

@@ -3,8 +3,8 @@
 //! estimated from a short calibration (two runs of the first row).
 use crate::sweep::planned::PlannedSweep;
 use crate::sweep::{plan, PlannedRun};
-use ipivmm::results::RunConfig;
 use ipivmm::{RunOptions, SerialSink, VmConfig};
+use ipivmm_analysis::results::RunConfig;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl Calibration {
     /// The estimate for one run of `c`: iterations (and warm-up) scaled by
     /// its IPIs per operation against the calibrated row's.
     pub fn estimate(&self, c: &VmConfig) -> Duration {
-        let ipis = RunConfig::of(c).fan_out().unwrap_or(1).max(1);
+        let ipis = RunConfig::from(c).fan_out().unwrap_or(1).max(1);
         let scale = (ipis as f64 / self.ipis_per_op as f64).max(1.0);
         // An iteration as calibrated covers both parts of the measured
         // phase; a warm-up iteration runs twice too (its phase, and before
@@ -89,7 +89,7 @@ fn calibrate(first: &PlannedRun, cancel: &Arc<AtomicBool>) -> Result<Calibration
         return Err("cancelled".into());
     }
     let b = time_run(&first.config, CALIBRATION[1], cancel)?;
-    let ipis = RunConfig::of(&first.config).fan_out().unwrap_or(1);
+    let ipis = RunConfig::from(&first.config).fan_out().unwrap_or(1);
     Ok(Calibration::of(CALIBRATION, [a, b], ipis))
 }
 
@@ -97,7 +97,7 @@ fn calibrate(first: &PlannedRun, cancel: &Arc<AtomicBool>) -> Result<Calibration
 /// counting-cost pairs on the first row; `calibration` of the first row.
 pub fn render(
     runs: &[PlannedRun],
-    skipped: &[ipivmm::results::SkippedMode],
+    skipped: &[ipivmm_analysis::results::SkippedMode],
     repeats: u32,
     observer_pairs: u32,
     stages: usize,
@@ -168,7 +168,7 @@ pub fn render(
 /// What a Linux row costs, when the plan has one (run or skipped here): a
 /// boot per run, its time as the lab measured it, the guest's RAM, and the
 /// cross-check every row carries.
-fn linux_cost(runs: &[PlannedRun], skipped: &[ipivmm::results::SkippedMode]) -> String {
+fn linux_cost(runs: &[PlannedRun], skipped: &[ipivmm_analysis::results::SkippedMode]) -> String {
     let prefix = ipivmm::linux::LinuxWorkload::PREFIX;
     let planned = runs
         .iter()
@@ -246,7 +246,7 @@ mod tests {
         assert_eq!(cal.estimate(&c), ms(200 + 1100));
         // A broadcast to 7 targets: 7 IPIs per operation.
         let b = VmConfig {
-            workload: ipivmm::mode::Workload::Broadcast,
+            workload: ipivmm_analysis::mode::Workload::Broadcast,
             vcpus: 8,
             ..c.clone()
         };
@@ -315,7 +315,7 @@ mod tests {
             host_param: None,
             placement: None,
         };
-        let skip = ipivmm::results::SkippedMode {
+        let skip = ipivmm_analysis::results::SkippedMode {
             mode: "broadcast 4v kernel/x2apic/icr".into(),
             reason: "4 spinning vCPUs on 2 host CPUs".into(),
             id: None,

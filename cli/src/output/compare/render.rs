@@ -8,10 +8,10 @@ use super::{Comparison, GateReport};
 use crate::output::fit::wrap;
 use crate::output::style::{paint, Tint};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, ContentArrangement, Table};
-use ipivmm::compare::Row;
-use ipivmm::gate::{Decision, Judged, Scale};
-use ipivmm::results::metrics::Metric;
-use ipivmm::stats;
+use ipivmm_analysis::compare::Row;
+use ipivmm_analysis::gate::{Decision, Judged, Scale};
+use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::stats;
 use std::fmt::Write;
 
 /// The gate's mark of an outcome.
@@ -63,8 +63,8 @@ pub fn outcome_line(j: &Judged) -> String {
             t.n.0,
             t.n.1,
             match t.method {
-                ipivmm::gate::Method::SignedRank => "rounds",
-                ipivmm::gate::Method::Recordings => "recordings",
+                ipivmm_analysis::gate::Method::SignedRank => "rounds",
+                ipivmm_analysis::gate::Method::Recordings => "recordings",
                 _ => "repeats",
             }
         );
@@ -129,7 +129,7 @@ pub fn decisions(c: &Comparison, gate: &GateReport) -> Vec<(String, Option<Tint>
 }
 
 /// One line per row and column whose runs show a lever that did not act
-/// on what it controls ([`ipivmm::results::lever_effect`]): halt polling
+/// on what it controls ([`ipivmm_analysis::results::lever_effect`]): halt polling
 /// on with no poll attempted, say, so that "equivalent" beside it is not
 /// read as "halt polling makes no difference".
 pub fn lever_notes(c: &Comparison) -> Vec<String> {
@@ -137,7 +137,7 @@ pub fn lever_notes(c: &Comparison) -> Vec<String> {
     for r in &c.rows {
         for i in 0..c.columns.len() {
             let polling: Vec<_> = r.summaries(i).filter_map(|s| s.halt_polling).collect();
-            if let Some(n) = ipivmm::results::lever_effect::halt_polling_note(&polling) {
+            if let Some(n) = ipivmm_analysis::results::lever_effect::halt_polling_note(&polling) {
                 out.push(format!("{}, {}: {n}", c.row_label(r), c.column_header(i)));
             }
         }
@@ -155,7 +155,7 @@ pub fn live_lever_notes(runs: &[ipivmm::experiment::interleaved::Kept]) -> Vec<S
                 .filter(|k| k.arm == arm && k.summary.completed)
                 .filter_map(|k| k.summary.halt_polling)
                 .collect();
-            let n = ipivmm::results::lever_effect::halt_polling_note(&polling)?;
+            let n = ipivmm_analysis::results::lever_effect::halt_polling_note(&polling)?;
             Some(format!("{}: {n}", ["A", "B"][arm]))
         })
         .collect()
@@ -178,7 +178,7 @@ pub fn render(c: &Comparison, gate: &GateReport, color: bool, decisions_apart: b
         });
         let _ = writeln!(out, "[{}] {name}{base}: {host}{at}", i + 1);
     }
-    if c.by != ipivmm::compare::Dimension::File {
+    if c.by != ipivmm_analysis::compare::Dimension::File {
         if let Some(b) = c.columns.first() {
             let _ = writeln!(out, "columns: one per {}, baseline {}", c.by, b.name);
         }

@@ -27,7 +27,7 @@ pub type Open = fn(&VcpuFd, &VcpuEnv) -> Option<Box<dyn PhaseCounter>>;
 
 /// Every source a vCPU opens, in the order the report lists them
 /// (`VcpuResult::sources`; a source that opens late appends its entries).
-pub const OPEN: &[Open] = &[
+pub(crate) const OPEN: &[Open] = &[
     exits::open,
     guest::open,
     kvm_stats::open,
@@ -95,7 +95,7 @@ pub trait PhaseCounter {
 
 /// `end - begin` of two snapshots of named counters, name by name
 /// (saturating; a name missing at the begin counts from 0).
-pub fn map_delta(
+pub(crate) fn map_delta(
     end: &BTreeMap<String, u64>,
     begin: &BTreeMap<String, u64>,
 ) -> BTreeMap<String, u64> {
