@@ -3,7 +3,7 @@
 //! stopping as soon as every endpoint is decided. Looking repeatedly
 //! would multiply the chances of a wrong decision; each test is instead
 //! held, at each look, to the nominal level of a group-sequential
-//! boundary ([`crate::stats::sequential`]) that spends its α over the
+//! boundary (the `stats::sequential` module) that spends its α over the
 //! rounds the budget allows, so the error rates of the whole sequence are
 //! those of one test: a false regression at most α over the family (Holm
 //! at every look, each share its own boundary), a false pass at most α
@@ -36,7 +36,7 @@ pub const GAMMA: f64 = -1.0;
 pub const MIN_ROUNDS: usize = 5;
 /// The most looks a sequence plans: a budget of more rounds looks every
 /// ⌈rounds / 100⌉ rounds (the boundary takes no two looks closer than
-/// [`MIN_STEP`] of the information; beyond ~20 looks, more add little).
+/// `MIN_STEP` (1%) of the information; beyond ~20 looks, more add little).
 pub const MAX_LOOKS: usize = 100;
 
 /// Why a sequence stopped.
@@ -157,7 +157,7 @@ impl Sequential {
     }
 
     /// Rounds between two looks: every round up to [`MAX_LOOKS`] planned
-    /// rounds, then so that no two looks are closer than [`MIN_STEP`] of
+    /// rounds, then so that no two looks are closer than `MIN_STEP` of
     /// the budget.
     pub fn spacing(&self) -> usize {
         let step = (self.max_rounds as f64 * MIN_STEP).ceil() as usize;
