@@ -113,8 +113,8 @@ impl Seed002 {
             &self.kut,
             [
                 "lab: `vmexit.flat ipi` under ipivmm, cycles",
-                "its ICR-write exits (vCPU 0, the whole run)",
-                "its exits by reason (vCPU 0, the whole run)",
+                "its ICR-write exits (vCPU 0, the test's phase `ipi`)",
+                "its exits by reason (vCPU 0, the test's phase `ipi`)",
                 "its run took (the Bochs guest's clock, 25–45× slower than the wall's)",
             ],
             grouped,

@@ -241,17 +241,34 @@ pub fn ebizzy(r: &Result<RunReport, String>) -> Cell {
 
 /// kvm-unit-tests' `vmexit` `ipi` booted by ipivmm (docs/kvm-unit-tests.md):
 /// the cycles the test printed (`ipi N` on its console), vCPU 0's
-/// ICR-write exits and exits by reason over the whole run (a multiboot
-/// kernel marks no phases: its boot's handful of IPIs included). A run
-/// that ended before the test printed is not run, with its counts in the
-/// reason: they are what it did, not the test's figure.
+/// ICR-write exits and exits by reason in the test's own phase (`ipi`:
+/// the console's test line ends it), or over the whole run where the run
+/// has one phase (an ipivmm before per-test phases: the boot's handful of
+/// IPIs included). A run that ended before the test printed is not run,
+/// with its counts in the reason: they are what it did, not the test's
+/// figure.
 pub fn kut_ipi(r: Result<RunReport, String>) -> Cell {
     let r = match r {
         Ok(r) => r,
         Err(why) => return Cell::NotRun(why),
     };
-    let Some(p) = r.vcpus.first().and_then(|v| v.phases.first()) else {
-        return Cell::NotRun("vCPU 0 has no phase".into());
+    let Some(v) = r.vcpus.first() else {
+        return Cell::NotRun("the run has no vCPU".into());
+    };
+    let test_phase = v.phases.iter().find(|p| p.name == "ipi");
+    let whole = match v.phases.as_slice() {
+        [one] => Some(one),
+        _ => None,
+    };
+    let Some(p) = test_phase.or(whole) else {
+        return Cell::NotRun(format!(
+            "vCPU 0 has no `ipi` phase (phases: {})",
+            v.phases
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     };
     let icr = p.icr_write_exits.as_ref().map(|e| e.exits as f64);
     let cycles = kut_cycles(&r.serial_tail, "ipi");
