@@ -14,7 +14,6 @@ use crate::arch::regs;
 use crate::linux::{acpi, boot_params, layout, LinuxImage};
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::Irqchip;
-use crate::payload::image::ImageInfo;
 use kvm_bindings::{
     kvm_fpu, kvm_mp_state, kvm_regs, KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_UNINITIALIZED,
 };
@@ -75,18 +74,13 @@ pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {
         .first()
         .and_then(|v| v.get_tsc_khz().ok())
         .map_or(0, u64::from);
-    let kernel_end = load(&memory, config.memory_bytes, config.irqchip, &apic_ids, img)?;
+    load(&memory, config.memory_bytes, config.irqchip, &apic_ids, img)?;
     Ok(Vm {
         fd,
         memory,
         vcpus,
         apic_ids,
         tsc_khz,
-        image: ImageInfo {
-            entry,
-            start: layout::KERNEL_START,
-            end: kernel_end,
-        },
         irqchip,
     })
 }
@@ -124,14 +118,14 @@ pub(super) fn wait_for_init(vcpu: &VcpuFd) -> Result<(), VmError> {
 }
 
 /// The kernel, initrd, command line, ACPI tables, zero page and boot page
-/// tables into guest RAM; the end of the loaded kernel.
+/// tables into guest RAM.
 fn load(
     memory: &GuestMemoryMmap,
     mem_bytes: u64,
     irqchip: Irqchip,
     apic_ids: &[u32],
     img: &LinuxImage,
-) -> Result<u64, VmError> {
+) -> Result<(), VmError> {
     let mem = |e: vm_memory::GuestMemoryError| VmError::Memory(e.to_string());
     // The page tables and vCPU 0's GDT and TSS of the payload's machine.
     write_system_tables(memory, 1)?;
@@ -174,5 +168,5 @@ fn load(
     memory
         .write_obj(params, GuestAddress(layout::ZERO_PAGE))
         .map_err(mem)?;
-    Ok(loaded.kernel_end)
+    Ok(())
 }

@@ -18,7 +18,7 @@ use crate::kvm_extra::KvmCall;
 use crate::levers;
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::ApicMode;
-use crate::payload::image::{self, ImageError, ImageInfo, MAX_PAYLOAD_FILE};
+use crate::payload::image::{self, ImageError, MAX_PAYLOAD_FILE};
 use kvm_bindings::{
     kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
     KVM_CAP_HYPERV_SYNIC2, KVM_MAX_CPUID_ENTRIES,
@@ -167,11 +167,6 @@ pub struct Vm {
     pub apic_ids: Vec<u32>,
     /// TSC frequency (KVM_GET_TSC_KHZ), 0 if unknown.
     pub tsc_khz: u64,
-    /// The checked payload image. Read by nothing since the machine's
-    /// insides are private (each build fills it: to drop with the
-    /// multiboot and Linux builds' next change).
-    #[allow(dead_code)]
-    pub image: ImageInfo,
     /// The irqchip (`--irqchip`), created with the VM; the bus and the vCPU
     /// threads share it.
     pub irqchip: SharedChip,
@@ -219,7 +214,6 @@ impl Vm {
             vcpus,
             apic_ids,
             tsc_khz,
-            image,
             irqchip,
         })
     }

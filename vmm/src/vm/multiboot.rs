@@ -11,7 +11,6 @@ use super::{
 use super::{Prepared, Vm, VmError};
 use crate::mode::apicv::{self, InhibitLever};
 use crate::multiboot::{entry, MultibootImage};
-use crate::payload::image::ImageInfo;
 use kvm_bindings::{kvm_fpu, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::VcpuFd;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
@@ -58,11 +57,6 @@ pub fn build(p: &Prepared, img: &MultibootImage) -> Result<Vm, VmError> {
         vcpus,
         apic_ids,
         tsc_khz,
-        image: ImageInfo {
-            entry: u64::from(img.layout.entry),
-            start: img.layout.start,
-            end: img.layout.end,
-        },
         irqchip,
     })
 }
