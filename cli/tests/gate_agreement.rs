@@ -9,7 +9,7 @@ mod output_fixtures;
 
 use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
 use ipivmm_analysis::expect::{evaluate, Expectation, Outcome};
-use ipivmm_analysis::gate::{Verdict, DEFAULT_POLICY};
+use ipivmm_analysis::gate::{Verdict, Policy};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;
@@ -40,7 +40,7 @@ fn document(r: &mut Rng, repeats: u32, effect: f64) -> Document {
 
 /// The outcome as the exit code a CI reads: 0 pass, 1 fail, 4 undecided.
 fn of_gate(v: Verdict) -> i32 {
-    i32::from(ipivmm_analysis::gate::exit_code(v))
+    i32::from(v.exit_code())
 }
 
 fn of_expectation(o: &Outcome) -> i32 {
@@ -76,7 +76,7 @@ fn compare_ratio_and_check_agree_on_the_same_repeats() {
             let g = ipivmm_analysis::compare::gate(
                 &c,
                 &GateOptions {
-                    policy: DEFAULT_POLICY,
+                    policy: Policy::DEFAULT,
                     gated: vec![Metric::CyclesPerOpP50],
                     drift: None,
                     keep_busy: false,

@@ -21,7 +21,7 @@ mod output_fixtures;
 
 use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
 use ipivmm_analysis::gate::sequential::{Endpoint, Sequential};
-use ipivmm_analysis::gate::{Decision, Evidence, Scale, Verdict, DEFAULT_POLICY};
+use ipivmm_analysis::gate::{Decision, Evidence, Scale, Verdict, Policy};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;
@@ -526,7 +526,7 @@ fn live(seed: u64, effect: f64, sigma: f64, heavy: bool, max_rounds: usize) -> L
     for _ in 0..PAIRS {
         let mut pairs = Vec::with_capacity(max_rounds);
         let mut drift = 0.0;
-        let mut s = Sequential::new(1, max_rounds, DEFAULT_POLICY);
+        let mut s = Sequential::new(1, max_rounds, Policy::DEFAULT);
         for n in 1..=max_rounds {
             pairs.push(round(&mut r, &mut drift));
             if !s.due(n) && n < max_rounds {
@@ -545,7 +545,7 @@ fn live(seed: u64, effect: f64, sigma: f64, heavy: bool, max_rounds: usize) -> L
         while pairs.len() < max_rounds {
             pairs.push(round(&mut rest, &mut drift));
         }
-        let mut once = Sequential::new(1, max_rounds, DEFAULT_POLICY);
+        let mut once = Sequential::new(1, max_rounds, Policy::DEFAULT);
         one_look += usize::from(look_at(&mut once, &pairs, true) == Some(Verdict::Fail));
     }
     let n = PAIRS as f64;

@@ -14,7 +14,7 @@ mod output_fixtures;
 use ipivmm::experiment::interleaved::{lacks, look_at, Kept};
 use ipivmm::RunReport;
 use ipivmm_analysis::gate::sequential::Sequential;
-use ipivmm_analysis::gate::DEFAULT_POLICY;
+use ipivmm_analysis::gate::Policy;
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::summary::summarize;
 use ipivmm_analysis::results::{Document, RunStatus};
@@ -188,7 +188,7 @@ fn live(doc: &Document) -> i32 {
     };
     let (old, new) = (side(OLD), side(NEW));
     let mut kept = Vec::new();
-    let mut seq = Sequential::new(gated.len(), REPEATS as usize, DEFAULT_POLICY);
+    let mut seq = Sequential::new(gated.len(), REPEATS as usize, Policy::DEFAULT);
     // As `run_interleaved`: a figure neither side's first run has ends the
     // comparison (exit 4); one a side lacks, at the first look unless that
     // look fails on the rest.
@@ -222,7 +222,7 @@ fn live(doc: &Document) -> i32 {
             continue;
         }
         let l = look_at(&mut seq, &kept, &gated, rounds, last);
-        let code = i32::from(ipivmm_analysis::gate::exit_code(l.verdict));
+        let code = i32::from(l.verdict.exit_code());
         if lacking {
             return if code == 1 { 1 } else { 4 };
         }

@@ -234,7 +234,7 @@ fn figures_count_the_repeats_that_have_them() {
     let sd = ipivmm_analysis::stats::log_sd(&p50.values).unwrap();
     assert_eq!(
         c.min_detectable_effect,
-        ipivmm_analysis::gate::power::min_detectable(sd, 4, &ipivmm_analysis::gate::DEFAULT_POLICY)
+        ipivmm_analysis::gate::Policy::DEFAULT.min_detectable(sd, 4)
     );
 }
 

@@ -7,7 +7,7 @@
 //!
 //! Evidence per endpoint: the completed repeats of each side that have
 //! the figure. A repeat run on a busy host (other processes above 25% of
-//! the CPU time, or steal above 5%: [`crate::stats::load_instabilities`])
+//! the CPU time, or steal above 5%: [`crate::stats::HostLoad::instabilities`])
 //! is left out of a latency figure (load slows it) but kept for a count
 //! per operation or per IPI (load cannot change what the guest did), and
 //! kept for latency too when [`GateOptions::keep_busy`] says so (a
@@ -26,7 +26,6 @@
 use super::{Comparison, Dimension, Repeat, Row};
 use crate::gate::{self, Decision, Evidence, Family, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
-use crate::stats;
 
 /// How a comparison is gated.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,7 +57,7 @@ pub const DEFAULT_GATED: [Metric; 3] = [
 impl Default for GateOptions {
     fn default() -> Self {
         Self {
-            policy: gate::DEFAULT_POLICY,
+            policy: gate::Policy::DEFAULT,
             gated: DEFAULT_GATED.to_vec(),
             drift: None,
             keep_busy: false,
@@ -100,9 +99,9 @@ impl GateReport {
         self.family.verdict
     }
 
-    /// The exit status of the verdict ([`gate::exit_code`]).
+    /// The exit status of the verdict ([`Verdict::exit_code`]).
     pub fn exit_code(&self) -> u8 {
-        gate::exit_code(self.family.verdict)
+        self.family.verdict.exit_code()
     }
 }
 
@@ -118,9 +117,7 @@ const DRIFT_FIX: &str =
 /// Why a repeat's figure is left out, if it is.
 fn busy(r: &Repeat) -> Option<String> {
     let load = r.load.as_ref()?;
-    stats::load_instabilities(load)
-        .first()
-        .map(|i| i.to_string())
+    load.instabilities().first().map(|i| i.to_string())
 }
 
 /// One side of an endpoint: its usable figures per file, what was left
@@ -373,7 +370,8 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
                         opts.drift,
                     )
                     .and_then(|evidence| {
-                        gate::examine(&evidence, scale, &opts.policy)
+                        evidence
+                            .examine(scale, &opts.policy)
                             .map_err(|why| Decision::Undecided { why, needs: None })
                     });
                     no_drift_evidence += usize::from(matches!(&item,
@@ -410,7 +408,7 @@ pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
     GateReport {
         policy: opts.policy,
         endpoints,
-        family: gate::judge_family(items, &opts.policy),
+        family: gate::Family::judge(items, &opts.policy),
         caveats,
     }
 }

@@ -730,12 +730,10 @@ fn fmt(v: f64) -> String {
 
 /// Why run `r`'s latency figures are left out, if they are: it was
 /// measured on a busy host (other jobs' CPU share or steal past the
-/// bounds `compare` leaves such a repeat out at, [`stats::load_instabilities`]).
+/// bounds `compare` leaves such a repeat out at, [`stats::HostLoad::instabilities`]).
 fn busy(r: &RunReport) -> Option<String> {
     let load = r.host_load.as_ref()?;
-    stats::load_instabilities(load)
-        .first()
-        .map(|i| i.to_string())
+    load.instabilities().first().map(|i| i.to_string())
 }
 
 /// The repeats a latency judgement left out as measured on a busy host:
@@ -1040,7 +1038,7 @@ impl Statistical {
     }
 
     fn outcome(&self, level: f64) -> Outcome {
-        let policy = crate::gate::DEFAULT_POLICY;
+        let policy = crate::gate::Policy::DEFAULT;
         let (j, said, value, note) = match self {
             Statistical::Ratio {
                 a,
@@ -1342,7 +1340,7 @@ pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
         })
         .collect();
     let mut levels =
-        crate::gate::family::holm_levels(&p, crate::gate::DEFAULT_POLICY.alpha).into_iter();
+        crate::gate::family::holm_levels(&p, crate::gate::Policy::DEFAULT.alpha).into_iter();
     Verdicts(
         pending
             .into_iter()

@@ -282,7 +282,7 @@ fn fmt(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::DEFAULT_POLICY;
+    use crate::gate::Policy;
 
     const BASE: [f64; 5] = [1000.0, 1010.0, 990.0, 1005.0, 995.0];
 
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn ratio_bounds_hold_fail_or_stay_undecided() {
-        let p = DEFAULT_POLICY;
+        let p = Policy::DEFAULT;
         let le = |x: f64| Claim::AtMost(x.ln());
         // 20% slower: holds against ≤ 1.3, fails against ≤ 1.1.
         assert_eq!(
@@ -351,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_median_over_repeats_is_judged_with_its_interval() {
-        let p = DEFAULT_POLICY;
+        let p = Policy::DEFAULT;
         assert_eq!(
             median_of(&BASE, Claim::AtMost(1100.0), &p, 0.05),
             Judgement::Holds

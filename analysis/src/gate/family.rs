@@ -74,36 +74,38 @@ fn shares(smallest: &[f64], open: &[bool], alpha: f64) -> usize {
     (1..=remaining).find(|k| can(*k) <= *k).unwrap_or(remaining)
 }
 
-/// Judges every endpoint: `Ok` a test to decide, `Err` an outcome already
-/// known (a side failed, a figure missing: accounted for, not dropped).
-pub fn judge_family(items: Vec<Result<Test, Decision>>, policy: &Policy) -> Family {
-    let tests: Vec<&Test> = items.iter().filter_map(|i| i.as_ref().ok()).collect();
-    let p: Vec<f64> = tests.iter().map(|t| t.p_slower).collect();
-    let smallest: Vec<f64> = tests.iter().map(|t| t.smallest_p()).collect();
-    let levels = holm_levels_discrete(&p, &smallest, policy.alpha);
-    // The first step's level: what an endpoint could have had on its own.
-    let first = policy.alpha / shares(&smallest, &vec![true; p.len()], policy.alpha) as f64;
-    let mut levels = levels.into_iter();
-    let judged: Vec<Judged> = items
-        .into_iter()
-        .map(|item| match item {
-            Ok(t) => {
-                let level = levels.next().unwrap_or(0.0);
-                Judged {
-                    outcome: decide_in(&t, level, first, policy),
-                    test: Some(t),
-                    level,
+impl Family {
+    /// Judges every endpoint: `Ok` a test to decide, `Err` an outcome already
+    /// known (a side failed, a figure missing: accounted for, not dropped).
+    pub fn judge(items: Vec<Result<Test, Decision>>, policy: &Policy) -> Family {
+        let tests: Vec<&Test> = items.iter().filter_map(|i| i.as_ref().ok()).collect();
+        let p: Vec<f64> = tests.iter().map(|t| t.p_slower).collect();
+        let smallest: Vec<f64> = tests.iter().map(|t| t.smallest_p()).collect();
+        let levels = holm_levels_discrete(&p, &smallest, policy.alpha);
+        // The first step's level: what an endpoint could have had on its own.
+        let first = policy.alpha / shares(&smallest, &vec![true; p.len()], policy.alpha) as f64;
+        let mut levels = levels.into_iter();
+        let judged: Vec<Judged> = items
+            .into_iter()
+            .map(|item| match item {
+                Ok(t) => {
+                    let level = levels.next().unwrap_or(0.0);
+                    Judged {
+                        outcome: decide_in(&t, level, first, policy),
+                        test: Some(t),
+                        level,
+                    }
                 }
-            }
-            Err(outcome) => Judged {
-                test: None,
-                level: 0.0,
-                outcome,
-            },
-        })
-        .collect();
-    let verdict = Verdict::of(judged.iter().map(|j| &j.outcome));
-    Family { judged, verdict }
+                Err(outcome) => Judged {
+                    test: None,
+                    level: 0.0,
+                    outcome,
+                },
+            })
+            .collect();
+        let verdict = Verdict::of(judged.iter().map(|j| &j.outcome));
+        Family { judged, verdict }
+    }
 }
 
 #[cfg(test)]

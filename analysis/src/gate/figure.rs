@@ -182,16 +182,18 @@ fn to_scale(scale: Scale, v: &[f64]) -> Result<Vec<f64>, String> {
     }
 }
 
-/// Tests `evidence` on `scale` at `policy`: Err says why no test can run
-/// (a side without values).
-pub fn examine(evidence: &Evidence, scale: Scale, policy: &Policy) -> Result<Test, String> {
-    match evidence {
-        Evidence::Independent { base, new } => independent(base, new, scale, policy, None),
-        Evidence::Drift { base, new, between } => {
-            independent(base, new, scale, policy, Some(*between))
+impl Evidence {
+    /// Tests this evidence on `scale` at `policy`: Err says why no test can
+    /// run (a side without values).
+    pub fn examine(&self, scale: Scale, policy: &Policy) -> Result<Test, String> {
+        match self {
+            Evidence::Independent { base, new } => independent(base, new, scale, policy, None),
+            Evidence::Drift { base, new, between } => {
+                independent(base, new, scale, policy, Some(*between))
+            }
+            Evidence::Paired(pairs) => paired(pairs, scale, policy),
+            Evidence::Recordings { base, new } => recordings(base, new, scale, policy),
         }
-        Evidence::Paired(pairs) => paired(pairs, scale, policy),
-        Evidence::Recordings { base, new } => recordings(base, new, scale, policy),
     }
 }
 
@@ -402,7 +404,7 @@ pub(crate) fn rank_sum_repeats_for(level: f64) -> Option<usize> {
 
 /// The outcome of `t` when its slower test is judged at `level` (Holm's
 /// share of α for this endpoint; 0 when the step-down stopped before it).
-pub fn decide(t: &Test, level: f64, policy: &Policy) -> Decision {
+pub(crate) fn decide(t: &Test, level: f64, policy: &Policy) -> Decision {
     decide_in(t, level, level, policy)
 }
 
@@ -485,7 +487,7 @@ fn needed(t: &Test, policy: &Policy) -> Option<usize> {
     let n = if t.estimate >= t.margin {
         power::repeats_to_detect(t.estimate, sd, t.margin, policy.alpha, design)
     } else {
-        power::repeats_to_pass(t.estimate, sd, t.margin, policy.alpha, design)
+        design.repeats_to_pass(t.estimate, sd, t.margin, policy.alpha)
     }?;
     // The normal approximation can call fewer repeats enough than the
     // exact test just left undecided (3 a side, "about 2 would decide"):
@@ -496,7 +498,7 @@ fn needed(t: &Test, policy: &Policy) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::DEFAULT_POLICY;
+    use crate::gate::Policy;
 
     fn rank_sum(estimate: f64, n: usize) -> Test {
         Test {
@@ -524,12 +526,12 @@ mod tests {
         // A small spread and an estimate far inside the margin: the normal
         // approximation alone says 2 a side; 3 a side just stayed undecided.
         let t = rank_sum(-0.02, 3);
-        assert_eq!(needed(&t, &DEFAULT_POLICY), Some(4));
+        assert_eq!(needed(&t, &Policy::DEFAULT), Some(4));
         let wide = Test {
             spread: Some(0.2),
             ..rank_sum(-0.02, 3)
         };
-        assert!(needed(&wide, &DEFAULT_POLICY).is_some_and(|k| k > 4));
+        assert!(needed(&wide, &Policy::DEFAULT).is_some_and(|k| k > 4));
     }
 
     /// A rank-sum test of `n` repeats a side, 30% slower, with the
@@ -561,8 +563,8 @@ mod tests {
         // 4 against 4: smallest p 1/70, above α/12.
         let t = slower(4);
         assert!((t.smallest_p() - 1.0 / 70.0).abs() < 1e-12);
-        let first = DEFAULT_POLICY.alpha / 12.0;
-        match decide_in(&t, 0.0, first, &DEFAULT_POLICY) {
+        let first = Policy::DEFAULT.alpha / 12.0;
+        match decide_in(&t, 0.0, first, &Policy::DEFAULT) {
             Decision::Undecided { why, needs } => {
                 assert!(why.contains("cannot be flagged at 4 vs 4 repeats"), "{why}");
                 assert!(why.contains("needs 5 repeats a side"), "{why}");
@@ -573,7 +575,7 @@ mod tests {
         // 5 against 5 at α/12: 1/252 reaches it.
         let t = slower(5);
         assert_eq!(
-            decide_in(&t, first, first, &DEFAULT_POLICY),
+            decide_in(&t, first, first, &Policy::DEFAULT),
             Decision::Regressed
         );
         assert_eq!(rank_sum_repeats_for(0.05 / 36.0), Some(6));

@@ -22,7 +22,7 @@
 //! ICR-write exit per IPI, the IPIv and AVIC signature — is compared as
 //! the 0 it is. Passing needs every endpoint equivalent or not slower (an
 //! intersection–union test: no correction needed); one regression or
-//! failure fails; anything else is undecided. [`exit_code`] is the one
+//! failure fails; anything else is undecided. [`Verdict::exit_code`] is the one
 //! table from outcome to exit status.
 pub(crate) mod claim;
 pub(crate) mod family;
@@ -31,8 +31,8 @@ pub mod power;
 pub mod profile;
 pub mod sequential;
 
-pub use family::{judge_family, Family, Judged};
-pub use figure::{decide, examine, Evidence, Method, Test};
+pub use family::{Family, Judged};
+pub use figure::{Evidence, Method, Test};
 
 use serde::Serialize;
 
@@ -62,20 +62,20 @@ pub struct Policy {
     pub alpha: f64,
 }
 
-/// The defaults of `compare --fail-on-regression`.
-pub const DEFAULT_POLICY: Policy = Policy {
-    threshold: 0.10,
-    count_tolerance: 0.05,
-    alpha: 0.05,
-};
-
 impl Default for Policy {
     fn default() -> Self {
-        DEFAULT_POLICY
+        Policy::DEFAULT
     }
 }
 
 impl Policy {
+    /// The defaults of `compare --fail-on-regression`.
+    pub const DEFAULT: Policy = Policy {
+        threshold: 0.10,
+        count_tolerance: 0.05,
+        alpha: 0.05,
+    };
+
     /// The margin of a figure on its own scale: ln(1 + threshold) for
     /// ratios, `count_tolerance × max(|baseline|, 1)` for counts.
     pub fn margin(&self, scale: Scale, baseline: f64) -> f64 {
@@ -152,6 +152,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The exit status of a verdict, kselftest's where it has one: 0 pass,
+    /// 1 fail, 4 undecided (SKIP: never a pass), 3 nothing compared (an
+    /// error of the inputs). 2 stays the usage error's.
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Pass => 0,
+            Verdict::Fail => 1,
+            Verdict::NothingCompared => 3,
+            Verdict::Undecided => 4,
+        }
+    }
+
     /// The verdict of a set of outcomes (an empty set compares nothing).
     pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Decision>) -> Self {
         let mut any = false;
@@ -168,18 +180,6 @@ impl Verdict {
             (true, true) => Verdict::Undecided,
             (true, false) => Verdict::Pass,
         }
-    }
-}
-
-/// The exit status of a verdict, kselftest's where it has one: 0 pass,
-/// 1 fail, 4 undecided (SKIP: never a pass), 3 nothing compared (an
-/// error of the inputs). 2 stays the usage error's.
-pub const fn exit_code(v: Verdict) -> u8 {
-    match v {
-        Verdict::Pass => 0,
-        Verdict::Fail => 1,
-        Verdict::NothingCompared => 3,
-        Verdict::Undecided => 4,
     }
 }
 
@@ -215,14 +215,14 @@ mod tests {
                 Verdict::NothingCompared,
                 Verdict::Undecided
             ]
-            .map(exit_code),
+            .map(Verdict::exit_code),
             [0, 1, 3, 4]
         );
     }
 
     #[test]
     fn margins_by_scale() {
-        let p = DEFAULT_POLICY;
+        let p = Policy::DEFAULT;
         assert!((p.margin(Scale::Ratio, 123.0) - 1.1f64.ln()).abs() < 1e-12);
         assert!((p.margin(Scale::Count, 0.0) - 0.05).abs() < 1e-12);
         assert!((p.margin(Scale::Count, 16.0) - 0.8).abs() < 1e-12);

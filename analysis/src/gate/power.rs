@@ -10,14 +10,14 @@
 //! own uncertainty (a χ² interval on the standard deviation) wherever a
 //! report prints a power.
 use super::{Policy, Scale};
-use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
+use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Asymptotic efficiency of the rank tests to the t test on normal data.
 const EFFICIENCY: f64 = 3.0 / std::f64::consts::PI;
 /// The power a number of repeats is computed for.
 pub(crate) const POWER: f64 = 0.80;
 /// No more repeats than this are ever proposed.
-pub const MAX_REPEATS: usize = 100_000;
+pub(crate) const MAX_REPEATS: usize = 100_000;
 
 fn z(p: f64) -> f64 {
     Normal::standard().inverse_cdf(p)
@@ -124,32 +124,30 @@ pub(crate) fn repeats_to_detect(
     smallest(|n| rule_power(delta, design.se(sd, n), margin, level) >= POWER)
 }
 
-/// Repeats per side at which a true change `delta` passes with `POWER`;
-/// None where it never does (a change at or beyond the margin).
-pub fn repeats_to_pass(
-    delta: f64,
-    sd: f64,
-    margin: f64,
-    alpha: f64,
-    design: Design,
-) -> Option<usize> {
-    if delta >= margin {
-        return None;
+impl Design {
+    /// Repeats per side at which a true change `delta` passes with 80%
+    /// power; None where it never does (a change at or beyond the margin).
+    pub fn repeats_to_pass(self, delta: f64, sd: f64, margin: f64, alpha: f64) -> Option<usize> {
+        if delta >= margin {
+            return None;
+        }
+        smallest(|n| pass_probability(delta, self.se(sd, n), margin, alpha) >= POWER)
     }
-    smallest(|n| pass_probability(delta, design.se(sd, n), margin, alpha) >= POWER)
 }
 
-/// The smallest change (relative: 0.16 = 16%) that `n` repeats a side
-/// detect with `POWER` under the rule, for a latency figure whose
-/// logarithm spreads by `log_sd` between repeats.
-pub fn min_detectable(log_sd: f64, n: usize, policy: &Policy) -> Option<f64> {
-    if !(log_sd.is_finite() && log_sd >= 0.0) || n == 0 {
-        return None;
+impl Policy {
+    /// The smallest change (relative: 0.16 = 16%) that `n` repeats a side
+    /// detect with 80% power under the rule, for a latency figure whose
+    /// logarithm spreads by `log_sd` between repeats.
+    pub fn min_detectable(&self, log_sd: f64, n: usize) -> Option<f64> {
+        if !(log_sd.is_finite() && log_sd >= 0.0) || n == 0 {
+            return None;
+        }
+        let se = se_independent(log_sd, n, n);
+        let margin = self.margin(Scale::Ratio, 1.0);
+        let shift = margin.max(z(1.0 - self.alpha) * se) + z(POWER) * se;
+        Some(shift.exp() - 1.0)
     }
-    let se = se_independent(log_sd, n, n);
-    let margin = policy.margin(Scale::Ratio, 1.0);
-    let shift = margin.max(z(1.0 - policy.alpha) * se) + z(POWER) * se;
-    Some(shift.exp() - 1.0)
 }
 
 /// Repeats a side at which the rule detects a relative change `effect`
@@ -169,26 +167,10 @@ pub(crate) fn repeats_for_effect(log_sd: f64, effect: f64, policy: &Policy) -> O
     )
 }
 
-/// The two-sided `level` interval of a standard deviation `sd` estimated
-/// with `df` degrees of freedom (χ²): how well the spread that a power is
-/// computed from is itself known. None below one degree of freedom.
-pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<(f64, f64)> {
-    if df == 0 || !sd.is_finite() {
-        return None;
-    }
-    let chi = ChiSquared::new(df as f64).ok()?;
-    let tail = (1.0 - level) / 2.0;
-    let k = df as f64;
-    Some((
-        sd * (k / chi.inverse_cdf(1.0 - tail)).sqrt(),
-        sd * (k / chi.inverse_cdf(tail)).sqrt(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::DEFAULT_POLICY;
+    use crate::gate::Policy;
 
     #[test]
     fn the_rule_never_detects_at_or_below_the_threshold() {
@@ -216,21 +198,12 @@ mod tests {
 
     #[test]
     fn detectable_effects_and_repeats_agree() {
-        let p = DEFAULT_POLICY;
-        let e = min_detectable(0.11, 30, &p).unwrap();
+        let p = Policy::DEFAULT;
+        let e = p.min_detectable(0.11, 30).unwrap();
         assert!(e > 0.10 && e < 0.20, "{e}");
         let n = repeats_for_effect(0.11, e + 1e-6, &p).unwrap();
         assert!((29..=30).contains(&n), "{n}");
-        assert!(min_detectable(0.11, 5, &p).unwrap() > e);
-    }
-
-    #[test]
-    fn a_spread_known_from_few_values_is_known_loosely() {
-        let (lo, hi) = sd_interval(0.1, 4, 0.9).unwrap();
-        assert!(lo < 0.07 && hi > 0.2, "{lo} {hi}");
-        let (lo, hi) = sd_interval(0.1, 400, 0.9).unwrap();
-        assert!(lo > 0.09 && hi < 0.11);
-        assert_eq!(sd_interval(0.1, 0, 0.9), None);
+        assert!(p.min_detectable(0.11, 5).unwrap() > e);
     }
 
     #[test]
@@ -239,7 +212,9 @@ mod tests {
         // A drift of 0.1 between recordings: 2·0.1² alone exceeds what a
         // pass at margin ln 1.1 needs.
         let d = Design::Drift { between: 0.1 };
-        assert_eq!(repeats_to_pass(0.0, 0.12, m, 0.05, d), None);
-        assert!(repeats_to_pass(0.0, 0.12, m, 0.05, Design::Independent).is_some());
+        assert_eq!(d.repeats_to_pass(0.0, 0.12, m, 0.05), None);
+        assert!(Design::Independent
+            .repeats_to_pass(0.0, 0.12, m, 0.05)
+            .is_some());
     }
 }

@@ -15,7 +15,7 @@
 //! Its drift is the 80% upper confidence bound of the between-recordings
 //! spread (χ² on the recordings' degrees of freedom), so that a profile of
 //! few recordings does not understate it; a drift no host plausibly shows
-//! ([`MAX_DRIFT`]) is refused.
+//! ([`NoiseProfile::MAX_DRIFT`]) is refused.
 use crate::results::identity::ConfigId;
 use crate::results::Document;
 use serde::{Deserialize, Serialize};
@@ -24,36 +24,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-/// The largest drift between recordings (log sd) a profile may claim:
-/// ×1.65 from one recording to the next is a broken host or a broken
-/// measurement, not a drift to divide verdicts by.
-pub const MAX_DRIFT: f64 = 0.5;
-
 /// The one-sided confidence of the drift's upper bound.
 pub(crate) const DRIFT_CONFIDENCE: f64 = 0.80;
 
 /// How far apart (seconds) a profile and a file may be recorded and
 /// still be taken as the same host state: 30 days.
 pub(crate) const MAX_AGE_SECONDS: u64 = 30 * 24 * 3600;
-
-/// The drift between recordings with its uncertainty: the
-/// `DRIFT_CONFIDENCE` upper bound of the sd of recording means (χ², `df`
-/// degrees of freedom: recordings − 1) less what their repeats' own spread
-/// (`within`, `repeats` a recording) explains. Without degrees of freedom
-/// the point estimate is all there is.
-pub fn drift_upper_bound(means_sd: f64, df: usize, within: f64, repeats: usize) -> f64 {
-    let var = means_sd * means_sd;
-    let upper = match ChiSquared::new(df as f64) {
-        Ok(chi) if df > 0 => var * df as f64 / chi.inverse_cdf(1.0 - DRIFT_CONFIDENCE),
-        _ => var,
-    };
-    (upper - within * within / repeats.max(1) as f64)
-        .max(0.0)
-        .sqrt()
-}
-
-/// The schema name of a profile.
-pub const SCHEMA: &str = "ipivmm.noise-profile/1";
 
 /// How the gate did on one kind of control.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -87,7 +63,7 @@ impl Control {
 /// A host's noise profile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NoiseProfile {
-    /// [`SCHEMA`].
+    /// [`NoiseProfile::SCHEMA`].
     pub schema: String,
     /// The ipivmm that measured it.
     pub ipivmm_version: String,
@@ -197,6 +173,30 @@ fn known(v: Option<&str>) -> String {
 }
 
 impl NoiseProfile {
+    /// The schema name of a profile.
+    pub const SCHEMA: &'static str = "ipivmm.noise-profile/1";
+
+    /// The largest drift between recordings (log sd) a profile may claim:
+    /// ×1.65 from one recording to the next is a broken host or a broken
+    /// measurement, not a drift to divide verdicts by.
+    pub const MAX_DRIFT: f64 = 0.5;
+
+    /// The drift between recordings with its uncertainty: the 80%
+    /// upper bound of the sd of recording means (χ², `df` degrees of
+    /// freedom: recordings − 1) less what their repeats' own spread
+    /// (`within`, `repeats` a recording) explains. Without degrees of
+    /// freedom the point estimate is all there is.
+    pub fn drift_upper_bound(means_sd: f64, df: usize, within: f64, repeats: usize) -> f64 {
+        let var = means_sd * means_sd;
+        let upper = match ChiSquared::new(df as f64) {
+            Ok(chi) if df > 0 => var * df as f64 / chi.inverse_cdf(1.0 - DRIFT_CONFIDENCE),
+            _ => var,
+        };
+        (upper - within * within / repeats.max(1) as f64)
+            .max(0.0)
+            .sqrt()
+    }
+
     /// Reads a profile; one line naming the file on error.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = crate::inputs::read_text(path, 1 << 20)
@@ -207,11 +207,12 @@ impl NoiseProfile {
                 path.display()
             )
         })?;
-        if p.schema != SCHEMA {
+        if p.schema != Self::SCHEMA {
             return Err(format!(
-                "{}: schema {} is not {SCHEMA}; measure it again with this ipivmm (`ipivmm calibrate`)",
+                "{}: schema {} is not {}; measure it again with this ipivmm (`ipivmm calibrate`)",
                 path.display(),
-                p.schema
+                p.schema,
+                Self::SCHEMA
             ));
         }
         if !(p.between_log_sd.is_finite() && p.between_log_sd >= 0.0) {
@@ -237,12 +238,13 @@ impl NoiseProfile {
             }
         }
         let estimate = self.between_log_sd_estimate.unwrap_or(self.between_log_sd);
-        if estimate > MAX_DRIFT {
+        if estimate > Self::MAX_DRIFT {
             return Err(format!(
                 "a drift between recordings of log sd {estimate:.3} (×{:.2} from one recording to the next) is \
-                 more than a host plausibly shows (at most {MAX_DRIFT}): the recordings were disturbed or failed; \
+                 more than a host plausibly shows (at most {}): the recordings were disturbed or failed; \
                  measure again with `ipivmm calibrate` on a quiet host",
-                estimate.exp()
+                estimate.exp(),
+                Self::MAX_DRIFT
             ));
         }
         // The bound of the estimate (at least what calibrate computed: an
@@ -251,7 +253,7 @@ impl NoiseProfile {
         let df = self.between_df.unwrap_or(self.recordings.saturating_sub(1));
         let within_mean = self.within_log_sd * self.within_log_sd / self.repeats.max(1) as f64;
         let means_sd = (estimate * estimate + within_mean).sqrt();
-        let bound = drift_upper_bound(means_sd, df, self.within_log_sd, self.repeats);
+        let bound = NoiseProfile::drift_upper_bound(means_sd, df, self.within_log_sd, self.repeats);
         if self.between_df.is_none() {
             // An older profile: its drift is the point estimate of
             // `recordings` recordings; take the bound this version uses.
@@ -415,7 +417,7 @@ mod tests {
     fn profile_of(doc: &Document) -> NoiseProfile {
         let h = doc.host.clone().expect("a host");
         NoiseProfile {
-            schema: SCHEMA.into(),
+            schema: NoiseProfile::SCHEMA.into(),
             ipivmm_version: doc.ipivmm_version.clone(),
             recorded_at: doc.recorded_at.unwrap_or(0),
             host: "a host".into(),
@@ -542,8 +544,12 @@ mod tests {
         assert!(e.contains("the profile was edited"), "{e}");
         // As calibrate writes it, it reads back unchanged.
         let mut q = profile_of(&doc());
-        q.between_log_sd =
-            drift_upper_bound((0.05f64.powi(2) + 0.1f64.powi(2) / 5.0).sqrt(), 3, 0.1, 5);
+        q.between_log_sd = NoiseProfile::drift_upper_bound(
+            (0.05f64.powi(2) + 0.1f64.powi(2) / 5.0).sqrt(),
+            3,
+            0.1,
+            5,
+        );
         assert_eq!(q.clone().settle().unwrap(), q);
     }
 
@@ -551,11 +557,11 @@ mod tests {
     fn the_drift_bound_grows_as_recordings_shrink() {
         // The same spread of recording means, known from 2 and from 40
         // recordings: the bound of 2 is far above; 40 close to it.
-        let few = drift_upper_bound(0.05, 1, 0.0, 5);
-        let many = drift_upper_bound(0.05, 39, 0.0, 5);
+        let few = NoiseProfile::drift_upper_bound(0.05, 1, 0.0, 5);
+        let many = NoiseProfile::drift_upper_bound(0.05, 39, 0.0, 5);
         assert!(few > 0.15, "{few}");
         assert!(many > 0.05 && many < 0.06, "{many}");
         // What the repeats' own spread explains is taken out.
-        assert_eq!(drift_upper_bound(0.01, 39, 0.2, 5), 0.0);
+        assert_eq!(NoiseProfile::drift_upper_bound(0.01, 39, 0.2, 5), 0.0);
     }
 }

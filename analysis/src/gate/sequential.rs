@@ -20,7 +20,7 @@
 //! The interval each endpoint reports is the one its decision read: at
 //! two-sided coverage 1 − 2·level of the look that decided it.
 use super::family::Judged;
-use super::figure::{decide, examine, Evidence, Method, Test};
+use super::figure::{decide, Evidence, Method, Test};
 use super::Scale;
 use super::{Decision, Policy, Verdict};
 use crate::stats::sequential::{Boundary, Spending, MIN_STEP};
@@ -30,14 +30,7 @@ use crate::stats::sequential::{Boundary, Spending, MIN_STEP};
 /// a clear effect stop a comparison at about half its budget while the
 /// last look stays close to a single test (measured in the operating
 /// characteristic test, docs/statistics.md).
-pub const GAMMA: f64 = -1.0;
-/// The first look: a signed-rank test of fewer rounds cannot reach the
-/// levels a boundary allows this early.
-pub const MIN_ROUNDS: usize = 5;
-/// The most looks a sequence plans: a budget of more rounds looks every
-/// ⌈rounds / 100⌉ rounds (the boundary takes no two looks closer than
-/// `MIN_STEP` (1%) of the information; beyond ~20 looks, more add little).
-pub const MAX_LOOKS: usize = 100;
+pub(crate) const GAMMA: f64 = -1.0;
 
 /// Why a sequence stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,8 +111,10 @@ struct Tested {
 
 fn tested(e: Endpoint, policy: &Policy) -> Result<Tested, Decision> {
     let undecided = |why| Decision::Undecided { why, needs: None };
-    let test = examine(&e.evidence, e.scale, policy).map_err(undecided)?;
-    let p_beyond = examine(&e.evidence, e.scale, &mirrored(policy))
+    let test = e.evidence.examine(e.scale, policy).map_err(undecided)?;
+    let p_beyond = e
+        .evidence
+        .examine(e.scale, &mirrored(policy))
         .map_err(undecided)?
         .p_not_faster;
     Ok(Tested {
@@ -130,6 +125,10 @@ fn tested(e: Endpoint, policy: &Policy) -> Result<Tested, Decision> {
 }
 
 impl Sequential {
+    /// The first look: a signed-rank test of fewer rounds cannot reach the
+    /// levels a boundary allows this early.
+    pub const MIN_ROUNDS: usize = 5;
+
     /// A sequence of `endpoints` endpoints over at most `max_rounds`
     /// rounds.
     pub fn new(endpoints: usize, max_rounds: usize, policy: Policy) -> Self {
@@ -141,7 +140,7 @@ impl Sequential {
         };
         Self {
             policy,
-            max_rounds: max_rounds.max(MIN_ROUNDS),
+            max_rounds: max_rounds.max(Self::MIN_ROUNDS),
             slower: (0..endpoints)
                 .map(|j| spend(policy.alpha / (endpoints - j) as f64))
                 .collect(),
@@ -156,7 +155,7 @@ impl Sequential {
         self.max_rounds
     }
 
-    /// Rounds between two looks: every round up to [`MAX_LOOKS`] planned
+    /// Rounds between two looks: every round up to 100 planned
     /// rounds, then so that no two looks are closer than `MIN_STEP` of
     /// the budget.
     pub fn spacing(&self) -> usize {
@@ -167,7 +166,7 @@ impl Sequential {
     /// Whether a look is due after `rounds` rounds (the last round of the
     /// budget is always looked at, whatever this says).
     pub fn due(&self, rounds: usize) -> bool {
-        rounds >= MIN_ROUNDS && self.last_look.is_none_or(|l| rounds >= l + self.spacing())
+        rounds >= Self::MIN_ROUNDS && self.last_look.is_none_or(|l| rounds >= l + self.spacing())
     }
 
     /// Looks at the endpoints after `rounds` rounds (`Err`: an outcome
@@ -282,7 +281,10 @@ impl Sequential {
                 alpha: used,
                 ..self.policy
             };
-            examine(&t.endpoint.evidence, t.endpoint.scale, &at).unwrap_or(t.test)
+            t.endpoint
+                .evidence
+                .examine(t.endpoint.scale, &at)
+                .unwrap_or(t.test)
         } else {
             t.test
         };
@@ -327,7 +329,7 @@ impl Sequential {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::DEFAULT_POLICY;
+    use crate::gate::Policy;
 
     /// Deterministic normal draws (xorshift, Box–Muller).
     struct Rng(u64);
@@ -359,7 +361,7 @@ mod tests {
         let mut r = Rng(seed);
         let (mut fail, mut pass, mut undecided) = (0, 0, 0);
         for _ in 0..comparisons {
-            let mut s = Sequential::new(1, max_rounds, DEFAULT_POLICY);
+            let mut s = Sequential::new(1, max_rounds, Policy::DEFAULT);
             let mut pairs = Vec::new();
             for n in 1..=max_rounds {
                 let mut one = |f: f64| 400_000.0 * f * (sigma * r.normal()).exp();
@@ -405,16 +407,16 @@ mod tests {
 
     #[test]
     fn a_long_budget_looks_at_most_a_hundred_times_and_keeps_alpha() {
-        let s = Sequential::new(1, 4_000, DEFAULT_POLICY);
+        let s = Sequential::new(1, 4_000, Policy::DEFAULT);
         assert_eq!(s.spacing(), 40);
-        let short = Sequential::new(1, 21, DEFAULT_POLICY);
+        let short = Sequential::new(1, 21, Policy::DEFAULT);
         assert_eq!(short.spacing(), 1);
         // A/A over 2 000 planned rounds: no false regression beyond α,
         // and no look's level at 1 (the fixed grid's failure).
         let mut r = Rng(9);
         let mut flagged = 0;
         for _ in 0..40 {
-            let mut s = Sequential::new(1, 2_000, DEFAULT_POLICY);
+            let mut s = Sequential::new(1, 2_000, Policy::DEFAULT);
             let mut pairs = Vec::new();
             let mut looks = 0;
             for n in 1..=2_000 {
@@ -436,7 +438,10 @@ mod tests {
                     break;
                 }
             }
-            assert!(looks <= MAX_LOOKS + 2, "{looks} looks");
+            // The most looks a sequence plans: a budget of more rounds looks
+            // every ⌈rounds / 100⌉ rounds (no two looks closer than `MIN_STEP`,
+            // 1% of the information).
+            assert!(looks <= 100 + 2, "{looks} looks");
         }
         assert!(flagged <= 2, "{flagged} of 40 flagged");
     }
@@ -444,7 +449,7 @@ mod tests {
     #[test]
     fn the_interval_is_printed_at_the_level_that_decided() {
         let mut r = Rng(21);
-        let mut s = Sequential::new(1, 200, DEFAULT_POLICY);
+        let mut s = Sequential::new(1, 200, Policy::DEFAULT);
         let mut pairs = Vec::new();
         for n in 1..=200 {
             let mut one = |f: f64| 400_000.0 * f * (0.05 * r.normal()).exp();

@@ -77,7 +77,7 @@ impl ObserverEffect {
             None => format!(
                 "too few to tell from the noise between runs, which is often 10% or more; \
                  --observer-effect {} or more",
-                crate::stats::DEFAULT_REPEATS
+                crate::results::repeats::ConfigurationStats::DEFAULT_REPEATS
             ),
             Some(i) => {
                 let pct = |r: f64| (r - 1.0) * 100.0;

@@ -138,6 +138,12 @@ pub struct ConfigurationStats {
 }
 
 impl ConfigurationStats {
+    /// Repeats per configuration when `--repeat` is not given: the fewest at
+    /// which the rank test can call a difference significant at 95% is 4;
+    /// 5 leaves room for one failed run (docs/statistics.md has the spread
+    /// measured here and the effect 5 repeats detect).
+    pub const DEFAULT_REPEATS: u32 = 5;
+
     /// The p50 figure (cycles per operation), when measured.
     pub fn p50(&self) -> Option<&FigureStats> {
         self.figures.get(Metric::CyclesPerOpP50.key())
@@ -250,9 +256,9 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
             own: 0.0,
             steal: worst(|l| l.steal),
         };
-        unstable.extend(stats::load_instabilities(&load).iter().map(|u| hint(u, k)));
+        unstable.extend(load.instabilities().iter().map(|u| hint(u, k)));
     }
-    let policy = crate::gate::DEFAULT_POLICY;
+    let policy = crate::gate::Policy::DEFAULT;
     ConfigurationStats {
         id: k.clone(),
         label: k.label(),
@@ -267,7 +273,7 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
         counts,
         min_detectable_effect: spread
             .filter(|_| n >= stats::MIN_REPEATS)
-            .and_then(|s| crate::gate::power::min_detectable(s, n, &policy)),
+            .and_then(|s| policy.min_detectable(s, n)),
         target_effect: stats::TARGET_EFFECT,
         repeats_for_target: spread
             .and_then(|s| crate::gate::power::repeats_for_effect(s, stats::TARGET_EFFECT, &policy)),

@@ -19,26 +19,23 @@ pub(crate) mod signed_rank;
 mod spread;
 mod stability;
 
-pub use order::{median, median_interval, Interval};
-pub(crate) use order::{round6, sample_median_interval};
+pub use order::{median, Interval};
+pub(crate) use order::{median_interval, round6, sample_median_interval};
 pub(crate) use power::MIN_REPEATS;
-pub use rank_test::{mann_whitney, min_p, ratio_interval, OneSided, RankTest};
+#[cfg(test)]
+pub(crate) use rank_test::min_p;
+pub(crate) use rank_test::OneSided;
 pub(crate) use rank_test::{mann_whitney_greater, shift_bound_rank};
-pub use spread::{cov, log_sd, mean, sd};
+pub(crate) use spread::cov;
+pub use spread::{log_sd, sd};
 pub(crate) use stability::{bimodal, COV_BOUND};
-pub use stability::{load_instabilities, HostLoad, Instability};
+pub use stability::{HostLoad, Instability};
 
 /// Confidence of every interval and test: 95%.
-pub const CONFIDENCE: f64 = 0.95;
-/// Significance level of every test (1 - [`CONFIDENCE`]).
-pub const ALPHA: f64 = 1.0 - CONFIDENCE;
-/// Power at which the minimum detectable effect is given: 80%.
-pub const POWER: f64 = 0.80;
+pub(crate) const CONFIDENCE: f64 = 0.95;
+/// Significance level of every test (1 - `CONFIDENCE`).
+#[cfg(test)]
+pub(crate) const ALPHA: f64 = 1.0 - CONFIDENCE;
 /// The effect whose repeats are reported when none is asked for: the
 /// smallest of the seeds' (IPIv's −16% cycles per unicast IPI).
 pub(crate) const TARGET_EFFECT: f64 = 0.16;
-/// Repeats per configuration when `--repeat` is not given: the fewest at
-/// which the rank test can call a difference significant at 95% is 4
-/// (`MIN_REPEATS`); 5 leaves room for one failed run (docs/statistics.md
-/// has the spread measured here and the effect 5 repeats detect).
-pub const DEFAULT_REPEATS: u32 = 5;

@@ -20,6 +20,15 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// The confidence every interval and test is at: 95%.
+    pub const CONFIDENCE: f64 = super::CONFIDENCE;
+
+    /// The distribution-free interval of the median of `values` at
+    /// [`Interval::CONFIDENCE`] (None with too few values to bound it).
+    pub fn of_median(values: &[f64]) -> Option<Interval> {
+        median_interval(values, Self::CONFIDENCE)
+    }
+
     /// Whether the coverage reaches `level` (within rounding).
     pub fn reaches(&self, level: f64) -> bool {
         self.coverage + 1e-9 >= level
@@ -83,7 +92,7 @@ pub(crate) fn round6(p: f64) -> f64 {
 }
 
 /// The 95%-or-nearest distribution-free interval of the median of `values`.
-pub fn median_interval(values: &[f64], level: f64) -> Option<Interval> {
+pub(crate) fn median_interval(values: &[f64], level: f64) -> Option<Interval> {
     let s = sorted(values)?;
     let (j, k, coverage) = median_ranks(s.len() as u64, level)?;
     Some(Interval {

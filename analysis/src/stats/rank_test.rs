@@ -9,9 +9,11 @@ use statrs::distribution::{ContinuousCDF, Normal};
 /// approximation beyond, and wherever values tie.
 const EXACT_PAIRS: usize = 400;
 
-/// The outcome of a two-sided rank test of `y` against `x`.
+/// The outcome of a two-sided rank test of `y` against `x` (the tests'
+/// check of the rank machinery against published values).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RankTest {
+struct RankTest {
     /// U of `y`: pairs with y > x (ties count ½).
     pub u: f64,
     /// Two-sided p-value.
@@ -57,7 +59,8 @@ fn u_cdf(n: usize, m: usize) -> Vec<f64> {
 /// The smallest two-sided p-value an exact test of n against m values can
 /// give (2 / C(n+m, n)): at 4 against 4 it is 0.029, at 3 against 3 0.10,
 /// so fewer than 4 per side can never be significant at 95%.
-pub fn min_p(n: usize, m: usize) -> f64 {
+#[cfg(test)]
+pub(crate) fn min_p(n: usize, m: usize) -> f64 {
     if n == 0 || m == 0 {
         return 1.0;
     }
@@ -148,7 +151,8 @@ pub(crate) fn mann_whitney_greater(x: &[f64], y: &[f64]) -> Option<OneSided> {
 /// The two-sided Mann–Whitney test of `y` against `x` (twice the smaller
 /// one-sided p); None when either is empty or holds a value that is not a
 /// number.
-pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
+#[cfg(test)]
+fn mann_whitney(x: &[f64], y: &[f64]) -> Option<RankTest> {
     let up = mann_whitney_greater(x, y)?;
     let down = mann_whitney_greater(y, x)?;
     Some(RankTest {
@@ -188,7 +192,8 @@ pub(crate) fn shift_bound_rank(n: usize, m: usize, tail: f64) -> (u64, f64) {
 /// is the exact one (lower than `level` where too few values reach it:
 /// then the widest interval). None when a side is empty or a value is not
 /// positive.
-pub fn ratio_interval(base: &[f64], new: &[f64], level: f64) -> Option<super::Interval> {
+#[cfg(test)]
+fn ratio_interval(base: &[f64], new: &[f64], level: f64) -> Option<super::Interval> {
     if base.iter().chain(new).any(|v| v.is_nan() || *v <= 0.0) {
         return None;
     }

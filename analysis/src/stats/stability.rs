@@ -36,6 +36,19 @@ impl HostLoad {
     pub fn others(&self) -> f64 {
         (self.busy - self.own).max(0.0)
     }
+
+    /// The instabilities of this load, if any (others busy above 25% of
+    /// the CPU time, steal above 5%).
+    pub fn instabilities(&self) -> Vec<Instability> {
+        let mut out = Vec::new();
+        if self.others() > HOST_BUSY_BOUND {
+            out.push(Instability::HostBusy(self.others()));
+        }
+        if self.steal > STEAL_BOUND {
+            out.push(Instability::Steal(self.steal));
+        }
+        out
+    }
 }
 
 /// Why a configuration's figures are not stable, with what helps.
@@ -76,18 +89,6 @@ impl std::fmt::Display for Instability {
             ),
         }
     }
-}
-
-/// The instabilities of a host load, if any.
-pub fn load_instabilities(load: &HostLoad) -> Vec<Instability> {
-    let mut out = Vec::new();
-    if load.others() > HOST_BUSY_BOUND {
-        out.push(Instability::HostBusy(load.others()));
-    }
-    if load.steal > STEAL_BOUND {
-        out.push(Instability::Steal(load.steal));
-    }
-    out
 }
 
 /// Two clusters in a histogram: `counts` are consecutive buckets of equal
@@ -168,20 +169,21 @@ mod tests {
             own: 0.5,
             steal: 0.0,
         };
-        assert!(load_instabilities(&quiet).is_empty());
+        assert!(quiet.instabilities().is_empty());
         // The steal the development host shows with nothing else running
         // is not flagged.
-        assert!(load_instabilities(&HostLoad {
+        assert!(HostLoad {
             steal: 0.037,
             ..quiet
-        })
+        }
+        .instabilities()
         .is_empty());
         let busy = HostLoad {
             busy: 0.95,
             steal: 0.06,
             ..quiet
         };
-        let flags = load_instabilities(&busy);
+        let flags = busy.instabilities();
         assert_eq!(flags.len(), 2);
         assert!(flags[0].to_string().contains("45%"), "{}", flags[0]);
     }

@@ -236,7 +236,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
     /// The smallest change of a latency figure that matters, a fraction: regressions are at least this, equivalence within it.
-    #[arg(long, default_value_t = ipivmm_analysis::gate::DEFAULT_POLICY.threshold, value_parser = parse_threshold)]
+    #[arg(long, default_value_t = ipivmm_analysis::gate::Policy::DEFAULT.threshold, value_parser = parse_threshold)]
     pub threshold: f64,
     /// The same for counts (exits, ICR-write exits per operation or IPI), of the baseline or of one count, whichever is larger.
     #[arg(long, default_value_t = crate::output::compare::DEFAULT_COUNT_TOLERANCE, value_parser = parse_count_tolerance)]
@@ -313,7 +313,7 @@ pub fn repeat_choice(asked: Option<RepeatArg>) -> crate::output::repeats::Repeat
         repeats: match asked {
             Some(RepeatArg::Count(n)) => n,
             Some(RepeatArg::Auto) => MAX_REPEATS,
-            None => ipivmm_analysis::stats::DEFAULT_REPEATS,
+            None => ipivmm_analysis::results::repeats::ConfigurationStats::DEFAULT_REPEATS,
         },
         default: asked.is_none(),
         auto: asked == Some(RepeatArg::Auto),

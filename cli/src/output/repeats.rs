@@ -5,7 +5,7 @@
 //! unstable ([`ipivmm_analysis::results::repeats`]).
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::repeats::{ConfigurationStats, CountStats, FigureStats};
-use ipivmm_analysis::stats::{Interval, CONFIDENCE};
+use ipivmm_analysis::stats::Interval;
 use std::fmt::Write;
 
 /// How the repeat count was chosen, for the line that says it.
@@ -13,7 +13,7 @@ use std::fmt::Write;
 pub struct RepeatChoice {
     /// Repeats per configuration.
     pub repeats: u32,
-    /// Whether it is the default ([`ipivmm_analysis::stats::DEFAULT_REPEATS`]).
+    /// Whether it is the default ([`ipivmm_analysis::results::repeats::ConfigurationStats::DEFAULT_REPEATS`]).
     pub default: bool,
     /// `--repeat auto` (`repeats` is then the most).
     pub auto: bool,
@@ -135,7 +135,7 @@ pub fn with_interval(m: Metric, v: f64, i: Option<&Interval>) -> String {
     let mut s = m.format(v);
     if let Some(i) = i {
         let _ = write!(s, " [{}, {}]", m.format(i.lo), m.format(i.hi));
-        if !i.reaches(CONFIDENCE) || (i.coverage - CONFIDENCE).abs() > 0.005 {
+        if !i.reaches(Interval::CONFIDENCE) || (i.coverage - Interval::CONFIDENCE).abs() > 0.005 {
             let _ = write!(s, " ({:.1}%)", i.coverage * 100.0);
         }
     }

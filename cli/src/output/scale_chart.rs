@@ -273,12 +273,7 @@ fn points(pts: &[Point], m: Metric) -> Vec<Drawn> {
             let values: Vec<f64> = repeats.iter().filter_map(|s| m.value(s)).collect();
             let median = ipivmm_analysis::stats::median(&values)?;
             let interval = (values.len() > 1)
-                .then(|| {
-                    ipivmm_analysis::stats::median_interval(
-                        &values,
-                        ipivmm_analysis::stats::CONFIDENCE,
-                    )
-                })
+                .then(|| ipivmm_analysis::stats::Interval::of_median(&values))
                 .flatten()
                 .map(|i| (i.lo, i.hi));
             Some((*n as f64, median, interval))

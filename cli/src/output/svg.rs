@@ -95,12 +95,7 @@ impl Bar {
         Some(Spread {
             median: ipivmm_analysis::stats::median(&values)?,
             interval: (values.len() > 1)
-                .then(|| {
-                    ipivmm_analysis::stats::median_interval(
-                        &values,
-                        ipivmm_analysis::stats::CONFIDENCE,
-                    )
-                })
+                .then(|| ipivmm_analysis::stats::Interval::of_median(&values))
                 .flatten(),
             values,
         })

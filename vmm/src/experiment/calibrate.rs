@@ -18,7 +18,7 @@
 //! date, pause) so that `compare` can say when it does not match.
 use crate::compare::judge::recorded_evidence;
 use crate::config::VmConfig;
-use crate::gate::profile::{drift_upper_bound, Control, NoiseProfile, MAX_DRIFT, SCHEMA};
+use crate::gate::profile::{Control, NoiseProfile};
 use crate::gate::{self, Policy, Scale};
 use crate::results::metrics::Metric;
 use crate::results::summary::summarize;
@@ -77,8 +77,9 @@ pub enum CalibrateError {
     /// The recordings drifted more than a host plausibly does.
     #[error(
         "the recordings' medians drifted by log sd {0:.3} (×{exp:.2} from one to the next), more than a host \
-         plausibly shows (at most {MAX_DRIFT}): something disturbed them; calibrate again on a quiet host",
-        exp = .0.exp()
+         plausibly shows (at most {max}): something disturbed them; calibrate again on a quiet host",
+        exp = .0.exp(),
+        max = NoiseProfile::MAX_DRIFT
     )]
     Implausible(f64),
 }
@@ -118,7 +119,12 @@ pub(crate) fn spreads_bounded(recordings: &[Vec<f64>]) -> Spreads {
     Spreads {
         within,
         between,
-        between_upper: drift_upper_bound(means_sd, df, within, n.round().max(1.0) as usize),
+        between_upper: NoiseProfile::drift_upper_bound(
+            means_sd,
+            df,
+            within,
+            n.round().max(1.0) as usize,
+        ),
         df,
         consecutive,
     }
@@ -225,7 +231,7 @@ pub fn calibrate(
         df,
         consecutive,
     } = spreads_bounded(&recordings);
-    if estimate > MAX_DRIFT {
+    if estimate > NoiseProfile::MAX_DRIFT {
         return Err(CalibrateError::Implausible(estimate));
     }
     let facts = facts.or_else(|| crate::host::probe().ok());
@@ -234,10 +240,12 @@ pub fn calibrate(
     // what the same recordings give `compare`.
     let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
         let item = recorded_evidence(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
-            gate::examine(&e, Scale::Ratio, &spec.policy)
+            e.examine(Scale::Ratio, &spec.policy)
                 .map_err(|why| gate::Decision::Undecided { why, needs: None })
         });
-        gate::exit_code(gate::judge_family(vec![item], &spec.policy).verdict)
+        gate::Family::judge(vec![item], &spec.policy)
+            .verdict
+            .exit_code()
     };
     let mut aa = Control::default();
     let mut aa_drift = Control::default();
@@ -281,7 +289,7 @@ pub fn calibrate(
         (None, None)
     };
     Ok(NoiseProfile {
-        schema: SCHEMA.into(),
+        schema: NoiseProfile::SCHEMA.into(),
         ipivmm_version: env!("CARGO_PKG_VERSION").into(),
         recorded_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

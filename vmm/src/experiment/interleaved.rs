@@ -1,6 +1,6 @@
 //! Two configurations compared live on this host: rounds of one run of
 //! each, the rounds analysed as pairs, a look after each round from
-//! [`MIN_ROUNDS`] (after every ⌈rounds/100⌉ on a long budget), and a
+//! [`Sequential::MIN_ROUNDS`] (after every ⌈rounds/100⌉ on a long budget), and a
 //! stop as soon as every gated figure is decided — or when the budget
 //! allows no further round ([`crate::gate::sequential`] keeps the error
 //! rates of all those looks those of one test).
@@ -36,8 +36,8 @@
 //! whole budget (hours) without its bookkeeping growing.
 use super::Budget;
 use crate::config::VmConfig;
-use crate::gate::sequential::{Endpoint, Look, Sequential, Stop, MIN_ROUNDS};
-use crate::gate::{self, Decision, Evidence, Policy, Scale, Verdict};
+use crate::gate::sequential::{Endpoint, Look, Sequential, Stop};
+use crate::gate::{Decision, Evidence, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
 use crate::results::summary::{summarize, RunSummary};
 use crate::results::RunReport;
@@ -99,11 +99,11 @@ impl Spec {
             return Err(SpecError::NothingGated);
         }
         if let Budget::Vms(n) = self.budget {
-            let need = 2 * MIN_ROUNDS;
+            let need = 2 * Sequential::MIN_ROUNDS;
             if (n as usize) < need {
                 return Err(SpecError::BudgetBelowFirstLook {
                     vms: n,
-                    min_rounds: MIN_ROUNDS,
+                    min_rounds: Sequential::MIN_ROUNDS,
                     need,
                 });
             }
@@ -239,7 +239,7 @@ impl Finding {
 
     /// The exit status of the verdict.
     pub fn exit_code(&self) -> u8 {
-        gate::exit_code(self.verdict())
+        (self.verdict()).exit_code()
     }
 }
 
@@ -465,9 +465,9 @@ pub fn run_interleaved(
             _ => true,
         };
         let last = !fits(1);
-        if rounds == 1 && !fits(MIN_ROUNDS - 1) {
+        if rounds == 1 && !fits(Sequential::MIN_ROUNDS - 1) {
             let mut fit = 1;
-            while fits(fit) && fit < MIN_ROUNDS {
+            while fits(fit) && fit < Sequential::MIN_ROUNDS {
                 fit += 1;
             }
             break Stopped::BudgetTooSmall {
@@ -475,7 +475,7 @@ pub fn run_interleaved(
                 per_round,
             };
         }
-        if rounds < MIN_ROUNDS && !last {
+        if rounds < Sequential::MIN_ROUNDS && !last {
             continue;
         }
         let seq = sequence.get_or_insert_with(|| {
@@ -523,7 +523,7 @@ pub fn run_interleaved(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::DEFAULT_POLICY;
+    use crate::gate::Policy;
 
     #[test]
     fn the_order_alternates_from_the_side_the_seed_picks() {
@@ -606,8 +606,8 @@ mod tests {
         let mut passed = 0;
         for _ in 0..comparisons {
             let pairs = rounds(&mut order, max_rounds, 1.10, 0.05, 0.06, r);
-            let mut s = Sequential::new(1, max_rounds, DEFAULT_POLICY);
-            for n in MIN_ROUNDS..=max_rounds {
+            let mut s = Sequential::new(1, max_rounds, Policy::DEFAULT);
+            for n in Sequential::MIN_ROUNDS..=max_rounds {
                 let last = n == max_rounds;
                 if !last && !s.due(n) {
                     continue;

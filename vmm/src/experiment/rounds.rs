@@ -6,12 +6,12 @@
 //!
 //! - **fixed** (`--repeat N`): N repeats, exactly (a script counts on
 //!   it); a repeat that ran while other processes or steal were above the
-//!   bound ([`crate::stats::load_instabilities`]) is kept, marked, and left
+//!   bound ([`crate::stats::HostLoad::instabilities`]) is kept, marked, and left
 //!   out of comparisons by the gate;
 //! - **auto** (`--repeat auto`): at least [`AUTO_MIN`] quiet repeats, then
 //!   more until the spread seen makes a later comparison at this many
 //!   repeats a side pass an unchanged configuration with 80% power at the
-//!   gate's threshold ([`crate::gate::power::repeats_to_pass`]), within a
+//!   gate's threshold ([`Design::repeats_to_pass`]), within a
 //!   budget: a busy repeat does not count, so load is a cause to run more
 //!   (up to twice the most), not a reason to stop.
 //!
@@ -50,7 +50,7 @@
 //! ```
 use super::Budget;
 use crate::config::VmConfig;
-use crate::gate::power::{repeats_to_pass, Design};
+use crate::gate::power::Design;
 use crate::gate::{Policy, Scale};
 use crate::host::load::LoadProbe;
 use crate::results::identity::ConfigId;
@@ -255,7 +255,7 @@ impl Options {
             repeats,
             observer_pairs: 0,
             cancel,
-            policy: crate::gate::DEFAULT_POLICY,
+            policy: crate::gate::Policy::DEFAULT,
             first_serial: SerialSink::Discard,
             started: Instant::now(),
         }
@@ -277,7 +277,11 @@ struct Tally {
 pub(crate) const AUTO_MAX_FAILED: u32 = 2;
 
 fn quiet(r: &RunReport) -> Result<(), String> {
-    match r.host_load.as_ref().map(crate::stats::load_instabilities) {
+    match r
+        .host_load
+        .as_ref()
+        .map(crate::stats::HostLoad::instabilities)
+    {
         // The advice names only what this run did not already use (a
         // pinned run is not told to pin).
         Some(v) if !v.is_empty() => Err(crate::results::repeats::hint(&v[0], &r.id())),
@@ -303,7 +307,7 @@ fn needs_more(t: &Tally, repeats: Repeats, policy: &Policy) -> bool {
                 return true;
             };
             let margin = policy.margin(Scale::Ratio, 1.0);
-            match repeats_to_pass(0.0, sd, margin, policy.alpha, Design::Independent) {
+            match Design::Independent.repeats_to_pass(0.0, sd, margin, policy.alpha) {
                 Some(n) => (t.p50.len() as u32) < (n as u32).min(max),
                 None => true,
             }
@@ -491,7 +495,7 @@ mod tests {
 
     #[test]
     fn fixed_repeats_are_exactly_n_busy_or_not() {
-        let p = crate::gate::DEFAULT_POLICY;
+        let p = crate::gate::Policy::DEFAULT;
         let t = Tally {
             runs: 4,
             quiet: 4,
@@ -517,7 +521,7 @@ mod tests {
 
     #[test]
     fn auto_stops_when_the_spread_allows_a_pass() {
-        let p = crate::gate::DEFAULT_POLICY;
+        let p = crate::gate::Policy::DEFAULT;
         let auto = Repeats::Auto {
             max: 1000,
             budget: Budget::Vms(10_000),
@@ -539,14 +543,9 @@ mod tests {
         };
         assert!(needs_more(&wide, auto, &p));
         let sd = crate::stats::log_sd(&wide.p50).unwrap();
-        let n = repeats_to_pass(
-            0.0,
-            sd,
-            p.margin(Scale::Ratio, 1.0),
-            p.alpha,
-            Design::Independent,
-        )
-        .unwrap();
+        let n = Design::Independent
+            .repeats_to_pass(0.0, sd, p.margin(Scale::Ratio, 1.0), p.alpha)
+            .unwrap();
         assert!(n > 10, "{n}");
     }
 }

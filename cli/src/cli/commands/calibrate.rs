@@ -112,7 +112,7 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         repeats: usize::from(args.repeat),
         pause: args.pause,
         injected: args.inject,
-        policy: ipivmm_analysis::gate::DEFAULT_POLICY,
+        policy: ipivmm_analysis::gate::Policy::DEFAULT,
     };
     let events = Progress {
         quiet: args.quiet,

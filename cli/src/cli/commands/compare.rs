@@ -23,13 +23,13 @@ use std::process::ExitCode;
 
 /// The exit status of `compare --fail-on-regression` when nothing was
 /// compared (docs/ci.md): an error, not a pass.
-pub const NOTHING_COMPARED: u8 = ipivmm_analysis::gate::exit_code(Verdict::NothingCompared);
+pub const NOTHING_COMPARED: u8 = Verdict::NothingCompared.exit_code();
 
 fn policy(args: &CompareArgs) -> Policy {
     Policy {
         threshold: args.threshold,
         count_tolerance: args.count_tolerance,
-        ..ipivmm_analysis::gate::DEFAULT_POLICY
+        ..ipivmm_analysis::gate::Policy::DEFAULT
     }
 }
 
@@ -389,7 +389,7 @@ fn live(args: &CompareArgs) -> ExitCode {
                  looks from round {}, until the gate decides or the budget ({}) is spent",
                 args.run[0],
                 args.run[1],
-                ipivmm_analysis::gate::sequential::MIN_ROUNDS,
+                ipivmm_analysis::gate::sequential::Sequential::MIN_ROUNDS,
                 args.budget
             ))
             .trim_end()
@@ -431,8 +431,8 @@ fn live(args: &CompareArgs) -> ExitCode {
             args.budget,
             if *fits == 1 { "" } else { "s" },
             per_round.as_secs_f64(),
-            ipivmm_analysis::gate::sequential::MIN_ROUNDS,
-            (per_round.as_secs_f64() * (ipivmm_analysis::gate::sequential::MIN_ROUNDS as f64 + 1.0)).ceil()
+            ipivmm_analysis::gate::sequential::Sequential::MIN_ROUNDS,
+            (per_round.as_secs_f64() * (ipivmm_analysis::gate::sequential::Sequential::MIN_ROUNDS as f64 + 1.0)).ceil()
         ),
     };
     let mut out = format!(
