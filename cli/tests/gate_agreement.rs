@@ -9,7 +9,7 @@ mod output_fixtures;
 
 use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
 use ipivmm_analysis::expect::{evaluate, Expectation, Outcome};
-use ipivmm_analysis::gate::{Verdict, Policy};
+use ipivmm_analysis::gate::{Policy, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;

@@ -9,7 +9,7 @@ mod output_fixtures;
 use cli_kit::{ipivmm, plan};
 
 use ipivmm_analysis::expect::{evaluate, Outcome};
-use ipivmm_analysis::results::summary::{measured_phase, summarize};
+
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
 use std::os::unix::process::CommandExt;
@@ -245,7 +245,7 @@ fn delivered_is_never_filled_in_from_sent() {
             p.guest.ipis_received = 0;
         }
     }
-    let s = summarize(&r);
+    let s = r.summary();
     assert_eq!((s.ipis, s.ipis_delivered), (output_fixtures::IPIS, 0));
     let doc = Document::new(vec![r], Vec::new());
     let v = evaluate(&doc, &["ipis_delivered == ipis_sent".parse().unwrap()]);
@@ -266,9 +266,9 @@ fn the_uncounted_flag_not_the_name_decides_the_part() {
         counted.name = "measure-uncounted".into();
         v.phases = vec![uncounted, counted];
     }
-    let (_, name) = measured_phase(&r).unwrap();
+    let (_, name) = r.measured_phase().unwrap();
     assert_eq!(name, "measure-uncounted", "the counted part is the phase");
-    let s = summarize(&r);
+    let s = r.summary();
     assert_eq!(
         s.latency_phase.as_deref(),
         Some("measure"),
@@ -287,7 +287,7 @@ fn a_phase_open_at_done_is_shown_unfinished_and_never_the_measured_one() {
         v.phases[1].name = "done-right".into();
         v.phases.push(open);
     }
-    let (_, name) = measured_phase(&r).unwrap();
+    let (_, name) = r.measured_phase().unwrap();
     assert_eq!(name, "done-right");
     let shown = ipivmm_cli::output::text::render(&r);
     assert!(shown.contains("UNFINISHED on vcpu0"), "{shown}");

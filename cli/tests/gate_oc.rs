@@ -21,7 +21,7 @@ mod output_fixtures;
 
 use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
 use ipivmm_analysis::gate::sequential::{Endpoint, Sequential};
-use ipivmm_analysis::gate::{Decision, Evidence, Scale, Verdict, Policy};
+use ipivmm_analysis::gate::{Decision, Evidence, Policy, Scale, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::rng::Rng;

@@ -16,7 +16,6 @@ use ipivmm::RunReport;
 use ipivmm_analysis::gate::sequential::Sequential;
 use ipivmm_analysis::gate::Policy;
 use ipivmm_analysis::results::metrics::Metric;
-use ipivmm_analysis::results::summary::summarize;
 use ipivmm_analysis::results::{Document, RunStatus};
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::{report, temp_dir, IPIS};
@@ -200,7 +199,7 @@ fn live(doc: &Document) -> i32 {
                 // A side that fails: exit 1 for the new side.
                 return if arm == 1 { 1 } else { 4 };
             }
-            let summary = summarize(r);
+            let summary = r.summary();
             if round == 0 {
                 missing.push(lacks(&summary, &gated));
             }

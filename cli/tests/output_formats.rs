@@ -134,7 +134,7 @@ fn csv_parses_with_one_row_per_counter() {
         "1",
         "0",
         "measure",
-        ipivmm_analysis::results::ICR_EXITS_SOURCE,
+        ipivmm_analysis::results::IcrExits::SOURCE,
         "icr_write_exits",
     );
     assert_eq!(&icr[16], IPIS.to_string());
@@ -559,10 +559,10 @@ fn latency_log_axis_labels_every_decade_of_the_samples() {
     m.latency = LatencyStats::from_samples(&samples, TSC_KHZ);
     m.samples = samples;
     let svg_text = svg::render_latency(
-        &ipivmm_analysis::results::summary::summarize(&r).group,
+        &r.summary().group,
         &svg::group(vec![chart_kit::Entry {
             origin: None,
-            summary: ipivmm_analysis::results::summary::summarize(&r),
+            summary: r.summary(),
             credit: chart_kit::Credit::of(&r, None),
         }])[0]
             .1,

@@ -6,7 +6,7 @@ mod cli_kit;
 mod output_fixtures;
 
 use cli_kit::{dir, ipivmm};
-use ipivmm_analysis::results::summary::{measured_phase, summarize};
+
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::{kvm_available, kvm_openable};
 use std::path::Path;
@@ -68,8 +68,11 @@ fn the_named_phase_is_what_the_headline_and_the_expectations_read() {
     let doc = Document::load(&warm).unwrap();
     let r = &doc.runs[0];
     assert_eq!(r.mode.phase.as_deref(), Some("warmup"));
-    assert_eq!(measured_phase(r).map(|(_, n)| n).as_deref(), Some("warmup"));
-    let s = summarize(r);
+    assert_eq!(
+        r.measured_phase().map(|(_, n)| n).as_deref(),
+        Some("warmup")
+    );
+    let s = r.summary();
     assert_eq!(s.ipis, 15);
     assert!(s.latency.is_none(), "the warm-up has no samples");
 
@@ -120,8 +123,8 @@ fn a_phase_the_payload_never_ran_fails_and_names_the_phases_it_has() {
     );
     // The results are kept, and none of them is another phase's.
     let doc = Document::load(&json).unwrap();
-    assert_eq!(measured_phase(&doc.runs[0]), None);
-    assert_eq!(summarize(&doc.runs[0]).ipis, 0);
+    assert_eq!(doc.runs[0].measured_phase(), None);
+    assert_eq!(doc.runs[0].summary().ipis, 0);
     // An expectation reading a phase no run has fails too.
     let o = run(&d.join("r2.json"), &["--expect", "@nosuch: ipis_sent >= 0"]);
     let t = text(&o);
@@ -157,19 +160,19 @@ fn a_phase_name_no_payload_can_send_is_a_usage_error() {
 fn the_rule_reads_the_named_phase_and_nothing_else() {
     let mut r = output_fixtures::report(&["--apic", "x2apic"], 10_000, 2);
     assert_eq!(
-        measured_phase(&r).map(|(_, n)| n).as_deref(),
+        r.measured_phase().map(|(_, n)| n).as_deref(),
         Some("measure")
     );
     r.mode.phase = Some("idle".into());
-    assert_eq!(measured_phase(&r), Some((0, "idle".to_string())));
-    assert_eq!(ipivmm_analysis::results::summary::missing_phase(&r), None);
+    assert_eq!(r.measured_phase(), Some((0, "idle".to_string())));
+    assert_eq!(r.missing_phase(), None);
     r.mode.phase = Some("cpuid".into());
-    assert_eq!(measured_phase(&r), None);
+    assert_eq!(r.measured_phase(), None);
     assert_eq!(
-        ipivmm_analysis::results::summary::missing_phase(&r).as_deref(),
+        r.missing_phase().as_deref(),
         Some("no phase 'cpuid' in this run (its finished phases: idle, measure)")
     );
-    assert_eq!(summarize(&r).ipis, 0, "no other phase's figures");
+    assert_eq!(r.summary().ipis, 0, "no other phase's figures");
     let mut doc = Document::new(vec![output_fixtures::report(&[], 10_000, 2)], Vec::new());
     doc.read_phase("idle");
     assert_eq!(doc.runs[0].mode.phase.as_deref(), Some("idle"));

@@ -157,7 +157,7 @@ fn a_reused_phase_id_is_a_phase_per_name() {
     // The headline is one phase's: 'same', with the most samples (2 x 16):
     // p50 the sample-weighted mean of its two runs' p50s, p99 the larger,
     // nothing of the other phases.
-    let s = ipivmm_analysis::results::summary::summarize(&r);
+    let s = r.summary();
     assert_eq!(s.phase.as_deref(), Some(REUSE_SAME));
     let l = s.latency.expect("headline latency");
     assert_eq!(l.count, 2 * REUSE_SAMPLES);
@@ -168,7 +168,8 @@ fn a_reused_phase_id_is_a_phase_per_name() {
         "{report}"
     );
     // Every phase with samples gets its own summary (the charts).
-    let phases: Vec<_> = ipivmm_analysis::results::summary::summarize_phases(&r)
+    let phases: Vec<_> = r
+        .phase_summaries()
         .into_iter()
         .map(|s| (s.phase.unwrap_or_default(), s.latency.map(|l| l.count)))
         .collect();
@@ -257,7 +258,7 @@ fn counters_that_overflow_a_u64_saturate_in_every_sum() {
         let p = v.phase_of(0, "measure").expect("phase kept");
         assert_eq!(p.guest.ipis_received, HUGE_COUNTER, "vcpu{}", v.index);
     }
-    let s = ipivmm_analysis::results::summary::summarize(&r);
+    let s = r.summary();
     assert_eq!((s.ipis, s.ipis_delivered), (u64::MAX, u64::MAX));
     assert_eq!((s.icr_writes, s.operations), (u64::MAX, 20));
     let per_op = s.ipis_per_operation().expect("IPIs per sample");

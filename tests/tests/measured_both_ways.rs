@@ -12,7 +12,7 @@
 use ipivmm::config::VmConfig;
 use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
-use ipivmm_analysis::results::summary::{summarize, summarize_phase, uncounted_part};
+
 use ipivmm_analysis::results::PhaseResult;
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
@@ -104,11 +104,11 @@ fn assert_parts(r: &RunReport, sent: u64) {
 /// The headline takes the uncounted part's latency and the counted part's
 /// exits, and their ratio is reported in the summary and the metrics.
 fn assert_headline(r: &RunReport) {
-    let s = summarize(r);
+    let s = r.summary();
     assert_eq!(s.phase.as_deref(), Some(COUNTED));
     assert_eq!(s.latency_phase.as_deref(), Some(UNCOUNTED));
-    assert_eq!(uncounted_part(r, 2, COUNTED), Some((2, UNCOUNTED.into())));
-    let own = |name: &str| summarize_phase(r, 2, name.into()).latency.expect("latency");
+    assert_eq!(r.uncounted_part(2, COUNTED), Some((2, UNCOUNTED.into())));
+    let own = |name: &str| r.phase_summary(2, name.into()).latency.expect("latency");
     let (u, c) = (own(UNCOUNTED), own(COUNTED));
     assert_eq!(
         s.latency.as_ref(),

@@ -6,7 +6,6 @@
 //! the fan-out. Runs on any KVM (the counts are the guest's and KVM's).
 use ipivmm::config::VmConfig;
 use ipivmm_analysis::mode::{ApicMode, TargetWait, Workload};
-use ipivmm_analysis::results::summary::summarize;
 use ipivmm_tests::{kvm_available, run_ok};
 
 const VCPUS: usize = 4;
@@ -46,7 +45,7 @@ fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
         let what = workload.name();
         let r = run_ok(&c);
         assert!(r.succeeded(), "{what}: {:?}", r.status);
-        let s = summarize(&r);
+        let s = r.summary();
         let phases: Vec<_> = r
             .vcpus
             .iter()
@@ -131,7 +130,7 @@ fn halting_barrier_wakeups_are_counted_apart_from_the_workloads_icr_writes() {
     );
     // 6 broadcasts and the wake-up, one ICR write each.
     assert_eq!(workload, 7);
-    let s = summarize(&r);
+    let s = r.summary();
     assert_eq!(s.barrier_icr_writes, barrier);
     if let Some(exits) = s.icr_write_exits {
         // KVM handled every write, the barriers' too (all exit without

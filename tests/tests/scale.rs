@@ -114,7 +114,7 @@ fn x2apic_broadcast_at_300_vcpus_reaches_every_vcpu() {
         assert_eq!(samples, ITERS, "{what}: one sample per broadcast");
         // The headline metrics: a broadcast delivers 299 IPIs; the wake-up
         // that ends the phase is counted apart.
-        let s = ipivmm_analysis::results::summary::summarize(&r);
+        let s = r.summary();
         assert_eq!((s.operations, s.wake_ipis), (ITERS, others), "{what}");
         assert_eq!(s.ipis_per_operation(), Some(others as f64), "{what}");
     }

@@ -12,7 +12,6 @@
 //! cases, sent with the same builders) are counted too.
 use ipivmm::ApicMode;
 use ipivmm_analysis::mode::Irqchip;
-use ipivmm_analysis::results::summary::summarize;
 use ipivmm_analysis::results::PhaseResult;
 use ipivmm_analysis::results::{RunReport, RunStatus};
 use ipivmm_tests::cases::*;
@@ -136,7 +135,7 @@ fn check(kind: SdkSend, (chip, apic): (Irqchip, ApicMode), r: &RunReport, want: 
         assert_eq!(p.guest.spurious, 0, "{what}: vcpu{v}");
     }
     assert_eq!(taken, sender.guest.ipis_sent, "{what}: sent but not taken");
-    let s = summarize(r);
+    let s = r.summary();
     assert_eq!(s.ipis, SDK_ROUNDS * want.targets, "{what}: headline IPIs");
     // Delivered is what the targets' handlers counted as received IPIs,
     // never filled in from sent: an NMI raises no vector and is no

@@ -4,7 +4,7 @@ use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, Target
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
 pub use ipivmm_analysis::mode::ExitReasons;
 use ipivmm_analysis::results::identity::ConfigId;
-use ipivmm_analysis::results::is_phase_name;
+use ipivmm_analysis::results::PhaseResult;
 use ipivmm_analysis::results::{RunConfig, RunReport};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -436,7 +436,7 @@ pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 /// `name` as a phase a payload can send, or the error that says what one
 /// is (`--phase` of `run`, `sweep` and `compare`).
 pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
-    if is_phase_name(name) {
+    if PhaseResult::is_name(name) {
         Ok(())
     } else {
         Err(ConfigError::PhaseName(ipivmm_term::text::escape_controls(

@@ -16,7 +16,7 @@ pub use judge::{gate, Endpoint, GateOptions, GateReport};
 
 use crate::mode::Lever;
 use crate::results::identity::{ConfigId, Field};
-use crate::results::summary::{summarize, RunSummary};
+use crate::results::summary::RunSummary;
 use crate::results::{Document, SkippedMode};
 use crate::stats::HostLoad;
 use std::collections::HashMap;
@@ -380,7 +380,11 @@ impl Recorded {
         Self {
             host: host_line(d),
             skipped: d.skipped.clone(),
-            runs: d.runs.iter().map(summarize).collect(),
+            runs: d
+                .runs
+                .iter()
+                .map(crate::results::RunReport::summary)
+                .collect(),
             loads: d.runs.iter().map(|r| r.host_load).collect(),
             repeats: d.runs.iter().map(|r| r.repeat).collect(),
             incomplete: d.incomplete.clone(),

@@ -8,7 +8,7 @@ use crate::gate::claim::{self, Claim, Judgement};
 use crate::results::identity::{ConfigId, Field};
 use crate::results::metrics::RunMetrics;
 use crate::results::source::Source;
-use crate::results::summary::{measured_phase, summarize};
+
 use crate::results::{Document, PhaseResult, RunReport, VcpuResult};
 use crate::stats;
 use std::borrow::Cow;
@@ -311,7 +311,7 @@ fn missing_metric(key: &str, r: &RunReport) -> String {
 /// `key` of `r`. Its callers ([`on_run`], [`ratio_side`]) have failed a
 /// run without the phase `--phase`/`@NAME` named: its zeros are no figures.
 fn metric_value(key: &str, r: &RunReport) -> Result<f64, String> {
-    let m = RunMetrics::of(&summarize(r));
+    let m = RunMetrics::of(&r.summary());
     let scalar = match key {
         "operations" => Some(m.operations as f64),
         "ipis_sent" => Some(m.ipis_sent as f64),
@@ -334,7 +334,7 @@ fn counter_values(
     name: &str,
     only: Option<usize>,
 ) -> Result<Vec<(usize, u64)>, Outcome> {
-    let Some((id, phase_name)) = measured_phase(r) else {
+    let Some((id, phase_name)) = r.measured_phase() else {
         return Err(Outcome::Skip("the run has no measured phase".into()));
     };
     counter_values_of(r, (id, &phase_name), source, name, only)
@@ -490,11 +490,11 @@ fn counter_ref(r: &RunReport, c: &CounterRef, at: Option<usize>) -> Result<f64, 
         Vcpus::Sum => None,
     };
     let phase = match &c.phase {
-        None => measured_phase(r),
+        None => r.measured_phase(),
         Some(p) => {
             let mut named = r.clone();
             named.mode.phase = Some(p.clone());
-            match measured_phase(&named) {
+            match named.measured_phase() {
                 Some(x) => Some(x),
                 None => return Err(Outcome::Fail(format!("the run has no phase '{p}'"))),
             }
@@ -590,7 +590,7 @@ fn on_run(e: &Expectation, r: &RunReport) -> Outcome {
     }
     // A phase named (`--phase`, `@NAME`) that the run never finished: a
     // failure, not a skip (the name is the user's, the run is there).
-    if let Some(why) = crate::results::summary::missing_phase(r) {
+    if let Some(why) = r.missing_phase() {
         return Outcome::Fail(why);
     }
     // A right-hand side over `vcpu*` is judged per vCPU below.
@@ -808,7 +808,7 @@ fn ratio_side(
             continue;
         }
         completed += 1;
-        if let Some(why) = crate::results::summary::missing_phase(r) {
+        if let Some(why) = r.missing_phase() {
             return Err(Outcome::Fail(format!("{}: {why}", full_label(r))));
         }
         if super::is_latency(metric) && side.leaves_out(r) {
@@ -958,7 +958,7 @@ fn recorded(e: &Expectation, r: &RunReport, key: Option<&str>) -> Outcome {
                 .into(),
         );
     }
-    let given = serde_json::to_value(RunMetrics::of(&summarize(r))).unwrap_or_default();
+    let given = serde_json::to_value(RunMetrics::of(&r.summary())).unwrap_or_default();
     let mut compared = 0usize;
     let mut diffs = Vec::new();
     for (k, got) in recorded
@@ -1128,7 +1128,7 @@ fn latency_bound(e: &Expectation, members: &[&RunReport]) -> Result<Statistical,
     let (mut values, mut left) = (Vec::new(), Vec::new());
     let mut skipped = None;
     for r in members {
-        if !r.succeeded() || crate::results::summary::missing_phase(r).is_some() {
+        if !r.succeeded() || r.missing_phase().is_some() {
             return Err(on_run(e, r));
         }
         if busy.leaves_out(r) {

@@ -207,7 +207,7 @@ pub(super) fn scope(s: &str) -> Result<Scope, String> {
             continue;
         }
         match w.strip_prefix('@') {
-            Some(name) if phase.is_none() && crate::results::is_phase_name(name) => {
+            Some(name) if phase.is_none() && crate::results::PhaseResult::is_name(name) => {
                 phase = Some(name.to_string())
             }
             Some(_) => {
@@ -449,7 +449,7 @@ fn counter(s: &str) -> Result<Option<CounterRef>, String> {
         return Ok(None);
     };
     let (who, phase) = match who.split_once('@') {
-        Some((w, p)) if crate::results::is_phase_name(p) => (w, Some(p.to_string())),
+        Some((w, p)) if crate::results::PhaseResult::is_name(p) => (w, Some(p.to_string())),
         Some(_) => {
             return Err(format!(
                 "'{s}': a phase name after the '@' (vcpu1@idle.records.x)"

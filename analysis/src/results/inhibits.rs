@@ -13,16 +13,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Data pages of an inhibit sampler's ring: a change is a ~40-byte record
-/// and a run sees a handful.
-pub const INHIBIT_RING_PAGES: usize = 1;
-
-/// CLOCK_MONOTONIC now, ns: the samplers' clock (`use_clockid`).
-pub fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
-}
-
 /// Every inhibit change the VM's threads saw.
 #[derive(Debug, Default)]
 pub struct InhibitLog {
@@ -32,6 +22,17 @@ pub struct InhibitLog {
 }
 
 impl InhibitLog {
+    /// Data pages of an inhibit sampler's ring: a change is a ~40-byte
+    /// record and a run sees a handful.
+    pub const RING_PAGES: usize = 1;
+
+    /// CLOCK_MONOTONIC now, ns: the samplers' clock (`use_clockid`), the
+    /// clock of the times this log keeps.
+    pub fn now_ns() -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
+    }
+
     /// Adds what `sampler` saw since its last drain.
     pub fn drain(&self, sampler: &mut InhibitSampler) {
         let d = sampler.drain();

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 /// The first line of a journal.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Header {
-    /// [`SCHEMA`].
+    /// `ipivmm.results/1`.
     pub schema: String,
     /// The command writing it (`run`, `sweep`, `check`): says it is a
     /// journal, and names the command in `incomplete`.
@@ -158,7 +158,7 @@ pub(super) fn parse(text: &str, what: &str) -> Option<Result<Document, ResultsEr
             Err(e) => return Some(Err(bad(format!("journal line {}: {e}", i + 2)))),
         }
     }
-    doc.configurations = super::repeats::configurations(&doc.runs);
+    doc.configurations = super::repeats::ConfigurationStats::of(&doc.runs);
     doc.incomplete = Some(incomplete_note(&header.journal, doc.runs.len(), planned));
     Some(Ok(doc))
 }

@@ -51,7 +51,7 @@ pub struct LatencyNs {
 }
 
 /// Nearest-rank percentile of sorted samples (`p` in 0..=100).
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }

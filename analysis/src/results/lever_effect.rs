@@ -176,62 +176,64 @@ fn limit_text((ns, from): (u64, LimitSource)) -> String {
     }
 }
 
-/// Whether halt polling acted in `runs` (the completed repeats of one
-/// configuration, their counters added): None where it did, where it was
-/// off (a limit of 0: what was asked), or where nothing says (no halts, no
-/// KVM stats, no recorded limit).
-pub fn halt_polling_note(runs: &[HaltPolling]) -> Option<LeverNote> {
-    let total = runs
-        .iter()
-        .fold(HaltPolling::default(), |acc, r| acc.plus(r));
-    let limit = total.limit_ns?;
-    if limit.0 == 0 || total.halts == 0 {
-        return None;
-    }
-    let repeats = match runs.len() {
-        0 | 1 => String::new(),
-        n => format!(" ({n} repeats)"),
-    };
-    if total.attempted == 0 {
-        // KVM grows the vCPU's window from 0 only after a halt within the
-        // limit: say whether these halts were longer.
-        let why = match total.mean_blocked_ns() {
-            Some(m) if m >= limit.0 => format!(
-                "KVM starts polling only after a halt shorter than {}; these halts slept {} on average",
-                micros(limit.0),
-                micros(m)
-            ),
-            Some(m) => format!(
-                "these halts slept {} on average, within {}: the guest may have turned polling off (MSR_KVM_POLL_CONTROL)",
-                micros(m),
-                micros(limit.0)
-            ),
-            None => format!(
-                "KVM starts polling only after a halt shorter than {}",
-                micros(limit.0)
-            ),
+impl HaltPolling {
+    /// Whether halt polling acted in `runs` (the completed repeats of one
+    /// configuration, their counters added): None where it did, where it was
+    /// off (a limit of 0: what was asked), or where nothing says (no halts, no
+    /// KVM stats, no recorded limit).
+    pub fn note(runs: &[HaltPolling]) -> Option<LeverNote> {
+        let total = runs
+            .iter()
+            .fold(HaltPolling::default(), |acc, r| acc.plus(r));
+        let limit = total.limit_ns?;
+        if limit.0 == 0 || total.halts == 0 {
+            return None;
+        }
+        let repeats = match runs.len() {
+            0 | 1 => String::new(),
+            n => format!(" ({n} repeats)"),
         };
-        return Some(LeverNote {
-            effect: Effect::NothingToActOn,
-            line: format!(
-                "halt polling: 0 polls attempted in {} halts{repeats} with {}: the lever had nothing to act on here ({why})",
-                total.halts,
-                limit_text(limit)
-            ),
-        });
+        if total.attempted == 0 {
+            // KVM grows the vCPU's window from 0 only after a halt within the
+            // limit: say whether these halts were longer.
+            let why = match total.mean_blocked_ns() {
+                Some(m) if m >= limit.0 => format!(
+                    "KVM starts polling only after a halt shorter than {}; these halts slept {} on average",
+                    micros(limit.0),
+                    micros(m)
+                ),
+                Some(m) => format!(
+                    "these halts slept {} on average, within {}: the guest may have turned polling off (MSR_KVM_POLL_CONTROL)",
+                    micros(m),
+                    micros(limit.0)
+                ),
+                None => format!(
+                    "KVM starts polling only after a halt shorter than {}",
+                    micros(limit.0)
+                ),
+            };
+            return Some(LeverNote {
+                effect: Effect::NothingToActOn,
+                line: format!(
+                    "halt polling: 0 polls attempted in {} halts{repeats} with {}: the lever had nothing to act on here ({why})",
+                    total.halts,
+                    limit_text(limit)
+                ),
+            });
+        }
+        if total.successful == 0 {
+            return Some(LeverNote {
+                effect: Effect::NeverCaught,
+                line: format!(
+                    "halt polling: {} polls attempted in {} halts{repeats} with {}, none caught the wake-up: polling ran but saved no wake-up here (a poll stops when another task is runnable on the CPU, or when its window ends)",
+                    total.attempted,
+                    total.halts,
+                    limit_text(limit)
+                ),
+            });
+        }
+        None
     }
-    if total.successful == 0 {
-        return Some(LeverNote {
-            effect: Effect::NeverCaught,
-            line: format!(
-                "halt polling: {} polls attempted in {} halts{repeats} with {}, none caught the wake-up: polling ran but saved no wake-up here (a poll stops when another task is runnable on the CPU, or when its window ends)",
-                total.attempted,
-                total.halts,
-                limit_text(limit)
-            ),
-        });
-    }
-    None
 }
 
 #[cfg(test)]
@@ -313,7 +315,7 @@ mod tests {
         let h = counters(&never_polled(None)).unwrap();
         assert_eq!(h.limit_ns, Some((200_000, LimitSource::Host)));
         assert_eq!(h.wakeups_polled_waited, Some((0, 200)));
-        let n = halt_polling_note(&[h]).unwrap();
+        let n = HaltPolling::note(&[h]).unwrap();
         assert_eq!(n.effect, Effect::NothingToActOn);
         assert_eq!(
             n.line,
@@ -323,7 +325,7 @@ mod tests {
         );
         // The VM's own limit is named as such, and repeats are counted.
         let vm = counters(&never_polled(Some(200_000))).unwrap();
-        let n = halt_polling_note(&[vm, vm]).unwrap();
+        let n = HaltPolling::note(&[vm, vm]).unwrap();
         assert!(
             n.line.starts_with("halt polling: 0 polls attempted in 400 halts (2 repeats) with halt_poll_ns 200000 (the VM's, --halt-poll-ns)"),
             "{n}"
@@ -336,7 +338,7 @@ mod tests {
     fn polling_off_or_working_or_unknown_says_nothing() {
         let off = counters(&never_polled(Some(0))).unwrap();
         assert_eq!(off.limit_ns, Some((0, LimitSource::Vm)));
-        assert_eq!(halt_polling_note(&[off]), None);
+        assert_eq!(HaltPolling::note(&[off]), None);
         let worked = counters(&run(
             None,
             Some("200000"),
@@ -349,7 +351,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        assert_eq!(halt_polling_note(&[worked]), None);
+        assert_eq!(HaltPolling::note(&[worked]), None);
         assert_eq!(
             worked.counts_line(),
             "201 halts: 201 polls attempted, 195 caught the wake-up, 6 blocked (mean 700 µs)"
@@ -360,7 +362,7 @@ mod tests {
             &[("halt_exits", 0), ("halt_attempted_poll", 0)],
         ))
         .unwrap();
-        assert_eq!(halt_polling_note(&[spinning]), None);
+        assert_eq!(HaltPolling::note(&[spinning]), None);
         // No recorded limit (an old file): nothing is claimed.
         let unknown = counters(&run(
             None,
@@ -368,10 +370,10 @@ mod tests {
             &[("halt_exits", 200), ("halt_attempted_poll", 0)],
         ))
         .unwrap();
-        assert_eq!(halt_polling_note(&[unknown]), None);
+        assert_eq!(HaltPolling::note(&[unknown]), None);
         // No KVM binary stats: no counters at all.
         assert_eq!(counters(&run(None, Some("200000"), &[])), None);
-        assert_eq!(halt_polling_note(&[]), None);
+        assert_eq!(HaltPolling::note(&[]), None);
     }
 
     /// Polls attempted but none caught a wake-up (a busy host: another
@@ -389,7 +391,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        let n = halt_polling_note(&[h]).unwrap();
+        let n = HaltPolling::note(&[h]).unwrap();
         assert_eq!(n.effect, Effect::NeverCaught);
         assert!(
             n.line.starts_with(
@@ -414,7 +416,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        let n = halt_polling_note(&[h]).unwrap();
+        let n = HaltPolling::note(&[h]).unwrap();
         assert!(
             n.line.contains("slept 50 µs on average, within 200 µs"),
             "{n}"

@@ -313,7 +313,7 @@ pub(super) fn serialize_runs<S: serde::Serializer>(
     s.collect_seq(runs.iter().map(|run| WithMetrics {
         run,
         id: run.id(),
-        metrics: RunMetrics::of(&super::summary::summarize(run)),
+        metrics: RunMetrics::of(&run.summary()),
     }))
 }
 

@@ -38,7 +38,7 @@ pub use exits::{ExitCounts, ExitKind};
 pub use host::HostSettings;
 pub use vcpu::{
     ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
-    VcpuEnd, VcpuResult, ICR_EXITS_SOURCE,
+    VcpuEnd, VcpuResult,
 };
 
 use crate::mode::apicv::ApicvPlan;
@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Schema identifier; bump the number on incompatible changes.
-pub const SCHEMA: &str = "ipivmm.results/1";
+pub(crate) const SCHEMA: &str = "ipivmm.results/1";
 /// The schema family.
 const SCHEMA_PREFIX: &str = "ipivmm.results/";
 /// Largest results file `load` reads: far beyond any real run (a 1024-vCPU
@@ -171,7 +171,7 @@ impl RunStatus {
 }
 
 /// The fix a timeout names when nothing more specific explains it.
-pub const DEFAULT_TIMEOUT_HINT: &str =
+pub(crate) const DEFAULT_TIMEOUT_HINT: &str =
     "raise --timeout or lower --iterations: VmConfig::timeout, VmConfig::iterations";
 
 /// Stuck vCPUs a timeout's one line names; the JSON keeps them all.
@@ -188,14 +188,6 @@ fn first_few(list: &str, n: usize) -> String {
         items[..n].join(", "),
         items.len() - n
     )
-}
-
-/// Whether `name` can name a phase a payload sends: 1 to
-/// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
-pub fn is_phase_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
-        && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
 }
 
 /// Timings of a run, in ns.
@@ -247,7 +239,7 @@ pub struct RunConfig {
     pub ipi_delay_cycles: u64,
     /// The phase the headline, metrics and expectations read, as `--phase`
     /// picked it; absent: the measured-phase rule
-    /// ([`summary::measured_phase`]).
+    /// ([`RunReport::measured_phase`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// vCPUs.
@@ -477,7 +469,7 @@ impl RunReport {
     /// # Ok::<(), ipivmm_analysis::results::ResultsError>(())
     /// ```
     pub fn metrics(&self) -> metrics::RunMetrics {
-        metrics::RunMetrics::of(&summary::summarize(self))
+        metrics::RunMetrics::of(&self.summary())
     }
 
     /// The one label of a run: [`Mode::label`](crate::mode::Mode::label), the levers that differ
@@ -543,7 +535,7 @@ pub struct PresetRow {
 /// The JSON document of `run` and `sweep`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Document {
-    /// [`SCHEMA`].
+    /// `ipivmm.results/1`.
     pub schema: String,
     /// Version of the ipivmm that wrote it.
     pub ipivmm_version: String,
@@ -610,7 +602,7 @@ impl Document {
                 .map(|d| d.as_secs()),
             host,
             host_error,
-            configurations: repeats::configurations(&runs),
+            configurations: repeats::ConfigurationStats::of(&runs),
             runs,
             skipped,
             preset: None,
@@ -625,7 +617,7 @@ impl Document {
         for r in &mut self.runs {
             r.mode.phase = Some(name.to_string());
         }
-        self.configurations = repeats::configurations(&self.runs);
+        self.configurations = repeats::ConfigurationStats::of(&self.runs);
     }
 
     /// The document as pretty JSON with a trailing newline.
@@ -676,7 +668,7 @@ impl Document {
         let mut doc: Self =
             serde_json::from_str(text).map_err(|e| bad(format!("does not match {SCHEMA}: {e}")))?;
         // Derived, never read back: recomputed from the runs as read.
-        doc.configurations = repeats::configurations(&doc.runs);
+        doc.configurations = repeats::ConfigurationStats::of(&doc.runs);
         Ok(doc)
     }
 

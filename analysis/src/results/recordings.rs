@@ -68,7 +68,7 @@ impl RecordingsError {
 /// `files` as one document: every run of every file, in order, and every
 /// skipped combination; Err for the first file or run that is not a
 /// recording of its own.
-pub fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsError> {
+pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsError> {
     let bytes: u64 = files
         .iter()
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
@@ -82,7 +82,7 @@ pub fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsEr
     let mut docs = Vec::with_capacity(files.len());
     for f in files {
         let doc = Document::load(f)?;
-        check_one(f, &doc)?;
+        doc.check_whole(f)?;
         docs.push(doc);
     }
     let runs = files.iter().zip(&docs).flat_map(|(f, d)| {
@@ -107,19 +107,21 @@ pub fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsEr
     Ok(merged.unwrap_or_else(|| Document::new(Vec::new(), Vec::new())))
 }
 
-/// Whether `doc`, read from `file`, is a whole recording.
-pub fn check_one(file: &Path, doc: &Document) -> Result<(), RecordingsError> {
-    let file = file.display().to_string();
-    if let Some(why) = &doc.incomplete {
-        return Err(RecordingsError::Incomplete {
-            file,
-            why: why.clone(),
-        });
+impl Document {
+    /// Whether `doc`, read from `file`, is a whole recording.
+    pub fn check_whole(&self, file: &Path) -> Result<(), RecordingsError> {
+        let file = file.display().to_string();
+        if let Some(why) = &self.incomplete {
+            return Err(RecordingsError::Incomplete {
+                file,
+                why: why.clone(),
+            });
+        }
+        if self.runs.is_empty() && self.skipped.is_empty() {
+            return Err(RecordingsError::Empty { file });
+        }
+        Ok(())
     }
-    if doc.runs.is_empty() && doc.skipped.is_empty() {
-        return Err(RecordingsError::Empty { file });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -267,7 +269,7 @@ mod agreement {
             // Read back as every surface reads them.
             let read: Vec<Document> = files.iter().map(|f| Document::load(f).expect("loads")).collect();
             let plan_refuses = merge(&files, MAX_RECORDINGS_BYTES).is_err();
-            let not_whole = files.iter().zip(&read).any(|(f, d)| check_one(f, d).is_err());
+            let not_whole = files.iter().zip(&read).any(|(f, d)| d.check_whole(f).is_err());
             let recorded: Vec<(String, Recorded)> = files
                 .iter()
                 .zip(&read)

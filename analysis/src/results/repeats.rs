@@ -8,7 +8,7 @@
 use crate::mode::TargetWait;
 use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
-use crate::results::summary::{summarize, RunSummary};
+use crate::results::summary::RunSummary;
 use crate::results::RunReport;
 use crate::stats::{self, HostLoad, Instability, Interval};
 use serde::Serialize;
@@ -150,19 +150,21 @@ impl ConfigurationStats {
     }
 }
 
-/// Every configuration of `runs`, in order of first appearance.
-pub fn configurations(runs: &[RunReport]) -> Vec<ConfigurationStats> {
-    let summaries: Vec<Summarized> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (i, summarize(r), r.host_load))
-        .collect();
-    of_summaries(&summaries)
+impl ConfigurationStats {
+    /// Every configuration of `runs`, in order of first appearance.
+    pub fn of(runs: &[RunReport]) -> Vec<ConfigurationStats> {
+        let summaries: Vec<Summarized> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, r.summary(), r.host_load))
+            .collect();
+        of_summaries(&summaries)
+    }
 }
 
 /// A run as the statistics read it: its index in `runs[]`, its summary
 /// and the host load it recorded.
-pub type Summarized = (usize, RunSummary, Option<HostLoad>);
+pub(crate) type Summarized = (usize, RunSummary, Option<HostLoad>);
 
 /// [`configurations`] of runs already summarized.
 pub(crate) fn of_summaries(runs: &[Summarized]) -> Vec<ConfigurationStats> {
@@ -231,7 +233,7 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
     let spread = p50.and_then(|f| stats::log_sd(&f.values));
     let mut unstable: Vec<String> = Vec::new();
     if let Some(c) = p50.and_then(|f| f.cov).filter(|c| *c > stats::COV_BOUND) {
-        unstable.push(hint(&Instability::Spread(c), k));
+        unstable.push(Instability::Spread(c).hint(k));
     }
     // Which repeats (1-based, in run order) had two clusters, and where.
     let bimodal: Vec<(usize, f64, f64)> = members
@@ -256,7 +258,7 @@ fn configuration(k: &ConfigId, members: &[&Summarized]) -> ConfigurationStats {
             own: 0.0,
             steal: worst(|l| l.steal),
         };
-        unstable.extend(load.instabilities().iter().map(|u| hint(u, k)));
+        unstable.extend(load.instabilities().iter().map(|u| u.hint(k)));
     }
     let policy = crate::gate::Policy::DEFAULT;
     ConfigurationStats {
@@ -298,24 +300,26 @@ fn levers(id: &ConfigId, all: &[&'static str]) -> String {
     }
 }
 
-/// What an instability says, with the levers `id` has not pulled
-/// (`levers`); the wording is [`Instability`]'s.
-pub fn hint(u: &Instability, id: &ConfigId) -> String {
-    const HALT: &str = "a halted target (--target halt)";
-    match u {
-        Instability::Spread(c) => format!(
-            "repeats spread by CoV {:.1}% (bound {:.0}%): {}",
-            c * 100.0,
-            stats::COV_BOUND * 100.0,
-            levers(id, &["more repeats", HALT, "--pin", "a quieter host"])
-        ),
-        Instability::Bimodal(a, b) => two_clusters(&[(1, *a, *b)], 1, id),
-        Instability::HostBusy(x) => format!(
-            "other processes used {:.0}% of the host's CPU time during a run: {}",
-            x * 100.0,
-            levers(id, &["a quieter host", "--pin"])
-        ),
-        Instability::Steal(_) => u.to_string(),
+impl Instability {
+    /// What an instability says, with the levers `id` has not pulled
+    /// (`levers`); the wording is [`Instability`]'s.
+    pub fn hint(&self, id: &ConfigId) -> String {
+        const HALT: &str = "a halted target (--target halt)";
+        match self {
+            Instability::Spread(c) => format!(
+                "repeats spread by CoV {:.1}% (bound {:.0}%): {}",
+                c * 100.0,
+                stats::COV_BOUND * 100.0,
+                levers(id, &["more repeats", HALT, "--pin", "a quieter host"])
+            ),
+            Instability::Bimodal(a, b) => two_clusters(&[(1, *a, *b)], 1, id),
+            Instability::HostBusy(x) => format!(
+                "other processes used {:.0}% of the host's CPU time during a run: {}",
+                x * 100.0,
+                levers(id, &["a quieter host", "--pin"])
+            ),
+            Instability::Steal(_) => self.to_string(),
+        }
     }
 }
 
@@ -349,7 +353,7 @@ const HALT_SHORT: &str = "a halted target";
 /// What [`crate::results::lever_effect`] says of the completed repeats.
 fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
     let polling: Vec<_> = done.iter().filter_map(|s| s.halt_polling).collect();
-    crate::results::lever_effect::halt_polling_note(&polling)
+    super::lever_effect::HaltPolling::note(&polling)
         .map(|n| n.line)
         .into_iter()
         .collect()
@@ -369,12 +373,9 @@ mod tests {
             },
             ..RunConfig::default()
         };
-        summarize(&RunReport::not_started(
-            c,
-            crate::mode::ApicvRequest::Host,
-            "test",
-        ))
-        .id
+        RunReport::not_started(c, crate::mode::ApicvRequest::Host, "test")
+            .summary()
+            .id
     }
 
     /// Issue 50: "a halted target (--target halt)" was said to a run that
@@ -382,26 +383,23 @@ mod tests {
     #[test]
     fn hints_know_the_runs_flags() {
         let spread = Instability::Spread(0.3);
-        let spin = hint(&spread, &id(TargetWait::Spin, vec![]));
+        let spin = spread.hint(&id(TargetWait::Spin, vec![]));
         assert_eq!(
             spin,
             "repeats spread by CoV 30.0% (bound 10%): more repeats, a halted target (--target halt), --pin, a quieter host"
         );
-        let halted = hint(&spread, &id(TargetWait::Halt, vec![]));
+        let halted = spread.hint(&id(TargetWait::Halt, vec![]));
         assert!(!halted.contains("halted target"), "{halted}");
         assert!(
             halted.ends_with(": more repeats, --pin, a quieter host"),
             "{halted}"
         );
-        let pinned = hint(&spread, &id(TargetWait::Halt, vec![0, 1]));
+        let pinned = spread.hint(&id(TargetWait::Halt, vec![0, 1]));
         assert!(
             pinned.ends_with(": more repeats, a quieter host"),
             "{pinned}"
         );
-        let busy = hint(
-            &Instability::HostBusy(0.5),
-            &id(TargetWait::Spin, vec![0, 1]),
-        );
+        let busy = Instability::HostBusy(0.5).hint(&id(TargetWait::Spin, vec![0, 1]));
         assert!(busy.ends_with("during a run: a quieter host"), "{busy}");
         let both = id(TargetWait::Halt, vec![0, 1]);
         let two = two_clusters(&[(1, 5.0, 9.0)], 1, &both);

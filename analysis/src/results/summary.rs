@@ -4,14 +4,14 @@
 //! Rules (docs/results-schema.md repeats them):
 //! - a phase is its (id, name): an id reused under another name is another
 //!   phase; the same (id, name) run again (on a vCPU, or on several) is one
-//!   phase whose figures count every run ([`phase_keys`]);
+//!   phase whose figures count every run ([`crate::results::RunReport::phase_keys`]);
 //! - every sum saturates ([`crate::results::saturating_sum`]): guest
 //!   counters are whatever the guest sends;
 //! - the measured phase is the one `--phase` names (`mode.phase`; none if
 //!   the run has no phase of that name), else the one named `measure`, else the counted phase
 //!   with the most latency samples, else the one with the most IPIs sent
 //!   (tables and `compare`); charts draw every phase that has samples, the
-//!   measured one with its uncounted part as one ([`summarize_phases`]);
+//!   measured one with its uncounted part as one ([`crate::results::RunReport::phase_summaries`]);
 //! - a measured phase with an uncounted part (a phase of the same id with
 //!   the `uncounted` flag: every per-exit counter off) takes its headline
 //!   latency from that part and everything else (IPIs, operations, exits)
@@ -133,12 +133,12 @@ pub struct RunSummary {
     pub group: GroupKey,
     /// The configuration the run ran.
     pub id: super::identity::ConfigId,
-    /// Mode label, "irqchip/apic/ipi" plus non-default levers ([`Run::label`]).
+    /// Mode label, "irqchip/apic/ipi" plus non-default levers ([`crate::results::RunReport::label`]).
     pub mode: String,
     /// Whether the run completed.
     pub completed: bool,
     /// Name of the summarized phase (the measured one, or one of every
-    /// phase with samples: [`summarize_phases`]).
+    /// phase with samples: [`crate::results::RunReport::phase_summaries`]).
     pub phase: Option<String>,
     /// Latency of the measured phase: of its uncounted part where it has
     /// one ([`RunSummary::latency_phase`]).
@@ -287,7 +287,7 @@ fn per(count: u64, of: u64) -> Option<f64> {
 }
 
 /// KVM binary stats that count exits of one kind (the rest of `exits` is `other`).
-pub const KVM_STAT_REASONS: &[&str] = &[
+pub(crate) const KVM_STAT_REASONS: &[&str] = &[
     "io_exits",
     "mmio_exits",
     "halt_exits",
@@ -297,42 +297,6 @@ pub const KVM_STAT_REASONS: &[&str] = &[
     "request_irq_exits",
     "signal_exits",
 ];
-
-/// KVM binary stats that say what KVM did for a vCPU beyond the exits its
-/// per-kind stats count, where `kvm_exit` does not fire to name each exit's
-/// reason (kvm_pvm), each with what it counts.
-pub const KVM_STAT_MEANINGS: &[(&str, &str)] = &[
-    (
-        "insn_emulation",
-        "instructions KVM's instruction emulator ran for the vCPU (on hardware KVM chiefly MMIO accesses, an \
-         xAPIC register write without APICv one); not exits",
-    ),
-    (
-        "insn_emulation_fail",
-        "instructions that emulator declined; one the guest could not get past (a #UD, an internal-error exit) \
-         would have ended the run",
-    ),
-    ("hypercalls", "hypercalls KVM handled"),
-    ("pf_taken", "page faults KVM handled"),
-    ("irq_injections", "interrupts KVM injected"),
-    ("halt_wakeup", "times a halted vCPU was woken"),
-];
-
-/// What `insn_emulation` counts on kvm_pvm, measured with the
-/// `kvm_emulate_insn` tracepoint over a 20-round-trip ping-pong: the
-/// guest's ordinary instructions (its spin loops' PAUSE, INC, TEST, CMP,
-/// Jcc, MOV), 19,089 in a phase of 21 exits.
-pub const PVM_EMULATION: &str =
-    "on kvm_pvm also the guest's ordinary instructions (its spin loops' PAUSE, \
-     CMP, Jcc, MOV), thousands per exit, by the kvm_emulate_insn tracepoint";
-
-/// What `insn_emulation_fail` counts on kvm_pvm, by the same tracepoint
-/// (`failed == 1`): LFENCE (4 per timed round trip, around the guest's two
-/// RDTSC) and IRETQ (the end of its IPI handler, 1 per IPI received). The
-/// run goes on and its figures hold: not an error.
-pub const PVM_EMULATION_FAIL: &str = "on kvm_pvm these are LFENCE (around the guest's RDTSC: 4 per timed round \
-     trip) and IRETQ (the end of its IPI handler: 1 per IPI), by the kvm_emulate_insn tracepoint: the run goes on, \
-     not an error";
 
 /// Every phase of `run` with this id and name, on any vCPU: one phase of
 /// the report. A phase is its (id, name): a payload that reuses an id under
@@ -350,89 +314,98 @@ fn phases<'r, 'n>(
     })
 }
 
-/// The distinct (id, name) of `run`'s phases, in the order they first ended
-/// (vCPU 0's first, then the others'), each once; in time linear in the
-/// phases.
-pub fn phase_keys(run: &Run) -> Vec<(u32, String)> {
-    let mut seen = std::collections::HashSet::new();
-    let mut keys = Vec::new();
-    for p in run.vcpus.iter().flat_map(|v| &v.phases) {
-        if seen.insert((p.id, p.name.as_str())) {
-            keys.push((p.id, p.name.clone()));
+impl Run {
+    /// The distinct (id, name) of `run`'s phases, in the order they first ended
+    /// (vCPU 0's first, then the others'), each once; in time linear in the
+    /// phases.
+    pub fn phase_keys(&self) -> Vec<(u32, String)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut keys = Vec::new();
+        for p in self.vcpus.iter().flat_map(|v| &v.phases) {
+            if seen.insert((p.id, p.name.as_str())) {
+                keys.push((p.id, p.name.clone()));
+            }
         }
+        keys
     }
-    keys
 }
 
-/// The measured phase of `run` (see the module rules), as (id, name).
-pub fn measured_phase(run: &Run) -> Option<(u32, String)> {
-    let keys = phase_keys(run);
-    // An uncounted part is its phase's latency, never the phase itself
-    // (unless a payload ran nothing else): the flag decides, not the name.
-    let counted = |id: u32, name: &str| {
-        phases(run, id, name).any(|p| !p.uncounted) && !phases(run, id, name).any(|p| p.unfinished)
-    };
-    // `--phase` names the phase; a run without it has no measured phase
-    // (its figures are missing, never another phase's).
-    if let Some(chosen) = &run.mode.phase {
-        return keys
-            .into_iter()
-            .filter(|(_, n)| n == chosen)
-            .max_by_key(|(id, n)| (counted(*id, n), *id));
-    }
-    if let Some(m) = keys
-        .iter()
-        .find(|(id, n)| n == ipivmm_abi::builtin_phases::MEASURE.1 && counted(*id, n))
-    {
-        return Some(m.clone());
-    }
-    let samples = |id: u32, name: &str| -> u64 {
-        sum(phases(run, id, name)
-            .filter_map(|p| p.latency.as_ref())
-            .map(|l| l.count))
-    };
-    let sent = |id: u32, name: &str| sum(phases(run, id, name).map(|p| p.guest.ipis_sent));
-    keys.into_iter()
-        .max_by_key(|(id, name)| (counted(*id, name), samples(*id, name), sent(*id, name), *id))
-}
-
-/// Why `run` has no figures for the phase `--phase` named: None when it
-/// names none, or the run ran a finished phase of that name.
-pub fn missing_phase(run: &Run) -> Option<String> {
-    let chosen = run.mode.phase.as_ref()?;
-    if measured_phase(run).is_some() {
-        return None;
-    }
-    let mut unique: Vec<String> = Vec::new();
-    for (_, n) in phase_keys(run) {
-        if !unique.contains(&n) {
-            unique.push(n);
+impl Run {
+    /// The measured phase of `run` (see the module rules), as (id, name).
+    pub fn measured_phase(&self) -> Option<(u32, String)> {
+        let keys = self.phase_keys();
+        // An uncounted part is its phase's latency, never the phase itself
+        // (unless a payload ran nothing else): the flag decides, not the name.
+        let counted = |id: u32, name: &str| {
+            phases(self, id, name).any(|p| !p.uncounted)
+                && !phases(self, id, name).any(|p| p.unfinished)
+        };
+        // `--phase` names the phase; a self without it has no measured phase
+        // (its figures are missing, never another phase's).
+        if let Some(chosen) = &self.mode.phase {
+            return keys
+                .into_iter()
+                .filter(|(_, n)| n == chosen)
+                .max_by_key(|(id, n)| (counted(*id, n), *id));
         }
+        if let Some(m) = keys
+            .iter()
+            .find(|(id, n)| n == ipivmm_abi::builtin_phases::MEASURE.1 && counted(*id, n))
+        {
+            return Some(m.clone());
+        }
+        let samples = |id: u32, name: &str| -> u64 {
+            sum(phases(self, id, name)
+                .filter_map(|p| p.latency.as_ref())
+                .map(|l| l.count))
+        };
+        let sent = |id: u32, name: &str| sum(phases(self, id, name).map(|p| p.guest.ipis_sent));
+        keys.into_iter()
+            .max_by_key(|(id, name)| (counted(*id, name), samples(*id, name), sent(*id, name), *id))
     }
-    Some(if unique.is_empty() {
-        format!("no phase '{chosen}': the run finished no phase")
-    } else {
-        format!(
-            "no phase '{chosen}' in this run (its finished phases: {})",
-            unique.join(", ")
-        )
-    })
 }
 
-/// The uncounted part of phase `id` (`name`): the (id, name) of a phase
-/// with the same id, flagged uncounted, that has latency samples.
-pub fn uncounted_part(run: &Run, id: u32, name: &str) -> Option<(u32, String)> {
-    run.vcpus
-        .iter()
-        .flat_map(|v| &v.phases)
-        .find(|p| {
-            p.id == id
-                && p.uncounted
-                && !p.unfinished
-                && p.name != name
-                && p.latency.as_ref().is_some_and(|l| l.count > 0)
+impl Run {
+    /// Why `run` has no figures for the phase `--phase` named: None when it
+    /// names none, or the run ran a finished phase of that name.
+    pub fn missing_phase(&self) -> Option<String> {
+        let chosen = self.mode.phase.as_ref()?;
+        if self.measured_phase().is_some() {
+            return None;
+        }
+        let mut unique: Vec<String> = Vec::new();
+        for (_, n) in self.phase_keys() {
+            if !unique.contains(&n) {
+                unique.push(n);
+            }
+        }
+        Some(if unique.is_empty() {
+            format!("no phase '{chosen}': the self finished no phase")
+        } else {
+            format!(
+                "no phase '{chosen}' in this self (its finished phases: {})",
+                unique.join(", ")
+            )
         })
-        .map(|p| (p.id, p.name.clone()))
+    }
+}
+
+impl Run {
+    /// The uncounted part of phase `id` (`name`): the (id, name) of a phase
+    /// with the same id, flagged uncounted, that has latency samples.
+    pub fn uncounted_part(&self, id: u32, name: &str) -> Option<(u32, String)> {
+        self.vcpus
+            .iter()
+            .flat_map(|v| &v.phases)
+            .find(|p| {
+                p.id == id
+                    && p.uncounted
+                    && !p.unfinished
+                    && p.name != name
+                    && p.latency.as_ref().is_some_and(|l| l.count > 0)
+            })
+            .map(|p| (p.id, p.name.clone()))
+    }
 }
 
 fn headline(run: &Run, id: u32, name: &str) -> Option<Headline> {
@@ -519,25 +492,27 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
     })
 }
 
-/// Headline figures of `run`, from its measured phase ([`measured_phase`]),
-/// the latency from its uncounted part where it has one.
-pub fn summarize(run: &Run) -> RunSummary {
-    let Some((id, name)) = measured_phase(run) else {
-        return empty_summary(run);
-    };
-    let uncounted = uncounted_part(run, id, &name);
-    let mut s = summarize_phase(run, id, name);
-    if let Some((uid, uname)) = uncounted {
-        if let Some(clean) = headline(run, uid, &uname) {
-            s.counted_latency = s.latency.replace(clean);
-            s.histogram = Histogram::default();
-            for l in phases(run, uid, &uname).filter_map(|p| p.latency.as_ref()) {
-                s.histogram.merge(&l.histogram);
+impl Run {
+    /// Headline figures of `run`, from its measured phase ([`crate::results::RunReport::measured_phase`]),
+    /// the latency from its uncounted part where it has one.
+    pub fn summary(&self) -> RunSummary {
+        let Some((id, name)) = self.measured_phase() else {
+            return empty_summary(self);
+        };
+        let uncounted = self.uncounted_part(id, &name);
+        let mut s = self.phase_summary(id, name);
+        if let Some((uid, uname)) = uncounted {
+            if let Some(clean) = headline(self, uid, &uname) {
+                s.counted_latency = s.latency.replace(clean);
+                s.histogram = Histogram::default();
+                for l in phases(self, uid, &uname).filter_map(|p| p.latency.as_ref()) {
+                    s.histogram.merge(&l.histogram);
+                }
+                s.latency_phase = Some(uname);
             }
-            s.latency_phase = Some(uname);
         }
+        s
     }
-    s
 }
 
 /// `*acc += v`, saturating.
@@ -545,35 +520,38 @@ fn add(acc: &mut u64, v: u64) {
     *acc = acc.saturating_add(v);
 }
 
-/// Headline figures of every phase of `run` that has latency samples, in
-/// the order the phases ran; the measured phase alone when none has. The
-/// measured phase is its headline ([`summarize`]: its latency from its
-/// uncounted part, which is not a phase of its own here), so that a chart
-/// has one bar per configuration, not one per part.
-pub fn summarize_phases(run: &Run) -> Vec<RunSummary> {
-    let headline = summarize(run);
-    let measured = measured_phase(run);
-    let part = measured
-        .as_ref()
-        .and_then(|(id, name)| uncounted_part(run, *id, name));
-    let with_samples: Vec<RunSummary> = phase_keys(run)
-        .into_iter()
-        .filter(|key| Some(key) != part.as_ref())
-        .filter(|(id, name)| {
-            phases(run, *id, name)
-                .filter_map(|p| p.latency.as_ref())
-                .any(|l| l.count > 0)
-                || Some((*id, name.clone())) == measured && headline.latency.is_some()
-        })
-        .map(|(id, name)| match Some((id, name.clone())) == measured {
-            true => headline.clone(),
-            false => summarize_phase(run, id, name),
-        })
-        .collect();
-    if with_samples.is_empty() {
-        vec![headline]
-    } else {
-        with_samples
+impl Run {
+    /// Headline figures of every phase of `run` that has latency samples, in
+    /// the order the phases ran; the measured phase alone when none has. The
+    /// measured phase is its headline ([`crate::results::RunReport::summary`]: its latency from its
+    /// uncounted part, which is not a phase of its own here), so that a chart
+    /// has one bar per configuration, not one per part.
+    pub fn phase_summaries(&self) -> Vec<RunSummary> {
+        let headline = self.summary();
+        let measured = self.measured_phase();
+        let part = measured
+            .as_ref()
+            .and_then(|(id, name)| self.uncounted_part(*id, name));
+        let with_samples: Vec<RunSummary> = self
+            .phase_keys()
+            .into_iter()
+            .filter(|key| Some(key) != part.as_ref())
+            .filter(|(id, name)| {
+                phases(self, *id, name)
+                    .filter_map(|p| p.latency.as_ref())
+                    .any(|l| l.count > 0)
+                    || Some((*id, name.clone())) == measured && headline.latency.is_some()
+            })
+            .map(|(id, name)| match Some((id, name.clone())) == measured {
+                true => headline.clone(),
+                false => self.phase_summary(id, name),
+            })
+            .collect();
+        if with_samples.is_empty() {
+            vec![headline]
+        } else {
+            with_samples
+        }
     }
 }
 
@@ -615,39 +593,41 @@ fn empty_summary(run: &Run) -> RunSummary {
     }
 }
 
-/// Headline figures of phase `id` (named `name`) of `run`.
-pub fn summarize_phase(run: &Run, id: u32, name: String) -> RunSummary {
-    let mut s = empty_summary(run);
-    let ps: Vec<&Phase> = phases(run, id, &name).collect();
-    s.latency = headline(run, id, &name);
-    for l in ps.iter().filter_map(|p| p.latency.as_ref()) {
-        s.histogram.merge(&l.histogram);
-    }
-    let sent = sum(ps.iter().map(|p| p.guest.ipis_sent));
-    let received = sum(ps.iter().map(|p| p.guest.ipis_received));
-    s.ipis = sent;
-    s.ipis_delivered = received;
-    s.wake_ipis = sum(ps
-        .iter()
-        .filter_map(|p| p.records.get("wake_ipis").copied()));
-    s.operations = sum(ps.iter().map(|p| {
-        let dropped = p.records.get("samples_dropped").copied().unwrap_or(0);
-        p.latency
-            .as_ref()
-            .map_or(0, |l| l.count)
-            .saturating_add(dropped)
-    }));
-    let icr: Vec<u64> = ps
-        .iter()
-        .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))
-        .collect();
-    s.icr_write_exits = (!icr.is_empty()).then(|| sum(icr.iter().copied()));
-    s.barrier_icr_writes = sum(ps.iter().map(|p| p.guest.barrier_icr_writes));
-    s.icr_writes = sum(ps.iter().map(|p| p.guest.icr_writes));
+impl Run {
+    /// Headline figures of phase `id` (named `name`) of `run`.
+    pub fn phase_summary(&self, id: u32, name: String) -> RunSummary {
+        let mut s = empty_summary(self);
+        let ps: Vec<&Phase> = phases(self, id, &name).collect();
+        s.latency = headline(self, id, &name);
+        for l in ps.iter().filter_map(|p| p.latency.as_ref()) {
+            s.histogram.merge(&l.histogram);
+        }
+        let sent = sum(ps.iter().map(|p| p.guest.ipis_sent));
+        let received = sum(ps.iter().map(|p| p.guest.ipis_received));
+        s.ipis = sent;
+        s.ipis_delivered = received;
+        s.wake_ipis = sum(ps
+            .iter()
+            .filter_map(|p| p.records.get("wake_ipis").copied()));
+        s.operations = sum(ps.iter().map(|p| {
+            let dropped = p.records.get("samples_dropped").copied().unwrap_or(0);
+            p.latency
+                .as_ref()
+                .map_or(0, |l| l.count)
+                .saturating_add(dropped)
+        }));
+        let icr: Vec<u64> = ps
+            .iter()
+            .filter_map(|p| p.icr_write_exits.as_ref().map(|i| i.exits))
+            .collect();
+        s.icr_write_exits = (!icr.is_empty()).then(|| sum(icr.iter().copied()));
+        s.barrier_icr_writes = sum(ps.iter().map(|p| p.guest.barrier_icr_writes));
+        s.icr_writes = sum(ps.iter().map(|p| p.guest.icr_writes));
 
-    s.exits = breakdown(&ps);
-    s.halt_polling = crate::results::lever_effect::HaltPolling::of(run, &ps);
-    s.latency_phase = s.latency.is_some().then(|| name.clone());
-    s.phase = Some(name);
-    s
+        s.exits = breakdown(&ps);
+        s.halt_polling = crate::results::lever_effect::HaltPolling::of(self, &ps);
+        s.latency_phase = s.latency.is_some().then(|| name.clone());
+        s.phase = Some(name);
+        s
+    }
 }

@@ -81,6 +81,23 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// The KVM binary stats of this phase that count exits of one kind
+    /// (`io_exits`, `halt_exits`...), those not zero, in a fixed order; the
+    /// rest of the `exits` stat is of no one kind.
+    pub fn kvm_stat_exits(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        super::summary::KVM_STAT_REASONS
+            .iter()
+            .filter_map(|k| self.kvm_stats.get(*k).filter(|n| **n > 0).map(|n| (*k, *n)))
+    }
+
+    /// Whether `name` can name a phase a payload sends: 1 to
+    /// [`ipivmm_abi::MAX_NAME_LEN`] bytes, printable, no white space.
+    pub fn is_name(name: &str) -> bool {
+        !name.is_empty()
+            && name.len() as u64 <= ipivmm_abi::MAX_NAME_LEN
+            && name.chars().all(|c| !c.is_control() && !c.is_whitespace())
+    }
+
     /// HLT exits of the vCPU in the phase: KVM's `halt_exits` with an
     /// in-kernel LAPIC, userspace HLT exits without one.
     pub fn halt_exits(&self) -> u64 {
@@ -359,11 +376,6 @@ impl ExitReasonCounts {
     }
 }
 
-/// Where [`IcrExits::source`] says `icr_write_exits` comes from with an
-/// in-kernel LAPIC.
-pub const ICR_EXITS_SOURCE: &str =
-    "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
-
 /// ICR-write exits of a phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IcrExits {
@@ -373,6 +385,13 @@ pub struct IcrExits {
     pub accelerated: u64,
     /// Which counter the figure comes from.
     pub source: String,
+}
+
+impl IcrExits {
+    /// Where [`IcrExits::source`] says `icr_write_exits` comes from with an
+    /// in-kernel LAPIC.
+    pub const SOURCE: &'static str =
+        "tracepoints kvm_apic:icr_write + kvm_avic_incomplete_ipi - kvm_avic_incomplete_ipi:busy";
 }
 
 /// Why a vCPU stopped.

@@ -11,8 +11,8 @@
 use super::error::OutputError;
 use super::sink::{io_error, Command, Docs, Kind, Sink};
 use ipivmm_analysis::results::metrics::Metric;
-use ipivmm_analysis::results::repeats::{configurations, ConfigurationStats};
-use ipivmm_analysis::results::summary::{measured_phase, summarize};
+use ipivmm_analysis::results::repeats::ConfigurationStats;
+
 use ipivmm_analysis::results::{Document, PhaseResult, RunReport};
 use std::io::Write;
 
@@ -179,8 +179,8 @@ fn write_run<W: Write>(
             }
         }
     }
-    if let Some((id, name)) = measured_phase(r) {
-        let s = summarize(r);
+    if let Some((id, name)) = r.measured_phase() {
+        let s = r.summary();
         for metric in Metric::ALL {
             if let Some(v) = metric.value(&s) {
                 let id = id.to_string();
@@ -291,7 +291,7 @@ impl<W: Write> Writer<W> {
             .iter()
             .enumerate()
             .try_for_each(|(i, r)| self.run(origin, i, r))?;
-        for c in configurations(&d.runs) {
+        for c in ConfigurationStats::of(&d.runs) {
             write_configuration(&mut self.w, origin, &d.runs, &c).map_err(csv_error)?;
         }
         Ok(())

@@ -90,7 +90,6 @@ pub fn lines(rows: &[(String, Vec<&(&RunReport, RunSummary)>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_analysis::results::summary;
 
     /// A real Linux run of the lab (4 vCPUs, 50 broadcasts): every
     /// target's CAL against vCPU 0's operations; a payload run has none.
@@ -102,7 +101,7 @@ mod tests {
         );
         let doc = ipivmm::Document::load(std::path::Path::new(path)).unwrap();
         let r = &doc.runs[0];
-        let member = (r, summary::summarize(r));
+        let member = (r, r.summary());
         let check = CalCheck::of(&[&member]).expect("a Linux run");
         assert_eq!(
             check,
@@ -128,7 +127,7 @@ mod tests {
                 p.records.clear();
             }
         }
-        let member = (&bare, summary::summarize(&bare));
+        let member = (&bare, bare.summary());
         assert_eq!(CalCheck::of(&[&member]), None);
         assert_eq!(lines(&[("x".into(), vec![&member])]), "");
     }

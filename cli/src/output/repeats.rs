@@ -80,9 +80,7 @@ pub fn shown_repeat(runs: &[ipivmm::RunReport]) -> (usize, String) {
     let p50s: Vec<Option<f64>> = runs
         .iter()
         .map(|r| match r.succeeded() {
-            true => ipivmm_analysis::results::summary::summarize(r)
-                .latency
-                .map(|l| l.p50),
+            true => r.summary().latency.map(|l| l.p50),
             false => None,
         })
         .collect();
@@ -360,7 +358,7 @@ mod tests {
             r
         };
         let text = |r: ipivmm::RunReport| {
-            let configs = ipivmm_analysis::results::repeats::configurations(&[r]);
+            let configs = ConfigurationStats::of(&[r]);
             render(&configs, None, &|_| None)
         };
         let t = text(run(0));

@@ -24,7 +24,7 @@ use super::scale_chart::{render_scale, scale_groups};
 use super::sink::{Command, DirSink, Docs, Kind, Sink};
 use super::style::{human, human_ns};
 use ipivmm_analysis::results::latency::Histogram;
-use ipivmm_analysis::results::summary::{summarize_phases, GroupKey, RunSummary};
+use ipivmm_analysis::results::summary::{GroupKey, RunSummary};
 use ipivmm_analysis::results::Document;
 use ipivmm_analysis::results::RunReport;
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
@@ -914,7 +914,7 @@ pub fn plot_runs(runs: &[&RunReport], dir: &Path) -> Result<Vec<PathBuf>, Output
 /// phase with samples.
 fn run_entries(origin: Option<&str>, run: &RunReport, doc: Option<&Document>) -> Vec<Entry> {
     let credit = Credit::of(run, doc);
-    summarize_phases(run)
+    run.phase_summaries()
         .into_iter()
         .map(|summary| Entry {
             origin: origin.map(str::to_string),

@@ -11,7 +11,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use ipivmm_analysis::results::identity::{ConfigId, Field};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::repeats::ConfigurationStats;
-use ipivmm_analysis::results::summary::{self, RunSummary};
+use ipivmm_analysis::results::summary::RunSummary;
 use ipivmm_analysis::results::{Document, PresetReport, RunReport, RunStatus, SkippedMode};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ fn by_workload(doc: &Document) -> Vec<(String, Vec<(&RunReport, RunSummary)>)> {
     let mut groups: Vec<(String, Vec<(&RunReport, RunSummary)>)> = Vec::new();
     for r in &doc.runs {
         let w = r.mode.workload_label();
-        let s = summary::summarize(r);
+        let s = r.summary();
         match groups.iter_mut().find(|(g, _)| *g == w) {
             Some((_, v)) => v.push((r, s)),
             None => groups.push((w, vec![(r, s)])),
@@ -266,7 +266,7 @@ fn configuration_row(
     let rates: Vec<f64> = members
         .iter()
         .filter(|(r, _)| r.succeeded())
-        .filter_map(|(r, s)| ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r)))
+        .filter_map(|(r, s)| ipis_per_sec(r, s.ipis_delivered, r.measured_phase()))
         .collect();
     cells.push(fmt_opt(ipivmm_analysis::stats::median(&rates), 0));
     cells
@@ -283,7 +283,7 @@ fn status_name(status: &RunStatus) -> &'static str {
 }
 
 fn row(r: &RunReport, s: &RunSummary, metrics: &[Metric]) -> Vec<String> {
-    let rate = ipis_per_sec(r, s.ipis_delivered, summary::measured_phase(r));
+    let rate = ipis_per_sec(r, s.ipis_delivered, r.measured_phase());
     let status = status_name(&r.status);
     // A run that did not complete shows the figures of the phase it got
     // to (a timeout in the measured phase shows the warm-up's): say which.

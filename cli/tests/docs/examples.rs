@@ -429,7 +429,7 @@ fn schema_examples_name_the_codes_counter_sources() {
     use ipivmm_analysis::results::source::Source;
     let icr_sources = [
         Source::UserLapic.key(),
-        ipivmm_analysis::results::ICR_EXITS_SOURCE,
+        ipivmm_analysis::results::IcrExits::SOURCE,
     ];
     let mut checked = 0;
     for f in examples() {

@@ -96,7 +96,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         icr_write_exits: Some(IcrExits {
             exits: if sender { ipis } else { 0 },
             accelerated: 0,
-            source: ipivmm_analysis::results::ICR_EXITS_SOURCE.into(),
+            source: ipivmm_analysis::results::IcrExits::SOURCE.into(),
         }),
         latency: LatencyStats::from_samples(&samples, TSC_KHZ),
         records: BTreeMap::from([("samples_dropped".to_string(), 0)]),

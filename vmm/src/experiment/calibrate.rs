@@ -21,7 +21,6 @@ use crate::config::VmConfig;
 use crate::gate::profile::{Control, NoiseProfile};
 use crate::gate::{self, Policy, Scale};
 use crate::results::metrics::Metric;
-use crate::results::summary::summarize;
 use crate::results::RunReport;
 use crate::run::RunError;
 use ipivmm_devices::budget::SharedBudget;
@@ -86,7 +85,7 @@ pub enum CalibrateError {
 
 fn p50(r: &RunReport) -> Option<f64> {
     Metric::CyclesPerOpP50
-        .value(&summarize(r))
+        .value(&r.summary())
         .filter(|v| *v > 0.0)
 }
 

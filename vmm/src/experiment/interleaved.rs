@@ -39,7 +39,7 @@ use crate::config::VmConfig;
 use crate::gate::sequential::{Endpoint, Look, Sequential, Stop};
 use crate::gate::{Decision, Evidence, Policy, Scale, Verdict};
 use crate::results::metrics::Metric;
-use crate::results::summary::{summarize, RunSummary};
+use crate::results::summary::RunSummary;
 use crate::results::RunReport;
 use ipivmm_devices::budget::SharedBudget;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -426,7 +426,7 @@ pub fn run_interleaved(
             events.run_finished(rounds, arm, &r);
             let ok = r.succeeded();
             let status = r.status.line();
-            let summary = summarize(&r);
+            let summary = r.summary();
             if rounds == 0 && ok {
                 for m in lacks(&summary, &spec.gated) {
                     gaps.push((m, arm, why_missing(m, &r, &summary)));

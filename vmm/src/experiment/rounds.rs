@@ -55,7 +55,6 @@ use crate::gate::{Policy, Scale};
 use crate::host::load::LoadProbe;
 use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
-use crate::results::summary::summarize;
 use crate::results::{RunReport, RunStatus, SkippedMode};
 use crate::run::{run, RunOptions};
 use ipivmm_devices::budget::SharedBudget;
@@ -284,7 +283,7 @@ fn quiet(r: &RunReport) -> Result<(), String> {
     {
         // The advice names only what this run did not already use (a
         // pinned run is not told to pin).
-        Some(v) if !v.is_empty() => Err(crate::results::repeats::hint(&v[0], &r.id())),
+        Some(v) if !v.is_empty() => Err(v[0].hint(&r.id())),
         _ => Ok(()),
     }
 }
@@ -442,7 +441,7 @@ pub fn run_rounds(
                 Err(_) => {}
             }
             let p50 = Metric::CyclesPerOpP50
-                .value(&summarize(&r))
+                .value(&r.summary())
                 .filter(|v| *v > 0.0);
             if r.succeeded() && quiet(&r).is_ok() {
                 if let Some(v) = p50 {

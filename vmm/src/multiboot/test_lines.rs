@@ -247,6 +247,9 @@ mod tests {
         let long = "n".repeat(MAX_TEST_NAME);
         n.phase_name(&long);
         let again = n.phase_name(&long);
-        assert!(ipivmm_analysis::results::is_phase_name(&again), "{again}");
+        assert!(
+            ipivmm_analysis::results::PhaseResult::is_name(&again),
+            "{again}"
+        );
     }
 }

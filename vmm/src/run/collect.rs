@@ -147,7 +147,7 @@ pub(crate) fn stuck_vcpus(vcpus: &[VcpuResult]) -> String {
 /// not: a vCPU waiting for a SIPI (no timeout helps), the halt settle time
 /// alone filling the timeout, the built-in payload still in its warm-up,
 /// else the iterations. Empty: the default hint
-/// ([`crate::results::DEFAULT_TIMEOUT_HINT`]).
+/// (the results model's default hint).
 pub(crate) fn timeout_hint(c: &crate::config::VmConfig, vcpus: &[VcpuResult]) -> String {
     let stopped = || {
         vcpus.iter().filter_map(|v| match &v.end {

@@ -47,7 +47,8 @@ impl CreationSampler {
         let opener = std::thread::Builder::new()
             .name("inhibit-sampler".into())
             .spawn(move || {
-                InhibitSampler::open_for_thread(&tracefs, inhibits::INHIBIT_RING_PAGES, tid).ok()
+                InhibitSampler::open_for_thread(&tracefs, inhibits::InhibitLog::RING_PAGES, tid)
+                    .ok()
             });
         opener.map_or(Self::NotStarted, Self::Opening)
     }
@@ -71,7 +72,7 @@ impl CreationSampler {
             Self::Opened(sampler) => sampler,
             Self::Opening(_) | Self::NotStarted => trace.and_then(|t| {
                 let tracefs = t.tracefs()?;
-                let pages = inhibits::INHIBIT_RING_PAGES;
+                let pages = inhibits::InhibitLog::RING_PAGES;
                 InhibitSampler::open_for_thread(tracefs, pages, this_thread()).ok()
             }),
         }

@@ -107,7 +107,7 @@ pub fn run(config: &crate::config::VmConfig, opts: RunOptions) -> Result<RunRepo
     // samples its own, from before KVM_CREATE_VM to the end. The BPF object
     // is loaded once the guest runs (off its path), and the vCPU threads
     // wait for its inhibit log at their first phase marker.
-    let created_ns = inhibits::monotonic_ns();
+    let created_ns = inhibits::InhibitLog::now_ns();
     let mut creation = sampler.finish(trace.as_deref());
     let vm = crate::vm::Vm::build(&prepared)?;
     let log = Arc::new(inhibits::InhibitLog::default());

@@ -6,7 +6,6 @@
 //! halves see the same machine noise.
 use super::{run, RunError, RunOptions};
 use crate::config::VmConfig;
-use crate::results::summary;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -40,7 +39,7 @@ fn p50_of(c: &VmConfig, cancel: &Option<Arc<AtomicBool>>) -> Result<(f64, String
     if !r.succeeded() {
         return Err(r.status.text());
     }
-    summary::summarize(&r)
+    r.summary()
         .latency
         .map(|l| (l.p50, r.exit_counting().to_string()))
         .ok_or_else(|| "no latency samples".into())

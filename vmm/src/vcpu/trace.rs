@@ -316,7 +316,7 @@ impl TraceConfig {
             return None;
         }
         let tracefs = self.tracefs()?;
-        InhibitSampler::open(tracefs, crate::results::inhibits::INHIBIT_RING_PAGES).ok()
+        InhibitSampler::open(tracefs, crate::results::inhibits::InhibitLog::RING_PAGES).ok()
     }
 
     /// [`TraceConfig::bpf_inhibit_log`] if the object was loaded (never

@@ -6,7 +6,6 @@
 use super::sources::{LoopCounts, PhaseCounter, OPEN};
 use super::VcpuEnv;
 use crate::results::source::Source;
-use crate::results::ICR_EXITS_SOURCE;
 use crate::results::{
     saturating_sum as sum, ExitReasonCounts, IcrExits, PhaseResult, SourceStatus,
 };
@@ -137,7 +136,7 @@ impl Sources {
             id,
             name,
             at: Instant::now(),
-            mono_ns: crate::results::inhibits::monotonic_ns(),
+            mono_ns: crate::results::inhibits::InhibitLog::now_ns(),
             uncounted: false,
         };
         self.counters.iter_mut().for_each(|c| c.begin(now));
@@ -150,7 +149,7 @@ impl Sources {
             id: open.id,
             name: open.name,
             wall_ns: open.at.elapsed().as_nanos() as u64,
-            window_ns: (open.mono_ns, crate::results::inhibits::monotonic_ns()),
+            window_ns: (open.mono_ns, crate::results::inhibits::InhibitLog::now_ns()),
             uncounted: open.uncounted,
             ..Default::default()
         };
@@ -249,7 +248,7 @@ fn icr_exits(p: &PhaseResult) -> Option<IcrExits> {
         Some(&exits) => (exits, Source::UserLapic.key()),
         None => (
             ipivmm_counters::specs::icr_write_exits(&p.tracepoints)?,
-            ICR_EXITS_SOURCE,
+            IcrExits::SOURCE,
         ),
     };
     Some(IcrExits {

@@ -8,7 +8,7 @@
 //! must satisfy is the plan's; this file only reports it.
 use super::report::Report;
 use ipivmm_analysis::expect::{Outcome, Verdicts};
-use ipivmm_analysis::results::{metrics::Metric, summary, Document};
+use ipivmm_analysis::results::{metrics::Metric, Document};
 use std::path::Path;
 
 /// The plans/ of this tree.
@@ -105,9 +105,7 @@ pub fn overhead_summary(name: &str, doc: &Document) -> String {
     let Some(o) = &r.observer_effect else {
         return format!("{mode}: no observer effect (run {})", r.status.name());
     };
-    let exits = Metric::ExitsPerOp
-        .value(&summary::summarize(r))
-        .unwrap_or(0.0);
+    let exits = Metric::ExitsPerOp.value(&r.summary()).unwrap_or(0.0);
     let gained_ns = (o.with_counters_p50 - o.without_counters_p50) * 1e6 / r.tsc_khz.max(1) as f64;
     let per_exit = if exits > 0.0 {
         format!("{}", (gained_ns / exits).round())

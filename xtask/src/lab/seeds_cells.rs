@@ -8,7 +8,7 @@ use super::tables::{fmt, measured, reasons};
 use ipivmm::ApicvRequest;
 use ipivmm_analysis::mode::apicv::ApicvState;
 use ipivmm_analysis::results::metrics::RunMetrics;
-use ipivmm_analysis::results::{summary, Document, PhaseResult, RunReport, RunStatus};
+use ipivmm_analysis::results::{Document, PhaseResult, RunReport, RunStatus};
 use std::path::Path;
 
 /// What one cell of a table shows.
@@ -171,7 +171,7 @@ pub fn per_operation(r: &Result<RunReport, String>, headline: &str, per: Per) ->
         Ok(r) => r,
         Err(why) => return Cell::NotRun(why.clone()),
     };
-    let s = summary::summarize(r);
+    let s = r.summary();
     let m = RunMetrics::of(&s);
     let (icr_key, n) = match per {
         Per::Ipi => ("icr_write_exits_per_ipi", m.ipis_sent),

@@ -9,7 +9,6 @@ use ipivmm::experiment::calibrate::{calibrate, CalibrationEvents, Spec};
 use ipivmm::RunReport;
 use ipivmm_analysis::gate::profile::{Control, NoiseProfile};
 use ipivmm_analysis::results::metrics::Metric;
-use ipivmm_analysis::results::summary::summarize;
 use std::process::ExitCode;
 
 struct Progress {
@@ -28,7 +27,7 @@ impl CalibrationEvents for Progress {
             format!("recording {}", recording + 1)
         };
         let p50 = Metric::CyclesPerOpP50
-            .value(&summarize(r))
+            .value(&r.summary())
             .map_or_else(|| "-".into(), |v| format!("{v:.0}"));
         eprintln!("{which}, repeat {}: p50 {p50} cycles", repeat + 1);
     }

@@ -102,7 +102,7 @@ pub fn main(args: &CompareArgs) -> ExitCode {
                 let name = f.display().to_string();
                 // The engine's one rule of what a recording is: a file a
                 // killed command wrote, or one with no run, fails a gate.
-                if let Err(e) = ipivmm_analysis::results::recordings::check_one(f, &d) {
+                if let Err(e) = d.check_whole(f) {
                     not_whole.push(e.to_string());
                 }
                 if let Some(p) = &drift {
@@ -278,7 +278,7 @@ impl InterleavedEvents for Progress<'_> {
         if self.quiet {
             return;
         }
-        let s = ipivmm_analysis::results::summary::summarize(r);
+        let s = r.summary();
         let p50 = Metric::CyclesPerOpP50
             .value(&s)
             .map_or_else(|| "-".into(), |v| format!("{v:.0}"));

@@ -107,7 +107,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
         .runs
         .iter()
         .filter(|r| r.succeeded())
-        .find_map(ipivmm_analysis::results::summary::missing_phase)
+        .find_map(ipivmm_analysis::results::RunReport::missing_phase)
     {
         eprintln!("ipivmm: --phase: {why}");
         ok = false;
@@ -192,7 +192,7 @@ fn log_run(report: &RunReport) {
 
 /// A run's headline p50 and its interval from the run's own samples.
 pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm_analysis::stats::Interval)> {
-    let s = ipivmm_analysis::results::summary::summarize(r);
+    let s = r.summary();
     let l = s.latency?;
     Some((l.p50, l.p50_interval?))
 }

@@ -137,7 +137,7 @@ pub fn lever_notes(c: &Comparison) -> Vec<String> {
     for r in &c.rows {
         for i in 0..c.columns.len() {
             let polling: Vec<_> = r.summaries(i).filter_map(|s| s.halt_polling).collect();
-            if let Some(n) = ipivmm_analysis::results::lever_effect::halt_polling_note(&polling) {
+            if let Some(n) = ipivmm_analysis::results::lever_effect::HaltPolling::note(&polling) {
                 out.push(format!("{}, {}: {n}", c.row_label(r), c.column_header(i)));
             }
         }
@@ -155,7 +155,7 @@ pub fn live_lever_notes(runs: &[ipivmm::experiment::interleaved::Kept]) -> Vec<S
                 .filter(|k| k.arm == arm && k.summary.completed)
                 .filter_map(|k| k.summary.halt_polling)
                 .collect();
-            let n = ipivmm_analysis::results::lever_effect::halt_polling_note(&polling)?;
+            let n = ipivmm_analysis::results::lever_effect::HaltPolling::note(&polling)?;
             Some(format!("{}: {n}", ["A", "B"][arm]))
         })
         .collect()
