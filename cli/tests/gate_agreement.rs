@@ -8,7 +8,7 @@
 mod output_fixtures;
 
 use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
-use ipivmm_analysis::expect::{evaluate, Expectation, Outcome};
+use ipivmm_analysis::expect::{Expectation, Outcome, Verdicts};
 use ipivmm_analysis::gate::{Policy, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
@@ -83,7 +83,7 @@ fn compare_ratio_and_check_agree_on_the_same_repeats() {
                 },
             );
             let library = of_gate(g.verdict());
-            let verdicts = evaluate(&doc, std::slice::from_ref(&ratio));
+            let verdicts = Verdicts::of(&doc, std::slice::from_ref(&ratio));
             assert_eq!(verdicts.0.len(), 1);
             let expected = of_expectation(&verdicts.0[0].outcome);
             assert_eq!(

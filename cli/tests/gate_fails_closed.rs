@@ -8,7 +8,7 @@ mod output_fixtures;
 
 use cli_kit::{ipivmm, plan};
 
-use ipivmm_analysis::expect::{evaluate, Outcome};
+use ipivmm_analysis::expect::{Outcome, Verdicts};
 
 use ipivmm_analysis::results::Document;
 use ipivmm_testkit::kvm_available;
@@ -248,7 +248,7 @@ fn delivered_is_never_filled_in_from_sent() {
     let s = r.summary();
     assert_eq!((s.ipis, s.ipis_delivered), (output_fixtures::IPIS, 0));
     let doc = Document::new(vec![r], Vec::new());
-    let v = evaluate(&doc, &["ipis_delivered == ipis_sent".parse().unwrap()]);
+    let v = Verdicts::of(&doc, &["ipis_delivered == ipis_sent".parse().unwrap()]);
     assert!(matches!(v.0[0].outcome, Outcome::Fail(_)), "{:?}", v.0[0]);
 }
 

@@ -63,7 +63,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
-use ipivmm_analysis::expect::{evaluate, Expectation};
+use ipivmm_analysis::expect::{Expectation, Verdicts};
 use ipivmm_analysis::plan::file::{recorded, Checked, ExperimentFile, Job, Unrecorded};
 use ipivmm_analysis::plan::{settle, ExperimentOutcome, NotRun, PlanOutcome, Requirement};
 use ipivmm_analysis::results::{Document, PresetReport, SkippedMode};
@@ -218,7 +218,7 @@ pub fn execute_with(
             doc.preset = x.preset.clone();
             ExperimentOutcome {
                 name: x.name.clone(),
-                verdicts: evaluate(&doc, &x.expect).0,
+                verdicts: Verdicts::of(&doc, &x.expect).0,
                 doc: Some(doc),
                 error,
             }

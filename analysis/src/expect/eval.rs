@@ -1191,166 +1191,168 @@ fn latency_bound(e: &Expectation, members: &[&RunReport]) -> Result<Statistical,
     })
 }
 
-/// Every expectation against `doc`: counts per run (an invariant holds in
-/// every run), latency bounds per configuration over its repeats and
-/// ratios over two configurations' repeats by the gate's rule (busy
-/// repeats of a latency figure left out, as `compare` does), the failing
-/// side of those held to Holm's levels over all of them
-/// (`gate::claim`).
-pub fn evaluate(doc: &Document, expectations: &[Expectation]) -> Verdicts {
-    let mut pending: Vec<Pending> = Vec::new();
-    // The document as its results file reads back, for `recorded.`.
-    let mut read_back: Option<Result<Document, String>> = None;
-    for e in expectations {
-        if let Subject::UnexpectedSkips(allowed) = &e.subject {
-            pending.push(Pending::Done(Verdict {
-                name: e.text.clone(),
-                outcome: unexpected_skips(doc, allowed, e),
-            }));
-            continue;
-        }
-        if let Subject::Recorded(key) = &e.subject {
-            let runs = matching_runs(doc, &e.scope);
+impl Verdicts {
+    /// Every expectation against `doc`: counts per run (an invariant holds in
+    /// every run), latency bounds per configuration over its repeats and
+    /// ratios over two configurations' repeats by the gate's rule (busy
+    /// repeats of a latency figure left out, as `compare` does), the failing
+    /// side of those held to Holm's levels over all of them
+    /// (`gate::claim`).
+    pub fn of(doc: &Document, expectations: &[Expectation]) -> Verdicts {
+        let mut pending: Vec<Pending> = Vec::new();
+        // The document as its results file reads back, for `recorded.`.
+        let mut read_back: Option<Result<Document, String>> = None;
+        for e in expectations {
+            if let Subject::UnexpectedSkips(allowed) = &e.subject {
+                pending.push(Pending::Done(Verdict {
+                    name: e.text.clone(),
+                    outcome: unexpected_skips(doc, allowed, e),
+                }));
+                continue;
+            }
+            if let Subject::Recorded(key) = &e.subject {
+                let runs = matching_runs(doc, &e.scope);
+                if runs.is_empty() {
+                    pending.push(Pending::Done(Verdict {
+                        name: e.text.clone(),
+                        outcome: no_run(doc, &e.scope),
+                    }));
+                }
+                let several = runs.len() > 1;
+                for r in runs {
+                    // A run in memory records its metrics when written: judge
+                    // them as its results file reads back.
+                    let outcome = match r.recorded_metrics {
+                        Some(_) => recorded(e, r, key.as_deref()),
+                        None => match read_back.get_or_insert_with(|| written(doc)) {
+                            Err(why) => Outcome::Fail(why.clone()),
+                            Ok(back) => match doc.runs.iter().position(|x| std::ptr::eq(x, r)) {
+                                Some(i) => recorded(e, &back.runs[i], key.as_deref()),
+                                None => Outcome::Fail("the run is not the document's".into()),
+                            },
+                        },
+                    };
+                    pending.push(Pending::Done(Verdict {
+                        name: if several {
+                            format!("{} [{}]", e.text, full_label(r))
+                        } else {
+                            e.text.clone()
+                        },
+                        outcome,
+                    }));
+                }
+                continue;
+            }
+            let want = |x: f64| format!("{} {}", e.op.symbol(), fmt(x));
+            if let Subject::Ratio { metric, a, b } = &e.subject {
+                let mut busy = Busy::default();
+                let outcome = match (
+                    e.value.clone(),
+                    ratio_side(doc, a, metric, true, &mut busy),
+                    ratio_side(doc, b, metric, false, &mut busy),
+                ) {
+                    // The parser gives a ratio a number (arithmetic over
+                    // numbers folded).
+                    (Rhs::Metric(_) | Rhs::Expr(_), _, _) => {
+                        Some(Outcome::Fail("a ratio compares with a number".into()))
+                    }
+                    (_, Err(o), _) | (_, _, Err(o)) => Some(o),
+                    (Rhs::Number(x), Ok(n), Ok(d)) => match claim(e.op, x, e.tolerance, true) {
+                        Err(true) => Some(Outcome::Pass(f64::NAN)),
+                        Err(false) => Some(Outcome::Fail("a ratio is positive".into())),
+                        Ok(claim) => {
+                            pending.push(Pending::Judge(
+                                e.text.clone(),
+                                Statistical::Ratio {
+                                    a: n,
+                                    b: d,
+                                    claim,
+                                    want: want(x),
+                                    note: busy.note(),
+                                },
+                            ));
+                            None
+                        }
+                    },
+                };
+                if let Some(outcome) = outcome {
+                    pending.push(Pending::Done(Verdict {
+                        name: e.text.clone(),
+                        outcome,
+                    }));
+                }
+                continue;
+            }
+            let runs = runs_of(doc, &e.scope);
             if runs.is_empty() {
                 pending.push(Pending::Done(Verdict {
                     name: e.text.clone(),
                     outcome: no_run(doc, &e.scope),
                 }));
+                continue;
+            }
+            // A latency bound, however written: one verdict per configuration,
+            // on the median over its repeats with its interval.
+            if e.is_latency_bound() {
+                let mut configs: Vec<(ConfigId, Vec<&RunReport>)> = Vec::new();
+                for r in &runs {
+                    let id = r.id();
+                    match configs.iter_mut().find(|(c, _)| *c == id) {
+                        Some((_, v)) => v.push(r),
+                        None => configs.push((id, vec![r])),
+                    }
+                }
+                let several = configs.len() > 1;
+                for (_, members) in configs {
+                    let name = if several {
+                        format!("{} [{}]", e.text, full_label(members[0]))
+                    } else {
+                        e.text.clone()
+                    };
+                    pending.push(match latency_bound(e, &members) {
+                        Ok(s) => Pending::Judge(name, s),
+                        Err(outcome) => Pending::Done(Verdict { name, outcome }),
+                    });
+                }
+                continue;
             }
             let several = runs.len() > 1;
             for r in runs {
-                // A run in memory records its metrics when written: judge
-                // them as its results file reads back.
-                let outcome = match r.recorded_metrics {
-                    Some(_) => recorded(e, r, key.as_deref()),
-                    None => match read_back.get_or_insert_with(|| written(doc)) {
-                        Err(why) => Outcome::Fail(why.clone()),
-                        Ok(back) => match doc.runs.iter().position(|x| std::ptr::eq(x, r)) {
-                            Some(i) => recorded(e, &back.runs[i], key.as_deref()),
-                            None => Outcome::Fail("the run is not the document's".into()),
-                        },
-                    },
-                };
+                // A repeat (`--repeat`) is named by its index: one test point each.
+                let repeat = r
+                    .repeat
+                    .map(|i| format!(" repeat {}", i + 1))
+                    .unwrap_or_default();
                 pending.push(Pending::Done(Verdict {
                     name: if several {
-                        format!("{} [{}]", e.text, full_label(r))
+                        format!("{} [{}{repeat}]", e.text, full_label(&r))
                     } else {
                         e.text.clone()
                     },
-                    outcome,
+                    outcome: on_run(e, &r),
                 }));
             }
-            continue;
         }
-        let want = |x: f64| format!("{} {}", e.op.symbol(), fmt(x));
-        if let Subject::Ratio { metric, a, b } = &e.subject {
-            let mut busy = Busy::default();
-            let outcome = match (
-                e.value.clone(),
-                ratio_side(doc, a, metric, true, &mut busy),
-                ratio_side(doc, b, metric, false, &mut busy),
-            ) {
-                // The parser gives a ratio a number (arithmetic over
-                // numbers folded).
-                (Rhs::Metric(_) | Rhs::Expr(_), _, _) => {
-                    Some(Outcome::Fail("a ratio compares with a number".into()))
-                }
-                (_, Err(o), _) | (_, _, Err(o)) => Some(o),
-                (Rhs::Number(x), Ok(n), Ok(d)) => match claim(e.op, x, e.tolerance, true) {
-                    Err(true) => Some(Outcome::Pass(f64::NAN)),
-                    Err(false) => Some(Outcome::Fail("a ratio is positive".into())),
-                    Ok(claim) => {
-                        pending.push(Pending::Judge(
-                            e.text.clone(),
-                            Statistical::Ratio {
-                                a: n,
-                                b: d,
-                                claim,
-                                want: want(x),
-                                note: busy.note(),
-                            },
-                        ));
-                        None
-                    }
-                },
-            };
-            if let Some(outcome) = outcome {
-                pending.push(Pending::Done(Verdict {
-                    name: e.text.clone(),
-                    outcome,
-                }));
-            }
-            continue;
-        }
-        let runs = runs_of(doc, &e.scope);
-        if runs.is_empty() {
-            pending.push(Pending::Done(Verdict {
-                name: e.text.clone(),
-                outcome: no_run(doc, &e.scope),
-            }));
-            continue;
-        }
-        // A latency bound, however written: one verdict per configuration,
-        // on the median over its repeats with its interval.
-        if e.is_latency_bound() {
-            let mut configs: Vec<(ConfigId, Vec<&RunReport>)> = Vec::new();
-            for r in &runs {
-                let id = r.id();
-                match configs.iter_mut().find(|(c, _)| *c == id) {
-                    Some((_, v)) => v.push(r),
-                    None => configs.push((id, vec![r])),
-                }
-            }
-            let several = configs.len() > 1;
-            for (_, members) in configs {
-                let name = if several {
-                    format!("{} [{}]", e.text, full_label(members[0]))
-                } else {
-                    e.text.clone()
-                };
-                pending.push(match latency_bound(e, &members) {
-                    Ok(s) => Pending::Judge(name, s),
-                    Err(outcome) => Pending::Done(Verdict { name, outcome }),
-                });
-            }
-            continue;
-        }
-        let several = runs.len() > 1;
-        for r in runs {
-            // A repeat (`--repeat`) is named by its index: one test point each.
-            let repeat = r
-                .repeat
-                .map(|i| format!(" repeat {}", i + 1))
-                .unwrap_or_default();
-            pending.push(Pending::Done(Verdict {
-                name: if several {
-                    format!("{} [{}{repeat}]", e.text, full_label(&r))
-                } else {
-                    e.text.clone()
-                },
-                outcome: on_run(e, &r),
-            }));
-        }
-    }
-    let p: Vec<f64> = pending
-        .iter()
-        .filter_map(|x| match x {
-            Pending::Judge(_, s) => Some(s.fail_p()),
-            Pending::Done(_) => None,
-        })
-        .collect();
-    let mut levels =
-        crate::gate::family::holm_levels(&p, crate::gate::Policy::DEFAULT.alpha).into_iter();
-    Verdicts(
-        pending
-            .into_iter()
-            .map(|x| match x {
-                Pending::Judge(name, s) => Verdict {
-                    name,
-                    outcome: s.outcome(levels.next().unwrap_or(0.0)),
-                },
-                Pending::Done(v) => v,
+        let p: Vec<f64> = pending
+            .iter()
+            .filter_map(|x| match x {
+                Pending::Judge(_, s) => Some(s.fail_p()),
+                Pending::Done(_) => None,
             })
-            .collect(),
-    )
+            .collect();
+        let mut levels =
+            crate::gate::family::holm_levels(&p, crate::gate::Policy::DEFAULT.alpha).into_iter();
+        Verdicts(
+            pending
+                .into_iter()
+                .map(|x| match x {
+                    Pending::Judge(name, s) => Verdict {
+                        name,
+                        outcome: s.outcome(levels.next().unwrap_or(0.0)),
+                    },
+                    Pending::Done(v) => v,
+                })
+                .collect(),
+        )
+    }
 }

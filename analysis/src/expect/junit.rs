@@ -11,40 +11,42 @@ fn text(s: &str) -> String {
     ipivmm_term::text::escape_controls(s)
 }
 
-/// The JUnit XML of `v`, as suite `suite`.
-pub fn render(v: &Verdicts, suite: &str) -> Result<String, String> {
-    let mut ts = TestSuite::new(text(suite));
-    for verdict in &v.0 {
-        let status = match &verdict.outcome {
-            Outcome::Pass(_) => TestCaseStatus::success(),
-            Outcome::Fail(why) => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(text(why)).set_type("expectation");
-                s
+impl Verdicts {
+    /// The JUnit XML of `v`, as suite `suite`.
+    pub fn junit(&self, suite: &str) -> Result<String, String> {
+        let mut ts = TestSuite::new(text(suite));
+        for verdict in &self.0 {
+            let status = match &verdict.outcome {
+                Outcome::Pass(_) => TestCaseStatus::success(),
+                Outcome::Fail(why) => {
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    s.set_message(text(why)).set_type("expectation");
+                    s
+                }
+                Outcome::Skip(why) => {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(text(why));
+                    s
+                }
+                // Skipped as JUnit has no other word for it; the message says
+                // it was a question the repeats could not decide (exit 4).
+                Outcome::Undecided(why) => {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(text(&format!("undecided: {why}")));
+                    s
+                }
+            };
+            let mut case = TestCase::new(text(&verdict.name), status);
+            case.set_classname("ipivmm");
+            if let Outcome::Pass(value) = verdict.outcome {
+                case.set_system_out(format!("value: {value}"));
             }
-            Outcome::Skip(why) => {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message(text(why));
-                s
-            }
-            // Skipped as JUnit has no other word for it; the message says
-            // it was a question the repeats could not decide (exit 4).
-            Outcome::Undecided(why) => {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message(text(&format!("undecided: {why}")));
-                s
-            }
-        };
-        let mut case = TestCase::new(text(&verdict.name), status);
-        case.set_classname("ipivmm");
-        if let Outcome::Pass(value) = verdict.outcome {
-            case.set_system_out(format!("value: {value}"));
+            ts.add_test_case(case);
         }
-        ts.add_test_case(case);
+        let mut report = Report::new("ipivmm");
+        report.add_test_suite(ts);
+        report.to_string().map_err(|e| e.to_string())
     }
-    let mut report = Report::new("ipivmm");
-    report.add_test_suite(ts);
-    report.to_string().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -68,7 +70,7 @@ mod tests {
                 outcome: Outcome::Skip("no root".into()),
             },
         ]);
-        let xml = render(&v, "ipivmm run").unwrap();
+        let xml = v.junit("ipivmm run").unwrap();
         let doc = roxmltree::Document::parse(&xml).unwrap();
         let suite = doc
             .descendants()
@@ -90,7 +92,7 @@ mod tests {
             name: "ratio(cycles_per_operation_p50, a/b, c/d) < 1".into(),
             outcome: Outcome::Undecided("more repeats".into()),
         }]);
-        let xml = render(&v, "plan").unwrap();
+        let xml = v.junit("plan").unwrap();
         let doc = roxmltree::Document::parse(&xml).unwrap();
         let skipped = doc
             .descendants()
@@ -108,7 +110,7 @@ mod tests {
             name: "evil\x1b[2Kname: a == 1".into(),
             outcome: Outcome::Fail("why\x07".into()),
         }]);
-        let xml = render(&v, "plan\x1b]0;title\x07").unwrap();
+        let xml = v.junit("plan\x1b]0;title\x07").unwrap();
         assert!(!xml.contains('\x1b') && !xml.contains('\x07'), "{xml}");
         let doc = roxmltree::Document::parse(&xml).unwrap();
         let case = doc
@@ -116,7 +118,7 @@ mod tests {
             .find(|n| n.has_tag_name("testcase"))
             .unwrap();
         assert_eq!(case.attribute("name"), Some("evil\\u{1b}[2Kname: a == 1"));
-        let tap = super::super::tap::render(&v, "plan");
+        let tap = v.tap("plan");
         assert!(tap.contains("evil\\u{1b}[2Kname: a == 1"), "{tap}");
     }
 }

@@ -58,18 +58,18 @@
 //! Arithmetic over numbers alone is folded when parsed (`< 1 + 1` is
 //! `< 2`); arithmetic that is no finite number is an error.
 mod eval;
-pub mod junit;
+mod junit;
 mod parse;
-pub mod tap;
+mod tap;
 #[cfg(test)]
 mod tests;
 
-pub use eval::{evaluate, Outcome, Verdict, Verdicts};
+pub use eval::{Outcome, Verdict, Verdicts};
 pub use parse::ParseError;
 
 /// A comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `==` (within the tolerance).
     Eq,
     /// `!=` (outside the tolerance).
@@ -112,7 +112,7 @@ impl Op {
 
 /// Which vCPUs a counter subject reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Vcpus {
+pub(crate) enum Vcpus {
     /// `vcpuN`: that one.
     One(usize),
     /// `vcpu*`: each must hold.
@@ -125,7 +125,7 @@ pub enum Vcpus {
 /// `irqchip=kernel|split` (any of the values), `apicv=active` (the state
 /// the run observed, not the request).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldScope {
+pub(crate) struct FieldScope {
     /// The field ([`crate::results::identity::Field`]).
     pub field: crate::results::identity::Field,
     /// The values it may have (any of them matches).
@@ -137,7 +137,7 @@ pub struct FieldScope {
 /// Which runs an expectation is about: `workload`, `Nv`, the label and
 /// the fields, each optional (None or empty: any).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Scope {
+pub(crate) struct Scope {
     /// The workload (built-in name or the payload's workload label).
     pub workload: Option<String>,
     /// The vCPU count.
@@ -159,7 +159,7 @@ pub struct Scope {
 /// `host.ipiv=unavailable` (the verdicts of `ipivmm host` the run
 /// recorded in its `host_settings`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostScope {
+pub(crate) struct HostScope {
     /// The verdict: one of `HOST_VERDICTS`.
     pub verdict: String,
     /// The states it may have: `available`, `unavailable`.
@@ -171,7 +171,7 @@ pub(crate) const HOST_VERDICTS: [&str; 4] = ["apicv", "ipiv", "avic", "x2avic"];
 
 /// A scope's vCPU count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VcpuCount {
+pub(crate) enum VcpuCount {
     /// `Nv`: exactly N.
     Exactly(usize),
     /// `maxv`: the largest count among the runs the rest of the scope
@@ -181,7 +181,7 @@ pub enum VcpuCount {
 
 /// What an expectation reads.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// A key of the JSON's `runs[].metrics`.
     Metric(String),
     /// `source.counter` of the measured phase.
@@ -218,7 +218,7 @@ pub enum Subject {
 
 /// A sign of a term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sign {
+pub(crate) enum Sign {
     /// `+` (or the first term).
     Plus,
     /// `-`.
@@ -229,7 +229,7 @@ pub enum Sign {
 /// `vcpu*.phase.icr_write_exits`, `vcpus.kvm_stats.exits`, or one of
 /// another phase than the expectation's (`vcpu1@idle.records.linux_cal`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CounterRef {
+pub(crate) struct CounterRef {
     /// Which vCPUs.
     pub vcpus: Vcpus,
     /// `@PHASE`: the phase read instead of the expectation's.
@@ -242,7 +242,7 @@ pub struct CounterRef {
 
 /// What an expression reads.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Operand {
+pub(crate) enum Operand {
     /// A number.
     Number(f64),
     /// A metric key of the same run.
@@ -255,7 +255,7 @@ pub enum Operand {
 
 /// A product of operands: `(divides, operand)`, the first one multiplied.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Term {
+pub(crate) struct Term {
     /// `+` or `-`.
     pub sign: Sign,
     /// The factors, `*` (false) or `/` (true) before each.
@@ -268,7 +268,7 @@ pub struct Term {
 /// `1.1 * vcpu0.records.operations + 10`. With `vcpu*` on the left, a
 /// `vcpu*` counter reads the vCPU being judged.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Expr {
+pub(crate) struct Expr {
     /// The terms, added.
     pub terms: Vec<Term>,
 }
@@ -421,7 +421,7 @@ impl Expr {
 /// == ipis_sent`, `ipis_per_operation == fan_out`), or arithmetic over its
 /// figures.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Rhs {
+pub(crate) enum Rhs {
     /// A number.
     Number(f64),
     /// A metric key, read from the same run (`*` after `recorded.*`: each
@@ -438,15 +438,15 @@ pub struct Expectation {
     /// As the user wrote it (the test point's name).
     pub text: String,
     /// The runs it is about (ratios carry their own).
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// What it reads.
-    pub subject: Subject,
+    pub(crate) subject: Subject,
     /// How it compares.
-    pub op: Op,
+    pub(crate) op: Op,
     /// With what.
-    pub value: Rhs,
+    pub(crate) value: Rhs,
     /// The tolerance of `==`/`!=` (0 otherwise).
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 impl Expectation {

@@ -3,7 +3,7 @@
 //! ping-pong kernel/x2apic/icr with `--apicv host` and `inhibit`, a PV
 //! ping-pong, a user-irqchip broadcast), each counted by the exit sampler
 //! and the tracepoints, edited where a case needs another figure.
-use super::{evaluate, Expectation, Outcome};
+use super::{Expectation, Outcome, Verdicts};
 use crate::results::Document;
 use serde_json::Value;
 
@@ -29,7 +29,11 @@ fn measure(v: &mut Value, run: usize, vcpu: usize) -> &mut Value {
 /// The outcomes of `text` on `d`, one per test point.
 fn judge(d: &Document, text: &str) -> Vec<Outcome> {
     let e: Expectation = text.parse().unwrap_or_else(|e| panic!("{e}"));
-    evaluate(d, &[e]).0.into_iter().map(|v| v.outcome).collect()
+    Verdicts::of(d, &[e])
+        .0
+        .into_iter()
+        .map(|v| v.outcome)
+        .collect()
 }
 
 fn passes(d: &Document, text: &str) {
@@ -548,7 +552,7 @@ fn everything_the_parser_accepts_evaluates() {
                     let text = format!("{scope}{s} {op} {r}");
                     if let Ok(e) = text.parse::<Expectation>() {
                         accepted += 1;
-                        let v = evaluate(&d, &[e]);
+                        let v = Verdicts::of(&d, &[e]);
                         assert!(!v.0.is_empty(), "{text}: no point");
                     }
                 }
@@ -696,14 +700,14 @@ fn a_latency_bound_is_judged_over_repeats_however_written() {
 fn an_undecided_gate_question_exits_4_beside_passes() {
     let d = repeats(&[(0, &[1_700_000.0, 1_900_000.0])]);
     let e = |t: &str| t.parse::<Expectation>().unwrap();
-    let v = evaluate(
+    let v = Verdicts::of(
         &d,
         &[e("operations > 0"), e("cycles_per_operation_p50 < 1800000")],
     );
     assert!(matches!(v.0[2].outcome, Outcome::Undecided(_)), "{v:?}");
     assert_eq!((v.exit_code(), v.undecided()), (4, 1));
     assert_eq!(v.summary(), "2 passed, 0 failed, 0 skipped, 1 undecided");
-    let v = evaluate(
+    let v = Verdicts::of(
         &d,
         &[
             e("operations > 0"),
@@ -718,7 +722,7 @@ fn an_undecided_gate_question_exits_4_beside_passes() {
     assert_eq!(v.exit_code(), 0);
     // A ratio the repeats cannot decide.
     let d = repeats(&[(0, &[1_000.0, 2_000.0]), (3, &[1_500.0, 1_600.0])]);
-    let v = evaluate(
+    let v = Verdicts::of(
         &d,
         &[
             e("operations > 0"),

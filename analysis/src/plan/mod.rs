@@ -5,7 +5,7 @@
 //! plan file (`plans/*.toml`: [`file`](mod@file)), whose recorded experiments
 //! [`file::judge_recorded`] judges with this crate alone. Running a plan's
 //! VMs is the machine's (`ipivmm::plan::execute`).
-use crate::expect::{evaluate, Expectation, Outcome, Verdict, Verdicts};
+use crate::expect::{Expectation, Outcome, Verdict, Verdicts};
 use crate::results::Document;
 use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};
 use ipivmm_host::lab::Hardware;
@@ -196,7 +196,7 @@ pub fn settle(
         (None, true) => Some(skip("not run: cancelled".into())),
         (None, false) => recorded.map(|doc| ExperimentOutcome {
             name: name.to_string(),
-            verdicts: evaluate(doc, expect).0,
+            verdicts: Verdicts::of(doc, expect).0,
             doc: None,
             error: None,
         }),

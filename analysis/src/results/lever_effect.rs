@@ -132,7 +132,7 @@ impl HaltPolling {
 
 /// The halt-polling limit `run` ran under: the VM's, else the host's
 /// `kvm.halt_poll_ns` as recorded.
-pub fn limit(run: &RunReport) -> Option<(u64, LimitSource)> {
+pub(crate) fn limit(run: &RunReport) -> Option<(u64, LimitSource)> {
     if let Some(ns) = run.mode.levers.halt_poll_ns {
         return Some((u64::from(ns), LimitSource::Vm));
     }

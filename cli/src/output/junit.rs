@@ -10,8 +10,7 @@ pub static SINK: Sink = Sink {
         "Write the expectations' verdicts as JUnit XML to FILE",
     )],
     kind: Kind::Verdicts(|v, suite, out| {
-        let xml =
-            ipivmm_analysis::expect::junit::render(v, suite).map_err(std::io::Error::other)?;
+        let xml = v.junit(suite).map_err(std::io::Error::other)?;
         out.write_all(xml.as_bytes())
     }),
 };

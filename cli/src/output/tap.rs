@@ -10,7 +10,5 @@ pub static SINK: Sink = Sink {
         &[Command::Run, Command::Sweep],
         "Print the expectations' verdicts as TAP version 13 on stdout (tables go to stderr)",
     )],
-    kind: Kind::VerdictsOnStdout(|v, suite, out| {
-        out.write_all(ipivmm_analysis::expect::tap::render(v, suite).as_bytes())
-    }),
+    kind: Kind::VerdictsOnStdout(|v, suite, out| out.write_all(v.tap(suite).as_bytes())),
 };

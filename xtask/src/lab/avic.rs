@@ -290,7 +290,6 @@ pub(super) mod tests {
     /// `ipivmm check`'s TAP and JUnit of plan step `name` in `t` (its own
     /// writers'), each expectation held.
     fn held(t: &Tree, name: &str, points: &[&str]) {
-        use ipivmm_analysis::expect::{junit, tap};
         use ipivmm_analysis::expect::{Outcome, Verdict, Verdicts};
         let v = Verdicts(
             points
@@ -301,10 +300,8 @@ pub(super) mod tests {
                 })
                 .collect(),
         );
-        t.edit(&format!("{name}.tap"), |_| tap::render(&v, name))
-            .edit(&format!("{name}.junit.xml"), |_| {
-                junit::render(&v, name).unwrap()
-            });
+        t.edit(&format!("{name}.tap"), |_| v.tap(name))
+            .edit(&format!("{name}.junit.xml"), |_| v.junit(name).unwrap());
     }
 
     #[test]

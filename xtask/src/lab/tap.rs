@@ -88,7 +88,7 @@ fn plan_step(
     let file = format!("{step}.tap");
     match fs::read_to_string(dir.join(&file)) {
         Ok(text) => {
-            let (v, problems) = ipivmm_analysis::expect::tap::parse(&text);
+            let (v, problems) = Verdicts::from_tap(&text);
             recorded::report(r, &name, plan, step, &v, problems, false);
             let junit = format!("{step}.junit.xml");
             r.check(
@@ -169,7 +169,7 @@ mod tests {
     /// fixtures/tap/check-kvm-paths.tap (this machine, kvm_pvm).
     #[test]
     fn the_junit_tells_the_taps_story() {
-        let (tap, problems) = ipivmm_analysis::expect::tap::parse(CHECK_TAP);
+        let (tap, problems) = Verdicts::from_tap(CHECK_TAP);
         assert_eq!(problems, Vec::<String>::new());
         assert_eq!(junit_offences(CHECK_JUNIT, &tap), Vec::<String>::new());
         let (held, failed, skipped) = tap.counts();

@@ -315,14 +315,15 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     } else {
         format!("{}: {}", plan.name, plan.about)
     };
-    let tap = ipivmm_analysis::expect::tap::render(&verdicts, &suite);
+    let tap = verdicts.tap(&suite);
     if junit == Some(Dest::Stdout) {
         print_text(&tap, true);
     } else if let Err(e) = emit(&Dest::Stdout, tap.as_bytes()) {
         errors.push(format!("writing TAP: {e}"));
     }
     if let Some(d) = junit {
-        let written = ipivmm_analysis::expect::junit::render(&verdicts, &plan.name)
+        let written = verdicts
+            .junit(&plan.name)
             .and_then(|xml| emit(&d, xml.as_bytes()).map_err(|e| e.to_string()));
         if let Err(e) = written {
             errors.push(format!("writing --junit: {e}"));
@@ -621,7 +622,7 @@ expect = ["operations > 0"]
         assert_eq!(verdicts.counts().0, 4, "{verdicts:?}");
         assert_eq!(verdicts.undecided(), 1, "{verdicts:?}");
         assert_eq!(verdicts.exit_code(), 4);
-        let tap = ipivmm_analysis::expect::tap::render(&verdicts, "u");
+        let tap = verdicts.tap("u");
         assert!(
             tap.contains("not ok 5 - x: ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1 # TODO undecided: "),
             "{tap}"
@@ -640,7 +641,7 @@ expect = ["operations > 0"]
         let expect = &checked[0].expect;
         let judge = |file: &str| {
             let doc = Document::load(&root.join(file)).unwrap();
-            ipivmm_analysis::expect::evaluate(&doc, expect)
+            Verdicts::of(&doc, expect)
         };
         let real = judge("xtask/fixtures/lab-quick/runs/sweep.json");
         let (passed, failed, _) = real.counts();
@@ -672,7 +673,7 @@ expect = ["operations > 0"]
         let doc = Document::from_json(&v.to_string(), file).unwrap();
         checked
             .iter()
-            .flat_map(|c| ipivmm_analysis::expect::evaluate(&doc, &c.expect).0)
+            .flat_map(|c| Verdicts::of(&doc, &c.expect).0)
             .filter(|v| match &v.outcome {
                 ipivmm_analysis::expect::Outcome::Pass(_) => false,
                 // As the lab lists them for the Linux pass: a part not run.
@@ -867,7 +868,7 @@ expect = ["operations > 0"]
             let (_, checked) = load(&root.join("plans/lab-linux.toml")).unwrap();
             let doc =
                 Document::load(&root.join(format!("xtask/fixtures/linux/linux-{n}.json"))).unwrap();
-            let v = ipivmm_analysis::expect::evaluate(&doc, &checked[0].expect);
+            let v = Verdicts::of(&doc, &checked[0].expect);
             let bad: Vec<_> =
                 v.0.iter()
                     .filter(|v| match &v.outcome {

@@ -116,7 +116,7 @@ pub fn finish(
     let code = if gate.expect.is_empty() {
         u8::from(!ok)
     } else {
-        let verdicts = ipivmm_analysis::expect::evaluate(doc, &gate.expect);
+        let verdicts = ipivmm_analysis::expect::Verdicts::of(doc, &gate.expect);
         errors.extend(outputs.write_verdicts(&verdicts, suite));
         if !outputs.lists_verdicts_on_stdout() {
             for v in &verdicts.0 {
