@@ -333,7 +333,7 @@ impl VmConfig {
         &self,
         host: Option<&ipivmm_host::facts::HostInfo>,
     ) -> Result<crate::mode::apicv::ApicvPlan, crate::mode::Infeasible> {
-        crate::mode::check(self.mode(), self.shape(), host)
+        self.mode().check(self.shape(), host)
     }
 
     /// The xAPIC's vCPU limit (8-bit APIC IDs): the one check of it, which
@@ -588,7 +588,7 @@ mod tests {
 
     #[test]
     fn the_synic_vector_is_no_ipi_vector() {
-        let vector = (crate::mode::apicv::synic_sint() & 0xff) as u8;
+        let vector = (crate::mode::apicv::InhibitLever::synic_sint() & 0xff) as u8;
         let c = VmConfig {
             ipi_vector: vector,
             ..Default::default()

@@ -34,12 +34,10 @@ pub enum InhibitLever {
     /// Every xAPIC ID set to vcpu_id + 1 (Intel, xAPIC).
     ApicIdModified,
     /// vCPU 0's Hyper-V SynIC SINT0 unmasked with AutoEOI (Intel x2APIC,
-    /// AMD split irqchip): [`synic_sint`].
+    /// AMD split irqchip): [`InhibitLever::synic_sint`].
     HypervSynic,
 }
 
-/// HV_X64_MSR_SINT0 (Hyper-V TLFS: synthetic interrupt source 0).
-pub const HV_X64_MSR_SINT0: u32 = 0x4000_0090;
 /// SINT bit 16: masked (KVM ignores a masked SINT's AutoEOI).
 #[cfg(test)]
 const SINT_MASKED: u64 = 1 << 16;
@@ -51,9 +49,16 @@ const SINT_AUTO_EOI: u64 = 1 << 17;
 /// so no interrupt of the run is ever auto-EOIed.
 pub(crate) const SYNIC_LEVER_VECTOR: u8 = 0x1f;
 
-/// The SINT0 value of the SynIC lever: unmasked, AutoEOI, `SYNIC_LEVER_VECTOR`.
-pub const fn synic_sint() -> u64 {
-    SYNIC_LEVER_VECTOR as u64 | SINT_AUTO_EOI
+impl InhibitLever {
+    /// InhibitLever::HV_X64_MSR_SINT0 (Hyper-V TLFS: synthetic interrupt source 0), the
+    /// MSR the [`InhibitLever::HypervSynic`] lever writes.
+    pub const HV_X64_MSR_SINT0: u32 = 0x4000_0090;
+
+    /// The SINT0 value of the SynIC lever: unmasked, AutoEOI, vector 0x1F
+    /// (valid for SynIC, below every vector a fixed IPI of ipivmm uses).
+    pub const fn synic_sint() -> u64 {
+        SYNIC_LEVER_VECTOR as u64 | SINT_AUTO_EOI
+    }
 }
 
 /// What a run can claim about APICv/AVIC before it runs.
@@ -117,70 +122,74 @@ fn vendor_lever(backend: &KvmBackend, mode: Mode) -> Option<InhibitLever> {
     }
 }
 
-/// Decide the lever and the state to report. Every mode has one: an
-/// in-kernel LAPIC can always be inhibited on kvm_intel and kvm_amd.
-pub fn plan(host: Option<&HostInfo>, mode: Mode) -> ApicvPlan {
-    let make = |lever, effective, detail: String| ApicvPlan {
-        requested: mode.apicv,
-        lever,
-        effective,
-        detail,
-    };
-    let Some(host) = host else {
-        let lever = if !mode.irqchip.lapic_in_kernel() {
-            InhibitLever::NoIrqchip
-        } else {
-            InhibitLever::None
-        };
-        return make(
+impl ApicvPlan {
+    /// Decide the lever and the state to report. Every mode has one: an
+    /// in-kernel LAPIC can always be inhibited on kvm_intel and kvm_amd.
+    pub fn of(host: Option<&HostInfo>, mode: Mode) -> ApicvPlan {
+        let make = |lever, effective, detail: String| ApicvPlan {
+            requested: mode.apicv,
             lever,
-            ApicvState::Unknown,
-            "host could not be fingerprinted".into(),
-        );
-    };
-    let (name, support) = host_support(host);
-    let missing = match support {
-        ApicvSupport::Unavailable(why) => Some(format!("{name} unavailable: {why}")),
-        ApicvSupport::Available => None,
-    };
-    if !mode.irqchip.lapic_in_kernel() {
-        let (state, detail) = match &missing {
-            Some(m) => (ApicvState::Unavailable, m.clone()),
-            None => (
-                ApicvState::Inhibited,
-                format!("{name} inhibited: no in-kernel LAPIC (ABSENT)"),
-            ),
+            effective,
+            detail,
         };
-        return make(InhibitLever::NoIrqchip, state, detail);
-    }
-    if mode.apicv == ApicvRequest::Host {
-        return match missing {
-            Some(m) => make(InhibitLever::None, ApicvState::Unavailable, m),
-            None => make(
-                InhibitLever::None,
-                ApicvState::Active,
-                format!("{name} enabled by the host's module parameters; kvm_apicv_inhibit_changed shows any inhibit"),
-            ),
+        let Some(host) = host else {
+            let lever = if !mode.irqchip.lapic_in_kernel() {
+                InhibitLever::NoIrqchip
+            } else {
+                InhibitLever::None
+            };
+            return make(
+                lever,
+                ApicvState::Unknown,
+                "host could not be fingerprinted".into(),
+            );
         };
-    }
-    let lever = vendor_lever(&host.backend, mode);
-    match (lever, missing) {
-        (None, Some(m)) => make(InhibitLever::None, ApicvState::Unavailable, format!("{m} (--apicv inhibit is a no-op here)")),
-        (None, None) => make(InhibitLever::None, ApicvState::Unknown, format!("no {name} inhibit lever for {:?}", host.backend)),
-        (Some(l), Some(m)) => make(
-            l,
-            ApicvState::Unavailable,
-            format!("{m}; the {l:?} lever is applied anyway (KVM records the inhibit) but changes nothing here"),
-        ),
-        (Some(l), None) => make(l, ApicvState::Inhibited, format!("{name} inhibited with {l:?}")),
+        let (name, support) = host_support(host);
+        let missing = match support {
+            ApicvSupport::Unavailable(why) => Some(format!("{name} unavailable: {why}")),
+            ApicvSupport::Available => None,
+        };
+        if !mode.irqchip.lapic_in_kernel() {
+            let (state, detail) = match &missing {
+                Some(m) => (ApicvState::Unavailable, m.clone()),
+                None => (
+                    ApicvState::Inhibited,
+                    format!("{name} inhibited: no in-kernel LAPIC (ABSENT)"),
+                ),
+            };
+            return make(InhibitLever::NoIrqchip, state, detail);
+        }
+        if mode.apicv == ApicvRequest::Host {
+            return match missing {
+                Some(m) => make(InhibitLever::None, ApicvState::Unavailable, m),
+                None => make(
+                    InhibitLever::None,
+                    ApicvState::Active,
+                    format!("{name} enabled by the host's module parameters; kvm_apicv_inhibit_changed shows any inhibit"),
+                ),
+            };
+        }
+        let lever = vendor_lever(&host.backend, mode);
+        match (lever, missing) {
+            (None, Some(m)) => make(InhibitLever::None, ApicvState::Unavailable, format!("{m} (--apicv inhibit is a no-op here)")),
+            (None, None) => make(InhibitLever::None, ApicvState::Unknown, format!("no {name} inhibit lever for {:?}", host.backend)),
+            (Some(l), Some(m)) => make(
+                l,
+                ApicvState::Unavailable,
+                format!("{m}; the {l:?} lever is applied anyway (KVM records the inhibit) but changes nothing here"),
+            ),
+            (Some(l), None) => make(l, ApicvState::Inhibited, format!("{name} inhibited with {l:?}")),
+        }
     }
 }
 
-/// APIC ID of vCPU `index` under `lever`.
-pub fn apic_id(lever: InhibitLever, index: usize) -> u32 {
-    match lever {
-        InhibitLever::ApicIdModified => index as u32 + 1,
-        _ => index as u32,
+impl InhibitLever {
+    /// APIC ID of vCPU `index` under `lever`.
+    pub fn apic_id(self, index: usize) -> u32 {
+        match self {
+            InhibitLever::ApicIdModified => index as u32 + 1,
+            _ => index as u32,
+        }
     }
 }
 
@@ -231,7 +240,7 @@ mod tests {
     #[test]
     fn no_apicv_host_reports_unavailable_and_inhibit_is_a_noop() {
         let h = host(KvmBackend::KvmPvm, false);
-        let p = plan(
+        let p = ApicvPlan::of(
             Some(&h),
             mode(Irqchip::Kernel, ApicMode::X2apic, ApicvRequest::Inhibit),
         );
@@ -247,7 +256,7 @@ mod tests {
     #[test]
     fn vendor_lever_is_pulled_even_without_apicv() {
         let amd = host(KvmBackend::KvmAmd, false);
-        let p = plan(
+        let p = ApicvPlan::of(
             Some(&amd),
             mode(Irqchip::Kernel, ApicMode::X2apic, ApicvRequest::Inhibit),
         );
@@ -263,7 +272,7 @@ mod tests {
         let intel = host(KvmBackend::KvmIntel, true);
         let amd = host(KvmBackend::KvmAmd, true);
         let inh = ApicvRequest::Inhibit;
-        let lever = |h, m| plan(Some(h), m).lever;
+        let lever = |h, m| ApicvPlan::of(Some(h), m).lever;
         assert_eq!(
             lever(&intel, mode(Irqchip::Kernel, ApicMode::Xapic, inh)),
             InhibitLever::ApicIdModified
@@ -272,7 +281,7 @@ mod tests {
             lever(&amd, mode(Irqchip::Kernel, ApicMode::X2apic, inh)),
             InhibitLever::PitReinject
         );
-        let user = plan(
+        let user = ApicvPlan::of(
             Some(&amd),
             mode(Irqchip::User, ApicMode::Xapic, ApicvRequest::Host),
         );
@@ -280,7 +289,7 @@ mod tests {
             (user.lever, user.effective),
             (InhibitLever::NoIrqchip, ApicvState::Inhibited)
         );
-        let active = plan(
+        let active = ApicvPlan::of(
             Some(&intel),
             mode(Irqchip::Kernel, ApicMode::Xapic, ApicvRequest::Host),
         );
@@ -304,7 +313,7 @@ mod tests {
             (&amd, mode(Irqchip::Split, ApicMode::Xapic, inh)),
             (&amd, mode(Irqchip::Split, ApicMode::X2apic, inh)),
         ] {
-            let p = plan(Some(h), m);
+            let p = ApicvPlan::of(Some(h), m);
             assert_eq!(
                 (p.lever, p.effective),
                 (InhibitLever::HypervSynic, ApicvState::Inhibited),
@@ -313,7 +322,7 @@ mod tests {
             assert!(p.detail.contains("HypervSynic"), "{}", p.detail);
         }
         // The SynIC lever keeps the APIC IDs (x2APIC IDs cannot change).
-        assert_eq!(apic_id(InhibitLever::HypervSynic, 5), 5);
+        assert_eq!(InhibitLever::HypervSynic.apic_id(5), 5);
         assert_eq!(
             serde_json::to_string(&InhibitLever::HypervSynic).unwrap(),
             "\"hyperv_synic\""
@@ -322,7 +331,7 @@ mod tests {
 
     #[test]
     fn synic_sint_is_unmasked_auto_eoi_on_a_vector_no_ipi_uses() {
-        let v = synic_sint();
+        let v = InhibitLever::synic_sint();
         assert_eq!(v & SINT_MASKED, 0, "a masked SINT does not count");
         assert_ne!(v & SINT_AUTO_EOI, 0, "the inhibit needs AutoEOI");
         let vector = (v & 0xff) as u8;
@@ -344,7 +353,7 @@ mod tests {
 
     #[test]
     fn apic_id_lever_shifts_ids() {
-        assert_eq!(apic_id(InhibitLever::ApicIdModified, 0), 1);
-        assert_eq!(apic_id(InhibitLever::PitReinject, 3), 3);
+        assert_eq!(InhibitLever::ApicIdModified.apic_id(0), 1);
+        assert_eq!(InhibitLever::PitReinject.apic_id(3), 3);
     }
 }

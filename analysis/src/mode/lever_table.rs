@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// What a lever's type must say for its row: its spelling in scopes,
 /// columns and keys, how that spelling (or a flag's value) is read back,
 /// and its label part.
-pub trait LeverValue: Clone + PartialEq + Sized {
+pub(crate) trait LeverValue: Clone + PartialEq + Sized {
     /// A flag of this type takes no value (`--realtime-hint`).
     const SWITCH: bool = false;
 
@@ -180,6 +180,11 @@ pub struct LeverRow {
     pub effect: Effect,
 }
 
+impl LeverRow {
+    /// Every row, in the order of [`Lever`]'s variants.
+    pub const ALL: &'static [LeverRow] = ROWS;
+}
+
 macro_rules! lever_table {
     ($(
         $(#[doc = $doc:literal])+
@@ -234,7 +239,7 @@ macro_rules! lever_table {
         }
 
         /// The table, one row per lever, in [`Lever::ALL`]'s order.
-        pub const ROWS: &[LeverRow] = &[$(LeverRow {
+        pub(crate) const ROWS: &[LeverRow] = &[$(LeverRow {
             lever: Lever::$variant,
             field: stringify!($field),
             scope: $scope,

@@ -137,13 +137,6 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Whether `vcpus` vCPUs outnumber the host CPUs this process may run on
-/// (oversubscribed: vCPU threads wait for each other's time slices).
-pub fn oversubscribed(vcpus: usize) -> bool {
-    let cpus = allowed_cpus().len();
-    cpus > 0 && vcpus > cpus
-}
-
 /// vCPUs per host CPU above which the guest's barriers halt instead of
 /// spinning (spinning waiters would take the time slices the last arrivals
 /// need: a 128-vCPU broadcast on 2 CPUs took 31.8 s spinning, 2.0 s halting).

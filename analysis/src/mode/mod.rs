@@ -197,52 +197,57 @@ pub struct Shape {
     pub workload: Option<Workload>,
 }
 
-/// The one feasibility check: whether mode `m` of a run of `shape` can run
-/// on `host` (None: not fingerprinted; only host-independent rules apply),
-/// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
-/// skips it with the reason (both through `VmConfig::check_mode`).
-pub fn check(m: Mode, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
-    if m.ipi.is_hypercall() && !m.irqchip.lapic_in_kernel() {
-        return Err(Infeasible::PvNeedsKernelLapic);
-    }
-    if m.ipi.is_hypercall() && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
-        return Err(Infeasible::PvOnKvmPvm);
-    }
-    if let Some(workload) = shape.workload {
-        let min = workload.min_vcpus();
-        if shape.vcpus < min {
-            return Err(Infeasible::TooFewVcpus { workload, min });
+impl Mode {
+    /// The one feasibility check: whether mode `m` of a run of `shape` can run
+    /// on `host` (None: not fingerprinted; only host-independent rules apply),
+    /// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
+    /// skips it with the reason (both through `VmConfig::check_mode`).
+    pub fn check(self, shape: Shape, host: Option<&HostInfo>) -> Result<ApicvPlan, Infeasible> {
+        if self.ipi.is_hypercall() && !self.irqchip.lapic_in_kernel() {
+            return Err(Infeasible::PvNeedsKernelLapic);
         }
+        if self.ipi.is_hypercall() && host.is_some_and(|h| h.backend == KvmBackend::KvmPvm) {
+            return Err(Infeasible::PvOnKvmPvm);
+        }
+        if let Some(workload) = shape.workload {
+            let min = workload.min_vcpus();
+            if shape.vcpus < min {
+                return Err(Infeasible::TooFewVcpus { workload, min });
+            }
+        }
+        let plan = ApicvPlan::of(host, self);
+        let last = plan.lever.apic_id(shape.vcpus.saturating_sub(1));
+        if self.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
+            return Err(Infeasible::XapicIdSpace {
+                vcpus: shape.vcpus,
+                lever: plan.lever,
+                id: last,
+            });
+        }
+        Ok(plan)
     }
-    let plan = apicv::plan(host, m);
-    let last = apicv::apic_id(plan.lever, shape.vcpus.saturating_sub(1));
-    if m.apic == ApicMode::Xapic && last > ipivmm_abi::MAX_XAPIC_ID {
-        return Err(Infeasible::XapicIdSpace {
-            vcpus: shape.vcpus,
-            lever: plan.lever,
-            id: last,
-        });
-    }
-    Ok(plan)
 }
 
-/// Why a feasible combination would measure the same VM as another one on
-/// this host, if it would: sweeps skip such duplicates instead of running
-/// them twice (presets always; explicit lists keep them unless asked).
-pub fn duplicate_of(m: Mode, plan: &ApicvPlan) -> Option<String> {
-    if m.apicv != ApicvRequest::Inhibit {
-        return None;
+impl Mode {
+    /// Why a feasible combination would measure the same VM as another one on
+    /// this host, if it would: sweeps skip such duplicates instead of running
+    /// them twice (presets always; explicit lists keep them unless asked).
+    pub fn duplicate_of(self, plan: &ApicvPlan) -> Option<String> {
+        if self.apicv != ApicvRequest::Inhibit {
+            return None;
+        }
+        if !self.irqchip.lapic_in_kernel() {
+            return Some("identical to the apicv=host row: APICv is already inhibited without an in-kernel irqchip (ABSENT)".into());
+        }
+        (plan.effective != apicv::ApicvState::Active
+            && plan.effective != apicv::ApicvState::Inhibited)
+            .then(|| {
+                format!(
+                    "identical to the apicv=host row on this host: {}",
+                    plan.detail
+                )
+            })
     }
-    if !m.irqchip.lapic_in_kernel() {
-        return Some("identical to the apicv=host row: APICv is already inhibited without an in-kernel irqchip (ABSENT)".into());
-    }
-    (plan.effective != apicv::ApicvState::Active && plan.effective != apicv::ApicvState::Inhibited)
-        .then(|| {
-            format!(
-                "identical to the apicv=host row on this host: {}",
-                plan.detail
-            )
-        })
 }
 
 #[cfg(test)]
@@ -297,24 +302,24 @@ mod tests {
             workload: Some(Workload::Pingpong),
         };
         assert_eq!(
-            check(pv_user, two, None),
+            pv_user.check(two, None),
             Err(Infeasible::PvNeedsKernelLapic)
         );
         let one = Shape { vcpus: 1, ..two };
         assert!(matches!(
-            check(icr, one, None),
+            icr.check(one, None),
             Err(Infeasible::TooFewVcpus { min: 2, .. })
         ));
         let selfipi = Shape {
             workload: Some(Workload::SelfIpi),
             ..one
         };
-        assert!(check(icr, selfipi, None).is_ok());
+        assert!(icr.check(selfipi, None).is_ok());
         // A custom payload's needs are its own.
         let custom = Shape {
             workload: None,
             ..one
         };
-        assert!(check(icr, custom, None).is_ok());
+        assert!(icr.check(custom, None).is_ok());
     }
 }

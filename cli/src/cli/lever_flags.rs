@@ -3,7 +3,7 @@
 //! lever is a flag of `run`, `sweep` and `compare --run` without an edit
 //! here.
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use ipivmm_analysis::mode::lever_table::{LeverRow, ROWS};
+use ipivmm_analysis::mode::lever_table::LeverRow;
 use ipivmm_analysis::mode::Levers;
 
 /// The levers the flags set (the others at their defaults).
@@ -12,7 +12,7 @@ pub struct LeverFlags(pub Levers);
 
 impl Args for LeverFlags {
     fn augment_args(cmd: Command) -> Command {
-        ROWS.iter().fold(cmd, |cmd, row| cmd.arg(arg(row)))
+        LeverRow::ALL.iter().fold(cmd, |cmd, row| cmd.arg(arg(row)))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -43,7 +43,7 @@ impl FromArgMatches for LeverFlags {
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        for row in ROWS {
+        for row in LeverRow::ALL {
             let text = match row.switch {
                 true => m.get_flag(row.flag).then(|| "yes".to_string()),
                 false => m.get_one::<String>(row.flag).cloned(),
@@ -85,14 +85,14 @@ mod tests {
     #[test]
     fn every_lever_has_a_flag_that_sets_it_and_only_it() {
         assert_eq!(parse(&[]).unwrap(), Levers::default());
-        for row in ROWS {
+        for row in LeverRow::ALL {
             let flag = format!("--{}", row.flag);
             let argv: Vec<&str> = match row.switch {
                 true => vec![&flag],
                 false => vec![&flag, value_of(row.lever)],
             };
             let l = parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-            for other in ROWS {
+            for other in LeverRow::ALL {
                 assert_eq!(l.is_set(other.lever), other.lever == row.lever, "{argv:?}");
             }
             if !row.switch {

@@ -1,6 +1,6 @@
 //! A sweep: the cross product of modes, workloads and vCPU counts, as data.
 //! Planning is pure (unit-tested); the `sweep` command runs the plan. What
-//! can run is decided by [`mode::check`], the same check `run` applies.
+//! can run is decided by [`mode::Mode::check`], the same check `run` applies.
 //!
 //! A host setting (`--host-param kvm_amd.avic=0,1`) is the outermost
 //! dimension: each value is a stage ([`stages`]) that the command switches
@@ -47,7 +47,7 @@ pub struct SweepSpec {
     /// vCPU placements: (label, CPU list); one empty entry = not pinned.
     pub placements: Vec<(String, Vec<usize>)>,
     /// Skip combinations that would run the same VM as another on this host
-    /// ([`mode::duplicate_of`]), e.g. `apicv=inhibit` without APICv.
+    /// ([`mode::Mode::duplicate_of`]), e.g. `apicv=inhibit` without APICv.
     pub skip_duplicates: bool,
     /// Halt-polling limits to sweep (`None`: the host's
     /// `kvm.halt_poll_ns`; `Some(ns)`: the VM's, KVM_CAP_HALT_POLL), each
@@ -139,7 +139,7 @@ pub fn stages(spec: &SweepSpec) -> Vec<Option<ModuleSetting>> {
 }
 
 /// Why a combination is not run on `host`, if it is not: it cannot run
-/// ([`mode::check`]), or it duplicates another (when asked to skip those).
+/// ([`mode::Mode::check`]), or it duplicates another (when asked to skip those).
 pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool) -> Option<String> {
     if let Err(e) = c.xapic_limit() {
         return Some(e.to_string());
@@ -156,9 +156,7 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
     }
     match c.check_mode(host) {
         Err(e) => Some(e.to_string()),
-        Ok(plan) if skip_duplicates || !c.irqchip.lapic_in_kernel() => {
-            mode::duplicate_of(c.mode(), &plan)
-        }
+        Ok(plan) if skip_duplicates || !c.irqchip.lapic_in_kernel() => c.mode().duplicate_of(&plan),
         Ok(_) => None,
     }
 }

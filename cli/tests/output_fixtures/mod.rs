@@ -115,7 +115,7 @@ pub fn report(flags: &[&str], base: u64, exits_per_ipi: u64) -> RunReport {
     let nth = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let config = config(flags);
     let mode = RunConfig::from(&config);
-    let apicv = ipivmm_analysis::mode::apicv::plan(None, config.mode());
+    let apicv = ipivmm_analysis::mode::apicv::ApicvPlan::of(None, config.mode());
     let vcpus = (0..mode.vcpus)
         .map(|i| {
             let mut v = VcpuResult::new(i, i as u32);

@@ -42,7 +42,7 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         crate::linux::check_backend(g, software).map_err(crate::vm::VmError::from)?;
     }
     let plan = config.check_mode(host.as_ref())?;
-    let max_id = crate::mode::apicv::apic_id(plan.lever, config.vcpus.saturating_sub(1));
+    let max_id = plan.lever.apic_id(config.vcpus.saturating_sub(1));
     let x2apic_api = x2apic_api::decide(config, x2apic_api::supported(&kvm), max_id)
         .map_err(crate::vm::VmError::from)?;
     Ok(Prepared {

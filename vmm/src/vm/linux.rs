@@ -12,7 +12,7 @@ use super::{
 };
 use crate::arch::regs;
 use crate::linux::{acpi, boot_params, layout, LinuxImage};
-use crate::mode::apicv::{self, InhibitLever};
+use crate::mode::apicv::InhibitLever;
 use crate::mode::Irqchip;
 use kvm_bindings::{
     kvm_fpu, kvm_mp_state, kvm_regs, KVM_MAX_CPUID_ENTRIES, KVM_MP_STATE_UNINITIALIZED,
@@ -34,9 +34,7 @@ pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {
     let (kvm, config, lever) = (&p.kvm, &p.config, p.plan.lever);
     let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
     let memory = create_memory(&fd, config.memory_bytes)?;
-    let apic_ids: Vec<u32> = (0..config.vcpus)
-        .map(|i| apicv::apic_id(lever, i))
-        .collect();
+    let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| lever.apic_id(i)).collect();
     let irqchip = crate::irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
     vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
     if p.x2apic_api {

@@ -186,9 +186,7 @@ impl Vm {
         let image = image::check(image_bytes)?;
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
-        let apic_ids: Vec<u32> = (0..config.vcpus)
-            .map(|i| apicv::apic_id(lever, i))
-            .collect();
+        let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| lever.apic_id(i)).collect();
         let irqchip = crate::irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
         vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
         if p.x2apic_api {
@@ -361,7 +359,7 @@ pub(super) fn set_cpuid(
 
 /// The SynIC lever (`apicv::InhibitLever::HypervSynic`): vCPU 0's SynIC
 /// activated (KVM_CAP_HYPERV_SYNIC2: KVM leaves the guest's SynIC pages
-/// alone) and SINT0 written from the host as `apicv::synic_sint()`; KVM sets
+/// alone) and SINT0 written from the host as `apicv::InhibitLever::synic_sint()`; KVM sets
 /// APICV_INHIBIT_REASON_HYPERV for the VM in that write (hyperv.c:
 /// synic_set_sint -> synic_update_vector).
 fn synic_lever(vcpu: &VcpuFd) -> Result<(), VmError> {
@@ -374,8 +372,8 @@ fn synic_lever(vcpu: &VcpuFd) -> Result<(), VmError> {
         problem: e.to_string(),
     })?;
     let entries = [kvm_msr_entry {
-        index: apicv::HV_X64_MSR_SINT0,
-        data: apicv::synic_sint(),
+        index: apicv::InhibitLever::HV_X64_MSR_SINT0,
+        data: apicv::InhibitLever::synic_sint(),
         ..Default::default()
     }];
     let msrs = Msrs::from_entries(&entries).map_err(|e| VmError::SynicLever {

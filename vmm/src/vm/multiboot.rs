@@ -9,7 +9,7 @@ use super::{
     create_memory, create_vcpus, kvm_err, set_cpuid, synic_lever, vm_wide_setup, x2apic_api,
 };
 use super::{Prepared, Vm, VmError};
-use crate::mode::apicv::{self, InhibitLever};
+use crate::mode::apicv::InhibitLever;
 use crate::multiboot::{entry, MultibootImage};
 use kvm_bindings::{kvm_fpu, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::VcpuFd;
@@ -20,9 +20,7 @@ pub fn build(p: &Prepared, img: &MultibootImage) -> Result<Vm, VmError> {
     let (kvm, config, lever) = (&p.kvm, &p.config, p.plan.lever);
     let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
     let memory = create_memory(&fd, config.memory_bytes)?;
-    let apic_ids: Vec<u32> = (0..config.vcpus)
-        .map(|i| apicv::apic_id(lever, i))
-        .collect();
+    let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| lever.apic_id(i)).collect();
     let irqchip = crate::irqchip::for_mode(config.irqchip, &apic_ids, config.apic);
     vm_wide_setup(&fd, config, irqchip.as_ref(), lever)?;
     if p.x2apic_api {
