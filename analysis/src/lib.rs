@@ -25,7 +25,7 @@
 //! configuration by configuration, every figure decided by the gate:
 //!
 //! ```
-//! use ipivmm_analysis::compare::{compare, judge};
+//! use ipivmm_analysis::compare::{Comparison, GateOptions};
 //! use ipivmm_analysis::gate::Verdict;
 //! use ipivmm_analysis::results::Document;
 //! use std::path::Path;
@@ -37,7 +37,7 @@
 //! let mut after = before.clone();
 //! after.runs[0].timings.total_ns += 1;
 //! let files = [("before.json".to_string(), before), ("after.json".to_string(), after)];
-//! let report = judge::gate(&compare(&files)?, &judge::GateOptions::default());
+//! let report = Comparison::of(&files)?.gate(&GateOptions::default());
 //! for (endpoint, judged) in report.endpoints.iter().zip(&report.family.judged) {
 //!     println!("row {} {:?}: {:?}", endpoint.row, endpoint.metric, judged.outcome);
 //! }

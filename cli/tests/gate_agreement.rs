@@ -7,7 +7,7 @@
 //! occur. Seeded: the same pairs on every run.
 mod output_fixtures;
 
-use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
+use ipivmm_analysis::compare::{Comparison, Dimension, GateOptions};
 use ipivmm_analysis::expect::{Expectation, Outcome, Verdicts};
 use ipivmm_analysis::gate::{Policy, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
@@ -67,21 +67,18 @@ fn compare_ratio_and_check_agree_on_the_same_repeats() {
     for (effect, repeats) in [(1.0, 8), (1.1, 8), (1.16, 8), (1.3, 5), (1.0, 4)] {
         for pair in 0..40 {
             let doc = document(&mut r, repeats, effect);
-            let c = compare_by(
+            let c = Comparison::by(
                 &[("d.json".to_string(), doc.clone())],
                 Dimension::Apic,
                 &["xapic".to_string()],
             )
             .expect("the two APIC modes line up");
-            let g = ipivmm_analysis::compare::gate(
-                &c,
-                &GateOptions {
-                    policy: Policy::DEFAULT,
-                    gated: vec![Metric::CyclesPerOpP50],
-                    drift: None,
-                    keep_busy: false,
-                },
-            );
+            let g = c.gate(&GateOptions {
+                policy: Policy::DEFAULT,
+                gated: vec![Metric::CyclesPerOpP50],
+                drift: None,
+                keep_busy: false,
+            });
             let library = of_gate(g.verdict());
             let verdicts = Verdicts::of(&doc, std::slice::from_ref(&ratio));
             assert_eq!(verdicts.0.len(), 1);

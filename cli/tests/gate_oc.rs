@@ -19,7 +19,7 @@
 //! repeats"; the discrete (Tarone) shares by "12 rows × 5 repeats, +30%".
 mod output_fixtures;
 
-use ipivmm_analysis::compare::{compare_by, Dimension, GateOptions};
+use ipivmm_analysis::compare::{Comparison, Dimension, GateOptions};
 use ipivmm_analysis::gate::sequential::{Endpoint, Sequential};
 use ipivmm_analysis::gate::{Decision, Evidence, Policy, Scale, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
@@ -136,7 +136,7 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64, drift: f64, setup: 
         let (c, opts) = match setup {
             Setup::ByApic => {
                 let doc = document(&mut r, &apic_rows(rows_n), repeats, 1.0, drift, effect);
-                let c = compare_by(
+                let c = Comparison::by(
                     &[("sweep.json".to_string(), doc)],
                     Dimension::Apic,
                     &["xapic".to_string()],
@@ -164,7 +164,7 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64, drift: f64, setup: 
                     "new.json".to_string(),
                     document(&mut r, &rows, repeats, effect, drift, 1.0),
                 ));
-                let c = compare_by(&docs, Dimension::File, &names).unwrap();
+                let c = Comparison::by(&docs, Dimension::File, &names).unwrap();
                 let opts = GateOptions {
                     drift: match setup {
                         Setup::Profile(d) => Some(d),
@@ -175,7 +175,7 @@ fn cell(seed: u64, rows_n: usize, repeats: u32, effect: f64, drift: f64, setup: 
                 (c, opts)
             }
         };
-        let g = ipivmm_analysis::compare::gate(&c, &opts);
+        let g = c.gate(&opts);
         match g.verdict() {
             Verdict::Pass => pass += 1,
             Verdict::Fail => fail += 1,
@@ -333,10 +333,10 @@ fn outcome_of(g: &ipivmm_analysis::compare::GateReport, m: Metric) -> &Decision 
 #[test]
 fn busy_repeats_decide_counts_and_latency_only_when_kept() {
     let by_apic = |docs: &[(String, Document)]| {
-        compare_by(docs, Dimension::Apic, &["xapic".to_string()]).unwrap()
+        Comparison::by(docs, Dimension::Apic, &["xapic".to_string()]).unwrap()
     };
     let c = by_apic(&busy_sweep(4));
-    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::ExitsPerIpi),
         &Decision::Regressed,
@@ -356,7 +356,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
         "{notes:?}"
     );
     let c = by_apic(&busy_sweep(3));
-    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     assert!(
         matches!(
             outcome_of(&g, Metric::CyclesPerOpP50),
@@ -370,7 +370,7 @@ fn busy_repeats_decide_counts_and_latency_only_when_kept() {
         keep_busy: true,
         ..GateOptions::default()
     };
-    let g = ipivmm_analysis::compare::gate(&c, &kept);
+    let g = c.gate(&kept);
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
         &Decision::Equivalent,
@@ -399,13 +399,13 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
             .collect()
     };
     for new in [&same, &slow] {
-        let c = compare_by(
+        let c = Comparison::by(
             &files(vec![("b1.json", &b1), ("new.json", new)]),
             Dimension::File,
             &[],
         )
         .unwrap();
-        let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
+        let g = c.gate(&GateOptions::default());
         match outcome_of(&g, Metric::CyclesPerOpP50) {
             Decision::Undecided { why, .. } => {
                 for fix in [
@@ -430,13 +430,10 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
             g.caveats
         );
         // A profile's drift decides.
-        let g = ipivmm_analysis::compare::gate(
-            &c,
-            &GateOptions {
-                drift: Some(0.02),
-                ..GateOptions::default()
-            },
-        );
+        let g = c.gate(&GateOptions {
+            drift: Some(0.02),
+            ..GateOptions::default()
+        });
         assert!(
             !matches!(
                 outcome_of(&g, Metric::CyclesPerOpP50),
@@ -446,7 +443,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
         );
     }
     // Several baseline recordings decide: ×1.5 regressed.
-    let c = compare_by(
+    let c = Comparison::by(
         &files(vec![
             ("b1.json", &b1),
             ("b2.json", &b2),
@@ -457,7 +454,7 @@ fn one_recording_a_side_leaves_latency_undecided_and_names_the_fix() {
         &["b1.json", "b2.json", "b3.json"].map(String::from),
     )
     .unwrap();
-    let g = ipivmm_analysis::compare::gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     assert_eq!(
         outcome_of(&g, Metric::CyclesPerOpP50),
         &Decision::Regressed,

@@ -6,13 +6,13 @@ use ipivmm_analysis::compare::GateOptions;
 use ipivmm_analysis::gate::{Decision, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
-use ipivmm_cli::output::compare::{compare, compare_by, gate, render, Comparison, Dimension};
+use ipivmm_cli::output::compare::{render, Comparison, Dimension};
 use output_fixtures::{report, temp_dir};
 use std::path::Path;
 
 /// The comparison as text with the default gate, decisions included.
 fn rendered(c: &Comparison, color: bool) -> String {
-    render(c, &gate(c, &GateOptions::default()), color, false)
+    render(c, &c.gate(&GateOptions::default()), color, false)
 }
 
 fn record(dir: &Path, name: &str, runs: &[ipivmm::RunReport]) -> (String, Document) {
@@ -40,7 +40,7 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
             report(&["--workload", "broadcast", "--vcpus", "3"], 20_000, 4),
         ],
     );
-    let c = compare(&[a, b]).unwrap();
+    let c = Comparison::of(&[a, b]).unwrap();
     assert_eq!(c.names(), ["a.json", "b.json"]);
     let row = c
         .rows
@@ -98,7 +98,7 @@ fn compare_of_two_recorded_files_gives_the_expected_ratios() {
         "{text}"
     );
     assert!(!text.contains('\x1b'), "no colour when not asked");
-    let g = gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     assert!(render(&c, &g, true, false).contains("\x1b[33mwarning"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -133,7 +133,7 @@ fn compare_by_vcpus_lines_up_counts_and_explains_skipped_cells() {
     }];
     std::fs::write(&path, Document::new(runs, skipped).to_json()).unwrap();
     let docs = vec![("scale.json".to_string(), Document::load(&path).unwrap())];
-    let c = compare_by(&docs, Dimension::Vcpus, &[]).unwrap();
+    let c = Comparison::by(&docs, Dimension::Vcpus, &[]).unwrap();
     assert_eq!(c.names(), ["2", "4", "8"]);
     let x2 = c
         .rows
@@ -161,9 +161,9 @@ fn compare_by_vcpus_lines_up_counts_and_explains_skipped_cells() {
     let text = rendered(&c, false);
     assert!(text.contains("N=8") && text.contains("skipped"), "{text}");
     // A baseline names a column, or is refused with the choices.
-    let c = compare_by(&docs, Dimension::Vcpus, &["4".into()]).unwrap();
+    let c = Comparison::by(&docs, Dimension::Vcpus, &["4".into()]).unwrap();
     assert_eq!(c.names(), ["4", "2", "8"]);
-    let e = compare_by(&docs, Dimension::Vcpus, &["16".into()]).unwrap_err();
+    let e = Comparison::by(&docs, Dimension::Vcpus, &["16".into()]).unwrap_err();
     assert!(e.to_string().contains("2, 4, 8"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -179,10 +179,10 @@ fn compare_by_mode_lines_up_modes_recorded_in_separate_files() {
     );
     let docs = [a, b];
     // By file nothing lines up, and the comparison says what to do instead.
-    let c = compare(&docs).unwrap();
+    let c = Comparison::of(&docs).unwrap();
     assert_eq!(c.flags.len(), 1, "{:?}", c.flags);
     assert!(c.flags[0].contains("--by apic"), "{:?}", c.flags);
-    let c = compare_by(&docs, Dimension::Mode, &[]).unwrap();
+    let c = Comparison::by(&docs, Dimension::Mode, &[]).unwrap();
     assert_eq!(c.names(), ["kernel/xapic/icr", "kernel/x2apic/icr"]);
     assert_eq!(c.rows.len(), 1);
     assert_eq!(c.rows[0].file, None, "one run per cell: files merged");
@@ -192,7 +192,7 @@ fn compare_by_mode_lines_up_modes_recorded_in_separate_files() {
     // The same mode in both files: the file becomes part of the row.
     let again = record(&dir, "xapic-again.json", &[report(&[], 11_000, 4)]);
     let docs = [docs[0].clone(), again];
-    let c = compare_by(&docs, Dimension::Mode, &[]).unwrap();
+    let c = Comparison::by(&docs, Dimension::Mode, &[]).unwrap();
     assert_eq!(c.rows.len(), 2);
     assert!(c.rows.iter().all(|r| r.file.is_some()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -345,7 +345,7 @@ fn compare_saturates_counters_that_overflow() {
     assert!(text.contains("9223372036854775808"), "the file holds 2^63");
     r.timings.total_ns += 1;
     let b = record(&dir, "huge-again.json", std::slice::from_ref(&r));
-    let c = compare(&[a, b]).unwrap();
+    let c = Comparison::of(&[a, b]).unwrap();
     let s = &c.rows[0].cells[0].runs[0].summary;
     assert_eq!(
         (s.ipis, s.ipis_delivered, s.icr_writes),
@@ -389,7 +389,7 @@ fn profiled() -> GateOptions {
 
 /// [`outcome`] under `opts`.
 fn outcome_with(c: &Comparison, metric: Metric, opts: &GateOptions) -> Decision {
-    let g = gate(c, opts);
+    let g = c.gate(opts);
     let i = g
         .endpoints
         .iter()
@@ -399,7 +399,10 @@ fn outcome_with(c: &Comparison, metric: Metric, opts: &GateOptions) -> Decision 
 }
 
 fn verdict(docs: &[(String, Document)]) -> Verdict {
-    gate(&compare(docs).unwrap(), &GateOptions::default()).verdict()
+    Comparison::of(docs)
+        .unwrap()
+        .gate(&GateOptions::default())
+        .verdict()
 }
 
 #[test]
@@ -409,7 +412,7 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
     let same = record(&dir, "same.json", &repeats(10_050, 2));
     let slow = record(&dir, "slow.json", &repeats(12_000, 2));
     // The five runs of a file are one cell, not five rows.
-    let c = compare(&[old.clone(), same]).unwrap();
+    let c = Comparison::of(&[old.clone(), same]).unwrap();
     assert_eq!(c.rows.len(), 1);
     assert_eq!(c.rows[0].cells[0].runs.len(), 5);
     // (One file a side decides latency only with a noise profile's drift.)
@@ -418,9 +421,9 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
         Decision::Equivalent
     );
     assert_eq!(outcome(&c, Metric::ExitsPerIpi), Decision::Equivalent);
-    assert_eq!(gate(&c, &profiled()).exit_code(), 0);
+    assert_eq!(c.gate(&profiled()).exit_code(), 0);
     // 20% slower in every repeat: significant and beyond the threshold.
-    let c = compare(&[old.clone(), slow]).unwrap();
+    let c = Comparison::of(&[old.clone(), slow]).unwrap();
     assert_eq!(
         outcome_with(&c, Metric::CyclesPerOpP50, &profiled()),
         Decision::Regressed
@@ -433,10 +436,10 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
         },
         ..profiled()
     };
-    assert_ne!(gate(&c, &loose).verdict(), Verdict::Fail);
+    assert_ne!(c.gate(&loose).verdict(), Verdict::Fail);
     // Exact counts are judged as counts: 2 to 3 exits per IPI regresses.
     let more_exits = record(&dir, "exits.json", &repeats(10_000, 3));
-    let c = compare(&[old, more_exits]).unwrap();
+    let c = Comparison::of(&[old, more_exits]).unwrap();
     assert_eq!(outcome(&c, Metric::ExitsPerIpi), Decision::Regressed);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -470,8 +473,8 @@ fn repeats_of_a_busy_host_are_left_out_and_a_busy_baseline_never_passes() {
     let stolen_slow = record(&dir, "stolen.json", &loaded(repeats(12_000, 2), 0.0, 0.08));
     let quiet_slow = record(&dir, "slow.json", &loaded(repeats(12_000, 2), 0.0, 0.037));
     for slow in [busy_slow, stolen_slow] {
-        let c = compare(&[quiet_old.clone(), slow]).unwrap();
-        let g = gate(&c, &GateOptions::default());
+        let c = Comparison::of(&[quiet_old.clone(), slow]).unwrap();
+        let g = c.gate(&GateOptions::default());
         assert_eq!(g.verdict(), Verdict::Undecided, "{g:?}");
         assert!(
             g.endpoints
@@ -498,7 +501,7 @@ fn one_run_a_side_is_undecided_and_nothing_compared_is_said() {
     let dir = temp_dir("compare-undecided");
     let a = record(&dir, "a.json", &[report(&["--apic", "x2apic"], 10_000, 2)]);
     let b = record(&dir, "b.json", &[report(&["--apic", "x2apic"], 30_000, 2)]);
-    let c = compare(&[a.clone(), b]).unwrap();
+    let c = Comparison::of(&[a.clone(), b]).unwrap();
     match outcome(&c, Metric::CyclesPerOpP50) {
         Decision::Undecided { why, needs } => {
             assert!(why.contains("one recording a side"), "{why}");
@@ -534,14 +537,14 @@ fn a_run_that_did_not_complete_is_in_no_ratio_and_said_before_the_table() {
         hint: String::new(),
     };
     let docs = [record(&dir, "s.json", &runs)];
-    let c = compare_by(&docs, Dimension::Vcpus, &[]).unwrap();
+    let c = Comparison::by(&docs, Dimension::Vcpus, &[]).unwrap();
     let row = &c.rows[0];
     assert_eq!(c.names(), ["2", "4", "8"]);
     assert!(row.ratio(Metric::CyclesPerOpP50, 1).is_some());
     assert_eq!(row.ratio(Metric::CyclesPerOpP50, 2), None);
     assert_eq!(row.ratio(Metric::ExitsPerIpi, 2), None);
     // A column whose every run failed fails the gate: it is not dropped.
-    let g = gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     assert!(
         g.endpoints
             .iter()
@@ -900,7 +903,7 @@ fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
     let dir = temp_dir("lever");
     let a = record(&dir, "a.json", &[never_polled(10_000)]);
     let b = record(&dir, "b.json", &[never_polled(10_100)]);
-    let c = compare(&[a, b]).unwrap();
+    let c = Comparison::of(&[a, b]).unwrap();
     let notes = ipivmm_cli::output::compare::lever_notes(&c);
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(
@@ -916,7 +919,7 @@ fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
         text.contains("halt polling: 0 polls attempted in 200 halts"),
         "{text}"
     );
-    let g = gate(&c, &GateOptions::default());
+    let g = c.gate(&GateOptions::default());
     let said = ipivmm_cli::output::compare::decisions(&c, &g);
     assert!(
         said.iter()
@@ -933,6 +936,6 @@ fn a_lever_with_nothing_to_act_on_is_said_beside_the_verdict() {
     let a = record(&dir, "c.json", &[polled.clone()]);
     polled.timings.setup_ns += 1;
     let b = record(&dir, "d.json", &[polled]);
-    let c = compare(&[a, b]).unwrap();
+    let c = Comparison::of(&[a, b]).unwrap();
     assert!(ipivmm_cli::output::compare::lever_notes(&c).is_empty());
 }

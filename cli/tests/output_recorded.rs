@@ -3,7 +3,7 @@
 //! gives the ratios the raw JSON implies, the CSV parses.
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
-use ipivmm_cli::output::compare::compare;
+use ipivmm_cli::output::compare::Comparison;
 use ipivmm_cli::output::{csv, svg};
 use std::path::PathBuf;
 
@@ -83,7 +83,7 @@ fn compare_of_two_recorded_runs_gives_the_ratios_of_the_raw_figures() {
         serde_json::from_str(&std::fs::read_to_string(example(f)).unwrap()).unwrap()
     };
     let (a, b) = (raw("run-pingpong.json"), raw("run-pingpong-2.json"));
-    let c = compare(&[load("run-pingpong.json"), load("run-pingpong-2.json")]).unwrap();
+    let c = Comparison::of(&[load("run-pingpong.json"), load("run-pingpong-2.json")]).unwrap();
     assert!(c.flags.is_empty(), "{:?}", c.flags);
     assert_eq!(c.rows.len(), 1);
     let row = &c.rows[0];

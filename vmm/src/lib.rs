@@ -161,7 +161,7 @@ pub use ipivmm_abi as abi;
 /// compare, expectations and plan files, none of which needs KVM.
 pub use ipivmm_analysis as analysis;
 // The analysis modules under the paths the machine's code uses.
-use ipivmm_analysis::{compare, gate, inputs, mode, results, stats};
+use ipivmm_analysis::{gate, inputs, mode, results, stats};
 
 pub mod arch;
 pub mod config;

@@ -46,19 +46,21 @@ pub struct GateOptions {
     pub keep_busy: bool,
 }
 
-/// The figures a gate judges unless told otherwise: the headline (cycles
-/// per operation, p50) and the counts per delivered IPI.
-pub const DEFAULT_GATED: [Metric; 3] = [
-    Metric::CyclesPerOpP50,
-    Metric::ExitsPerIpi,
-    Metric::IcrExitsPerIpi,
-];
+impl GateOptions {
+    /// The figures a gate judges unless told otherwise: the headline (cycles
+    /// per operation, p50) and the counts per delivered IPI.
+    pub const DEFAULT_GATED: [Metric; 3] = [
+        Metric::CyclesPerOpP50,
+        Metric::ExitsPerIpi,
+        Metric::IcrExitsPerIpi,
+    ];
+}
 
 impl Default for GateOptions {
     fn default() -> Self {
         Self {
             policy: gate::Policy::DEFAULT,
-            gated: DEFAULT_GATED.to_vec(),
+            gated: GateOptions::DEFAULT_GATED.to_vec(),
             drift: None,
             keep_busy: false,
         }
@@ -246,169 +248,176 @@ fn cell_files(c: &Comparison, row: &Row, col: usize) -> Vec<usize> {
     }
 }
 
-/// The evidence of one gated figure between a baseline (its repeats per
-/// recording) and a new side, by the one rule every surface that judges
-/// recordings uses (`compare` of files, `calibrate`'s controls):
-/// counts every repeat of each side agrees on are exact, compared as they
-/// are; several baseline recordings measure the drift between recordings
-/// by their spread; one recording a side between files (`between_files`)
-/// decides a latency figure only with a known drift (a matching noise
-/// profile, `drift`), else it is undecided with the fix — its difference is
-/// the change plus a drift nothing measured. Rows of one file (other
-/// dimensions) ran interleaved: independent repeats.
-pub fn recorded_evidence(
-    base: Vec<Vec<f64>>,
-    new: Vec<f64>,
-    scale: Scale,
-    between_files: bool,
-    drift: Option<f64>,
-) -> Result<Evidence, Decision> {
-    let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
-    let exact = scale == Scale::Count
-        && agree(&base.iter().flatten().copied().collect::<Vec<_>>())
-        && agree(&new);
-    if exact {
-        return Ok(Evidence::Independent {
-            base: base.into_iter().flatten().collect(),
-            new,
-        });
-    }
-    if base.len() > 1 {
-        return Ok(Evidence::Recordings { base, new });
-    }
-    let base: Vec<f64> = base.into_iter().flatten().collect();
-    match drift.filter(|_| scale == Scale::Ratio) {
-        Some(between) => Ok(Evidence::Drift { base, new, between }),
-        None if between_files && scale == Scale::Ratio => Err(Decision::Undecided {
-            why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
-            needs: None,
-        }),
-        None => Ok(Evidence::Independent { base, new }),
+impl Evidence {
+    /// The evidence of one gated figure between a baseline (its repeats per
+    /// recording) and a new side, by the one rule every surface that judges
+    /// recordings uses (`compare` of files, `calibrate`'s controls):
+    /// counts every repeat of each side agrees on are exact, compared as they
+    /// are; several baseline recordings measure the drift between recordings
+    /// by their spread; one recording a side between files (`between_files`)
+    /// decides a latency figure only with a known drift (a matching noise
+    /// profile, `drift`), else it is undecided with the fix — its difference is
+    /// the change plus a drift nothing measured. Rows of one file (other
+    /// dimensions) ran interleaved: independent repeats.
+    pub fn recorded(
+        base: Vec<Vec<f64>>,
+        new: Vec<f64>,
+        scale: Scale,
+        between_files: bool,
+        drift: Option<f64>,
+    ) -> Result<Evidence, Decision> {
+        let agree = |v: &[f64]| v.iter().all(|x| *x == v[0]);
+        let exact = scale == Scale::Count
+            && agree(&base.iter().flatten().copied().collect::<Vec<_>>())
+            && agree(&new);
+        if exact {
+            return Ok(Evidence::Independent {
+                base: base.into_iter().flatten().collect(),
+                new,
+            });
+        }
+        if base.len() > 1 {
+            return Ok(Evidence::Recordings { base, new });
+        }
+        let base: Vec<f64> = base.into_iter().flatten().collect();
+        match drift.filter(|_| scale == Scale::Ratio) {
+            Some(between) => Ok(Evidence::Drift { base, new, between }),
+            None if between_files && scale == Scale::Ratio => Err(Decision::Undecided {
+                why: format!("{NO_DRIFT_EVIDENCE}; give {DRIFT_FIX}"),
+                needs: None,
+            }),
+            None => Ok(Evidence::Independent { base, new }),
+        }
     }
 }
 
-/// Gates `c`: every gated figure the baseline has, of every row the
-/// baseline has, in every other column.
-pub fn gate(c: &Comparison, opts: &GateOptions) -> GateReport {
-    let mut endpoints = Vec::new();
-    let mut items = Vec::new();
-    let mut caveats = Vec::new();
-    let mut no_drift_evidence = 0;
-    let mut busy_kept = 0;
-    for (ri, row) in c.rows.iter().enumerate() {
-        if row.cells.first().is_none_or(|b| b.runs.is_empty()) {
-            // Not a configuration of the baseline: reported, not gated.
-            continue;
-        }
-        let base_failed = row.cells[0].completed().next().is_none();
-        for col in 1..c.columns.len() {
-            for &m in &opts.gated {
-                let Side {
-                    by_file: base,
-                    mut notes,
-                    busy: base_busy,
-                    ..
-                } = side(row, 0, m, opts.keep_busy);
-                if base_failed {
+impl Comparison {
+    /// Gates `c`: every gated figure the baseline has, of every row the
+    /// baseline has, in every other column.
+    pub fn gate(&self, opts: &GateOptions) -> GateReport {
+        let mut endpoints = Vec::new();
+        let mut items = Vec::new();
+        let mut caveats = Vec::new();
+        let mut no_drift_evidence = 0;
+        let mut busy_kept = 0;
+        for (ri, row) in self.rows.iter().enumerate() {
+            if row.cells.first().is_none_or(|b| b.runs.is_empty()) {
+                // Not a configuration of the baseline: reported, not gated.
+                continue;
+            }
+            let base_failed = row.cells[0].completed().next().is_none();
+            for col in 1..self.columns.len() {
+                for &m in &opts.gated {
+                    let Side {
+                        by_file: base,
+                        mut notes,
+                        busy: base_busy,
+                        ..
+                    } = side(row, 0, m, opts.keep_busy);
+                    if base_failed {
+                        endpoints.push(Endpoint {
+                            row: ri,
+                            column: col,
+                            metric: m,
+                            notes,
+                        });
+                        items.push(Err(Decision::Undecided {
+                            why: format!(
+                                "no repeat of the baseline {} completed",
+                                self.column_header(0)
+                            ),
+                            needs: None,
+                        }));
+                        continue;
+                    }
+                    let base_total: usize = base.iter().map(|(_, v)| v.len()).sum();
+                    if base_total == 0 && notes.is_empty() {
+                        // The baseline never measured this figure: not gated.
+                        continue;
+                    }
+                    let Side {
+                        by_file: new,
+                        notes: new_notes,
+                        completed: new_completed,
+                        busy: new_busy,
+                    } = side(row, col, m, opts.keep_busy);
+                    if opts.keep_busy && !m.is_count() {
+                        busy_kept += base_busy + new_busy;
+                    }
+                    notes.extend(
+                        new_notes
+                            .into_iter()
+                            .map(|n| format!("{}: {n}", self.column_header(col))),
+                    );
+                    let new_values: Vec<f64> = new.into_iter().flat_map(|(_, v)| v).collect();
+                    let scale = if m.is_count() {
+                        Scale::Count
+                    } else {
+                        Scale::Ratio
+                    };
+                    let item = if let Some(o) =
+                        accounted(self, row, col, !new_values.is_empty(), new_completed)
+                    {
+                        Err(o)
+                    } else if base_total == 0 {
+                        Err(Decision::Undecided {
+                            why: format!(
+                                "no usable repeat in the baseline {} ({})",
+                                self.column_header(0),
+                                notes.join("; ")
+                            ),
+                            needs: None,
+                        })
+                    } else {
+                        let between_files = self.by == Dimension::File;
+                        let item = Evidence::recorded(
+                            base.into_iter().map(|(_, v)| v).collect(),
+                            new_values,
+                            scale,
+                            between_files,
+                            opts.drift,
+                        )
+                        .and_then(|evidence| {
+                            evidence
+                                .examine(scale, &opts.policy)
+                                .map_err(|why| Decision::Undecided { why, needs: None })
+                        });
+                        no_drift_evidence += usize::from(matches!(&item,
+                            Err(Decision::Undecided { why, .. }) if why.starts_with(NO_DRIFT_EVIDENCE)));
+                        item
+                    };
                     endpoints.push(Endpoint {
                         row: ri,
                         column: col,
                         metric: m,
                         notes,
                     });
-                    items.push(Err(Decision::Undecided {
-                        why: format!("no repeat of the baseline {} completed", c.column_header(0)),
-                        needs: None,
-                    }));
-                    continue;
+                    items.push(item);
                 }
-                let base_total: usize = base.iter().map(|(_, v)| v.len()).sum();
-                if base_total == 0 && notes.is_empty() {
-                    // The baseline never measured this figure: not gated.
-                    continue;
-                }
-                let Side {
-                    by_file: new,
-                    notes: new_notes,
-                    completed: new_completed,
-                    busy: new_busy,
-                } = side(row, col, m, opts.keep_busy);
-                if opts.keep_busy && !m.is_count() {
-                    busy_kept += base_busy + new_busy;
-                }
-                notes.extend(
-                    new_notes
-                        .into_iter()
-                        .map(|n| format!("{}: {n}", c.column_header(col))),
-                );
-                let new_values: Vec<f64> = new.into_iter().flat_map(|(_, v)| v).collect();
-                let scale = if m.is_count() {
-                    Scale::Count
-                } else {
-                    Scale::Ratio
-                };
-                let item = if let Some(o) =
-                    accounted(c, row, col, !new_values.is_empty(), new_completed)
-                {
-                    Err(o)
-                } else if base_total == 0 {
-                    Err(Decision::Undecided {
-                        why: format!(
-                            "no usable repeat in the baseline {} ({})",
-                            c.column_header(0),
-                            notes.join("; ")
-                        ),
-                        needs: None,
-                    })
-                } else {
-                    let between_files = c.by == Dimension::File;
-                    let item = recorded_evidence(
-                        base.into_iter().map(|(_, v)| v).collect(),
-                        new_values,
-                        scale,
-                        between_files,
-                        opts.drift,
-                    )
-                    .and_then(|evidence| {
-                        evidence
-                            .examine(scale, &opts.policy)
-                            .map_err(|why| Decision::Undecided { why, needs: None })
-                    });
-                    no_drift_evidence += usize::from(matches!(&item,
-                        Err(Decision::Undecided { why, .. }) if why.starts_with(NO_DRIFT_EVIDENCE)));
-                    item
-                };
-                endpoints.push(Endpoint {
-                    row: ri,
-                    column: col,
-                    metric: m,
-                    notes,
-                });
-                items.push(item);
             }
         }
-    }
-    if no_drift_evidence > 0 {
-        caveats.push(format!(
-            "{no_drift_evidence} latency figure{} left undecided: {NO_DRIFT_EVIDENCE} (files of one configuration \
-             recorded minutes apart drifted ×1.4 on this project's hosts); exact counts are judged; give {DRIFT_FIX}",
-            if no_drift_evidence == 1 { "" } else { "s" }
-        ));
-    }
-    if busy_kept > 0 {
-        caveats.push(
-            "repeats run on a busy host were kept for latency figures (keep busy repeats): the load may have \
-             slowed either side, so a latency verdict here is about this host under its load"
-                .into(),
-        );
-    }
-    for (f, why) in &c.unfinished {
-        caveats.push(format!("{} did not finish: {why}", c.files[*f].0));
-    }
-    GateReport {
-        policy: opts.policy,
-        endpoints,
-        family: gate::Family::judge(items, &opts.policy),
-        caveats,
+        if no_drift_evidence > 0 {
+            caveats.push(format!(
+                "{no_drift_evidence} latency figure{} left undecided: {NO_DRIFT_EVIDENCE} (files of one configuration \
+                 recorded minutes apart drifted ×1.4 on this project's hosts); exact counts are judged; give {DRIFT_FIX}",
+                if no_drift_evidence == 1 { "" } else { "s" }
+            ));
+        }
+        if busy_kept > 0 {
+            caveats.push(
+                "repeats run on a busy host were kept for latency figures (keep busy repeats): the load may have \
+                 slowed either side, so a latency verdict here is about this host under its load"
+                    .into(),
+            );
+        }
+        for (f, why) in &self.unfinished {
+            caveats.push(format!("{} did not finish: {why}", self.files[*f].0));
+        }
+        GateReport {
+            policy: opts.policy,
+            endpoints,
+            family: gate::Family::judge(items, &opts.policy),
+            caveats,
+        }
     }
 }

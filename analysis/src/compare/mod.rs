@@ -12,7 +12,7 @@
 //! then measures (drift) instead of assuming none.
 pub mod judge;
 
-pub use judge::{gate, Endpoint, GateOptions, GateReport};
+pub use judge::{Endpoint, GateOptions, GateReport};
 
 use crate::mode::Lever;
 use crate::results::identity::{ConfigId, Field};
@@ -525,66 +525,72 @@ fn baseline_files(
     Ok(out)
 }
 
-/// Lines up `docs` (name, document) by `by` against `baselines` (files
-/// with `--by file`, else at most one column value; none: the first).
-pub fn compare_by(
-    docs: &[(String, Document)],
-    by: Dimension,
-    baselines: &[String],
-) -> Result<Comparison, CompareError> {
-    let recorded: Vec<(String, Recorded)> = docs
-        .iter()
-        .map(|(n, d)| (n.clone(), Recorded::of(d)))
-        .collect();
-    compare_recorded(&recorded, by, baselines)
-}
-
-/// Lines up `docs` by file, the first the baseline.
-pub fn compare(docs: &[(String, Document)]) -> Result<Comparison, CompareError> {
-    compare_by(docs, Dimension::File, &[])
-}
-
-/// [`compare_by`] of documents already reduced to what a comparison
-/// keeps ([`Recorded`]): what `ipivmm compare` uses, one document in
-/// memory at a time.
-pub fn compare_recorded(
-    docs: &[(String, Recorded)],
-    by: Dimension,
-    baselines: &[String],
-) -> Result<Comparison, CompareError> {
-    check_distinct(docs)?;
-    for (name, d) in docs {
-        check_repeats(name, d)?;
+impl Comparison {
+    /// Lines up `docs` (name, document) by `by` against `baselines` (files
+    /// with `--by file`, else at most one column value; none: the first).
+    pub fn by(
+        docs: &[(String, Document)],
+        by: Dimension,
+        baselines: &[String],
+    ) -> Result<Comparison, CompareError> {
+        let recorded: Vec<(String, Recorded)> = docs
+            .iter()
+            .map(|(n, d)| (n.clone(), Recorded::of(d)))
+            .collect();
+        Comparison::of_recorded(&recorded, by, baselines)
     }
-    let columns = match by {
-        Dimension::File => {
-            let base = baseline_files(docs, baselines)?;
-            let mut cols = vec![Column {
-                name: base
-                    .iter()
-                    .map(|i| docs[*i].0.clone())
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                files: base.clone(),
-            }];
-            cols.extend(
-                (0..docs.len())
-                    .filter(|i| !base.contains(i))
-                    .map(|i| Column {
-                        name: docs[i].0.clone(),
-                        files: vec![i],
-                    }),
-            );
-            cols
+}
+
+impl Comparison {
+    /// Lines up `docs` by file, the first the baseline.
+    pub fn of(docs: &[(String, Document)]) -> Result<Comparison, CompareError> {
+        Comparison::by(docs, Dimension::File, &[])
+    }
+}
+
+impl Comparison {
+    /// [`Comparison::by`] of documents already reduced to what a comparison
+    /// keeps ([`Recorded`]): what `ipivmm compare` uses, one document in
+    /// memory at a time.
+    pub fn of_recorded(
+        docs: &[(String, Recorded)],
+        by: Dimension,
+        baselines: &[String],
+    ) -> Result<Comparison, CompareError> {
+        check_distinct(docs)?;
+        for (name, d) in docs {
+            check_repeats(name, d)?;
         }
-        _ => {
-            if baselines.len() > 1 {
-                return Err(CompareError::SeveralBaselines(by));
+        let columns = match by {
+            Dimension::File => {
+                let base = baseline_files(docs, baselines)?;
+                let mut cols = vec![Column {
+                    name: base
+                        .iter()
+                        .map(|i| docs[*i].0.clone())
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                    files: base.clone(),
+                }];
+                cols.extend(
+                    (0..docs.len())
+                        .filter(|i| !base.contains(i))
+                        .map(|i| Column {
+                            name: docs[i].0.clone(),
+                            files: vec![i],
+                        }),
+                );
+                cols
             }
-            value_columns(docs, by, baselines.first().map(String::as_str))?
-        }
-    };
-    Ok(line_up(docs, by, columns))
+            _ => {
+                if baselines.len() > 1 {
+                    return Err(CompareError::SeveralBaselines(by));
+                }
+                value_columns(docs, by, baselines.first().map(String::as_str))?
+            }
+        };
+        Ok(line_up(docs, by, columns))
+    }
 }
 
 /// The column values along `by` in order (modes as first seen, vCPU

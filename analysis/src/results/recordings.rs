@@ -184,13 +184,13 @@ mod tests {
 /// One reading of "a recording" on every surface (issue 47): for any set of
 /// files — whole, killed (`incomplete`), empty, or copies of one another —
 /// a plan over recorded files ([`merge`]) refuses exactly the sets that
-/// `compare` refuses (the same run twice: [`crate::compare::compare_recorded`];
+/// `compare` refuses (the same run twice: [`crate::compare::Comparison::of_recorded`];
 /// a file that is not whole: [`check_one`], which `compare
 /// --fail-on-regression` applies to each file it reads).
 #[cfg(test)]
 mod agreement {
     use super::*;
-    use crate::compare::{compare_recorded, CompareError, Dimension, Recorded};
+    use crate::compare::{CompareError, Comparison, Dimension, Recorded};
     use proptest::prelude::*;
 
     /// What file `i` of a set is.
@@ -276,7 +276,7 @@ mod agreement {
                 .map(|(f, d)| (f.display().to_string(), Recorded::of(d)))
                 .collect();
             let same_run_twice = matches!(
-                compare_recorded(&recorded, Dimension::File, &[]),
+                Comparison::of_recorded(&recorded, Dimension::File, &[]),
                 Err(CompareError::SameRunTwice { .. })
             );
             let _ = std::fs::remove_dir_all(&dir);

@@ -16,9 +16,9 @@
 //! a factor of about two. The profile records where and when it was
 //! measured (host, CPU, kernel, KVM parameters, configuration, version,
 //! date, pause) so that `compare` can say when it does not match.
-use crate::compare::judge::recorded_evidence;
 use crate::config::VmConfig;
 use crate::gate::profile::{Control, NoiseProfile};
+use crate::gate::Evidence;
 use crate::gate::{self, Policy, Scale};
 use crate::results::metrics::Metric;
 use crate::results::RunReport;
@@ -238,10 +238,11 @@ pub fn calibrate(
     // (compare::judge::recorded_evidence), so what calibrate reports is
     // what the same recordings give `compare`.
     let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
-        let item = recorded_evidence(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
-            e.examine(Scale::Ratio, &spec.policy)
-                .map_err(|why| gate::Decision::Undecided { why, needs: None })
-        });
+        let item =
+            Evidence::recorded(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
+                e.examine(Scale::Ratio, &spec.policy)
+                    .map_err(|why| gate::Decision::Undecided { why, needs: None })
+            });
         gate::Family::judge(vec![item], &spec.policy)
             .verdict
             .exit_code()

@@ -25,7 +25,7 @@
 //! rounds, compared along the APIC mode.
 //!
 //! ```no_run
-//! use ipivmm::analysis::compare::{compare_by, judge, Dimension};
+//! use ipivmm::analysis::compare::{Comparison, Dimension, GateOptions};
 //! use ipivmm::analysis::results::Document;
 //! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Quiet, Repeats};
 //! use ipivmm::{ApicMode, VmConfig};
@@ -43,8 +43,8 @@
 //! for r in &doc.runs {
 //!     println!("{} repeat {:?}: {:?}", r.id().label(), r.repeat, r.metrics().values);
 //! }
-//! let cmp = compare_by(&[("rounds".to_string(), doc)], Dimension::Apic, &[])?;
-//! let report = judge::gate(&cmp, &judge::GateOptions::default());
+//! let cmp = Comparison::by(&[("rounds".to_string(), doc)], Dimension::Apic, &[])?;
+//! let report = cmp.gate(&GateOptions::default());
 //! println!("x2apic against xapic: {:?} (exit {})", report.verdict(), report.exit_code());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -4,7 +4,7 @@
 //! here, interleaved, until the gate decides or the budget is spent.
 use super::{fail, init_log, say};
 use crate::cli::args::CompareArgs;
-use crate::output::compare::{self, GateOptions};
+use crate::output::compare::{self, Comparison, GateOptions};
 use crate::output::dest::{print_text, Outputs};
 use crate::output::fit::wrap;
 use crate::output::journal::Journal;
@@ -12,7 +12,6 @@ use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
 use ipivmm::experiment::interleaved::{self, Arm, InterleavedEvents, Spec, Stopped};
 use ipivmm::RunReport;
-use ipivmm_analysis::compare::judge::DEFAULT_GATED;
 use ipivmm_analysis::gate::profile::NoiseProfile;
 use ipivmm_analysis::gate::sequential::Look;
 use ipivmm_analysis::gate::{Policy, Verdict};
@@ -36,7 +35,7 @@ fn policy(args: &CompareArgs) -> Policy {
 /// The figures judged: `--gate` names the whole set, else the defaults.
 fn gated(args: &CompareArgs) -> Vec<Metric> {
     if args.gate.is_empty() {
-        return DEFAULT_GATED.to_vec();
+        return GateOptions::DEFAULT_GATED.to_vec();
     }
     let mut g = Vec::new();
     for m in &args.gate {
@@ -147,19 +146,16 @@ pub fn main(args: &CompareArgs) -> ExitCode {
         d => d,
     };
     // A baseline that names no column is refused before anything is written.
-    let comparison = match compare::compare_recorded(&recorded, args.by, &args.baseline) {
+    let comparison = match Comparison::of_recorded(&recorded, args.by, &args.baseline) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let gate = compare::gate(
-        &comparison,
-        &GateOptions {
-            policy: policy(args),
-            gated: gated(args),
-            drift: drift.as_ref().map(|p| p.between_log_sd),
-            keep_busy: args.keep_busy,
-        },
-    );
+    let gate = comparison.gate(&GateOptions {
+        policy: policy(args),
+        gated: gated(args),
+        drift: drift.as_ref().map(|p| p.between_log_sd),
+        keep_busy: args.keep_busy,
+    });
     let errors = outputs.write_from(&Files(&files, args.phase.as_deref()), &mut |f| {
         if !args.quiet {
             eprintln!("wrote {}", f.display());

@@ -3,10 +3,7 @@
 //! gate's decisions as text ([`render`]).
 mod render;
 
-pub use ipivmm_analysis::compare::{
-    compare, compare_by, compare_recorded, gate, Comparison, Dimension, GateOptions, GateReport,
-    Recorded,
-};
+pub use ipivmm_analysis::compare::{Comparison, Dimension, GateOptions, GateReport, Recorded};
 pub use render::{decisions, lever_notes, live_lever_notes, outcome_line, render};
 
 /// How much a count per operation or per IPI may rise before
