@@ -33,7 +33,7 @@
 //! and [`execute`] runs them:
 //!
 //! ```no_run
-//! use ipivmm::analysis::plan::file::{load, Job};
+//! use ipivmm::analysis::plan::file::{Job, PlanFile};
 //! use ipivmm::experiment::rounds::Planned;
 //! use ipivmm::plan::{execute, from_file, Plan};
 //! use ipivmm::{ApicMode, VmConfig};
@@ -43,7 +43,7 @@
 //!     "mine.toml",
 //!     "name = \"mine\"\n[[experiment]]\nname = \"x2apic\"\nrun = \"--apic x2apic\"\nexpect = [\"ipis_delivered == ipis_sent\"]\n",
 //! )?;
-//! let (file, checked) = load(Path::new("mine.toml"), |_, flags| match flags {
+//! let (file, checked) = PlanFile::load(Path::new("mine.toml"), |_, flags| match flags {
 //!     "--apic x2apic" => Ok(VmConfig { apic: ApicMode::X2apic, ..VmConfig::default() }),
 //!     other => Err(format!("'{other}': this parser knows --apic x2apic only")),
 //! })?;
@@ -64,8 +64,8 @@
 //! ```
 use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
 use ipivmm_analysis::expect::{Expectation, Verdicts};
-use ipivmm_analysis::plan::file::{recorded, Checked, ExperimentFile, Job, Unrecorded};
-use ipivmm_analysis::plan::{settle, ExperimentOutcome, NotRun, PlanOutcome, Requirement};
+use ipivmm_analysis::plan::file::{Checked, ExperimentFile, Job, Unrecorded};
+use ipivmm_analysis::plan::{ExperimentOutcome, NotRun, PlanOutcome, Requirement};
 use ipivmm_analysis::results::{Document, PresetReport, SkippedMode};
 use ipivmm_host::facts::HostInfo;
 use ipivmm_term::text::escape_controls;
@@ -199,7 +199,7 @@ pub fn execute_with(
     let mut out = PlanOutcome::default();
     for x in &plan.experiments {
         events.experiment(x);
-        let not_run = settle(
+        let not_run = ExperimentOutcome::settle(
             &x.name,
             &x.expect,
             &x.requires,
@@ -244,7 +244,7 @@ pub fn from_file<J>(x: &ExperimentFile, c: &Checked<J>, base: &Path) -> Result<E
     e.about = x.about.clone();
     e.requires = c.requires.clone();
     if let Job::Recorded(pattern) = &c.job {
-        match recorded(pattern, base) {
+        match Document::recorded(pattern, base) {
             Ok(doc) => e.recorded = Some(doc),
             Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
             Err(Unrecorded::Refused(why)) => {

@@ -87,7 +87,7 @@ pub struct NoiseProfile {
     pub round_log_sd: Option<f64>,
     /// The A/A control: every pair of recordings compared as one file
     /// against another with no profile, by `compare`'s rule for files
-    /// ([`crate::compare::judge::recorded_evidence`]): one recording a side
+    /// ([`crate::gate::Evidence::recorded`]): one recording a side
     /// and no known drift leaves a latency figure undecided.
     pub aa: Control,
     /// The same with the measured drift added (`--noise-profile`).

@@ -2,8 +2,8 @@
 //! TOML, every experiment's name, expectations, requirements and recorded
 //! results checked before anything runs. A `run = "FLAGS"` or
 //! `sweep = "FLAGS"` line is the front end's (those are its command
-//! lines): [`load`] hands each to the caller's parser, so a plan of
-//! recorded results only ([`judge_recorded`]) needs no front end and no
+//! lines): [`PlanFile::load`] hands each to the caller's parser, so a plan of
+//! recorded results only ([`PlanFile::judge_recorded`]) needs no front end and no
 //! KVM.
 //!
 //! ```
@@ -21,7 +21,7 @@
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-use super::{settle, NotRun, PlanOutcome, Requirement};
+use super::{ExperimentOutcome, NotRun, PlanOutcome, Requirement};
 use crate::expect::{Expectation, Verdicts};
 use crate::results::Document;
 use ipivmm_term::text::escape_controls;
@@ -107,93 +107,96 @@ pub struct Checked<J> {
     pub requires: Vec<Requirement>,
 }
 
-/// The plan file at `path` read and every experiment checked, before
-/// anything runs; each `run`/`sweep` line handed to `flags` (an Err is
-/// the plan's error, named after its experiment). One-line errors.
-pub fn load<J>(
-    path: &Path,
-    mut flags: impl FnMut(LineCommand, &str) -> Result<J, String>,
-) -> Result<(PlanFile, Vec<Checked<J>>), String> {
-    let text =
-        crate::inputs::read_text(path, 1 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
-    let plan: PlanFile = toml::from_str(&text).map_err(|e| {
-        let at = e.span().map_or(String::new(), |span| {
-            let (line, column) = line_column(&text, span.start);
-            format!("line {line}, column {column}: ")
-        });
-        format!("{}: {at}{}", path.display(), e.message().trim_end())
-    })?;
-    let mut checked = Vec::new();
-    let mut names = std::collections::BTreeSet::new();
-    for x in &plan.experiments {
-        let at = |e: String| {
-            format!(
-                "{}: experiment '{}': {e}",
-                path.display(),
-                escape_controls(&x.name)
-            )
-        };
-        if x.name.trim().is_empty() {
-            return Err(at("an empty name: give it one (its test points and --json-dir file are named after it)".into()));
-        }
-        if json_stem(&x.name).len() > crate::results::slug::MAX_REVERSIBLE {
-            return Err(at(format!(
-                "a name this long cannot name its --json-dir file: at most {} bytes once escaped",
-                crate::results::slug::MAX_REVERSIBLE
-            )));
-        }
-        if !names.insert(x.name.as_str()) {
-            return Err(at(
-                "a second experiment of that name: names must differ".into()
-            ));
-        }
-        let job = match (&x.run, &x.sweep, &x.results) {
-            (Some(r), None, None) => {
-                with_guest(x, r).and_then(|r| flags(LineCommand::Run, &r).map(Job::Flags))
+impl PlanFile {
+    /// The plan file at `path` read and every experiment checked, before
+    /// anything runs; each `run`/`sweep` line handed to `flags` (an Err is
+    /// the plan's error, named after its experiment). One-line errors.
+    pub fn load<J>(
+        path: &Path,
+        mut flags: impl FnMut(LineCommand, &str) -> Result<J, String>,
+    ) -> Result<(PlanFile, Vec<Checked<J>>), String> {
+        let text = crate::inputs::read_text(path, 1 << 20)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let plan: PlanFile = toml::from_str(&text).map_err(|e| {
+            let at = e.span().map_or(String::new(), |span| {
+                let (line, column) = line_column(&text, span.start);
+                format!("line {line}, column {column}: ")
+            });
+            format!("{}: {at}{}", path.display(), e.message().trim_end())
+        })?;
+        let mut checked = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        for x in &plan.experiments {
+            let at = |e: String| {
+                format!(
+                    "{}: experiment '{}': {e}",
+                    path.display(),
+                    escape_controls(&x.name)
+                )
+            };
+            if x.name.trim().is_empty() {
+                return Err(at("an empty name: give it one (its test points and --json-dir file are named after it)".into()));
             }
-            (None, Some(s), None) => {
-                with_guest(x, s).and_then(|s| flags(LineCommand::Sweep, &s).map(Job::Flags))
+            if ExperimentFile::json_stem(&x.name).len() > crate::results::slug::MAX_REVERSIBLE {
+                return Err(at(format!(
+                    "a name this long cannot name its --json-dir file: at most {} bytes once escaped",
+                    crate::results::slug::MAX_REVERSIBLE
+                )));
             }
-            (None, None, Some(_)) if x.kernel.is_some() || x.initrd.is_some() => Err(
-                "kernel = / initrd = boot the Linux guest of a run or sweep line; recorded results = ran already".into(),
-            ),
-            (None, None, Some(f)) if f.matches('*').count() <= 1 && !f.is_empty() => {
-                Ok(Job::Recorded(f.clone()))
+            if !names.insert(x.name.as_str()) {
+                return Err(at(
+                    "a second experiment of that name: names must differ".into()
+                ));
             }
-            (None, None, Some(f)) => Err(format!(
-                "results = \"{f}\": a file name, with at most one '*'"
-            )),
-            _ => Err("give one of run = \"FLAGS\", sweep = \"FLAGS\" or results = \"FILE\"".into()),
-        }
-        .map_err(at)?;
-        let expect = x
-            .expect
-            .iter()
-            .map(|e| e.parse::<Expectation>().map_err(|e| at(e.to_string())))
-            .collect::<Result<Vec<_>, _>>()?;
-        if expect.is_empty() {
-            return Err(at("no expectation: add expect = [\"...\"]".into()));
-        }
-        let requires = x
-            .requires
-            .iter()
-            .map(|need| {
-                need.parse::<Requirement>().map_err(|_| {
-                    let all: Vec<String> = Requirement::ALL.iter().map(|r| r.to_string()).collect();
-                    at(format!("requires '{need}': not one of {}", all.join(", ")))
+            let job = match (&x.run, &x.sweep, &x.results) {
+                (Some(r), None, None) => {
+                    with_guest(x, r).and_then(|r| flags(LineCommand::Run, &r).map(Job::Flags))
+                }
+                (None, Some(s), None) => {
+                    with_guest(x, s).and_then(|s| flags(LineCommand::Sweep, &s).map(Job::Flags))
+                }
+                (None, None, Some(_)) if x.kernel.is_some() || x.initrd.is_some() => Err(
+                    "kernel = / initrd = boot the Linux guest of a run or sweep line; recorded results = ran already".into(),
+                ),
+                (None, None, Some(f)) if f.matches('*').count() <= 1 && !f.is_empty() => {
+                    Ok(Job::Recorded(f.clone()))
+                }
+                (None, None, Some(f)) => Err(format!(
+                    "results = \"{f}\": a file name, with at most one '*'"
+                )),
+                _ => Err("give one of run = \"FLAGS\", sweep = \"FLAGS\" or results = \"FILE\"".into()),
+            }
+            .map_err(at)?;
+            let expect = x
+                .expect
+                .iter()
+                .map(|e| e.parse::<Expectation>().map_err(|e| at(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
+            if expect.is_empty() {
+                return Err(at("no expectation: add expect = [\"...\"]".into()));
+            }
+            let requires = x
+                .requires
+                .iter()
+                .map(|need| {
+                    need.parse::<Requirement>().map_err(|_| {
+                        let all: Vec<String> =
+                            Requirement::ALL.iter().map(|r| r.to_string()).collect();
+                        at(format!("requires '{need}': not one of {}", all.join(", ")))
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        checked.push(Checked {
-            job,
-            expect,
-            requires,
-        });
+                .collect::<Result<Vec<_>, _>>()?;
+            checked.push(Checked {
+                job,
+                expect,
+                requires,
+            });
+        }
+        if checked.is_empty() {
+            return Err(format!("{}: no [[experiment]]", path.display()));
+        }
+        Ok((plan, checked))
     }
-    if checked.is_empty() {
-        return Err(format!("{}: no [[experiment]]", path.display()));
-    }
-    Ok((plan, checked))
 }
 
 /// A run or sweep line with the experiment's `kernel =` / `initrd =` as
@@ -225,31 +228,35 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// The `--json-dir` file stem of experiment `name`: unique per name and
-/// readable back (`a b` is `a%20b.json`, never `a-b.json` like `a-b`).
-pub fn json_stem(name: &str) -> String {
-    crate::results::slug::reversible(name)
+impl ExperimentFile {
+    /// The `--json-dir` file stem of experiment `name`: unique per name and
+    /// readable back (`a b` is `a%20b.json`, never `a-b.json` like `a-b`).
+    pub fn json_stem(name: &str) -> String {
+        crate::results::slug::reversible(name)
+    }
 }
 
-/// The results documents `pattern` names under `base` (its file name may
-/// hold one `*`), as one document; Err naming what is missing or
-/// unreadable, and whether it refuses the plan ([`Unrecorded`]).
-pub fn recorded(pattern: &str, base: &Path) -> Result<Document, Unrecorded> {
-    let files = recorded_files(pattern, base);
-    if files.is_empty() {
-        return Err(Unrecorded::Point(format!(
-            "no results file {}",
-            base.join(pattern).display()
-        )));
+impl Document {
+    /// The results documents `pattern` names under `base` (its file name may
+    /// hold one `*`), as one document; Err naming what is missing or
+    /// unreadable, and whether it refuses the plan ([`Unrecorded`]).
+    pub fn recorded(pattern: &str, base: &Path) -> Result<Document, Unrecorded> {
+        let files = recorded_files(pattern, base);
+        if files.is_empty() {
+            return Err(Unrecorded::Point(format!(
+                "no results file {}",
+                base.join(pattern).display()
+            )));
+        }
+        // The engine's one rule of what a recording is: a killed or empty
+        // file is named (a failing point), the same run twice refused, the
+        // bytes bounded (the plan cannot start: exit 2, as `compare`).
+        crate::results::recordings::merge(&files, crate::results::recordings::MAX_RECORDINGS_BYTES)
+            .map_err(|e| match e.refuses_inputs() {
+                true => Unrecorded::Refused(e.to_string()),
+                false => Unrecorded::Point(e.to_string()),
+            })
     }
-    // The engine's one rule of what a recording is: a killed or empty
-    // file is named (a failing point), the same run twice refused, the
-    // bytes bounded (the plan cannot start: exit 2, as `compare`).
-    crate::results::recordings::merge(&files, crate::results::recordings::MAX_RECORDINGS_BYTES)
-        .map_err(|e| match e.refuses_inputs() {
-            true => Unrecorded::Refused(e.to_string()),
-            false => Unrecorded::Point(e.to_string()),
-        })
 }
 
 /// Why a plan's `results = GLOB` gave no document.
@@ -297,73 +304,79 @@ fn recorded_files(pattern: &str, base: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Refuses a `--json-dir` where an experiment that runs would write a file
-/// that an experiment reads as `results = "GLOB"` under `base`: the journal
-/// (from before the first VM) would replace the recording it judges.
-pub fn json_dir_reads_none(file: &PlanFile, json_dir: &Path, base: &Path) -> Result<(), String> {
-    let same = |p: &Path| std::fs::canonicalize(p).ok();
-    let Some(dir) = same(json_dir) else {
-        return Ok(());
-    };
-    for r in &file.experiments {
-        let Some(pattern) = &r.results else { continue };
-        for read in recorded_files(pattern, base) {
-            let Some(read_at) = same(&read) else { continue };
-            let writer = file
-                .experiments
-                .iter()
-                .filter(|w| w.results.is_none())
-                .find(|w| dir.join(format!("{}.json", json_stem(&w.name))) == read_at);
-            if let Some(w) = writer {
-                return Err(format!(
-                    "--json-dir {}: experiment '{}' would write {}, which experiment '{}' reads (results = \"{}\"): give --json-dir another directory",
-                    json_dir.display(),
-                    escape_controls(&w.name),
-                    read.display(),
-                    escape_controls(&r.name),
-                    escape_controls(pattern)
-                ));
+impl PlanFile {
+    /// Refuses a `--json-dir` where an experiment that runs would write a file
+    /// that an experiment reads as `results = "GLOB"` under `base`: the journal
+    /// (from before the first VM) would replace the recording it judges.
+    pub fn json_dir_reads_none(&self, json_dir: &Path, base: &Path) -> Result<(), String> {
+        let same = |p: &Path| std::fs::canonicalize(p).ok();
+        let Some(dir) = same(json_dir) else {
+            return Ok(());
+        };
+        for r in &self.experiments {
+            let Some(pattern) = &r.results else { continue };
+            for read in recorded_files(pattern, base) {
+                let Some(read_at) = same(&read) else { continue };
+                let writer = self
+                    .experiments
+                    .iter()
+                    .filter(|w| w.results.is_none())
+                    .find(|w| {
+                        dir.join(format!("{}.json", ExperimentFile::json_stem(&w.name))) == read_at
+                    });
+                if let Some(w) = writer {
+                    return Err(format!(
+                        "--json-dir {}: experiment '{}' would write {}, which experiment '{}' reads (results = \"{}\"): give --json-dir another directory",
+                        json_dir.display(),
+                        escape_controls(&w.name),
+                        read.display(),
+                        escape_controls(&r.name),
+                        escape_controls(pattern)
+                    ));
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
-/// Plan `plan`'s verdicts on results recorded under `base` (the lab's
-/// verdict over a results tree): every experiment `results = "FILE"`, so
-/// nothing runs. Its name, and its verdicts named `EXPERIMENT: EXPR`.
-pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), String> {
-    let (file, checked) = load(plan, |_, _| {
-        Err::<(), _>("runs VMs: only results = \"FILE\" is judged here".to_string())
-    })?;
-    let mut verdicts = Vec::new();
-    for (x, c) in file.experiments.iter().zip(&checked) {
-        let Job::Recorded(pattern) = &c.job else {
-            continue; // load refused every run or sweep line
-        };
-        let (doc, not_run) = match recorded(pattern, base) {
-            Ok(doc) => (Some(doc), None),
-            Err(Unrecorded::Point(why)) => (None, Some(NotRun::Plan(why))),
-            Err(Unrecorded::Refused(why)) => {
-                return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
-            }
-        };
-        let out = settle(
-            &x.name,
-            &c.expect,
-            &c.requires,
-            not_run.as_ref(),
-            doc.as_ref(),
-            None,
-            false,
-        );
-        verdicts.extend(
-            PlanOutcome {
-                experiments: out.into_iter().collect(),
-            }
-            .verdicts()
-            .0,
-        );
+impl PlanFile {
+    /// Plan `plan`'s verdicts on results recorded under `base` (the lab's
+    /// verdict over a results tree): every experiment `results = "FILE"`, so
+    /// nothing runs. Its name, and its verdicts named `EXPERIMENT: EXPR`.
+    pub fn judge_recorded(plan: &Path, base: &Path) -> Result<(String, Verdicts), String> {
+        let (file, checked) = PlanFile::load(plan, |_, _| {
+            Err::<(), _>("runs VMs: only results = \"FILE\" is judged here".to_string())
+        })?;
+        let mut verdicts = Vec::new();
+        for (x, c) in file.experiments.iter().zip(&checked) {
+            let Job::Recorded(pattern) = &c.job else {
+                continue; // load refused every run or sweep line
+            };
+            let (doc, not_run) = match Document::recorded(pattern, base) {
+                Ok(doc) => (Some(doc), None),
+                Err(Unrecorded::Point(why)) => (None, Some(NotRun::Plan(why))),
+                Err(Unrecorded::Refused(why)) => {
+                    return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
+                }
+            };
+            let out = ExperimentOutcome::settle(
+                &x.name,
+                &c.expect,
+                &c.requires,
+                not_run.as_ref(),
+                doc.as_ref(),
+                None,
+                false,
+            );
+            verdicts.extend(
+                PlanOutcome {
+                    experiments: out.into_iter().collect(),
+                }
+                .verdicts()
+                .0,
+            );
+        }
+        Ok((file.name, Verdicts(verdicts)))
     }
-    Ok((file.name, Verdicts(verdicts)))
 }

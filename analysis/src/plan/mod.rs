@@ -1,9 +1,9 @@
 //! Plans, the part that needs no VM: what a host must have for an
 //! experiment ([`Requirement`]), why one cannot run ([`NotRun`]), how an
 //! experiment and a plan came out ([`ExperimentOutcome`], [`PlanOutcome`]),
-//! an experiment judged without running anything ([`settle`]), and the
+//! an experiment judged without running anything ([`ExperimentOutcome::settle`]), and the
 //! plan file (`plans/*.toml`: [`file`](mod@file)), whose recorded experiments
-//! [`file::judge_recorded`] judges with this crate alone. Running a plan's
+//! [`file::PlanFile::judge_recorded`] judges with this crate alone. Running a plan's
 //! VMs is the machine's (`ipivmm::plan::execute`).
 use crate::expect::{Expectation, Outcome, Verdict, Verdicts};
 use crate::results::Document;
@@ -155,7 +155,7 @@ impl PlanOutcome {
 }
 
 /// Every expectation of `expect` with the same `outcome`.
-pub fn all(expect: &[Expectation], outcome: Outcome) -> Vec<Verdict> {
+pub(crate) fn all(expect: &[Expectation], outcome: Outcome) -> Vec<Verdict> {
     expect
         .iter()
         .map(|e| Verdict {
@@ -165,41 +165,43 @@ pub fn all(expect: &[Expectation], outcome: Outcome) -> Vec<Verdict> {
         .collect()
 }
 
-/// Experiment `name` as it comes out without running anything, if it
-/// does: a skip per expectation for what `host` lacks of `requires` (None:
-/// not probed, every requirement unmet), for `not_run` or when
-/// `cancelled`; a failure per expectation for a plan error; its
-/// `recorded` results judged. None: its runs must run.
-pub fn settle(
-    name: &str,
-    expect: &[Expectation],
-    requires: &[Requirement],
-    not_run: Option<&NotRun>,
-    recorded: Option<&Document>,
-    host: Option<&HostInfo>,
-    cancelled: bool,
-) -> Option<ExperimentOutcome> {
-    let missing: Vec<String> = requires.iter().filter_map(|r| r.unmet(host)).collect();
-    let skip = |why: String| ExperimentOutcome {
-        name: name.to_string(),
-        doc: None,
-        verdicts: all(expect, Outcome::Skip(why)),
-        error: None,
-    };
-    match (not_run, cancelled) {
-        _ if !missing.is_empty() => Some(skip(missing.join("; "))),
-        (Some(NotRun::Host(why)), _) => Some(skip(format!("could not run here: {why}"))),
-        (Some(NotRun::Plan(why)), _) => Some(ExperimentOutcome {
-            verdicts: all(expect, Outcome::Fail(format!("plan error, not run: {why}"))),
-            ..skip(String::new())
-        }),
-        (None, true) => Some(skip("not run: cancelled".into())),
-        (None, false) => recorded.map(|doc| ExperimentOutcome {
+impl ExperimentOutcome {
+    /// Experiment `name` as it comes out without running anything, if it
+    /// does: a skip per expectation for what `host` lacks of `requires` (None:
+    /// not probed, every requirement unmet), for `not_run` or when
+    /// `cancelled`; a failure per expectation for a plan error; its
+    /// `recorded` results judged. None: its runs must run.
+    pub fn settle(
+        name: &str,
+        expect: &[Expectation],
+        requires: &[Requirement],
+        not_run: Option<&NotRun>,
+        recorded: Option<&Document>,
+        host: Option<&HostInfo>,
+        cancelled: bool,
+    ) -> Option<ExperimentOutcome> {
+        let missing: Vec<String> = requires.iter().filter_map(|r| r.unmet(host)).collect();
+        let skip = |why: String| ExperimentOutcome {
             name: name.to_string(),
-            verdicts: Verdicts::of(doc, expect).0,
             doc: None,
+            verdicts: all(expect, Outcome::Skip(why)),
             error: None,
-        }),
+        };
+        match (not_run, cancelled) {
+            _ if !missing.is_empty() => Some(skip(missing.join("; "))),
+            (Some(NotRun::Host(why)), _) => Some(skip(format!("could not run here: {why}"))),
+            (Some(NotRun::Plan(why)), _) => Some(ExperimentOutcome {
+                verdicts: all(expect, Outcome::Fail(format!("plan error, not run: {why}"))),
+                ..skip(String::new())
+            }),
+            (None, true) => Some(skip("not run: cancelled".into())),
+            (None, false) => recorded.map(|doc| ExperimentOutcome {
+                name: name.to_string(),
+                verdicts: Verdicts::of(doc, expect).0,
+                doc: None,
+                error: None,
+            }),
+        }
     }
 }
 
@@ -241,7 +243,7 @@ mod tests {
             "operations > 0".parse().unwrap(),
         ];
         let pvm = HostInfo::synthetic(KvmBackend::KvmPvm, false);
-        let out = settle(
+        let out = ExperimentOutcome::settle(
             "avic",
             &expect,
             &[Requirement::Avic],
@@ -257,6 +259,9 @@ mod tests {
             .iter()
             .all(|v| matches!(v.outcome, Outcome::Skip(_))));
         // Nothing stops an experiment without requirements: it must run.
-        assert!(settle("avic", &expect, &[], None, None, Some(&pvm), false).is_none());
+        assert!(
+            ExperimentOutcome::settle("avic", &expect, &[], None, None, Some(&pvm), false)
+                .is_none()
+        );
     }
 }

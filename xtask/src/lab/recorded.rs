@@ -27,7 +27,7 @@ pub const RECORDED: &[(&str, &str)] = &[
 /// the pass not run: `lab.probe=`) is listed, not failed.
 pub fn judge(r: &mut Report, dir: &Path, plan: &str, unmade_ok: bool) {
     let name = format!("ipivmm check plans/{plan} (its results files)");
-    match ipivmm_analysis::plan::file::judge_recorded(&Path::new(PLANS).join(plan), dir) {
+    match ipivmm_analysis::plan::file::PlanFile::judge_recorded(&Path::new(PLANS).join(plan), dir) {
         Ok((_, v)) => report(r, &name, plan, plan, &v, Vec::new(), unmade_ok),
         Err(e) => r.bad(name, vec![e]),
     }

@@ -19,10 +19,7 @@ use ipivmm::host::HostInfo;
 use ipivmm::plan::{self as engine, Execution, Recorder};
 use ipivmm::Document;
 use ipivmm_analysis::expect::Verdicts;
-use ipivmm_analysis::plan::file::{
-    self, json_dir_reads_none, json_stem, Checked, ExperimentFile, Job as FileJob, LineCommand,
-    PlanFile,
-};
+use ipivmm_analysis::plan::file::{Checked, ExperimentFile, Job as FileJob, LineCommand, PlanFile};
 use ipivmm_analysis::plan::{ExperimentOutcome, NotRun};
 use ipivmm_analysis::results::SkippedMode;
 use ipivmm_term::text::escape_controls;
@@ -111,7 +108,7 @@ fn refuse_unhonoured(
 /// the engine's loader, each `run`/`sweep` line parsed as the flags of
 /// this front end's command.
 fn load(path: &Path) -> Result<(PlanFile, Vec<Checked<Job>>), String> {
-    file::load(path, parse_job)
+    PlanFile::load(path, parse_job)
 }
 
 /// The guest memory budget of a whole `check` invocation: the largest of
@@ -199,7 +196,7 @@ impl CheckEvents<'_> {
     fn json(&self, x: &engine::Experiment) -> Option<PathBuf> {
         let dir = self.json_dir?;
         match std::fs::create_dir_all(dir) {
-            Ok(()) => Some(dir.join(format!("{}.json", json_stem(&x.name)))),
+            Ok(()) => Some(dir.join(format!("{}.json", ExperimentFile::json_stem(&x.name)))),
             Err(e) => {
                 let e = format!("writing --json-dir {}: {e}", dir.display());
                 self.errors.borrow_mut().push(e);
@@ -246,7 +243,7 @@ impl engine::PlanEvents for CheckEvents<'_> {
         let (Some(doc), Some(dir)) = (&out.doc, self.json_dir) else {
             return;
         };
-        let file = dir.join(format!("{}.json", json_stem(&x.name)));
+        let file = dir.join(format!("{}.json", ExperimentFile::json_stem(&x.name)));
         let written = write_atomic_with(&file, |w| {
             let mut w = std::io::BufWriter::new(w);
             serde_json::to_writer_pretty(&mut w, doc)?;
@@ -279,7 +276,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         if let Err(e) = crate::output::dest::prepare_dir(dir, "--json-dir") {
             return fail(e);
         }
-        if let Err(e) = json_dir_reads_none(&file, dir, Path::new(".")) {
+        if let Err(e) = file.json_dir_reads_none(dir, Path::new(".")) {
             return fail(e);
         }
     }
@@ -351,7 +348,6 @@ pub fn main(args: &CheckArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipivmm_analysis::plan::file::{judge_recorded, recorded};
 
     fn write(name: &str, text: &str) -> std::path::PathBuf {
         let p =
@@ -408,7 +404,7 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let fixture = root.join("xtask/fixtures/lab-quick/runs/sweep.json");
         std::fs::copy(&fixture, dir.join("runs/a.json")).unwrap();
-        let doc = recorded("runs/*.json", &dir).expect("one whole file");
+        let doc = Document::recorded("runs/*.json", &dir).expect("one whole file");
         assert!(!doc.runs.is_empty() && doc.incomplete.is_none());
         let mut killed = Document::new(Vec::new(), Vec::new());
         killed.incomplete = Some("check in progress (or killed): no run planned yet".into());
@@ -417,15 +413,21 @@ mod tests {
             serde_json::to_string(&killed).unwrap(),
         )
         .unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
+        let e = Document::recorded("runs/*.json", &dir)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("b.json: not a whole recording"), "{e}");
         std::fs::remove_file(dir.join("runs/b.json")).unwrap();
         std::fs::copy(&fixture, dir.join("runs/c.json")).unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
+        let e = Document::recorded("runs/*.json", &dir)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("same run"), "{e}");
         std::fs::remove_file(dir.join("runs/c.json")).unwrap();
         std::os::unix::fs::symlink(dir.join("runs/a.json"), dir.join("runs/link.json")).unwrap();
-        let e = recorded("runs/*.json", &dir).unwrap_err().to_string();
+        let e = Document::recorded("runs/*.json", &dir)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("same run"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -443,7 +445,9 @@ mod tests {
             [[experiment]]\nname = \"fresh\"\nrun = \"\"\nexpect = [\"exits_per_ipi < 1\"]\n\
             [[experiment]]\nname = \"old\"\nresults = \"out/*.json\"\nexpect = [\"exits_per_ipi < 1\"]\n";
         let (file, _) = load(&write("jsondir", plan)).unwrap();
-        let e = json_dir_reads_none(&file, &dir.join("out"), &dir).unwrap_err();
+        let e = file
+            .json_dir_reads_none(&dir.join("out"), &dir)
+            .unwrap_err();
         assert!(
             e.contains("experiment 'fresh' would write")
                 && e.contains("out/fresh.json")
@@ -453,10 +457,10 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
         // Another directory, or a recording no experiment writes: fine.
         std::fs::create_dir_all(dir.join("new")).unwrap();
-        assert!(json_dir_reads_none(&file, &dir.join("new"), &dir).is_ok());
-        assert!(json_dir_reads_none(&file, &dir.join("missing"), &dir).is_ok());
+        assert!(file.json_dir_reads_none(&dir.join("new"), &dir).is_ok());
+        assert!(file.json_dir_reads_none(&dir.join("missing"), &dir).is_ok());
         std::fs::rename(dir.join("out/fresh.json"), dir.join("out/older.json")).unwrap();
-        assert!(json_dir_reads_none(&file, &dir.join("out"), &dir).is_ok());
+        assert!(file.json_dir_reads_none(&dir.join("out"), &dir).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -617,7 +621,7 @@ expect = ["operations > 0"]
             "undecided",
             "name = \"u\"\n[[experiment]]\nname = \"x\"\nresults = \"d.json\"\nexpect = [\n  \"operations > 0\",\n  \"ratio(cycles_per_operation_p50, kernel/x2apic/icr, kernel/x2apic/icr apicv-inhibit) < 1\",\n]\n",
         );
-        let (_, verdicts) = judge_recorded(&plan, &dir).unwrap_or_else(|e| panic!("{e}"));
+        let (_, verdicts) = PlanFile::judge_recorded(&plan, &dir).unwrap_or_else(|e| panic!("{e}"));
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(verdicts.counts().0, 4, "{verdicts:?}");
         assert_eq!(verdicts.undecided(), 1, "{verdicts:?}");
