@@ -24,7 +24,7 @@ pub(crate) const DUPLICATE_WINDOW_NS: u64 = 500_000_000;
 
 /// What a signal means given what came before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// The first: stop cleanly.
     First,
     /// The first one delivered again: ignore it.
@@ -62,7 +62,7 @@ static INSTALLED: Mutex<Option<(Arc<AtomicBool>, Arc<AtomicUsize>)>> = Mutex::ne
 /// Why the handlers could not be registered.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot install the {signal} handler: {source}")]
-pub struct InterruptError {
+pub(crate) struct InterruptError {
     signal: &'static str,
     #[source]
     source: std::io::Error,
@@ -80,7 +80,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 /// Registers the handlers (once per process; later calls return the same
 /// flag) and returns the flag they set.
-pub fn install() -> Result<Arc<AtomicBool>, InterruptError> {
+pub(crate) fn install() -> Result<Arc<AtomicBool>, InterruptError> {
     let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((cancel, _)) = installed.as_ref() {
         return Ok(Arc::clone(cancel));

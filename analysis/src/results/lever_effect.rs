@@ -142,7 +142,7 @@ pub(crate) fn limit(run: &RunReport) -> Option<(u64, LimitSource)> {
 
 /// What a lever did not do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Halt polling on, halts, and not one poll attempted: the lever had
     /// nothing to act on.
     NothingToActOn,
@@ -152,7 +152,7 @@ pub enum Effect {
 
 /// A lever that demonstrably did not act, in one line for a report.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeverNote {
+pub(crate) struct LeverNote {
     /// Which way it did not act.
     pub effect: Effect,
     /// The line, starting `halt polling: `.
@@ -180,8 +180,14 @@ impl HaltPolling {
     /// Whether halt polling acted in `runs` (the completed repeats of one
     /// configuration, their counters added): None where it did, where it was
     /// off (a limit of 0: what was asked), or where nothing says (no halts, no
-    /// KVM stats, no recorded limit).
-    pub fn note(runs: &[HaltPolling]) -> Option<LeverNote> {
+    /// KVM stats, no recorded limit); else the one line that says so for a
+    /// report (`halt polling: ...`).
+    pub fn note(runs: &[HaltPolling]) -> Option<String> {
+        Self::lever_note(runs).map(|n| n.line)
+    }
+
+    /// [`HaltPolling::note`] with which way the lever did not act.
+    pub(crate) fn lever_note(runs: &[HaltPolling]) -> Option<LeverNote> {
         let total = runs
             .iter()
             .fold(HaltPolling::default(), |acc, r| acc.plus(r));
@@ -315,7 +321,7 @@ mod tests {
         let h = counters(&never_polled(None)).unwrap();
         assert_eq!(h.limit_ns, Some((200_000, LimitSource::Host)));
         assert_eq!(h.wakeups_polled_waited, Some((0, 200)));
-        let n = HaltPolling::note(&[h]).unwrap();
+        let n = HaltPolling::lever_note(&[h]).unwrap();
         assert_eq!(n.effect, Effect::NothingToActOn);
         assert_eq!(
             n.line,
@@ -325,7 +331,7 @@ mod tests {
         );
         // The VM's own limit is named as such, and repeats are counted.
         let vm = counters(&never_polled(Some(200_000))).unwrap();
-        let n = HaltPolling::note(&[vm, vm]).unwrap();
+        let n = HaltPolling::lever_note(&[vm, vm]).unwrap();
         assert!(
             n.line.starts_with("halt polling: 0 polls attempted in 400 halts (2 repeats) with halt_poll_ns 200000 (the VM's, --halt-poll-ns)"),
             "{n}"
@@ -338,7 +344,7 @@ mod tests {
     fn polling_off_or_working_or_unknown_says_nothing() {
         let off = counters(&never_polled(Some(0))).unwrap();
         assert_eq!(off.limit_ns, Some((0, LimitSource::Vm)));
-        assert_eq!(HaltPolling::note(&[off]), None);
+        assert_eq!(HaltPolling::lever_note(&[off]), None);
         let worked = counters(&run(
             None,
             Some("200000"),
@@ -351,7 +357,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        assert_eq!(HaltPolling::note(&[worked]), None);
+        assert_eq!(HaltPolling::lever_note(&[worked]), None);
         assert_eq!(
             worked.counts_line(),
             "201 halts: 201 polls attempted, 195 caught the wake-up, 6 blocked (mean 700 µs)"
@@ -362,7 +368,7 @@ mod tests {
             &[("halt_exits", 0), ("halt_attempted_poll", 0)],
         ))
         .unwrap();
-        assert_eq!(HaltPolling::note(&[spinning]), None);
+        assert_eq!(HaltPolling::lever_note(&[spinning]), None);
         // No recorded limit (an old file): nothing is claimed.
         let unknown = counters(&run(
             None,
@@ -370,10 +376,10 @@ mod tests {
             &[("halt_exits", 200), ("halt_attempted_poll", 0)],
         ))
         .unwrap();
-        assert_eq!(HaltPolling::note(&[unknown]), None);
+        assert_eq!(HaltPolling::lever_note(&[unknown]), None);
         // No KVM binary stats: no counters at all.
         assert_eq!(counters(&run(None, Some("200000"), &[])), None);
-        assert_eq!(HaltPolling::note(&[]), None);
+        assert_eq!(HaltPolling::lever_note(&[]), None);
     }
 
     /// Polls attempted but none caught a wake-up (a busy host: another
@@ -391,7 +397,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        let n = HaltPolling::note(&[h]).unwrap();
+        let n = HaltPolling::lever_note(&[h]).unwrap();
         assert_eq!(n.effect, Effect::NeverCaught);
         assert!(
             n.line.starts_with(
@@ -416,7 +422,7 @@ mod tests {
             ],
         ))
         .unwrap();
-        let n = HaltPolling::note(&[h]).unwrap();
+        let n = HaltPolling::lever_note(&[h]).unwrap();
         assert!(
             n.line.contains("slept 50 µs on average, within 200 µs"),
             "{n}"

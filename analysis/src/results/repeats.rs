@@ -354,7 +354,6 @@ const HALT_SHORT: &str = "a halted target";
 fn lever_notes(done: &[&RunSummary]) -> Vec<String> {
     let polling: Vec<_> = done.iter().filter_map(|s| s.halt_polling).collect();
     super::lever_effect::HaltPolling::note(&polling)
-        .map(|n| n.line)
         .into_iter()
         .collect()
 }
