@@ -136,7 +136,7 @@ pub struct NoiseProfile {
 
 /// One way a profile differs from a file it is applied to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     /// The file.
     pub file: String,
     /// What differs (host, CPU model, kernel, KVM parameter, configuration,
@@ -275,8 +275,17 @@ impl NoiseProfile {
     /// document): host name, CPU model, kernel, KVM module parameters,
     /// whether the file has the profiled configuration, ipivmm version,
     /// and dates more than 30 days apart. A field either side lacks is
-    /// unknown, and said. Empty: the profile matches.
-    pub fn matches(&self, files: &[(&str, &Document)]) -> Vec<Mismatch> {
+    /// unknown, and said. Each one line (`a.json: kernel 6.8.0, the noise
+    /// profile's 6.1.0`); empty: the profile matches.
+    pub fn matches(&self, files: &[(&str, &Document)]) -> Vec<String> {
+        self.mismatches(files)
+            .iter()
+            .map(Mismatch::to_string)
+            .collect()
+    }
+
+    /// [`NoiseProfile::matches`], each difference by its parts.
+    pub(crate) fn mismatches(&self, files: &[(&str, &Document)]) -> Vec<Mismatch> {
         let mut out = Vec::new();
         for (name, d) in files {
             let mut differ = |what: &str, profile: String, found: String| {
@@ -460,7 +469,7 @@ mod tests {
     fn a_matching_profile_matches_and_each_difference_is_said() {
         let d = doc();
         let p = profile_of(&d);
-        assert_eq!(p.matches(&[("a.json", &d)]), vec![]);
+        assert_eq!(p.mismatches(&[("a.json", &d)]), vec![]);
         let mut other = p.clone();
         other.hostname = Some("laptop".into());
         other.kernel_release = Some("4.19".into());
@@ -481,7 +490,7 @@ mod tests {
             .or_default()
             .insert("enable_apicv".into(), "N".into());
         other.kvm_params = Some(params);
-        let m = other.matches(&[("a.json", &d)]);
+        let m = other.mismatches(&[("a.json", &d)]);
         let what: Vec<&str> = m.iter().map(|m| m.what.as_str()).collect();
         for w in ["host", "kernel", "ipivmm version", "configuration"] {
             assert!(what.contains(&w), "{w} in {what:?}");
@@ -520,7 +529,7 @@ mod tests {
         assert_eq!(p.between_df, Some(3));
         assert!(p.between_log_sd > 0.07, "{}", p.between_log_sd);
         let what: Vec<String> = p
-            .matches(&[("a.json", &d)])
+            .mismatches(&[("a.json", &d)])
             .into_iter()
             .map(|m| m.what)
             .collect();

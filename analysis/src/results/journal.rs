@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// The first line of a journal.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Header {
+pub(crate) struct Header {
     /// `ipivmm.results/1`.
     pub schema: String,
     /// The command writing it (`run`, `sweep`, `check`): says it is a
@@ -50,7 +50,7 @@ pub struct Header {
 impl Header {
     /// The header of `what`'s journal, of the host of `doc` (a document
     /// with no run yet: its host and version).
-    pub fn new(what: &str, doc: &Document) -> Self {
+    fn new(what: &str, doc: &Document) -> Self {
         Self {
             schema: SCHEMA.into(),
             journal: what.into(),
@@ -60,27 +60,45 @@ impl Header {
             host_error: doc.host_error.clone(),
         }
     }
-
-    /// The header as its line.
-    pub fn line(&self) -> Vec<u8> {
-        to_line(self)
-    }
 }
 
 /// A line after the header.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// This many more runs are planned.
     Planned(usize),
     /// A finished run (without raw samples).
     Run(Box<RunReport>),
 }
 
-impl Event {
-    /// The event as its line.
-    pub fn line(&self) -> Vec<u8> {
-        to_line(self)
+/// [`Event`] as written: a borrowed run, serialized as the owned one
+/// reads back (`{"run": {...}}`).
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum EventRef<'a> {
+    Run(&'a RunReport),
+}
+
+impl Document {
+    /// The first line of a journal of command `what` (`run`, `sweep`,
+    /// `check`), of this document's host and version (a document with no
+    /// run yet).
+    pub fn journal_header(&self, what: &str) -> Vec<u8> {
+        to_line(&Header::new(what, self))
+    }
+
+    /// The journal line that says `runs` more runs are planned.
+    pub fn journal_planned(runs: usize) -> Vec<u8> {
+        to_line(&Event::Planned(runs))
+    }
+}
+
+impl RunReport {
+    /// This run as a journal line (its raw samples dropped first keeps the
+    /// line small: [`RunReport::drop_samples`]).
+    pub fn journal_line(&self) -> Vec<u8> {
+        to_line(&EventRef::Run(self))
     }
 }
 

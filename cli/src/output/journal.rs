@@ -23,7 +23,6 @@
 //! what stops a configuration's repeats is [`stops_repeats`].
 use super::atomic::write_atomic_with;
 use ipivmm::SharedBudget;
-use ipivmm_analysis::results::journal::{Event, Header};
 use ipivmm_analysis::results::{Document, RunReport, SkippedMode};
 use std::cell::{Ref, RefCell};
 use std::io::Write;
@@ -95,7 +94,7 @@ impl Journal {
     /// once, so that a command killed before its first run ends says how
     /// many it planned.
     pub fn plan_more(&self, runs: usize) {
-        self.append(&Event::Planned(runs));
+        self.append(&Document::journal_planned(runs));
     }
 
     /// Keeps `report` (its raw samples freed: no output needs them, and
@@ -116,12 +115,8 @@ impl Journal {
             s.doc.host_error = None;
         }
         drop(s);
-        let event = Event::Run(Box::new(report));
-        self.append(&event);
-        let Event::Run(report) = event else {
-            unreachable!("built just above")
-        };
-        self.state.borrow_mut().doc.runs.push(*report);
+        self.append(&report.journal_line());
+        self.state.borrow_mut().doc.runs.push(report);
     }
 
     /// The runs so far.
@@ -152,7 +147,7 @@ impl Journal {
             return;
         };
         let mut s = self.state.borrow_mut();
-        let line = Header::new(self.what, &s.doc).line();
+        let line = s.doc.journal_header(self.what);
         let opened = write_atomic_with(path, |w| w.write_all(&line))
             .and_then(|_| std::fs::OpenOptions::new().append(true).open(path));
         match opened {
@@ -169,10 +164,10 @@ impl Journal {
         }
     }
 
-    /// `event` appended to the file as one line by one write, then synced
-    /// (a kill mid-write leaves a last line with no newline, which the
-    /// reader drops).
-    fn append(&self, event: &Event) {
+    /// `line` (one journal line) appended to the file by one write, then
+    /// synced (a kill mid-write leaves a last line with no newline, which
+    /// the reader drops).
+    fn append(&self, line: &[u8]) {
         let Some(path) = &self.path else {
             return;
         };
@@ -181,9 +176,8 @@ impl Journal {
             return;
         }
         let done = s.doc.runs.len();
-        let line = event.line();
         let written = match s.file.as_mut() {
-            Some(f) => f.write_all(&line).and_then(|_| f.sync_data()),
+            Some(f) => f.write_all(line).and_then(|_| f.sync_data()),
             None => return,
         };
         match written {
