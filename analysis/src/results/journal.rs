@@ -17,7 +17,7 @@
 //! {"run":{..one run report..}}
 //! ```
 //!
-//! The first line (the [`Header`]) is written whole and atomically before
+//! The first line ([`Document::journal_header`]) is written whole and atomically before
 //! the first VM, so an older file never reads as current. Each event is
 //! written by one `write` of its whole line, then synced. A writer killed
 //! in the middle of one leaves a last line with no newline: the reader
