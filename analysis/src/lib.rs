@@ -50,6 +50,7 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+mod error;
 pub mod expect;
 pub mod gate;
 pub mod inputs;
@@ -58,3 +59,5 @@ pub mod mode;
 pub mod plan;
 pub mod results;
 pub mod stats;
+
+pub use error::Error;

@@ -19,6 +19,7 @@ use crate::results::identity::{ConfigId, Field};
 use crate::results::summary::RunSummary;
 use crate::results::{Document, SkippedMode};
 use crate::stats::HostLoad;
+use crate::Error;
 use std::collections::HashMap;
 
 /// What the columns of a comparison are.
@@ -409,55 +410,11 @@ fn host_line(d: &Document) -> String {
     s
 }
 
-/// Why documents cannot be compared. One line each, naming the fix.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum CompareError {
-    /// A baseline that names no column.
-    #[error("--baseline {wanted}: no {by} of that name; the {by} values are: {}", .values.join(", "))]
-    NoSuchBaseline {
-        /// What was asked.
-        wanted: String,
-        /// The dimension.
-        by: Dimension,
-        /// What there is.
-        values: Vec<String>,
-    },
-    /// Several baselines along a dimension that is not the file.
-    #[error("several --baseline values with --by {0}: only files (--by file) can form a baseline of several recordings")]
-    SeveralBaselines(Dimension),
-    /// Every file is a baseline.
-    #[error("every file is a --baseline: give at least one file to compare against them")]
-    NothingButBaselines,
-    /// One run found twice (same content, whatever the paths).
-    #[error("{first} and {second} are the same run (the same file given twice, a copy or a link): a recording counts once; give each file once")]
-    SameRunTwice {
-        /// Where it was first found (file and run number).
-        first: String,
-        /// Where again.
-        second: String,
-    },
-    /// Two runs of one configuration with the same repeat index: one run
-    /// counted twice would pass for independent repeats.
-    #[error("{file}: runs {first} and {second} are both repeat {index} of {id}: a run written twice is not two repeats; record it again")]
-    DuplicateRepeat {
-        /// The file.
-        file: String,
-        /// The configuration.
-        id: String,
-        /// The repeat index (1-based).
-        index: u32,
-        /// The two runs (1-based positions in `runs[]`).
-        first: usize,
-        /// The second.
-        second: usize,
-    },
-}
-
 /// Refuses the same run found twice among `docs` (a file given twice
 /// under two paths, a copy, a link, a glob that matched both): counted
 /// twice, one recording would pass for two, and its zero drift for
 /// evidence.
-fn check_distinct(docs: &[(String, Recorded)]) -> Result<(), CompareError> {
+fn check_distinct(docs: &[(String, Recorded)]) -> Result<(), Error> {
     let runs = docs.iter().flat_map(|(name, d)| {
         d.fingerprints
             .iter()
@@ -465,17 +422,17 @@ fn check_distinct(docs: &[(String, Recorded)]) -> Result<(), CompareError> {
             .map(move |(i, fp)| (*fp, format!("{name} run {}", i + 1)))
     });
     match crate::results::fingerprint::first_twice(runs) {
-        Some((first, second)) => Err(CompareError::SameRunTwice { first, second }),
+        Some((first, second)) => Err(Error::SameRunTwice { first, second }),
         None => Ok(()),
     }
 }
 
-fn check_repeats(name: &str, d: &Recorded) -> Result<(), CompareError> {
+fn check_repeats(name: &str, d: &Recorded) -> Result<(), Error> {
     let mut seen: HashMap<(&ConfigId, u32), usize> = HashMap::new();
     for (i, (s, rep)) in d.runs.iter().zip(&d.repeats).enumerate() {
         let Some(rep) = rep else { continue };
         if let Some(first) = seen.insert((&s.id, *rep), i) {
-            return Err(CompareError::DuplicateRepeat {
+            return Err(Error::DuplicateRepeat {
                 file: name.to_string(),
                 id: s.id.to_string(),
                 index: rep + 1,
@@ -489,10 +446,7 @@ fn check_repeats(name: &str, d: &Recorded) -> Result<(), CompareError> {
 
 /// Which files form the baseline: those `baselines` names (a file as
 /// given or its file name), else the first.
-fn baseline_files(
-    docs: &[(String, Recorded)],
-    baselines: &[String],
-) -> Result<Vec<usize>, CompareError> {
+fn baseline_files(docs: &[(String, Recorded)], baselines: &[String]) -> Result<Vec<usize>, Error> {
     if baselines.is_empty() {
         return Ok(vec![0]);
     }
@@ -511,7 +465,7 @@ fn baseline_files(
             Some(i) if !out.contains(&i) => out.push(i),
             Some(_) => {}
             None => {
-                return Err(CompareError::NoSuchBaseline {
+                return Err(Error::NoSuchBaseline {
                     wanted: b.clone(),
                     by: Dimension::File,
                     values: names,
@@ -520,7 +474,7 @@ fn baseline_files(
         }
     }
     if out.len() == docs.len() {
-        return Err(CompareError::NothingButBaselines);
+        return Err(Error::NothingButBaselines);
     }
     Ok(out)
 }
@@ -532,7 +486,7 @@ impl Comparison {
         docs: &[(String, Document)],
         by: Dimension,
         baselines: &[String],
-    ) -> Result<Comparison, CompareError> {
+    ) -> Result<Comparison, Error> {
         let recorded: Vec<(String, Recorded)> = docs
             .iter()
             .map(|(n, d)| (n.clone(), Recorded::of(d)))
@@ -543,7 +497,7 @@ impl Comparison {
 
 impl Comparison {
     /// Lines up `docs` by file, the first the baseline.
-    pub fn of(docs: &[(String, Document)]) -> Result<Comparison, CompareError> {
+    pub fn of(docs: &[(String, Document)]) -> Result<Comparison, Error> {
         Comparison::by(docs, Dimension::File, &[])
     }
 }
@@ -556,7 +510,7 @@ impl Comparison {
         docs: &[(String, Recorded)],
         by: Dimension,
         baselines: &[String],
-    ) -> Result<Comparison, CompareError> {
+    ) -> Result<Comparison, Error> {
         check_distinct(docs)?;
         for (name, d) in docs {
             check_repeats(name, d)?;
@@ -584,7 +538,7 @@ impl Comparison {
             }
             _ => {
                 if baselines.len() > 1 {
-                    return Err(CompareError::SeveralBaselines(by));
+                    return Err(Error::SeveralBaselines(by));
                 }
                 value_columns(docs, by, baselines.first().map(String::as_str))?
             }
@@ -599,7 +553,7 @@ fn value_columns(
     docs: &[(String, Recorded)],
     by: Dimension,
     baseline: Option<&str>,
-) -> Result<Vec<Column>, CompareError> {
+) -> Result<Vec<Column>, Error> {
     let mut values: Vec<String> = Vec::new();
     for (_, d) in docs {
         for s in &d.runs {
@@ -614,7 +568,7 @@ fn value_columns(
     }
     if let Some(b) = baseline {
         let Some(i) = values.iter().position(|c| c == b) else {
-            return Err(CompareError::NoSuchBaseline {
+            return Err(Error::NoSuchBaseline {
                 wanted: b.to_string(),
                 by,
                 values,

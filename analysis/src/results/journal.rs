@@ -24,7 +24,8 @@
 //! drops it (that run had not finished being kept). So a file cut at any
 //! point loads as a whole document of every run kept, with `incomplete`
 //! saying how many of how many.
-use super::{Document, HostInfo, ResultsError, RunReport, SCHEMA};
+use super::{Document, HostInfo, RunReport, SCHEMA};
+use crate::Error;
 use serde::{Deserialize, Serialize};
 
 /// The first line of a journal.
@@ -123,14 +124,14 @@ pub(crate) fn incomplete_note(what: &str, done: usize, planned: usize) -> String
 
 /// `text` read as a journal, if its first line is a journal header; the
 /// document of every whole line, marked `incomplete`.
-pub(super) fn parse(text: &str, what: &str) -> Option<Result<Document, ResultsError>> {
+pub(super) fn parse(text: &str, what: &str) -> Option<Result<Document, Error>> {
     let (first, rest) = text.split_once('\n')?;
     #[derive(Deserialize)]
     struct Probe {
         journal: Option<String>,
     }
     serde_json::from_str::<Probe>(first).ok()?.journal?;
-    let bad = |problem: String| ResultsError {
+    let bad = |problem: String| Error::Unreadable {
         what: what.to_string(),
         problem,
     };

@@ -12,7 +12,7 @@
 //! )?;
 //! assert!(doc.runs.is_empty());
 //! assert_eq!(RunStatus::Cancelled.name(), "cancelled");
-//! # Ok::<(), ipivmm_analysis::results::ResultsError>(())
+//! # Ok::<(), ipivmm_analysis::Error>(())
 //! ```
 pub mod apicv_observed;
 pub mod columns;
@@ -43,6 +43,7 @@ pub use vcpu::{
 
 use crate::mode::apicv::ApicvPlan;
 use crate::mode::{ApicMode, IpiPath, Irqchip, Levers, TargetWait, Workload};
+use crate::Error;
 use ipivmm_host::facts::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -466,7 +467,7 @@ impl RunReport {
     /// let doc = Document::load(std::path::Path::new(file))?;
     /// let m = doc.runs[0].metrics();
     /// assert_eq!(m.values.get("ipis_per_operation"), Some(&1.0));
-    /// # Ok::<(), ipivmm_analysis::results::ResultsError>(())
+    /// # Ok::<(), ipivmm_analysis::Error>(())
     /// ```
     pub fn metrics(&self) -> metrics::RunMetrics {
         metrics::RunMetrics::of(&self.summary())
@@ -571,16 +572,6 @@ pub struct Document {
     pub configurations: Vec<repeats::ConfigurationStats>,
 }
 
-/// A results document that cannot be read. One line, naming the input.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}: {problem}")]
-pub struct ResultsError {
-    /// The file (or input) name.
-    pub what: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
 impl Document {
     /// A document of `runs`, with the host the first run saw (fingerprinted
     /// now if none did).
@@ -631,11 +622,11 @@ impl Document {
     /// Parses a document from JSON text (or the append-only [`journal`]
     /// form of a command still running or killed); `what` names the input
     /// in errors.
-    pub fn from_json(text: &str, what: &str) -> Result<Self, ResultsError> {
+    pub fn from_json(text: &str, what: &str) -> Result<Self, Error> {
         if let Some(doc) = journal::parse(text, what) {
             return doc;
         }
-        let bad = |problem: String| ResultsError {
+        let bad = |problem: String| Error::Unreadable {
             what: what.to_string(),
             problem,
         };
@@ -675,12 +666,13 @@ impl Document {
     /// Reads and parses a results file: a regular file of at most
     /// `MAX_RESULTS_FILE` bytes, opened without blocking (a FIFO or a
     /// device is refused, not waited on).
-    pub fn load(path: &Path) -> Result<Self, ResultsError> {
+    pub fn load(path: &Path) -> Result<Self, Error> {
         let what = path.display().to_string();
-        let text = crate::inputs::read_text(path, MAX_RESULTS_FILE).map_err(|e| ResultsError {
-            what: what.clone(),
-            problem: format!("cannot read: {e}"),
-        })?;
+        let text =
+            crate::inputs::read_text(path, MAX_RESULTS_FILE).map_err(|e| Error::Unreadable {
+                what: what.clone(),
+                problem: format!("cannot read: {e}"),
+            })?;
         Self::from_json(&text, &what)
     }
 }

@@ -6,75 +6,24 @@
 //! the same run found twice (a copy, a link, a glob that matched both) is
 //! refused, since counted twice it would pass for two recordings; and the
 //! files a glob loads are bounded in bytes all together.
-use super::{fingerprint, Document, ResultsError};
+use super::{fingerprint, Document};
+use crate::Error;
 use std::path::{Path, PathBuf};
 
 /// The most bytes of results files one set of recordings may load: four
 /// results files at their largest ([`super::MAX_RESULTS_FILE`]).
 pub(crate) const MAX_RECORDINGS_BYTES: u64 = 4 * super::MAX_RESULTS_FILE;
 
-/// Why a set of recordings cannot be judged.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordingsError {
-    /// A file did not load.
-    #[error(transparent)]
-    Load(#[from] ResultsError),
-    /// A command that did not finish wrote it.
-    #[error("{file}: not a whole recording: {why}; record it again (or remove it from the set)")]
-    Incomplete {
-        /// The file.
-        file: String,
-        /// Its `incomplete`.
-        why: String,
-    },
-    /// It holds no run (and no skipped combination).
-    #[error("{file}: no run recorded: nothing of it can be checked; record it again (or remove it from the set)")]
-    Empty {
-        /// The file.
-        file: String,
-    },
-    /// One run found twice.
-    #[error("{first} and {second} are the same run (a copy, a link, or a file matched twice): a recording counts once; keep one")]
-    SameRunTwice {
-        /// Where first (file and run number).
-        first: String,
-        /// Where again.
-        second: String,
-    },
-    /// Too much to load.
-    #[error("the files hold {bytes} bytes, over the {max} a set of recordings may load: name fewer files (a narrower glob)")]
-    TooLarge {
-        /// Their size.
-        bytes: u64,
-        /// The bound.
-        max: u64,
-    },
-}
-
-impl RecordingsError {
-    /// Whether it refuses the inputs as given (the same run twice, too many
-    /// bytes, a file that does not load): the command cannot start, exit 2,
-    /// on every surface; otherwise (a file not whole) it is a failing point.
-    pub fn refuses_inputs(&self) -> bool {
-        matches!(
-            self,
-            RecordingsError::SameRunTwice { .. }
-                | RecordingsError::TooLarge { .. }
-                | RecordingsError::Load(_)
-        )
-    }
-}
-
 /// `files` as one document: every run of every file, in order, and every
 /// skipped combination; Err for the first file or run that is not a
 /// recording of its own.
-pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, RecordingsError> {
+pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, Error> {
     let bytes: u64 = files
         .iter()
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .fold(0u64, u64::saturating_add);
     if bytes > max_bytes {
-        return Err(RecordingsError::TooLarge {
+        return Err(Error::TooLarge {
             bytes,
             max: max_bytes,
         });
@@ -92,7 +41,7 @@ pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, Recor
             .map(move |(i, r)| (fingerprint::of(r), format!("{} run {}", f.display(), i + 1)))
     });
     if let Some((first, second)) = fingerprint::first_twice(runs) {
-        return Err(RecordingsError::SameRunTwice { first, second });
+        return Err(Error::SameRecordingTwice { first, second });
     }
     let mut merged: Option<Document> = None;
     for doc in docs {
@@ -109,16 +58,16 @@ pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, Recor
 
 impl Document {
     /// Whether `doc`, read from `file`, is a whole recording.
-    pub fn check_whole(&self, file: &Path) -> Result<(), RecordingsError> {
+    pub fn check_whole(&self, file: &Path) -> Result<(), Error> {
         let file = file.display().to_string();
         if let Some(why) = &self.incomplete {
-            return Err(RecordingsError::Incomplete {
+            return Err(Error::Incomplete {
                 file,
                 why: why.clone(),
             });
         }
         if self.runs.is_empty() && self.skipped.is_empty() {
-            return Err(RecordingsError::Empty { file });
+            return Err(Error::Empty { file });
         }
         Ok(())
     }
@@ -190,7 +139,7 @@ mod tests {
 #[cfg(test)]
 mod agreement {
     use super::*;
-    use crate::compare::{CompareError, Comparison, Dimension, Recorded};
+    use crate::compare::{Comparison, Dimension, Recorded};
     use proptest::prelude::*;
 
     /// What file `i` of a set is.
@@ -277,7 +226,7 @@ mod agreement {
                 .collect();
             let same_run_twice = matches!(
                 Comparison::of_recorded(&recorded, Dimension::File, &[]),
-                Err(CompareError::SameRunTwice { .. })
+                Err(Error::SameRunTwice { .. })
             );
             let _ = std::fs::remove_dir_all(&dir);
             prop_assert_eq!(plan_refuses, not_whole || same_run_twice, "{:?}", kinds);
