@@ -17,7 +17,9 @@
 //! - [`plan`]: plan files (`plans/*.toml`) read and checked, and judged on
 //!   recorded results;
 //! - [`inputs`], [`interrupt`]: reading user-named files safely; the
-//!   signals that cancel a command's runs.
+//!   signals that cancel a command's runs;
+//! - [`Error`]: a results file that cannot be read, recordings that cannot
+//!   be judged, documents that cannot be compared.
 //!
 //! # Gating two recordings
 //!
