@@ -15,7 +15,7 @@
 //!     "name = \"mine\"\n[[experiment]]\nname = \"old\"\nresults = \"missing.json\"\nexpect = [\"operations > 0\"]\n",
 //! )?;
 //! // A recording that is not there fails its expectations, naming the file.
-//! let (name, verdicts) = ipivmm_analysis::plan::file::judge_recorded(&plan, &dir)?;
+//! let (name, verdicts) = ipivmm_analysis::plan::file::PlanFile::judge_recorded(&plan, &dir)?;
 //! assert_eq!(name, "mine");
 //! assert_eq!(verdicts.counts(), (0, 1, 0));
 //! # std::fs::remove_dir_all(&dir)?;
