@@ -292,7 +292,7 @@ impl Evidence {
 }
 
 impl Comparison {
-    /// Gates `c`: every gated figure the baseline has, of every row the
+    /// Gates this comparison: every gated figure the baseline has, of every row the
     /// baseline has, in every other column.
     pub fn gate(&self, opts: &GateOptions) -> GateReport {
         let mut endpoints = Vec::new();

@@ -12,7 +12,7 @@ fn text(s: &str) -> String {
 }
 
 impl Verdicts {
-    /// The JUnit XML of `v`, as suite `suite`.
+    /// The JUnit XML of these verdicts, as suite `suite`.
     pub fn junit(&self, suite: &str) -> Result<String, String> {
         let mut ts = TestSuite::new(text(suite));
         for verdict in &self.0 {

@@ -20,7 +20,7 @@ fn quoted(s: &str) -> String {
 }
 
 impl Verdicts {
-    /// The TAP document of `v`; `suite` names the plan in a leading comment.
+    /// The TAP document of these verdicts; `suite` names the plan in a leading comment.
     pub fn tap(&self, suite: &str) -> String {
         let mut out = format!(
             "TAP version 13\n# {}\n1..{}\n",

@@ -184,7 +184,7 @@ impl ApicvPlan {
 }
 
 impl InhibitLever {
-    /// APIC ID of vCPU `index` under `lever`.
+    /// APIC ID of vCPU `index` under this lever.
     pub fn apic_id(self, index: usize) -> u32 {
         match self {
             InhibitLever::ApicIdModified => index as u32 + 1,

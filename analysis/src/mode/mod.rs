@@ -198,7 +198,7 @@ pub struct Shape {
 }
 
 impl Mode {
-    /// The one feasibility check: whether mode `m` of a run of `shape` can run
+    /// The one feasibility check: whether this mode of a run of `shape` can run
     /// on `host` (None: not fingerprinted; only host-independent rules apply),
     /// and the APICv plan it runs with. `run` refuses what fails it; `sweep`
     /// skips it with the reason (both through `VmConfig::check_mode`).

@@ -57,7 +57,7 @@ pub(crate) fn merge(files: &[PathBuf], max_bytes: u64) -> Result<Document, Error
 }
 
 impl Document {
-    /// Whether `doc`, read from `file`, is a whole recording.
+    /// Whether this document, read from `file`, is a whole recording.
     pub fn check_whole(&self, file: &Path) -> Result<(), Error> {
         let file = file.display().to_string();
         if let Some(why) = &self.incomplete {

@@ -315,7 +315,7 @@ fn phases<'r, 'n>(
 }
 
 impl Run {
-    /// The distinct (id, name) of `run`'s phases, in the order they first ended
+    /// The distinct (id, name) of this run's phases, in the order they first ended
     /// (vCPU 0's first, then the others'), each once; in time linear in the
     /// phases.
     pub fn phase_keys(&self) -> Vec<(u32, String)> {
@@ -331,7 +331,7 @@ impl Run {
 }
 
 impl Run {
-    /// The measured phase of `run` (see the module rules), as (id, name).
+    /// The measured phase of this run (see the module rules), as (id, name).
     pub fn measured_phase(&self) -> Option<(u32, String)> {
         let keys = self.phase_keys();
         // An uncounted part is its phase's latency, never the phase itself
@@ -340,7 +340,7 @@ impl Run {
             phases(self, id, name).any(|p| !p.uncounted)
                 && !phases(self, id, name).any(|p| p.unfinished)
         };
-        // `--phase` names the phase; a self without it has no measured phase
+        // `--phase` names the phase; a run without it has no measured phase
         // (its figures are missing, never another phase's).
         if let Some(chosen) = &self.mode.phase {
             return keys
@@ -366,7 +366,7 @@ impl Run {
 }
 
 impl Run {
-    /// Why `run` has no figures for the phase `--phase` named: None when it
+    /// Why this run has no figures for the phase `--phase` named: None when it
     /// names none, or the run ran a finished phase of that name.
     pub fn missing_phase(&self) -> Option<String> {
         let chosen = self.mode.phase.as_ref()?;
@@ -380,10 +380,10 @@ impl Run {
             }
         }
         Some(if unique.is_empty() {
-            format!("no phase '{chosen}': the self finished no phase")
+            format!("no phase '{chosen}': the run finished no phase")
         } else {
             format!(
-                "no phase '{chosen}' in this self (its finished phases: {})",
+                "no phase '{chosen}' in this run (its finished phases: {})",
                 unique.join(", ")
             )
         })
@@ -493,7 +493,7 @@ fn breakdown(ps: &[&Phase]) -> Option<ExitBreakdown> {
 }
 
 impl Run {
-    /// Headline figures of `run`, from its measured phase ([`crate::results::RunReport::measured_phase`]),
+    /// Headline figures of this run, from its measured phase ([`crate::results::RunReport::measured_phase`]),
     /// the latency from its uncounted part where it has one.
     pub fn summary(&self) -> RunSummary {
         let Some((id, name)) = self.measured_phase() else {
@@ -521,7 +521,7 @@ fn add(acc: &mut u64, v: u64) {
 }
 
 impl Run {
-    /// Headline figures of every phase of `run` that has latency samples, in
+    /// Headline figures of every phase of this run that has latency samples, in
     /// the order the phases ran; the measured phase alone when none has. The
     /// measured phase is its headline ([`crate::results::RunReport::summary`]: its latency from its
     /// uncounted part, which is not a phase of its own here), so that a chart
@@ -594,7 +594,7 @@ fn empty_summary(run: &Run) -> RunSummary {
 }
 
 impl Run {
-    /// Headline figures of phase `id` (named `name`) of `run`.
+    /// Headline figures of phase `id` (named `name`) of this run.
     pub fn phase_summary(&self, id: u32, name: String) -> RunSummary {
         let mut s = empty_summary(self);
         let ps: Vec<&Phase> = phases(self, id, &name).collect();
