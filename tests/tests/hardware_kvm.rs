@@ -3,9 +3,9 @@
 //! tests skip elsewhere (saying so) and run in the lab (scripts/lab.sh), which
 //! sets IPIVMM_REQUIRE_HW_KVM=1 so that a skip fails there.
 use ipivmm::config::VmConfig;
-use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm_analysis::results::PhaseResult;
+use ipivmm_analysis::results::RunReport;
 use ipivmm_tests::{hardware_kvm, run_ok};
 use std::time::Duration;
 
@@ -146,7 +146,7 @@ fn apicv_inhibit_runs_complete_repeatedly() {
     if !hardware_kvm("apicv_inhibit_runs_complete_repeatedly") {
         return;
     }
-    let host = ipivmm::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     for apic in [ApicMode::X2apic, ApicMode::Xapic] {
         let c = VmConfig {
             irqchip: Irqchip::Kernel,

@@ -2,7 +2,7 @@
 use crate::arch::layout;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, TargetWait, Workload};
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
-pub use ipivmm_analysis::mode::ExitReasons;
+use ipivmm_analysis::mode::ExitReasons;
 use ipivmm_analysis::results::identity::ConfigId;
 use ipivmm_analysis::results::is_phase_name;
 use ipivmm_analysis::results::{RunConfig, RunReport};
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// // Your ELF (e.g. from `ipivmm::payload::build::PayloadBuild::build`):
 /// let file = PayloadSource::File("examples/exit-roundtrip/target/x86_64-unknown-linux-gnu/release/exit-roundtrip".into());
 /// // An image already in memory:
-/// let bytes = PayloadSource::Bytes(ipivmm::payload::image::minimal_elf(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
+/// let bytes = PayloadSource::Bytes(ipivmm_testkit::images::elf64(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
 /// # let _ = (builtin, file, bytes);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl PayloadSource {
 ///
 /// ```
 /// use ipivmm::config::{ConfigError, VmConfig};
-/// use ipivmm::{ApicMode, Irqchip};
+/// use ipivmm::analysis::mode::{ApicMode, Irqchip};
 /// use std::time::Duration;
 ///
 /// let config = VmConfig {
@@ -212,6 +212,33 @@ impl From<&VmConfig> for RunConfig {
             host_cpus: ipivmm_analysis::mode::levers::allowed_cpus().len(),
             params: c.params,
         }
+    }
+}
+
+/// Guest RAM sizes: what ipivmm's guest layout needs (vmm/src/arch/layout.rs).
+impl VmConfig {
+    /// Smallest guest RAM ipivmm accepts (one vCPU).
+    pub const MIN_MEMORY_BYTES: u64 = crate::arch::layout::MIN_MEM_BYTES;
+    /// Largest guest RAM: below the 3 GiB PCI/APIC hole.
+    pub const MAX_MEMORY_BYTES: u64 = crate::arch::layout::MAX_MEM_BYTES;
+
+    /// Guest RAM a run of `vcpus` vCPUs gets when none is asked for: 64 MiB,
+    /// or more where that many vCPUs' stacks would leave less scratch (128
+    /// MiB at 1024 vCPUs).
+    pub const fn default_memory_bytes(vcpus: usize) -> u64 {
+        crate::arch::layout::default_mem_bytes(vcpus)
+    }
+
+    /// Smallest guest RAM for `vcpus` vCPUs: the fixed areas, their stacks
+    /// and at least 1 MiB of scratch.
+    pub const fn min_memory_bytes(vcpus: usize) -> u64 {
+        crate::arch::layout::min_mem_bytes(vcpus)
+    }
+
+    /// Bytes of sample space (scratch) each vCPU gets in this
+    /// configuration's RAM, page aligned; 0 when the RAM is too small.
+    pub const fn scratch_bytes_per_vcpu(&self) -> u64 {
+        crate::arch::layout::scratch_stride(self.memory_bytes, self.vcpus)
     }
 }
 

@@ -3,8 +3,9 @@
 //! real VMs; skipped visibly where /dev/kvm cannot be used.
 use ipivmm::experiment::rounds::{Planned, Repeats};
 use ipivmm::plan::{execute, Execution, Experiment, Plan};
-use ipivmm::{ApicMode, Irqchip, VmConfig};
+use ipivmm::VmConfig;
 use ipivmm_analysis::expect::Outcome;
+use ipivmm_analysis::mode::{ApicMode, Irqchip};
 use ipivmm_analysis::plan::NotRun;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -60,7 +61,7 @@ fn a_plan_built_in_rust_runs_with_the_engine_alone() {
         return;
     }
     let plan = two_experiments();
-    let host = ipivmm::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     let out = execute(&plan, host.as_ref(), &Execution::default());
     assert_eq!(out.experiments.len(), 2);
     let runs: Vec<usize> = out

@@ -228,7 +228,7 @@ pub fn calibrate(
     if estimate > MAX_DRIFT {
         return Err(CalibrateError::Implausible(estimate));
     }
-    let facts = facts.or_else(|| crate::host::probe().ok());
+    let facts = facts.or_else(|| ipivmm_host::facts::probe().ok());
     // The controls are judged as `compare` judges files: one rule
     // (compare::judge::recorded_evidence), so what calibrate reports is
     // what the same recordings give `compare`.

@@ -28,7 +28,8 @@
 //! use ipivmm::analysis::compare::{compare_by, judge, Dimension};
 //! use ipivmm::analysis::results::Document;
 //! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Quiet, Repeats};
-//! use ipivmm::{ApicMode, VmConfig};
+//! use ipivmm::VmConfig;
+//! use ipivmm::analysis::mode::ApicMode;
 //! use std::sync::atomic::AtomicBool;
 //! use std::sync::Arc;
 //!

@@ -7,7 +7,7 @@ pub(crate) mod fds;
 pub(crate) mod load;
 
 pub use crate::vm::max_vcpus;
-pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
+pub use ipivmm_host::facts::KvmBackend;
 
 use device::DeviceError;
 use std::path::{Path, PathBuf};

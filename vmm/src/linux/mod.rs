@@ -11,9 +11,9 @@
 //! and not on kvm_pvm, where no kernel boots in useful time ([`check_mode`]).
 pub(crate) mod acpi;
 pub(crate) mod boot_params;
-pub mod bzimage;
+pub(crate) mod bzimage;
 pub(crate) mod cmdline;
-pub mod layout;
+pub(crate) mod layout;
 
 use crate::mode::Irqchip;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,12 @@ pub struct LinuxGuest {
 }
 
 impl LinuxGuest {
+    /// RAM a Linux guest gets when none is asked for.
+    pub const DEFAULT_MEMORY_BYTES: u64 = layout::DEFAULT_LINUX_MEM;
+    /// Smallest RAM a Linux guest gets (the kernel's own `init_size` and
+    /// the initrd are checked on top).
+    pub const MIN_MEMORY_BYTES: u64 = layout::MIN_LINUX_MEM;
+
     /// A guest of `kernel`, nothing else.
     pub fn new(kernel: impl Into<PathBuf>) -> Self {
         Self {
@@ -362,7 +368,10 @@ mod tests {
 
     #[test]
     fn load_reads_checks_and_places_the_initrd() {
-        let k = tmp("bz", &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"));
+        let k = tmp(
+            "bz",
+            &ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test"),
+        );
         let i = tmp("initrd", &[7u8; 10_000]);
         let mut g = LinuxGuest::new(&k);
         g.initrd = Some(i);
@@ -405,7 +414,7 @@ mod tests {
     fn an_initrd_larger_than_memory_is_refused_before_it_is_read() {
         let k = tmp(
             "bz-big",
-            &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"),
+            &ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test"),
         );
         let i = tmp("initrd-1000m", &[]);
         std::fs::File::options()
@@ -433,7 +442,7 @@ mod tests {
     /// not the guest's memory.
     #[test]
     fn an_initrd_addr_max_below_the_kernel_names_the_field() {
-        let mut img = bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test");
+        let mut img = ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test");
         img[0x22c..0x230].copy_from_slice(&0u32.to_le_bytes());
         let k = tmp("bz-nomax", &img);
         let mut g = LinuxGuest::new(&k);

@@ -6,11 +6,11 @@
 //! protected mode, paging off) and the console lines that end its tests
 //! ([`test_lines`]). The VM is built by `vm::multiboot`; the machine the
 //! tests read (fw_cfg, the exit port) is in `ipivmm_devices`.
-pub mod entry;
-pub mod header;
-pub mod image;
-pub mod info;
-pub mod test_lines;
+pub(crate) mod entry;
+pub(crate) mod header;
+pub(crate) mod image;
+pub(crate) mod info;
+pub(crate) mod test_lines;
 
 use std::path::PathBuf;
 
@@ -158,9 +158,7 @@ mod tests {
 
     #[test]
     fn check_lays_out_the_kernel_and_puts_the_info_after_it() {
-        let mut code = header::encode(0, None);
-        code.resize(256, 0xf4);
-        let elf = image::minimal_elf32(&code, 0x20_0000, 0x3000);
+        let elf = ipivmm_testkit::images::multiboot_elf32(&[0xf4; 244], 0x20_0000, 0x3000);
         let img = check(elf.clone(), 32 << 20, "hello world").unwrap();
         assert_eq!(img.layout.entry, 0x20_0000);
         assert_eq!(img.info.at, 0x20_4000);
@@ -175,16 +173,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ipivmm-mb-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mb = dir.join("k.flat");
-        let mut code = header::encode(0, None);
-        code.resize(64, 0xf4);
-        std::fs::write(&mb, image::minimal_elf32(&code, 0x20_0000, 0)).unwrap();
-        assert!(file_is_multiboot(&mb));
-        let bz = dir.join("bz");
         std::fs::write(
-            &bz,
-            crate::linux::bzimage::minimal_bzimage(&[0xf4; 64], "6.1"),
+            &mb,
+            ipivmm_testkit::images::multiboot_elf32(&[0xf4; 52], 0x20_0000, 0),
         )
         .unwrap();
+        assert!(file_is_multiboot(&mb));
+        let bz = dir.join("bz");
+        std::fs::write(&bz, ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1")).unwrap();
         assert!(!file_is_multiboot(&bz));
         assert!(!file_is_multiboot(&dir.join("missing")));
         let g = MultibootGuest {
