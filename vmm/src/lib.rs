@@ -187,7 +187,7 @@ pub use vm::VmError;
 /// (this process's stdout, as the guest writes it), [`SerialSink::Log`]
 /// (`log::info!` per line), [`SerialSink::Capture`] (the default of
 /// [`RunOptions`]: kept in memory) or [`SerialSink::Discard`]. The last
-/// 16 KiB are always in [`RunReport::serial_tail`].
+/// 16 KiB are always in [`RunReport::serial_tail`](analysis::results::RunReport::serial_tail).
 ///
 /// ```no_run
 /// use ipivmm::{run, RunOptions, SerialSink, VmConfig};

@@ -624,7 +624,7 @@ impl RunArgs {
                     format!(
                         "--guest-memory-budget {} MiB: must be between 1 and {} MiB",
                         self.guest_memory_budget,
-                        ipivmm::config::MAX_GUEST_MEMORY_BUDGET_MIB
+                        ipivmm::VmConfig::MAX_GUEST_MEMORY_BUDGET_MIB
                     )
                 })?;
         let mut c = VmConfig {

@@ -38,7 +38,7 @@ impl RepeatChoice {
     /// How many runs a journal plans for a configuration at first.
     pub fn planned(&self) -> u32 {
         match self.auto {
-            true => ipivmm::experiment::rounds::AUTO_MIN,
+            true => ipivmm::experiment::rounds::Repeats::AUTO_MIN,
             false => self.repeats,
         }
     }
@@ -50,7 +50,7 @@ impl std::fmt::Display for RepeatChoice {
             return write!(
                 f,
                 "as many independent VMs per configuration as the gate's threshold needs at this host's spread (--repeat auto: at least {})",
-                ipivmm::experiment::rounds::AUTO_MIN
+                ipivmm::experiment::rounds::Repeats::AUTO_MIN
             );
         }
         let n = self.repeats;

@@ -148,8 +148,9 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
         // As `run` refuses it: a mode Linux cannot boot in, or a host
         // whose KVM boots no Linux (kvm_pvm: the reason names the lab).
         let software = host.is_some_and(|h| h.backend == ipivmm_host::facts::KvmBackend::KvmPvm);
-        let refused = ipivmm::linux::check_mode(g, c.irqchip, c.vcpus)
-            .and_then(|()| ipivmm::linux::check_backend(g, software));
+        let refused = g
+            .check_mode(c.irqchip, c.vcpus)
+            .and_then(|()| g.check_backend(software));
         if let Err(e) = refused {
             return Some(e.to_string());
         }

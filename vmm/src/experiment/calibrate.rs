@@ -52,6 +52,8 @@ pub trait CalibrationEvents {
     fn run(&self, _recording: usize, _repeat: usize, _report: &RunReport) {}
 }
 
+impl CalibrationEvents for super::Quiet {}
+
 /// Why a calibration could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {

@@ -1,10 +1,10 @@
 //! A Multiboot (v1) kernel (`ipivmm run --kernel FILE` when FILE has a
 //! multiboot header; docs/kvm-unit-tests.md): kvm-unit-tests' x86 `.flat`
 //! tests, or any kernel of that format. All KVM-free here: the header
-//! ([`header`]), where the image goes ([`image`]), the information
-//! structure at EBX ([`info`]) and the entry state ([`entry`]: 32-bit
+//! (`header`), where the image goes (`image`), the information
+//! structure at EBX (`info`) and the entry state (`entry`: 32-bit
 //! protected mode, paging off) and the console lines that end its tests
-//! ([`test_lines`]). The VM is built by `vm::multiboot`; the machine the
+//! (`test_lines`). The VM is built by `vm::multiboot`; the machine the
 //! tests read (fw_cfg, the exit port) is in `ipivmm_devices`.
 pub(crate) mod entry;
 pub(crate) mod header;
@@ -15,7 +15,7 @@ pub(crate) mod test_lines;
 use std::path::PathBuf;
 
 /// Largest kernel file read.
-pub const MAX_KERNEL_FILE: u64 = 64 << 20;
+pub(crate) const MAX_KERNEL_FILE: u64 = 64 << 20;
 
 /// Why a multiboot kernel cannot be booted. Each message names the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -102,7 +102,7 @@ impl MultibootGuest {
 
 /// A read and checked multiboot kernel, ready to be copied into RAM.
 #[derive(Clone, Debug)]
-pub struct MultibootImage {
+pub(crate) struct MultibootImage {
     /// The file.
     pub bytes: Vec<u8>,
     /// Where its pieces go.
@@ -112,7 +112,7 @@ pub struct MultibootImage {
 }
 
 /// Check `bytes` (the kernel file) for a VM of `mem_bytes` with `cmdline`.
-pub fn check(
+pub(crate) fn check(
     bytes: Vec<u8>,
     mem_bytes: u64,
     cmdline: &str,
@@ -128,7 +128,7 @@ pub fn check(
 }
 
 /// Read `guest`'s kernel and check it (one line naming the file on error).
-pub fn load(guest: &MultibootGuest, mem_bytes: u64) -> Result<MultibootImage, String> {
+pub(crate) fn load(guest: &MultibootGuest, mem_bytes: u64) -> Result<MultibootImage, String> {
     let path = guest.kernel.display();
     let bytes = crate::inputs::read_bytes(&guest.kernel, MAX_KERNEL_FILE)
         .map_err(|e| format!("--kernel {path}: {e}"))?;

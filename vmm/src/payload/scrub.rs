@@ -48,7 +48,7 @@ pub(crate) const KEPT_CARGO_PREFIXES: &[&str] = &[
 /// assert!(!is_scrubbed("CARGO_HOME"));
 /// assert!(!is_scrubbed("PATH"));
 /// ```
-pub fn is_scrubbed(key: &str) -> bool {
+pub(crate) fn is_scrubbed(key: &str) -> bool {
     let cargo_var =
         key.starts_with("CARGO_") && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
     cargo_var || REMOVED_VARS.contains(&key)

@@ -78,7 +78,7 @@ pub enum TemplateError {
 /// Checks that `name` can name the payload: a cargo package and binary
 /// name (a letter, then letters, digits, `-` or `_`; at most 64), and none
 /// of the crates the SDK copy brings.
-pub fn check_name(name: &str) -> Result<(), TemplateError> {
+pub(crate) fn check_name(name: &str) -> Result<(), TemplateError> {
     let bad = |problem| {
         Err(TemplateError::BadName {
             name: name.to_string(),

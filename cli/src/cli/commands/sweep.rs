@@ -263,12 +263,8 @@ fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
     // The Linux guest's files, read and checked once as `run` does (the
     // user's mistakes before the host's).
     if let Some(g) = &spec.linux {
-        ipivmm::linux::load(
-            g,
-            ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES,
-            String::new(),
-        )
-        .map_err(|e| PlanError::Usage(e.to_string()))?;
+        g.check_files()
+            .map_err(|e| PlanError::Usage(e.to_string()))?;
     }
     let max = device::open(&spec.base.kvm_device)
         .map(|k| max_vcpus(&k))
