@@ -146,7 +146,7 @@ fn apicv_inhibit_runs_complete_repeatedly() {
     if !hardware_kvm("apicv_inhibit_runs_complete_repeatedly") {
         return;
     }
-    let host = ipivmm_host::facts::probe().ok();
+    let host = ipivmm::host::probe().ok();
     for apic in [ApicMode::X2apic, ApicMode::Xapic] {
         let c = VmConfig {
             irqchip: Irqchip::Kernel,

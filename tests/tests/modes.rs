@@ -153,7 +153,7 @@ fn pv_ipis_are_refused_or_run_never_hang() {
 }
 
 fn ipivmm_counters_backend() -> Option<String> {
-    ipivmm_host::facts::probe()
+    ipivmm::host::probe()
         .ok()
         .map(|h| h.backend.to_string())
 }

@@ -61,7 +61,7 @@ fn a_plan_built_in_rust_runs_with_the_engine_alone() {
         return;
     }
     let plan = two_experiments();
-    let host = ipivmm_host::facts::probe().ok();
+    let host = ipivmm::host::probe().ok();
     let out = execute(&plan, host.as_ref(), &Execution::default());
     assert_eq!(out.experiments.len(), 2);
     let runs: Vec<usize> = out

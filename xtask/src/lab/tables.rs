@@ -91,7 +91,7 @@ pub(super) fn reasons(phases: &[&PhaseResult], ipis: u64) -> String {
 
 /// What a document's host was (its kernel release, CPU model, backend:
 /// `kvm_amd`...), `unknown` where it does not say.
-fn host(d: &Document, what: fn(&ipivmm_host::facts::HostInfo) -> String) -> String {
+fn host(d: &Document, what: fn(&ipivmm::host::HostInfo) -> String) -> String {
     d.host.as_ref().map_or_else(|| "unknown".into(), what)
 }
 
