@@ -12,11 +12,11 @@
 mod output_fixtures;
 
 use ipivmm::experiment::interleaved::{lacks, look_at, Kept};
-use ipivmm::RunReport;
 use ipivmm_analysis::gate::sequential::Sequential;
 use ipivmm_analysis::gate::DEFAULT_POLICY;
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::summary::summarize;
+use ipivmm_analysis::results::RunReport;
 use ipivmm_analysis::results::{Document, RunStatus};
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::{report, temp_dir, IPIS};
