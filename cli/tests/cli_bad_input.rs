@@ -327,7 +327,7 @@ fn out_of_range_configurations_are_refused_with_the_fix() {
 /// or not executables.
 #[test]
 fn bad_payload_files_are_refused() {
-    use ipivmm::payload::image::minimal_elf;
+    use ipivmm_testkit::images::elf64 as minimal_elf;
     let good = minimal_elf(0x10_0000, &[0xf4; 64]);
     let mut cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
         ("empty", Vec::new(), &["payload is empty"]),
@@ -401,16 +401,16 @@ fn bad_payload_files_are_refused() {
 /// tables, GDT/TSS below 1 MiB; the vCPU stacks from 8 MiB) or past RAM.
 #[test]
 fn payload_segments_on_reserved_guest_memory_are_refused() {
-    use ipivmm::arch::layout;
-    use ipivmm::payload::image::minimal_elf;
+    use ipivmm_testkit::images::elf64 as minimal_elf;
     let places: &[(&str, u64, usize)] = &[
         ("zero", 0, 16),
-        ("boot-info", layout::BOOT_INFO, 16),
-        ("page-tables", layout::PML4, 16),
-        ("gdt", layout::GDT_BASE, 16),
+        // ipivmm's guest layout (vmm/src/arch/layout.rs, docs/payload-sdk.md):
+        ("boot-info", 0x1000, 16),
+        ("page-tables", 0x1_0000, 16),
+        ("gdt", 0x2_0000, 16),
         ("straddles-1MiB", 0x10_0000 - 8, 16),
         ("onto-stacks", 0x80_0000 - 8, 16),
-        ("stacks", layout::STACK_BASE, 16),
+        ("stacks", 0x80_0000, 16),
         ("past-ram", 0x1_0000_0000, 16),
         ("top-of-address-space", u64::MAX - 7, 16),
     ];

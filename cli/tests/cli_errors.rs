@@ -127,7 +127,7 @@ fn missing_payload_file_is_refused() {
 #[test]
 fn payload_outside_guest_range_is_refused() {
     // An ELF linked at 4 KiB would overwrite ipivmm's page tables.
-    let elf = ipivmm::payload::image::minimal_elf(0x1000, &[0xf4]);
+    let elf = ipivmm_testkit::images::elf64(0x1000, &[0xf4]);
     let p = temp_file("low.elf", &elf);
     let o = ipivmm(&["run", "--payload", p.to_str().unwrap()]);
     assert_one_line_error(&o, "outside guest range 0x100000..0x800000");
@@ -146,7 +146,7 @@ fn oversized_payload_is_refused() {
 
 #[test]
 fn wrong_architecture_elf_is_refused() {
-    let mut elf = ipivmm::payload::image::minimal_elf(0x10_0000, &[0xf4]);
+    let mut elf = ipivmm_testkit::images::elf64(0x10_0000, &[0xf4]);
     elf[18] = 183; // EM_AARCH64
     let p = temp_file("arm.elf", &elf);
     assert_one_line_error(
@@ -214,7 +214,7 @@ fn timeout_keeps_finished_phases_in_the_json() {
     // The message buffer sits 128-byte aligned after the code: pad to 0x80 + 128.
     let mut code = PHASE_THEN_HANG.to_vec();
     code.resize(0x100, 0);
-    let elf = ipivmm::payload::image::minimal_elf(0x10_0000, &code);
+    let elf = ipivmm_testkit::images::elf64(0x10_0000, &code);
     let p = temp_file("phase-then-hang.elf", &elf);
     let json = p.with_extension("json");
     let o = ipivmm(&[

@@ -1,6 +1,6 @@
 //! One rule, three doors (issue 40): `compare --gate p50`, the expectation
 //! `ratio(cycles_per_operation_p50, NEW, OLD) <= 1.1` and `check` (which
-//! judges its plans' expectations through the same `expect::evaluate` on
+//! judges its plans' expectations through the same `expect::Verdicts::of` on
 //! the document it recorded) give the same outcome on the same repeats —
 //! pass, fail or undecided, pair by pair — over documents drawn with
 //! effects from none to past the threshold, where the three outcomes each

@@ -35,11 +35,7 @@ fn the_dry_run_plans_two_linux_rows_and_says_what_they_cost() {
     let dir = std::env::temp_dir().join(format!("ipivmm-linux-sweep-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (kernel, initrd) = (dir.join("bzImage"), dir.join("initrd"));
-    std::fs::write(
-        &kernel,
-        ipivmm::linux::bzimage::minimal_bzimage(&[0xf4; 64], "6.1"),
-    )
-    .unwrap();
+    std::fs::write(&kernel, ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1")).unwrap();
     std::fs::write(&initrd, b"not a cpio: only its size is read").unwrap();
     let flags = [
         "--kernel",
@@ -59,8 +55,8 @@ fn the_dry_run_plans_two_linux_rows_and_says_what_they_cost() {
     );
     assert!(out.contains("a Linux row ("), "{out}");
     assert!(out.contains("256 MiB of guest RAM per VM"), "{out}");
-    let software =
-        ipivmm::host::probe().is_ok_and(|h| h.backend == ipivmm_host::facts::KvmBackend::KvmPvm);
+    let software = ipivmm_host::facts::probe()
+        .is_ok_and(|h| h.backend == ipivmm_host::facts::KvmBackend::KvmPvm);
     if software {
         assert!(out.contains("0 rows x 5 repeats, 2 skipped"), "{out}");
         assert!(out.contains("cargo xtask lab linux"), "{out}");

@@ -12,10 +12,10 @@
 mod output_fixtures;
 
 use ipivmm::experiment::interleaved::{lacks, look_at, Kept};
-use ipivmm::RunReport;
 use ipivmm_analysis::gate::sequential::Sequential;
 use ipivmm_analysis::gate::Policy;
 use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::RunReport;
 use ipivmm_analysis::results::{Document, RunStatus};
 use ipivmm_testkit::rng::Rng;
 use output_fixtures::{report, temp_dir, IPIS};

@@ -15,7 +15,11 @@ fn rendered(c: &Comparison, color: bool) -> String {
     render(c, &c.gate(&GateOptions::default()), color, false)
 }
 
-fn record(dir: &Path, name: &str, runs: &[ipivmm::RunReport]) -> (String, Document) {
+fn record(
+    dir: &Path,
+    name: &str,
+    runs: &[ipivmm_analysis::results::RunReport],
+) -> (String, Document) {
     let path = dir.join(name);
     std::fs::write(&path, Document::new(runs.to_vec(), Vec::new()).to_json()).unwrap();
     (name.to_string(), Document::load(&path).unwrap())
@@ -363,7 +367,7 @@ fn compare_saturates_counters_that_overflow() {
 
 /// Five repeats of one configuration, each run's latency `base` cycles
 /// (plus a small spread) and `exits` exits per IPI.
-fn repeats(base: u64, exits: u64) -> Vec<ipivmm::RunReport> {
+fn repeats(base: u64, exits: u64) -> Vec<ipivmm_analysis::results::RunReport> {
     (0..5u64)
         .map(|i| {
             let mut r = report(&["--apic", "x2apic"], base + i * base / 100, exits);
@@ -446,7 +450,11 @@ fn repeats_share_a_cell_and_the_gate_judges_them() {
 
 /// `runs` with every repeat recorded under `load` (others' share of the
 /// host's CPU time beside this process's 50%, and steal).
-fn loaded(mut runs: Vec<ipivmm::RunReport>, others: f64, steal: f64) -> Vec<ipivmm::RunReport> {
+fn loaded(
+    mut runs: Vec<ipivmm_analysis::results::RunReport>,
+    others: f64,
+    steal: f64,
+) -> Vec<ipivmm_analysis::results::RunReport> {
     for r in &mut runs {
         r.host_load = Some(ipivmm_analysis::stats::HostLoad {
             cpus: 2,
@@ -867,11 +875,11 @@ fn a_comparison_fits_120_columns() {
 /// with halt polling on (the host's kvm.halt_poll_ns 200000): the
 /// counters of issue 50's `compare --run` (halt_attempted_poll 0,
 /// halt_wakeup 200).
-fn never_polled(base: u64) -> ipivmm::RunReport {
+fn never_polled(base: u64) -> ipivmm_analysis::results::RunReport {
     let mut r = report(&["--apic", "x2apic"], base, 3);
-    r.mode.target = ipivmm::TargetWait::Halt;
+    r.mode.target = ipivmm_analysis::mode::TargetWait::Halt;
     let mut settings = ipivmm_analysis::results::HostSettings::of(
-        &ipivmm::host::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
+        &ipivmm_host::facts::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
     );
     settings
         .params

@@ -472,7 +472,7 @@ fn a_single_run_and_an_empty_run_still_plot() {
 
 /// A custom payload `/somewhere/demo` with samples in two phases ('idle'
 /// on vCPU 0 and 'measure') and a record.
-fn demo_report() -> ipivmm::RunReport {
+fn demo_report() -> ipivmm_analysis::results::RunReport {
     let mut r = report(&[], 10_000, 3);
     r.mode.payload = Some("/somewhere/demo".into());
     let idle = &mut r.vcpus[0].phases[0];
@@ -641,7 +641,7 @@ fn the_sweep_table_has_a_row_per_configuration() {
             runs.push(r);
         }
     }
-    let doc = ipivmm::Document::new(runs, Vec::new());
+    let doc = ipivmm_analysis::results::Document::new(runs, Vec::new());
     let wall = std::time::Duration::from_secs(1);
     let fit = render_with(&doc, wall, Layout::Fit);
     let rows: Vec<&str> = fit.lines().filter(|l| l.contains("kernel/")).collect();

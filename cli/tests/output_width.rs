@@ -265,7 +265,7 @@ fn check_says_its_experiments_within_120_columns() {
             "{l}"
         );
     }
-    if ipivmm::host::probe().is_ok_and(|h| h.verdicts.ipiv != ApicvSupport::Available) {
+    if ipivmm_host::facts::probe().is_ok_and(|h| h.verdicts.ipiv != ApicvSupport::Available) {
         assert!(
             skips
                 .iter()
@@ -284,7 +284,7 @@ fn the_presets_dry_runs_fit_120_columns() {
     }
     // Issue 50: where this host cannot answer a preset's question, its
     // dry run names the lab command that does, in a line of its own.
-    let host = ipivmm::host::probe().expect("host facts");
+    let host = ipivmm_host::facts::probe().expect("host facts");
     let lacks = |s: &ApicvSupport| *s != ApicvSupport::Available;
     let v = &host.verdicts;
     for (preset, lab) in [

@@ -189,7 +189,7 @@ fn the_rule_reads_the_named_phase_and_nothing_else() {
 #[test]
 fn figures_count_the_repeats_that_have_them() {
     use ipivmm_analysis::results::metrics::Metric;
-    let runs: Vec<ipivmm::RunReport> = (0..6u32)
+    let runs: Vec<ipivmm_analysis::results::RunReport> = (0..6u32)
         .map(|i| {
             let mut r = output_fixtures::report(&[], 10_000 + 700 * u64::from(i), 3);
             r.mode.phase = Some("cpuid".into());

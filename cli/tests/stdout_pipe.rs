@@ -104,7 +104,8 @@ fn a_stdout_nobody_reads_does_not_hold_the_exit() {
         "JSON only after {json_at:?}"
     );
     let text = std::fs::read_to_string(&json).expect("read the JSON");
-    let doc = ipivmm::Document::from_json(&text, "r.json").expect("a results document");
+    let doc =
+        ipivmm_analysis::results::Document::from_json(&text, "r.json").expect("a results document");
     assert_eq!(
         doc.runs[0].status.name(),
         "timed_out",

@@ -29,6 +29,7 @@
 use std::io::Write;
 use std::sync::{Mutex, Once};
 
+pub mod images;
 pub mod limits;
 pub mod rng;
 pub use limits::{scaled, scaled_secs, slowdown};

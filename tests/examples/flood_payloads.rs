@@ -7,7 +7,7 @@
 //!
 //! writes `DIR/{phases,records,samples,serial}.elf`.
 use ipivmm::abi::PAYLOAD_START;
-use ipivmm::payload::image::minimal_elf;
+use ipivmm_testkit::images::elf64;
 use ipivmm_tests::floods;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     ];
     for (name, code) in payloads {
         let path = dir.join(format!("{name}.elf"));
-        if let Err(e) = std::fs::write(&path, minimal_elf(PAYLOAD_START, code)) {
+        if let Err(e) = std::fs::write(&path, elf64(PAYLOAD_START, code)) {
             eprintln!("flood_payloads: writing {}: {e}", path.display());
             return ExitCode::from(1);
         }

@@ -4,10 +4,10 @@
 //! and tiny hand-assembled guest payloads.
 use ipivmm::abi::PAYLOAD_START;
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::payload::image::minimal_elf;
+use ipivmm::host::KvmBackend;
 use ipivmm::run::{run, RunOptions};
-use ipivmm::KvmBackend;
 use ipivmm_analysis::results::RunReport;
+use ipivmm_testkit::images::elf64;
 
 pub use ipivmm_testkit::{skip, Need};
 
@@ -56,7 +56,7 @@ pub fn run_ok(config: &VmConfig) -> RunReport {
 
 /// A payload of raw x86-64 machine code at the payload base.
 pub fn code_payload(code: &[u8]) -> PayloadSource {
-    PayloadSource::Bytes(minimal_elf(PAYLOAD_START, code))
+    PayloadSource::Bytes(elf64(PAYLOAD_START, code))
 }
 
 pub mod floods;

@@ -2,9 +2,9 @@
 //! against what the guest issued, KVM binary stats, and what happens when a
 //! counter source is unavailable.
 use ipivmm::config::VmConfig;
-use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, TargetWait, Workload};
 use ipivmm_analysis::results::PhaseResult;
+use ipivmm_analysis::results::RunReport;
 
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;

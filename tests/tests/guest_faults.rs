@@ -2,8 +2,7 @@
 //! report naming the vCPU, its registers and what it did.
 use ipivmm::config::VmConfig;
 use ipivmm_analysis::mode::Workload;
-use ipivmm_analysis::results::RunStatus;
-use ipivmm_analysis::results::VcpuEnd;
+use ipivmm_analysis::results::{RunStatus, VcpuEnd};
 use ipivmm_tests::{code, code_payload, kvm_available, run_ok};
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ fn config(code: &[u8], vcpus: usize, timeout_s: u64) -> VmConfig {
 
 /// The fault's reason and rip; rip is None only where KVM reset the vCPU on
 /// shutdown (kvm_amd), which the reason must then say.
-fn fault_of(r: &ipivmm::RunReport, vcpu: usize) -> (String, Option<u64>) {
+fn fault_of(r: &ipivmm_analysis::results::RunReport, vcpu: usize) -> (String, Option<u64>) {
     match &r.vcpus[vcpu].end {
         Some(VcpuEnd::Fault { reason, registers }) => {
             let rip = registers.as_ref().map(|r| r.rip);

@@ -365,7 +365,9 @@ fn a_shared_budget_holds_across_runs() {
         }
         s => panic!("status {s:?}"),
     }
-    let phases = |r: &ipivmm::RunReport| r.vcpus.iter().map(|v| v.phases.len()).sum::<usize>();
+    let phases = |r: &ipivmm_analysis::results::RunReport| {
+        r.vcpus.iter().map(|v| v.phases.len()).sum::<usize>()
+    };
     assert!(
         phases(&second) * 10 < phases(&first),
         "the second run had only what the first left: {} phases against {}",

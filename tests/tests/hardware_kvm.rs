@@ -3,9 +3,9 @@
 //! tests skip elsewhere (saying so) and run in the lab (scripts/lab.sh), which
 //! sets IPIVMM_REQUIRE_HW_KVM=1 so that a skip fails there.
 use ipivmm::config::VmConfig;
-use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm_analysis::results::PhaseResult;
+use ipivmm_analysis::results::RunReport;
 use ipivmm_tests::{hardware_kvm, run_ok};
 use std::time::Duration;
 

@@ -280,7 +280,7 @@ fn an_init_to_vcpu0_is_reported_as_an_init() {
         return;
     }
     let mut config = hostile_config(Case::InitSelf, 2, 30, &[]);
-    config.irqchip = ipivmm::Irqchip::User;
+    config.irqchip = ipivmm_analysis::mode::Irqchip::User;
     let r = run_ok(&config);
     let RunStatus::Failed { reason } = &r.status else {
         panic!("status {:?}", r.status)

@@ -7,8 +7,7 @@
 use ipivmm::config::VmConfig;
 use ipivmm::run::{run, RunOptions};
 use ipivmm_analysis::mode::Workload;
-use ipivmm_analysis::results::RunStatus;
-use ipivmm_analysis::results::VcpuEnd;
+use ipivmm_analysis::results::{RunStatus, VcpuEnd};
 use ipivmm_tests::{code_payload, hostile, kvm_available};
 use std::time::{Duration, Instant};
 
@@ -85,7 +84,7 @@ fn thousand_vm_cycles_leak_no_fds_or_threads() {
     let cfg = VmConfig {
         vcpus: 1,
         workload: Workload::SelfIpi,
-        memory_bytes: ipivmm::arch::layout::MIN_MEM_BYTES.next_multiple_of(1 << 20),
+        memory_bytes: ipivmm::VmConfig::MIN_MEMORY_BYTES.next_multiple_of(1 << 20),
         payload: code_payload(hostile::DONE_IMMEDIATELY),
         timeout: ipivmm_testkit::scaled(Duration::from_secs(10)),
         tracepoints: false,

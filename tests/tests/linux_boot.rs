@@ -6,10 +6,10 @@
 //! refuses it there); this stub does, so the path from `--kernel` to a
 //! completed run is tested here, and on kvm_amd in the lab.
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::linux::bzimage::minimal_bzimage;
 use ipivmm::linux::LinuxGuest;
 use ipivmm::run::{run, RunOptions};
 use ipivmm_analysis::results::{RunStatus, VcpuEnd};
+use ipivmm_testkit::images::bzimage;
 use ipivmm_tests::kvm_available;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,7 +49,7 @@ fn stub_files(test: &str) -> (PathBuf, PathBuf) {
     let mut kernel = vec![0xf4u8; 0x200];
     kernel.extend_from_slice(ENTRY);
     let k = dir.join("bzImage");
-    std::fs::write(&k, minimal_bzimage(&kernel, "6.1.0-stub")).unwrap();
+    std::fs::write(&k, bzimage(&kernel, "6.1.0-stub")).unwrap();
     let i = dir.join("initrd");
     std::fs::write(&i, b"Initrd of the stub").unwrap();
     (k, i)
@@ -111,7 +111,7 @@ fn without_the_stub_flag_kvm_pvm_refuses_a_kernel_before_booting() {
     g.allow_software_kvm = false;
     let software = matches!(
         ipivmm::kvm_available().map(|k| k.backend),
-        Ok(ipivmm::KvmBackend::KvmPvm)
+        Ok(ipivmm::host::KvmBackend::KvmPvm)
     );
     match run(&c, RunOptions::default()) {
         Err(e) if software => {

@@ -10,10 +10,10 @@
 //! binary stats (present in both parts), and the LAPIC model's exact
 //! ICR-write count on the user irqchip.
 use ipivmm::config::VmConfig;
-use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
 
 use ipivmm_analysis::results::PhaseResult;
+use ipivmm_analysis::results::RunReport;
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;
 

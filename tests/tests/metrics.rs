@@ -87,7 +87,7 @@ fn metrics_per_operation_and_per_ipi_agree_with_the_guest_counts() {
             "{what}: {icr_per_op} ICR writes per operation"
         );
         // The JSON carries the same figures.
-        let doc = ipivmm::Document::new(vec![r], Vec::new());
+        let doc = ipivmm_analysis::results::Document::new(vec![r], Vec::new());
         let json: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
         let m = &json["runs"][0]["metrics"];
         assert_eq!(m["operation"], workload.operation(), "{what}");

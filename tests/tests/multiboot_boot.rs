@@ -9,11 +9,10 @@
 //! kvm-unit-tests itself cannot be fetched in CI (docs/kvm-unit-tests.md
 //! records the runs of its vmexit.flat here); this covers the same path.
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::multiboot::header::{self, AoutAddrs, FLAG_AOUT_KLUDGE};
-use ipivmm::multiboot::image::minimal_elf32;
 use ipivmm::multiboot::MultibootGuest;
 use ipivmm::run::{run, RunOptions};
 use ipivmm_analysis::results::{ExitKind, RunStatus, VcpuEnd};
+use ipivmm_testkit::images::{elf32, multiboot_header, MULTIBOOT_AOUT_KLUDGE};
 use ipivmm_tests::kvm_available;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,22 +44,18 @@ const LOAD: u32 = 0x10_0000;
 
 /// The kernel as kvm-unit-tests ships its tests: an ELF32 with one PT_LOAD.
 fn elf_image() -> Vec<u8> {
-    assert_eq!(&HELLO[4..16], &header::encode(0, None)[..], "the header");
-    minimal_elf32(HELLO, LOAD, 0)
+    assert_eq!(&HELLO[4..16], &multiboot_header(0, None)[..], "the header");
+    elf32(HELLO, LOAD, 0)
 }
 
 /// The same code as a flat image placed by the header's address fields
 /// (flag bit 16): a `jmp` over the 32-byte header, then the code.
 fn flat_image() -> Vec<u8> {
-    let a = AoutAddrs {
-        header_addr: LOAD + 4,
-        load_addr: LOAD,
-        load_end_addr: 0,
-        bss_end_addr: LOAD + 0x1000,
-        entry_addr: LOAD,
-    };
+    // header_addr, load_addr, load_end_addr (0: to the end of the file),
+    // bss_end_addr, entry_addr.
+    let a = [LOAD + 4, LOAD, 0, LOAD + 0x1000, LOAD];
     let mut v = vec![0xeb, 0x22, 0x66, 0x90];
-    v.extend(header::encode(FLAG_AOUT_KLUDGE, Some(a)));
+    v.extend(multiboot_header(MULTIBOOT_AOUT_KLUDGE, Some(a)));
     assert_eq!(v.len(), 0x24);
     v.extend_from_slice(&HELLO[CODE..]);
     v
@@ -214,7 +209,7 @@ fn a_nonzero_exit_value_fails_the_run_with_the_guests_status() {
     code.extend_from_slice(&[
         0xb8, 0x05, 0x00, 0x00, 0x00, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4,
     ]);
-    let k = write("fail", "fail.flat", &minimal_elf32(&code, LOAD, 0));
+    let k = write("fail", "fail.flat", &elf32(&code, LOAD, 0));
     let r = run(&config(k, 1, ""), RunOptions::default()).expect("the run starts");
     assert!(
         matches!(r.status, RunStatus::Failed { .. }),
@@ -244,7 +239,7 @@ fn a_kernel_that_prints_no_test_line_runs_in_one_phase() {
         0x66, 0xba, 0xf8, 0x03, 0xb0, 0x61, 0xee, 0xb0, 0x0a, 0xee, 0xb0, 0x62, 0xee, 0xb0, 0x0a,
         0xee, 0x31, 0xc0, 0x66, 0xba, 0xf4, 0x00, 0xef, 0xf4,
     ]);
-    let k = write("lines", "lines.flat", &minimal_elf32(&code, LOAD, 0));
+    let k = write("lines", "lines.flat", &elf32(&code, LOAD, 0));
     let r = run(&config(k, 2, ""), RunOptions::default()).expect("the run starts");
     assert_eq!(r.status, RunStatus::Completed, "{}", r.status.text());
     assert_eq!(r.serial_tail, "a\nb\n");

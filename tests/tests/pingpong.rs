@@ -1,8 +1,8 @@
 //! The built-in ping-pong workload boots and delivers every IPI, with 2 and
 //! 4 vCPUs, xAPIC and x2APIC, spinning and halted targets.
 use ipivmm::config::VmConfig;
-use ipivmm::RunReport;
 use ipivmm_analysis::mode::{ApicMode, TargetWait, Workload};
+use ipivmm_analysis::results::RunReport;
 
 use ipivmm_tests::{kvm_available, run_ok};
 use std::time::Duration;

@@ -4,8 +4,8 @@
 //! quirk) and on ipivmm's own (user irqchip). Oversubscribed here (2 host
 //! CPUs), so targets halt between IPIs and the payload's barriers halt too
 //! (`BOOT_FLAG_HALTING_BARRIERS`); iteration counts are small.
-use ipivmm::arch::layout;
-use ipivmm::config::{ExitReasons, VmConfig};
+use ipivmm::config::VmConfig;
+use ipivmm_analysis::mode::ExitReasons;
 use ipivmm_analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
 use ipivmm_analysis::results::RunReport;
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
@@ -37,7 +37,7 @@ fn kvm_takes_vcpus(test: &str) -> bool {
 fn config(irqchip: Irqchip, workload: Workload, iterations: u64) -> VmConfig {
     VmConfig {
         vcpus: VCPUS,
-        memory_bytes: layout::default_mem_bytes(VCPUS),
+        memory_bytes: ipivmm::VmConfig::default_memory_bytes(VCPUS),
         irqchip,
         apic: ApicMode::X2apic,
         workload,

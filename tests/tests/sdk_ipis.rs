@@ -10,8 +10,7 @@
 //! counted per ICR, every IPI sent was taken, nothing else was.
 //! INIT and start-up IPIs (the `InitThenHalts` / `InitSipiThenHalts`
 //! cases, sent with the same builders) are counted too.
-use ipivmm::ApicMode;
-use ipivmm_analysis::mode::Irqchip;
+use ipivmm_analysis::mode::{ApicMode, Irqchip};
 use ipivmm_analysis::results::PhaseResult;
 use ipivmm_analysis::results::{RunReport, RunStatus};
 use ipivmm_tests::cases::*;

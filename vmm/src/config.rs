@@ -2,7 +2,7 @@
 use crate::arch::layout;
 use crate::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Levers, Mode, TargetWait, Workload};
 use ipivmm_abi::{MAX_VCPUS, MAX_XAPIC_VCPUS};
-pub use ipivmm_analysis::mode::ExitReasons;
+use ipivmm_analysis::mode::ExitReasons;
 use ipivmm_analysis::results::identity::ConfigId;
 use ipivmm_analysis::results::PhaseResult;
 use ipivmm_analysis::results::{RunConfig, RunReport};
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// // Your ELF (e.g. from `ipivmm::payload::build::PayloadBuild::build`):
 /// let file = PayloadSource::File("examples/exit-roundtrip/target/x86_64-unknown-linux-gnu/release/exit-roundtrip".into());
 /// // An image already in memory:
-/// let bytes = PayloadSource::Bytes(ipivmm::payload::image::minimal_elf(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
+/// let bytes = PayloadSource::Bytes(ipivmm_testkit::images::elf64(ipivmm::abi::PAYLOAD_START, &[0xeb, 0xfe]));
 /// # let _ = (builtin, file, bytes);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl PayloadSource {
 ///
 /// ```
 /// use ipivmm::config::{ConfigError, VmConfig};
-/// use ipivmm::{ApicMode, Irqchip};
+/// use ipivmm::analysis::mode::{ApicMode, Irqchip};
 /// use std::time::Duration;
 ///
 /// let config = VmConfig {
@@ -215,6 +215,35 @@ impl From<&VmConfig> for RunConfig {
     }
 }
 
+/// Guest RAM sizes: what ipivmm's guest layout needs (vmm/src/arch/layout.rs).
+impl VmConfig {
+    /// Smallest guest RAM ipivmm accepts (one vCPU).
+    pub const MIN_MEMORY_BYTES: u64 = crate::arch::layout::MIN_MEM_BYTES;
+    /// Largest guest RAM: below the 3 GiB PCI/APIC hole.
+    pub const MAX_MEMORY_BYTES: u64 = crate::arch::layout::MAX_MEM_BYTES;
+    /// Largest [`VmConfig::guest_memory_budget`], MiB (1 TiB).
+    pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
+
+    /// Guest RAM a run of `vcpus` vCPUs gets when none is asked for: 64 MiB,
+    /// or more where that many vCPUs' stacks would leave less scratch (128
+    /// MiB at 1024 vCPUs).
+    pub const fn default_memory_bytes(vcpus: usize) -> u64 {
+        crate::arch::layout::default_mem_bytes(vcpus)
+    }
+
+    /// Smallest guest RAM for `vcpus` vCPUs: the fixed areas, their stacks
+    /// and at least 1 MiB of scratch.
+    pub const fn min_memory_bytes(vcpus: usize) -> u64 {
+        crate::arch::layout::min_mem_bytes(vcpus)
+    }
+
+    /// Bytes of sample space (scratch) each vCPU gets in this
+    /// configuration's RAM, page aligned; 0 when the RAM is too small.
+    pub const fn scratch_bytes_per_vcpu(&self) -> u64 {
+        crate::arch::layout::scratch_stride(self.memory_bytes, self.vcpus)
+    }
+}
+
 impl VmConfig {
     /// The configuration identity of a run of this configuration, with a
     /// named placement and a host setting (what a sweep plans and skips).
@@ -300,7 +329,7 @@ pub enum ConfigError {
     #[error("--timeout {0} s (VmConfig::timeout) is too long: at most {MAX_TIMEOUT_S} s (a week)")]
     TimeoutTooLong(u64),
     /// A guest memory budget too small to hold a phase, or absurd.
-    #[error("--guest-memory-budget (VmConfig::guest_memory_budget) of {0} bytes: must be between 64 KiB and {MAX_GUEST_MEMORY_BUDGET_MIB} MiB (the flag takes MiB)")]
+    #[error("--guest-memory-budget (VmConfig::guest_memory_budget) of {0} bytes: must be between 64 KiB and {max} MiB (the flag takes MiB)", max = VmConfig::MAX_GUEST_MEMORY_BUDGET_MIB)]
     GuestMemoryBudget(u64),
     /// A vector that cannot carry a fixed IPI.
     #[error("--vector {0:#x} (VmConfig::ipi_vector): fixed IPIs need a vector in 0x20..=0xfe")]
@@ -397,7 +426,7 @@ impl VmConfig {
         if !(0x20..=0xfe).contains(&self.ipi_vector) {
             return Err(ConfigError::Vector(self.ipi_vector));
         }
-        if !(MIN_GUEST_MEMORY_BUDGET..=MAX_GUEST_MEMORY_BUDGET_MIB << 20)
+        if !(MIN_GUEST_MEMORY_BUDGET..=Self::MAX_GUEST_MEMORY_BUDGET_MIB << 20)
             .contains(&self.guest_memory_budget)
         {
             return Err(ConfigError::GuestMemoryBudget(self.guest_memory_budget));
@@ -426,9 +455,6 @@ pub(crate) const MAX_IPI_DELAY_CYCLES: u64 = 10_000_000;
 /// Smallest [`VmConfig::guest_memory_budget`], bytes (room for a few
 /// phases with every counter; the command line's smallest is 1 MiB).
 pub(crate) const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
-
-/// Largest [`VmConfig::guest_memory_budget`], MiB (1 TiB).
-pub const MAX_GUEST_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 
 /// Longest watchdog timeout, seconds.
 pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
@@ -548,7 +574,7 @@ mod tests {
         for bad in [
             0,
             MIN_GUEST_MEMORY_BUDGET - 1,
-            (MAX_GUEST_MEMORY_BUDGET_MIB << 20) + 1,
+            (VmConfig::MAX_GUEST_MEMORY_BUDGET_MIB << 20) + 1,
         ] {
             c.guest_memory_budget = bad;
             let e = c.validate(8).unwrap_err();

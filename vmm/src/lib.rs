@@ -3,23 +3,23 @@
 //! mode, and where the cost goes (VM exits by reason, per vCPU, per phase).
 //!
 //! The library builds a VM from a typed [`VmConfig`] (vCPUs, guest RAM, the
-//! [`mode`] parts: irqchip, APIC mode, IPI path, APICv request; workload,
+//! mode parts: irqchip, APIC mode, IPI path, APICv request; workload,
 //! iterations, levers), loads the built-in payload or any x86-64 ELF
 //! ([`PayloadSource`]), runs it with a watchdog ([`run()`]) and returns a
-//! typed [`RunReport`]: per vCPU ([`results::VcpuResult`]) and per measured
-//! phase ([`results::PhaseResult`]) the userspace exits, KVM stats,
-//! tracepoint counters, the payload's own counters and records, and latency
-//! statistics ([`results::latency::LatencyStats`]). A failed run still returns its report: the
-//! phases that finished, how each vCPU ended (with a register dump on a
-//! fault) and the tail of the guest's serial output.
+//! typed [`RunReport`](analysis::results::RunReport): per vCPU and per
+//! measured phase the userspace exits, KVM stats, tracepoint counters, the
+//! payload's own counters and records, and latency statistics. A failed run
+//! still returns its report: the phases that finished, how each vCPU ended
+//! (with a register dump on a fault) and the tail of the guest's serial
+//! output.
 //!
-//! Everything a caller needs is re-exported here, so `ipivmm` is the one
-//! dependency: the configuration and mode types ([`VmConfig`], [`Irqchip`],
-//! [`ApicMode`], [`Workload`], [`ExitControls`], ...), [`SerialSink`] for the
-//! guest's console, the results ([`RunReport`], [`VcpuResult`],
-//! [`PhaseResult`], [`LatencyStats`], [`ExitKind`]...), the errors
-//! ([`RunError`], [`VmError`], [`ConfigError`]) and [`kvm_available`], which
-//! says whether a VM can run here before you build one. Errors name the
+//! `ipivmm` is the one dependency a caller needs: the machine's face is
+//! here ([`run()`], [`RunOptions`], [`VmConfig`], [`PayloadSource`],
+//! [`SerialSink`] for the guest's console, the errors [`RunError`],
+//! [`VmError`], [`ConfigError`], and [`kvm_available`], which says whether a
+//! VM can run here before you build one); the types a configuration is
+//! made of and a report is read with (the mode parts, the results) are the
+//! analysis crate's, re-exported as [`analysis`]. Errors name the
 //! [`VmConfig`] field to change next to the command-line flag that sets it
 //! (e.g. `--vcpus 0 (VmConfig::vcpus): must be between 1 and 8 ...`).
 //! `examples/library-only/` is a crate that depends on `ipivmm` alone.
@@ -45,10 +45,9 @@
 //! Running needs `/dev/kvm` (hence `no_run`); everything else compiles as is.
 //!
 //! ```no_run
-//! use ipivmm::{
-//!     run, ApicMode, Irqchip, PayloadSource, RunOptions, RunStatus, SerialSink, TargetWait,
-//!     VmConfig, Workload,
-//! };
+//! use ipivmm::{run, PayloadSource, RunOptions, SerialSink, VmConfig};
+//! use ipivmm::analysis::mode::{ApicMode, Irqchip, TargetWait, Workload};
+//! use ipivmm::analysis::results::RunStatus;
 //! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -163,7 +162,7 @@ pub use ipivmm_analysis as analysis;
 // The analysis modules under the paths the machine's code uses.
 use ipivmm_analysis::{gate, inputs, mode, results, stats};
 
-pub mod arch;
+pub(crate) mod arch;
 pub mod config;
 pub mod experiment;
 pub mod host;
@@ -180,14 +179,7 @@ pub(crate) mod vcpu;
 pub(crate) mod vm;
 
 pub use config::{ConfigError, PayloadSource, VmConfig};
-pub use host::{KvmBackend, KvmInfo};
-pub use mode::levers::{ExitControl, ExitControls};
-pub use mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, Mode, TargetWait, Workload};
-pub use results::latency::{Histogram, LatencyStats};
-pub use results::{
-    Document, ExitCounts, ExitKind, GuestDelta, PhaseResult, RunReport, RunStatus, VcpuEnd,
-    VcpuResult,
-};
+pub use host::KvmInfo;
 pub use run::{run, RunError, RunOptions};
 pub use vm::VmError;
 
@@ -195,7 +187,7 @@ pub use vm::VmError;
 /// (this process's stdout, as the guest writes it), [`SerialSink::Log`]
 /// (`log::info!` per line), [`SerialSink::Capture`] (the default of
 /// [`RunOptions`]: kept in memory) or [`SerialSink::Discard`]. The last
-/// 16 KiB are always in [`RunReport::serial_tail`].
+/// 16 KiB are always in [`RunReport::serial_tail`](analysis::results::RunReport::serial_tail).
 ///
 /// ```no_run
 /// use ipivmm::{run, RunOptions, SerialSink, VmConfig};

@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! use ipivmm::experiment::rounds::{Planned, Repeats};
-//! use ipivmm::ApicMode;
+//! use ipivmm::analysis::mode::ApicMode;
 //! use ipivmm::plan::{execute, Experiment, Plan};
 //! use ipivmm::VmConfig;
 //!
@@ -36,7 +36,8 @@
 //! use ipivmm::analysis::plan::file::{Job, PlanFile};
 //! use ipivmm::experiment::rounds::Planned;
 //! use ipivmm::plan::{execute, from_file, Plan};
-//! use ipivmm::{ApicMode, VmConfig};
+//! use ipivmm::VmConfig;
+//! use ipivmm::analysis::mode::ApicMode;
 //! use std::path::Path;
 //!
 //! std::fs::write(

@@ -3,8 +3,9 @@
 //! real VMs; skipped visibly where /dev/kvm cannot be used.
 use ipivmm::experiment::rounds::{Planned, Repeats};
 use ipivmm::plan::{execute, Execution, Experiment, Plan};
-use ipivmm::{ApicMode, Irqchip, VmConfig};
+use ipivmm::VmConfig;
 use ipivmm_analysis::expect::Outcome;
+use ipivmm_analysis::mode::{ApicMode, Irqchip};
 use ipivmm_analysis::plan::NotRun;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -5,11 +5,11 @@
 //! own properties are unit tests of the binary: cli/src/cli/prop_tests.rs.)
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
-use ipivmm::arch::layout;
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
-use ipivmm::payload::image::{check, minimal_elf, ImageError};
+use ipivmm::payload::image::{check, ImageError};
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
 use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
+use ipivmm_testkit::images::elf64 as minimal_elf;
 use proptest::prelude::*;
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,10 +19,10 @@ use ipivmm_testkit::proptest_config as config;
 /// A configuration with arbitrary fields, edges included.
 fn vm_config() -> impl Strategy<Value = (VmConfig, usize)> {
     let mem = prop_oneof![
-        Just(layout::MIN_MEM_BYTES - 1),
-        Just(layout::MIN_MEM_BYTES),
-        Just(layout::MAX_MEM_BYTES),
-        Just(layout::MAX_MEM_BYTES + 1),
+        Just(VmConfig::MIN_MEMORY_BYTES - 1),
+        Just(VmConfig::MIN_MEMORY_BYTES),
+        Just(VmConfig::MAX_MEMORY_BYTES),
+        Just(VmConfig::MAX_MEMORY_BYTES + 1),
         Just(0u64),
         any::<u64>(),
         (0u64..4096).prop_map(|m| m << 20),
@@ -99,8 +99,8 @@ fn edge_u64() -> impl Strategy<Value = u64> {
         (0u64..0x1000).prop_map(|d| PAYLOAD_START - 0x800 + d),
         (0u64..0x1000).prop_map(|d| PAYLOAD_END - 0x800 + d),
         Just(0x1000u64),
-        Just(layout::BOOT_INFO),
-        Just(layout::GDT_BASE),
+        Just(0x1000),   // ipivmm's boot info
+        Just(0x2_0000), // its GDTs
         (0u64..64).prop_map(|d| u64::MAX - d),
         (0u64..64).prop_map(|d| (1u64 << 63) + d),
         (0u64..64).prop_map(|d| u64::from(u32::MAX) - d),
@@ -167,9 +167,9 @@ proptest! {
         match c.validate(max) {
             Ok(()) => {
                 prop_assert!(c.vcpus >= 1 && c.vcpus <= max.min(MAX_VCPUS));
-                prop_assert!((layout::MIN_MEM_BYTES..=layout::MAX_MEM_BYTES).contains(&c.memory_bytes));
+                prop_assert!((VmConfig::MIN_MEMORY_BYTES..=VmConfig::MAX_MEMORY_BYTES).contains(&c.memory_bytes));
                 prop_assert!(c.iterations >= 1);
-                prop_assert!(c.iterations.saturating_mul(8) <= layout::scratch_stride(c.memory_bytes, c.vcpus));
+                prop_assert!(c.iterations.saturating_mul(8) <= c.scratch_bytes_per_vcpu());
                 prop_assert!((0x20..=0xfe).contains(&c.ipi_vector));
                 prop_assert!(!c.timeout.is_zero());
                 // What validate leaves to the mode check, the mode check refuses.

@@ -203,7 +203,7 @@ pub struct LeverArgs {
     pub mount_tracefs: bool,
     /// How exits are counted by reason: bpf (in the kernel, per vCPU thread: host time per reason, nothing per exit leaves the kernel; the sampler where BPF cannot load), sampled (kvm_exit/kvm_entry into a ring buffer: the raw event trace), counters (one filtered counter per reason: for comparison), off.
     #[arg(long, value_name = "HOW", default_value = "bpf")]
-    pub exit_reasons: ipivmm::config::ExitReasons,
+    pub exit_reasons: ipivmm_analysis::mode::ExitReasons,
     /// Also count the context tracepoints (kvm_entry, kvm_mmio, kvm_eoi, kvm_inj_virq, ...); off by default, as each adds to every context switch of a vCPU thread.
     #[arg(long)]
     pub context_events: bool,
@@ -609,11 +609,11 @@ impl RunArgs {
         let mut params = [0u64; 8];
         params[..self.params.len()].copy_from_slice(&self.params);
         let memory_bytes = match self.memory {
-            None => ipivmm::arch::layout::default_mem_bytes(self.vcpus),
+            None => ipivmm::VmConfig::default_memory_bytes(self.vcpus),
             Some(mib) => mib.checked_mul(1 << 20).ok_or_else(|| {
                 // The MiB as typed: a byte count saturated here would misquote it.
-                let l = ipivmm::arch::layout::min_mem_bytes(self.vcpus).div_ceil(1 << 20);
-                let h = ipivmm::arch::layout::MAX_MEM_BYTES >> 20;
+                let l = ipivmm::VmConfig::min_memory_bytes(self.vcpus).div_ceil(1 << 20);
+                let h = ipivmm::VmConfig::MAX_MEMORY_BYTES >> 20;
                 format!("--memory {mib} MiB: must be between {l} and {h} MiB")
             })?,
         };
@@ -624,7 +624,7 @@ impl RunArgs {
                     format!(
                         "--guest-memory-budget {} MiB: must be between 1 and {} MiB",
                         self.guest_memory_budget,
-                        ipivmm::config::MAX_GUEST_MEMORY_BUDGET_MIB
+                        ipivmm::VmConfig::MAX_GUEST_MEMORY_BUDGET_MIB
                     )
                 })?;
         let mut c = VmConfig {

@@ -133,7 +133,7 @@ impl LinuxArgs {
             ));
         }
         if !memory_given {
-            c.memory_bytes = ipivmm::linux::layout::DEFAULT_LINUX_MEM;
+            c.memory_bytes = ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES;
         }
         c.payload = PayloadSource::Linux(LinuxGuest {
             initrd: self.initrd.clone(),
@@ -251,7 +251,10 @@ mod tests {
             false,
         )
         .unwrap();
-        assert_eq!(c.memory_bytes, ipivmm::linux::layout::DEFAULT_LINUX_MEM);
+        assert_eq!(
+            c.memory_bytes,
+            ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES
+        );
         let g = c.payload.linux().unwrap();
         assert_eq!(g.workload, Some(LinuxWorkload::IpiUnicast));
         assert_eq!(
@@ -272,11 +275,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ipivmm-cli-mb-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let flat = dir.join("vmexit.flat");
-        let mut code = ipivmm::multiboot::header::encode(0, None);
-        code.resize(64, 0xf4);
         std::fs::write(
             &flat,
-            ipivmm::multiboot::image::minimal_elf32(&code, 0x40_0000, 0),
+            ipivmm_testkit::images::multiboot_elf32(&[0xf4; 52], 0x40_0000, 0),
         )
         .unwrap();
         let mut c = VmConfig::default();
@@ -313,11 +314,7 @@ mod tests {
         assert!(e.contains("multiboot kernel"), "{e}");
         // --append with a bzImage points to --cmdline.
         let bz = dir.join("bzImage");
-        std::fs::write(
-            &bz,
-            ipivmm::linux::bzimage::minimal_bzimage(&[0xf4; 64], "6.1"),
-        )
-        .unwrap();
+        std::fs::write(&bz, ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1")).unwrap();
         let e = LinuxArgs {
             kernel: Some(bz),
             append: Some("x".into()),

@@ -2,8 +2,8 @@
 //! `clap` feature, which this crate turns on) is the one `name()` gives,
 //! which serde writes and strum parses (checked in the engine's own tests).
 use clap::ValueEnum;
-use ipivmm::config::ExitReasons;
 use ipivmm_analysis::mode::levers::ExitControl;
+use ipivmm_analysis::mode::ExitReasons;
 use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 
 /// Every value of `all` parses from its `name()`, and clap offers exactly

@@ -99,7 +99,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../xtask/fixtures/linux/linux-broadcast-x2apic-4-host.json"
         );
-        let doc = ipivmm::Document::load(std::path::Path::new(path)).unwrap();
+        let doc = ipivmm_analysis::results::Document::load(std::path::Path::new(path)).unwrap();
         let r = &doc.runs[0];
         let member = (r, r.summary());
         let check = CalCheck::of(&[&member]).expect("a Linux run");

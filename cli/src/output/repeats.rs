@@ -38,7 +38,7 @@ impl RepeatChoice {
     /// How many runs a journal plans for a configuration at first.
     pub fn planned(&self) -> u32 {
         match self.auto {
-            true => ipivmm::experiment::rounds::AUTO_MIN,
+            true => ipivmm::experiment::rounds::Repeats::AUTO_MIN,
             false => self.repeats,
         }
     }
@@ -50,7 +50,7 @@ impl std::fmt::Display for RepeatChoice {
             return write!(
                 f,
                 "as many independent VMs per configuration as the gate's threshold needs at this host's spread (--repeat auto: at least {})",
-                ipivmm::experiment::rounds::AUTO_MIN
+                ipivmm::experiment::rounds::Repeats::AUTO_MIN
             );
         }
         let n = self.repeats;
@@ -76,7 +76,7 @@ impl std::fmt::Display for RepeatChoice {
 /// (an outlier first repeat, 6× the others on a busy host, made its
 /// `counted÷uncounted` read as the cost of counting, issue 50); without
 /// p50s the first that completed (else the first); "" for a single run.
-pub fn shown_repeat(runs: &[ipivmm::RunReport]) -> (usize, String) {
+pub fn shown_repeat(runs: &[ipivmm_analysis::results::RunReport]) -> (usize, String) {
     let p50s: Vec<Option<f64>> = runs
         .iter()
         .map(|r| match r.succeeded() {
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn the_tables_say_which_repeat_they_are() {
         let config = ipivmm::VmConfig::default();
-        let mut runs: Vec<ipivmm::RunReport> = (0..3)
+        let mut runs: Vec<ipivmm_analysis::results::RunReport> = (0..3)
             .map(|i| {
                 let mut r = config.not_started("test");
                 r.repeat = Some(i);
@@ -296,7 +296,7 @@ mod tests {
             })
             .collect();
         assert_eq!(shown_repeat(&runs[..1]), (0, String::new()));
-        runs[1].status = ipivmm::RunStatus::Completed;
+        runs[1].status = ipivmm_analysis::results::RunStatus::Completed;
         let (i, note) = shown_repeat(&runs);
         assert_eq!(i, 1);
         assert!(
@@ -329,9 +329,9 @@ mod tests {
     fn the_repeats_say_when_halt_polling_had_nothing_to_act_on() {
         let run = |attempted: u64| {
             let mut r = ipivmm::VmConfig::default().not_started("test");
-            r.status = ipivmm::RunStatus::Completed;
+            r.status = ipivmm_analysis::results::RunStatus::Completed;
             let mut host = ipivmm_analysis::results::HostSettings::of(
-                &ipivmm::host::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
+                &ipivmm_host::facts::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false),
             );
             host.params
                 .entry("kvm".into())
@@ -357,7 +357,7 @@ mod tests {
             r.vcpus.push(v);
             r
         };
-        let text = |r: ipivmm::RunReport| {
+        let text = |r: ipivmm_analysis::results::RunReport| {
             let configs = ConfigurationStats::of(&[r]);
             render(&configs, None, &|_| None)
         };

@@ -379,7 +379,7 @@ fn stat_meanings(r: &RunReport, (id, name): Key) -> Vec<String> {
     let pvm = r
         .host_settings
         .as_ref()
-        .is_some_and(|h| h.backend == ipivmm::KvmBackend::KvmPvm);
+        .is_some_and(|h| h.backend == ipivmm::host::KvmBackend::KvmPvm);
     let phases: Vec<&PhaseResult> = r
         .vcpus
         .iter()
@@ -754,7 +754,7 @@ mod tests {
     /// to be no error (`other=N` alone read as a bug to a KVM engineer).
     #[test]
     fn stats_only_exits_name_the_stats_that_explain_them() {
-        let host = ipivmm_host::facts::HostInfo::synthetic(ipivmm::KvmBackend::KvmPvm, false);
+        let host = ipivmm_host::facts::HostInfo::synthetic(ipivmm::host::KvmBackend::KvmPvm, false);
         let mut r = ipivmm::VmConfig::default().not_started("test");
         r.host_settings = Some(ipivmm_analysis::results::HostSettings::of(&host));
         for (i, (emulated, failed)) in [(19_089u64, 80u64), (24_563, 20)].into_iter().enumerate() {

@@ -10,7 +10,8 @@ use ipivmm_analysis::results::SkippedMode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-pub use ipivmm::experiment::rounds::{Quiet, RoundEvents as SweepEvents};
+pub use ipivmm::experiment::rounds::RoundEvents as SweepEvents;
+pub use ipivmm::experiment::Quiet;
 
 /// How to run a sweep.
 #[derive(Clone)]

@@ -102,7 +102,7 @@ fn run_stage(
         events.host(&format!("ipivmm: warning: --host-param {setting}: {m}"));
     }
     // The verdicts and skip reasons as the reloaded module decides them.
-    let host = ipivmm::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     if let Some(h) = &host {
         say(&[format!("  {}", verdict_line(&h.verdicts))], events);
     }

@@ -40,7 +40,7 @@ pub struct SweepSpec {
     pub workloads: Vec<WorkloadArg>,
     /// The Linux guest of the `linux:NAME` rows (kernel, initrd, command
     /// line; each row sets its workload), booted with
-    /// [`ipivmm::linux::layout::DEFAULT_LINUX_MEM`] of RAM.
+    /// [`ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES`] of RAM.
     pub linux: Option<LinuxGuest>,
     /// vCPU counts.
     pub vcpus: Vec<usize>,
@@ -148,8 +148,9 @@ pub fn skip_reason(c: &VmConfig, host: Option<&HostInfo>, skip_duplicates: bool)
         // As `run` refuses it: a mode Linux cannot boot in, or a host
         // whose KVM boots no Linux (kvm_pvm: the reason names the lab).
         let software = host.is_some_and(|h| h.backend == ipivmm_host::facts::KvmBackend::KvmPvm);
-        let refused = ipivmm::linux::check_mode(g, c.irqchip, c.vcpus)
-            .and_then(|()| ipivmm::linux::check_backend(g, software));
+        let refused = g
+            .check_mode(c.irqchip, c.vcpus)
+            .and_then(|()| g.check_backend(software));
         if let Err(e) = refused {
             return Some(e.to_string());
         }
@@ -210,7 +211,7 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
                     workload: Some(lw),
                     ..g.clone()
                 }),
-                ipivmm::linux::layout::DEFAULT_LINUX_MEM,
+                ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES,
             ),
             (WorkloadArg::Linux(_), None) => continue,
         };
@@ -236,7 +237,7 @@ fn configs(spec: &SweepSpec) -> Vec<(String, VmConfig, Option<String>)> {
                                         memory_bytes: spec
                                             .base
                                             .memory_bytes
-                                            .max(ipivmm::arch::layout::default_mem_bytes(vcpus))
+                                            .max(ipivmm::VmConfig::default_memory_bytes(vcpus))
                                             .max(memory),
                                         payload: payload.clone(),
                                         ..spec.base.clone()
@@ -467,7 +468,7 @@ mod tests {
             );
             assert_eq!(
                 r.config.memory_bytes,
-                ipivmm::linux::layout::DEFAULT_LINUX_MEM
+                ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES
             );
         }
         assert_eq!(skips.len(), 2, "{skips:?}");

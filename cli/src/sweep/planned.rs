@@ -5,14 +5,14 @@ use super::execute::{SweepEvents, SweepOptions};
 use super::host_stages::HostSweep;
 use super::{execute, SweepSpec};
 use crate::output::journal::Journal;
-use ipivmm::Document;
+use ipivmm_analysis::results::Document;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// A sweep checked and planned: what it will run on this host.
 pub struct PlannedSweep {
     spec: SweepSpec,
-    host: Option<ipivmm::host::HostInfo>,
+    host: Option<ipivmm_host::facts::HostInfo>,
     host_sweep: Option<HostSweep>,
     preset: Option<ipivmm_analysis::results::PresetReport>,
 }
@@ -34,7 +34,7 @@ impl PlannedSweep {
     /// stages and the preset's report, if any.
     pub fn new(
         spec: SweepSpec,
-        host: Option<ipivmm::host::HostInfo>,
+        host: Option<ipivmm_host::facts::HostInfo>,
         host_sweep: Option<HostSweep>,
         preset: Option<ipivmm_analysis::results::PresetReport>,
     ) -> Self {
@@ -52,7 +52,7 @@ impl PlannedSweep {
     }
 
     /// The host it is planned on (None: not probed).
-    pub fn host(&self) -> Option<&ipivmm::host::HostInfo> {
+    pub fn host(&self) -> Option<&ipivmm_host::facts::HostInfo> {
         self.host.as_ref()
     }
 

@@ -1,12 +1,13 @@
 //! Run reports built in code (no /dev/kvm) for the output tests.
 #![allow(dead_code)]
-use ipivmm::{RunReport, RunStatus, VmConfig};
+use ipivmm::VmConfig;
 use ipivmm_analysis::results::latency::LatencyStats;
 use ipivmm_analysis::results::source::Source;
 use ipivmm_analysis::results::{
     ExitCounts, ExitKind, GuestDelta, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings,
     VcpuEnd, VcpuResult,
 };
+use ipivmm_analysis::results::{RunReport, RunStatus};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 

@@ -1,7 +1,8 @@
 //! ipivmm as a library, with nothing but `ipivmm` in Cargo.toml: is KVM
 //! usable here, boot a VM with the guest's console on stdout, read the
 //! counters of every vCPU and phase.
-use ipivmm::{run, ApicMode, RunOptions, SerialSink, TargetWait, VmConfig, Workload};
+use ipivmm::{run, RunOptions, SerialSink, VmConfig};
+use ipivmm::analysis::mode::{ApicMode, TargetWait, Workload};
 use std::process::ExitCode;
 use std::time::Duration;
 

@@ -12,29 +12,10 @@ pub(crate) const X2APIC_BIT: u32 = 1 << 21;
 pub(crate) const HYPERVISOR_BIT: u32 = 1 << 31;
 /// CPUID.1:EDX bit 9, on-chip APIC.
 pub(crate) const APIC_BIT: u32 = 1 << 9;
-/// KVM paravirtual leaf base.
-pub const KVM_CPUID_SIGNATURE: u32 = 0x4000_0000;
 /// KVM feature leaf.
 pub(crate) const KVM_CPUID_FEATURES: u32 = 0x4000_0001;
 /// KVM_FEATURE_PV_SEND_IPI (EAX bit 11 of 0x40000001).
 pub(crate) const KVM_FEATURE_PV_SEND_IPI: u32 = 1 << 11;
-/// KVM_HINTS_REALTIME (EDX bit 0 of 0x40000001): vCPUs are never preempted.
-pub const KVM_HINTS_REALTIME: u32 = 1 << 0;
-/// KVM_FEATURE_PV_EOI (EAX bit 6 of 0x40000001; the `--pv-eoi` lever).
-pub const KVM_FEATURE_PV_EOI: u32 = 1 << 6;
-/// KVM_FEATURE_PV_TLB_FLUSH (EAX bit 9 of 0x40000001; `--pv-tlb-flush`).
-pub const KVM_FEATURE_PV_TLB_FLUSH: u32 = 1 << 9;
-/// KVM_FEATURE_PV_SCHED_YIELD (EAX bit 13 of 0x40000001; `--pv-sched-yield`).
-pub const KVM_FEATURE_PV_SCHED_YIELD: u32 = 1 << 13;
-
-/// The KVM feature bits (0x40000001 EAX) a supported CPUID offers; 0
-/// without the leaf.
-pub(crate) fn kvm_features(entries: &[kvm_cpuid_entry2]) -> u32 {
-    entries
-        .iter()
-        .find(|e| e.function == KVM_CPUID_FEATURES)
-        .map_or(0, |e| e.eax)
-}
 
 /// What one vCPU's CPUID must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,23 +82,6 @@ pub fn shape(entries: &mut [kvm_cpuid_entry2], s: &CpuidShape) -> Result<(), Cpu
     Ok(())
 }
 
-/// The KVM feature bits (0x40000001 EAX) the KVM at `device` offers
-/// (KVM_GET_SUPPORTED_CPUID): what a lever's bit can do there.
-pub fn offered_kvm_features(device: &std::path::Path) -> Result<u32, String> {
-    let kvm = crate::host::device::open(device).map_err(|e| e.to_string())?;
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(|e| format!("KVM_GET_SUPPORTED_CPUID: {e}"))?;
-    Ok(kvm_features(supported.as_slice()))
-}
-
-/// Whether the supported CPUID offers KVM_FEATURE_PV_SEND_IPI.
-pub fn supports_pv_send_ipi(entries: &[kvm_cpuid_entry2]) -> bool {
-    entries
-        .iter()
-        .any(|e| e.function == KVM_CPUID_FEATURES && e.eax & KVM_FEATURE_PV_SEND_IPI != 0)
-}
-
 fn set_bit(reg: &mut u32, bit: u32, on: bool) {
     if on {
         *reg |= bit;
@@ -129,6 +93,26 @@ fn set_bit(reg: &mut u32, bit: u32, on: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The bits of the kernel's uapi kvm_para.h, stated here apart from the
+    // lever table's, which the tests hold to them.
+    /// KVM_HINTS_REALTIME (EDX bit 0 of 0x40000001): vCPUs are never preempted.
+    const KVM_HINTS_REALTIME: u32 = 1 << 0;
+    /// KVM_FEATURE_PV_EOI (EAX bit 6 of 0x40000001; the `--pv-eoi` lever).
+    const KVM_FEATURE_PV_EOI: u32 = 1 << 6;
+    /// KVM_FEATURE_PV_TLB_FLUSH (EAX bit 9 of 0x40000001; `--pv-tlb-flush`).
+    const KVM_FEATURE_PV_TLB_FLUSH: u32 = 1 << 9;
+    /// KVM_FEATURE_PV_SCHED_YIELD (EAX bit 13 of 0x40000001; `--pv-sched-yield`).
+    const KVM_FEATURE_PV_SCHED_YIELD: u32 = 1 << 13;
+
+    /// The KVM feature bits (0x40000001 EAX) a supported CPUID offers; 0
+    /// without the leaf.
+    fn kvm_features(entries: &[kvm_cpuid_entry2]) -> u32 {
+        entries
+            .iter()
+            .find(|e| e.function == KVM_CPUID_FEATURES)
+            .map_or(0, |e| e.eax)
+    }
 
     fn entry(function: u32, index: u32) -> kvm_cpuid_entry2 {
         kvm_cpuid_entry2 {
@@ -265,11 +249,5 @@ mod tests {
             assert_eq!(kvm_features(&e) & all, want);
         }
         assert_eq!(kvm_features(&[entry(1, 0)]), 0);
-    }
-
-    #[test]
-    fn detects_pv_send_ipi_support() {
-        assert!(supports_pv_send_ipi(&supported()));
-        assert!(!supports_pv_send_ipi(&[entry(1, 0)]));
     }
 }

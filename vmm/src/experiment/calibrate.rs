@@ -51,6 +51,8 @@ pub trait CalibrationEvents {
     fn run(&self, _recording: usize, _repeat: usize, _report: &RunReport) {}
 }
 
+impl CalibrationEvents for super::Quiet {}
+
 /// Why a calibration could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
@@ -233,7 +235,7 @@ pub fn calibrate(
     if estimate > NoiseProfile::MAX_DRIFT {
         return Err(CalibrateError::Implausible(estimate));
     }
-    let facts = facts.or_else(|| crate::host::probe().ok());
+    let facts = facts.or_else(|| ipivmm_host::facts::probe().ok());
     // The controls are judged as `compare` judges files: one rule
     // (compare::judge::recorded_evidence), so what calibrate reports is
     // what the same recordings give `compare`.

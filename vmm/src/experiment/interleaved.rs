@@ -123,10 +123,7 @@ pub trait InterleavedEvents {
     fn looked(&self, _look: &Look, _max_rounds: usize) {}
 }
 
-/// No events.
-pub struct Quiet;
-
-impl InterleavedEvents for Quiet {}
+impl InterleavedEvents for super::Quiet {}
 
 /// Why it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

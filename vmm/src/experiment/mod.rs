@@ -18,6 +18,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A caller that wants no events: the rounds', the live comparison's and
+/// the calibration's events all have a default that does nothing.
+pub struct Quiet;
+
 /// One VM of a live comparison or a calibration: run quietly under the
 /// shared `budget` and `cancel` flag, the host's load during it recorded,
 /// its raw samples given back to the budget (the decision reads the

@@ -8,7 +8,7 @@
 //!   it); a repeat that ran while other processes or steal were above the
 //!   bound ([`crate::stats::HostLoad::instabilities`]) is kept, marked, and left
 //!   out of comparisons by the gate;
-//! - **auto** (`--repeat auto`): at least [`AUTO_MIN`] quiet repeats, then
+//! - **auto** (`--repeat auto`): at least [`Repeats::AUTO_MIN`] quiet repeats, then
 //!   more until the spread seen makes a later comparison at this many
 //!   repeats a side pass an unchanged configuration with 80% power at the
 //!   gate's threshold ([`Design::repeats_to_pass`]), within a
@@ -27,8 +27,10 @@
 //! ```no_run
 //! use ipivmm::analysis::compare::{Comparison, Dimension, GateOptions};
 //! use ipivmm::analysis::results::Document;
-//! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Quiet, Repeats};
-//! use ipivmm::{ApicMode, VmConfig};
+//! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Repeats};
+//! use ipivmm::experiment::Quiet;
+//! use ipivmm::VmConfig;
+//! use ipivmm::analysis::mode::ApicMode;
 //! use std::sync::atomic::AtomicBool;
 //! use std::sync::Arc;
 //!
@@ -62,9 +64,6 @@ use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Quiet repeats `--repeat auto` runs before it judges the spread.
-pub const AUTO_MIN: u32 = 5;
 
 /// One configuration to run.
 #[derive(Clone, Debug)]
@@ -115,20 +114,23 @@ pub enum Repeats {
 }
 
 impl Repeats {
+    /// Quiet repeats `--repeat auto` runs before it judges the spread.
+    pub const AUTO_MIN: u32 = 5;
+
     /// Why these repeats cannot settle `configs` configurations before any
     /// runs: a `--repeat auto` budget of VMs below the first look (its
-    /// [`AUTO_MIN`] repeats a configuration).
+    /// [`Repeats::AUTO_MIN`] repeats a configuration).
     pub fn cannot_settle(&self, configs: usize) -> Option<String> {
         match *self {
             Repeats::Auto {
                 budget: Budget::Vms(n),
                 max,
             } => {
-                let need = AUTO_MIN.min(max) as usize * configs.max(1);
+                let need = Repeats::AUTO_MIN.min(max) as usize * configs.max(1);
                 ((n as usize) < need).then(|| {
                     format!(
                         "--repeat auto with --budget {n}vms: the first look at the spread needs {} repeats of each of {} configuration{} ({need} VMs): give --budget {need}vms or more, or --repeat N",
-                        AUTO_MIN.min(max),
+                        Repeats::AUTO_MIN.min(max),
                         configs.max(1),
                         if configs == 1 { "" } else { "s" }
                     )
@@ -179,10 +181,7 @@ pub trait RoundEvents {
     fn finished_one(&self) {}
 }
 
-/// A caller that wants no events.
-pub struct Quiet;
-
-impl RoundEvents for Quiet {}
+impl RoundEvents for super::Quiet {}
 
 /// Where finished runs go.
 pub trait Keep {
@@ -299,7 +298,7 @@ fn needs_more(t: &Tally, repeats: Repeats, policy: &Policy) -> bool {
             if t.quiet >= max || t.runs >= 2 * max {
                 return false;
             }
-            if t.quiet < AUTO_MIN || t.p50.len() < AUTO_MIN as usize {
+            if t.quiet < Repeats::AUTO_MIN || t.p50.len() < Repeats::AUTO_MIN as usize {
                 return true;
             }
             let Some(sd) = crate::stats::log_sd(&t.p50) else {
@@ -327,7 +326,7 @@ pub fn run_rounds(
 ) -> bool {
     let first_plan = match opts.repeats {
         Repeats::Fixed(n) => n.max(1),
-        Repeats::Auto { max, .. } => AUTO_MIN.min(max),
+        Repeats::Auto { max, .. } => Repeats::AUTO_MIN.min(max),
     } as usize
         * runs.len();
     events.planned(first_plan);
@@ -359,7 +358,7 @@ pub fn run_rounds(
         let beyond = round
             >= match opts.repeats {
                 Repeats::Fixed(n) => n.max(1),
-                Repeats::Auto { .. } => AUTO_MIN,
+                Repeats::Auto { .. } => Repeats::AUTO_MIN,
             };
         if beyond {
             events.planned(active.len());

@@ -7,7 +7,8 @@ pub(crate) mod fds;
 pub(crate) mod load;
 
 pub use crate::vm::max_vcpus;
-pub use ipivmm_host::facts::{probe, ApicvSupport, ApicvVerdicts, HostInfo, KvmBackend};
+// The host facts a plan is executed against (`plan::execute`).
+pub use ipivmm_host::facts::{probe, HostInfo, KvmBackend};
 
 use device::DeviceError;
 use std::path::{Path, PathBuf};

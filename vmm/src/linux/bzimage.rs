@@ -6,9 +6,6 @@ use std::fmt;
 
 /// Largest kernel image accepted (a distribution's bzImage is 8–15 MiB).
 pub(crate) const MAX_KERNEL_FILE: u64 = 128 << 20;
-
-/// Offset of the setup header in the image (`hdr` of `boot_params`).
-pub const SETUP_HEADER_OFFSET: usize = 0x1f1;
 /// "HdrS" at 0x202.
 const HDRS_MAGIC: u32 = 0x5372_6448;
 /// 0xAA55 at 0x1FE.
@@ -195,38 +192,13 @@ fn release(image: &[u8]) -> Option<String> {
     (!word.is_empty() && word.chars().all(|c| c.is_ascii_graphic())).then(|| word.to_string())
 }
 
-/// A minimal image with a valid 64-bit setup header (protocol 2.15,
-/// 4 setup sectors, the release at the header's pointer) and `kernel` as
-/// its protected-mode code: for tests, and for a library user's stub.
-pub fn minimal_bzimage(kernel: &[u8], release: &str) -> Vec<u8> {
-    let setup = 5 * 512;
-    let mut b = vec![0u8; setup];
-    b[0x1f1] = 4;
-    b[0x1fe..0x200].copy_from_slice(&BOOT_FLAG.to_le_bytes());
-    b[0x202..0x206].copy_from_slice(&HDRS_MAGIC.to_le_bytes());
-    b[0x206..0x208].copy_from_slice(&0x020fu16.to_le_bytes());
-    // kernel_version: the string at 0x400 (pointer 0x200).
-    b[0x20e..0x210].copy_from_slice(&0x200u16.to_le_bytes());
-    let version = format!("{release} (ipivmm test) #1");
-    b[0x400..0x400 + version.len()].copy_from_slice(version.as_bytes());
-    b[0x211] = LOADED_HIGH;
-    b[0x214..0x218].copy_from_slice(&0x10_0000u32.to_le_bytes());
-    b[0x22c..0x230].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
-    b[0x236..0x238].copy_from_slice(&XLF_KERNEL_64.to_le_bytes());
-    b[0x238..0x23c].copy_from_slice(&2047u32.to_le_bytes());
-    let init = (kernel.len() as u32).max(0x1000).next_multiple_of(0x1000);
-    b[0x260..0x264].copy_from_slice(&init.to_le_bytes());
-    b.extend_from_slice(kernel);
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_minimal_image_reads_back() {
-        let img = minimal_bzimage(&[0xf4; 100], "6.1.0-50-amd64");
+        let img = ipivmm_testkit::images::bzimage(&[0xf4; 100], "6.1.0-50-amd64");
         let h = check(&img).unwrap();
         assert_eq!(h.protocol, 0x020f);
         assert_eq!(h.setup_bytes(), 5 * 512);
@@ -238,7 +210,7 @@ mod tests {
 
     #[test]
     fn what_is_not_a_64_bit_bzimage_is_named() {
-        let good = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        let good = ipivmm_testkit::images::bzimage(&[0xf4; 100], "6.1.0");
         assert_eq!(check(&good[..0x200]), Err(BzImageError::TooShort(0x200)));
         let mut elf = good.clone();
         elf[..4].copy_from_slice(b"\x7fELF");
@@ -273,7 +245,7 @@ mod tests {
     /// the fix that fits it (a corrupt image, not "raise --memory").
     #[test]
     fn each_header_error_names_its_field() {
-        let good = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        let good = ipivmm_testkit::images::bzimage(&[0xf4; 100], "6.1.0");
         let field = |at: usize, bytes: &[u8]| {
             let mut img = good.clone();
             img[at..at + bytes.len()].copy_from_slice(bytes);
@@ -307,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_release_is_read_without_trusting_the_pointer() {
-        let mut img = minimal_bzimage(&[0xf4; 100], "6.12.117+deb13-amd64");
+        let mut img = ipivmm_testkit::images::bzimage(&[0xf4; 100], "6.12.117+deb13-amd64");
         assert_eq!(
             check(&img).unwrap().release.as_deref(),
             Some("6.12.117+deb13-amd64")
@@ -322,7 +294,7 @@ mod tests {
 
     #[test]
     fn every_truncation_is_an_error_never_a_panic() {
-        let img = minimal_bzimage(&[0xf4; 100], "6.1.0");
+        let img = ipivmm_testkit::images::bzimage(&[0xf4; 100], "6.1.0");
         for n in 0..img.len() {
             let _ = check(&img[..n]);
         }

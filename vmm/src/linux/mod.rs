@@ -1,6 +1,6 @@
 //! A Linux guest (`ipivmm run --kernel BZIMAGE`): what it needs besides
 //! the payload's machine, all KVM-free here: the bzImage's header
-//! ([`bzimage`]), where things go and the e820 map ([`layout`]), the zero
+//! (`bzimage`), where things go and the e820 map (`layout`), the zero
 //! page (`boot_params`), the ACPI tables (`acpi`) and the command line
 //! (`cmdline`). The VM itself is built by `vm::linux`; the guest side
 //! (init, the phase tool, the workloads) is `guest-linux/` (docs/linux-guest.md).
@@ -8,12 +8,12 @@
 //! A Linux guest runs where KVM's LAPIC is (`--irqchip kernel` or `split`),
 //! in xAPIC or x2APIC mode, with APICv/AVIC as the host has it or
 //! inhibited, PV IPIs advertised or not; not with ipivmm's own LAPIC model,
-//! and not on kvm_pvm, where no kernel boots in useful time ([`check_mode`]).
+//! and not on kvm_pvm, where no kernel boots in useful time ([`LinuxGuest::check_mode`]).
 pub(crate) mod acpi;
 pub(crate) mod boot_params;
-pub mod bzimage;
+pub(crate) mod bzimage;
 pub(crate) mod cmdline;
-pub mod layout;
+pub(crate) mod layout;
 
 use crate::mode::Irqchip;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,12 @@ pub struct LinuxGuest {
 }
 
 impl LinuxGuest {
+    /// RAM a Linux guest gets when none is asked for.
+    pub const DEFAULT_MEMORY_BYTES: u64 = layout::DEFAULT_LINUX_MEM;
+    /// Smallest RAM a Linux guest gets (the kernel's own `init_size` and
+    /// the initrd are checked on top).
+    pub const MIN_MEMORY_BYTES: u64 = layout::MIN_LINUX_MEM;
+
     /// A guest of `kernel`, nothing else.
     pub fn new(kernel: impl Into<PathBuf>) -> Self {
         Self {
@@ -105,6 +111,41 @@ impl LinuxGuest {
                 )
             ),
         }
+    }
+
+    /// Whether a Linux guest can run in this mode: the refusals that need
+    /// neither a file nor the host.
+    pub fn check_mode(&self, irqchip: Irqchip, vcpus: usize) -> Result<(), LinuxError> {
+        if irqchip == Irqchip::User {
+            return Err(LinuxError::Mode(
+                "--irqchip user with --kernel: Linux needs KVM's LAPIC (its timer, INIT and start-up IPIs, the IOAPIC); ipivmm's LAPIC model has none of them: use --irqchip kernel or split".into(),
+            ));
+        }
+        if let Some(w) = self.workload {
+            if vcpus < w.min_vcpus() {
+                return Err(LinuxError::Mode(format!(
+                    "--workload {} needs at least {} vCPUs (--vcpus {vcpus}): an IPI needs a target",
+                    w.label(),
+                    w.min_vcpus()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this host boots Linux: not kvm_pvm (`software_kvm`), unless
+    /// the guest is a stub that asks for it.
+    pub fn check_backend(&self, software_kvm: bool) -> Result<(), LinuxError> {
+        if software_kvm && !self.allow_software_kvm {
+            return Err(LinuxError::SoftwareKvm);
+        }
+        Ok(())
+    }
+
+    /// Reads and checks the guest's files (kernel, initrd) as a run does,
+    /// at the default RAM: the user's mistakes before any VM.
+    pub fn check_files(&self) -> Result<(), LinuxError> {
+        load(self, Self::DEFAULT_MEMORY_BYTES, String::new()).map(drop)
     }
 }
 
@@ -177,14 +218,12 @@ pub enum LinuxError {
     Acpi(#[from] acpi::TooLarge),
 }
 
-/// A checked Linux guest: the kernel and initrd bytes, the header, the
+/// A checked Linux guest: the kernel and initrd bytes, the
 /// command line, read once (stage 0) and trusted by the build.
 #[derive(Clone, Debug)]
-pub struct LinuxImage {
+pub(crate) struct LinuxImage {
     /// The bzImage.
     pub kernel: Vec<u8>,
-    /// What its header says.
-    pub header: bzimage::KernelHeader,
     /// The initrd and where it goes.
     pub initrd: Option<(Vec<u8>, u64)>,
     /// The whole command line.
@@ -197,7 +236,11 @@ fn read(path: &Path, max: u64) -> Result<Vec<u8>, String> {
 
 /// Read and check the guest's files for a VM of `mem_bytes` of RAM, with
 /// `cmdline` as the command line ipivmm built (`cmdline::build`).
-pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<LinuxImage, LinuxError> {
+pub(crate) fn load(
+    guest: &LinuxGuest,
+    mem_bytes: u64,
+    cmdline: String,
+) -> Result<LinuxImage, LinuxError> {
     let kpath = guest.kernel.display().to_string();
     let kernel = read(&guest.kernel, bzimage::MAX_KERNEL_FILE).map_err(|problem| {
         LinuxError::KernelRead {
@@ -269,39 +312,9 @@ pub fn load(guest: &LinuxGuest, mem_bytes: u64, cmdline: String) -> Result<Linux
     };
     Ok(LinuxImage {
         kernel,
-        header,
         initrd,
         cmdline,
     })
-}
-
-/// Whether a Linux guest can run in this mode: the refusals that need
-/// neither a file nor the host.
-pub fn check_mode(guest: &LinuxGuest, irqchip: Irqchip, vcpus: usize) -> Result<(), LinuxError> {
-    if irqchip == Irqchip::User {
-        return Err(LinuxError::Mode(
-            "--irqchip user with --kernel: Linux needs KVM's LAPIC (its timer, INIT and start-up IPIs, the IOAPIC); ipivmm's LAPIC model has none of them: use --irqchip kernel or split".into(),
-        ));
-    }
-    if let Some(w) = guest.workload {
-        if vcpus < w.min_vcpus() {
-            return Err(LinuxError::Mode(format!(
-                "--workload {} needs at least {} vCPUs (--vcpus {vcpus}): an IPI needs a target",
-                w.label(),
-                w.min_vcpus()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Whether this host boots Linux: not kvm_pvm (`software_kvm`), unless
-/// the guest is a stub that asks for it.
-pub fn check_backend(guest: &LinuxGuest, software_kvm: bool) -> Result<(), LinuxError> {
-    if software_kvm && !guest.allow_software_kvm {
-        return Err(LinuxError::SoftwareKvm);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -328,27 +341,25 @@ mod tests {
     #[test]
     fn impossible_modes_are_refused_with_the_reason() {
         let g = LinuxGuest::new("k");
-        let e = check_mode(&g, Irqchip::User, 2).unwrap_err().to_string();
+        let e = g.check_mode(Irqchip::User, 2).unwrap_err().to_string();
         assert!(e.contains("use --irqchip kernel or split"), "{e}");
-        let e = check_backend(&g, true).unwrap_err().to_string();
+        let e = g.check_backend(true).unwrap_err().to_string();
         assert!(
             e.contains("kvm_pvm") && e.contains("cargo xtask lab linux"),
             "{e}"
         );
-        assert!(check_mode(&g, Irqchip::Split, 2).is_ok());
-        assert!(check_backend(&g, false).is_ok());
+        assert!(g.check_mode(Irqchip::Split, 2).is_ok());
+        assert!(g.check_backend(false).is_ok());
         let stub = LinuxGuest {
             allow_software_kvm: true,
             ..g.clone()
         };
-        assert!(check_backend(&stub, true).is_ok());
+        assert!(stub.check_backend(true).is_ok());
         let one = LinuxGuest {
             workload: Some(LinuxWorkload::IpiUnicast),
             ..g
         };
-        let e = check_mode(&one, Irqchip::Kernel, 1)
-            .unwrap_err()
-            .to_string();
+        let e = one.check_mode(Irqchip::Kernel, 1).unwrap_err().to_string();
         assert!(e.contains("at least 2 vCPUs"), "{e}");
     }
 
@@ -362,7 +373,10 @@ mod tests {
 
     #[test]
     fn load_reads_checks_and_places_the_initrd() {
-        let k = tmp("bz", &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"));
+        let k = tmp(
+            "bz",
+            &ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test"),
+        );
         let i = tmp("initrd", &[7u8; 10_000]);
         let mut g = LinuxGuest::new(&k);
         g.initrd = Some(i);
@@ -371,7 +385,10 @@ mod tests {
         assert_eq!(bytes.len(), 10_000);
         assert_eq!(at % 4096, 0);
         assert!(at + 10_000 <= 64 << 20);
-        assert_eq!(img.header.release.as_deref(), Some("6.1.0-test"));
+        assert_eq!(
+            bzimage::check(&img.kernel).unwrap().release.as_deref(),
+            Some("6.1.0-test")
+        );
         // Missing, malformed, too long a command line: one line each.
         let e = load(
             &LinuxGuest::new("/nonexistent/bzImage"),
@@ -405,7 +422,7 @@ mod tests {
     fn an_initrd_larger_than_memory_is_refused_before_it_is_read() {
         let k = tmp(
             "bz-big",
-            &bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test"),
+            &ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test"),
         );
         let i = tmp("initrd-1000m", &[]);
         std::fs::File::options()
@@ -433,7 +450,7 @@ mod tests {
     /// not the guest's memory.
     #[test]
     fn an_initrd_addr_max_below_the_kernel_names_the_field() {
-        let mut img = bzimage::minimal_bzimage(&[0xf4; 64], "6.1.0-test");
+        let mut img = ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1.0-test");
         img[0x22c..0x230].copy_from_slice(&0u32.to_le_bytes());
         let k = tmp("bz-nomax", &img);
         let mut g = LinuxGuest::new(&k);

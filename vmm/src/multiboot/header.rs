@@ -99,25 +99,20 @@ pub fn parse(image: &[u8]) -> Result<Header, MultibootError> {
     })
 }
 
-/// A header's 12 bytes (or 32 with the address fields), for tests and the
-/// test kernel.
-pub fn encode(flags: u32, aout: Option<AoutAddrs>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(32);
-    for w in [MAGIC, flags, 0u32.wrapping_sub(MAGIC.wrapping_add(flags))] {
-        v.extend_from_slice(&w.to_le_bytes());
-    }
-    if let Some(a) = aout {
-        for w in [
+/// A header's bytes for the tests: the test kit's, with the address
+/// fields from an [`AoutAddrs`].
+#[cfg(test)]
+pub(crate) fn encode(flags: u32, aout: Option<AoutAddrs>) -> Vec<u8> {
+    let words = aout.map(|a| {
+        [
             a.header_addr,
             a.load_addr,
             a.load_end_addr,
             a.bss_end_addr,
             a.entry_addr,
-        ] {
-            v.extend_from_slice(&w.to_le_bytes());
-        }
-    }
-    v
+        ]
+    });
+    ipivmm_testkit::images::multiboot_header(flags, words)
 }
 
 #[cfg(test)]

@@ -205,35 +205,6 @@ fn elf32_segments(image: &[u8]) -> Result<(Vec<Segment>, u32), MultibootError> {
     Ok((segments, entry))
 }
 
-/// A minimal ELF32 i386 executable: one PT_LOAD of `code` at `paddr`
-/// (plus `bss` zero bytes), entry at its start, with a multiboot header
-/// (flags 0) at the start of the code: for tests.
-pub fn minimal_elf32(code: &[u8], paddr: u32, bss: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 0x54];
-    f[..4].copy_from_slice(b"\x7fELF");
-    f[4] = 1; // ELFCLASS32
-    f[5] = 1; // little-endian
-    f[6] = 1; // EV_CURRENT
-    f[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
-    f[18..20].copy_from_slice(&3u16.to_le_bytes()); // EM_386
-    f[20..24].copy_from_slice(&1u32.to_le_bytes());
-    f[24..28].copy_from_slice(&paddr.to_le_bytes());
-    f[28..32].copy_from_slice(&0x34u32.to_le_bytes());
-    f[40..42].copy_from_slice(&0x34u16.to_le_bytes());
-    f[42..44].copy_from_slice(&32u16.to_le_bytes());
-    f[44..46].copy_from_slice(&1u16.to_le_bytes());
-    let ph = 0x34;
-    let len = code.len() as u32;
-    for (k, v) in [1, 0x54, paddr, paddr, len, len + bss, 7, 4]
-        .into_iter()
-        .enumerate()
-    {
-        f[ph + 4 * k..ph + 4 * k + 4].copy_from_slice(&u32::to_le_bytes(v));
-    }
-    f.extend_from_slice(code);
-    f
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::header::{self, AoutAddrs, FLAG_AOUT_KLUDGE};
@@ -242,7 +213,7 @@ mod tests {
     fn elf_with_header(code_len: usize, paddr: u32, bss: u32) -> Vec<u8> {
         let mut code = header::encode(0, None);
         code.resize(code_len.max(12), 0xf4);
-        minimal_elf32(&code, paddr, bss)
+        ipivmm_testkit::images::elf32(&code, paddr, bss)
     }
 
     #[test]

@@ -14,8 +14,6 @@ pub const HAS_MODS: u32 = 1 << 3;
 pub const HAS_MMAP: u32 = 1 << 6;
 /// Flag bit 9: boot_loader_name is valid.
 pub const HAS_LOADER_NAME: u32 = 1 << 9;
-/// Bytes of the structure (through the framebuffer fields, zero here).
-pub const INFO_LEN: usize = 116;
 /// Longest command line accepted (without its NUL).
 pub const MAX_CMDLINE: usize = 4095;
 /// Conventional memory reported below the EBDA (KiB).

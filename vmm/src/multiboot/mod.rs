@@ -1,21 +1,21 @@
 //! A Multiboot (v1) kernel (`ipivmm run --kernel FILE` when FILE has a
 //! multiboot header; docs/kvm-unit-tests.md): kvm-unit-tests' x86 `.flat`
 //! tests, or any kernel of that format. All KVM-free here: the header
-//! ([`header`]), where the image goes ([`image`]), the information
-//! structure at EBX ([`info`]) and the entry state ([`entry`]: 32-bit
+//! (`header`), where the image goes (`image`), the information
+//! structure at EBX (`info`) and the entry state (`entry`: 32-bit
 //! protected mode, paging off) and the console lines that end its tests
-//! ([`test_lines`]). The VM is built by `vm::multiboot`; the machine the
+//! (`test_lines`). The VM is built by `vm::multiboot`; the machine the
 //! tests read (fw_cfg, the exit port) is in `ipivmm_devices`.
-pub mod entry;
-pub mod header;
-pub mod image;
-pub mod info;
-pub mod test_lines;
+pub(crate) mod entry;
+pub(crate) mod header;
+pub(crate) mod image;
+pub(crate) mod info;
+pub(crate) mod test_lines;
 
 use std::path::PathBuf;
 
 /// Largest kernel file read.
-pub const MAX_KERNEL_FILE: u64 = 64 << 20;
+pub(crate) const MAX_KERNEL_FILE: u64 = 64 << 20;
 
 /// Why a multiboot kernel cannot be booted. Each message names the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -102,7 +102,7 @@ impl MultibootGuest {
 
 /// A read and checked multiboot kernel, ready to be copied into RAM.
 #[derive(Clone, Debug)]
-pub struct MultibootImage {
+pub(crate) struct MultibootImage {
     /// The file.
     pub bytes: Vec<u8>,
     /// Where its pieces go.
@@ -112,7 +112,7 @@ pub struct MultibootImage {
 }
 
 /// Check `bytes` (the kernel file) for a VM of `mem_bytes` with `cmdline`.
-pub fn check(
+pub(crate) fn check(
     bytes: Vec<u8>,
     mem_bytes: u64,
     cmdline: &str,
@@ -128,7 +128,7 @@ pub fn check(
 }
 
 /// Read `guest`'s kernel and check it (one line naming the file on error).
-pub fn load(guest: &MultibootGuest, mem_bytes: u64) -> Result<MultibootImage, String> {
+pub(crate) fn load(guest: &MultibootGuest, mem_bytes: u64) -> Result<MultibootImage, String> {
     let path = guest.kernel.display();
     let bytes = crate::inputs::read_bytes(&guest.kernel, MAX_KERNEL_FILE)
         .map_err(|e| format!("--kernel {path}: {e}"))?;
@@ -158,9 +158,7 @@ mod tests {
 
     #[test]
     fn check_lays_out_the_kernel_and_puts_the_info_after_it() {
-        let mut code = header::encode(0, None);
-        code.resize(256, 0xf4);
-        let elf = image::minimal_elf32(&code, 0x20_0000, 0x3000);
+        let elf = ipivmm_testkit::images::multiboot_elf32(&[0xf4; 244], 0x20_0000, 0x3000);
         let img = check(elf.clone(), 32 << 20, "hello world").unwrap();
         assert_eq!(img.layout.entry, 0x20_0000);
         assert_eq!(img.info.at, 0x20_4000);
@@ -175,16 +173,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ipivmm-mb-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mb = dir.join("k.flat");
-        let mut code = header::encode(0, None);
-        code.resize(64, 0xf4);
-        std::fs::write(&mb, image::minimal_elf32(&code, 0x20_0000, 0)).unwrap();
-        assert!(file_is_multiboot(&mb));
-        let bz = dir.join("bz");
         std::fs::write(
-            &bz,
-            crate::linux::bzimage::minimal_bzimage(&[0xf4; 64], "6.1"),
+            &mb,
+            ipivmm_testkit::images::multiboot_elf32(&[0xf4; 52], 0x20_0000, 0),
         )
         .unwrap();
+        assert!(file_is_multiboot(&mb));
+        let bz = dir.join("bz");
+        std::fs::write(&bz, ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1")).unwrap();
         assert!(!file_is_multiboot(&bz));
         assert!(!file_is_multiboot(&dir.join("missing")));
         let g = MultibootGuest {

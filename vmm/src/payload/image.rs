@@ -114,10 +114,11 @@ fn arch_name(class: u8, data: u8, machine: u16) -> String {
 ///
 /// ```
 /// use ipivmm::abi::PAYLOAD_START;
-/// use ipivmm::payload::image::{check, minimal_elf, ImageError};
+/// use ipivmm::payload::image::{check, ImageError};
 ///
-/// // `jmp .` at the payload base.
-/// let info = check(&minimal_elf(PAYLOAD_START, &[0xeb, 0xfe])).unwrap();
+/// // `jmp .` at the payload base (a fixture of ipivmm's test kit).
+/// let elf = ipivmm_testkit::images::elf64(PAYLOAD_START, &[0xeb, 0xfe]);
+/// let info = check(&elf).unwrap();
 /// assert_eq!(info.entry, PAYLOAD_START);
 /// assert_eq!(check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
 /// ```
@@ -218,38 +219,11 @@ pub(crate) fn check_loadable(image: &[u8]) -> Result<ImageInfo, ImageError> {
     Ok(info)
 }
 
-/// A minimal x86-64 ELF executable with one loadable segment holding
-/// `code` at `addr`, entered at `addr`: for probes and tests that need a
-/// few instructions of guest code without a toolchain.
-pub fn minimal_elf(addr: u64, code: &[u8]) -> Vec<u8> {
-    let mut e = vec![0u8; 64 + 56];
-    e[0..4].copy_from_slice(b"\x7fELF");
-    e[4] = 2;
-    e[5] = 1;
-    e[6] = 1;
-    e[16..18].copy_from_slice(&ET_EXEC.to_le_bytes());
-    e[18..20].copy_from_slice(&EM_X86_64.to_le_bytes());
-    e[20..24].copy_from_slice(&1u32.to_le_bytes());
-    e[24..32].copy_from_slice(&addr.to_le_bytes());
-    e[32..40].copy_from_slice(&64u64.to_le_bytes());
-    e[52..54].copy_from_slice(&64u16.to_le_bytes());
-    e[54..56].copy_from_slice(&56u16.to_le_bytes());
-    e[56..58].copy_from_slice(&1u16.to_le_bytes());
-    let ph = 64;
-    e[ph..ph + 4].copy_from_slice(&PT_LOAD.to_le_bytes());
-    e[ph + 4..ph + 8].copy_from_slice(&5u32.to_le_bytes());
-    e[ph + 8..ph + 16].copy_from_slice(&120u64.to_le_bytes());
-    e[ph + 16..ph + 24].copy_from_slice(&addr.to_le_bytes());
-    e[ph + 24..ph + 32].copy_from_slice(&addr.to_le_bytes());
-    e[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes());
-    e[ph + 40..ph + 48].copy_from_slice(&(code.len() as u64).to_le_bytes());
-    e.extend_from_slice(code);
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use ipivmm_testkit::images::elf64 as minimal_elf;
 
     #[test]
     fn accepts_a_well_formed_image() {

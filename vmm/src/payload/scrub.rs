@@ -39,23 +39,14 @@ pub(crate) const KEPT_CARGO_PREFIXES: &[&str] = &[
 
 /// True when a nested payload build must not inherit the variable `key`
 /// (see `REMOVED_VARS` and `KEPT_CARGO_PREFIXES`).
-///
-/// ```
-/// use ipivmm::payload::scrub::is_scrubbed;
-/// assert!(is_scrubbed("RUSTFLAGS"));
-/// assert!(is_scrubbed("CARGO_ENCODED_RUSTFLAGS"));
-/// assert!(is_scrubbed("CARGO_TARGET_DIR"));
-/// assert!(!is_scrubbed("CARGO_HOME"));
-/// assert!(!is_scrubbed("PATH"));
-/// ```
-pub fn is_scrubbed(key: &str) -> bool {
+pub(crate) fn is_scrubbed(key: &str) -> bool {
     let cargo_var =
         key.starts_with("CARGO_") && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
     cargo_var || REMOVED_VARS.contains(&key)
 }
 
 /// Removes from `cmd` every variable of this process's environment that
-/// [`is_scrubbed`] names.
+/// `is_scrubbed` names.
 pub fn scrub_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         if let Some(key) = key.to_str() {
@@ -63,5 +54,19 @@ pub fn scrub_env(cmd: &mut Command) {
                 cmd.env_remove(key);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_scrubbed;
+
+    #[test]
+    fn flags_and_target_settings_go_home_and_path_stay() {
+        assert!(is_scrubbed("RUSTFLAGS"));
+        assert!(is_scrubbed("CARGO_ENCODED_RUSTFLAGS"));
+        assert!(is_scrubbed("CARGO_TARGET_DIR"));
+        assert!(!is_scrubbed("CARGO_HOME"));
+        assert!(!is_scrubbed("PATH"));
     }
 }

@@ -26,7 +26,7 @@
 //! assert!(written.iter().any(|p| p.ends_with("src/main.rs")));
 //! assert!(dir.join("ipivmm-sdk/guest/src/lib.rs").is_file());
 //! assert!(template::write("demo", &dir).is_err()); // never over a non-empty directory
-//! assert!(template::check_name("9lives").is_err());
+//! assert!(template::files("9lives").is_err()); // not a crate name
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! # Ok::<(), ipivmm::payload::template::TemplateError>(())
 //! ```
@@ -38,7 +38,7 @@ mod sources {
 
 /// Every `.rs` file of the SDK (`guest/src/...`) and the ABI
 /// (`abi/src/...`), as written under `ipivmm-sdk/`.
-pub use sources::SDK_SOURCES;
+use sources::SDK_SOURCES;
 
 /// Where cargo puts the payload's ELF, relative to the crate directory.
 pub const ELF_DIR: &str = "target/x86_64-unknown-linux-gnu/release";
@@ -78,7 +78,7 @@ pub enum TemplateError {
 /// Checks that `name` can name the payload: a cargo package and binary
 /// name (a letter, then letters, digits, `-` or `_`; at most 64), and none
 /// of the crates the SDK copy brings.
-pub fn check_name(name: &str) -> Result<(), TemplateError> {
+pub(crate) fn check_name(name: &str) -> Result<(), TemplateError> {
     let bad = |problem| {
         Err(TemplateError::BadName {
             name: name.to_string(),

@@ -39,7 +39,8 @@ pub fn prepare(config: &VmConfig) -> Result<Prepared, RunError> {
         let software = host
             .as_ref()
             .is_some_and(|h| h.backend == KvmBackend::KvmPvm);
-        crate::linux::check_backend(g, software).map_err(crate::vm::VmError::from)?;
+        g.check_backend(software)
+            .map_err(crate::vm::VmError::from)?;
     }
     let plan = config.check_mode(host.as_ref())?;
     let max_id = plan.lever.apic_id(config.vcpus.saturating_sub(1));
@@ -78,8 +79,8 @@ fn linux_image(
     g: &crate::linux::LinuxGuest,
     c: &VmConfig,
 ) -> Result<crate::linux::LinuxImage, crate::linux::LinuxError> {
-    use crate::linux::{check_mode, cmdline, load};
-    check_mode(g, c.irqchip, c.vcpus)?;
+    use crate::linux::{cmdline, load};
+    g.check_mode(c.irqchip, c.vcpus)?;
     let init = cmdline::InitArgs {
         workload: g.workload,
         iterations: c.iterations,

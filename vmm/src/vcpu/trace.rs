@@ -1,7 +1,8 @@
 //! Tracepoint counters of one vCPU thread: `kvm:*` events counted by
 //! perf_event_open on the calling thread, so each vCPU sees only its own.
-use crate::config::{ExitReasons, VmConfig};
+use crate::config::VmConfig;
 use crate::host::fds::FdLimit;
+use crate::mode::ExitReasons;
 use crate::results::source::Source;
 use crate::results::SourceStatus;
 use ipivmm_counters::bpf::{Attach, BpfExits, BpfSnapshot, BpfThread};

@@ -11,18 +11,18 @@ pub struct Prepared {
     /// The validated configuration.
     pub config: VmConfig,
     /// The checked payload ELF (empty for a Linux guest).
-    pub image: Vec<u8>,
+    pub(crate) image: Vec<u8>,
     /// The checked Linux guest (`--kernel`), instead of a payload.
-    pub linux: Option<crate::linux::LinuxImage>,
+    pub(crate) linux: Option<crate::linux::LinuxImage>,
     /// The checked multiboot kernel (`--kernel` of a multiboot file).
-    pub multiboot: Option<crate::multiboot::MultibootImage>,
+    pub(crate) multiboot: Option<crate::multiboot::MultibootImage>,
     /// The open KVM device.
-    pub kvm: Kvm,
+    pub(crate) kvm: Kvm,
     /// The host, fingerprinted once for the whole run (None if it could not be).
-    pub host: Option<HostInfo>,
+    pub(crate) host: Option<HostInfo>,
     /// How APICv/AVIC is handled for this VM.
     pub plan: ApicvPlan,
     /// Whether KVM_CAP_X2APIC_API (32-bit IDs, no broadcast quirk) is
     /// enabled on the VM (`vm::x2apic_api`).
-    pub x2apic_api: bool,
+    pub(crate) x2apic_api: bool,
 }

@@ -131,7 +131,7 @@ pub fn verdict(r: &mut Report, side: Side, dir: &Path) {
     let unreadable: Vec<String> = recs
         .iter()
         .filter_map(|f| {
-            ipivmm::Document::load(f)
+            ipivmm_analysis::results::Document::load(f)
                 .err()
                 .map(|e| format!("{}: {e}", f.display()))
         })

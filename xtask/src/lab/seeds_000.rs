@@ -6,7 +6,7 @@
 use super::seeds_cells::{
     apicv_was, ebizzy, grouped, linux, per_operation, ratio, run, Cell, Claim, Per,
 };
-use ipivmm::ApicvRequest;
+use ipivmm_analysis::mode::ApicvRequest;
 use std::path::Path;
 
 /// A row of the report: its name, `--apicv` (AVIC on: host; off: the

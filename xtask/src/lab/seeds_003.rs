@@ -6,7 +6,7 @@
 //! in for APICv.
 use super::seeds_cells::{apicv_was, grouped, per_operation, requested, run, Cell, Claim, Per};
 use super::tables::fmt;
-use ipivmm::ApicvRequest;
+use ipivmm_analysis::mode::ApicvRequest;
 use std::path::Path;
 
 /// The report's cases: number, APICv, placement (the preset's name for

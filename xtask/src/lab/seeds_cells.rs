@@ -5,8 +5,8 @@
 //! that did not complete, a figure the run did not record, each is
 //! [`Cell::NotRun`] with its reason.
 use super::tables::{fmt, measured, reasons};
-use ipivmm::ApicvRequest;
 use ipivmm_analysis::mode::apicv::ApicvState;
+use ipivmm_analysis::mode::ApicvRequest;
 use ipivmm_analysis::results::metrics::RunMetrics;
 use ipivmm_analysis::results::{Document, PhaseResult, RunReport, RunStatus};
 use std::path::Path;

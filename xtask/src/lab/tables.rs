@@ -5,8 +5,8 @@
 //! enable_apicv=Y and =N (docs/lab-intel.md). Markdown, rewritten between
 //! the doc's markers.
 use anyhow::{bail, Context, Result};
-use ipivmm::{ApicMode, ApicvRequest, Irqchip, Workload};
 use ipivmm_analysis::mode::apicv::ApicvState;
+use ipivmm_analysis::mode::{ApicMode, ApicvRequest, Irqchip, Workload};
 use ipivmm_analysis::results::{Document, PhaseResult, RunReport};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -449,7 +449,10 @@ pub fn update_docs(root: &Path, emulator: super::cli::EmulatorKind, results: &Pa
                 ),
                 String::new(),
             ];
-            lines.extend(lab_table(&[&lab, &here], ipivmm::Workload::Pingpong));
+            lines.extend(lab_table(
+                &[&lab, &here],
+                ipivmm_analysis::mode::Workload::Pingpong,
+            ));
             let doc = root.join("docs/lab.md");
             update_doc(&doc, "lab-table", &lines)?;
             super::host::log(format!("table: updated {}", doc.display()));

@@ -87,9 +87,9 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
 
     if !expect.steps().is_empty() || dir.join("host.json").exists() {
         let backend = host_fact(dir, "host.json", "/backend")
-            .and_then(|b| serde_json::from_value::<ipivmm::KvmBackend>(b).ok());
+            .and_then(|b| serde_json::from_value::<ipivmm::host::KvmBackend>(b).ok());
         match backend {
-            Some(b @ (ipivmm::KvmBackend::KvmAmd | ipivmm::KvmBackend::KvmIntel)) => {
+            Some(b @ (ipivmm::host::KvmBackend::KvmAmd | ipivmm::host::KvmBackend::KvmIntel)) => {
                 r.ok(format!("hardware KVM backend in the guest: {b}"))
             }
             other => r.bad(
@@ -114,7 +114,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        match ipivmm::Document::load(&f) {
+        match ipivmm_analysis::results::Document::load(&f) {
             Ok(doc) => r.info(format!(
                 "  overhead {}",
                 recorded::overhead_summary(&name, &doc)

@@ -6,9 +6,9 @@ use crate::cli::args::CalibrateArgs;
 use crate::output::atomic::write_atomic;
 use crate::output::fit::wrap;
 use ipivmm::experiment::calibrate::{calibrate, CalibrationEvents, Spec};
-use ipivmm::RunReport;
 use ipivmm_analysis::gate::profile::{Control, NoiseProfile};
 use ipivmm_analysis::results::metrics::Metric;
+use ipivmm_analysis::results::RunReport;
 use std::process::ExitCode;
 
 struct Progress {

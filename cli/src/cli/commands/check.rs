@@ -15,13 +15,13 @@ use crate::output::dest::{emit, print_text, Dest};
 use crate::output::journal::Journal;
 use clap::Parser;
 use ipivmm::experiment::rounds::{self, Planned};
-use ipivmm::host::HostInfo;
 use ipivmm::plan::{self as engine, Execution, Recorder};
-use ipivmm::Document;
 use ipivmm_analysis::expect::Verdicts;
 use ipivmm_analysis::plan::file::{Checked, ExperimentFile, Job as FileJob, LineCommand, PlanFile};
 use ipivmm_analysis::plan::{ExperimentOutcome, NotRun};
+use ipivmm_analysis::results::Document;
 use ipivmm_analysis::results::SkippedMode;
+use ipivmm_host::facts::HostInfo;
 use ipivmm_term::text::escape_controls;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -283,7 +283,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
     let how = Execution {
         cancel: ipivmm_analysis::interrupt::cancel_flag(),
     };
-    let host = ipivmm::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     let experiments = file
         .experiments
         .iter()

@@ -11,12 +11,12 @@ use crate::output::journal::Journal;
 use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
 use ipivmm::experiment::interleaved::{self, Arm, InterleavedEvents, Spec, Stopped};
-use ipivmm::RunReport;
 use ipivmm_analysis::gate::profile::NoiseProfile;
 use ipivmm_analysis::gate::sequential::Look;
 use ipivmm_analysis::gate::{Policy, Verdict};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::Document;
+use ipivmm_analysis::results::RunReport;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

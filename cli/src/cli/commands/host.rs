@@ -5,7 +5,7 @@ use crate::cli::args::HostArgs;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
 use ipivmm::host::caps::{self, CapInfo};
 use ipivmm::host::device;
-use ipivmm::host::{probe, ApicvSupport, HostInfo};
+use ipivmm_host::facts::{probe, ApicvSupport, HostInfo};
 use ipivmm_host::lab::Hardware;
 use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
 use serde::Serialize;

@@ -12,7 +12,7 @@ pub mod sweep_dry_run;
 use crate::cli::args::{GateArgs, OutputArgs};
 use crate::output::dest::Outputs;
 use clap::Parser;
-use ipivmm::Document;
+use ipivmm_analysis::results::Document;
 use std::process::ExitCode;
 
 /// Print a one-line error and return the exit code for bad input (2).

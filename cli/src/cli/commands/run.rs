@@ -6,8 +6,8 @@ use crate::output::journal::{stops_repeats, Journal};
 use crate::output::progress::SweepProgress;
 use crate::output::{repeats, text};
 use ipivmm::experiment::rounds::{run_rounds, Options, Planned, RoundEvents};
-use ipivmm::RunReport;
 use ipivmm::SerialSink;
+use ipivmm_analysis::results::RunReport;
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -191,7 +191,9 @@ fn log_run(report: &RunReport) {
 }
 
 /// A run's headline p50 and its interval from the run's own samples.
-pub fn own_p50(r: &ipivmm::RunReport) -> Option<(f64, ipivmm_analysis::stats::Interval)> {
+pub fn own_p50(
+    r: &ipivmm_analysis::results::RunReport,
+) -> Option<(f64, ipivmm_analysis::stats::Interval)> {
     let s = r.summary();
     let l = s.latency?;
     Some((l.p50, l.p50_interval?))

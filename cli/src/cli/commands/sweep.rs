@@ -12,8 +12,7 @@ use crate::sweep::host_stages::preflight;
 use crate::sweep::planned::PlannedSweep;
 use crate::sweep::presets::PresetHost;
 use crate::sweep::{plan, SweepSpec, WorkloadArg};
-use ipivmm::host::device;
-use ipivmm::host::max_vcpus;
+use ipivmm::host::{device, max_vcpus};
 use ipivmm::linux::LinuxWorkload;
 use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
 use std::cell::RefCell;
@@ -64,7 +63,7 @@ pub fn plan_sweep(args: &SweepArgs) -> Result<PlannedSweep, PlanError> {
 /// [`plan_sweep`]; with `empty_ok`, a plan whose every row is skipped here
 /// too (what a dry run prints: the rows, and why none runs here).
 fn plan_on_this_host(args: &SweepArgs, empty_ok: bool) -> Result<PlannedSweep, PlanError> {
-    let host = ipivmm::host::probe().ok();
+    let host = ipivmm_host::facts::probe().ok();
     let preset_host = args
         .preset
         .map(|_| PresetHost::probe(std::path::Path::new("/dev/kvm"), host.clone()));
@@ -183,7 +182,7 @@ pub fn main(args: &SweepArgs) -> ExitCode {
 
 /// The one line of a quiet sweep: what ran, and where the results went
 /// (`dest`, one `--flag PATH` each) or that they went nowhere.
-fn quiet_summary(doc: &ipivmm::Document, dest: &[String]) -> String {
+fn quiet_summary(doc: &ipivmm_analysis::results::Document, dest: &[String]) -> String {
     let failed = doc.runs.iter().filter(|r| !r.succeeded()).count();
     let runs = match doc.runs.len() {
         1 => "1 run".to_string(),
@@ -264,7 +263,7 @@ fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
     // The Linux guest's files, read and checked once as `run` does (the
     // user's mistakes before the host's).
     if let Some(g) = &spec.linux {
-        ipivmm::linux::load(g, ipivmm::linux::layout::DEFAULT_LINUX_MEM, String::new())
+        g.check_files()
             .map_err(|e| PlanError::Usage(e.to_string()))?;
     }
     let max = device::open(&spec.base.kvm_device)
@@ -284,7 +283,7 @@ fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
             memory_bytes: spec
                 .base
                 .memory_bytes
-                .max(ipivmm::arch::layout::default_mem_bytes(vcpus)),
+                .max(ipivmm::VmConfig::default_memory_bytes(vcpus)),
             ..spec.base.clone()
         };
         c.validate(max)
@@ -416,7 +415,8 @@ mod tests {
     use super::*;
     use crate::cli::args::{Cli, Command};
     use clap::Parser;
-    use ipivmm::host::{HostInfo, KvmBackend};
+    use ipivmm::host::KvmBackend;
+    use ipivmm_host::facts::HostInfo;
 
     fn sweep_args(flags: &[&str]) -> SweepArgs {
         let mut argv = vec!["ipivmm", "sweep"];

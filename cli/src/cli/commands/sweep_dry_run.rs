@@ -193,7 +193,7 @@ fn linux_cost(runs: &[PlannedRun], skipped: &[ipivmm_analysis::results::SkippedM
         "a Linux row ({planned} planned, {skipped} skipped here): one boot per run, {}-{} s a run under the QEMU lab's nested kvm_amd (docs/linux-guest.md; not measured on hardware), {} MiB of guest RAM per VM, one VM at a time; each row cross-checks the IPIs its guest's kernel counted (/proc/interrupts CAL) against the IPIs its workload sent{timeout}\n",
         LINUX_RUN_LAB_S.0,
         LINUX_RUN_LAB_S.1,
-        ipivmm::linux::layout::DEFAULT_LINUX_MEM >> 20,
+        ipivmm::linux::LinuxGuest::DEFAULT_MEMORY_BYTES >> 20,
     )
 }
 
