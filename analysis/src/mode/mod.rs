@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 /// Derives shared by every mode part: serde and strum name it, and with
 /// the `clap` feature clap parses it, all as kebab-case. Exported for the
-/// machine's own parts (its crate needs serde, strum and a `clap` feature).
-#[doc(hidden)]
+/// machine's own parts (its crate needs serde, strum and a `clap` feature),
+/// e.g. the Linux guest's workloads.
 #[macro_export]
 macro_rules! mode_part {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident,)+ }) => {
