@@ -111,7 +111,7 @@ pub struct VmConfig {
     pub ipi_delay_cycles: u64,
     /// The phase the headline, metrics and expectations read (`--phase`;
     /// a custom payload's `cpuid`, say); None: the measured-phase rule of
-    /// [`crate::results::summary::measured_phase`]. The guest ignores it.
+    /// [`RunReport::measured_phase`](crate::results::RunReport::measured_phase). The guest ignores it.
     pub headline_phase: Option<String>,
     /// Measured iterations.
     pub iterations: u64,
@@ -357,7 +357,7 @@ impl VmConfig {
     }
 
     /// Whether this configuration's mode can run on `host`, and its APICv
-    /// plan: [`crate::mode::check`], the one check.
+    /// plan: [`Mode::check`](crate::mode::Mode::check), the one check.
     pub fn check_mode(
         &self,
         host: Option<&ipivmm_host::facts::HostInfo>,
