@@ -781,7 +781,7 @@ const SH_BLOCKS: &[(&str, How)] = &[
         },
     ),
     (
-        "IPIVMM_PROPTEST_CASES=1000000 cargo test --release -p ipivmm-abi -p ipivmm-devices -p ipivmm-counters --test prop_abi --test prop_control --test prop_lapic --test prop_kvm_stats",
+        "IPIVMM_PROPTEST_CASES=1000000 cargo test --workspace --release --test prop_abi --test prop_control --test prop_lapic --test prop_kvm_stats",
         How::Run {
             cwd: ".",
             kvm: false,
