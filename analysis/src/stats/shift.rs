@@ -62,12 +62,17 @@ impl Differences {
 
     /// The median of the differences (Hodges–Lehmann's shift estimate).
     pub fn median(&self) -> f64 {
-        let n = self.len();
-        if n % 2 == 1 {
-            self.kth(n / 2 + 1)
-        } else {
-            (self.kth(n / 2) + self.kth(n / 2 + 1)) / 2.0
-        }
+        median_of_ranked(self.len(), |k| self.kth(k))
+    }
+}
+
+/// The median of `n` ranked values, the `k`-th smallest (1-based) given by
+/// `kth`: the middle one, or the mean of the middle two.
+pub(super) fn median_of_ranked(n: u64, kth: impl Fn(u64) -> f64) -> f64 {
+    if n % 2 == 1 {
+        kth(n / 2 + 1)
+    } else {
+        (kth(n / 2) + kth(n / 2 + 1)) / 2.0
     }
 }
 

@@ -153,12 +153,7 @@ impl Walsh {
 
     /// Their median: the Hodges–Lehmann estimate of the centre.
     pub fn median(&self) -> f64 {
-        let n = self.len();
-        if n % 2 == 1 {
-            self.kth(n / 2 + 1)
-        } else {
-            (self.kth(n / 2) + self.kth(n / 2 + 1)) / 2.0
-        }
+        super::shift::median_of_ranked(self.len(), |k| self.kth(k))
     }
 
     /// The bounds of the centre at two one-sided levels `1 − tail` each
