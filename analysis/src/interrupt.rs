@@ -69,7 +69,7 @@ pub(crate) struct InterruptError {
 }
 
 /// The name of signal `sig`, e.g. `SIGTERM`.
-pub fn signal_name(sig: i32) -> &'static str {
+fn signal_name(sig: i32) -> &'static str {
     match sig {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
@@ -137,13 +137,13 @@ pub fn cancel_flag() -> Arc<AtomicBool> {
     }
 }
 
-/// The signal that cancelled the run, if one arrived (e.g. to exit with
-/// 128 + signal like a shell would).
-pub fn received() -> Option<i32> {
+/// The signal that cancelled the run, if one arrived: its number (e.g. to
+/// exit with 128 + signal like a shell would) and its name (`SIGTERM`).
+pub fn received() -> Option<(i32, &'static str)> {
     let installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     match installed.as_ref()?.1.load(Ordering::SeqCst) {
         0 => None,
-        s => Some(s as i32),
+        s => Some((s as i32, signal_name(s as i32))),
     }
 }
 
@@ -172,7 +172,7 @@ mod tests {
         assert!(!a.load(Ordering::SeqCst));
         signal_hook::low_level::raise(SIGHUP).expect("raise");
         assert!(a.load(Ordering::SeqCst));
-        assert_eq!(received(), Some(SIGHUP));
+        assert_eq!(received(), Some((SIGHUP, "SIGHUP")));
         assert_eq!(signal_name(SIGHUP), "SIGHUP");
     }
 }

@@ -232,7 +232,10 @@ fn sigint_cancels_a_library_run_through_the_interrupt_flag() {
         "stopped in {:?}",
         started.elapsed()
     );
-    assert_eq!(ipivmm_analysis::interrupt::received(), Some(libc::SIGINT));
+    assert_eq!(
+        ipivmm_analysis::interrupt::received(),
+        Some((libc::SIGINT, "SIGINT"))
+    );
     for v in &report.vcpus {
         // Phase 0 (no IPIs) is over in microseconds; warmup may or may not
         // have finished on a loaded host; phase 2 cannot have.

@@ -219,7 +219,7 @@ fn a_repeat_that_cannot_start_keeps_the_finished_ones() {
     }
     let dir = scratch("gone");
     let (json, payload) = (dir.join("r.json"), dir.join("p.elf"));
-    std::fs::write(&payload, ipivmm::payload::BUILTIN_PAYLOAD).unwrap();
+    std::fs::write(&payload, ipivmm::PayloadSource::BUILTIN_ELF).unwrap();
     let p = payload.to_str().unwrap();
     let mut child = ipivmm(
         &[

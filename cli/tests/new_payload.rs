@@ -139,7 +139,7 @@ fn new_payload_builds_and_runs_with_the_printed_command() {
     assert_eq!(warnings, Vec::<&str>::new(), "{build}:\n{build_text}");
     let elf = dir.join("target/x86_64-unknown-linux-gnu/release/demo");
     let image = std::fs::read(&elf).expect("the ELF");
-    ipivmm::payload::image::check(&image).expect("the loader accepts it");
+    ipivmm::payload::image::ImageInfo::check(&image).expect("the loader accepts it");
 
     if !kvm_available(TEST) {
         return;

@@ -11,7 +11,7 @@
 //! same documents on every run.
 mod output_fixtures;
 
-use ipivmm::experiment::interleaved::{lacks, look_at, Kept};
+use ipivmm::experiment::interleaved::Kept;
 use ipivmm_analysis::gate::sequential::Sequential;
 use ipivmm_analysis::gate::Policy;
 use ipivmm_analysis::results::metrics::Metric;
@@ -188,7 +188,7 @@ fn live(doc: &Document) -> i32 {
     let (old, new) = (side(OLD), side(NEW));
     let mut kept = Vec::new();
     let mut seq = Sequential::new(gated.len(), REPEATS as usize, Policy::DEFAULT);
-    // As `run_interleaved`: a figure neither side's first run has ends the
+    // As `Spec::run`: a figure neither side's first run has ends the
     // comparison (exit 4); one a side lacks, at the first look unless that
     // look fails on the rest.
     let mut lacking = false;
@@ -199,15 +199,15 @@ fn live(doc: &Document) -> i32 {
                 // A side that fails: exit 1 for the new side.
                 return if arm == 1 { 1 } else { 4 };
             }
-            let summary = r.summary();
-            if round == 0 {
-                missing.push(lacks(&summary, &gated));
-            }
-            kept.push(Kept {
+            let k = Kept {
                 arm,
                 round,
-                summary,
-            });
+                summary: r.summary(),
+            };
+            if round == 0 {
+                missing.push(k.lacks(&gated));
+            }
+            kept.push(k);
         }
         if round == 0 {
             if missing[0].iter().any(|m| missing[1].contains(m)) {
@@ -220,7 +220,7 @@ fn live(doc: &Document) -> i32 {
         if rounds < 5 || !(last || seq.due(rounds)) {
             continue;
         }
-        let l = look_at(&mut seq, &kept, &gated, rounds, last);
+        let l = Kept::look_at(&mut seq, &kept, &gated, rounds, last);
         let code = i32::from(l.verdict.exit_code());
         if lacking {
             return if code == 1 { 1 } else { 4 };

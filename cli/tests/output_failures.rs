@@ -327,7 +327,7 @@ fn a_long_payload_name_makes_charts_that_fit() {
     }
     let d = dir("longname");
     let payload = d.join("p".repeat(245));
-    std::fs::write(&payload, ipivmm::payload::BUILTIN_PAYLOAD).unwrap();
+    std::fs::write(&payload, ipivmm::PayloadSource::BUILTIN_ELF).unwrap();
     let plots = d.join("plots");
     let mut args = with(&["run", "--payload"], &[&payload]);
     args.extend(os(&[

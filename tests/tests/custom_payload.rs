@@ -6,7 +6,8 @@
 //! /dev/kvm. `IPIVMM_EXAMPLE_PAYLOAD=ELF` runs a prebuilt example instead (the lab).
 
 use ipivmm::config::{PayloadSource, VmConfig};
-use ipivmm::payload::build::{BuildError, PayloadBuild};
+use ipivmm::payload::build::PayloadBuild;
+use ipivmm::payload::CrateError;
 use ipivmm_analysis::results::ExitKind;
 use ipivmm_analysis::results::{PhaseResult, VcpuEnd, VcpuResult};
 use ipivmm_tests::{kvm_available, run_ok, skip, Need};
@@ -38,7 +39,7 @@ fn example_elf(test: &str) -> Option<PathBuf> {
             .map_err(|e| match e {
                 // No cargo, or one this user may not run (root's
                 // ~/.cargo as another user): a setup this test lacks.
-                BuildError::Spawn { error, .. }
+                CrateError::Spawn { error, .. }
                     if matches!(
                         error.kind(),
                         std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
@@ -69,8 +70,8 @@ fn example_payload_builds_as_a_static_sse_free_executable() {
         return;
     };
     let bytes = std::fs::read(&elf).expect("read the built payload");
-    let info =
-        ipivmm::payload::image::check(&bytes).expect("the example passes the loader's checks");
+    let info = ipivmm::payload::image::ImageInfo::check(&bytes)
+        .expect("the example passes the loader's checks");
     assert_eq!(
         info.start,
         ipivmm_abi::PAYLOAD_START,

@@ -3,7 +3,7 @@
 //! instruction (KVM's instruction emulator, which runs guest kernel code
 //! under kvm_pvm, fails on them). No KVM needed.
 
-use ipivmm::payload::BUILTIN_PAYLOAD;
+use ipivmm::PayloadSource;
 use ipivmm_abi::{PAYLOAD_END, PAYLOAD_START};
 use ipivmm_tests::HOSTILE_PAYLOAD;
 use std::process::Command;
@@ -44,7 +44,10 @@ fn program_headers(elf: &[u8]) -> Vec<(u32, u64, u64, u64, u64, u64)> {
 }
 
 /// The payloads this file checks.
-const PAYLOADS: [(&str, &[u8]); 2] = [("built-in", BUILTIN_PAYLOAD), ("hostile", HOSTILE_PAYLOAD)];
+const PAYLOADS: [(&str, &[u8]); 2] = [
+    ("built-in", PayloadSource::BUILTIN_ELF),
+    ("hostile", HOSTILE_PAYLOAD),
+];
 
 #[test]
 fn payloads_are_x86_64_executables() {

@@ -18,8 +18,8 @@ fn kvm_takes_vcpus(test: &str) -> bool {
     if !kvm_available(test) {
         return false;
     }
-    let max = ipivmm::host::device::open(std::path::Path::new("/dev/kvm"))
-        .map(|k| ipivmm::host::max_vcpus(&k))
+    let max = ipivmm::host::KvmInfo::open(std::path::Path::new("/dev/kvm"))
+        .map(|k| k.max_vcpus)
         .unwrap_or(0);
     if max < VCPUS {
         skip(

@@ -38,6 +38,9 @@ pub enum PayloadSource {
 }
 
 impl PayloadSource {
+    /// The built-in payload's ELF image (what [`PayloadSource::Builtin`] runs).
+    pub const BUILTIN_ELF: &'static [u8] = crate::payload::BUILTIN_PAYLOAD;
+
     /// Whether this is the built-in payload (whose workloads ipivmm knows).
     pub fn is_builtin(&self) -> bool {
         matches!(self, PayloadSource::Builtin)
@@ -374,6 +377,18 @@ impl VmConfig {
         Ok(())
     }
 
+    /// `name` as a phase a payload can send, or the error that says what one
+    /// is (`--phase` of `run`, `sweep` and `compare`).
+    pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
+        if PhaseResult::is_name(name) {
+            Ok(())
+        } else {
+            Err(ConfigError::PhaseName(ipivmm_term::text::escape_controls(
+                name,
+            )))
+        }
+    }
+
     /// Check the configuration's own values against the host's vCPU limit
     /// (whether its mode can run on a host is [`VmConfig::check_mode`]).
     pub fn validate(&self, max_vcpus: usize) -> Result<(), ConfigError> {
@@ -406,7 +421,7 @@ impl VmConfig {
             return Err(ConfigError::IpiDelay(self.ipi_delay_cycles));
         }
         if let Some(name) = &self.headline_phase {
-            check_phase_name(name)?;
+            Self::check_phase_name(name)?;
         }
         let have = layout::scratch_stride(self.memory_bytes, self.vcpus);
         let need = u128::from(self.iterations) * 8 + u128::from(layout::PERCPU_RESERVED);
@@ -458,18 +473,6 @@ pub(crate) const MIN_GUEST_MEMORY_BUDGET: u64 = 64 << 10;
 
 /// Longest watchdog timeout, seconds.
 pub(crate) const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
-
-/// `name` as a phase a payload can send, or the error that says what one
-/// is (`--phase` of `run`, `sweep` and `compare`).
-pub fn check_phase_name(name: &str) -> Result<(), ConfigError> {
-    if PhaseResult::is_name(name) {
-        Ok(())
-    } else {
-        Err(ConfigError::PhaseName(ipivmm_term::text::escape_controls(
-            name,
-        )))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -28,7 +28,7 @@ pub fn interrupt(vcpu: &VcpuFd, vector: u8) -> std::io::Result<()> {
 }
 
 /// A KVM ioctl that failed, and which one (the build turns it into
-/// `VmError::Kvm`).
+/// `RunError::Kvm`).
 #[derive(Debug)]
 pub struct KvmCall {
     /// Which operation.

@@ -5,75 +5,32 @@
 //! KVM_CAP_X86_DISABLE_EXITS must be enabled before any vCPU is created
 //! (api.rst: "should be called before vCPUs are created"); the allowed bits
 //! are what KVM_CHECK_EXTENSION returns for it.
+use crate::error::RunError;
 use ipivmm_analysis::mode::levers::ExitControls;
 use kvm_bindings::{kvm_enable_cap, KVM_CAP_HALT_POLL, KVM_CAP_X86_DISABLE_EXITS};
 use kvm_ioctls::VmFd;
-
-/// Errors enabling a lever. Each names what the host allows.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum LeverError {
-    /// Exit controls KVM does not allow.
-    #[error("--disable-exits {asked} (VmConfig::disable_exits): this KVM allows only [{allowed}] (KVM_CAP_X86_DISABLE_EXITS); drop the others")]
-    ExitsNotAllowed {
-        /// Requested names.
-        asked: String,
-        /// Allowed names.
-        allowed: String,
-    },
-    /// KVM refused to enable a capability.
-    #[error("enabling {cap} failed: {err}")]
-    Enable {
-        /// Capability.
-        cap: &'static str,
-        /// errno text.
-        err: String,
-    },
-    /// KVM_CAP_HALT_POLL missing.
-    #[error("--halt-poll-ns (VmConfig::halt_poll_ns) needs KVM_CAP_HALT_POLL (Linux 5.15+), which this KVM lacks; leave it unset (None) and use the kvm.halt_poll_ns module parameter instead")]
-    NoHaltPoll,
-    /// A pinning CPU that does not exist or is not allowed.
-    #[error(
-        "--pin (VmConfig::pin): host CPU {cpu} is not online or not allowed for this process (allowed: {allowed})"
-    )]
-    NoSuchCpu {
-        /// The CPU.
-        cpu: usize,
-        /// Allowed CPUs.
-        allowed: String,
-    },
-    /// Fewer CPUs than vCPUs.
-    #[error(
-        "--pin (VmConfig::pin) lists {cpus} CPUs for {vcpus} vCPUs: give one host CPU per vCPU"
-    )]
-    PinCount {
-        /// CPUs listed.
-        cpus: usize,
-        /// vCPUs.
-        vcpus: usize,
-    },
-}
 
 /// Check `requested` exit controls against what KVM allows (KVM_CHECK_EXTENSION).
 pub(crate) fn check_disable_exits(
     requested: ExitControls,
     allowed: ExitControls,
-) -> Result<(), LeverError> {
+) -> Result<(), RunError> {
     if requested.bits() & !allowed.bits() == 0 {
         return Ok(());
     }
-    Err(LeverError::ExitsNotAllowed {
+    Err(RunError::ExitsNotAllowed {
         asked: requested.names().join(","),
         allowed: allowed.names().join(","),
     })
 }
 
 /// The exit controls this KVM allows turning off.
-pub fn allowed_exit_controls(kvm_or_vm: impl Fn(libc::c_ulong) -> i32) -> ExitControls {
+pub(crate) fn allowed_exit_controls(kvm_or_vm: impl Fn(libc::c_ulong) -> i32) -> ExitControls {
     ExitControls::from_bits(kvm_or_vm(libc::c_ulong::from(KVM_CAP_X86_DISABLE_EXITS)).max(0) as u32)
 }
 
 /// Turn off the requested exits for the VM (before any vCPU exists).
-pub(crate) fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), LeverError> {
+pub(crate) fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), RunError> {
     if requested.is_empty() {
         return Ok(());
     }
@@ -86,41 +43,41 @@ pub(crate) fn disable_exits(vm: &VmFd, requested: ExitControls) -> Result<(), Le
         ..Default::default()
     };
     cap.args[0] = u64::from(requested.bits());
-    vm.enable_cap(&cap).map_err(|e| LeverError::Enable {
+    vm.enable_cap(&cap).map_err(|e| RunError::Enable {
         cap: "KVM_CAP_X86_DISABLE_EXITS",
         err: e.to_string(),
     })
 }
 
 /// Set this VM's maximum halt-polling time.
-pub(crate) fn set_halt_poll_ns(vm: &VmFd, ns: u32) -> Result<(), LeverError> {
+pub(crate) fn set_halt_poll_ns(vm: &VmFd, ns: u32) -> Result<(), RunError> {
     if vm.check_extension_raw(libc::c_ulong::from(KVM_CAP_HALT_POLL)) <= 0 {
-        return Err(LeverError::NoHaltPoll);
+        return Err(RunError::NoHaltPoll);
     }
     let mut cap = kvm_enable_cap {
         cap: KVM_CAP_HALT_POLL,
         ..Default::default()
     };
     cap.args[0] = u64::from(ns);
-    vm.enable_cap(&cap).map_err(|e| LeverError::Enable {
+    vm.enable_cap(&cap).map_err(|e| RunError::Enable {
         cap: "KVM_CAP_HALT_POLL",
         err: e.to_string(),
     })
 }
 
 /// Check a pinning list against the vCPU count and the allowed CPUs.
-pub(crate) fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), LeverError> {
+pub(crate) fn check_pin(pin: &[usize], vcpus: usize, allowed: &[usize]) -> Result<(), RunError> {
     if pin.is_empty() {
         return Ok(());
     }
     if pin.len() < vcpus {
-        return Err(LeverError::PinCount {
+        return Err(RunError::PinCount {
             cpus: pin.len(),
             vcpus,
         });
     }
     match pin.iter().find(|c| !allowed.contains(c)) {
-        Some(&cpu) => Err(LeverError::NoSuchCpu {
+        Some(&cpu) => Err(RunError::NoSuchCpu {
             cpu,
             allowed: allowed
                 .iter()
@@ -176,13 +133,13 @@ mod tests {
     fn pinning_checks() {
         assert!(check_pin(&[0, 1], 2, &[0, 1]).is_ok());
         assert!(check_pin(&[], 4, &[0]).is_ok());
-        assert_eq!(
+        assert!(matches!(
             check_pin(&[0], 2, &[0, 1]),
-            Err(LeverError::PinCount { cpus: 1, vcpus: 2 })
-        );
+            Err(RunError::PinCount { cpus: 1, vcpus: 2 })
+        ));
         assert!(matches!(
             check_pin(&[0, 9], 2, &[0, 1]),
-            Err(LeverError::NoSuchCpu { cpu: 9, .. })
+            Err(RunError::NoSuchCpu { cpu: 9, .. })
         ));
     }
 }

@@ -16,7 +16,7 @@
 //! `ipivmm` is the one dependency a caller needs: the machine's face is
 //! here ([`run()`], [`RunOptions`], [`VmConfig`], [`PayloadSource`],
 //! [`SerialSink`] for the guest's console, the errors [`RunError`],
-//! [`VmError`], [`ConfigError`], and [`kvm_available`], which says whether a
+//! [`ConfigError`], and [`kvm_available`], which says whether a
 //! VM can run here before you build one); the types a configuration is
 //! made of and a report is read with (the mode parts, the results) are the
 //! analysis crate's, re-exported as [`analysis`]. Errors name the
@@ -164,12 +164,13 @@ use ipivmm_analysis::{gate, inputs, mode, results, stats};
 
 pub(crate) mod arch;
 pub mod config;
+pub(crate) mod error;
 pub mod experiment;
 pub mod host;
 pub(crate) mod irqchip;
 pub(crate) mod kick;
 pub(crate) mod kvm_extra;
-pub mod levers;
+pub(crate) mod levers;
 pub mod linux;
 pub mod multiboot;
 pub mod payload;
@@ -181,7 +182,6 @@ pub(crate) mod vm;
 pub use config::{ConfigError, PayloadSource, VmConfig};
 pub use host::KvmInfo;
 pub use run::{run, RunError, RunOptions};
-pub use vm::VmError;
 
 /// Where the guest's serial console (COM1) goes: [`SerialSink::Stdout`]
 /// (this process's stdout, as the guest writes it), [`SerialSink::Log`]
@@ -206,7 +206,7 @@ pub use ipivmm_devices::serial::SerialSink;
 pub use ipivmm_devices::budget::SharedBudget;
 
 /// Whether KVM is usable here: opens `/dev/kvm`, checks its API version
-/// and reads its vCPU limits and backend ([`host::kvm_info`] for another
+/// and reads its vCPU limits and backend ([`KvmInfo::open`] for another
 /// device node). The error says what to do (load the module, join the
 /// `kvm` group, ...).
 ///
@@ -216,6 +216,6 @@ pub use ipivmm_devices::budget::SharedBudget;
 ///     Err(e) => println!("no VM can run here: {e}"),
 /// }
 /// ```
-pub fn kvm_available() -> Result<KvmInfo, host::device::DeviceError> {
-    host::kvm_info(std::path::Path::new("/dev/kvm"))
+pub fn kvm_available() -> Result<KvmInfo, host::DeviceError> {
+    KvmInfo::open(std::path::Path::new("/dev/kvm"))
 }

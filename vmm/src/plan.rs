@@ -2,14 +2,14 @@
 //! configurations to run (one for a run, many for a sweep) with its
 //! repeats, what the host must have, and the expectations that must hold —
 //! what `ipivmm check PLAN.toml` reads from TOML, and what a library user
-//! builds in Rust and [`execute`]s. What needs no VM (requirements,
+//! builds in Rust and executes ([`Plan::execute`]). What needs no VM (requirements,
 //! outcomes, the plan file's loader, judging recorded results) is
 //! `ipivmm_analysis::plan`.
 //!
 //! ```no_run
 //! use ipivmm::experiment::rounds::{Planned, Repeats};
 //! use ipivmm::analysis::mode::ApicMode;
-//! use ipivmm::plan::{execute, Experiment, Plan};
+//! use ipivmm::plan::{Experiment, Plan};
 //! use ipivmm::VmConfig;
 //!
 //! let x2apic = VmConfig { apic: ApicMode::X2apic, iterations: 40, warmup: 4, ..VmConfig::default() };
@@ -23,19 +23,19 @@
 //!         vec!["icr_write_exits_per_ipi == 1".parse().unwrap()],
 //!     )],
 //! };
-//! let outcome = execute(&plan, ipivmm::host::probe().ok().as_ref(), &Default::default());
+//! let outcome = plan.execute(ipivmm::host::probe().ok().as_ref(), &Default::default());
 //! assert_eq!(outcome.verdicts().exit_code(), 0);
 //! ```
 //!
 //! A plan file run from Rust: the file's loader hands each `run = "FLAGS"`
 //! line to the caller's parser (the flags are the command line's; here a
-//! parser of one flag), [`from_file`] makes each experiment the machine's,
-//! and [`execute`] runs them:
+//! parser of one flag), [`Experiment::from_file`] makes each experiment the
+//! machine's, and [`Plan::execute`] runs them:
 //!
 //! ```no_run
 //! use ipivmm::analysis::plan::file::{Job, PlanFile};
 //! use ipivmm::experiment::rounds::Planned;
-//! use ipivmm::plan::{execute, from_file, Plan};
+//! use ipivmm::plan::{Experiment, Plan};
 //! use ipivmm::VmConfig;
 //! use ipivmm::analysis::mode::ApicMode;
 //! use std::path::Path;
@@ -50,20 +50,20 @@
 //! })?;
 //! let mut experiments = Vec::new();
 //! for (x, c) in file.experiments.iter().zip(&checked) {
-//!     let mut e = from_file(x, c, Path::new("."))?;
+//!     let mut e = Experiment::from_file(x, c, Path::new("."))?;
 //!     if let Job::Flags(config) = &c.job {
 //!         e.runs.push(Planned::single(config.clone()));
 //!     }
 //!     experiments.push(e);
 //! }
 //! let plan = Plan { name: file.name, about: file.about, experiments };
-//! let outcome = execute(&plan, ipivmm::host::probe().ok().as_ref(), &Default::default());
+//! let outcome = plan.execute(ipivmm::host::probe().ok().as_ref(), &Default::default());
 //! for v in &outcome.verdicts().0 {
 //!     println!("{}: {:?}", v.name, v.outcome);
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-use crate::experiment::rounds::{self, run_rounds, Collect, Keep, Options, Planned, Repeats};
+use crate::experiment::rounds::{self, Collect, Keep, Planned, Repeats, Rounds};
 use ipivmm_analysis::expect::{Expectation, Verdicts};
 use ipivmm_analysis::plan::file::{Checked, ExperimentFile, Job, Unrecorded};
 use ipivmm_analysis::plan::{ExperimentOutcome, NotRun, PlanOutcome, Requirement};
@@ -105,6 +105,36 @@ pub struct Experiment {
 }
 
 impl Experiment {
+    /// Experiment `x` of a plan file as the engine's, before its runs are
+    /// planned: its name, about, requirements and expectations, one repeat;
+    /// for `results = "FILE"`, the recording read under `base` (or why not: a
+    /// failing point; Err where the recordings are refused as given, the same
+    /// run twice: the plan does not start, as `compare`).
+    pub fn from_file<J>(
+        x: &ExperimentFile,
+        c: &Checked<J>,
+        base: &Path,
+    ) -> Result<Experiment, String> {
+        let mut e = Self::new(
+            x.name.clone(),
+            Vec::new(),
+            Repeats::Fixed(1),
+            c.expect.clone(),
+        );
+        e.about = x.about.clone();
+        e.requires = c.requires.clone();
+        if let Job::Recorded(pattern) = &c.job {
+            match Document::recorded(pattern, base) {
+                Ok(doc) => e.recorded = Some(doc),
+                Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
+                Err(Unrecorded::Refused(why)) => {
+                    return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
+                }
+            }
+        }
+        Ok(e)
+    }
+
     /// An experiment of `runs` with `repeats` and `expect`, nothing else.
     pub fn new(
         name: impl Into<String>,
@@ -137,6 +167,54 @@ pub struct Plan {
     pub about: String,
     /// The experiments, in order.
     pub experiments: Vec<Experiment>,
+}
+
+impl Plan {
+    /// Executes the plan on `host` (None: not probed; requirements then unmet)
+    /// with no events, runs kept in memory.
+    pub fn execute(&self, host: Option<&HostInfo>, how: &Execution) -> PlanOutcome {
+        self.execute_with(host, how, &Silent)
+    }
+
+    /// [`Plan::execute`], telling `events` and recording through it.
+    pub fn execute_with(
+        &self,
+        host: Option<&HostInfo>,
+        how: &Execution,
+        events: &dyn PlanEvents,
+    ) -> PlanOutcome {
+        let mut out = PlanOutcome::default();
+        for x in &self.experiments {
+            events.experiment(x);
+            let not_run = ExperimentOutcome::settle(
+                &x.name,
+                &x.expect,
+                &x.requires,
+                x.not_run.as_ref(),
+                x.recorded.as_ref(),
+                host,
+                how.cancel.load(Ordering::SeqCst),
+            );
+            let outcome = not_run.unwrap_or_else(|| {
+                let recorder = events.recorder(x);
+                let mut skipped = x.skipped.clone();
+                let mut rounds = Rounds::new(x.repeats, how.cancel.clone());
+                rounds.observer_pairs = x.observer_pairs;
+                rounds.run(&x.runs, &mut skipped, recorder.as_ref(), events);
+                let (mut doc, error) = recorder.finish(skipped);
+                doc.preset = x.preset.clone();
+                ExperimentOutcome {
+                    name: x.name.clone(),
+                    verdicts: Verdicts::of(&doc, &x.expect).0,
+                    doc: Some(doc),
+                    error,
+                }
+            });
+            events.finished(x, &outcome);
+            out.experiments.push(outcome);
+        }
+        out
+    }
 }
 
 /// Where an experiment's runs go, and the document they make.
@@ -184,78 +262,6 @@ struct Silent;
 impl rounds::RoundEvents for Silent {}
 impl PlanEvents for Silent {}
 
-/// Executes `plan` on `host` (None: not probed; requirements then unmet)
-/// with no events, runs kept in memory.
-pub fn execute(plan: &Plan, host: Option<&HostInfo>, how: &Execution) -> PlanOutcome {
-    execute_with(plan, host, how, &Silent)
-}
-
-/// [`execute`], telling `events` and recording through it.
-pub fn execute_with(
-    plan: &Plan,
-    host: Option<&HostInfo>,
-    how: &Execution,
-    events: &dyn PlanEvents,
-) -> PlanOutcome {
-    let mut out = PlanOutcome::default();
-    for x in &plan.experiments {
-        events.experiment(x);
-        let not_run = ExperimentOutcome::settle(
-            &x.name,
-            &x.expect,
-            &x.requires,
-            x.not_run.as_ref(),
-            x.recorded.as_ref(),
-            host,
-            how.cancel.load(Ordering::SeqCst),
-        );
-        let outcome = not_run.unwrap_or_else(|| {
-            let recorder = events.recorder(x);
-            let mut skipped = x.skipped.clone();
-            let mut opts = Options::new(x.repeats, how.cancel.clone());
-            opts.observer_pairs = x.observer_pairs;
-            run_rounds(&x.runs, &mut skipped, &opts, recorder.as_ref(), events);
-            let (mut doc, error) = recorder.finish(skipped);
-            doc.preset = x.preset.clone();
-            ExperimentOutcome {
-                name: x.name.clone(),
-                verdicts: Verdicts::of(&doc, &x.expect).0,
-                doc: Some(doc),
-                error,
-            }
-        });
-        events.finished(x, &outcome);
-        out.experiments.push(outcome);
-    }
-    out
-}
-
-/// Experiment `x` of a plan file as the engine's, before its runs are
-/// planned: its name, about, requirements and expectations, one repeat;
-/// for `results = "FILE"`, the recording read under `base` (or why not: a
-/// failing point; Err where the recordings are refused as given, the same
-/// run twice: the plan does not start, as `compare`).
-pub fn from_file<J>(x: &ExperimentFile, c: &Checked<J>, base: &Path) -> Result<Experiment, String> {
-    let mut e = Experiment::new(
-        x.name.clone(),
-        Vec::new(),
-        Repeats::Fixed(1),
-        c.expect.clone(),
-    );
-    e.about = x.about.clone();
-    e.requires = c.requires.clone();
-    if let Job::Recorded(pattern) = &c.job {
-        match Document::recorded(pattern, base) {
-            Ok(doc) => e.recorded = Some(doc),
-            Err(Unrecorded::Point(why)) => e.not_run = Some(NotRun::Plan(why)),
-            Err(Unrecorded::Refused(why)) => {
-                return Err(format!("experiment '{}': {why}", escape_controls(&x.name)))
-            }
-        }
-    }
-    Ok(e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,7 +287,7 @@ mod tests {
             experiments: vec![x],
         };
         let pvm = HostInfo::synthetic(KvmBackend::KvmPvm, false);
-        let out = execute(&plan, Some(&pvm), &Execution::default());
+        let out = plan.execute(Some(&pvm), &Execution::default());
         let v = out.verdicts();
         assert_eq!(v.counts(), (0, 0, 2));
         assert!(v.0[0].name.starts_with("avic: "));

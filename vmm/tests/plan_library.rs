@@ -2,7 +2,7 @@
 //! TOML): two experiments, a run and a sweep of two configurations, on
 //! real VMs; skipped visibly where /dev/kvm cannot be used.
 use ipivmm::experiment::rounds::{Planned, Repeats};
-use ipivmm::plan::{execute, Execution, Experiment, Plan};
+use ipivmm::plan::{Execution, Experiment, Plan};
 use ipivmm::VmConfig;
 use ipivmm_analysis::expect::Outcome;
 use ipivmm_analysis::mode::{ApicMode, Irqchip};
@@ -62,7 +62,7 @@ fn a_plan_built_in_rust_runs_with_the_engine_alone() {
     }
     let plan = two_experiments();
     let host = ipivmm::host::probe().ok();
-    let out = execute(&plan, host.as_ref(), &Execution::default());
+    let out = plan.execute(host.as_ref(), &Execution::default());
     assert_eq!(out.experiments.len(), 2);
     let runs: Vec<usize> = out
         .experiments
@@ -86,7 +86,9 @@ fn a_plan_built_in_rust_runs_with_the_engine_alone() {
     let mut wrong = two_experiments();
     wrong.experiments.truncate(1);
     wrong.experiments[0].expect = expect(&["vcpus == 3"]);
-    let v = execute(&wrong, host.as_ref(), &Execution::default()).verdicts();
+    let v = wrong
+        .execute(host.as_ref(), &Execution::default())
+        .verdicts();
     assert_eq!(v.counts(), (0, 1, 0), "{v:?}");
 }
 
@@ -97,7 +99,7 @@ fn a_cancelled_or_unrunnable_plan_runs_no_vm() {
     plan.experiments[1].not_run = Some(NotRun::Plan("no such payload".into()));
     let how = Execution::default();
     how.cancel.store(true, Ordering::SeqCst);
-    let out = execute(&plan, None, &how);
+    let out = plan.execute(None, &how);
     assert!(out.experiments.iter().all(|x| x.doc.is_none()));
     let v = out.verdicts();
     // The cancelled experiment's points are skips; the plan's error fails.

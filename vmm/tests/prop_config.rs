@@ -6,7 +6,7 @@
 //!
 //! Cases per property: 256, or `IPIVMM_PROPTEST_CASES` for long campaigns.
 use ipivmm::config::{ConfigError, PayloadSource, VmConfig};
-use ipivmm::payload::image::{check, ImageError};
+use ipivmm::payload::image::{ImageError, ImageInfo};
 use ipivmm_abi::{MAX_VCPUS, PAYLOAD_END, PAYLOAD_START};
 use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm_testkit::images::elf64 as minimal_elf;
@@ -190,7 +190,7 @@ proptest! {
         for m in &muts {
             apply(&mut e, m);
         }
-        if let Ok(info) = check(&e) {
+        if let Ok(info) = ImageInfo::check(&e) {
             prop_assert!(info.start >= PAYLOAD_START && info.end <= PAYLOAD_END, "{:?}", info);
             prop_assert!(info.start <= info.entry && info.entry < info.end, "{:?}", info);
         }
@@ -201,7 +201,7 @@ proptest! {
     #[test]
     fn segments_outside_the_payload_range_are_refused(addr in edge_u64(), len in 1usize..0x2000) {
         let code = vec![0xf4u8; len];
-        let r = check(&minimal_elf(addr, &code));
+        let r = ImageInfo::check(&minimal_elf(addr, &code));
         let inside = addr >= PAYLOAD_START && addr.checked_add(len as u64).is_some_and(|e| e <= PAYLOAD_END);
         if inside {
             prop_assert!(r.is_ok(), "{:?}", r);
@@ -219,6 +219,6 @@ proptest! {
 fn elf_with_phoff_near_u64_max_is_refused() {
     let mut e = minimal_elf(PAYLOAD_START, &[0xf4]);
     e[32..40].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
-    let r = check(&e);
+    let r = ImageInfo::check(&e);
     assert!(matches!(r, Err(ImageError::Truncated(_))), "{r:?}");
 }

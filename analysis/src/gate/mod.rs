@@ -27,7 +27,7 @@
 pub(crate) mod claim;
 pub(crate) mod family;
 mod figure;
-pub mod power;
+pub(crate) mod power;
 pub mod profile;
 pub mod sequential;
 

@@ -148,6 +148,14 @@ impl Policy {
         let shift = margin.max(z(1.0 - self.alpha) * se) + z(POWER) * se;
         Some(shift.exp() - 1.0)
     }
+
+    /// Repeats a side at which an unchanged latency figure whose logarithm
+    /// spreads by `log_sd` between independent runs passes the rule with
+    /// 80% power (what `--repeat auto` runs to); None where it never does.
+    pub fn repeats_to_settle(&self, log_sd: f64) -> Option<usize> {
+        let margin = self.margin(Scale::Ratio, 1.0);
+        Design::Independent.repeats_to_pass(0.0, log_sd, margin, self.alpha)
+    }
 }
 
 /// Repeats a side at which the rule detects a relative change `effect`

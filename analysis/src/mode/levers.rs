@@ -137,19 +137,6 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// vCPUs per host CPU above which the guest's barriers halt instead of
-/// spinning (spinning waiters would take the time slices the last arrivals
-/// need: a 128-vCPU broadcast on 2 CPUs took 31.8 s spinning, 2.0 s halting).
-pub(crate) const HALTING_BARRIERS_ABOVE: usize = 4;
-
-/// Whether the guest's barriers halt (`BOOT_FLAG_HALTING_BARRIERS`): only
-/// when heavily oversubscribed, because their wake-up IPIs (vector 0xFE),
-/// which the guest does not count, are counted by the host's counters.
-pub fn halting_barriers(vcpus: usize) -> bool {
-    let cpus = allowed_cpus().len();
-    cpus > 0 && vcpus > cpus * HALTING_BARRIERS_ABOVE
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! an experiment judged without running anything ([`ExperimentOutcome::settle`]), and the
 //! plan file (`plans/*.toml`: [`file`](mod@file)), whose recorded experiments
 //! [`file::PlanFile::judge_recorded`] judges with this crate alone. Running a plan's
-//! VMs is the machine's (`ipivmm::plan::execute`).
+//! VMs is the machine's (`ipivmm::plan::Plan::execute`).
 use crate::expect::{Expectation, Outcome, Verdict, Verdicts};
 use crate::results::Document;
 use ipivmm_host::facts::{ApicvSupport, HostInfo, KvmBackend};

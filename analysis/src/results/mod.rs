@@ -37,8 +37,8 @@ mod vcpu;
 pub use exits::{ExitCounts, ExitKind};
 pub use host::HostSettings;
 pub use vcpu::{
-    ExitReasonCounts, GuestDelta, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus,
-    VcpuEnd, VcpuResult,
+    ExitReasonCounts, IcrExits, PhaseResult, ReasonCount, Registers, SourceStatus, VcpuEnd,
+    VcpuResult,
 };
 
 use crate::mode::apicv::ApicvPlan;
@@ -60,14 +60,7 @@ pub(crate) const MAX_RESULTS_FILE: u64 = 256 << 20;
 /// one way results are summed. Guest counters ride in every control message
 /// and a results file can hold anything, so two vCPUs' 2^63 IPIs must add up
 /// to "a lot", not to 0.
-///
-/// ```
-/// use ipivmm_analysis::results::saturating_sum;
-///
-/// assert_eq!(saturating_sum([1u64 << 63, 1 << 63]), u64::MAX);
-/// assert_eq!(saturating_sum([2u64, 3]), 5);
-/// ```
-pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
     values.into_iter().fold(0, u64::saturating_add)
 }
 
@@ -163,9 +156,7 @@ impl RunStatus {
     /// this process received one (`cancelled by SIGTERM`).
     pub fn line(&self) -> String {
         match (self, crate::interrupt::received()) {
-            (RunStatus::Cancelled, Some(sig)) => {
-                format!("cancelled by {}", crate::interrupt::signal_name(sig))
-            }
+            (RunStatus::Cancelled, Some((_, name))) => format!("cancelled by {name}"),
             _ => self.text(),
         }
     }
@@ -405,6 +396,23 @@ fn no_metrics_recorded() -> Option<serde_json::Map<String, serde_json::Value>> {
 }
 
 impl RunReport {
+    /// Why a run stops its configuration's other repeats, if it does: a run
+    /// that could not start will not start the next time either, and a guest
+    /// that went over the guest memory budget does the same every time (the
+    /// budget is the whole command's).
+    pub fn stops_repeats(&self) -> Option<&'static str> {
+        match &self.status {
+            RunStatus::OverBudget { .. } => Some(
+                "its other repeats are not run (a guest that floods the host does so every time, \
+                 and the budget is the whole command's)",
+            ),
+            RunStatus::Failed { .. } if self.vcpus.is_empty() => {
+                Some("its other repeats are not run")
+            }
+            _ => None,
+        }
+    }
+
     /// Whether every vCPU finished successfully.
     pub fn succeeded(&self) -> bool {
         self.status == RunStatus::Completed

@@ -117,7 +117,7 @@ pub struct ConfigurationStats {
     /// Smallest change of the p50 (0.12 = 12%) that a comparison of two
     /// such configurations at as many repeats as have the p50 detects with
     /// 80% power under the gate's rule (significant at 5% one-sided and at
-    /// least the 10% threshold: [`crate::gate::power`]), from their
+    /// least the 10% threshold: [`crate::gate::Policy::min_detectable`]), from their
     /// spread; None below 4 of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_detectable_effect: Option<f64>,

@@ -5,7 +5,7 @@
 //! - a phase is its (id, name): an id reused under another name is another
 //!   phase; the same (id, name) run again (on a vCPU, or on several) is one
 //!   phase whose figures count every run ([`crate::results::RunReport::phase_keys`]);
-//! - every sum saturates ([`crate::results::saturating_sum`]): guest
+//! - every sum saturates (`u64::saturating_add`): guest
 //!   counters are whatever the guest sends;
 //! - the measured phase is the one `--phase` names (`mode.phase`; none if
 //!   the run has no phase of that name), else the one named `measure`, else the counted phase

@@ -7,12 +7,6 @@ use ipivmm_abi::GuestCounters;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Guest-kept counters over one phase (end minus begin,
-/// [`GuestCounters::since`]): the ABI's own struct, so each counter is
-/// defined once, in [`GuestCounters::ALL`] (its JSON field, CSV name and
-/// docs row come from there; a field missing in an older file reads 0).
-pub type GuestDelta = GuestCounters;
-
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
@@ -28,8 +22,11 @@ pub struct PhaseResult {
     pub wall_ns: u64,
     /// Userspace exits in the window (includes this phase's end-marker exit).
     pub exits: ExitCounts,
-    /// Guest-kept counters.
-    pub guest: GuestDelta,
+    /// Guest-kept counters over the phase (end minus begin,
+    /// [`GuestCounters::since`]): the ABI's own struct, so each counter is
+    /// defined once, in [`GuestCounters::ALL`] (its JSON field, CSV name and
+    /// docs row come from there; a field missing in an older file reads 0).
+    pub guest: GuestCounters,
     /// KVM binary stats deltas (cumulative stats) by name.
     pub kvm_stats: BTreeMap<String, u64>,
     /// Tracepoint counter deltas by name.

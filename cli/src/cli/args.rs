@@ -581,9 +581,9 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 }
 
 /// `--observer-effect PAIRS`: each pair is two whole runs, so the count is
-/// bounded (ipivmm::run::MAX_PAIRS).
+/// bounded (ipivmm::experiment::rounds::Rounds::MAX_OBSERVER_PAIRS).
 fn parse_observer_pairs(s: &str) -> Result<u32, String> {
-    let max = ipivmm::run::MAX_PAIRS;
+    let max = ipivmm::experiment::rounds::Rounds::MAX_OBSERVER_PAIRS;
     let v = parse_u64(s)?;
     u32::try_from(v).ok().filter(|v| *v <= max).ok_or_else(|| {
         format!(

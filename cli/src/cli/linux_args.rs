@@ -5,8 +5,9 @@
 //! tests) boots as a multiboot kernel, its command line `--append`
 //! (docs/kvm-unit-tests.md).
 use clap::Args;
-use ipivmm::linux::{LinuxGuest, LinuxWorkload};
-use ipivmm::multiboot::{file_is_multiboot, MultibootGuest};
+use ipivmm::analysis::mode::LinuxWorkload;
+use ipivmm::linux::LinuxGuest;
+use ipivmm::multiboot::MultibootGuest;
 use ipivmm::{PayloadSource, VmConfig};
 use ipivmm_analysis::mode::Workload;
 use std::path::PathBuf;
@@ -114,7 +115,7 @@ impl LinuxArgs {
                 None => Ok(()),
             };
         };
-        if file_is_multiboot(kernel) {
+        if MultibootGuest::is_multiboot(kernel) {
             return self.apply_multiboot(c, kernel, workload);
         }
         let linux_workload = match workload {
@@ -153,7 +154,7 @@ impl LinuxArgs {
         let Some(kernel) = &self.kernel else {
             return Ok(None);
         };
-        if self.append.is_some() || file_is_multiboot(kernel) {
+        if self.append.is_some() || MultibootGuest::is_multiboot(kernel) {
             return Err(format!(
                 "--kernel {}: a sweep boots a Linux bzImage for its linux:NAME workloads; a multiboot kernel (--append) runs with `ipivmm run --kernel FILE --append ARGS` (docs/kvm-unit-tests.md)",
                 kernel.display()

@@ -20,7 +20,7 @@
 //! this append anyway.
 //!
 //! The repeat loops call [`Journal::record`] with each report as it ends;
-//! what stops a configuration's repeats is [`stops_repeats`].
+//! what stops a configuration's repeats is [`RunReport::stops_repeats`].
 use super::atomic::write_atomic_with;
 use ipivmm::SharedBudget;
 use ipivmm_analysis::results::{Document, RunReport, SkippedMode};
@@ -192,8 +192,6 @@ impl Journal {
         }
     }
 }
-
-pub use ipivmm::experiment::rounds::stops_repeats;
 
 impl ipivmm::experiment::rounds::Keep for Journal {
     fn keep(&self, report: RunReport) {
@@ -388,18 +386,18 @@ mod tests {
     #[test]
     fn runs_that_could_not_start_or_went_over_budget_stop_their_repeats() {
         let mut r = report(2);
-        assert_eq!(stops_repeats(&r), Some("its other repeats are not run"));
+        assert_eq!(r.stops_repeats(), Some("its other repeats are not run"));
         r.vcpus
             .push(ipivmm_analysis::results::VcpuResult::new(0, 0));
         r.status = RunStatus::Completed;
-        assert!(stops_repeats(&r).is_none());
+        assert!(r.stops_repeats().is_none());
         r.status = RunStatus::OverBudget {
             vcpu: 1,
             data: "phases".into(),
             limit_bytes: 1 << 27,
             reason: "vcpu1: ...".into(),
         };
-        let why = stops_repeats(&r).unwrap();
+        let why = r.stops_repeats().unwrap();
         assert!(why.contains("its other repeats are not run"), "{why}");
     }
 }

@@ -507,7 +507,10 @@ fn pooled_reasons(b: &Bar) -> Vec<(String, f64)> {
         .into_iter()
         .filter(|s| s.exits.is_some() && s.units() > 0)
         .collect();
-    let units: u64 = ipivmm_analysis::results::saturating_sum(counted.iter().map(|s| s.units()));
+    let units: u64 = counted
+        .iter()
+        .map(|s| s.units())
+        .fold(0, u64::saturating_add);
     let mut out: Vec<(String, f64)> = Vec::new();
     for s in &counted {
         for (r, v) in s.exits.iter().flat_map(|e| &e.by_reason) {

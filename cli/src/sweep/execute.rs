@@ -5,7 +5,7 @@
 //! and library callers can stay quiet with [`Quiet`]).
 use super::PlannedRun;
 use crate::output::journal::Journal;
-use ipivmm::experiment::rounds::{run_rounds, Options, Repeats};
+use ipivmm::experiment::rounds::{Repeats, Rounds};
 use ipivmm_analysis::results::SkippedMode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -50,9 +50,9 @@ pub fn run_all(
     observer_pairs: u32,
     events: &dyn SweepEvents,
 ) {
-    let mut o = Options::new(opts.repeats, opts.cancel.clone());
-    o.observer_pairs = observer_pairs;
-    if run_rounds(runs, skipped, &o, opts.journal, events) {
+    let mut rounds = Rounds::new(opts.repeats, opts.cancel.clone());
+    rounds.observer_pairs = observer_pairs;
+    if rounds.run(runs, skipped, opts.journal, events) {
         events.note(
             "--repeat auto: the budget ran out before every configuration had the repeats it needs",
         );

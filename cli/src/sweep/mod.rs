@@ -437,7 +437,7 @@ mod tests {
     /// it is a skip naming why (and for kvm_pvm, the lab command).
     #[test]
     fn linux_workloads_are_rows_that_boot_the_sweeps_guest() {
-        use ipivmm::linux::LinuxWorkload;
+        use ipivmm::analysis::mode::LinuxWorkload;
         let guest = LinuxGuest {
             initrd: Some("/tmp/initrd".into()),
             ..LinuxGuest::new("/boot/vmlinuz")

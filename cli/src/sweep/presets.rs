@@ -5,7 +5,7 @@
 //! (`sweep --preset`), `check` plans and the tests share it.
 use super::topology::{self, CpuPlace};
 use super::{PlannedRun, SweepSpec};
-use ipivmm::linux::LinuxWorkload;
+use ipivmm::analysis::mode::LinuxWorkload;
 use ipivmm_analysis::mode::levers::{ExitControl, ExitControls};
 use ipivmm_analysis::mode::{ApicMode, ApicvRequest, IpiPath, Irqchip, TargetWait, Workload};
 use ipivmm_analysis::results::{PresetReport, PresetRow, SkippedMode};
@@ -54,12 +54,10 @@ impl PresetHost {
     pub fn probe(kvm_device: &std::path::Path, facts: Option<HostInfo>) -> Self {
         let cpus = ipivmm_analysis::mode::levers::allowed_cpus();
         let places = topology::read_places(std::path::Path::new("/sys/devices/system/cpu"), &cpus);
-        let kvm = ipivmm::host::device::open(kvm_device).ok();
+        let kvm = ipivmm::host::KvmInfo::open(kvm_device).ok();
         Self {
-            kvm_max_vcpus: kvm.as_ref().map_or(2, ipivmm::host::max_vcpus),
-            exit_controls: kvm
-                .map(|k| ipivmm::levers::allowed_exit_controls(|c| k.check_extension_raw(c)))
-                .unwrap_or_default(),
+            kvm_max_vcpus: kvm.as_ref().map_or(2, |k| k.max_vcpus),
+            exit_controls: kvm.map(|k| k.exit_controls).unwrap_or_default(),
             cpus,
             places,
             facts,

@@ -4,8 +4,8 @@ use ipivmm::VmConfig;
 use ipivmm_analysis::results::latency::LatencyStats;
 use ipivmm_analysis::results::source::Source;
 use ipivmm_analysis::results::{
-    ExitCounts, ExitKind, GuestDelta, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings,
-    VcpuEnd, VcpuResult,
+    ExitCounts, ExitKind, IcrExits, PhaseResult, RunConfig, SourceStatus, Timings, VcpuEnd,
+    VcpuResult,
 };
 use ipivmm_analysis::results::{RunReport, RunStatus};
 use std::collections::BTreeMap;
@@ -77,7 +77,7 @@ fn phase(id: u32, name: &str, sender: bool, base: u64, exits_per_ipi: u64) -> Ph
         name: name.to_string(),
         wall_ns: 1_000_000,
         exits,
-        guest: GuestDelta {
+        guest: ipivmm::abi::GuestCounters {
             icr_writes: if sender { ipis } else { 0 },
             ipis_sent: if sender { ipis } else { 0 },
             ipis_received: if sender { 0 } else { ipis },

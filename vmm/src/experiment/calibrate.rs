@@ -17,12 +17,12 @@
 //! measured (host, CPU, kernel, KVM parameters, configuration, version,
 //! date, pause) so that `compare` can say when it does not match.
 use crate::config::VmConfig;
+use crate::error::RunError;
 use crate::gate::profile::{Control, NoiseProfile};
 use crate::gate::Evidence;
 use crate::gate::{self, Policy, Scale};
 use crate::results::metrics::Metric;
 use crate::results::RunReport;
-use crate::run::RunError;
 use ipivmm_devices::budget::SharedBudget;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -93,7 +93,7 @@ fn p50(r: &RunReport) -> Option<f64> {
 
 /// The spread figures of recordings of p50s.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spreads {
+pub(crate) struct Spreads {
     /// Log sd between the repeats of a recording (pooled).
     pub within: f64,
     /// The drift between recordings (log sd), point estimate.
@@ -161,167 +161,169 @@ pub(crate) fn spreads(recordings: &[Vec<f64>]) -> (f64, f64, f64) {
     (within, between, consecutive)
 }
 
-/// Calibrates this host for `spec`.
-pub fn calibrate(
-    spec: &Spec,
-    host: String,
-    cancel: Arc<AtomicBool>,
-    events: &dyn CalibrationEvents,
-) -> Result<NoiseProfile, CalibrateError> {
-    let mut recordings: Vec<Vec<f64>> = Vec::new();
-    let mut id = None;
-    let mut facts = None;
-    let budget = Arc::new(SharedBudget::new(spec.config.guest_memory_budget));
-    let mut injected_config = spec.config.clone();
-    for k in 0..=spec.recordings {
-        if k > 0 && !spec.pause.is_zero() {
-            let until = Instant::now() + spec.pause;
-            while Instant::now() < until {
+impl Spec {
+    /// Calibrates this host for this self.
+    pub fn run(
+        &self,
+        host: String,
+        cancel: Arc<AtomicBool>,
+        events: &dyn CalibrationEvents,
+    ) -> Result<NoiseProfile, CalibrateError> {
+        let mut recordings: Vec<Vec<f64>> = Vec::new();
+        let mut id = None;
+        let mut facts = None;
+        let budget = Arc::new(SharedBudget::new(self.config.guest_memory_budget));
+        let mut injected_config = self.config.clone();
+        for k in 0..=self.recordings {
+            if k > 0 && !self.pause.is_zero() {
+                let until = Instant::now() + self.pause;
+                while Instant::now() < until {
+                    if cancel.load(Ordering::SeqCst) {
+                        return Err(CalibrateError::Cancelled);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            let injected = k == self.recordings;
+            if injected {
+                let first = crate::stats::median(&recordings[0]).ok_or(CalibrateError::NoFigure)?;
+                // On top of the user's own delay (a `--run` with
+                // --inject-delay-cycles), never in its place: the control
+                // measures a known effect against what the recordings ran.
+                injected_config.ipi_delay_cycles = self
+                    .config
+                    .ipi_delay_cycles
+                    .saturating_add((first * self.injected).round() as u64);
+            }
+            let config = if injected {
+                &injected_config
+            } else {
+                &self.config
+            };
+            let mut values = Vec::new();
+            for i in 0..self.repeats {
                 if cancel.load(Ordering::SeqCst) {
                     return Err(CalibrateError::Cancelled);
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                let r = super::measured_run(config, &cancel, &budget)?;
+                events.run(k, i, &r);
+                if cancel.load(Ordering::SeqCst) {
+                    return Err(CalibrateError::Cancelled);
+                }
+                if !r.succeeded() {
+                    return Err(CalibrateError::Failed {
+                        recording: k,
+                        repeat: i,
+                        status: r.status.line(),
+                    });
+                }
+                id.get_or_insert_with(|| r.id());
+                if facts.is_none() {
+                    facts = r.host.clone();
+                }
+                values.push(p50(&r).ok_or(CalibrateError::NoFigure)?);
             }
+            recordings.push(values);
         }
-        let injected = k == spec.recordings;
-        if injected {
-            let first = crate::stats::median(&recordings[0]).ok_or(CalibrateError::NoFigure)?;
-            // On top of the user's own delay (a `--run` with
-            // --inject-delay-cycles), never in its place: the control
-            // measures a known effect against what the recordings ran.
-            injected_config.ipi_delay_cycles = spec
-                .config
-                .ipi_delay_cycles
-                .saturating_add((first * spec.injected).round() as u64);
+        let injected = recordings.pop().unwrap_or_default();
+        let Spreads {
+            within,
+            between: estimate,
+            between_upper: between,
+            df,
+            consecutive,
+        } = spreads_bounded(&recordings);
+        if estimate > NoiseProfile::MAX_DRIFT {
+            return Err(CalibrateError::Implausible(estimate));
         }
-        let config = if injected {
-            &injected_config
-        } else {
-            &spec.config
-        };
-        let mut values = Vec::new();
-        for i in 0..spec.repeats {
-            if cancel.load(Ordering::SeqCst) {
-                return Err(CalibrateError::Cancelled);
-            }
-            let r = super::measured_run(config, &cancel, &budget)?;
-            events.run(k, i, &r);
-            if cancel.load(Ordering::SeqCst) {
-                return Err(CalibrateError::Cancelled);
-            }
-            if !r.succeeded() {
-                return Err(CalibrateError::Failed {
-                    recording: k,
-                    repeat: i,
-                    status: r.status.line(),
+        let facts = facts.or_else(|| ipivmm_host::facts::probe().ok());
+        // The controls are judged as `compare` judges files: one rule
+        // (compare::judge::recorded_evidence), so what calibrate reports is
+        // what the same recordings give `compare`.
+        let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
+            let item =
+                Evidence::recorded(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
+                    e.examine(Scale::Ratio, &self.policy)
+                        .map_err(|why| gate::Decision::Undecided { why, needs: None })
                 });
-            }
-            id.get_or_insert_with(|| r.id());
-            if facts.is_none() {
-                facts = r.host.clone();
-            }
-            values.push(p50(&r).ok_or(CalibrateError::NoFigure)?);
-        }
-        recordings.push(values);
-    }
-    let injected = recordings.pop().unwrap_or_default();
-    let Spreads {
-        within,
-        between: estimate,
-        between_upper: between,
-        df,
-        consecutive,
-    } = spreads_bounded(&recordings);
-    if estimate > NoiseProfile::MAX_DRIFT {
-        return Err(CalibrateError::Implausible(estimate));
-    }
-    let facts = facts.or_else(|| ipivmm_host::facts::probe().ok());
-    // The controls are judged as `compare` judges files: one rule
-    // (compare::judge::recorded_evidence), so what calibrate reports is
-    // what the same recordings give `compare`.
-    let judge = |base: Vec<Vec<f64>>, new: &[f64], drift: Option<f64>| {
-        let item =
-            Evidence::recorded(base, new.to_vec(), Scale::Ratio, true, drift).and_then(|e| {
-                e.examine(Scale::Ratio, &spec.policy)
-                    .map_err(|why| gate::Decision::Undecided { why, needs: None })
-            });
-        gate::Family::judge(vec![item], &spec.policy)
-            .verdict
-            .exit_code()
-    };
-    let mut aa = Control::default();
-    let mut aa_drift = Control::default();
-    for i in 0..recordings.len() {
-        for j in (i + 1)..recordings.len() {
-            aa.count(judge(vec![recordings[i].clone()], &recordings[j], None));
-            aa_drift.count(judge(
-                vec![recordings[i].clone()],
-                &recordings[j],
-                Some(between),
-            ));
-        }
-    }
-    let mut inj = Control {
-        injected: Some(spec.injected),
-        ..Control::default()
-    };
-    let mut inj_drift = inj.clone();
-    for r in &recordings {
-        inj.count(judge(vec![r.clone()], &injected, None));
-        inj_drift.count(judge(vec![r.clone()], &injected, Some(between)));
-    }
-    // Several recordings as the baseline: each against all the others
-    // (A/A), all against the injected one.
-    let (aa_recordings, inj_recordings) = if recordings.len() >= 3 {
+            gate::Family::judge(vec![item], &self.policy)
+                .verdict
+                .exit_code()
+        };
         let mut aa = Control::default();
-        for j in 0..recordings.len() {
-            let others: Vec<Vec<f64>> = (0..recordings.len())
-                .filter(|i| *i != j)
-                .map(|i| recordings[i].clone())
-                .collect();
-            aa.count(judge(others, &recordings[j], None));
+        let mut aa_drift = Control::default();
+        for i in 0..recordings.len() {
+            for j in (i + 1)..recordings.len() {
+                aa.count(judge(vec![recordings[i].clone()], &recordings[j], None));
+                aa_drift.count(judge(
+                    vec![recordings[i].clone()],
+                    &recordings[j],
+                    Some(between),
+                ));
+            }
         }
         let mut inj = Control {
-            injected: Some(spec.injected),
+            injected: Some(self.injected),
             ..Control::default()
         };
-        inj.count(judge(recordings.clone(), &injected, None));
-        (Some(aa), Some(inj))
-    } else {
-        (None, None)
-    };
-    Ok(NoiseProfile {
-        schema: NoiseProfile::SCHEMA.into(),
-        ipivmm_version: env!("CARGO_PKG_VERSION").into(),
-        recorded_at: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        host,
-        config: id.ok_or(CalibrateError::NoFigure)?,
-        recordings: spec.recordings,
-        repeats: spec.repeats,
-        within_log_sd: within,
-        between_log_sd: between,
-        round_log_sd: Some(consecutive),
-        aa,
-        aa_with_drift: aa_drift,
-        injected: inj,
-        injected_with_drift: inj_drift,
-        aa_recordings,
-        injected_recordings: inj_recordings,
-        recording_medians: recordings
-            .iter()
-            .chain(std::iter::once(&injected))
-            .filter_map(|r| crate::stats::median(r))
-            .collect(),
-        hostname: facts.as_ref().and_then(|h| h.hostname.clone()),
-        cpu_model: facts.as_ref().map(|h| h.cpu_model.clone()),
-        kernel_release: facts.as_ref().map(|h| h.kernel_release.clone()),
-        kvm_params: facts.as_ref().map(|h| h.params.clone()),
-        between_log_sd_estimate: Some(estimate),
-        between_df: Some(df),
-        pause_seconds: Some(spec.pause.as_secs_f64()),
-    })
+        let mut inj_drift = inj.clone();
+        for r in &recordings {
+            inj.count(judge(vec![r.clone()], &injected, None));
+            inj_drift.count(judge(vec![r.clone()], &injected, Some(between)));
+        }
+        // Several recordings as the baseline: each against all the others
+        // (A/A), all against the injected one.
+        let (aa_recordings, inj_recordings) = if recordings.len() >= 3 {
+            let mut aa = Control::default();
+            for j in 0..recordings.len() {
+                let others: Vec<Vec<f64>> = (0..recordings.len())
+                    .filter(|i| *i != j)
+                    .map(|i| recordings[i].clone())
+                    .collect();
+                aa.count(judge(others, &recordings[j], None));
+            }
+            let mut inj = Control {
+                injected: Some(self.injected),
+                ..Control::default()
+            };
+            inj.count(judge(recordings.clone(), &injected, None));
+            (Some(aa), Some(inj))
+        } else {
+            (None, None)
+        };
+        Ok(NoiseProfile {
+            schema: NoiseProfile::SCHEMA.into(),
+            ipivmm_version: env!("CARGO_PKG_VERSION").into(),
+            recorded_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            host,
+            config: id.ok_or(CalibrateError::NoFigure)?,
+            recordings: self.recordings,
+            repeats: self.repeats,
+            within_log_sd: within,
+            between_log_sd: between,
+            round_log_sd: Some(consecutive),
+            aa,
+            aa_with_drift: aa_drift,
+            injected: inj,
+            injected_with_drift: inj_drift,
+            aa_recordings,
+            injected_recordings: inj_recordings,
+            recording_medians: recordings
+                .iter()
+                .chain(std::iter::once(&injected))
+                .filter_map(|r| crate::stats::median(r))
+                .collect(),
+            hostname: facts.as_ref().and_then(|h| h.hostname.clone()),
+            cpu_model: facts.as_ref().map(|h| h.cpu_model.clone()),
+            kernel_release: facts.as_ref().map(|h| h.kernel_release.clone()),
+            kvm_params: facts.as_ref().map(|h| h.params.clone()),
+            between_log_sd_estimate: Some(estimate),
+            between_df: Some(df),
+            pause_seconds: Some(self.pause.as_secs_f64()),
+        })
+    }
 }
 
 #[cfg(test)]

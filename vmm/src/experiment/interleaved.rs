@@ -93,6 +93,36 @@ pub enum SpecError {
 }
 
 impl Spec {
+    /// Where runs want tracepoint counters (ICR-write exits come from them)
+    /// and tracefs is not mounted: as root, mount it for every run of the
+    /// comparison, rather than spend a budget on figures no run can measure;
+    /// the line to say. None: nothing to do, or not root (the runs then say
+    /// why the counters are missing, with the fix).
+    pub fn mount_tracefs(&mut self) -> Option<String> {
+        let wanted = self
+            .arms
+            .iter()
+            .any(|a| a.config.tracepoints && !a.config.mount_tracefs && a.config.tracefs.is_none());
+        if !wanted
+            || ipivmm_counters::tracefs::Tracefs::find().is_ok()
+            || !rustix::process::geteuid().is_root()
+        {
+            return None;
+        }
+        Some(match ipivmm_counters::tracefs::mount_tracefs() {
+            Ok(t) => {
+                for a in self.arms.iter_mut() {
+                    a.config.mount_tracefs = true;
+                }
+                format!(
+                    "tracefs was not mounted: mounted it at {} (as root) for the tracepoint counters (ICR-write exits)",
+                    t.root().display()
+                )
+            }
+            Err(e) => format!("tracefs is not mounted and could not be mounted: {e}"),
+        })
+    }
+
     /// What makes the comparison impossible before any VM runs.
     pub fn check(&self) -> Result<(), SpecError> {
         if self.gated.is_empty() {
@@ -109,6 +139,147 @@ impl Spec {
             }
         }
         Ok(())
+    }
+
+    /// Runs the comparison until the gate decides, the budget is spent or `cancel`
+    /// is set. Err: the self cannot be run ([`Spec::check`]), before any VM.
+    pub fn run(
+        &self,
+        cancel: Arc<AtomicBool>,
+        events: &dyn InterleavedEvents,
+    ) -> Result<Finding, SpecError> {
+        self.check()?;
+        let start = Instant::now();
+        // Each side's own guest memory budget for its runs; a run's bytes go
+        // back to it once the run is reduced to its figures.
+        let budgets = self
+            .arms
+            .each_ref()
+            .map(|a| Arc::new(SharedBudget::new(a.config.guest_memory_budget)));
+        let mut reports: Vec<Kept> = Vec::new();
+        // The first round's gaps: (figure, side, why).
+        let mut gaps: Vec<(Metric, usize, String)> = Vec::new();
+        // Figures one side's first run lacked: judged out at the first look.
+        let mut unmeasurable: Option<Vec<Missing>> = None;
+        let mut vms = 0;
+        let mut sequence: Option<Sequential> = None;
+        let mut look = None;
+        let mut rounds = 0;
+        let max_vms = match self.budget {
+            Budget::Vms(n) => Some(n as usize),
+            Budget::Time(_) => None,
+        };
+        let stopped = 'rounds: loop {
+            for arm in order(self.seed, rounds) {
+                if cancel.load(Ordering::SeqCst) {
+                    break 'rounds Stopped::Cancelled;
+                }
+                events.run_started(rounds, arm);
+                vms += 1;
+                let mut r =
+                    match super::measured_run(&self.arms[arm].config, &cancel, &budgets[arm]) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let status = format!("could not start: {e}");
+                            break 'rounds Stopped::RunFailed { arm, status };
+                        }
+                    };
+                r.repeat = Some(rounds as u32);
+                events.run_finished(rounds, arm, &r);
+                let ok = r.succeeded();
+                let status = r.status.line();
+                let kept = Kept {
+                    arm,
+                    round: rounds,
+                    summary: r.summary(),
+                };
+                if rounds == 0 && ok {
+                    for m in kept.lacks(&self.gated) {
+                        gaps.push((m, arm, why_missing(m, &r, &kept.summary)));
+                    }
+                }
+                budgets[arm].release(crate::vcpu::store::report_bytes(&r));
+                drop(r);
+                reports.push(kept);
+                if cancel.load(Ordering::SeqCst) {
+                    break 'rounds Stopped::Cancelled;
+                }
+                if !ok {
+                    break 'rounds Stopped::RunFailed { arm, status };
+                }
+            }
+            rounds += 1;
+            let elapsed = start.elapsed();
+            let per_round = elapsed / rounds as u32;
+            if rounds == 1 && !gaps.is_empty() {
+                let lacking = missing(std::mem::take(&mut gaps));
+                // Neither side measures it: nothing later can change that.
+                if lacking.iter().any(|m| m.arms.len() == 2) {
+                    break Stopped::Unmeasurable(lacking);
+                }
+                // One side lacks it: the rest may still show a regression.
+                unmeasurable = Some(lacking);
+            }
+            // Whether another round fits.
+            let fits = |extra: usize| match (self.budget, max_vms) {
+                (_, Some(n)) => (rounds + extra) * 2 <= n,
+                (Budget::Time(b), None) => elapsed + per_round * extra as u32 <= b,
+                _ => true,
+            };
+            let last = !fits(1);
+            if rounds == 1 && !fits(Sequential::MIN_ROUNDS - 1) {
+                let mut fit = 1;
+                while fits(fit) && fit < Sequential::MIN_ROUNDS {
+                    fit += 1;
+                }
+                break Stopped::BudgetTooSmall {
+                    fits: fit,
+                    per_round,
+                };
+            }
+            if rounds < Sequential::MIN_ROUNDS && !last {
+                continue;
+            }
+            let seq = sequence.get_or_insert_with(|| {
+                // The rounds the budget allows, fixed at the first look.
+                let mut more = 0;
+                while fits(more + 1) && more < 100_000 {
+                    more += 1;
+                }
+                Sequential::new(self.gated.len(), rounds + more, self.policy)
+            });
+            if !last && !seq.due(rounds) {
+                continue;
+            }
+            let l = Kept::look_at(seq, &reports, &self.gated, rounds, last);
+            events.looked(&l, seq.max_rounds());
+            let stop = l.stop;
+            let failed = l.verdict == Verdict::Fail;
+            look = Some(l);
+            if let Some(lacking) = unmeasurable.take() {
+                break match failed {
+                    true => Stopped::Decided,
+                    false => Stopped::Unmeasurable(lacking),
+                };
+            }
+            match stop {
+                Some(Stop::Decided) => break Stopped::Decided,
+                Some(Stop::Budget) => break Stopped::Budget,
+                None if last => break Stopped::Budget,
+                None => {}
+            }
+        };
+        Ok(Finding {
+            rounds,
+            vms,
+            runs: reports,
+            gated: self.gated.clone(),
+            look,
+            max_rounds: sequence.as_ref().map_or(rounds, |s| s.max_rounds()),
+            stopped,
+            elapsed: start.elapsed(),
+            seed: self.seed,
+        })
     }
 }
 
@@ -198,6 +369,31 @@ pub struct Kept {
     pub summary: RunSummary,
 }
 
+impl Kept {
+    /// The gated figures among `gated` this run lacks: any of them in a
+    /// run of the first round ends the comparison ([`Stopped::Unmeasurable`]).
+    pub fn lacks(&self, gated: &[Metric]) -> Vec<Metric> {
+        gated
+            .iter()
+            .copied()
+            .filter(|&m| usable(m, &self.summary).is_none())
+            .collect()
+    }
+
+    /// The live rule's look after `rounds` rounds of `runs`: what
+    /// [`Spec::run`] does at each look (`last`: the budget allows no
+    /// further round).
+    pub fn look_at(
+        seq: &mut Sequential,
+        runs: &[Kept],
+        gated: &[Metric],
+        rounds: usize,
+        last: bool,
+    ) -> Look {
+        seq.look(rounds, last, endpoints(runs, gated, rounds))
+    }
+}
+
 /// What a live comparison found.
 #[derive(Clone, Debug)]
 pub struct Finding {
@@ -243,7 +439,7 @@ impl Finding {
 /// The order of round `round`'s two runs (arm indices, 0 the baseline):
 /// AB BA AB BA …, or BA AB …, as the seed says (its splitmix64 hash's
 /// low bit, so neighbouring seeds differ as much as any).
-pub fn order(seed: u64, round: usize) -> [usize; 2] {
+fn order(seed: u64, round: usize) -> [usize; 2] {
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -309,29 +505,6 @@ fn why_missing(metric: Metric, report: &RunReport, s: &RunSummary) -> String {
     }
 }
 
-/// The gated figures among `gated` that run `s` lacks: any of them in a
-/// run of the first round ends the comparison ([`Stopped::Unmeasurable`]).
-pub fn lacks(s: &RunSummary, gated: &[Metric]) -> Vec<Metric> {
-    gated
-        .iter()
-        .copied()
-        .filter(|&m| usable(m, s).is_none())
-        .collect()
-}
-
-/// The live rule's look after `rounds` rounds of `runs`: what
-/// [`run_interleaved`] does at each look (`last`: the budget allows no
-/// further round).
-pub fn look_at(
-    seq: &mut Sequential,
-    runs: &[Kept],
-    gated: &[Metric],
-    rounds: usize,
-    last: bool,
-) -> Look {
-    seq.look(rounds, last, endpoints(runs, gated, rounds))
-}
-
 /// The endpoints' evidence after `rounds` rounds.
 fn endpoints(reports: &[Kept], gated: &[Metric], rounds: usize) -> Vec<Result<Endpoint, Decision>> {
     gated
@@ -375,146 +548,6 @@ fn missing(gaps: Vec<(Metric, usize, String)>) -> Vec<Missing> {
         m.arms.sort_unstable();
     }
     out
-}
-
-/// Runs `spec` until the gate decides, the budget is spent or `cancel`
-/// is set. Err: the spec cannot be run ([`Spec::check`]), before any VM.
-pub fn run_interleaved(
-    spec: &Spec,
-    cancel: Arc<AtomicBool>,
-    events: &dyn InterleavedEvents,
-) -> Result<Finding, SpecError> {
-    spec.check()?;
-    let start = Instant::now();
-    // Each side's own guest memory budget for its runs; a run's bytes go
-    // back to it once the run is reduced to its figures.
-    let budgets = spec
-        .arms
-        .each_ref()
-        .map(|a| Arc::new(SharedBudget::new(a.config.guest_memory_budget)));
-    let mut reports: Vec<Kept> = Vec::new();
-    // The first round's gaps: (figure, side, why).
-    let mut gaps: Vec<(Metric, usize, String)> = Vec::new();
-    // Figures one side's first run lacked: judged out at the first look.
-    let mut unmeasurable: Option<Vec<Missing>> = None;
-    let mut vms = 0;
-    let mut sequence: Option<Sequential> = None;
-    let mut look = None;
-    let mut rounds = 0;
-    let max_vms = match spec.budget {
-        Budget::Vms(n) => Some(n as usize),
-        Budget::Time(_) => None,
-    };
-    let stopped = 'rounds: loop {
-        for arm in order(spec.seed, rounds) {
-            if cancel.load(Ordering::SeqCst) {
-                break 'rounds Stopped::Cancelled;
-            }
-            events.run_started(rounds, arm);
-            vms += 1;
-            let mut r = match super::measured_run(&spec.arms[arm].config, &cancel, &budgets[arm]) {
-                Ok(r) => r,
-                Err(e) => {
-                    let status = format!("could not start: {e}");
-                    break 'rounds Stopped::RunFailed { arm, status };
-                }
-            };
-            r.repeat = Some(rounds as u32);
-            events.run_finished(rounds, arm, &r);
-            let ok = r.succeeded();
-            let status = r.status.line();
-            let summary = r.summary();
-            if rounds == 0 && ok {
-                for m in lacks(&summary, &spec.gated) {
-                    gaps.push((m, arm, why_missing(m, &r, &summary)));
-                }
-            }
-            budgets[arm].release(crate::vcpu::store::report_bytes(&r));
-            drop(r);
-            reports.push(Kept {
-                arm,
-                round: rounds,
-                summary,
-            });
-            if cancel.load(Ordering::SeqCst) {
-                break 'rounds Stopped::Cancelled;
-            }
-            if !ok {
-                break 'rounds Stopped::RunFailed { arm, status };
-            }
-        }
-        rounds += 1;
-        let elapsed = start.elapsed();
-        let per_round = elapsed / rounds as u32;
-        if rounds == 1 && !gaps.is_empty() {
-            let lacking = missing(std::mem::take(&mut gaps));
-            // Neither side measures it: nothing later can change that.
-            if lacking.iter().any(|m| m.arms.len() == 2) {
-                break Stopped::Unmeasurable(lacking);
-            }
-            // One side lacks it: the rest may still show a regression.
-            unmeasurable = Some(lacking);
-        }
-        // Whether another round fits.
-        let fits = |extra: usize| match (spec.budget, max_vms) {
-            (_, Some(n)) => (rounds + extra) * 2 <= n,
-            (Budget::Time(b), None) => elapsed + per_round * extra as u32 <= b,
-            _ => true,
-        };
-        let last = !fits(1);
-        if rounds == 1 && !fits(Sequential::MIN_ROUNDS - 1) {
-            let mut fit = 1;
-            while fits(fit) && fit < Sequential::MIN_ROUNDS {
-                fit += 1;
-            }
-            break Stopped::BudgetTooSmall {
-                fits: fit,
-                per_round,
-            };
-        }
-        if rounds < Sequential::MIN_ROUNDS && !last {
-            continue;
-        }
-        let seq = sequence.get_or_insert_with(|| {
-            // The rounds the budget allows, fixed at the first look.
-            let mut more = 0;
-            while fits(more + 1) && more < 100_000 {
-                more += 1;
-            }
-            Sequential::new(spec.gated.len(), rounds + more, spec.policy)
-        });
-        if !last && !seq.due(rounds) {
-            continue;
-        }
-        let l = look_at(seq, &reports, &spec.gated, rounds, last);
-        events.looked(&l, seq.max_rounds());
-        let stop = l.stop;
-        let failed = l.verdict == Verdict::Fail;
-        look = Some(l);
-        if let Some(lacking) = unmeasurable.take() {
-            break match failed {
-                true => Stopped::Decided,
-                false => Stopped::Unmeasurable(lacking),
-            };
-        }
-        match stop {
-            Some(Stop::Decided) => break Stopped::Decided,
-            Some(Stop::Budget) => break Stopped::Budget,
-            None if last => break Stopped::Budget,
-            None => {}
-        }
-    };
-    Ok(Finding {
-        rounds,
-        vms,
-        runs: reports,
-        gated: spec.gated.clone(),
-        look,
-        max_rounds: sequence.as_ref().map_or(rounds, |s| s.max_rounds()),
-        stopped,
-        elapsed: start.elapsed(),
-        seed: spec.seed,
-    })
 }
 
 #[cfg(test)]

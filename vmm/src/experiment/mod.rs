@@ -9,9 +9,10 @@ pub mod interleaved;
 pub mod rounds;
 
 use crate::config::VmConfig;
+use crate::error::RunError;
 use crate::host::load::LoadProbe;
 use crate::results::RunReport;
-use crate::run::{run, RunError, RunOptions};
+use crate::run::{run, RunOptions};
 use ipivmm_devices::budget::SharedBudget;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
@@ -42,35 +43,6 @@ pub(crate) fn measured_run(
     r.host_load = probe.and_then(|p| p.finish());
     budget.release(r.drop_samples());
     Ok(r)
-}
-
-/// Where runs want tracepoint counters (ICR-write exits come from them)
-/// and tracefs is not mounted: as root, mount it for every run of the
-/// experiment, rather than spend a budget on figures no run can measure;
-/// the line to say. None: nothing to do, or not root (the runs then say
-/// why the counters are missing, with the fix).
-pub fn mount_tracefs_for(configs: &mut [VmConfig]) -> Option<String> {
-    let wanted = configs
-        .iter()
-        .any(|c| c.tracepoints && !c.mount_tracefs && c.tracefs.is_none());
-    if !wanted
-        || ipivmm_counters::tracefs::Tracefs::find().is_ok()
-        || !rustix::process::geteuid().is_root()
-    {
-        return None;
-    }
-    Some(match ipivmm_counters::tracefs::mount_tracefs() {
-        Ok(t) => {
-            for c in configs.iter_mut() {
-                c.mount_tracefs = true;
-            }
-            format!(
-                "tracefs was not mounted: mounted it at {} (as root) for the tracepoint counters (ICR-write exits)",
-                t.root().display()
-            )
-        }
-        Err(e) => format!("tracefs is not mounted and could not be mounted: {e}"),
-    })
 }
 
 /// How much an experiment may spend.

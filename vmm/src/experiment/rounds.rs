@@ -11,14 +11,14 @@
 //! - **auto** (`--repeat auto`): at least [`Repeats::AUTO_MIN`] quiet repeats, then
 //!   more until the spread seen makes a later comparison at this many
 //!   repeats a side pass an unchanged configuration with 80% power at the
-//!   gate's threshold ([`Design::repeats_to_pass`]), within a
+//!   gate's threshold ([`Policy::repeats_to_settle`]), within a
 //!   budget: a busy repeat does not count, so load is a cause to run more
 //!   (up to twice the most), not a reason to stop.
 //!
 //! A configuration this host cannot run is skipped with the reason; one
 //! that cannot start for another reason, or whose guest went over the
 //! guest memory budget, is a failed run and its other repeats are not run
-//! ([`stops_repeats`]). A set cancel flag stops the loop before the next VM.
+//! ([`RunReport::stops_repeats`]). A set cancel flag stops the loop before the next VM.
 //!
 //! An experiment with repeats, judged by the gate (running needs
 //! `/dev/kvm`, hence `no_run`): xAPIC against x2APIC, five repeats each in
@@ -27,7 +27,7 @@
 //! ```no_run
 //! use ipivmm::analysis::compare::{Comparison, Dimension, GateOptions};
 //! use ipivmm::analysis::results::Document;
-//! use ipivmm::experiment::rounds::{run_rounds, Collect, Options, Planned, Repeats};
+//! use ipivmm::experiment::rounds::{Collect, Planned, Repeats, Rounds};
 //! use ipivmm::experiment::Quiet;
 //! use ipivmm::VmConfig;
 //! use ipivmm::analysis::mode::ApicMode;
@@ -40,7 +40,7 @@
 //! let keep = Collect::new(xapic.guest_memory_budget);
 //! let cancel = Arc::new(AtomicBool::new(false));
 //! let mut skipped = Vec::new();
-//! run_rounds(&planned, &mut skipped, &Options::new(Repeats::Fixed(5), cancel), &keep, &Quiet);
+//! Rounds::new(Repeats::Fixed(5), cancel).run(&planned, &mut skipped, &keep, &Quiet);
 //! let doc = Document::new(keep.into_runs(), skipped);
 //! for r in &doc.runs {
 //!     println!("{} repeat {:?}: {:?}", r.id().label(), r.repeat, r.metrics().values);
@@ -52,12 +52,11 @@
 //! ```
 use super::Budget;
 use crate::config::VmConfig;
-use crate::gate::power::Design;
-use crate::gate::{Policy, Scale};
+use crate::gate::Policy;
 use crate::host::load::LoadProbe;
 use crate::results::identity::ConfigId;
 use crate::results::metrics::Metric;
-use crate::results::{RunReport, RunStatus, SkippedMode};
+use crate::results::{RunReport, SkippedMode};
 use crate::run::{run, RunOptions};
 use ipivmm_devices::budget::SharedBudget;
 use ipivmm_devices::serial::SerialSink;
@@ -141,23 +140,6 @@ impl Repeats {
     }
 }
 
-/// Why a run stops its configuration's other repeats, if it does: a run
-/// that could not start will not start the next time either, and a guest
-/// that went over the guest memory budget does the same every time (the
-/// budget is the whole command's).
-pub fn stops_repeats(report: &RunReport) -> Option<&'static str> {
-    match &report.status {
-        RunStatus::OverBudget { .. } => Some(
-            "its other repeats are not run (a guest that floods the host does so every time, \
-             and the budget is the whole command's)",
-        ),
-        RunStatus::Failed { .. } if report.vcpus.is_empty() => {
-            Some("its other repeats are not run")
-        }
-        _ => None,
-    }
-}
-
 /// What a loop tells its caller as it goes. Every method has a default
 /// that does nothing.
 pub trait RoundEvents {
@@ -226,9 +208,9 @@ impl Keep for Collect {
     }
 }
 
-/// How to run the loop.
+/// The loop: how many repeats, and what a run of it is given.
 #[derive(Clone)]
-pub struct Options {
+pub struct Rounds {
     /// How many repeats.
     pub repeats: Repeats,
     /// Pairs of runs measuring what counting costs, before the first run.
@@ -245,7 +227,11 @@ pub struct Options {
     pub started: Instant,
 }
 
-impl Options {
+impl Rounds {
+    /// Most counting-cost pairs ([`Rounds::observer_pairs`]): each pair is
+    /// two whole runs, and the per-pair figures are kept.
+    pub const MAX_OBSERVER_PAIRS: u32 = crate::run::observer::MAX_PAIRS;
+
     /// `repeats` with the defaults of a library caller: no counting-cost
     /// pairs, no console, the default gate.
     pub fn new(repeats: Repeats, cancel: Arc<AtomicBool>) -> Self {
@@ -257,6 +243,180 @@ impl Options {
             first_serial: SerialSink::Discard,
             started: Instant::now(),
         }
+    }
+
+    /// Runs `runs` in rounds until each has its repeats (or the budget, or a
+    /// cancel, ends it), each finished run into `keep`; configurations this
+    /// host cannot run join `skipped` with the reason. Returns whether a
+    /// `--repeat auto` budget ran out before every configuration was settled.
+    pub fn run(
+        &self,
+        runs: &[Planned],
+        skipped: &mut Vec<SkippedMode>,
+        keep: &dyn Keep,
+        events: &dyn RoundEvents,
+    ) -> bool {
+        let first_plan = match self.repeats {
+            Repeats::Fixed(n) => n.max(1),
+            Repeats::Auto { max, .. } => Repeats::AUTO_MIN.min(max),
+        } as usize
+            * runs.len();
+        events.planned(first_plan);
+        keep.plan_more(first_plan);
+        let indexed = !matches!(self.repeats, Repeats::Fixed(0 | 1));
+        let mut tally = vec![Tally::default(); runs.len()];
+        let mut observer = self.observer_pairs > 0;
+        let mut first = true;
+        let start = Instant::now();
+        let mut out_of_budget = false;
+        let mut round = 0u32;
+        loop {
+            let active: Vec<usize> = (0..runs.len())
+                .filter(|&i| needs_more(&tally[i], self.repeats, &self.policy))
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            if let Repeats::Auto { budget, .. } = self.repeats {
+                let spent = match budget {
+                    Budget::Time(b) => start.elapsed() >= b,
+                    Budget::Vms(n) => tally.iter().map(|t| t.runs).sum::<u32>() >= n,
+                };
+                if spent {
+                    out_of_budget = true;
+                    break;
+                }
+            }
+            let beyond = round
+                >= match self.repeats {
+                    Repeats::Fixed(n) => n.max(1),
+                    Repeats::Auto { .. } => Repeats::AUTO_MIN,
+                };
+            if beyond {
+                events.planned(active.len());
+                keep.plan_more(active.len());
+            }
+            for i in active {
+                let p = &runs[i];
+                if self.cancel.load(Ordering::SeqCst) {
+                    if tally.iter().all(|t| t.runs == 0) || round == 0 {
+                        skipped.push(SkippedMode {
+                            id: Some(p.id()),
+                            mode: p.label.clone(),
+                            reason: "not run: cancelled".into(),
+                        });
+                    }
+                    tally[i].done = true;
+                    events.finished_one();
+                    continue;
+                }
+                events.start(&p.label);
+                let counting_cost = match std::mem::take(&mut observer) {
+                    true => crate::run::observer::measure(
+                        &p.config,
+                        self.observer_pairs,
+                        Some(self.cancel.clone()),
+                    )
+                    .unwrap_or_else(|e| {
+                        events.note(&format!("{}: counting cost not measured: {e}", p.label));
+                        None
+                    }),
+                    false => None,
+                };
+                let run_opts = RunOptions {
+                    serial: if first {
+                        self.first_serial
+                    } else {
+                        SerialSink::Discard
+                    },
+                    started: if first { self.started } else { Instant::now() },
+                    cancel: Some(self.cancel.clone()),
+                    budget: Some(keep.budget()),
+                };
+                first = false;
+                let probe = LoadProbe::start();
+                let mut r = match run(&p.config, run_opts) {
+                    Ok(r) => r,
+                    // Only what this host cannot do is a skip.
+                    Err(e) if e.host_cannot_run() => {
+                        events.note(&format!("{}: skipped: {e}", p.label));
+                        tally[i].done = true;
+                        skipped.push(SkippedMode {
+                            id: Some(p.id()),
+                            mode: p.label.clone(),
+                            reason: format!("this host cannot run it: {e}"),
+                        });
+                        events.finished_one();
+                        continue;
+                    }
+                    Err(e) => p.config.not_started(&e.to_string()),
+                };
+                r.host_load = probe.and_then(|l| l.finish());
+                r.observer_effect = counting_cost;
+                r.host_param = p.host_param.clone();
+                r.placement = p.placement.clone();
+                r.repeat = indexed.then_some(tally[i].runs);
+                let t = &mut tally[i];
+                t.runs += 1;
+                match quiet(&r) {
+                    Ok(()) => t.quiet += 1,
+                    Err(why) if r.succeeded() => events.note(&format!(
+                        "{}: repeat {} ran on a busy host ({why}): {}",
+                        p.label,
+                        t.runs,
+                        match self.repeats {
+                            Repeats::Fixed(_) => "it is kept, and comparisons leave it out",
+                            Repeats::Auto { .. } => "it is kept and run again",
+                        }
+                    )),
+                    Err(_) => {}
+                }
+                let p50 = Metric::CyclesPerOpP50
+                    .value(&r.summary())
+                    .filter(|v| *v > 0.0);
+                if r.succeeded() && quiet(&r).is_ok() {
+                    if let Some(v) = p50 {
+                        t.p50.push(v);
+                    }
+                }
+                // What `--repeat auto` could never settle ends it at once: a
+                // run without the latency figure (the payload or --phase
+                // measures none: every repeat would be the same), or runs that
+                // keep failing.
+                if let Repeats::Auto { .. } = self.repeats {
+                    t.failed += u32::from(!r.succeeded());
+                    if r.succeeded() && p50.is_none() {
+                        t.done = true;
+                        events.failed(&format!(
+                            "{}: --repeat auto: the run has no latency figure (cycles per operation p50), so no \
+                             number of repeats settles its spread: give --repeat N, or a --phase with latency samples",
+                            p.label
+                        ));
+                    } else if t.failed >= AUTO_MAX_FAILED {
+                        t.done = true;
+                        events.failed(&format!(
+                            "{}: --repeat auto: {} runs failed, its repeats end here",
+                            p.label, t.failed
+                        ));
+                    }
+                }
+                let stop = r.stops_repeats();
+                if !r.succeeded() {
+                    let more = stop.map(|why| format!("; {why}")).unwrap_or_default();
+                    events.failed(&format!("{}: {}{more}", p.label, r.status.line()));
+                }
+                if stop.is_some() {
+                    t.done = true;
+                }
+                keep.keep(r);
+                events.finished_one();
+            }
+            round += 1;
+            if self.cancel.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        out_of_budget
     }
 }
 
@@ -304,187 +464,12 @@ fn needs_more(t: &Tally, repeats: Repeats, policy: &Policy) -> bool {
             let Some(sd) = crate::stats::log_sd(&t.p50) else {
                 return true;
             };
-            let margin = policy.margin(Scale::Ratio, 1.0);
-            match Design::Independent.repeats_to_pass(0.0, sd, margin, policy.alpha) {
+            match policy.repeats_to_settle(sd) {
                 Some(n) => (t.p50.len() as u32) < (n as u32).min(max),
                 None => true,
             }
         }
     }
-}
-
-/// Runs `runs` in rounds until each has its repeats (or the budget, or a
-/// cancel, ends it), each finished run into `keep`; configurations this
-/// host cannot run join `skipped` with the reason. Returns whether a
-/// `--repeat auto` budget ran out before every configuration was settled.
-pub fn run_rounds(
-    runs: &[Planned],
-    skipped: &mut Vec<SkippedMode>,
-    opts: &Options,
-    keep: &dyn Keep,
-    events: &dyn RoundEvents,
-) -> bool {
-    let first_plan = match opts.repeats {
-        Repeats::Fixed(n) => n.max(1),
-        Repeats::Auto { max, .. } => Repeats::AUTO_MIN.min(max),
-    } as usize
-        * runs.len();
-    events.planned(first_plan);
-    keep.plan_more(first_plan);
-    let indexed = !matches!(opts.repeats, Repeats::Fixed(0 | 1));
-    let mut tally = vec![Tally::default(); runs.len()];
-    let mut observer = opts.observer_pairs > 0;
-    let mut first = true;
-    let start = Instant::now();
-    let mut out_of_budget = false;
-    let mut round = 0u32;
-    loop {
-        let active: Vec<usize> = (0..runs.len())
-            .filter(|&i| needs_more(&tally[i], opts.repeats, &opts.policy))
-            .collect();
-        if active.is_empty() {
-            break;
-        }
-        if let Repeats::Auto { budget, .. } = opts.repeats {
-            let spent = match budget {
-                Budget::Time(b) => start.elapsed() >= b,
-                Budget::Vms(n) => tally.iter().map(|t| t.runs).sum::<u32>() >= n,
-            };
-            if spent {
-                out_of_budget = true;
-                break;
-            }
-        }
-        let beyond = round
-            >= match opts.repeats {
-                Repeats::Fixed(n) => n.max(1),
-                Repeats::Auto { .. } => Repeats::AUTO_MIN,
-            };
-        if beyond {
-            events.planned(active.len());
-            keep.plan_more(active.len());
-        }
-        for i in active {
-            let p = &runs[i];
-            if opts.cancel.load(Ordering::SeqCst) {
-                if tally.iter().all(|t| t.runs == 0) || round == 0 {
-                    skipped.push(SkippedMode {
-                        id: Some(p.id()),
-                        mode: p.label.clone(),
-                        reason: "not run: cancelled".into(),
-                    });
-                }
-                tally[i].done = true;
-                events.finished_one();
-                continue;
-            }
-            events.start(&p.label);
-            let counting_cost = match std::mem::take(&mut observer) {
-                true => crate::run::observer::measure(
-                    &p.config,
-                    opts.observer_pairs,
-                    Some(opts.cancel.clone()),
-                )
-                .unwrap_or_else(|e| {
-                    events.note(&format!("{}: counting cost not measured: {e}", p.label));
-                    None
-                }),
-                false => None,
-            };
-            let run_opts = RunOptions {
-                serial: if first {
-                    opts.first_serial
-                } else {
-                    SerialSink::Discard
-                },
-                started: if first { opts.started } else { Instant::now() },
-                cancel: Some(opts.cancel.clone()),
-                budget: Some(keep.budget()),
-            };
-            first = false;
-            let probe = LoadProbe::start();
-            let mut r = match run(&p.config, run_opts) {
-                Ok(r) => r,
-                // Only what this host cannot do is a skip.
-                Err(e) if e.host_cannot_run() => {
-                    events.note(&format!("{}: skipped: {e}", p.label));
-                    tally[i].done = true;
-                    skipped.push(SkippedMode {
-                        id: Some(p.id()),
-                        mode: p.label.clone(),
-                        reason: format!("this host cannot run it: {e}"),
-                    });
-                    events.finished_one();
-                    continue;
-                }
-                Err(e) => p.config.not_started(&e.to_string()),
-            };
-            r.host_load = probe.and_then(|l| l.finish());
-            r.observer_effect = counting_cost;
-            r.host_param = p.host_param.clone();
-            r.placement = p.placement.clone();
-            r.repeat = indexed.then_some(tally[i].runs);
-            let t = &mut tally[i];
-            t.runs += 1;
-            match quiet(&r) {
-                Ok(()) => t.quiet += 1,
-                Err(why) if r.succeeded() => events.note(&format!(
-                    "{}: repeat {} ran on a busy host ({why}): {}",
-                    p.label,
-                    t.runs,
-                    match opts.repeats {
-                        Repeats::Fixed(_) => "it is kept, and comparisons leave it out",
-                        Repeats::Auto { .. } => "it is kept and run again",
-                    }
-                )),
-                Err(_) => {}
-            }
-            let p50 = Metric::CyclesPerOpP50
-                .value(&r.summary())
-                .filter(|v| *v > 0.0);
-            if r.succeeded() && quiet(&r).is_ok() {
-                if let Some(v) = p50 {
-                    t.p50.push(v);
-                }
-            }
-            // What `--repeat auto` could never settle ends it at once: a
-            // run without the latency figure (the payload or --phase
-            // measures none: every repeat would be the same), or runs that
-            // keep failing.
-            if let Repeats::Auto { .. } = opts.repeats {
-                t.failed += u32::from(!r.succeeded());
-                if r.succeeded() && p50.is_none() {
-                    t.done = true;
-                    events.failed(&format!(
-                        "{}: --repeat auto: the run has no latency figure (cycles per operation p50), so no \
-                         number of repeats settles its spread: give --repeat N, or a --phase with latency samples",
-                        p.label
-                    ));
-                } else if t.failed >= AUTO_MAX_FAILED {
-                    t.done = true;
-                    events.failed(&format!(
-                        "{}: --repeat auto: {} runs failed, its repeats end here",
-                        p.label, t.failed
-                    ));
-                }
-            }
-            let stop = stops_repeats(&r);
-            if !r.succeeded() {
-                let more = stop.map(|why| format!("; {why}")).unwrap_or_default();
-                events.failed(&format!("{}: {}{more}", p.label, r.status.line()));
-            }
-            if stop.is_some() {
-                t.done = true;
-            }
-            keep.keep(r);
-            events.finished_one();
-        }
-        round += 1;
-        if opts.cancel.load(Ordering::SeqCst) {
-            break;
-        }
-    }
-    out_of_budget
 }
 
 #[cfg(test)]
@@ -541,9 +526,7 @@ mod tests {
         };
         assert!(needs_more(&wide, auto, &p));
         let sd = crate::stats::log_sd(&wide.p50).unwrap();
-        let n = Design::Independent
-            .repeats_to_pass(0.0, sd, p.margin(Scale::Ratio, 1.0), p.alpha)
-            .unwrap();
+        let n = p.repeats_to_settle(sd).unwrap();
         assert!(n > 10, "{n}");
     }
 }

@@ -68,29 +68,38 @@ const CAPS: &[(u32, &str, &str)] = &[
     ),
 ];
 
-/// Query every capability.
-pub fn query(kvm: &Kvm) -> Vec<CapInfo> {
-    CAPS.iter()
-        .map(|&(cap, name, used_for)| {
-            let value = kvm.check_extension_raw(libc::c_ulong::from(cap));
-            let decoded = (cap == KVM_CAP_X86_DISABLE_EXITS).then(|| {
-                let names =
-                    crate::mode::levers::ExitControls::from_bits(value.max(0) as u32).names();
-                format!(
-                    "allowed: {}",
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(",")
-                    }
-                )
-            });
-            CapInfo {
-                name,
-                value,
-                used_for,
-                decoded,
-            }
-        })
-        .collect()
+impl CapInfo {
+    /// Every capability of the KVM device at `device` (opened for it; the
+    /// error names the fix).
+    pub fn query(device: &std::path::Path) -> Result<Vec<CapInfo>, super::DeviceError> {
+        let kvm = super::device::open(device)?;
+        Ok(Self::of(&kvm))
+    }
+
+    /// Every capability of `kvm`.
+    fn of(kvm: &Kvm) -> Vec<CapInfo> {
+        CAPS.iter()
+            .map(|&(cap, name, used_for)| {
+                let value = kvm.check_extension_raw(libc::c_ulong::from(cap));
+                let decoded = (cap == KVM_CAP_X86_DISABLE_EXITS).then(|| {
+                    let names =
+                        crate::mode::levers::ExitControls::from_bits(value.max(0) as u32).names();
+                    format!(
+                        "allowed: {}",
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(",")
+                        }
+                    )
+                });
+                CapInfo {
+                    name,
+                    value,
+                    used_for,
+                    decoded,
+                }
+            })
+            .collect()
+    }
 }

@@ -53,7 +53,7 @@ impl FdLimit {
 /// before its VM exists: every vCPU holds two fds from its creation on
 /// ([`OTHER_FDS_PER_VCPU`]), and each vCPU thread's tracepoint counters one
 /// more per counter. Failure only means fewer fds: the VM's creation then
-/// refuses a vCPU count the limit cannot hold (`VmError::FdLimit`), and
+/// refuses a vCPU count the limit cannot hold (`RunError::FdLimit`), and
 /// counters that do not fit are reported unavailable with the fix.
 pub(crate) fn raise_fd_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource};

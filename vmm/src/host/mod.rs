@@ -1,19 +1,18 @@
 //! The host: its facts (CPU, KVM backend, APICv/AVIC/IPIv verdicts, module
 //! parameters; from `ipivmm-counters`) and what its KVM device can do.
-pub mod caps;
-pub mod device;
+mod caps;
+pub(crate) mod device;
 mod device_access;
 pub(crate) mod fds;
 pub(crate) mod load;
 
-pub use crate::vm::max_vcpus;
-// The host facts a plan is executed against (`plan::execute`).
+// The host facts a plan is executed against (`plan::Plan::execute`).
+pub use caps::CapInfo;
+pub use device::DeviceError;
 pub use ipivmm_host::facts::{probe, HostInfo, KvmBackend};
-
-use device::DeviceError;
 use std::path::{Path, PathBuf};
 
-/// The KVM device as [`kvm_info`] found it: open, speaking API 12, with its
+/// The KVM device as [`KvmInfo::open`] found it: open, speaking API 12, with its
 /// vCPU limits and the backend that serves it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvmInfo {
@@ -28,6 +27,9 @@ pub struct KvmInfo {
     pub recommended_vcpus: usize,
     /// The module serving the device: kvm_intel, kvm_amd, kvm_pvm, ...
     pub backend: KvmBackend,
+    /// The exits KVM lets a VM turn off (`KVM_CAP_X86_DISABLE_EXITS`):
+    /// what `--disable-exits` may name here.
+    pub exit_controls: crate::mode::levers::ExitControls,
 }
 
 impl std::fmt::Display for KvmInfo {
@@ -44,35 +46,38 @@ impl std::fmt::Display for KvmInfo {
     }
 }
 
-/// Whether KVM is usable through `device`: opens it (the errors name the
-/// fix, e.g. permission denied → the `kvm` group), checks the API version
-/// and reads the vCPU limits and the backend. Creates no VM.
-///
-/// ```
-/// use std::path::Path;
-///
-/// match ipivmm::host::kvm_info(Path::new("/dev/kvm")) {
-///     Ok(kvm) => {
-///         assert_eq!(kvm.api_version, 12);
-///         assert!(kvm.max_vcpus >= 1);
-///         println!("{kvm}");
-///     }
-///     Err(e) => println!("no KVM here: {e}"),
-/// }
-/// let e = ipivmm::host::kvm_info(Path::new("/nonexistent/kvm")).unwrap_err();
-/// assert!(e.to_string().contains("does not exist; load the kvm module"), "{e}");
-/// ```
-pub fn kvm_info(device: &Path) -> Result<KvmInfo, DeviceError> {
-    let kvm = device::open(device)?;
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|t| ipivmm_host::facts::parse_cpuinfo(&t))
-        .unwrap_or_default();
-    let modules = ipivmm_host::facts::loaded_modules(Path::new("/sys/module"));
-    Ok(KvmInfo {
-        device: device.to_path_buf(),
-        api_version: kvm.get_api_version(),
-        max_vcpus: kvm.get_max_vcpus(),
-        recommended_vcpus: kvm.get_nr_vcpus(),
-        backend: ipivmm_host::facts::detect_backend(&modules, &cpu, true),
-    })
+impl KvmInfo {
+    /// Whether KVM is usable through `device`: opens it (the errors name the
+    /// fix, e.g. permission denied → the `kvm` group), checks the API version
+    /// and reads the vCPU limits and the backend. Creates no VM.
+    ///
+    /// ```
+    /// use std::path::Path;
+    ///
+    /// match ipivmm::host::KvmInfo::open(Path::new("/dev/kvm")) {
+    ///     Ok(kvm) => {
+    ///         assert_eq!(kvm.api_version, 12);
+    ///         assert!(kvm.max_vcpus >= 1);
+    ///         println!("{kvm}");
+    ///     }
+    ///     Err(e) => println!("no KVM here: {e}"),
+    /// }
+    /// let e = ipivmm::host::KvmInfo::open(Path::new("/nonexistent/kvm")).unwrap_err();
+    /// assert!(e.to_string().contains("does not exist; load the kvm module"), "{e}");
+    /// ```
+    pub fn open(device: &Path) -> Result<KvmInfo, DeviceError> {
+        let kvm = device::open(device)?;
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .map(|t| ipivmm_host::facts::parse_cpuinfo(&t))
+            .unwrap_or_default();
+        let modules = ipivmm_host::facts::loaded_modules(Path::new("/sys/module"));
+        Ok(KvmInfo {
+            device: device.to_path_buf(),
+            api_version: kvm.get_api_version(),
+            max_vcpus: kvm.get_max_vcpus(),
+            recommended_vcpus: kvm.get_nr_vcpus(),
+            backend: ipivmm_host::facts::detect_backend(&modules, &cpu, true),
+            exit_controls: crate::levers::allowed_exit_controls(|c| kvm.check_extension_raw(c)),
+        })
+    }
 }

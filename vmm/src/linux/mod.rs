@@ -18,50 +18,7 @@ pub(crate) mod layout;
 use crate::mode::Irqchip;
 use std::path::{Path, PathBuf};
 
-ipivmm_analysis::mode_part! {
-    /// A named workload of ipivmm's guest initramfs (`--workload linux:NAME`),
-    /// run by its init between phase markers (docs/linux-guest.md).
-    pub enum LinuxWorkload {
-        /// Boot, an idle phase, power off: what the kernel sends on its own.
-        Idle,
-        /// The IPI module: smp_call_function_many to every other CPU, waiting.
-        IpiBroadcast,
-        /// The IPI module: smp_call_function_many to a set of CPUs (`--param`).
-        IpiMulticast,
-        /// The IPI module: smp_call_function_single to the next CPU, waiting.
-        IpiUnicast,
-        /// rt-tests' hackbench: reschedule IPIs between message passers.
-        Hackbench,
-        /// A thread on every CPU in one address space, munmap in a loop: TLB shootdowns.
-        TlbShootdown,
-        /// ebizzy -M-like allocation: threads that map, touch and unmap buffers.
-        Ebizzy,
-    }
-}
-
-impl LinuxWorkload {
-    /// The prefix that names a Linux workload on the command line and in
-    /// results: `linux:ipi-broadcast`.
-    pub const PREFIX: &'static str = "linux:";
-
-    /// `linux:NAME`.
-    pub fn label(self) -> String {
-        format!("{}{}", Self::PREFIX, self.name())
-    }
-
-    /// The workload `linux:NAME` names, None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        s.strip_prefix(Self::PREFIX)?.parse().ok()
-    }
-
-    /// Fewest vCPUs the workload can run on (an IPI needs a target).
-    pub fn min_vcpus(self) -> usize {
-        match self {
-            LinuxWorkload::Idle | LinuxWorkload::Hackbench | LinuxWorkload::Ebizzy => 1,
-            _ => 2,
-        }
-    }
-}
+use crate::mode::LinuxWorkload;
 
 /// A Linux guest to boot (the [`crate::config::PayloadSource::Linux`] payload).
 #[derive(Clone, Debug, PartialEq, Eq)]

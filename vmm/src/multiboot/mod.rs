@@ -19,7 +19,7 @@ pub(crate) const MAX_KERNEL_FILE: u64 = 64 << 20;
 
 /// Why a multiboot kernel cannot be booted. Each message names the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MultibootError {
+pub(crate) enum MultibootError {
     /// No magic with a valid checksum in the first 8 KiB.
     #[error("has no multiboot header (magic 0x1BADB002 with its checksum, 4-byte aligned in the first 8 KiB)")]
     NoHeader,
@@ -61,6 +61,20 @@ pub struct MultibootGuest {
 }
 
 impl MultibootGuest {
+    /// Whether the file at `path` starts like a multiboot kernel (its first
+    /// 8 KiB hold a header); false when it cannot be read (the loader that
+    /// reads it then says why).
+    pub fn is_multiboot(path: &std::path::Path) -> bool {
+        use std::io::Read;
+        let Ok(f) = std::fs::File::open(path) else {
+            return false;
+        };
+        let mut head = Vec::with_capacity(header::SEARCH);
+        f.take(header::SEARCH as u64)
+            .read_to_end(&mut head)
+            .is_ok_and(|_| header::is_multiboot(&head))
+    }
+
     /// The command line the kernel gets: its file name, then `--append`,
     /// as QEMU (`-kernel F -append A` gives "F A") and GRUB pass it;
     /// kvm-unit-tests takes the first word as the program's name and the
@@ -138,20 +152,6 @@ pub(crate) fn load(guest: &MultibootGuest, mem_bytes: u64) -> Result<MultibootIm
     })
 }
 
-/// Whether the file at `path` starts like a multiboot kernel (its first
-/// 8 KiB hold a header); false when it cannot be read (the loader that
-/// reads it then says why).
-pub fn file_is_multiboot(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = Vec::with_capacity(header::SEARCH);
-    f.take(header::SEARCH as u64)
-        .read_to_end(&mut head)
-        .is_ok_and(|_| header::is_multiboot(&head))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,11 +178,11 @@ mod tests {
             ipivmm_testkit::images::multiboot_elf32(&[0xf4; 52], 0x20_0000, 0),
         )
         .unwrap();
-        assert!(file_is_multiboot(&mb));
+        assert!(MultibootGuest::is_multiboot(&mb));
         let bz = dir.join("bz");
         std::fs::write(&bz, ipivmm_testkit::images::bzimage(&[0xf4; 64], "6.1")).unwrap();
-        assert!(!file_is_multiboot(&bz));
-        assert!(!file_is_multiboot(&dir.join("missing")));
+        assert!(!MultibootGuest::is_multiboot(&bz));
+        assert!(!MultibootGuest::is_multiboot(&dir.join("missing")));
         let g = MultibootGuest {
             kernel: mb,
             cmdline: "ipi".into(),

@@ -8,7 +8,7 @@
 //! ```no_run
 //! use ipivmm::payload::build::PayloadBuild;
 //!
-//! # fn main() -> Result<(), ipivmm::payload::build::BuildError> {
+//! # fn main() -> Result<(), ipivmm::payload::CrateError> {
 //! let elf = PayloadBuild::new("examples/exit-roundtrip")
 //!     .target_dir("/tmp/exit-roundtrip-target")
 //!     .offline(true)
@@ -18,88 +18,11 @@
 //! # }
 //! ```
 
-use std::fmt;
 use std::path::PathBuf;
 use std::process::Command;
 
 use super::scrub::scrub_env;
-
-/// Why a payload could not be built.
-#[derive(Debug)]
-pub enum BuildError {
-    /// The crate directory has no `Cargo.toml`.
-    NoManifest(PathBuf),
-    /// cargo could not be started.
-    Spawn {
-        /// The cargo program.
-        cargo: PathBuf,
-        /// The OS error.
-        error: std::io::Error,
-    },
-    /// cargo ran and failed.
-    Failed {
-        /// cargo's exit status.
-        status: std::process::ExitStatus,
-        /// cargo's error output (compiler diagnostics).
-        stderr: String,
-    },
-    /// cargo succeeded but reported no executable.
-    NoExecutable {
-        /// The crate directory.
-        dir: PathBuf,
-        /// The `--bin` asked for, if any.
-        bin: Option<String>,
-    },
-    /// cargo reported several executables and no `--bin` chose one.
-    Ambiguous(Vec<PathBuf>),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::NoManifest(dir) => write!(
-                f,
-                "{} has no Cargo.toml: pass the directory of a payload crate",
-                dir.display()
-            ),
-            BuildError::Spawn { cargo, error } => write!(
-                f,
-                "cannot run {} to build the payload: {error}; install Rust (rustup) or set CARGO",
-                cargo.display()
-            ),
-            BuildError::Failed { status, stderr } => {
-                write!(f, "building the payload failed ({status}):\n{stderr}")
-            }
-            BuildError::NoExecutable { dir, bin } => write!(
-                f,
-                "cargo built no executable in {}{}: the payload must be a [[bin]] target",
-                dir.display(),
-                bin.as_ref()
-                    .map(|b| format!(" named {b}"))
-                    .unwrap_or_default()
-            ),
-            BuildError::Ambiguous(paths) => write!(
-                f,
-                "the payload crate has {} executables ({}): choose one with PayloadBuild::bin",
-                paths.len(),
-                paths
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::Spawn { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
+use super::CrateError;
 
 /// A nested `cargo build` of one payload crate; [`PayloadBuild::build`]
 /// returns the path of the ELF.
@@ -204,16 +127,16 @@ impl PayloadBuild {
 
     /// Runs the build and returns the path of the payload ELF (as cargo
     /// reported it).
-    pub fn build(&self) -> Result<PathBuf, BuildError> {
+    pub fn build(&self) -> Result<PathBuf, CrateError> {
         if !self.dir.join("Cargo.toml").is_file() {
-            return Err(BuildError::NoManifest(self.dir.clone()));
+            return Err(CrateError::NoManifest(self.dir.clone()));
         }
-        let output = self.command().output().map_err(|error| BuildError::Spawn {
+        let output = self.command().output().map_err(|error| CrateError::Spawn {
             cargo: self.cargo.clone(),
             error,
         })?;
         if !output.status.success() {
-            return Err(BuildError::Failed {
+            return Err(CrateError::Failed {
                 status: output.status,
                 stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             });
@@ -221,27 +144,19 @@ impl PayloadBuild {
         let mut executables = executables(&output.stdout);
         executables.dedup();
         match executables.len() {
-            0 => Err(BuildError::NoExecutable {
+            0 => Err(CrateError::NoExecutable {
                 dir: self.dir.clone(),
                 bin: self.bin.clone(),
             }),
             1 => Ok(executables.remove(0)),
-            _ => Err(BuildError::Ambiguous(executables)),
+            _ => Err(CrateError::Ambiguous(executables)),
         }
     }
 }
 
 /// The executables cargo's JSON messages (`--message-format=json`) report
 /// as built, in order (cargo_metadata reads the messages).
-///
-/// ```
-/// use ipivmm::payload::build::executables;
-/// let out = br#"{"reason":"build-script-executed","package_id":"p 0.1.0 (path+file:///p)","linked_libs":[],"linked_paths":[],"cfgs":[],"env":[],"out_dir":"/o"}
-/// not json at all
-/// "#;
-/// assert!(executables(out).is_empty());
-/// ```
-pub fn executables(stdout: &[u8]) -> Vec<PathBuf> {
+fn executables(stdout: &[u8]) -> Vec<PathBuf> {
     cargo_metadata::Message::parse_stream(stdout)
         .filter_map(Result::ok)
         .filter_map(|m| match m {
@@ -335,6 +250,6 @@ mod tests {
     #[test]
     fn a_directory_without_manifest_is_refused() {
         let e = PayloadBuild::new("/nonexistent/payload").build();
-        assert!(matches!(e, Err(BuildError::NoManifest(_))), "{e:?}");
+        assert!(matches!(e, Err(CrateError::NoManifest(_))), "{e:?}");
     }
 }

@@ -71,6 +71,97 @@ pub struct ImageInfo {
     pub end: u64,
 }
 
+impl ImageInfo {
+    /// Check `image` and return its entry point and extent.
+    ///
+    /// [`crate::run::run`] does this before it opens `/dev/kvm`; call it to
+    /// vet a payload file early:
+    ///
+    /// ```
+    /// use ipivmm::abi::PAYLOAD_START;
+    /// use ipivmm::payload::image::{ImageError, ImageInfo};
+    ///
+    /// // `jmp .` at the payload base (a fixture of ipivmm's test kit).
+    /// let elf = ipivmm_testkit::images::elf64(PAYLOAD_START, &[0xeb, 0xfe]);
+    /// let info = ImageInfo::check(&elf).unwrap();
+    /// assert_eq!(info.entry, PAYLOAD_START);
+    /// assert_eq!(ImageInfo::check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
+    /// ```
+    pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
+        if image.is_empty() {
+            return Err(ImageError::Empty);
+        }
+        if image.len() as u64 > MAX_PAYLOAD_FILE {
+            return Err(ImageError::TooLarge(image.len() as u64));
+        }
+        if image.len() < 4 || &image[0..4] != b"\x7fELF" {
+            return Err(ImageError::NotElf);
+        }
+        if image.len() < 64 {
+            return Err(ImageError::Truncated("ELF header"));
+        }
+        let (class, data) = (image[4], image[5]);
+        let machine = u16_at(image, 18)?;
+        if class != 2 || data != 1 || machine != EM_X86_64 {
+            return Err(ImageError::WrongArch(arch_name(class, data, machine)));
+        }
+        let etype = u16_at(image, 16)?;
+        if etype != ET_EXEC {
+            return Err(ImageError::NotExecutable(etype));
+        }
+        let trunc = ImageError::Truncated("program headers");
+        let entry = u64_at(image, 24).ok_or(ImageError::Truncated("ELF header"))?;
+        let phoff = u64_at(image, 32).ok_or(ImageError::Truncated("ELF header"))?;
+        let phentsize = u16_at(image, 54)? as u64;
+        let phnum = u16_at(image, 56)? as u64;
+        if phentsize < 56 {
+            return Err(trunc);
+        }
+        let (mut start, mut end, mut entry_ok) = (u64::MAX, 0u64, false);
+        for i in 0..phnum {
+            let off = phoff
+                .checked_add(i * phentsize)
+                .and_then(|o| usize::try_from(o).ok())
+                .ok_or(ImageError::Truncated("program headers"))?;
+            let field =
+                |o: usize| u64_at(image, off + o).ok_or(ImageError::Truncated("program headers"));
+            let ptype = u32_at(image, off).ok_or(ImageError::Truncated("program headers"))?;
+            let (p_offset, p_paddr, p_filesz, p_memsz) =
+                (field(8)?, field(24)?, field(32)?, field(40)?);
+            if ptype != PT_LOAD || p_filesz == 0 {
+                continue;
+            }
+            let index = i as usize;
+            let seg_end = p_paddr.checked_add(p_memsz.max(p_filesz));
+            match seg_end {
+                Some(e) if p_paddr >= PAYLOAD_START && e <= PAYLOAD_END => {}
+                _ => {
+                    return Err(ImageError::SegmentOutOfRange {
+                        index,
+                        start: p_paddr,
+                        end: seg_end.unwrap_or(u64::MAX),
+                    })
+                }
+            }
+            let file_end = p_offset.checked_add(p_filesz);
+            if file_end.is_none_or(|e| e > image.len() as u64) {
+                return Err(ImageError::SegmentPastFile(index));
+            }
+            let e = seg_end.unwrap_or(u64::MAX);
+            start = start.min(p_paddr);
+            end = end.max(e);
+            entry_ok |= (p_paddr..e).contains(&entry);
+        }
+        if end == 0 {
+            return Err(ImageError::NoSegments);
+        }
+        if !entry_ok {
+            return Err(ImageError::EntryOutside(entry));
+        }
+        Ok(ImageInfo { entry, start, end })
+    }
+}
+
 fn u16_at(b: &[u8], off: usize) -> Result<u16, ImageError> {
     b.get(
         off..off
@@ -107,95 +198,6 @@ fn arch_name(class: u8, data: u8, machine: u16) -> String {
     format!("{bits}{endian} {m} ({machine})")
 }
 
-/// Check `image` and return its entry point and extent.
-///
-/// [`crate::run::run`] does this before it opens `/dev/kvm`; call it to
-/// vet a payload file early:
-///
-/// ```
-/// use ipivmm::abi::PAYLOAD_START;
-/// use ipivmm::payload::image::{check, ImageError};
-///
-/// // `jmp .` at the payload base (a fixture of ipivmm's test kit).
-/// let elf = ipivmm_testkit::images::elf64(PAYLOAD_START, &[0xeb, 0xfe]);
-/// let info = check(&elf).unwrap();
-/// assert_eq!(info.entry, PAYLOAD_START);
-/// assert_eq!(check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
-/// ```
-pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
-    if image.is_empty() {
-        return Err(ImageError::Empty);
-    }
-    if image.len() as u64 > MAX_PAYLOAD_FILE {
-        return Err(ImageError::TooLarge(image.len() as u64));
-    }
-    if image.len() < 4 || &image[0..4] != b"\x7fELF" {
-        return Err(ImageError::NotElf);
-    }
-    if image.len() < 64 {
-        return Err(ImageError::Truncated("ELF header"));
-    }
-    let (class, data) = (image[4], image[5]);
-    let machine = u16_at(image, 18)?;
-    if class != 2 || data != 1 || machine != EM_X86_64 {
-        return Err(ImageError::WrongArch(arch_name(class, data, machine)));
-    }
-    let etype = u16_at(image, 16)?;
-    if etype != ET_EXEC {
-        return Err(ImageError::NotExecutable(etype));
-    }
-    let trunc = ImageError::Truncated("program headers");
-    let entry = u64_at(image, 24).ok_or(ImageError::Truncated("ELF header"))?;
-    let phoff = u64_at(image, 32).ok_or(ImageError::Truncated("ELF header"))?;
-    let phentsize = u16_at(image, 54)? as u64;
-    let phnum = u16_at(image, 56)? as u64;
-    if phentsize < 56 {
-        return Err(trunc);
-    }
-    let (mut start, mut end, mut entry_ok) = (u64::MAX, 0u64, false);
-    for i in 0..phnum {
-        let off = phoff
-            .checked_add(i * phentsize)
-            .and_then(|o| usize::try_from(o).ok())
-            .ok_or(ImageError::Truncated("program headers"))?;
-        let field =
-            |o: usize| u64_at(image, off + o).ok_or(ImageError::Truncated("program headers"));
-        let ptype = u32_at(image, off).ok_or(ImageError::Truncated("program headers"))?;
-        let (p_offset, p_paddr, p_filesz, p_memsz) =
-            (field(8)?, field(24)?, field(32)?, field(40)?);
-        if ptype != PT_LOAD || p_filesz == 0 {
-            continue;
-        }
-        let index = i as usize;
-        let seg_end = p_paddr.checked_add(p_memsz.max(p_filesz));
-        match seg_end {
-            Some(e) if p_paddr >= PAYLOAD_START && e <= PAYLOAD_END => {}
-            _ => {
-                return Err(ImageError::SegmentOutOfRange {
-                    index,
-                    start: p_paddr,
-                    end: seg_end.unwrap_or(u64::MAX),
-                })
-            }
-        }
-        let file_end = p_offset.checked_add(p_filesz);
-        if file_end.is_none_or(|e| e > image.len() as u64) {
-            return Err(ImageError::SegmentPastFile(index));
-        }
-        let e = seg_end.unwrap_or(u64::MAX);
-        start = start.min(p_paddr);
-        end = end.max(e);
-        entry_ok |= (p_paddr..e).contains(&entry);
-    }
-    if end == 0 {
-        return Err(ImageError::NoSegments);
-    }
-    if !entry_ok {
-        return Err(ImageError::EntryOutside(entry));
-    }
-    Ok(ImageInfo { entry, start, end })
-}
-
 /// [`check`], then the load itself into a scratch copy of the payload
 /// range: every check linux-loader makes when the VM is built (program
 /// header size, notes, reads past the end of the file) fails here, before
@@ -205,7 +207,7 @@ pub fn check(image: &[u8]) -> Result<ImageInfo, ImageError> {
 pub(crate) fn check_loadable(image: &[u8]) -> Result<ImageInfo, ImageError> {
     use linux_loader::loader::{elf::Elf, KernelLoader};
     use vm_memory::{GuestAddress, GuestMemoryMmap};
-    let info = check(image)?;
+    let info = ImageInfo::check(image)?;
     let len = usize::try_from(PAYLOAD_END - PAYLOAD_START).expect("7 MiB fits usize");
     let scratch = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(PAYLOAD_START), len)])
         .map_err(|e| ImageError::Loader(format!("no scratch memory for the trial load: {e}")))?;
@@ -227,26 +229,34 @@ mod tests {
 
     #[test]
     fn accepts_a_well_formed_image() {
-        let info = check(&minimal_elf(PAYLOAD_START, &[0xf4])).unwrap();
+        let info = ImageInfo::check(&minimal_elf(PAYLOAD_START, &[0xf4])).unwrap();
         assert_eq!(info.entry, PAYLOAD_START);
         assert_eq!(info.end, PAYLOAD_START + 1);
     }
 
     #[test]
     fn rejects_bad_images_with_a_reason() {
-        assert_eq!(check(&[]), Err(ImageError::Empty));
-        assert_eq!(check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
+        assert_eq!(ImageInfo::check(&[]), Err(ImageError::Empty));
+        assert_eq!(ImageInfo::check(b"#!/bin/sh\n"), Err(ImageError::NotElf));
         let good = minimal_elf(PAYLOAD_START, &[0xf4]);
-        assert!(matches!(check(&good[..40]), Err(ImageError::Truncated(_))));
+        assert!(matches!(
+            ImageInfo::check(&good[..40]),
+            Err(ImageError::Truncated(_))
+        ));
         let mut arm = good.clone();
         arm[18..20].copy_from_slice(&183u16.to_le_bytes());
-        assert!(matches!(check(&arm), Err(ImageError::WrongArch(s)) if s.contains("AArch64")));
+        assert!(
+            matches!(ImageInfo::check(&arm), Err(ImageError::WrongArch(s)) if s.contains("AArch64"))
+        );
         let mut i386 = good.clone();
         i386[4] = 1;
-        assert!(matches!(check(&i386), Err(ImageError::WrongArch(_))));
+        assert!(matches!(
+            ImageInfo::check(&i386),
+            Err(ImageError::WrongArch(_))
+        ));
         let mut dyn_ = good.clone();
         dyn_[16] = 3;
-        assert_eq!(check(&dyn_), Err(ImageError::NotExecutable(3)));
+        assert_eq!(ImageInfo::check(&dyn_), Err(ImageError::NotExecutable(3)));
     }
 
     #[test]
@@ -254,14 +264,14 @@ mod tests {
         for addr in [0u64, 0x1000, PAYLOAD_END, 0xffff_ffff_ffff_fff0] {
             assert!(
                 matches!(
-                    check(&minimal_elf(addr, &[0xf4; 32])),
+                    ImageInfo::check(&minimal_elf(addr, &[0xf4; 32])),
                     Err(ImageError::SegmentOutOfRange { .. })
                 ),
                 "{addr:#x}"
             );
         }
         assert!(matches!(
-            check(&minimal_elf(PAYLOAD_END - 4, &[0xf4; 8])),
+            ImageInfo::check(&minimal_elf(PAYLOAD_END - 4, &[0xf4; 8])),
             Err(ImageError::SegmentOutOfRange { .. })
         ));
     }
@@ -278,7 +288,10 @@ mod tests {
         wide[54..56].copy_from_slice(&64u16.to_le_bytes());
         wide.splice(120..120, [0u8; 8]);
         wide[64 + 8..64 + 16].copy_from_slice(&128u64.to_le_bytes());
-        assert!(check(&wide).is_ok(), "the field checks alone accept it");
+        assert!(
+            ImageInfo::check(&wide).is_ok(),
+            "the field checks alone accept it"
+        );
         assert!(
             matches!(check_loadable(&wide), Err(ImageError::Loader(e)) if e.contains("program header size")),
             "{:?}",
@@ -293,7 +306,10 @@ mod tests {
         ph[32..40].copy_from_slice(&64u64.to_le_bytes());
         note.splice(120..120, ph);
         note[64 + 8..64 + 16].copy_from_slice(&176u64.to_le_bytes());
-        assert!(check(&note).is_ok(), "the field checks alone accept it");
+        assert!(
+            ImageInfo::check(&note).is_ok(),
+            "the field checks alone accept it"
+        );
         assert!(
             matches!(check_loadable(&note), Err(ImageError::Loader(_))),
             "{:?}",
@@ -305,9 +321,12 @@ mod tests {
     fn rejects_segment_past_file_and_entry_outside() {
         let mut e = minimal_elf(PAYLOAD_START, &[0xf4]);
         e[64 + 32..64 + 40].copy_from_slice(&4096u64.to_le_bytes());
-        assert_eq!(check(&e), Err(ImageError::SegmentPastFile(0)));
+        assert_eq!(ImageInfo::check(&e), Err(ImageError::SegmentPastFile(0)));
         let mut e = minimal_elf(PAYLOAD_START, &[0xf4]);
         e[24..32].copy_from_slice(&0x20_0000u64.to_le_bytes());
-        assert_eq!(check(&e), Err(ImageError::EntryOutside(0x20_0000)));
+        assert_eq!(
+            ImageInfo::check(&e),
+            Err(ImageError::EntryOutside(0x20_0000))
+        );
     }
 }

@@ -26,10 +26,11 @@
 //! assert!(written.iter().any(|p| p.ends_with("src/main.rs")));
 //! assert!(dir.join("ipivmm-sdk/guest/src/lib.rs").is_file());
 //! assert!(template::write("demo", &dir).is_err()); // never over a non-empty directory
-//! assert!(template::files("9lives").is_err()); // not a crate name
+//! assert!(template::write("9lives", &dir.join("x")).is_err()); // not a crate name
 //! # std::fs::remove_dir_all(&dir).unwrap();
-//! # Ok::<(), ipivmm::payload::template::TemplateError>(())
+//! # Ok::<(), ipivmm::payload::CrateError>(())
 //! ```
+use super::CrateError;
 use std::path::{Path, PathBuf};
 
 mod sources {
@@ -41,7 +42,13 @@ mod sources {
 use sources::SDK_SOURCES;
 
 /// Where cargo puts the payload's ELF, relative to the crate directory.
-pub const ELF_DIR: &str = "target/x86_64-unknown-linux-gnu/release";
+const ELF_DIR: &str = "target/x86_64-unknown-linux-gnu/release";
+
+/// Where `cargo build --release` puts the ELF of the crate [`write()`] wrote
+/// for `name`, relative to the crate's directory.
+pub fn elf_path(name: &str) -> PathBuf {
+    Path::new(ELF_DIR).join(name)
+}
 
 const CARGO_TOML: &str = include_str!("template/Cargo.toml.in");
 const MAIN_RS: &str = include_str!("template/main.rs.in");
@@ -51,36 +58,12 @@ const LINK_LD: &str = include_str!("../../../examples/exit-roundtrip/link.ld");
 const BUILD_RS: &str = include_str!("../../../examples/exit-roundtrip/build.rs");
 const LICENSE: &str = "Apache-2.0 OR BSD-3-Clause";
 
-/// Why a payload crate cannot be written. One line, naming the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum TemplateError {
-    /// A name cargo would refuse or that collides with the SDK's crates.
-    #[error("payload name '{name}' {problem}")]
-    BadName {
-        /// The name.
-        name: String,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-    /// The directory exists and holds files.
-    #[error("{0} exists and is not empty: choose a new directory (new-payload never overwrites)")]
-    NotEmpty(PathBuf),
-    /// Writing failed.
-    #[error("cannot write {path}: {error}")]
-    Write {
-        /// The file or directory.
-        path: PathBuf,
-        /// The OS error.
-        error: std::io::Error,
-    },
-}
-
 /// Checks that `name` can name the payload: a cargo package and binary
 /// name (a letter, then letters, digits, `-` or `_`; at most 64), and none
 /// of the crates the SDK copy brings.
-pub(crate) fn check_name(name: &str) -> Result<(), TemplateError> {
+pub(crate) fn check_name(name: &str) -> Result<(), CrateError> {
     let bad = |problem| {
-        Err(TemplateError::BadName {
+        Err(CrateError::BadName {
             name: name.to_string(),
             problem,
         })
@@ -127,7 +110,7 @@ const ABI_HOST_FEATURES: &str = "\n# The host's features (ipivmm's abi/Cargo.tom
 
 /// The files of payload crate `name`: (path relative to its directory,
 /// contents). Checks the name first.
-pub fn files(name: &str) -> Result<Vec<(PathBuf, String)>, TemplateError> {
+fn files(name: &str) -> Result<Vec<(PathBuf, String)>, CrateError> {
     check_name(name)?;
     let fill = |t: &str| {
         t.replace("{name}", name)
@@ -169,18 +152,18 @@ pub fn files(name: &str) -> Result<Vec<(PathBuf, String)>, TemplateError> {
 /// empty; returns the files written. The crate is assembled in a sibling
 /// temporary directory and renamed into place, so `dir` is either complete
 /// or untouched.
-pub fn write(name: &str, dir: &Path) -> Result<Vec<PathBuf>, TemplateError> {
+pub fn write(name: &str, dir: &Path) -> Result<Vec<PathBuf>, CrateError> {
     let files = files(name)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |error| TemplateError::Write { path, error }
+        move |error| CrateError::Write { path, error }
     };
     if let Ok(mut entries) = std::fs::read_dir(dir) {
         if entries.next().is_some() {
-            return Err(TemplateError::NotEmpty(dir.to_path_buf()));
+            return Err(CrateError::NotEmpty(dir.to_path_buf()));
         }
     } else if dir.exists() {
-        return Err(TemplateError::NotEmpty(dir.to_path_buf()));
+        return Err(CrateError::NotEmpty(dir.to_path_buf()));
     }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -200,16 +183,16 @@ pub fn write(name: &str, dir: &Path) -> Result<Vec<PathBuf>, TemplateError> {
     Ok(files.into_iter().map(|(p, _)| dir.join(p)).collect())
 }
 
-fn write_all(root: &Path, files: &[(PathBuf, String)]) -> Result<(), TemplateError> {
+fn write_all(root: &Path, files: &[(PathBuf, String)]) -> Result<(), CrateError> {
     for (rel, text) in files {
         let path = root.join(rel);
         if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|error| TemplateError::Write {
+            std::fs::create_dir_all(d).map_err(|error| CrateError::Write {
                 path: d.to_path_buf(),
                 error,
             })?;
         }
-        std::fs::write(&path, text).map_err(|error| TemplateError::Write { path, error })?;
+        std::fs::write(&path, text).map_err(|error| CrateError::Write { path, error })?;
     }
     Ok(())
 }

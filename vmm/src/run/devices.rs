@@ -2,7 +2,8 @@
 //! console (COM1), the control port (the payload ABI), the irqchip's
 //! devices (`Chip::wire`: with `--irqchip user`, ipivmm's LAPIC model at
 //! the xAPIC page) and, for a Linux guest, its power-off registers.
-use super::{host, RunError};
+use super::host;
+use crate::error::RunError;
 use crate::vm::Vm;
 use ipivmm_abi::{CONTROL_PORT, SERIAL_PORT};
 use ipivmm_devices::budget::GuestBudget;

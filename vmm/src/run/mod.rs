@@ -1,7 +1,7 @@
 //! One run: [`run()`] with its [`RunOptions`], its [`RunError`]. Inside,
 //! stages that each do one job: `prepare` (every check, the host probed
-//! once: [`prepare()`] on its own, to ask whether a configuration can run
-//! here before any VM) → build the VM → wire the bus → spawn the vCPU
+//! once: [`VmConfig::prepare`](crate::VmConfig::prepare) on its own, to
+//! ask whether a configuration can run here before any VM) → build the VM → wire the bus → spawn the vCPU
 //! threads → supervise them (watchdog, cancel, kicks) → collect what they
 //! produced.
 pub(crate) mod collect;
@@ -13,15 +13,14 @@ pub(crate) mod prepare;
 pub(crate) mod spawn;
 pub(crate) mod supervise;
 
+pub use crate::error::RunError;
 /// Host bytes a finished run's guest-driven data holds (what a budget
 /// shared by several runs is charged for it).
 pub use crate::vcpu::store::report_bytes;
 pub use collect::peak_rss_kib;
-pub use observer::MAX_PAIRS;
-pub use prepare::prepare;
+use prepare::prepare;
 
 use crate::results::{inhibits, RunReport};
-use crate::vm::VmError;
 use ipivmm_counters::sampler::InhibitSampler;
 use ipivmm_devices::budget::{GuestBudget, SharedBudget};
 use ipivmm_devices::serial::SerialSink;
@@ -55,34 +54,6 @@ impl Default for RunOptions {
             cancel: None,
             budget: None,
         }
-    }
-}
-
-/// Why a run could not start. Each message names the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// VM setup failed.
-    #[error(transparent)]
-    Vm(#[from] VmError),
-    /// The mode cannot run on this host.
-    #[error(transparent)]
-    Mode(#[from] crate::mode::Infeasible),
-    /// A host resource (thread, eventfd, timer, signal) failed.
-    #[error("host resource: {0}")]
-    Host(String),
-}
-
-impl RunError {
-    /// Whether the run cannot start because of this host, not the request:
-    /// no usable /dev/kvm, or a mode this host cannot run. A gate reports
-    /// such a run's expectations as skipped (kselftest's exit 4).
-    pub fn host_cannot_run(&self) -> bool {
-        matches!(
-            self,
-            RunError::Mode(_)
-                | RunError::Vm(VmError::Device(_))
-                | RunError::Vm(VmError::Linux(crate::linux::LinuxError::SoftwareKvm))
-        )
     }
 }
 

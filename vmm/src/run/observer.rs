@@ -4,8 +4,9 @@
 //! which cost nothing on the measured path) and once as configured; the
 //! medians of the measured p50 give the ratio. Runs alternate so that both
 //! halves see the same machine noise.
-use super::{run, RunError, RunOptions};
+use super::{run, RunOptions};
 use crate::config::VmConfig;
+use crate::error::RunError;
 use ipivmm_devices::serial::SerialSink;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::results::observer::ObserverEffect;
 /// Most pairs `measure` runs: each pair is two whole runs, and the
 /// per-pair figures are kept, so the count is bounded (the command line
 /// refuses more).
-pub const MAX_PAIRS: u32 = 1000;
+pub(crate) const MAX_PAIRS: u32 = 1000;
 
 /// The median of `v` (NaN-free input; empty gives 0).
 fn median(v: &mut [f64]) -> f64 {

@@ -1,8 +1,9 @@
 //! Stage 3 of a run: one thread per vCPU, named `vcpu{N}`, each opening its
 //! own counters and then waiting on a barrier, so that all start together.
 use super::devices::Devices;
+use super::host;
 use super::monitor::RunMonitor;
-use super::{host, RunError};
+use crate::error::RunError;
 use crate::kick;
 use crate::results::inhibits::InhibitLog;
 use crate::results::VcpuResult;

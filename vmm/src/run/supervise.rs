@@ -3,7 +3,7 @@
 //! real-time signal whose handler sets `immediate_exit`, re-sent until they
 //! leave KVM_RUN) and joins the threads.
 use super::spawn::Running;
-use super::RunError;
+use crate::error::RunError;
 use crate::kick;
 use event_manager::SubscriberOps;
 use std::sync::atomic::{AtomicBool, Ordering};

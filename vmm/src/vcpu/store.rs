@@ -41,13 +41,18 @@ pub(crate) fn phase_bytes(p: &PhaseResult) -> u64 {
 /// holds the phases (its capacity) and the samples' buffers; for a budget
 /// shared by several runs ([`ipivmm_devices::budget::SharedBudget`]).
 pub fn report_bytes(r: &crate::results::RunReport) -> u64 {
-    crate::results::saturating_sum(r.vcpus.iter().map(|v| {
-        let vector = (v.phases.capacity() * size_of::<PhaseResult>()) as u64;
-        crate::results::saturating_sum(v.phases.iter().map(|p| {
-            phase_bytes(p).saturating_add((p.samples.capacity() * size_of::<u64>()) as u64)
-        }))
-        .saturating_add(vector)
-    }))
+    r.vcpus
+        .iter()
+        .map(|v| {
+            let vector = (v.phases.capacity() * size_of::<PhaseResult>()) as u64;
+            v.phases
+                .iter()
+                .map(|p| {
+                    phase_bytes(p).saturating_add((p.samples.capacity() * size_of::<u64>()) as u64)
+                })
+                .fold(vector, u64::saturating_add)
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// What one vCPU's guest stored, charged to the run's budget.

@@ -6,9 +6,7 @@
 use super::sources::{LoopCounts, PhaseCounter, OPEN};
 use super::VcpuEnv;
 use crate::results::source::Source;
-use crate::results::{
-    saturating_sum as sum, ExitReasonCounts, IcrExits, PhaseResult, SourceStatus,
-};
+use crate::results::{ExitReasonCounts, IcrExits, PhaseResult, SourceStatus};
 use kvm_ioctls::VcpuFd;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -228,7 +226,10 @@ fn derive(p: &mut PhaseResult) {
     // ICR-write exits are exact and cost nothing: kept).
     // What they counted anyway is kept as a check of the switch.
     if p.uncounted {
-        p.counted_while_off = sum(p.tracepoints.values().copied())
+        p.counted_while_off = p
+            .tracepoints
+            .values()
+            .fold(0u64, |a, &b| a.saturating_add(b))
             .saturating_add(p.exit_reasons.as_ref().map_or(0, |e| e.exits));
         p.tracepoints.clear();
         p.exit_reasons = None;

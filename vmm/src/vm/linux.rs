@@ -8,7 +8,7 @@
 //! kernel sends (KVM's LAPIC does that part).
 use super::{
     create_memory, create_vcpus, kvm_err, set_cpuid, synic_lever, vm_wide_setup,
-    write_system_tables, x2apic_api, Prepared, Vm, VmError,
+    write_system_tables, x2apic_api, Prepared, RunError, Vm,
 };
 use crate::arch::regs;
 use crate::linux::{acpi, boot_params, layout, LinuxImage};
@@ -30,7 +30,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 pub(crate) const TSC_DEADLINE_BIT: u32 = 1 << 24;
 
 /// Stage 1 for a Linux guest (`Vm::build` hands it over).
-pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {
+pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, RunError> {
     let (kvm, config, lever) = (&p.kvm, &p.config, p.plan.lever);
     let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
     let memory = create_memory(&fd, config.memory_bytes)?;
@@ -86,7 +86,7 @@ pub fn build(p: &Prepared, img: &LinuxImage) -> Result<Vm, VmError> {
 /// vCPU 0 at the 64-bit entry: long mode with the identity map and a
 /// flat GDT (the payload's: the kernel loads its own at once), `rsi` the
 /// zero page, interrupts off.
-fn boot_cpu_registers(vcpu: &VcpuFd, entry: u64) -> Result<(), VmError> {
+fn boot_cpu_registers(vcpu: &VcpuFd, entry: u64) -> Result<(), RunError> {
     let sregs = vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
     vcpu.set_sregs(&regs::boot_sregs(sregs, 0))
         .map_err(kvm_err("KVM_SET_SREGS"))?;
@@ -108,7 +108,7 @@ fn boot_cpu_registers(vcpu: &VcpuFd, entry: u64) -> Result<(), VmError> {
 /// An application processor waits for its INIT and start-up IPI, as KVM
 /// creates it (`Chip::setup_vcpu` makes every vCPU runnable for the
 /// payload, which enters them all at once).
-pub(super) fn wait_for_init(vcpu: &VcpuFd) -> Result<(), VmError> {
+pub(super) fn wait_for_init(vcpu: &VcpuFd) -> Result<(), RunError> {
     vcpu.set_mp_state(kvm_mp_state {
         mp_state: KVM_MP_STATE_UNINITIALIZED,
     })
@@ -123,8 +123,8 @@ fn load(
     irqchip: Irqchip,
     apic_ids: &[u32],
     img: &LinuxImage,
-) -> Result<(), VmError> {
-    let mem = |e: vm_memory::GuestMemoryError| VmError::Memory(e.to_string());
+) -> Result<(), RunError> {
+    let mem = |e: vm_memory::GuestMemoryError| RunError::Memory(e.to_string());
     // The page tables and vCPU 0's GDT and TSS of the payload's machine.
     write_system_tables(memory, 1)?;
     let loaded = BzImage::load(
@@ -133,10 +133,10 @@ fn load(
         &mut Cursor::new(&img.kernel[..]),
         Some(GuestAddress(layout::KERNEL_START)),
     )
-    .map_err(|e| VmError::Load(format!("bzImage: {e}")))?;
+    .map_err(|e| RunError::Load(format!("bzImage: {e}")))?;
     let hdr = loaded
         .setup_header
-        .ok_or_else(|| VmError::Load("bzImage: no setup header".into()))?;
+        .ok_or_else(|| RunError::Load("bzImage: no setup header".into()))?;
     let initrd = match &img.initrd {
         Some((bytes, at)) => {
             memory.write_slice(bytes, GuestAddress(*at)).map_err(mem)?;
@@ -156,7 +156,7 @@ fn load(
         apic_ids: apic_ids.to_vec(),
         ioapic: irqchip == Irqchip::Kernel,
     };
-    let tables = acpi::tables(&platform).map_err(|e| VmError::Load(e.to_string()))?;
+    let tables = acpi::tables(&platform).map_err(|e| RunError::Load(e.to_string()))?;
     for t in &tables {
         memory
             .write_slice(&t.bytes, GuestAddress(t.addr))

@@ -12,9 +12,8 @@ pub mod x2apic_api;
 
 use crate::arch::{cpuid, gdt, layout, paging, regs};
 use crate::config::{PayloadSource, VmConfig};
-use crate::host::device::DeviceError;
+use crate::error::RunError;
 use crate::irqchip::{Chip, SharedChip};
-use crate::kvm_extra::KvmCall;
 use crate::levers;
 use crate::mode::apicv::{self, InhibitLever};
 use crate::mode::ApicMode;
@@ -23,104 +22,18 @@ use kvm_bindings::{
     kvm_enable_cap, kvm_msr_entry, kvm_pit_config, kvm_userspace_memory_region, Msrs,
     KVM_CAP_HYPERV_SYNIC2, KVM_MAX_CPUID_ENTRIES,
 };
-use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use kvm_ioctls::{VcpuFd, VmFd};
 use linux_loader::loader::{elf::Elf, KernelLoader};
 pub use prepared::Prepared;
 use std::io::Cursor;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
-/// Why a VM could not be built. Each message names the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum VmError {
-    /// The KVM device could not be opened, or is not KVM.
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    /// Bad configuration.
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    /// Payload file unreadable.
-    #[error("cannot read payload {path}: {problem}; check the path given to --payload (VmConfig::payload)")]
-    PayloadRead {
-        /// The path.
-        path: String,
-        /// What is wrong with it.
-        problem: String,
-    },
-    /// Payload image rejected.
-    #[error("{0}")]
-    Image(#[from] ImageError),
-    /// A KVM ioctl failed.
-    #[error("KVM {op} failed: {err}")]
-    Kvm {
-        /// Which operation.
-        op: &'static str,
-        /// The errno.
-        err: kvm_ioctls::Error,
-    },
-    /// Guest memory setup failed.
-    #[error("guest memory: {0}")]
-    Memory(String),
-    /// The vCPU fds do not fit in RLIMIT_NOFILE.
-    #[error("KVM_CREATE_VCPU failed for vCPU {index}: too many open files (EMFILE): RLIMIT_NOFILE {limit} is too low for {vcpus} vCPUs (each holds 2 fds, 14 with tracepoints); raise it (ulimit -n {want}) or run fewer vCPUs")]
-    FdLimit {
-        /// The vCPU that could not be created.
-        index: usize,
-        /// vCPUs of the VM.
-        vcpus: usize,
-        /// The soft limit.
-        limit: u64,
-        /// A limit that fits.
-        want: usize,
-    },
-    /// A thread creating vCPUs could not be started or died.
-    #[error("vCPU creation thread: {0}")]
-    Thread(String),
-    /// CPUID shaping failed.
-    #[error(transparent)]
-    Cpuid(#[from] cpuid::CpuidError),
-    /// A mode lever failed.
-    #[error(transparent)]
-    Lever(#[from] levers::LeverError),
-    /// Loading the ELF failed.
-    #[error("loading the payload ELF failed: {0}")]
-    Load(String),
-    /// 32-bit x2APIC IDs needed and not offered.
-    #[error(transparent)]
-    X2apicApi(#[from] x2apic_api::X2apicApiMissing),
-    /// A multiboot kernel that cannot run (its file, its mode): one line
-    /// naming the fix.
-    #[error("{0}")]
-    Multiboot(String),
-    /// A Linux guest that cannot run (its files, its mode, this host).
-    #[error(transparent)]
-    Linux(#[from] crate::linux::LinuxError),
-    /// The SynIC inhibit lever could not be set up.
-    #[error("--apicv inhibit (VmConfig::apicv) uses a Hyper-V SynIC AutoEOI SINT here (APICV_INHIBIT_REASON_HYPERV), and {op} failed: {problem}; a kernel built without Hyper-V emulation (CONFIG_KVM_HYPERV=n) has no SynIC: run with --apicv host, or --irqchip user (ABSENT)")]
-    SynicLever {
-        /// Which operation.
-        op: &'static str,
-        /// What went wrong.
-        problem: String,
-    },
-}
-
-fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> VmError {
-    move |err| VmError::Kvm { op, err }
-}
-
-impl From<KvmCall> for VmError {
-    fn from(KvmCall { op, err }: KvmCall) -> Self {
-        VmError::Kvm { op, err }
-    }
-}
-
-/// Most vCPUs this KVM accepts in one VM.
-pub fn max_vcpus(kvm: &Kvm) -> usize {
-    kvm.get_max_vcpus()
+fn kvm_err(op: &'static str) -> impl FnOnce(kvm_ioctls::Error) -> RunError {
+    move |err| RunError::Kvm { op, err }
 }
 
 /// The payload's bytes from wherever the configuration says.
-pub(crate) fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+pub(crate) fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, RunError> {
     match source {
         PayloadSource::Builtin => Ok(crate::payload::BUILTIN_PAYLOAD.to_vec()),
         PayloadSource::Bytes(b) => Ok(b.clone()),
@@ -136,7 +49,7 @@ pub(crate) fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> 
                     Ok(m) if m.is_file() && m.len() > MAX_PAYLOAD_FILE => {
                         ImageError::TooLarge(m.len()).into()
                     }
-                    _ => VmError::PayloadRead {
+                    _ => RunError::PayloadRead {
                         path: path.display().to_string(),
                         problem,
                     },
@@ -147,7 +60,7 @@ pub(crate) fn payload_bytes(source: &PayloadSource) -> Result<Vec<u8>, VmError> 
 }
 
 /// Read and check the payload the configuration names (no KVM needed).
-pub(crate) fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, VmError> {
+pub(crate) fn load_payload(source: &PayloadSource) -> Result<Vec<u8>, RunError> {
     let bytes = payload_bytes(source)?;
     if source.linux().is_none() && source.multiboot().is_none() {
         image::check_loadable(&bytes)?;
@@ -175,7 +88,7 @@ pub struct Vm {
 impl Vm {
     /// Stage 1 of a run: the VM of a prepared (checked) configuration,
     /// its payload loaded, APICv inhibited with the plan's lever.
-    pub fn build(p: &Prepared) -> Result<Self, VmError> {
+    pub fn build(p: &Prepared) -> Result<Self, RunError> {
         if let Some(img) = &p.linux {
             return linux::build(p, img);
         }
@@ -183,7 +96,7 @@ impl Vm {
             return multiboot::build(p, img);
         }
         let (kvm, config, image_bytes, lever) = (&p.kvm, &p.config, &p.image[..], p.plan.lever);
-        let image = image::check(image_bytes)?;
+        let image = image::ImageInfo::check(image_bytes)?;
         let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
         let memory = create_memory(&fd, config.memory_bytes)?;
         let apic_ids: Vec<u32> = (0..config.vcpus).map(|i| lever.apic_id(i)).collect();
@@ -225,12 +138,12 @@ impl Vm {
 fn create_vcpus(
     fd: &VmFd,
     apic_ids: &[u32],
-    setup: impl Fn(&VcpuFd, usize, u32) -> Result<(), VmError> + Sync,
-) -> Result<Vec<VcpuFd>, VmError> {
+    setup: impl Fn(&VcpuFd, usize, u32) -> Result<(), RunError> + Sync,
+) -> Result<Vec<VcpuFd>, RunError> {
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .clamp(1, apic_ids.len().max(1));
-    let one = |index: usize| -> Result<VcpuFd, VmError> {
+    let one = |index: usize| -> Result<VcpuFd, RunError> {
         let vcpu = fd.create_vcpu(index as u64).map_err(|err| {
             if err.errno() != libc::EMFILE {
                 return kvm_err("KVM_CREATE_VCPU")(err);
@@ -243,7 +156,7 @@ fn create_vcpus(
                 open: 16,
                 vcpus: apic_ids.len(),
             };
-            VmError::FdLimit {
+            RunError::FdLimit {
                 index,
                 vcpus: apic_ids.len(),
                 limit: fds.limit,
@@ -253,13 +166,13 @@ fn create_vcpus(
         setup(&vcpu, index, apic_ids[index])?;
         Ok(vcpu)
     };
-    let chunk = |w: usize| -> Result<Vec<(usize, VcpuFd)>, VmError> {
+    let chunk = |w: usize| -> Result<Vec<(usize, VcpuFd)>, RunError> {
         (w..apic_ids.len())
             .step_by(workers)
             .map(|i| one(i).map(|v| (i, v)))
             .collect()
     };
-    let parts: Vec<Result<Vec<(usize, VcpuFd)>, VmError>> = if workers == 1 {
+    let parts: Vec<Result<Vec<(usize, VcpuFd)>, RunError>> = if workers == 1 {
         vec![chunk(0)]
     } else {
         std::thread::scope(|s| {
@@ -277,7 +190,7 @@ fn create_vcpus(
                 parts.push(match h {
                     Ok(h) => h
                         .join()
-                        .unwrap_or_else(|_| Err(VmError::Thread("it panicked".into()))),
+                        .unwrap_or_else(|_| Err(RunError::Thread("it panicked".into()))),
                     Err(w) => chunk(w),
                 });
             }
@@ -300,7 +213,7 @@ fn vm_wide_setup(
     config: &VmConfig,
     irqchip: &dyn Chip,
     lever: InhibitLever,
-) -> Result<(), VmError> {
+) -> Result<(), RunError> {
     irqchip.create(fd)?;
     levers::disable_exits(fd, config.levers.disabled_exits)?;
     if let Some(ns) = config.levers.halt_poll_ns {
@@ -324,7 +237,7 @@ fn setup_vcpu(
     apic_id: u32,
     entry: u64,
     lever: InhibitLever,
-) -> Result<(), VmError> {
+) -> Result<(), RunError> {
     set_cpuid(vcpu, supported, config, apic_id)?;
     setup_vcpu_registers(vcpu, index, entry)?;
     // Only with KVM's LAPIC (the plan gives the user irqchip `NoIrqchip`).
@@ -344,7 +257,7 @@ pub(super) fn set_cpuid(
     supported: &kvm_bindings::CpuId,
     config: &VmConfig,
     apic_id: u32,
-) -> Result<(), VmError> {
+) -> Result<(), RunError> {
     let mut entries = supported.clone();
     let shape = cpuid::CpuidShape {
         apic_id,
@@ -362,12 +275,12 @@ pub(super) fn set_cpuid(
 /// alone) and SINT0 written from the host as `apicv::InhibitLever::synic_sint()`; KVM sets
 /// APICV_INHIBIT_REASON_HYPERV for the VM in that write (hyperv.c:
 /// synic_set_sint -> synic_update_vector).
-fn synic_lever(vcpu: &VcpuFd) -> Result<(), VmError> {
+fn synic_lever(vcpu: &VcpuFd) -> Result<(), RunError> {
     let cap = kvm_enable_cap {
         cap: KVM_CAP_HYPERV_SYNIC2,
         ..Default::default()
     };
-    vcpu.enable_cap(&cap).map_err(|e| VmError::SynicLever {
+    vcpu.enable_cap(&cap).map_err(|e| RunError::SynicLever {
         op: "KVM_ENABLE_CAP(KVM_CAP_HYPERV_SYNIC2) on vCPU 0",
         problem: e.to_string(),
     })?;
@@ -376,21 +289,34 @@ fn synic_lever(vcpu: &VcpuFd) -> Result<(), VmError> {
         data: apicv::InhibitLever::synic_sint(),
         ..Default::default()
     }];
-    let msrs = Msrs::from_entries(&entries).map_err(|e| VmError::SynicLever {
+    let msrs = Msrs::from_entries(&entries).map_err(|e| RunError::SynicLever {
         op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
         problem: format!("{e:?}"),
     })?;
     match vcpu.set_msrs(&msrs) {
         Ok(1) => Ok(()),
-        Ok(n) => Err(VmError::SynicLever {
+        Ok(n) => Err(RunError::SynicLever {
             op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
             problem: format!("KVM set {n} of 1 MSRs (it refused the SINT)"),
         }),
-        Err(e) => Err(VmError::SynicLever {
+        Err(e) => Err(RunError::SynicLever {
             op: "KVM_SET_MSRS(HV_X64_MSR_SINT0)",
             problem: e.to_string(),
         }),
     }
+}
+
+/// vCPUs per host CPU above which the guest's barriers halt instead of
+/// spinning (spinning waiters would take the time slices the last arrivals
+/// need: a 128-vCPU broadcast on 2 CPUs took 31.8 s spinning, 2.0 s halting).
+const HALTING_BARRIERS_ABOVE: usize = 4;
+
+/// Whether the guest's barriers halt (`BOOT_FLAG_HALTING_BARRIERS`): only
+/// when heavily oversubscribed, because their wake-up IPIs (vector 0xFE),
+/// which the guest does not count, are counted by the host's counters.
+fn halting_barriers(vcpus: usize) -> bool {
+    let cpus = crate::mode::levers::allowed_cpus().len();
+    cpus > 0 && vcpus > cpus * HALTING_BARRIERS_ABOVE
 }
 
 /// Page tables, GDTs, the boot info and the payload into guest memory.
@@ -400,9 +326,9 @@ fn load_guest(
     apic_ids: &[u32],
     tsc_khz: u64,
     image_bytes: &[u8],
-) -> Result<(), VmError> {
+) -> Result<(), RunError> {
     write_system_tables(memory, config.vcpus)?;
-    let flags = if crate::mode::levers::halting_barriers(config.vcpus) {
+    let flags = if halting_barriers(config.vcpus) {
         ipivmm_abi::BOOT_FLAG_HALTING_BARRIERS
     } else {
         0
@@ -410,7 +336,7 @@ fn load_guest(
     let info = boot_info::build(config, apic_ids, tsc_khz, flags);
     memory
         .write_slice(&boot_info::encode(&info), GuestAddress(layout::BOOT_INFO))
-        .map_err(|e| VmError::Memory(e.to_string()))?;
+        .map_err(|e| RunError::Memory(e.to_string()))?;
     Elf::load(
         memory,
         None,
@@ -418,16 +344,16 @@ fn load_guest(
         Some(GuestAddress(ipivmm_abi::PAYLOAD_START)),
     )
     .map(|_| ())
-    .map_err(|e| VmError::Load(e.to_string()))
+    .map_err(|e| RunError::Load(e.to_string()))
 }
 
-fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
+fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, RunError> {
     let memory = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), bytes as usize)])
-        .map_err(|e| VmError::Memory(e.to_string()))?;
+        .map_err(|e| RunError::Memory(e.to_string()))?;
     for (slot, region) in memory.iter().enumerate() {
         let host = memory
             .get_host_address(region.start_addr())
-            .map_err(|e| VmError::Memory(e.to_string()))?;
+            .map_err(|e| RunError::Memory(e.to_string()))?;
         let mr = kvm_userspace_memory_region {
             slot: slot as u32,
             flags: 0,
@@ -443,7 +369,7 @@ fn create_memory(fd: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, VmError> {
     Ok(memory)
 }
 
-fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), VmError> {
+fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), RunError> {
     let sregs = vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
     vcpu.set_sregs(&regs::boot_sregs(sregs, index))
         .map_err(kvm_err("KVM_SET_SREGS"))?;
@@ -456,11 +382,11 @@ fn setup_vcpu_registers(vcpu: &VcpuFd, index: usize, entry: u64) -> Result<(), V
     vcpu.set_fpu(&fpu).map_err(kvm_err("KVM_SET_FPU"))
 }
 
-fn write_system_tables(memory: &GuestMemoryMmap, vcpus: usize) -> Result<(), VmError> {
+fn write_system_tables(memory: &GuestMemoryMmap, vcpus: usize) -> Result<(), RunError> {
     let w = |bytes: &[u8], at: u64| {
         memory
             .write_slice(bytes, GuestAddress(at))
-            .map_err(|e| VmError::Memory(e.to_string()))
+            .map_err(|e| RunError::Memory(e.to_string()))
     };
     w(&paging::identity_map_tables(), layout::PML4)?;
     for i in 0..vcpus {

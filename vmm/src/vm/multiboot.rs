@@ -8,7 +8,8 @@
 use super::{
     create_memory, create_vcpus, kvm_err, set_cpuid, synic_lever, vm_wide_setup, x2apic_api,
 };
-use super::{Prepared, Vm, VmError};
+use super::{Prepared, Vm};
+use crate::error::RunError;
 use crate::mode::apicv::InhibitLever;
 use crate::multiboot::{entry, MultibootImage};
 use kvm_bindings::{kvm_fpu, KVM_MAX_CPUID_ENTRIES};
@@ -16,7 +17,7 @@ use kvm_ioctls::VcpuFd;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 /// Stage 1 for a multiboot kernel (`Vm::build` hands it over).
-pub fn build(p: &Prepared, img: &MultibootImage) -> Result<Vm, VmError> {
+pub fn build(p: &Prepared, img: &MultibootImage) -> Result<Vm, RunError> {
     let (kvm, config, lever) = (&p.kvm, &p.config, p.plan.lever);
     let fd = kvm.create_vm().map_err(kvm_err("KVM_CREATE_VM"))?;
     let memory = create_memory(&fd, config.memory_bytes)?;
@@ -60,7 +61,7 @@ pub fn build(p: &Prepared, img: &MultibootImage) -> Result<Vm, VmError> {
 }
 
 /// vCPU 0 at the multiboot entry: 32-bit protected mode, paging off.
-fn boot_cpu_registers(vcpu: &VcpuFd, img: &MultibootImage) -> Result<(), VmError> {
+fn boot_cpu_registers(vcpu: &VcpuFd, img: &MultibootImage) -> Result<(), RunError> {
     let sregs = vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
     vcpu.set_sregs(&entry::sregs(sregs))
         .map_err(kvm_err("KVM_SET_SREGS"))?;
@@ -76,13 +77,13 @@ fn boot_cpu_registers(vcpu: &VcpuFd, img: &MultibootImage) -> Result<(), VmError
 /// The kernel's pieces (bss zeroed: fresh RAM is zero), the GDT and the
 /// information block into guest RAM. Every address was checked against
 /// RAM by `multiboot::check`.
-fn load(memory: &GuestMemoryMmap, img: &MultibootImage) -> Result<(), VmError> {
-    let mem = |e: vm_memory::GuestMemoryError| VmError::Memory(e.to_string());
+fn load(memory: &GuestMemoryMmap, img: &MultibootImage) -> Result<(), RunError> {
+    let mem = |e: vm_memory::GuestMemoryError| RunError::Memory(e.to_string());
     for s in &img.layout.segments {
         let bytes = img
             .bytes
             .get(s.file.clone())
-            .ok_or_else(|| VmError::Load("multiboot: a segment past the file".into()))?;
+            .ok_or_else(|| RunError::Load("multiboot: a segment past the file".into()))?;
         memory
             .write_slice(bytes, GuestAddress(s.addr))
             .map_err(mem)?;

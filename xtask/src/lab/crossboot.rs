@@ -28,14 +28,6 @@ impl Side {
             Side::Changed => "lab.kvm=avic=0",
         }
     }
-
-    /// What kvm_amd reads back (module-params.txt).
-    fn param(self) -> &'static str {
-        match self {
-            Side::Base => "kvm_amd.avic=Y",
-            Side::Changed => "kvm_amd.avic=N",
-        }
-    }
 }
 
 /// The boots, in order: the sides alternated, the baseline first and last
@@ -48,8 +40,6 @@ pub const BOOTS: &[Side] = &[
     Side::Base,
 ];
 
-/// Recordings per boot (kernel-gate.sh's RECORDINGS).
-pub const RECORDINGS: usize = 3;
 /// Iterations per run unless `--iterations` says otherwise.
 pub const ITERATIONS: u32 = 100;
 /// Each boot's limit unless `--timeout` says otherwise, s.
@@ -111,43 +101,6 @@ pub fn pass(s: &Settings, args: &Args) -> Result<LabOutcome> {
         verdict = LabOutcome::Failed;
     }
     Ok(verdict)
-}
-
-/// A boot's checks beyond the lab's own: kvm_amd loaded as its side asks,
-/// and the recordings there, each a whole results file.
-pub fn verdict(r: &mut Report, side: Side, dir: &Path) {
-    let params = fs::read_to_string(dir.join("module-params.txt")).unwrap_or_default();
-    if params.lines().any(|l| l == side.param()) {
-        r.ok(format!("side {}: {}", side.name(), side.param()));
-    } else {
-        let seen = params
-            .lines()
-            .filter(|l| l.starts_with("kvm_amd.avic"))
-            .map(str::to_string)
-            .collect();
-        r.bad(format!("side {}: {}", side.name(), side.param()), seen);
-    }
-    let recs = files(&dir.join("recordings"), "", ".json");
-    let unreadable: Vec<String> = recs
-        .iter()
-        .filter_map(|f| {
-            ipivmm_analysis::results::Document::load(f)
-                .err()
-                .map(|e| format!("{}: {e}", f.display()))
-        })
-        .collect();
-    let mut offences = unreadable;
-    if recs.len() != RECORDINGS {
-        offences.push(format!(
-            "{} recordings in {}",
-            recs.len(),
-            dir.join("recordings").display()
-        ));
-    }
-    r.check(
-        &format!("{RECORDINGS} recordings, each a results file"),
-        offences,
-    );
 }
 
 /// One judgement: `new` against `base` (boot directories of `results`),
@@ -284,6 +237,7 @@ fn decisions(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::crossboot_verdict::RECORDINGS;
     use super::*;
 
     /// compare's stderr as it wraps a decision and its notes (a real

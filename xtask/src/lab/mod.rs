@@ -15,6 +15,7 @@ mod boot;
 mod cli;
 mod console;
 mod crossboot;
+mod crossboot_verdict;
 mod debs;
 mod host;
 mod initramfs;

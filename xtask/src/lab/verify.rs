@@ -2,7 +2,7 @@
 //! disk, unpacked by the boot core): one PASS/FAIL line per check, the
 //! warnings and wall times, and a summary. Exit status 0 only if all passed.
 use super::avic_verdict;
-use super::crossboot;
+use super::crossboot_verdict;
 use super::host::files;
 use super::recorded;
 use super::report::{host_fact, Expect, Report};
@@ -132,7 +132,7 @@ pub fn verify(expect: Expect, dir: &Path) -> Report {
                 recorded::judge(&mut r, dir, "lab-pv-features.toml", true);
             }
         }
-        Expect::Crossboot(side) => crossboot::verdict(&mut r, side, dir),
+        Expect::Crossboot(side) => crossboot_verdict::verdict(&mut r, side, dir),
         _ => {}
     }
     // The guest's `ipivmm check` steps: each one's TAP is the check.

@@ -5,7 +5,7 @@ use super::{fail, init_log, run_flags};
 use crate::cli::args::CalibrateArgs;
 use crate::output::atomic::write_atomic;
 use crate::output::fit::wrap;
-use ipivmm::experiment::calibrate::{calibrate, CalibrationEvents, Spec};
+use ipivmm::experiment::calibrate::{CalibrationEvents, Spec};
 use ipivmm_analysis::gate::profile::{Control, NoiseProfile};
 use ipivmm_analysis::results::metrics::Metric;
 use ipivmm_analysis::results::RunReport;
@@ -95,7 +95,7 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
             return fail(e);
         }
     }
-    if let Err(e) = ipivmm::run::prepare(&config) {
+    if let Err(e) = config.prepare() {
         return fail(e);
     }
     let host = match ipivmm_host::facts::probe() {
@@ -117,12 +117,7 @@ pub fn main(args: &CalibrateArgs) -> ExitCode {
         quiet: args.quiet,
         recordings: spec.recordings,
     };
-    let profile = match calibrate(
-        &spec,
-        host,
-        ipivmm_analysis::interrupt::cancel_flag(),
-        &events,
-    ) {
+    let profile = match spec.run(host, ipivmm_analysis::interrupt::cancel_flag(), &events) {
         Ok(p) => p,
         Err(ipivmm::experiment::calibrate::CalibrateError::Cancelled) => {
             eprintln!("ipivmm: calibrate cancelled: no profile written");

@@ -134,7 +134,7 @@ fn experiment(
     host: Option<&HostInfo>,
     base: &Path,
 ) -> Result<engine::Experiment, String> {
-    let mut e = engine::from_file(x, &c, base)?;
+    let mut e = engine::Experiment::from_file(x, &c, base)?;
     let FileJob::Flags(job) = &c.job else {
         return Ok(e);
     };
@@ -146,7 +146,7 @@ fn experiment(
         Job::Run(args) => args.to_config().map_err(NotRun::Plan).and_then(|config| {
             // What `run` refuses before any VM is a plan error (or this
             // host's), and leaves an older file alone.
-            ipivmm::run::prepare(&config).map_err(not_run)?;
+            config.prepare().map_err(not_run)?;
             Ok((vec![Planned::single(config)], Vec::new(), None))
         }),
         Job::Sweep(args) => plan_sweep(args)
@@ -304,7 +304,7 @@ pub fn main(args: &CheckArgs) -> ExitCode {
         quiet: args.quiet,
         errors: RefCell::new(Vec::new()),
     };
-    let verdicts: Verdicts = engine::execute_with(&plan, host.as_ref(), &how, &events).verdicts();
+    let verdicts: Verdicts = plan.execute_with(host.as_ref(), &how, &events).verdicts();
     let mut errors = events.errors.into_inner();
 
     let suite = if plan.about.is_empty() {
@@ -546,7 +546,7 @@ expect = ["operations > 0"]
         let c = r.to_config().unwrap();
         assert_eq!(
             c.payload.linux().and_then(|g| g.workload),
-            Some(ipivmm::linux::LinuxWorkload::IpiUnicast)
+            Some(ipivmm::analysis::mode::LinuxWorkload::IpiUnicast)
         );
         for (body, why) in [
             (

@@ -10,7 +10,7 @@ use crate::output::fit::wrap;
 use crate::output::journal::Journal;
 use crate::output::sink::Files;
 use crate::output::style::{color_stderr, color_stdout};
-use ipivmm::experiment::interleaved::{self, Arm, InterleavedEvents, Spec, Stopped};
+use ipivmm::experiment::interleaved::{Arm, InterleavedEvents, Spec, Stopped};
 use ipivmm_analysis::gate::profile::NoiseProfile;
 use ipivmm_analysis::gate::sequential::Look;
 use ipivmm_analysis::gate::{Policy, Verdict};
@@ -55,7 +55,11 @@ pub fn main(args: &CompareArgs) -> ExitCode {
     if args.output.given.iter().any(|(s, _)| s.flag == "json") {
         return fail("--json writes the runs of a live comparison (--run); the files compared are already results files");
     }
-    if let Some(Err(e)) = args.phase.as_deref().map(ipivmm::config::check_phase_name) {
+    if let Some(Err(e)) = args
+        .phase
+        .as_deref()
+        .map(ipivmm::VmConfig::check_phase_name)
+    {
         return fail(e);
     }
     // Baseline files not among the inputs are read too, first.
@@ -360,7 +364,7 @@ fn live(args: &CompareArgs) -> ExitCode {
     // run them is "could not run here" (4 for a gate, as `run --expect`,
     // `sweep --expect` and `check` say it), a bad request an error.
     for (i, arm) in spec.arms.iter().enumerate() {
-        if let Err(e) = ipivmm::run::prepare(&arm.config) {
+        if let Err(e) = arm.config.prepare() {
             let side = format!("--run '{}'", args.run[i]);
             return match (e.host_cannot_run(), args.fail_on_regression) {
                 (true, true) => super::not_run_here("ipivmm compare", &format!("{side}: {e}")),
@@ -368,14 +372,10 @@ fn live(args: &CompareArgs) -> ExitCode {
             };
         }
     }
-    let mut configs = spec.arms.each_ref().map(|a| a.config.clone());
-    if let Some(line) = ipivmm::experiment::mount_tracefs_for(&mut configs) {
+    if let Some(line) = spec.mount_tracefs() {
         if !args.quiet {
             super::say(&format!("ipivmm: {line}"));
         }
-    }
-    for (arm, config) in spec.arms.iter_mut().zip(configs) {
-        arm.config = config;
     }
     if !args.quiet {
         eprintln!(
@@ -399,7 +399,7 @@ fn live(args: &CompareArgs) -> ExitCode {
         quiet: args.quiet,
         journal: &journal,
     };
-    let finding = match interleaved::run_interleaved(&spec, cancel, &events) {
+    let finding = match spec.run(cancel, &events) {
         Ok(f) => f,
         Err(e) => return fail(e),
     };

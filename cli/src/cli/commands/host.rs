@@ -3,8 +3,7 @@
 use super::{fail, host_switch};
 use crate::cli::args::HostArgs;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
-use ipivmm::host::caps::{self, CapInfo};
-use ipivmm::host::device;
+use ipivmm::host::CapInfo;
 use ipivmm_host::facts::{probe, ApicvSupport, HostInfo};
 use ipivmm_host::lab::Hardware;
 use ipivmm_host::module_switch::{read_state, State, DEFAULT_STATE_FILE};
@@ -42,8 +41,8 @@ pub fn main(args: &HostArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(format!("cannot read host facts: {e}")),
     };
-    let (caps, kvm_error) = match device::open(&args.kvm_device) {
-        Ok(kvm) => (caps::query(&kvm), None),
+    let (caps, kvm_error) = match CapInfo::query(&args.kvm_device) {
+        Ok(caps) => (caps, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let report = HostReport {

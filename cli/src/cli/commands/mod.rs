@@ -93,11 +93,8 @@ pub const NOT_RUN_HERE: u8 = 4;
 /// 129 for SIGHUP), as a shell reports a process a signal ended; the
 /// command stopped cleanly and wrote what it had first.
 pub fn cancelled() -> Option<ExitCode> {
-    let sig = ipivmm_analysis::interrupt::received()?;
-    eprintln!(
-        "ipivmm: cancelled by {}: what finished is kept, the rest did not run",
-        ipivmm_analysis::interrupt::signal_name(sig)
-    );
+    let (sig, name) = ipivmm_analysis::interrupt::received()?;
+    eprintln!("ipivmm: cancelled by {name}: what finished is kept, the rest did not run");
     Some(ExitCode::from(128u8.saturating_add(sig as u8)))
 }
 

@@ -3,7 +3,7 @@
 //! from any directory.
 use super::fail;
 use crate::cli::args::NewPayloadArgs;
-use ipivmm::payload::template::{self, ELF_DIR};
+use ipivmm::payload::template;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -31,11 +31,10 @@ pub fn main(args: &NewPayloadArgs) -> ExitCode {
     );
     println!("build and run it with:");
     println!(
-        "  cd {} && cargo build --release && {} run --payload {}/{}",
+        "  cd {} && cargo build --release && {} run --payload {}",
         quote(&dir),
         quote(&ipivmm),
-        ELF_DIR,
-        args.name
+        template::elf_path(&args.name).display()
     );
     ExitCode::SUCCESS
 }

@@ -2,10 +2,10 @@
 use super::{fail, finish, init_log, plan_outputs, say, skip_all};
 use crate::cli::args::{repeat_choice, RunArgs, SerialArg};
 use crate::output::dest::print_text;
-use crate::output::journal::{stops_repeats, Journal};
+use crate::output::journal::Journal;
 use crate::output::progress::SweepProgress;
 use crate::output::{repeats, text};
-use ipivmm::experiment::rounds::{run_rounds, Options, Planned, RoundEvents};
+use ipivmm::experiment::rounds::{Planned, RoundEvents, Rounds};
 use ipivmm::SerialSink;
 use ipivmm_analysis::results::RunReport;
 use std::cell::RefCell;
@@ -42,7 +42,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     };
     // Every check of a run before the journal replaces an older results
     // file: a refused run (a bad payload, no KVM device) leaves it alone.
-    if let Err(e) = ipivmm::run::prepare(&config) {
+    if let Err(e) = config.prepare() {
         return match e.host_cannot_run() {
             true => skip_all(&args.gate, &outputs, "ipivmm run", &e.to_string()),
             false => fail(e),
@@ -58,17 +58,17 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
     // The engine's one repeat loop (run, sweep and check share it): a
     // busy repeat is kept and marked (auto runs more), one that cannot start is a
     // failed run and ends the repeats, a signal stops them.
-    let mut opts = Options::new(repeats, cancel.clone());
-    opts.observer_pairs = args.observer_effect;
-    opts.first_serial = serial;
-    opts.started = started;
+    let mut rounds = Rounds::new(repeats, cancel.clone());
+    rounds.observer_pairs = args.observer_effect;
+    rounds.first_serial = serial;
+    rounds.started = started;
     let mut skipped = Vec::new();
     let planned = [Planned::single(config.clone())];
     let events = RunEvents {
         quiet: args.quiet,
         bar: RefCell::new(None),
     };
-    let out_of_budget = run_rounds(&planned, &mut skipped, &opts, &journal, &events);
+    let out_of_budget = rounds.run(&planned, &mut skipped, &journal, &events);
     if let Some(b) = &*events.bar.borrow() {
         b.finish();
     }
@@ -118,7 +118,7 @@ pub fn main(args: &RunArgs, started: Instant) -> ExitCode {
             .map(|i| format!(" (repeat {} of {})", i + 1, choice.repeats))
             .unwrap_or_default();
         // Said once, with why the repeats after it did not run.
-        let stopped = match stops_repeats(r) {
+        let stopped = match r.stops_repeats() {
             Some(why) if doc.runs.len() < choice.repeats as usize => format!("; {why}"),
             _ => String::new(),
         };
@@ -202,7 +202,7 @@ pub fn own_p50(
 /// `run --dry-run`: the checks of a run (prepare) and the report's header,
 /// without a VM.
 fn dry_run(config: &ipivmm::VmConfig) -> ExitCode {
-    let prepared = match ipivmm::run::prepare(config) {
+    let prepared = match config.prepare() {
         Ok(p) => p,
         Err(e) => return fail(e),
     };

@@ -12,8 +12,7 @@ use crate::sweep::host_stages::preflight;
 use crate::sweep::planned::PlannedSweep;
 use crate::sweep::presets::PresetHost;
 use crate::sweep::{plan, SweepSpec, WorkloadArg};
-use ipivmm::host::{device, max_vcpus};
-use ipivmm::linux::LinuxWorkload;
+use ipivmm::analysis::mode::LinuxWorkload;
 use ipivmm_analysis::mode::{ApicMode, IpiPath, Irqchip, TargetWait};
 use std::cell::RefCell;
 use std::process::ExitCode;
@@ -266,8 +265,8 @@ fn validate(spec: &SweepSpec) -> Result<(), PlanError> {
         g.check_files()
             .map_err(|e| PlanError::Usage(e.to_string()))?;
     }
-    let max = device::open(&spec.base.kvm_device)
-        .map(|k| max_vcpus(&k))
+    let max = ipivmm::host::KvmInfo::open(&spec.base.kvm_device)
+        .map(|k| k.max_vcpus)
         .map_err(|e| PlanError::HostCannotRun(e.to_string()))?;
     // xAPIC's 255-vCPU limit is a skipped row (sweep::skip_reason), not a
     // usage error, when the sweep also has x2APIC rows.

@@ -169,7 +169,7 @@ pub fn render(
 /// boot per run, its time as the lab measured it, the guest's RAM, and the
 /// cross-check every row carries.
 fn linux_cost(runs: &[PlannedRun], skipped: &[ipivmm_analysis::results::SkippedMode]) -> String {
-    let prefix = ipivmm::linux::LinuxWorkload::PREFIX;
+    let prefix = ipivmm::analysis::mode::LinuxWorkload::PREFIX;
     let planned = runs
         .iter()
         .filter(|r| r.config.payload.linux().is_some())
