@@ -162,7 +162,7 @@ pub(crate) fn spreads(recordings: &[Vec<f64>]) -> (f64, f64, f64) {
 }
 
 impl Spec {
-    /// Calibrates this host for this self.
+    /// Calibrates this host for this spec.
     pub fn run(
         &self,
         host: String,

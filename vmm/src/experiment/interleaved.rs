@@ -142,7 +142,7 @@ impl Spec {
     }
 
     /// Runs the comparison until the gate decides, the budget is spent or `cancel`
-    /// is set. Err: the self cannot be run ([`Spec::check`]), before any VM.
+    /// is set. Err: the spec cannot be run ([`Spec::check`]), before any VM.
     pub fn run(
         &self,
         cancel: Arc<AtomicBool>,
